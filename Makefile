@@ -1,0 +1,48 @@
+# migrate — see README.md. `make test` is what CI runs.
+GO      ?= go
+PKGS    := ./...
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+export GOTOOLCHAIN := local
+
+.PHONY: build test unit lint vet fmt-check depcheck bench fuzz golden demo clean
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/migrate ./cmd/migrate
+
+## test: everything CI checks: formatting, vet, the dependency rules, every test.
+test: fmt-check vet
+	$(GO) test -count=1 -timeout 20m $(PKGS)
+
+unit:
+	$(GO) test -count=1 -short $(PKGS)
+
+lint: fmt-check vet
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet $(PKGS)
+
+depcheck:
+	$(GO) test -count=1 -run TestDependencyDirection ./engine/
+
+## bench: the engine and state figures reported in the issues (see bench/README.md).
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./state/ ./providers/local/
+	$(GO) run ./bench/cmd/enginebench
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 60s ./runbooks/
+	$(GO) test -run '^$$' -fuzz FuzzRead -fuzztime 60s ./state/
+
+golden:
+	$(GO) test -count=1 ./... -update
+
+demo: build
+	./bin/migrate run --all --runbook examples/quickstart --auto-approve
+
+clean:
+	rm -rf bin

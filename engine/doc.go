@@ -1,0 +1,11 @@
+// Package engine plans, runs and rolls back a runbook. It compares every
+// step with its record in the state and with what its provider observes,
+// walks each phase's steps as a graph (independent steps in parallel, a
+// failed step skipping its dependents), checkpoints every transition, and
+// reports progress only through Hooks.
+//
+// The engine knows providers only through providers.Interface, the state
+// only through state.Manager and the runbook only as phases values: it
+// never imports a concrete provider, HCL, or a view (engine_deps_test.go
+// keeps it so).
+package engine

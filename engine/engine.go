@@ -1,0 +1,237 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/state"
+)
+
+// DefaultParallelism is how many steps of a phase run at once unless told.
+const DefaultParallelism = 10
+
+// Options configure an Engine.
+type Options struct {
+	Runbook *phases.Runbook
+	// Factories maps a provider type to its constructor; cmd/migrate
+	// builds it, tests pass fakes.
+	Factories map[string]providers.Factory
+	State     state.Manager
+	// Hooks receive every event after the state has recorded it.
+	Hooks       []Hook
+	Parallelism int
+}
+
+// Engine plans, runs and rolls back one runbook against one state.
+type Engine struct {
+	runbook     *phases.Runbook
+	state       state.Manager
+	hooks       hooks
+	parallelism int
+	providers   map[string]providers.Interface // by ProviderConfig.Key()
+	steps       map[phases.Address]*phases.Step
+	phaseOrder  []*phases.Phase
+}
+
+// New instantiates and configures every provider the runbook declares.
+func New(ctx context.Context, opts Options) (*Engine, phases.Diagnostics) {
+	e := &Engine{
+		runbook:     opts.Runbook,
+		state:       opts.State,
+		parallelism: opts.Parallelism,
+		providers:   map[string]providers.Interface{},
+		steps:       map[phases.Address]*phases.Step{},
+	}
+	if e.parallelism <= 0 {
+		e.parallelism = DefaultParallelism
+	}
+	e.hooks = append(hooks{StateHook{State: opts.State}}, opts.Hooks...)
+	for _, s := range opts.Runbook.AllSteps() {
+		e.steps[s.Addr] = s
+	}
+	var diags phases.Diagnostics
+	order, err := orderPhases(opts.Runbook.Phases)
+	if err != nil {
+		return nil, phases.FromError("Invalid phase order", err)
+	}
+	e.phaseOrder = order
+
+	for _, pc := range opts.Runbook.Providers {
+		f, ok := opts.Factories[pc.Type]
+		if !ok {
+			r := pc.Range
+			diags = append(diags, phases.Diagnostic{
+				Severity: phases.Error,
+				Summary:  "Unknown provider type",
+				Detail:   fmt.Sprintf("No provider of type %q is built into this migrate. Known types: %s.", pc.Type, strings.Join(sortedKeys(opts.Factories), ", ")),
+				Subject:  &r,
+			})
+			continue
+		}
+		p := f()
+		cfg := cty.EmptyObjectVal
+		if pc.Config != nil {
+			v, d := pc.Config.Evaluate(nil)
+			diags = append(diags, d...)
+			if d.HasErrors() {
+				continue
+			}
+			cfg = v
+		}
+		resp := p.Configure(ctx, providers.ConfigureRequest{Name: pc.Name, Config: cfg, Dir: opts.Runbook.Dir})
+		diags = append(diags, withSubject(resp.Diagnostics, pc.Range)...)
+		e.providers[pc.Key()] = p
+	}
+	for _, s := range e.steps {
+		if _, ok := e.providers[s.Provider]; !ok && !diags.HasErrors() {
+			r := s.Range
+			diags = append(diags, phases.Diagnostic{
+				Severity: phases.Error,
+				Summary:  "Provider not configured",
+				Detail:   fmt.Sprintf("Step %s uses provider %q, which the runbook does not configure.", s.Addr, s.Provider),
+				Subject:  &r,
+			})
+		}
+	}
+	if diags.HasErrors() {
+		e.Close()
+		return nil, diags
+	}
+	return e, diags
+}
+
+// Close releases provider resources.
+func (e *Engine) Close() error {
+	var errs []error
+	for _, p := range e.providers {
+		if c, ok := p.(providers.Closer); ok {
+			if err := c.Close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("closing providers: %v", errs)
+	}
+	return nil
+}
+
+// Phases returns the phases in the order they run.
+func (e *Engine) Phases() []*phases.Phase { return e.phaseOrder }
+
+func (e *Engine) provider(s *phases.Step) providers.Interface { return e.providers[s.Provider] }
+
+// orderPhases sorts phases so that each comes after those it names in
+// After, keeping declaration order where After leaves a choice.
+func orderPhases(list []*phases.Phase) ([]*phases.Phase, error) {
+	byName := map[string]*phases.Phase{}
+	for _, p := range list {
+		byName[p.Name] = p
+	}
+	var out []*phases.Phase
+	state := map[string]int{} // 0 new, 1 visiting, 2 done
+	var visit func(p *phases.Phase, path []string) error
+	visit = func(p *phases.Phase, path []string) error {
+		switch state[p.Name] {
+		case 1:
+			return fmt.Errorf("phases wait for each other: %s", strings.Join(append(path, p.Name), " -> "))
+		case 2:
+			return nil
+		}
+		state[p.Name] = 1
+		for _, a := range p.After {
+			q, ok := byName[a]
+			if !ok {
+				return fmt.Errorf("phase %q runs after unknown phase %q", p.Name, a)
+			}
+			if err := visit(q, append(path, p.Name)); err != nil {
+				return err
+			}
+		}
+		state[p.Name] = 2
+		out = append(out, p)
+		return nil
+	}
+	for _, p := range list {
+		if err := visit(p, nil); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// phasesBefore returns every phase that must be complete before p runs.
+func (e *Engine) phasesBefore(p *phases.Phase) []*phases.Phase {
+	byName := map[string]*phases.Phase{}
+	for _, q := range e.phaseOrder {
+		byName[q.Name] = q
+	}
+	seen := map[string]bool{}
+	var walk func(q *phases.Phase)
+	walk = func(q *phases.Phase) {
+		for _, a := range q.After {
+			if !seen[a] {
+				seen[a] = true
+				walk(byName[a])
+			}
+		}
+	}
+	walk(p)
+	var out []*phases.Phase
+	for _, q := range e.phaseOrder {
+		if seen[q.Name] {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// selectPhases resolves names to phases in run order; empty means all.
+func (e *Engine) selectPhases(names []string) ([]*phases.Phase, error) {
+	if len(names) == 0 {
+		return e.phaseOrder, nil
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		if e.runbook.Phase(n) == nil {
+			var known []string
+			for _, p := range e.phaseOrder {
+				known = append(known, p.Name)
+			}
+			return nil, fmt.Errorf("no phase named %q; the runbook has: %s", n, strings.Join(known, ", "))
+		}
+		want[n] = true
+	}
+	var out []*phases.Phase
+	for _, p := range e.phaseOrder {
+		if want[p.Name] {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+func withSubject(d phases.Diagnostics, r phases.Range) phases.Diagnostics {
+	for i := range d {
+		if d[i].Subject == nil {
+			rr := r
+			d[i].Subject = &rr
+		}
+	}
+	return d
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,96 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/state"
+)
+
+// EventKind says what happened.
+type EventKind string
+
+const (
+	PhaseStarted   EventKind = "phase_started"
+	PhaseCompleted EventKind = "phase_completed"
+	PhaseFailed    EventKind = "phase_failed"
+	StepStarted    EventKind = "step_started"
+	StepOutput     EventKind = "step_output"
+	StepRetrying   EventKind = "step_retrying"
+	StepDone       EventKind = "step_done"
+	StepFailed     EventKind = "step_failed"
+	StepSkipped    EventKind = "step_skipped"
+	StepAdopted    EventKind = "step_adopted"
+	StepReverting  EventKind = "step_reverting"
+	StepReverted   EventKind = "step_reverted"
+	Interrupted    EventKind = "interrupted"
+)
+
+// Event is one thing that happened during a run or rollback. Message never
+// contains a sensitive value in clear.
+type Event struct {
+	Kind     EventKind      `json:"kind"`
+	Time     time.Time      `json:"time"`
+	Phase    string         `json:"phase,omitempty"`
+	Addr     phases.Address `json:"address,omitzero"`
+	Check    bool           `json:"check,omitempty"`
+	Attempt  int            `json:"attempt,omitempty"`
+	Duration time.Duration  `json:"duration_ns,omitempty"`
+	Message  string         `json:"message,omitempty"`
+	Error    string         `json:"error,omitempty"`
+	// Record is the step's new record when the event changes it; the
+	// StateHook makes it durable. It is not part of the JSON stream.
+	Record *state.StepRecord `json:"-"`
+}
+
+// Hook receives every event. An error from a hook stops the run: the
+// StateHook returns one when a checkpoint cannot be written, and going on
+// without a record would break the promise that the state says where the
+// run stopped.
+type Hook interface {
+	Handle(Event) error
+}
+
+// NilHook ignores everything; embed it to handle only some events.
+type NilHook struct{}
+
+// Handle does nothing.
+func (NilHook) Handle(Event) error { return nil }
+
+// HookFunc adapts a function to Hook.
+type HookFunc func(Event) error
+
+// Handle calls f.
+func (f HookFunc) Handle(e Event) error { return f(e) }
+
+// StateHook checkpoints every record an event carries.
+type StateHook struct {
+	State state.Manager
+}
+
+// Handle writes e.Record durably before returning.
+func (h StateHook) Handle(e Event) error {
+	if e.Record == nil {
+		return nil
+	}
+	return h.State.Checkpoint(e.Record)
+}
+
+// hooks fans an event out in order; the engine puts the StateHook first,
+// so that no view shows a step as done before its completion is durable.
+// Events arrive concurrently from parallel steps: every Hook must be safe
+// for concurrent use (views take their own lock; the state group-commits).
+type hooks []Hook
+
+func (h hooks) emit(e Event) error {
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	var first error
+	for _, x := range h {
+		if err := x.Handle(e); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}

@@ -1,0 +1,300 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/state"
+)
+
+// PlanFormatVersion is the version of saved plan files.
+const PlanFormatVersion = 1
+
+// Plan is what a run would do, per phase and step. It pins the state's
+// lineage and serial: a run refuses a plan made against another state.
+type Plan struct {
+	FormatVersion int          `json:"format_version"`
+	Lineage       string       `json:"lineage"`
+	Serial        uint64       `json:"serial"`
+	Phases        []*PhasePlan `json:"phases"`
+}
+
+// PhasePlan is the plan of one phase.
+type PhasePlan struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// Complete: every step is done and every after-check passed.
+	Complete bool        `json:"complete"`
+	Steps    []*StepPlan `json:"steps"`
+}
+
+// StepPlan is the plan of one step or check.
+type StepPlan struct {
+	Addr phases.Address   `json:"address"`
+	When phases.CheckWhen `json:"when,omitempty"`
+	// Action is what a run will do; checks that will run say Create.
+	Action providers.Action `json:"-"`
+	// ActionName is Action as text, for the JSON form.
+	ActionName string       `json:"action"`
+	Status     state.Status `json:"status,omitempty"`
+	// Diff is the provider's account of the change, redacted.
+	Diff string `json:"diff,omitempty"`
+	// Detail explains the action (what drifted, why an update).
+	Detail string `json:"detail,omitempty"`
+	// InputHash is the hash of the inputs the plan was made with, empty
+	// when they depend on steps that have not run yet.
+	InputHash string          `json:"input_hash,omitempty"`
+	Planned   json.RawMessage `json:"planned,omitempty"`
+}
+
+// IsCheck reports whether the entry is a check.
+func (s *StepPlan) IsCheck() bool { return s.When != "" }
+
+// HasChanges reports whether running the plan would change anything.
+func (p *Plan) HasChanges() bool {
+	for _, ph := range p.Phases {
+		for _, s := range ph.Steps {
+			if !s.IsCheck() && s.Action != providers.NoOp {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Phase finds a phase's plan by name.
+func (p *Plan) Phase(name string) *PhasePlan {
+	for _, ph := range p.Phases {
+		if ph.Name == name {
+			return ph
+		}
+	}
+	return nil
+}
+
+// UnmarshalJSON restores Action from its name.
+func (s *StepPlan) UnmarshalJSON(b []byte) error {
+	type plain StepPlan
+	if err := json.Unmarshal(b, (*plain)(s)); err != nil {
+		return err
+	}
+	for a := providers.NoOp; a <= providers.Revert; a++ {
+		if a.String() == s.ActionName {
+			s.Action = a
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown action %q in plan", s.ActionName)
+}
+
+// outputs is the table of step outputs that evaluation sees; it is read
+// by parallel evaluations while finished steps add to it.
+type outputs struct {
+	mu sync.RWMutex
+	m  map[phases.Address]cty.Value
+}
+
+func (o *outputs) evaluate(s *phases.Step) (cty.Value, phases.Diagnostics) {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	v, d := s.Config.Evaluate(o.m)
+	return v, withSubject(d, s.Range)
+}
+
+func (o *outputs) set(a phases.Address, v cty.Value) {
+	o.mu.Lock()
+	o.m[a] = v
+	o.mu.Unlock()
+}
+
+// loadOutputs seeds the table with every recorded output; steps that have
+// not run are unknown.
+func (e *Engine) loadOutputs(snap *state.Snapshot) *outputs {
+	o := &outputs{m: make(map[phases.Address]cty.Value, len(e.steps))}
+	for addr := range e.steps {
+		o.m[addr] = cty.DynamicVal
+		rec := snap.Steps[addr.String()]
+		if rec == nil || rec.Status != state.Done {
+			continue
+		}
+		if v, _, err := decodeOutputs(rec.Outputs); err == nil {
+			o.m[addr] = v
+		}
+	}
+	return o
+}
+
+// PlanOptions select what to plan.
+type PlanOptions struct {
+	// Phases to plan; empty plans every phase.
+	Phases []string
+}
+
+// Plan compares every selected step with its record and with what its
+// provider observes. It changes nothing.
+func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diagnostics) {
+	selected, err := e.selectPhases(opts.Phases)
+	if err != nil {
+		return nil, phases.FromError("Unknown phase", err)
+	}
+	snap := e.state.Snapshot()
+	plan := &Plan{FormatVersion: PlanFormatVersion, Lineage: snap.Lineage, Serial: snap.Serial}
+	out := e.loadOutputs(snap)
+	var diags phases.Diagnostics
+	for _, ph := range selected {
+		pp := &PhasePlan{Name: ph.Name, Description: ph.Description, Complete: phaseComplete(ph, snap)}
+		plan.Phases = append(plan.Phases, pp)
+		changes := false
+		for _, s := range topoOrder(ph.Steps) {
+			sp, d := e.planStep(ctx, s, snap.Steps[s.Addr.String()], out)
+			diags = append(diags, d...)
+			if sp.Action != providers.NoOp {
+				changes = true
+			}
+			pp.Steps = append(pp.Steps, sp)
+		}
+		for _, c := range ph.Checks {
+			rec := snap.Steps[c.Addr.String()]
+			sp := &StepPlan{Addr: c.Addr, When: c.When, Action: providers.NoOp}
+			if rec != nil {
+				sp.Status = rec.Status
+			}
+			if changes || rec == nil || rec.Status != state.Done {
+				sp.Action = providers.Create
+				cfg, d := out.evaluate(c)
+				diags = append(diags, d...)
+				if !d.HasErrors() {
+					resp := e.provider(c).Plan(ctx, providers.PlanRequest{Type: c.Addr.Type, Addr: c.Addr, Config: cfg, Action: providers.Create})
+					diags = append(diags, withSubject(resp.Diagnostics, c.Range)...)
+					sp.Diff = resp.Diff
+				}
+			}
+			pp.Steps = append(pp.Steps, sp)
+		}
+		for _, sp := range pp.Steps {
+			sp.ActionName = sp.Action.String()
+		}
+	}
+	return plan, diags
+}
+
+// planStep decides one step's action. Steps that will change make their
+// outputs unknown to the steps after them.
+func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRecord, out *outputs) (*StepPlan, phases.Diagnostics) {
+	sp := &StepPlan{Addr: s.Addr, Action: providers.NoOp}
+	if rec != nil {
+		sp.Status = rec.Status
+	}
+	cfg, diags := out.evaluate(s)
+	if diags.HasErrors() {
+		sp.Action = providers.Create
+		out.set(s.Addr, cty.DynamicVal)
+		return sp, diags
+	}
+	sp.InputHash = inputHash(cfg)
+	p := e.provider(s)
+	prior := priorOf(rec)
+
+	switch {
+	case rec == nil || rec.Status == state.Pending || rec.Status == state.Reverted:
+		sp.Action = providers.Create
+	case rec.Status == state.Running || rec.Status == state.Failed:
+		sp.Action = providers.Create
+		if rec.Status == state.Running {
+			sp.Detail = "was running when a run stopped: it is observed first and redone only if it did not finish"
+		} else {
+			sp.Detail = "failed last time: " + rec.LastError
+		}
+	case rec.Status == state.Reverting || rec.Status == state.RevertFailed:
+		sp.Action = providers.Create
+		sp.Detail = "a rollback of this step did not finish"
+	case sp.InputHash == "" || sp.InputHash != rec.InputHash:
+		sp.Action = providers.Update
+		if sp.InputHash == "" {
+			sp.Detail = "its inputs depend on steps that will change"
+		} else {
+			sp.Detail = "its inputs changed since it ran"
+		}
+	default:
+		read := p.Read(ctx, providers.ReadRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: prior})
+		diags = append(diags, withSubject(read.Diagnostics, s.Range)...)
+		switch read.Observation {
+		case providers.Drifted:
+			sp.Action, sp.Detail = providers.Drift, read.Detail
+		case providers.Absent:
+			sp.Action, sp.Detail = providers.Drift, "its effect is gone"
+			if read.Detail != "" {
+				sp.Detail = read.Detail
+			}
+		default:
+			if read.Observation == providers.Present && read.Outputs != cty.NilVal && !read.Outputs.IsNull() {
+				out.set(s.Addr, read.Outputs)
+			}
+			return sp, diags
+		}
+	}
+	out.set(s.Addr, cty.DynamicVal)
+	resp := p.Plan(ctx, providers.PlanRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: prior, Action: sp.Action})
+	diags = append(diags, withSubject(resp.Diagnostics, s.Range)...)
+	sp.Diff = resp.Diff
+	sp.Planned = resp.Private
+	return sp, diags
+}
+
+func priorOf(rec *state.StepRecord) *providers.Prior {
+	if rec == nil || rec.Status != state.Done && rec.Inverse == nil {
+		return nil
+	}
+	v, _, err := decodeOutputs(rec.Outputs)
+	if err != nil {
+		v = cty.EmptyObjectVal
+	}
+	return &providers.Prior{Outputs: v, Private: rec.Private, Inverse: rec.Inverse}
+}
+
+// phaseComplete: every step done and every after-check passed.
+func phaseComplete(ph *phases.Phase, snap *state.Snapshot) bool {
+	for _, s := range ph.Steps {
+		if rec := snap.Steps[s.Addr.String()]; rec == nil || rec.Status != state.Done {
+			return false
+		}
+	}
+	for _, c := range ph.Checks {
+		if c.When != phases.CheckAfter {
+			continue
+		}
+		if rec := snap.Steps[c.Addr.String()]; rec == nil || rec.Status != state.Done {
+			return false
+		}
+	}
+	return true
+}
+
+// topoOrder lists steps so that each comes after its dependencies,
+// keeping declaration order otherwise.
+func topoOrder(steps []*phases.Step) []*phases.Step {
+	g := newGraph(steps)
+	out := make([]*phases.Step, 0, len(steps))
+	seen := make([]bool, len(steps))
+	var visit func(i int)
+	visit = func(i int) {
+		if seen[i] {
+			return
+		}
+		seen[i] = true
+		for _, j := range g.deps[i] {
+			visit(j)
+		}
+		out = append(out, steps[i])
+	}
+	for i := range steps {
+		visit(i)
+	}
+	return out
+}

@@ -1,0 +1,285 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/state"
+)
+
+// RollbackPlan lists what a rollback will undo, phase by phase from the
+// last, and what it cannot undo. It is shown before anything is done.
+type RollbackPlan struct {
+	Lineage string               `json:"lineage"`
+	Serial  uint64               `json:"serial"`
+	Phases  []*PhaseRollbackPlan `json:"phases"`
+}
+
+// PhaseRollbackPlan is the rollback of one phase.
+type PhaseRollbackPlan struct {
+	Name string `json:"name"`
+	// Revert lists the steps to undo, in the order they will be undone
+	// when run one at a time.
+	Revert []RevertEntry `json:"revert"`
+	// Irreversible steps are done but recorded no way to undo them; they
+	// stay as they are.
+	Irreversible []phases.Address `json:"irreversible,omitempty"`
+}
+
+// RevertEntry is one step to undo.
+type RevertEntry struct {
+	Addr        phases.Address `json:"address"`
+	Description string         `json:"description"`
+}
+
+// HasChanges reports whether the rollback would undo anything.
+func (p *RollbackPlan) HasChanges() bool {
+	for _, ph := range p.Phases {
+		if len(ph.Revert) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Irreversible lists every step the rollback cannot undo.
+func (p *RollbackPlan) Irreversible() []phases.Address {
+	var out []phases.Address
+	for _, ph := range p.Phases {
+		out = append(out, ph.Irreversible...)
+	}
+	return out
+}
+
+// needsRevert: the step changed something that it knows how to undo, or
+// a rollback of it was under way.
+func needsRevert(rec *state.StepRecord) bool {
+	if rec == nil || rec.Check {
+		return false
+	}
+	switch rec.Status {
+	case state.Reverting, state.RevertFailed:
+		return true
+	case state.Done, state.Failed, state.Running:
+		return rec.Inverse != nil
+	}
+	return false
+}
+
+// PlanRollback says what rolling back the named phases (all when empty)
+// would do. Later phases that depend on them must be rolled back first,
+// or in the same rollback.
+func (e *Engine) PlanRollback(names []string) (*RollbackPlan, error) {
+	selected, err := e.selectPhases(names)
+	if err != nil {
+		return nil, err
+	}
+	snap := e.state.Snapshot()
+	chosen := map[string]bool{}
+	for _, ph := range selected {
+		chosen[ph.Name] = true
+	}
+	for _, later := range e.phaseOrder {
+		if chosen[later.Name] {
+			continue
+		}
+		for _, before := range e.phasesBefore(later) {
+			if chosen[before.Name] && phaseTouched(later, snap) {
+				return nil, fmt.Errorf("phase %s runs after %s and has not been rolled back: roll back %s first, or both together", later.Name, before.Name, later.Name)
+			}
+		}
+	}
+	rp := &RollbackPlan{Lineage: snap.Lineage, Serial: snap.Serial}
+	for i := len(selected) - 1; i >= 0; i-- {
+		ph := selected[i]
+		pr := &PhaseRollbackPlan{Name: ph.Name}
+		order := topoOrder(ph.Steps)
+		for j := len(order) - 1; j >= 0; j-- {
+			s := order[j]
+			rec := snap.Steps[s.Addr.String()]
+			switch {
+			case needsRevert(rec):
+				desc := "undo"
+				if rec.Inverse != nil && rec.Inverse.Description != "" {
+					desc = rec.Inverse.Description
+				}
+				pr.Revert = append(pr.Revert, RevertEntry{Addr: s.Addr, Description: desc})
+			case rec != nil && rec.Status == state.Done:
+				pr.Irreversible = append(pr.Irreversible, s.Addr)
+			}
+		}
+		rp.Phases = append(rp.Phases, pr)
+	}
+	return rp, nil
+}
+
+// phaseTouched: some step of the phase is done or part-done.
+func phaseTouched(ph *phases.Phase, snap *state.Snapshot) bool {
+	for _, s := range ph.Steps {
+		if rec := snap.Steps[s.Addr.String()]; needsRevert(rec) {
+			return true
+		}
+	}
+	return false
+}
+
+// Rollback undoes the plan's steps, phase by phase from the last, each
+// phase's steps in reverse dependency order (in parallel where they are
+// independent). Every transition is checkpointed, so a rollback that stops
+// resumes where it stopped.
+func (e *Engine) Rollback(stop, cancel context.Context, rp *RollbackPlan) error {
+	snap := e.state.Snapshot()
+	if rp.Serial != snap.Serial || rp.Lineage != snap.Lineage {
+		return &StaleError{PlanLineage: rp.Lineage, StateLineage: snap.Lineage, PlanSerial: rp.Serial, StateSerial: snap.Serial}
+	}
+	out := e.loadOutputs(snap)
+	for _, pr := range rp.Phases {
+		ph := e.runbook.Phase(pr.Name)
+		if ph == nil {
+			return fmt.Errorf("the rollback names phase %q, which the runbook no longer has", pr.Name)
+		}
+		if stop.Err() != nil {
+			return ErrInterrupted
+		}
+		if err := e.rollbackPhase(stop, cancel, ph, pr, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *Engine) rollbackPhase(stop, cancel context.Context, ph *phases.Phase, pr *PhaseRollbackPlan, out *outputs) error {
+	start := time.Now()
+	if err := e.hooks.emit(Event{Kind: PhaseStarted, Phase: ph.Name, Message: "rollback"}); err != nil {
+		return err
+	}
+	wanted := map[phases.Address]bool{}
+	for _, x := range pr.Revert {
+		wanted[x.Addr] = true
+	}
+	r := &stepRunner{e: e, cancel: cancel, out: out}
+	g := newGraph(ph.Steps).reversed()
+	res := g.walk(stop, e.parallelism, func(s *phases.Step) bool {
+		if !wanted[s.Addr] {
+			return true
+		}
+		return r.revert(s)
+	})
+	if err := r.fatal(); err != nil {
+		return err
+	}
+	var failedSteps, skippedSteps []phases.Address
+	interrupted := false
+	for i, x := range res {
+		switch x {
+		case failed:
+			failedSteps = append(failedSteps, g.nodes[i].Addr)
+		case skipped:
+			skippedSteps = append(skippedSteps, g.nodes[i].Addr)
+		case notStarted:
+			interrupted = true
+		}
+	}
+	if len(failedSteps) > 0 {
+		err := fmt.Errorf("rollback of phase %s did not complete: could not undo %s", ph.Name, joinAddrs(failedSteps))
+		if len(skippedSteps) > 0 {
+			err = fmt.Errorf("%w; left as they are because a step that depends on them could not be undone: %s", err, joinAddrs(skippedSteps))
+		}
+		e.hooks.emit(Event{Kind: PhaseFailed, Phase: ph.Name, Error: err.Error(), Duration: time.Since(start)})
+		return err
+	}
+	if interrupted || stop.Err() != nil {
+		e.hooks.emit(Event{Kind: Interrupted, Phase: ph.Name})
+		return ErrInterrupted
+	}
+	// The phase no longer counts as complete: its after-checks are void.
+	for _, c := range ph.Checks {
+		rec, ok := e.state.Step(c.Addr)
+		if !ok || rec.Status == state.Reverted {
+			continue
+		}
+		rec.Status = state.Reverted
+		if !r.emit(Event{Kind: StepReverted, Phase: ph.Name, Addr: c.Addr, Check: true, Record: rec}) {
+			return r.fatal()
+		}
+	}
+	return e.hooks.emit(Event{Kind: PhaseCompleted, Phase: ph.Name, Message: "rolled back", Duration: time.Since(start)})
+}
+
+// revert undoes one step with the inverse its record holds.
+func (r *stepRunner) revert(s *phases.Step) bool {
+	e := r.e
+	p := e.provider(s)
+	rec, ok := e.state.Step(s.Addr)
+	if !ok || !needsRevert(rec) {
+		return true
+	}
+	cfg, diags := r.out.evaluate(s)
+	if diags.HasErrors() {
+		// The runbook may have changed since; the inverse is what counts.
+		cfg = cty.DynamicVal
+	}
+	if rec.Status == state.Reverting || rec.Status == state.RevertFailed {
+		// A rollback stopped here: if the effect is gone, say so.
+		read := p.Read(r.cancel, providers.ReadRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec)})
+		if read.Observation == providers.Absent && !read.Diagnostics.HasErrors() {
+			return r.reverted(s, rec, time.Now())
+		}
+	}
+	rv, ok := p.(providers.Reverter)
+	if !ok || rec.Inverse == nil {
+		return r.revertFailed(s, rec, fmt.Errorf("provider %s cannot undo steps", s.Provider))
+	}
+	now := time.Now()
+	rec.Status = state.Reverting
+	rec.StartedAt, rec.FinishedAt = &now, nil
+	if !r.emit(Event{Kind: StepReverting, Phase: s.Phase, Addr: s.Addr, Message: rec.Inverse.Description, Record: rec}) {
+		return false
+	}
+	outputs, _, _ := decodeOutputs(rec.Outputs)
+	ctx := r.cancel
+	if s.Timeout > 0 {
+		var done context.CancelFunc
+		ctx, done = context.WithTimeout(ctx, s.Timeout)
+		defer done()
+	}
+	log := &lineWriter{emit: func(line string) {
+		e.hooks.emit(Event{Kind: StepOutput, Phase: s.Phase, Addr: s.Addr, Message: line})
+	}}
+	resp := rv.Revert(ctx, providers.RevertRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Inverse: *rec.Inverse, Outputs: outputs, Log: log})
+	log.Flush()
+	if resp.Diagnostics.HasErrors() {
+		return r.revertFailed(s, rec, resp.Diagnostics.Err())
+	}
+	return r.reverted(s, rec, now)
+}
+
+func (r *stepRunner) reverted(s *phases.Step, rec *state.StepRecord, started time.Time) bool {
+	now := time.Now()
+	rec.Status = state.Reverted
+	rec.Inverse = nil
+	rec.Outputs = nil
+	rec.InputHash = ""
+	rec.FinishedAt = &now
+	rec.LastError = ""
+	if !r.emit(Event{Kind: StepReverted, Phase: s.Phase, Addr: s.Addr, Duration: now.Sub(started), Record: rec}) {
+		return false
+	}
+	r.out.set(s.Addr, cty.DynamicVal)
+	return true
+}
+
+func (r *stepRunner) revertFailed(s *phases.Step, rec *state.StepRecord, err error) bool {
+	now := time.Now()
+	rec.Status = state.RevertFailed
+	rec.FinishedAt = &now
+	rec.LastError = err.Error()
+	r.emit(Event{Kind: StepFailed, Phase: s.Phase, Addr: s.Addr, Error: strings.TrimSpace(rec.LastError), Message: "rollback", Record: rec})
+	return false
+}

@@ -1,0 +1,101 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	"github.com/zclconf/go-cty/cty"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
+
+	"github.com/homelab-migrate/migrate/phases"
+)
+
+// inputHash is a digest of a step's evaluated attributes. Sensitive values
+// enter it too (a changed secret is a change), but only as part of a
+// SHA-256, never in clear. It is empty when the value is not wholly known.
+func inputHash(v cty.Value) string {
+	plain, _ := v.UnmarkDeep()
+	if !plain.IsWhollyKnown() {
+		return ""
+	}
+	b, err := ctyjson.Marshal(plain, plain.Type())
+	if err != nil {
+		return ""
+	}
+	ty, err := ctyjson.MarshalType(plain.Type())
+	if err != nil {
+		return ""
+	}
+	h := sha256.New()
+	h.Write(ty)
+	h.Write([]byte{0})
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// redact replaces every value marked sensitive by a stand-in of its type:
+// the string phases.Redacted for strings, null otherwise.
+func redact(v cty.Value) (cty.Value, bool) {
+	found := false
+	out, _ := cty.Transform(v, func(_ cty.Path, x cty.Value) (cty.Value, error) {
+		if !x.HasMark(phases.SensitiveMark) {
+			return x, nil
+		}
+		found = true
+		plain, _ := x.UnmarkDeep()
+		if plain.Type() == cty.String {
+			return cty.StringVal(phases.Redacted), nil
+		}
+		return cty.NullVal(plain.Type()), nil
+	})
+	out, _ = out.UnmarkDeep()
+	return out, found
+}
+
+type storedValue struct {
+	Value json.RawMessage `json:"value"`
+	Type  json.RawMessage `json:"type"`
+	// Redacted says some values were sensitive and are not stored; a
+	// later step that needs them gets them again from the provider's Read.
+	Redacted bool `json:"redacted,omitempty"`
+}
+
+// encodeOutputs turns outputs into their state form, redacted.
+func encodeOutputs(v cty.Value) (json.RawMessage, error) {
+	if v == cty.NilVal || v.IsNull() {
+		return nil, nil
+	}
+	r, redacted := redact(v)
+	if !r.IsWhollyKnown() {
+		return nil, fmt.Errorf("provider returned unknown outputs")
+	}
+	val, err := ctyjson.Marshal(r, r.Type())
+	if err != nil {
+		return nil, err
+	}
+	ty, err := ctyjson.MarshalType(r.Type())
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(storedValue{Value: val, Type: ty, Redacted: redacted})
+}
+
+// decodeOutputs is the inverse of encodeOutputs; redacted reports whether
+// sensitive values are missing from it.
+func decodeOutputs(raw json.RawMessage) (v cty.Value, redacted bool, err error) {
+	if len(raw) == 0 {
+		return cty.EmptyObjectVal, false, nil
+	}
+	var sv storedValue
+	if err := json.Unmarshal(raw, &sv); err != nil {
+		return cty.NilVal, false, err
+	}
+	ty, err := ctyjson.UnmarshalType(sv.Type)
+	if err != nil {
+		return cty.NilVal, false, err
+	}
+	v, err = ctyjson.Unmarshal(sv.Value, ty)
+	return v, sv.Redacted, err
+}

@@ -1,0 +1,40 @@
+package phases
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Address names a step or check uniquely in a runbook: TYPE.NAME, as in
+// "exec.backup" or "talos_kubeconfig.main".
+type Address struct {
+	Type string
+	Name string
+}
+
+func (a Address) String() string { return a.Type + "." + a.Name }
+
+// IsZero reports whether a is the empty address.
+func (a Address) IsZero() bool { return a.Type == "" && a.Name == "" }
+
+// ParseAddress parses "TYPE.NAME". Names may not contain dots.
+func ParseAddress(s string) (Address, error) {
+	typ, name, ok := strings.Cut(s, ".")
+	if !ok || typ == "" || name == "" || strings.Contains(name, ".") {
+		return Address{}, fmt.Errorf("invalid step address %q: want TYPE.NAME, e.g. exec.backup", s)
+	}
+	return Address{Type: typ, Name: name}, nil
+}
+
+// MarshalText lets addresses be map keys and strings in JSON.
+func (a Address) MarshalText() ([]byte, error) { return []byte(a.String()), nil }
+
+// UnmarshalText is the inverse of MarshalText.
+func (a *Address) UnmarshalText(b []byte) error {
+	p, err := ParseAddress(string(b))
+	if err != nil {
+		return err
+	}
+	*a = p
+	return nil
+}

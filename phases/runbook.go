@@ -1,0 +1,120 @@
+package phases
+
+import (
+	"time"
+
+	"github.com/zclconf/go-cty/cty"
+)
+
+// Runbook is a whole migration: its providers and its phases in the order
+// they run.
+type Runbook struct {
+	// Dir is the directory the runbook was loaded from; relative paths in
+	// step attributes are resolved against it.
+	Dir       string
+	Providers []*ProviderConfig
+	Phases    []*Phase
+}
+
+// Phase is one stage of a migration (platform, data-apps, ...).
+type Phase struct {
+	Name        string
+	Description string
+	// After names the phases that must be complete before this one runs.
+	// The loader fills it with the previous phase when the runbook does not
+	// say otherwise, so the engine never has to guess the order.
+	After  []string
+	Steps  []*Step
+	Checks []*Step
+	Range  Range
+}
+
+// ProviderConfig is one provider block: provider "TYPE" "NAME" { ... }.
+type ProviderConfig struct {
+	Type   string
+	Name   string
+	Config Evaluator
+	Range  Range
+}
+
+// Key is how steps refer to the provider: TYPE.NAME.
+func (p *ProviderConfig) Key() string { return p.Type + "." + p.Name }
+
+// CheckWhen says when a check gates its phase.
+type CheckWhen string
+
+const (
+	// CheckBefore checks must pass before any step of the phase starts.
+	CheckBefore CheckWhen = "before"
+	// CheckAfter checks must pass before the phase counts as complete.
+	CheckAfter CheckWhen = "after"
+)
+
+// Step is one unit of work (or, with When set, a check) run by a provider.
+type Step struct {
+	Addr  Address
+	Phase string
+	// Provider is the key (TYPE.NAME) of the provider instance that runs
+	// this step.
+	Provider string
+	// DependsOn holds explicit depends_on entries and every step the
+	// step's attributes refer to, deduplicated and sorted.
+	DependsOn []Address
+	Timeout   time.Duration
+	Retry     RetryPolicy
+	// When is set only for checks.
+	When   CheckWhen
+	Config Evaluator
+	Range  Range
+}
+
+// IsCheck reports whether the step is a phase gate rather than a change.
+func (s *Step) IsCheck() bool { return s.When != "" }
+
+// RetryPolicy is how often a failed step is tried again, and how long to
+// wait between tries (doubling each time).
+type RetryPolicy struct {
+	Attempts int
+	Backoff  time.Duration
+}
+
+// Evaluator turns attributes into a value. outputs maps every step address
+// the runbook knows to that step's outputs (an object), or to an unknown
+// value when it has not run yet; an Evaluator must accept unknowns, so that
+// a plan can be made before anything ran.
+type Evaluator interface {
+	Evaluate(outputs map[Address]cty.Value) (cty.Value, Diagnostics)
+}
+
+// EvaluatorFunc adapts a function to Evaluator.
+type EvaluatorFunc func(outputs map[Address]cty.Value) (cty.Value, Diagnostics)
+
+// Evaluate calls f.
+func (f EvaluatorFunc) Evaluate(outputs map[Address]cty.Value) (cty.Value, Diagnostics) {
+	return f(outputs)
+}
+
+// Static is an Evaluator that always yields v.
+func Static(v cty.Value) Evaluator {
+	return EvaluatorFunc(func(map[Address]cty.Value) (cty.Value, Diagnostics) { return v, nil })
+}
+
+// AllSteps lists the steps and checks of every phase in declaration order.
+func (r *Runbook) AllSteps() []*Step {
+	var out []*Step
+	for _, p := range r.Phases {
+		out = append(out, p.Checks...)
+		out = append(out, p.Steps...)
+	}
+	return out
+}
+
+// Phase finds a phase by name.
+func (r *Runbook) Phase(name string) *Phase {
+	for _, p := range r.Phases {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}

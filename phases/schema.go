@@ -1,0 +1,46 @@
+package phases
+
+import "github.com/zclconf/go-cty/cty"
+
+// Schema is what a provider accepts: the attributes of its provider block and
+// the step types it runs. runbooks checks every block against it at load
+// time, so a typo is reported with its line before anything runs.
+type Schema struct {
+	Provider  Block
+	StepTypes map[string]StepType
+}
+
+// StepType describes one step type, such as "exec".
+type StepType struct {
+	Description string
+	Attributes  map[string]Attribute
+	// Outputs lists the attributes that later steps may refer to as
+	// TYPE.NAME.OUTPUT; nil means the step has no outputs.
+	Outputs map[string]cty.Type
+	// CanCheck says the type may also be used in a check block.
+	CanCheck bool
+	// CheckOnly says the type may only be used in a check block.
+	CheckOnly bool
+}
+
+// Block is a set of attributes.
+type Block struct {
+	Attributes map[string]Attribute
+}
+
+// Attribute is one setting of a step or provider.
+type Attribute struct {
+	Type        cty.Type
+	Required    bool
+	Description string
+	// Sensitive values are redacted in plans, logs and state.
+	Sensitive bool
+}
+
+// SensitiveMark is the cty mark carried by every sensitive value, whether it
+// came from a variable marked sensitive, a sensitive attribute, or a
+// provider's output. Renderers and the state replace marked values.
+const SensitiveMark = "sensitive"
+
+// Redacted is what stands in for a sensitive value wherever one would be shown.
+const Redacted = "(sensitive value)"

@@ -1,0 +1,10 @@
+// Package providers defines the interface between the engine and the things
+// that change the world: Incus, Talos, Helm and the local machine. Each
+// concrete provider lives in a subpackage (providers/local, ...) and is
+// registered explicitly by cmd/migrate; the engine knows them only through
+// Interface.
+//
+// Requests and responses are structs, so fields can be added without
+// breaking implementers. Every call takes a context and must honour its
+// cancellation.
+package providers

@@ -1,0 +1,124 @@
+package local
+
+import (
+	"bytes"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/homelab-migrate/migrate/phases"
+)
+
+// tailSize is how much of a command's last output is kept for the error
+// message when it fails.
+const tailSize = 2048
+
+// tailLines is how many of the last lines an error message shows.
+const tailLines = 8
+
+// output is where a command's stdout and stderr go: the log writer, with
+// secrets replaced, and a small ring of the last bytes for error messages.
+// os/exec gives one goroutine and one pipe to it (stdout and stderr are the
+// same writer), so it needs no lock.
+type output struct {
+	log     io.Writer
+	secrets secrets
+	pending []byte // held back: it may be the start of a secret
+	ring    [tailSize]byte
+	n       int // bytes ever put in ring
+}
+
+func newOutput(log io.Writer, s secrets) *output {
+	if log == nil {
+		log = io.Discard
+	}
+	return &output{log: log, secrets: s}
+}
+
+// Write never fails: a broken log must not kill the command through
+// SIGPIPE or EPIPE.
+func (o *output) Write(p []byte) (int, error) {
+	n := len(p)
+	if len(o.secrets) == 0 {
+		o.emit(p)
+		return n, nil
+	}
+	buf := append(o.pending, p...)
+	for _, s := range o.secrets {
+		if bytes.Contains(buf, s) {
+			buf = bytes.ReplaceAll(buf, s, []byte(phases.Redacted))
+		}
+	}
+	hold := 0
+	for _, s := range o.secrets {
+		for l := min(len(s)-1, len(buf)); l > hold; l-- {
+			if bytes.HasSuffix(buf, s[:l]) {
+				hold = l
+				break
+			}
+		}
+	}
+	o.emit(buf[:len(buf)-hold])
+	o.pending = append(o.pending[:0], buf[len(buf)-hold:]...)
+	return n, nil
+}
+
+// flush writes what was held back; call it once the command has exited.
+func (o *output) flush() {
+	if len(o.pending) > 0 {
+		o.emit(o.pending)
+		o.pending = o.pending[:0]
+	}
+}
+
+func (o *output) emit(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	_, _ = o.log.Write(p)
+	if len(p) >= tailSize {
+		copy(o.ring[:], p[len(p)-tailSize:])
+		o.n = tailSize
+		return
+	}
+	for len(p) > 0 {
+		i := o.n % tailSize
+		c := copy(o.ring[i:], p)
+		p = p[c:]
+		o.n += c
+	}
+	if o.n >= 2*tailSize {
+		o.n = o.n%tailSize + tailSize
+	}
+}
+
+// tail returns the last lines of output, indented for a diagnostic.
+func (o *output) tail() string {
+	var b []byte
+	if o.n <= tailSize {
+		b = o.ring[:o.n]
+	} else {
+		i := o.n % tailSize
+		b = append(append(make([]byte, 0, tailSize), o.ring[i:]...), o.ring[:i]...)
+	}
+	text := strings.TrimRight(strings.ToValidUTF8(string(b), string(utf8.RuneError)), "\n")
+	if text == "" {
+		return ""
+	}
+	lines := strings.Split(text, "\n")
+	cut := o.n > tailSize
+	if len(lines) > tailLines {
+		lines, cut = lines[len(lines)-tailLines:], true
+	} else if cut && len(lines) > 1 {
+		lines = lines[1:] // the first line is a fragment
+	}
+	var sb strings.Builder
+	if cut {
+		sb.WriteString("\n  ...")
+	}
+	for _, l := range lines {
+		sb.WriteString("\n  ")
+		sb.WriteString(strings.TrimRight(l, "\r"))
+	}
+	return sb.String()
+}

@@ -1,0 +1,193 @@
+package providers
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/homelab-migrate/migrate/phases"
+)
+
+// Interface is implemented by every provider.
+type Interface interface {
+	// Schema describes the provider block and the step types.
+	Schema() phases.Schema
+	// Configure receives the evaluated provider block once, before any
+	// other call.
+	Configure(context.Context, ConfigureRequest) ConfigureResponse
+	// Read observes what is there now, so the engine can detect drift and
+	// decide whether an interrupted step finished.
+	Read(context.Context, ReadRequest) ReadResponse
+	// Plan says what Apply would do, with a diff a person can read.
+	Plan(context.Context, PlanRequest) PlanResponse
+	// Apply makes the change and returns how to undo it.
+	Apply(context.Context, ApplyRequest) ApplyResponse
+}
+
+// Reverter is implemented by providers whose steps can be rolled back.
+type Reverter interface {
+	Revert(context.Context, RevertRequest) RevertResponse
+}
+
+// Closer is implemented by providers holding connections or processes.
+type Closer interface {
+	Close() error
+}
+
+// Factory makes a provider instance. cmd/migrate builds the registry, a
+// map from provider type ("local", "incus", ...) to its Factory.
+type Factory func() Interface
+
+// Action is what a plan intends for a step.
+type Action int
+
+const (
+	NoOp   Action = iota // no-op
+	Create               // create
+	Update               // update
+	Drift                // drift
+	Revert               // revert
+)
+
+var actionNames = [...]string{"no-op", "create", "update", "drift", "revert"}
+
+func (a Action) String() string {
+	if int(a) < len(actionNames) {
+		return actionNames[a]
+	}
+	return "unknown"
+}
+
+// Observation is what Read found.
+type Observation int
+
+const (
+	// Unknown: the provider cannot tell (an exec step without creates).
+	Unknown Observation = iota
+	// Absent: the step's effect is not there; it has not run or was undone.
+	Absent
+	// Present: the step's effect is there and matches the record.
+	Present
+	// Drifted: the effect is there but differs from the record.
+	Drifted
+)
+
+var observationNames = [...]string{"unknown", "absent", "present", "drifted"}
+
+func (o Observation) String() string {
+	if int(o) < len(observationNames) {
+		return observationNames[o]
+	}
+	return "invalid"
+}
+
+// Prior is what the state remembers of a step's last successful apply.
+type Prior struct {
+	// Outputs as recorded (sensitive values already redacted).
+	Outputs cty.Value
+	// Private is opaque provider data kept in state (never sensitive).
+	Private json.RawMessage
+	// Inverse as returned by Apply.
+	Inverse *Inverse
+}
+
+type ConfigureRequest struct {
+	Name   string
+	Config cty.Value
+	// Dir is the runbook directory, for relative paths.
+	Dir string
+}
+
+type ConfigureResponse struct {
+	Diagnostics phases.Diagnostics
+}
+
+type ReadRequest struct {
+	Type   string
+	Addr   phases.Address
+	Config cty.Value
+	// Prior is nil when the step never completed.
+	Prior *Prior
+}
+
+type ReadResponse struct {
+	Observation Observation
+	// Detail explains a drift, for the plan.
+	Detail string
+	// Outputs observed, when Present; the engine keeps the recorded ones
+	// otherwise.
+	Outputs cty.Value
+	// Inverse, when Present and Prior is nil (a step interrupted before its
+	// completion was recorded), says how to undo what was found, so that a
+	// step adopted on resume can still be rolled back.
+	Inverse     *Inverse
+	Diagnostics phases.Diagnostics
+}
+
+type PlanRequest struct {
+	Type   string
+	Addr   phases.Address
+	Config cty.Value
+	Prior  *Prior
+	// Action is what the engine intends (Create, Update or Drift).
+	Action Action
+}
+
+type PlanResponse struct {
+	// Diff is human-readable text shown under the step in a plan; it must
+	// not contain sensitive values in clear.
+	Diff string
+	// Private is passed back in ApplyRequest.Planned.
+	Private     json.RawMessage
+	Diagnostics phases.Diagnostics
+}
+
+// Approval is the human consent given for an approval step.
+type Approval struct {
+	// By is user@host; empty when nobody approved.
+	By string
+	// Prompt asks the person at the terminal; nil when not interactive.
+	Prompt func(question string) (bool, error)
+}
+
+type ApplyRequest struct {
+	Type    string
+	Addr    phases.Address
+	Config  cty.Value
+	Prior   *Prior
+	Planned json.RawMessage
+	// Approval carries --approve and the terminal, for approval steps.
+	Approval Approval
+	// Log receives the step's output (command output and the like); it is
+	// the terminal and log, never the state.
+	Log io.Writer
+}
+
+type ApplyResponse struct {
+	// Outputs may contain values marked phases.SensitiveMark.
+	Outputs cty.Value
+	Private json.RawMessage
+	// Inverse says how to undo this apply; nil means it cannot be undone.
+	Inverse *Inverse
+	// Record holds facts worth keeping in state, such as who approved.
+	Record      map[string]string
+	Diagnostics phases.Diagnostics
+}
+
+// Inverse is how to undo an applied step; see phases.Inverse.
+type Inverse = phases.Inverse
+
+type RevertRequest struct {
+	Type    string
+	Addr    phases.Address
+	Config  cty.Value
+	Inverse Inverse
+	Outputs cty.Value
+	Log     io.Writer
+}
+
+type RevertResponse struct {
+	Diagnostics phases.Diagnostics
+}

@@ -1,0 +1,211 @@
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+)
+
+// Read decodes a state snapshot in any format version this build knows,
+// upgraded in memory to CurrentVersion. An empty input is ErrNoState; a
+// newer version is a *NewerVersionError; anything else that does not decode
+// is returned as is (Open wraps it in an *UnusableError naming the file).
+func Read(r io.Reader) (*Snapshot, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	s, _, err := readSnapshot(b)
+	return s, err
+}
+
+// Write encodes s in CurrentVersion, whatever s.Version says.
+func Write(s *Snapshot, w io.Writer) error {
+	b, err := marshalSnapshot(s)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+// readSnapshot decodes b and also returns the format version it was in.
+func readSnapshot(b []byte) (*Snapshot, int, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, 0, ErrNoState
+	}
+	// Only the version (and who wrote it, for the message) is looked at
+	// first: the rest of the layout depends on it.
+	var head struct {
+		Version        *json.RawMessage `json:"version"`
+		MigrateVersion json.RawMessage  `json:"migrate_version"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return nil, 0, fmt.Errorf("not a state file: %w", jsonErr(b, err))
+	}
+	if head.Version == nil {
+		return nil, 0, errors.New(`not a state file: no "version" field`)
+	}
+	var version int
+	if err := json.Unmarshal(*head.Version, &version); err != nil {
+		return nil, 0, fmt.Errorf(`not a state file: "version" is %s, want a number`, *head.Version)
+	}
+	// When version 2 comes: `case version == 2: return readV2(b)`, and
+	// version 1 becomes `s1, err := readV1(b); ...; return upgradeV1(s1)`,
+	// with readV1 decoding into frozen copies of the version 1 types.
+	switch {
+	case version > CurrentVersion:
+		var by string
+		_ = json.Unmarshal(head.MigrateVersion, &by)
+		return nil, version, &NewerVersionError{Version: version, MigrateVersion: by}
+	case version == 1:
+		s, err := readV1(b)
+		return s, version, err
+	default:
+		return nil, 0, fmt.Errorf("unsupported state format version %d", version)
+	}
+}
+
+// stateV1 is the version 1 file layout. StepRecord is the version 1 record;
+// when a later version changes it, freeze a copy here as stepRecordV1.
+type stateV1 struct {
+	Version        int                    `json:"version"`
+	Serial         uint64                 `json:"serial"`
+	Lineage        string                 `json:"lineage"`
+	MigrateVersion string                 `json:"migrate_version"`
+	Steps          map[string]*StepRecord `json:"steps"`
+}
+
+func readV1(b []byte) (*Snapshot, error) {
+	var s stateV1
+	if err := decodeStrict(b, &s); err != nil {
+		return nil, err
+	}
+	if s.Lineage == "" {
+		return nil, errors.New(`no "lineage"`)
+	}
+	if s.Steps == nil {
+		s.Steps = map[string]*StepRecord{}
+	}
+	for key, rec := range s.Steps {
+		if rec == nil {
+			return nil, fmt.Errorf("step %q: null record", key)
+		}
+		if err := validateRecord(rec); err != nil {
+			return nil, fmt.Errorf("step %q: %w", key, err)
+		}
+		if rec.Addr.String() != key {
+			return nil, fmt.Errorf("step %q: record has address %q", key, rec.Addr)
+		}
+	}
+	return &Snapshot{
+		Version:        CurrentVersion,
+		Serial:         s.Serial,
+		Lineage:        s.Lineage,
+		MigrateVersion: s.MigrateVersion,
+		Steps:          s.Steps,
+	}, nil
+}
+
+// marshalSnapshot encodes s in CurrentVersion: indented, one step record
+// per line (compact, so outputs and provider data keep their bytes), steps
+// sorted by address.
+func marshalSnapshot(s *Snapshot) ([]byte, error) {
+	str := func(v string) []byte { b, _ := json.Marshal(v); return b }
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, "{\n  \"version\": %d,\n  \"serial\": %d,\n  \"lineage\": %s,\n  \"migrate_version\": %s,\n  \"steps\": {",
+		CurrentVersion, s.Serial, str(s.Lineage), str(s.MigrateVersion))
+	for i, key := range slices.Sorted(maps.Keys(s.Steps)) {
+		rec, err := json.Marshal(s.Steps[key])
+		if err != nil {
+			return nil, fmt.Errorf("step %s: %w", key, err)
+		}
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.WriteString("\n    ")
+		buf.Write(str(key))
+		buf.WriteString(": ")
+		buf.Write(rec)
+	}
+	if len(s.Steps) > 0 {
+		buf.WriteString("\n  ")
+	}
+	buf.WriteString("}\n}\n")
+	return buf.Bytes(), nil
+}
+
+// decodeStrict decodes exactly one JSON value into v, refusing unknown
+// fields and trailing data.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonErr(b, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("unexpected data after the JSON object at byte %d", dec.InputOffset())
+	}
+	return nil
+}
+
+// jsonErr turns truncated input into an error that says so.
+func jsonErr(b []byte, err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return fmt.Errorf("truncated JSON (%d bytes)", len(b))
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Errorf("invalid JSON at byte %d: %v", se.Offset, err)
+	}
+	return err
+}
+
+var knownStatus = map[Status]bool{
+	Pending: true, Running: true, Done: true, Failed: true,
+	Reverting: true, Reverted: true, RevertFailed: true,
+}
+
+func validateRecord(rec *StepRecord) error {
+	if rec.Addr.IsZero() {
+		return errors.New("record has no address")
+	}
+	if !knownStatus[rec.Status] {
+		return fmt.Errorf("record %s has unknown status %q", rec.Addr, rec.Status)
+	}
+	return nil
+}
+
+func cloneRecord(r *StepRecord) *StepRecord {
+	c := *r
+	c.Outputs = bytes.Clone(r.Outputs)
+	c.Private = bytes.Clone(r.Private)
+	if r.Inverse != nil {
+		inv := *r.Inverse
+		inv.Data = bytes.Clone(inv.Data)
+		c.Inverse = &inv
+	}
+	c.Record = maps.Clone(r.Record)
+	if r.StartedAt != nil {
+		t := *r.StartedAt
+		c.StartedAt = &t
+	}
+	if r.FinishedAt != nil {
+		t := *r.FinishedAt
+		c.FinishedAt = &t
+	}
+	return &c
+}
+
+func cloneSnapshot(s *Snapshot) *Snapshot {
+	c := *s
+	c.Steps = make(map[string]*StepRecord, len(s.Steps))
+	for k, r := range s.Steps {
+		c.Steps[k] = cloneRecord(r)
+	}
+	return &c
+}

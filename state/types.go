@@ -1,0 +1,85 @@
+package state
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/homelab-migrate/migrate/phases"
+)
+
+// CurrentVersion is the format version this build writes.
+const CurrentVersion = 1
+
+// Status of a step (or check) record.
+type Status string
+
+const (
+	Pending      Status = "pending"
+	Running      Status = "running"
+	Done         Status = "done"
+	Failed       Status = "failed"
+	Reverting    Status = "reverting"
+	Reverted     Status = "reverted"
+	RevertFailed Status = "revert_failed"
+)
+
+// StepRecord is everything the state knows of one step or check.
+type StepRecord struct {
+	Addr  phases.Address `json:"address"`
+	Phase string         `json:"phase"`
+	Check bool           `json:"check,omitempty"`
+	// Status is the last thing that happened to the step.
+	Status Status `json:"status"`
+	// InputHash is a hash of the evaluated attributes the step last ran
+	// with; a change means the plan says "update".
+	InputHash string `json:"input_hash,omitempty"`
+	// Outputs is the step's output object in cty's JSON encoding with its
+	// type ({"value":...,"type":...}); sensitive values are redacted.
+	Outputs json.RawMessage `json:"outputs,omitempty"`
+	// Private is opaque provider data.
+	Private json.RawMessage `json:"private,omitempty"`
+	// Inverse says how rollback undoes the step; nil when it cannot.
+	Inverse *phases.Inverse `json:"inverse,omitempty"`
+	// Record keeps facts such as who approved an approval step.
+	Record     map[string]string `json:"record,omitempty"`
+	Attempts   int               `json:"attempts"`
+	StartedAt  *time.Time        `json:"started_at,omitempty"`
+	FinishedAt *time.Time        `json:"finished_at,omitempty"`
+	LastError  string            `json:"last_error,omitempty"`
+}
+
+// Snapshot is the whole state at one serial.
+type Snapshot struct {
+	Version        int    `json:"version"`
+	Serial         uint64 `json:"serial"`
+	Lineage        string `json:"lineage"`
+	MigrateVersion string `json:"migrate_version"`
+	// Steps is keyed by address string.
+	Steps map[string]*StepRecord `json:"steps"`
+}
+
+// LockInfo says who holds the state lock.
+type LockInfo struct {
+	ID      string    `json:"id"`
+	PID     int       `json:"pid"`
+	Host    string    `json:"host"`
+	User    string    `json:"user"`
+	Command string    `json:"command"`
+	Created time.Time `json:"created"`
+}
+
+// Manager is the state as the engine sees it. Implementations are safe for
+// concurrent use.
+type Manager interface {
+	// Snapshot returns a deep copy of the current state, journal included.
+	Snapshot() *Snapshot
+	// Step returns a copy of one record.
+	Step(phases.Address) (*StepRecord, bool)
+	// Checkpoint durably records rec (replacing the previous record of its
+	// address) before it returns. Cost is independent of the state's size.
+	Checkpoint(rec *StepRecord) error
+	// Persist folds the journal into a new snapshot, atomically.
+	Persist() error
+	// Close persists (when writable) and releases the lock.
+	Close() error
+}
