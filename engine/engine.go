@@ -32,7 +32,7 @@ type Options struct {
 type Engine struct {
 	runbook     *phases.Runbook
 	state       state.Manager
-	hooks       hooks
+	hooks       *hooks
 	parallelism int
 	providers   map[string]providers.Interface // by ProviderConfig.Key()
 	steps       map[phases.Address]*phases.Step
@@ -51,7 +51,10 @@ func New(ctx context.Context, opts Options) (*Engine, phases.Diagnostics) {
 	if e.parallelism <= 0 {
 		e.parallelism = DefaultParallelism
 	}
-	e.hooks = append(hooks{StateHook{State: opts.State}}, opts.Hooks...)
+	e.hooks = &hooks{
+		list:     append([]Hook{StateHook{State: opts.State}}, opts.Hooks...),
+		redactor: newRedactor(opts.Runbook.Secrets),
+	}
 	for _, s := range opts.Runbook.AllSteps() {
 		e.steps[s.Addr] = s
 	}
@@ -126,6 +129,10 @@ func (e *Engine) Close() error {
 func (e *Engine) Phases() []*phases.Phase { return e.phaseOrder }
 
 func (e *Engine) provider(s *phases.Step) providers.Interface { return e.providers[s.Provider] }
+
+// PhaseOrder returns the runbook's phases in the order they run, without
+// configuring any provider (for views such as status).
+func PhaseOrder(r *phases.Runbook) ([]*phases.Phase, error) { return orderPhases(r.Phases) }
 
 // orderPhases sorts phases so that each comes after those it names in
 // After, keeping declaration order where After leaves a choice.

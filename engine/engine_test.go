@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -578,6 +579,47 @@ func TestSensitiveOutputsNeverReachState(t *testing.T) {
 		}
 		b, _ := os.ReadFile(path)
 		if strings.Contains(string(b), canary) {
+			t.Errorf("%s contains the secret in clear", path)
+		}
+		return nil
+	})
+}
+
+func TestSecretsInsideOtherTextAreRedacted(t *testing.T) {
+	t.Parallel()
+	const canary = "CANARY-token-77ab"
+	h := newHarness(t)
+	b := newRB()
+	b.r.Secrets = []string{canary}
+	p := b.phase("p")
+	b.step(p, "leaky")
+	h.fake.ApplyFn = func(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
+		// A command that echoes a secret interpolated into its argv.
+		io.WriteString(req.Log, "logging in with "+canary+"\n")
+		return providers.ApplyResponse{Diagnostics: phases.Errorf("Login Failed", "token %s was refused", canary)}
+	}
+	if err := h.run(b.r); err == nil {
+		t.Fatal("want failure")
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	sawOutput := false
+	for _, ev := range h.events {
+		if strings.Contains(ev.Message+ev.Error, canary) {
+			t.Errorf("event %s carries the secret: %+v", ev.Kind, ev)
+		}
+		if ev.Kind == engine.StepOutput && strings.Contains(ev.Message, phases.Redacted) {
+			sawOutput = true
+		}
+	}
+	if !sawOutput {
+		t.Error("the output line was not reported (redacted)")
+	}
+	filepath.WalkDir(h.dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if b, _ := os.ReadFile(path); strings.Contains(string(b), canary) {
 			t.Errorf("%s contains the secret in clear", path)
 		}
 		return nil

@@ -80,14 +80,26 @@ func (h StateHook) Handle(e Event) error {
 // so that no view shows a step as done before its completion is durable.
 // Events arrive concurrently from parallel steps: every Hook must be safe
 // for concurrent use (views take their own lock; the state group-commits).
-type hooks []Hook
+// Before anything leaves the engine, every known secret is redacted from
+// the event's text and from the record's last error.
+type hooks struct {
+	list     []Hook
+	redactor *redactor
+}
 
-func (h hooks) emit(e Event) error {
+func (h *hooks) emit(e Event) error {
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
+	if h.redactor.active() {
+		e.Message = h.redactor.redact(e.Message)
+		e.Error = h.redactor.redact(e.Error)
+		if e.Record != nil && e.Record.LastError != "" {
+			e.Record.LastError = h.redactor.redact(e.Record.LastError)
+		}
+	}
 	var first error
-	for _, x := range h {
+	for _, x := range h.list {
 		if err := x.Handle(e); err != nil && first == nil {
 			first = err
 		}

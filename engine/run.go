@@ -72,18 +72,12 @@ type RunOptions struct {
 // Every transition is checkpointed before hooks see it.
 func (e *Engine) Run(stop, cancel context.Context, plan *Plan, opts RunOptions) error {
 	snap := e.state.Snapshot()
-	if plan.Lineage != snap.Lineage && plan.Lineage != "" || plan.Serial != snap.Serial {
-		return &StaleError{PlanLineage: plan.Lineage, StateLineage: snap.Lineage, PlanSerial: plan.Serial, StateSerial: snap.Serial}
-	}
-	if err := e.checkEarlierPhases(plan, snap); err != nil {
+	if err := e.check(plan, snap); err != nil {
 		return err
 	}
 	out := e.loadOutputs(snap)
 	for _, pp := range plan.Phases {
 		ph := e.runbook.Phase(pp.Name)
-		if ph == nil {
-			return fmt.Errorf("the plan names phase %q, which the runbook no longer has: make a new plan", pp.Name)
-		}
 		if stop.Err() != nil {
 			return ErrInterrupted
 		}
@@ -92,6 +86,25 @@ func (e *Engine) Run(stop, cancel context.Context, plan *Plan, opts RunOptions) 
 		}
 	}
 	return nil
+}
+
+// Check says whether Run would accept the plan: made against this state,
+// naming phases the runbook has, with every earlier phase complete. The
+// CLI calls it before showing a plan for confirmation.
+func (e *Engine) Check(plan *Plan) error {
+	return e.check(plan, e.state.Snapshot())
+}
+
+func (e *Engine) check(plan *Plan, snap *state.Snapshot) error {
+	if plan.Lineage != snap.Lineage && plan.Lineage != "" || plan.Serial != snap.Serial {
+		return &StaleError{PlanLineage: plan.Lineage, StateLineage: snap.Lineage, PlanSerial: plan.Serial, StateSerial: snap.Serial}
+	}
+	for _, pp := range plan.Phases {
+		if e.runbook.Phase(pp.Name) == nil {
+			return fmt.Errorf("the plan names phase %q, which the runbook no longer has: make a new plan", pp.Name)
+		}
+	}
+	return e.checkEarlierPhases(plan, snap)
 }
 
 // checkEarlierPhases refuses to run a phase whose predecessors are not
@@ -331,6 +344,7 @@ func (r *stepRunner) apply(s *phases.Step, p providers.Interface, cfg cty.Value,
 }
 
 func (r *stepRunner) succeed(s *phases.Step, rec *state.StepRecord, hash string, resp providers.ApplyResponse, started time.Time) bool {
+	r.e.hooks.redactor.addMarked(resp.Outputs)
 	enc, err := encodeOutputs(resp.Outputs)
 	if err != nil {
 		return r.fail(s, rec, fmt.Errorf("recording outputs: %w", err))
@@ -372,6 +386,7 @@ func (r *stepRunner) adopt(s *phases.Step, rec *state.StepRecord, cfg cty.Value,
 		return false
 	}
 	if read.Outputs != cty.NilVal && !read.Outputs.IsNull() {
+		r.e.hooks.redactor.addMarked(read.Outputs)
 		r.out.set(s.Addr, read.Outputs)
 	}
 	return true
@@ -385,6 +400,7 @@ func (r *stepRunner) refreshOutputs(s *phases.Step, p providers.Interface, cfg c
 	}
 	read := p.Read(r.cancel, providers.ReadRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec)})
 	if read.Observation == providers.Present && read.Outputs != cty.NilVal && !read.Outputs.IsNull() {
+		r.e.hooks.redactor.addMarked(read.Outputs)
 		r.out.set(s.Addr, read.Outputs)
 	}
 }

@@ -14,6 +14,10 @@ type Runbook struct {
 	Dir       string
 	Providers []*ProviderConfig
 	Phases    []*Phase
+	// Secrets holds the plain values of sensitive variables, so that the
+	// engine can redact them wherever they surface inside other text (a
+	// command echoing a token). Memory only: never written anywhere.
+	Secrets []string
 }
 
 // Phase is one stage of a migration (platform, data-apps, ...).

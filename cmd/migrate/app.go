@@ -1,0 +1,372 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/charmbracelet/log"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/homelab-migrate/migrate/engine"
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/local"
+	"github.com/homelab-migrate/migrate/runbooks"
+	"github.com/homelab-migrate/migrate/state"
+	"github.com/homelab-migrate/migrate/views"
+)
+
+// registry lists the providers built into migrate: the one place to add
+// one.
+func registry() map[string]providers.Factory {
+	return map[string]providers.Factory{
+		"local": func() providers.Interface { return local.New() },
+	}
+}
+
+// app holds the global flags and what every command shares: the view, the
+// logger and the terminal.
+type app struct {
+	runbookDir string
+	statePath  string
+	noColor    bool
+	logLevel   string
+
+	v     *views.View
+	log   *log.Logger
+	stdin *bufio.Reader
+	inMu  sync.Mutex // one question at a time
+}
+
+func newApp() *app {
+	return &app{stdin: bufio.NewReader(os.Stdin)}
+}
+
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+
+// setup makes the view and the logger once the global flags are known.
+func (a *app) setup() error {
+	lvl, err := log.ParseLevel(a.logLevel)
+	if err != nil {
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", a.logLevel)
+	}
+	a.v = nil // made again now that --no-color is known
+	// The logger gets stderr behind a plain io.Writer: given the terminal
+	// itself, it would query the terminal's colors and wait seconds for an
+	// answer that may never come. Its lines are therefore never colored.
+	a.log = log.NewWithOptions(struct{ io.Writer }{os.Stderr}, log.Options{Level: lvl, Prefix: "migrate"})
+	return nil
+}
+
+func (a *app) colorOn(f *os.File) bool {
+	return !a.noColor && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb" && isTerminal(f)
+}
+
+// view returns the view, making a default one when flags could not be
+// parsed.
+func (a *app) view() *views.View {
+	if a.v == nil {
+		width := 0
+		if isTerminal(os.Stdout) {
+			if w, _, err := term.GetSize(int(os.Stdout.Fd())); err == nil {
+				width = w
+			}
+		}
+		a.v = views.New(views.Options{
+			Stdout:      os.Stdout,
+			Stderr:      os.Stderr,
+			Color:       a.colorOn(os.Stdout),
+			ErrColor:    a.colorOn(os.Stderr),
+			Width:       width,
+			Interactive: isTerminal(os.Stdout) && os.Getenv("TERM") != "dumb",
+		})
+	}
+	return a.v
+}
+
+func (a *app) logger() *log.Logger {
+	if a.log == nil {
+		a.log = log.NewWithOptions(io.Discard, log.Options{})
+	}
+	return a.log
+}
+
+// varFlags are the variable options of the commands that load a runbook.
+type varFlags struct {
+	vars, files []string
+}
+
+func (f *varFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringArrayVar(&f.vars, "var", nil, "set a variable: `NAME=VALUE` (repeatable); MIGRATE_VAR_NAME in the environment works too")
+	cmd.Flags().StringArrayVar(&f.files, "var-file", nil, "read variables from an HCL `FILE` of NAME = VALUE lines (repeatable)")
+}
+
+func (a *app) dir() (string, error) {
+	d, err := filepath.Abs(a.runbookDir)
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(d)
+	if err != nil {
+		return "", fmt.Errorf("runbook directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("runbook directory %s is not a directory", d)
+	}
+	return d, nil
+}
+
+func (a *app) stateDir() (string, error) {
+	if a.statePath != "" {
+		return filepath.Abs(a.statePath)
+	}
+	d, err := a.dir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, ".migrate"), nil
+}
+
+// load reads the runbook and prints its diagnostics; an error means the
+// runbook cannot be used (and was reported).
+func (a *app) load(vf varFlags) (*phases.Runbook, error) {
+	dir, err := a.dir()
+	if err != nil {
+		return nil, err
+	}
+	schemas := map[string]phases.Schema{}
+	for name, f := range registry() {
+		schemas[name] = f().Schema()
+	}
+	ld := runbooks.NewLoader(os.DirFS(dir), runbooks.Options{
+		Dir:      dir,
+		Schemas:  schemas,
+		Vars:     vf.vars,
+		VarFiles: vf.files,
+		Environ:  os.Environ(),
+	})
+	rb, diags := ld.Load()
+	a.view().SetFiles(ld.Files())
+	a.view().HCLDiagnostics(diags)
+	if diags.HasErrors() {
+		return nil, reported(exitError)
+	}
+	a.logger().Debug("runbook loaded", "dir", dir, "phases", len(rb.Phases))
+	return rb, nil
+}
+
+// openState opens the state read-only, or with the lock for a command
+// that writes.
+func (a *app) openState(writable bool) (*state.Local, error) {
+	dir, err := a.stateDir()
+	if err != nil {
+		return nil, err
+	}
+	opts := state.Options{MigrateVersion: version}
+	if writable {
+		opts.Lock = state.NewLockInfo(commandLine(os.Args))
+	}
+	st, err := state.Open(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	if writable {
+		a.logger().Info("state locked", "dir", dir, "id", st.LockInfo().ID)
+	}
+	return st, nil
+}
+
+// closeState persists and unlocks; a failure is shown at once and turns
+// success into exit code 1.
+func (a *app) closeState(st *state.Local, err *error) {
+	if cerr := st.Close(); cerr != nil {
+		a.view().Error(fmt.Errorf("saving the state: %w", cerr))
+		if *err == nil {
+			*err = reported(exitError)
+		}
+	}
+}
+
+// engine makes the engine and prints its diagnostics.
+func (a *app) engine(ctx context.Context, rb *phases.Runbook, st state.Manager, parallelism int, hooks ...engine.Hook) (*engine.Engine, error) {
+	e, diags := engine.New(ctx, engine.Options{
+		Runbook:     rb,
+		Factories:   registry(),
+		State:       st,
+		Hooks:       hooks,
+		Parallelism: parallelism,
+	})
+	a.view().Diagnostics(diags)
+	if diags.HasErrors() {
+		return nil, reported(exitError)
+	}
+	return e, nil
+}
+
+// commandLine is the command recorded in the lock: the values of --var
+// are left out, as they may be secrets.
+func commandLine(args []string) string {
+	out := make([]string, 0, len(args))
+	hide := false
+	for i, s := range args {
+		switch {
+		case i == 0:
+			s = filepath.Base(s)
+		case hide:
+			name, _, _ := strings.Cut(s, "=")
+			s = name + "=…"
+			hide = false
+		case s == "--var" || s == "-var":
+			hide = true
+		case strings.HasPrefix(s, "--var=") || strings.HasPrefix(s, "-var="):
+			flag, val, _ := strings.Cut(s, "=")
+			name, _, _ := strings.Cut(val, "=")
+			s = flag + "=" + name + "=…"
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, " ")
+}
+
+// approver is user@host, recorded with approvals.
+func approver() string {
+	name := os.Getenv("USER")
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	return name + "@" + host
+}
+
+// interrupts turns SIGINT and SIGTERM into the engine's two contexts: the
+// first stops gently, the second cancels the running steps. release undoes
+// it.
+func interrupts(notify func(abort bool)) (stop, cancel context.Context, release func()) {
+	cancel, cancelFn := context.WithCancel(context.Background())
+	stop, stopFn := context.WithCancel(cancel)
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-done:
+				return
+			case <-ch:
+				n++
+				switch n {
+				case 1:
+					notify(false)
+					stopFn()
+				case 2:
+					notify(true)
+					cancelFn()
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return stop, cancel, func() {
+		once.Do(func() {
+			signal.Stop(ch)
+			close(done)
+			stopFn()
+			cancelFn()
+		})
+	}
+}
+
+// readLine reads one line from stdin, giving up when ctx ends.
+func (a *app) readLine(ctx context.Context) (string, error) {
+	type result struct {
+		s   string
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		s, err := a.stdin.ReadString('\n')
+		if err == io.EOF && s != "" {
+			err = nil
+		}
+		ch <- result{strings.TrimSpace(s), err}
+	}()
+	select {
+	case r := <-ch:
+		return r.s, r.err
+	case <-ctx.Done():
+		return "", engine.ErrInterrupted
+	}
+}
+
+// confirm asks the person at the terminal to type yes. Without a
+// terminal it fails, naming the flag that skips the question.
+func (a *app) confirm(ctx context.Context, w io.Writer, question, what string) error {
+	if !isTerminal(os.Stdin) {
+		return fmt.Errorf("cannot ask whether to %s: stdin is not a terminal; rerun with --auto-approve to %s without asking", what, what)
+	}
+	a.inMu.Lock()
+	defer a.inMu.Unlock()
+	views.Confirm(w, question)
+	answer, err := a.readLine(ctx)
+	fmt.Fprintln(w)
+	if err != nil {
+		return err
+	}
+	if answer != "yes" {
+		return fmt.Errorf("cancelled: nothing was changed")
+	}
+	return nil
+}
+
+// prompter returns the engine's y/N question for approval steps when stdin
+// is a terminal, and nil otherwise.
+func (a *app) prompter(ctx context.Context, w io.Writer, rv views.RunView) func(string) (bool, error) {
+	if !isTerminal(os.Stdin) {
+		return nil
+	}
+	return func(q string) (bool, error) {
+		a.inMu.Lock()
+		defer a.inMu.Unlock()
+		resume := rv.Pause()
+		defer resume()
+		views.AskYesNo(w, q)
+		answer, err := a.readLine(ctx)
+		if err != nil {
+			return false, err
+		}
+		answer = strings.ToLower(answer)
+		return answer == "y" || answer == "yes", nil
+	}
+}
+
+// runMode chooses how progress is shown.
+func (a *app) runMode(asJSON bool) views.RunMode {
+	switch {
+	case asJSON:
+		return views.RunJSON
+	case isTerminal(os.Stdout) && os.Getenv("TERM") != "dumb":
+		return views.RunLive
+	}
+	return views.RunPlain
+}
+
+// interrupted turns the error of a run stopped by a signal into exit code
+// 130, whatever the steps cancelled under it reported.
+func interrupted(stop context.Context, err error) error {
+	if err != nil && stop.Err() != nil && !errors.Is(err, engine.ErrInterrupted) {
+		return &codeError{code: exitInterrupted, err: fmt.Errorf("%w (%v)", engine.ErrInterrupted, err)}
+	}
+	return err
+}

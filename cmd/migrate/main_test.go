@@ -1,0 +1,593 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// bin is the migrate binary built once for every test.
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "migrate-cli-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = filepath.Join(dir, "migrate")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\n--- stdout:\n%s--- stderr:\n%s", r.code, r.stdout, r.stderr)
+}
+
+// runbook writes files into a fresh directory and returns it.
+func runbook(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// migrate runs the binary on the runbook in dir, as a user would from a
+// script: no terminal, no input.
+func migrate(t *testing.T, dir string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"--runbook", dir}, args...)...)
+	cmd.Dir = dir
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("migrate %v: %v", args, err)
+	}
+	return r
+}
+
+// expect fails the test unless the command exited with code.
+func expect(t *testing.T, r result, code int, args ...string) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("migrate %v: want exit %d, got %s", args, code, r)
+	}
+}
+
+func run(t *testing.T, dir string, code int, args ...string) result {
+	t.Helper()
+	r := migrate(t, dir, args...)
+	expect(t, r, code, args...)
+	return r
+}
+
+type stepStatus struct {
+	Address  string            `json:"address"`
+	Status   string            `json:"status"`
+	Attempts int               `json:"attempts"`
+	Record   map[string]string `json:"record"`
+}
+
+type statusDoc struct {
+	Phases []struct {
+		Name   string       `json:"name"`
+		Status string       `json:"status"`
+		Steps  []stepStatus `json:"steps"`
+	} `json:"phases"`
+}
+
+func status(t *testing.T, dir string) (phases map[string]string, steps map[string]stepStatus) {
+	t.Helper()
+	r := run(t, dir, 0, "status", "--json")
+	var doc statusDoc
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, r)
+	}
+	phases, steps = map[string]string{}, map[string]stepStatus{}
+	for _, p := range doc.Phases {
+		phases[p.Name] = p.Status
+		for _, s := range p.Steps {
+			steps[s.Address] = s
+		}
+	}
+	return phases, steps
+}
+
+const twoPhases = `
+phase "A" {
+  description = "the first phase"
+  step "exec" "a1" {
+    command = ["sh", "-c", "echo a1 >> log.txt"]
+    revert  = ["sh", "-c", "echo undo-a1 >> log.txt"]
+  }
+  step "exec" "a2" {
+    command    = ["sh", "-c", "echo a2 >> log.txt"]
+    revert     = ["sh", "-c", "echo undo-a2 >> log.txt"]
+    depends_on = [exec.a1]
+  }
+}
+
+phase "B" {
+  step "exec" "b1" {
+    command = ["sh", "-c", "echo b1 >> log.txt"]
+    revert  = ["sh", "-c", "echo undo-b1 >> log.txt"]
+  }
+  step "exec" "b2" {
+    command    = ["sh", "-c", "echo b2 >> log.txt"]
+    depends_on = [exec.b1]
+  }
+  step "wait" "pause" { duration = "0s" }
+}
+`
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	good := runbook(t, map[string]string{"main.hcl": twoPhases})
+	r := run(t, good, 0, "validate")
+	if !strings.Contains(r.stdout, "The runbook is valid: 2 phases, 5 steps.") {
+		t.Errorf("validate: %s", r)
+	}
+
+	bad := runbook(t, map[string]string{"main.hcl": `phase "A" {
+  step "exec" "a" {
+    command = ["true"]
+    bogus   = 1
+  }
+  step "exec" "b" {
+    command    = ["true"]
+    depends_on = [exec.nope]
+  }
+}
+`})
+	r = run(t, bad, 1, "validate")
+	for _, want := range []string{"main.hcl line 4", "bogus", "main.hcl line 8", "exec.nope"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("validate: stderr lacks %q: %s", want, r)
+		}
+	}
+	if strings.Contains(r.stdout, "valid") {
+		t.Errorf("validate of a bad runbook claims it is valid: %s", r)
+	}
+	// Every command that loads the runbook refuses it the same way.
+	r = run(t, bad, 1, "plan")
+	if !strings.Contains(r.stderr, "main.hcl line 4") {
+		t.Errorf("plan: %s", r)
+	}
+}
+
+func TestPlanRunStatus(t *testing.T) {
+	t.Parallel()
+	dir := runbook(t, map[string]string{"main.hcl": twoPhases})
+
+	r := run(t, dir, 0, "plan")
+	for _, want := range []string{"Phase A (not complete)", "# the first phase", "+ exec.a1 will run", "+ exec.b1 will run",
+		"Plan: 5 to create, 0 to update, 0 drifted, 0 unchanged."} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("plan lacks %q: %s", want, r)
+		}
+	}
+	run(t, dir, 2, "plan", "--detailed-exitcode")
+	r = run(t, dir, 0, "plan", "--json")
+	var plan struct {
+		Phases []struct {
+			Name  string `json:"name"`
+			Steps []struct {
+				Address, Action string
+			} `json:"steps"`
+		} `json:"phases"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &plan); err != nil || len(plan.Phases) != 2 || plan.Phases[0].Steps[0].Action != "create" {
+		t.Fatalf("plan --json: %v %+v\n%s", err, plan, r)
+	}
+
+	r = run(t, dir, 0, "run", "--all", "--auto-approve")
+	for _, want := range []string{"exec.a1: started", "exec.a1: done (", "Phase A complete: 2 done", "Run complete: 5 steps done"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("run lacks %q: %s", want, r)
+		}
+	}
+	phases, steps := status(t, dir)
+	for _, p := range []string{"A", "B"} {
+		if phases[p] != "complete" {
+			t.Errorf("phase %s is %q, want complete", p, phases[p])
+		}
+	}
+	for _, a := range []string{"exec.a1", "exec.a2", "exec.b1", "exec.b2", "wait.pause"} {
+		if s := steps[a]; s.Status != "done" || s.Attempts != 1 {
+			t.Errorf("step %s: %+v, want done after 1 attempt", a, s)
+		}
+	}
+	r = run(t, dir, 0, "status")
+	if !strings.Contains(r.stdout, "Phase A: complete") || !strings.Contains(r.stdout, "exec.a1") {
+		t.Errorf("status: %s", r)
+	}
+
+	// Nothing left to do: the plan says so, and so does run.
+	r = run(t, dir, 0, "plan", "--detailed-exitcode")
+	if !strings.Contains(r.stdout, "0 to create, 0 to update, 0 drifted, 5 unchanged") {
+		t.Errorf("plan after run: %s", r)
+	}
+	r = run(t, dir, 0, "run", "--all")
+	if !strings.Contains(r.stdout, "Nothing to run") {
+		t.Errorf("second run: %s", r)
+	}
+
+	// The same step runs only once: log.txt has each line once.
+	b, _ := os.ReadFile(filepath.Join(dir, "log.txt"))
+	if got := string(b); got != "a1\na2\nb1\nb2\n" {
+		t.Errorf("log.txt = %q", got)
+	}
+
+	// Rollback undoes in reverse order, phase by phase from the last.
+	r = run(t, dir, 0, "rollback", "--auto-approve")
+	for _, want := range []string{"- exec.b1 will be undone", "Rollback: 4 to undo, 1 cannot be undone.", "CANNOT be undone", "! exec.b2", "Rollback complete"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("rollback lacks %q: %s", want, r)
+		}
+	}
+	b, _ = os.ReadFile(filepath.Join(dir, "log.txt"))
+	if got := string(b); got != "a1\na2\nb1\nb2\nundo-b1\nundo-a2\nundo-a1\n" {
+		t.Errorf("log.txt after rollback = %q", got)
+	}
+	_, steps = status(t, dir)
+	if s := steps["exec.a1"]; s.Status != "reverted" {
+		t.Errorf("exec.a1 after rollback: %+v", s)
+	}
+	r = run(t, dir, 0, "rollback", "--auto-approve")
+	if !strings.Contains(r.stdout, "Nothing to roll back") {
+		t.Errorf("second rollback: %s", r)
+	}
+}
+
+func TestRunFlagsAndOrder(t *testing.T) {
+	t.Parallel()
+	dir := runbook(t, map[string]string{"main.hcl": twoPhases})
+	r := run(t, dir, 1, "run")
+	if !strings.Contains(r.stderr, "--all") {
+		t.Errorf("run without a phase: %s", r)
+	}
+	r = run(t, dir, 1, "run", "--phase", "B", "--auto-approve")
+	if !strings.Contains(r.stderr, "phase B runs after A") || !strings.Contains(r.stderr, "--phase A") {
+		t.Errorf("run --phase B before A: %s", r)
+	}
+	r = run(t, dir, 1, "run", "--phase", "nope", "--auto-approve")
+	if !strings.Contains(r.stderr, `"nope"`) {
+		t.Errorf("run --phase nope: %s", r)
+	}
+	// Not a terminal and no --auto-approve: refused, naming the flag.
+	r = run(t, dir, 1, "run", "--phase", "A")
+	if !strings.Contains(r.stderr, "--auto-approve") {
+		t.Errorf("run without --auto-approve: %s", r)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "log.txt")); err == nil {
+		t.Errorf("a refused run ran steps")
+	}
+	run(t, dir, 0, "run", "--phase", "A", "--auto-approve")
+	run(t, dir, 0, "run", "--phase", "B", "--auto-approve")
+}
+
+func TestFailingStep(t *testing.T) {
+	t.Parallel()
+	dir := runbook(t, map[string]string{"main.hcl": `
+phase "A" {
+  step "exec" "ok" { command = ["true"] }
+  step "exec" "bad" { command = ["sh", "-c", "echo about to fail; exit 7"] }
+  step "exec" "after_bad" {
+    command    = ["true"]
+    depends_on = [exec.bad]
+  }
+  step "exec" "after_after" {
+    command    = ["true"]
+    depends_on = [exec.after_bad]
+  }
+}
+`})
+	r := run(t, dir, 1, "run", "--all", "--auto-approve")
+	for _, want := range []string{"exec.bad | about to fail", "exec.bad: failed", "exec.after_bad: skipped", "Phase A failed: 1 done, 1 failed, 2 skipped"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("run lacks %q: %s", want, r)
+		}
+	}
+	if !strings.Contains(r.stderr, "exec.bad") {
+		t.Errorf("the error does not name the failed step: %s", r)
+	}
+	phases, steps := status(t, dir)
+	if phases["A"] != "failed" {
+		t.Errorf("phase A is %q", phases["A"])
+	}
+	if s := steps["exec.bad"]; s.Status != "failed" {
+		t.Errorf("exec.bad: %+v", s)
+	}
+	if s := steps["exec.ok"]; s.Status != "done" {
+		t.Errorf("exec.ok: %+v", s)
+	}
+	for _, a := range []string{"exec.after_bad", "exec.after_after"} {
+		if s := steps[a]; s.Status != "pending" || s.Attempts != 0 {
+			t.Errorf("%s ran: %+v", a, s)
+		}
+	}
+	r = run(t, dir, 0, "status")
+	if !strings.Contains(r.stdout, "Phase A: failed") || !strings.Contains(r.stdout, "exited with code 7") {
+		t.Errorf("status: %s", r)
+	}
+}
+
+func TestJSONEvents(t *testing.T) {
+	t.Parallel()
+	dir := runbook(t, map[string]string{"main.hcl": twoPhases})
+	r := run(t, dir, 0, "run", "--all", "--auto-approve", "--json")
+	kinds := map[string]int{}
+	sc := bufio.NewScanner(strings.NewReader(r.stdout))
+	for sc.Scan() {
+		var ev map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("not a JSON line: %q: %v", sc.Text(), err)
+		}
+		k, _ := ev["kind"].(string)
+		kinds[k]++
+	}
+	if kinds["step_done"] != 5 || kinds["phase_completed"] != 2 || kinds["step_started"] != 5 {
+		t.Errorf("events: %v\n%s", kinds, r)
+	}
+}
+
+func TestStalePlan(t *testing.T) {
+	t.Parallel()
+	dir := runbook(t, map[string]string{"main.hcl": twoPhases})
+	planFile := filepath.Join(t.TempDir(), "plan.json")
+	run(t, dir, 0, "plan", "--out", planFile)
+	if fi, err := os.Stat(planFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("plan file: %v %v", fi, err)
+	}
+	run(t, dir, 0, "run", "--phase", "A", "--auto-approve")
+	r := run(t, dir, 1, "run", "--plan", planFile)
+	if !strings.Contains(r.stderr, "make a new plan") {
+		t.Errorf("stale plan: %s", r)
+	}
+	if _, steps := status(t, dir); steps["exec.b1"].Status != "pending" {
+		t.Errorf("a stale plan ran: %+v", steps["exec.b1"])
+	}
+	// A fresh plan runs without a question.
+	run(t, dir, 0, "plan", "--out", planFile)
+	r = run(t, dir, 0, "run", "--plan", planFile)
+	if !strings.Contains(r.stdout, "exec.b1: done") {
+		t.Errorf("run --plan: %s", r)
+	}
+}
+
+func TestApproval(t *testing.T) {
+	t.Parallel()
+	dir := runbook(t, map[string]string{"main.hcl": `
+phase "cutover" {
+  step "approval" "dns" { message = "switch DNS at the registrar" }
+}
+`})
+	r := run(t, dir, 1, "run", "--all", "--auto-approve")
+	if !strings.Contains(r.stdout+r.stderr, "--approve approval.dns") {
+		t.Errorf("approval without --approve: %s", r)
+	}
+	run(t, dir, 1, "run", "--all", "--auto-approve", "--approve", "not-an-address")
+	run(t, dir, 0, "run", "--all", "--auto-approve", "--approve", "approval.dns")
+	_, steps := status(t, dir)
+	s := steps["approval.dns"]
+	if s.Status != "done" || !strings.Contains(s.Record["approved_by"], "@") {
+		t.Errorf("approval.dns: %+v", s)
+	}
+	r = run(t, dir, 0, "state", "show", "--json")
+	if !strings.Contains(r.stdout, `"approved_by"`) {
+		t.Errorf("state show: %s", r)
+	}
+}
+
+func TestLockAndInterrupt(t *testing.T) {
+	t.Parallel()
+	dir := runbook(t, map[string]string{"main.hcl": `
+phase "A" {
+  step "exec" "long" { command = ["sleep", "30"] }
+}
+`})
+	first := exec.Command(bin, "--runbook", dir, "run", "--all", "--auto-approve")
+	var out, errb bytes.Buffer
+	first.Stdout, first.Stderr = &out, &errb
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer first.Process.Kill()
+
+	// Wait until the first run holds the lock and its step runs.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, steps := status(t, dir); steps["exec.long"].Status == "running" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the first run did not start its step:\n%s\n%s", out.String(), errb.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r := run(t, dir, 1, "run", "--all", "--auto-approve")
+	want := fmt.Sprintf("locked by pid %d", first.Process.Pid)
+	if !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "run --all --auto-approve") {
+		t.Errorf("second run: want %q in %s", want, r)
+	}
+	r = run(t, dir, 0, "state", "show", "--json")
+	var shown struct {
+		Lock *struct {
+			ID  string `json:"id"`
+			PID int    `json:"pid"`
+		} `json:"lock"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &shown); err != nil || shown.Lock == nil || shown.Lock.PID != first.Process.Pid {
+		t.Errorf("state show --json during the run: %v %s", err, r)
+	}
+	// A live holder's lock cannot be broken.
+	if shown.Lock != nil {
+		run(t, dir, 1, "state", "unlock", shown.Lock.ID)
+	}
+
+	// First Ctrl-C: stop after the running step; second: abort it.
+	first.Process.Signal(syscall.SIGINT)
+	time.Sleep(200 * time.Millisecond)
+	first.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- first.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the run did not stop after two interrupts:\n%s\n%s", out.String(), errb.String())
+	}
+	if code := first.ProcessState.ExitCode(); code != 130 {
+		t.Errorf("interrupted run exited %d, want 130\n%s\n%s", code, out.String(), errb.String())
+	}
+	if !strings.Contains(errb.String(), "Stopping after the running steps finish; press Ctrl-C again to abort") {
+		t.Errorf("no stopping message: %s", errb.String())
+	}
+	// The state was saved and unlocked.
+	r = run(t, dir, 0, "state", "show", "--json")
+	if !strings.Contains(r.stdout, `"lock": null`) {
+		t.Errorf("lock left behind: %s", r)
+	}
+	if _, steps := status(t, dir); steps["exec.long"].Status == "done" {
+		t.Errorf("aborted step recorded as done")
+	}
+}
+
+func TestGraph(t *testing.T) {
+	t.Parallel()
+	dir := runbook(t, map[string]string{"main.hcl": twoPhases})
+	r := run(t, dir, 0, "graph")
+	for _, want := range []string{`subgraph "cluster_A"`, `"exec.a1" -> "exec.a2";`, `"phase:A" -> "phase:B"`} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("graph lacks %q: %s", want, r)
+		}
+	}
+	if again := run(t, dir, 0, "graph"); again.stdout != r.stdout {
+		t.Errorf("graph is not deterministic")
+	}
+	r = run(t, dir, 0, "graph", "--format", "mermaid")
+	if !strings.HasPrefix(r.stdout, "flowchart LR\n") || !strings.Contains(r.stdout, "n0 --> n1") || !strings.Contains(r.stdout, "p0 -.-> p1") {
+		t.Errorf("mermaid: %s", r)
+	}
+	run(t, dir, 1, "graph", "--format", "svg")
+}
+
+const canary = "CANARY-s3cr3t"
+
+// TestSensitiveCanary plants a sensitive variable and looks for it in
+// every output and every file migrate writes.
+func TestSensitiveCanary(t *testing.T) {
+	t.Parallel()
+	dir := runbook(t, map[string]string{"main.hcl": `
+variable "token" {
+  sensitive = true
+  default   = "` + canary + `"
+}
+
+phase "A" {
+  step "exec" "use" {
+    command = ["sh", "-c", "echo token=$TOKEN; echo arg=${var.token}; echo ok > used.txt"]
+    env     = { TOKEN = var.token }
+    revert  = ["sh", "-c", "echo ${var.token} >/dev/null; rm -f used.txt"]
+  }
+  step "exec" "fail" {
+    command    = ["sh", "-c", "echo failing with ${var.token}; exit 1"]
+    depends_on = [exec.use]
+  }
+}
+`})
+	planFile := filepath.Join(dir, "plan.json")
+	var all []result
+	all = append(all,
+		run(t, dir, 0, "validate"),
+		run(t, dir, 0, "plan"),
+		run(t, dir, 0, "plan", "--json"),
+		run(t, dir, 0, "plan", "--out", planFile),
+		run(t, dir, 0, "graph"),
+		run(t, dir, 1, "run", "--plan", planFile, "--json"),
+		run(t, dir, 1, "run", "--all", "--auto-approve"),
+		run(t, dir, 0, "status"),
+		run(t, dir, 0, "status", "--json"),
+		run(t, dir, 0, "state", "show"),
+		run(t, dir, 0, "state", "show", "--json"),
+		run(t, dir, 0, "rollback", "--auto-approve"),
+		run(t, dir, 0, "plan", "--log-level", "debug"),
+	)
+	if _, err := os.Stat(filepath.Join(dir, "used.txt")); err == nil {
+		t.Errorf("the revert command did not run")
+	}
+	for _, r := range all {
+		if strings.Contains(r.stdout+r.stderr, canary) {
+			t.Errorf("the canary leaked into the output: %s", r)
+		}
+	}
+	if !strings.Contains(all[5].stdout, `token=(sensitive value)`) || !strings.Contains(all[6].stdout, "failing with (sensitive value)") {
+		t.Errorf("the steps' output is not redacted as expected: %s\n%s", all[5], all[6])
+	}
+	files := []string{planFile}
+	entries, _ := os.ReadDir(filepath.Join(dir, ".migrate"))
+	for _, e := range entries {
+		files = append(files, filepath.Join(dir, ".migrate", e.Name()))
+	}
+	if len(entries) == 0 {
+		t.Fatalf("no state files")
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte(canary)) {
+			t.Errorf("the canary leaked into %s", f)
+		}
+	}
+}
+
+func TestExitCodeAndCommandLine(t *testing.T) {
+	t.Parallel()
+	if got := commandLine([]string{"/usr/bin/migrate", "run", "--var", "token=s3cr3t", "--var=pw=x", "--all"}); got != "migrate run --var token=… --var=pw=… --all" {
+		t.Errorf("commandLine = %q", got)
+	}
+	if exitCode(nil) != 0 || exitCode(reported(2)) != 2 || exitCode(fmt.Errorf("x")) != 1 {
+		t.Errorf("exitCode")
+	}
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	r := run(t, t.TempDir(), 0, "version")
+	if !strings.HasPrefix(r.stdout, "migrate dev (go") {
+		t.Errorf("version: %s", r)
+	}
+	r = run(t, t.TempDir(), 0, "--help")
+	if !strings.Contains(r.stdout, "130") || !strings.Contains(r.stdout, "Exit codes") {
+		t.Errorf("help does not document exit codes: %s", r)
+	}
+}

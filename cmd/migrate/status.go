@@ -1,0 +1,42 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/homelab-migrate/migrate/engine"
+	"github.com/homelab-migrate/migrate/views"
+)
+
+func (a *app) statusCommand() *cobra.Command {
+	var vf varFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show every phase and step with its status, attempts, times and last error",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) (err error) {
+			rb, err := a.load(vf)
+			if err != nil {
+				return err
+			}
+			st, err := a.openState(false)
+			if err != nil {
+				return err
+			}
+			defer a.closeState(st, &err)
+			order, err := engine.PhaseOrder(rb)
+			if err != nil {
+				return err
+			}
+			s := views.BuildStatus(order, st.Snapshot())
+			if asJSON {
+				return a.view().StatusJSON(s)
+			}
+			a.view().Status(s)
+			return nil
+		},
+	}
+	vf.add(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	return cmd
+}

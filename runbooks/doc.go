@@ -1,0 +1,94 @@
+// Package runbooks loads a runbook, a directory of *.hcl files read through
+// an fs.FS, into a *phases.Runbook, and reports every mistake it finds as an
+// hcl.Diagnostic with the file, the range and (through the files returned
+// by Loader.Files) a source snippet. It does not run anything: package
+// engine walks the result, providers do the work, and cmd/migrate renders
+// the diagnostics.
+//
+// # The language
+//
+//	variable "node_ip" {
+//	  type        = string
+//	  default     = "10.0.0.50"
+//	  description = "Where the new node listens."
+//	  sensitive   = false
+//	  validation {
+//	    condition     = can(regex("^10\\.", var.node_ip))
+//	    error_message = "The node must be on the 10.0.0.0/8 network."
+//	  }
+//	}
+//
+//	locals {
+//	  url = "http://${var.node_ip}:8096"
+//	}
+//
+//	provider "talos" "node" { version = "v1.13.3" }
+//
+//	phase "platform" {
+//	  description = "Bring up the cluster."
+//	  step "talos_kubeconfig" "main" {
+//	    provider = talos.node
+//	    timeout  = "5m"
+//	    retry {
+//	      attempts = 3    # tries in all; default 1
+//	      backoff  = "2s" # doubled after each try; default 1s
+//	    }
+//	  }
+//	}
+//
+//	phase "apps" {
+//	  after = [phase.platform]   # default: the phase declared before
+//	  check "http_check" "up" {
+//	    url  = local.url
+//	    when = "before" # default "after"
+//	  }
+//	  step "exec" "apply" {
+//	    command    = ["kubectl", "--kubeconfig", talos_kubeconfig.main.path, "apply", "-f", "."]
+//	    depends_on = [http_check.up]
+//	  }
+//	}
+//
+// Variables take their value from, in increasing precedence: the default,
+// MIGRATE_VAR_NAME in Options.Environ, the --var-file files in order, and
+// the --var options in order. Values given as strings (environment, --var)
+// are taken literally for primitive types and for variables without a type,
+// and parsed as HCL expressions for collections and objects. A variable
+// with sensitive = true carries phases.SensitiveMark, and so does every
+// value computed from it.
+//
+// Locals may use variables, other locals and functions, but not step
+// outputs: like variables and provider blocks, they are known before any
+// step runs.
+//
+// Steps and checks are addressed as TYPE.NAME, unique across the runbook.
+// A step refers to another's outputs as TYPE.NAME.OUTPUT; every such
+// reference, and every depends_on entry (TYPE.NAME, or step.TYPE.NAME as in
+// the design notes), is an edge in Step.DependsOn. A
+// dependency must be in the same phase or in one that runs strictly before
+// (following after, transitively). Inside a phase, a "before" check may only
+// depend on "before" checks, and a step may not depend on an "after" check.
+//
+// The meta-arguments of steps and checks are provider, depends_on, timeout,
+// retry {} and (checks only) when. An attribute of the step type with the
+// same name as a meta-argument shadows it: http_check's timeout is the
+// provider's, not the step's. Everything else in the block is checked
+// against the step type's schema at load time and decoded again by the
+// step's phases.Evaluator with the outputs known at that moment; outputs not
+// known yet are unknown values, so a plan can be made before anything ran.
+//
+// A step without provider = TYPE.NAME is run by the only provider block of
+// its provider type, or the one named "default" among several, or, when
+// there is no block and the provider has no required attributes, by an
+// implicit configuration named "default" (so local steps need no block).
+//
+// # Functions
+//
+// The cty standard library under Terraform's names (upper, join, format,
+// merge, jsonencode, regex, tolist, try, can, ...), yamlencode and
+// yamldecode, sha256 and friends, base64encode and base64decode,
+// sensitive and nonsensitive, and: file(path) and templatefile(path, vars),
+// which read paths relative to the runbook directory (through the fs.FS
+// when inside it); fileexists(path); abspath(path), relative to
+// Options.Dir; basename and dirname; and env(name), which reads
+// Options.Environ.
+package runbooks

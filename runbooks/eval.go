@@ -1,0 +1,154 @@
+package runbooks
+
+import (
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hcldec"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/function"
+
+	"github.com/homelab-migrate/migrate/phases"
+)
+
+// scope holds what every expression of a runbook may use: variables,
+// locals and functions. It is immutable once loading is done, so
+// evaluators may run concurrently.
+type scope struct {
+	vars      cty.Value // object: var.NAME
+	locals    cty.Value // object: local.NAME
+	funcs     map[string]function.Function
+	stepTypes map[string]stepTypeInfo
+	// unknown holds, per step type with declared outputs, the unknown
+	// value standing for outputs not known yet.
+	unknown map[string]cty.Value
+}
+
+// evalContext builds the one EvalContext of a runbook expression: var,
+// local, the functions, and for each step type T referred to an object
+// T = { NAME = outputs of T.NAME }. A step that has no outputs yet is
+// unknown (of its output type when the schema declares one), so plans can
+// be made before anything ran. refs lists the steps the expression may
+// refer to; nil allows none (variables, locals, providers).
+func (s *scope) evalContext(refs []phases.Address, outputs map[phases.Address]cty.Value) *hcl.EvalContext {
+	vars := map[string]cty.Value{"var": s.vars, "local": s.locals}
+	byType := map[string]map[string]cty.Value{}
+	for _, a := range refs {
+		v, ok := outputs[a]
+		if !ok || v.Type() == cty.NilType {
+			v = s.unknownOutputs(a.Type)
+		}
+		m := byType[a.Type]
+		if m == nil {
+			m = map[string]cty.Value{}
+			byType[a.Type] = m
+		}
+		m[a.Name] = v
+	}
+	for t, m := range byType {
+		vars[t] = cty.ObjectVal(m)
+	}
+	return &hcl.EvalContext{Variables: vars, Functions: s.funcs}
+}
+
+func (s *scope) unknownOutputs(stepType string) cty.Value {
+	if v, ok := s.unknown[stepType]; ok {
+		return v
+	}
+	return cty.DynamicVal
+}
+
+// evaluator is the phases.Evaluator of a step, check or provider block: it
+// decodes the block's attributes against its schema.
+type evaluator struct {
+	scope     *scope
+	body      hcl.Body
+	spec      hcldec.Spec
+	refs      []phases.Address
+	sensitive []string
+}
+
+var _ phases.Evaluator = (*evaluator)(nil)
+
+// Evaluate decodes the block with the given step outputs. Attributes
+// declared sensitive carry phases.SensitiveMark.
+func (e *evaluator) Evaluate(outputs map[phases.Address]cty.Value) (cty.Value, phases.Diagnostics) {
+	v, diags := e.decode(outputs)
+	return v, toPhasesDiags(diags)
+}
+
+func (e *evaluator) decode(outputs map[phases.Address]cty.Value) (cty.Value, hcl.Diagnostics) {
+	v, diags := hcldec.Decode(e.body, e.spec, e.scope.evalContext(e.refs, outputs))
+	return markAttrs(v, e.sensitive), diags
+}
+
+// markAttrs marks the named attributes of an object value sensitive.
+func markAttrs(v cty.Value, names []string) cty.Value {
+	if len(names) == 0 || v.Type() == cty.NilType || !v.Type().IsObjectType() {
+		return v
+	}
+	v, marks := v.Unmark()
+	if v.IsNull() || !v.IsKnown() {
+		return v.WithMarks(marks)
+	}
+	m := v.AsValueMap()
+	for _, name := range names {
+		if a, ok := m[name]; ok {
+			m[name] = a.Mark(phases.SensitiveMark)
+		}
+	}
+	return cty.ObjectVal(m).WithMarks(marks)
+}
+
+// toPhasesDiags converts HCL diagnostics for the engine, which knows no HCL.
+func toPhasesDiags(diags hcl.Diagnostics) phases.Diagnostics {
+	if len(diags) == 0 {
+		return nil
+	}
+	out := make(phases.Diagnostics, 0, len(diags))
+	for _, d := range diags {
+		pd := phases.Diagnostic{Severity: phases.Error, Summary: d.Summary, Detail: d.Detail}
+		if d.Severity == hcl.DiagWarning {
+			pd.Severity = phases.Warning
+		}
+		if d.Subject != nil {
+			r := toRange(*d.Subject)
+			pd.Subject = &r
+		}
+		out = append(out, pd)
+	}
+	return out
+}
+
+func toRange(r hcl.Range) phases.Range {
+	return phases.Range{
+		Filename:  r.Filename,
+		StartLine: r.Start.Line, StartCol: r.Start.Column,
+		EndLine: r.End.Line, EndCol: r.End.Column,
+		StartByte: r.Start.Byte, EndByte: r.End.Byte,
+	}
+}
+
+// dropWithin removes diagnostics whose subject lies inside one of the
+// given ranges: those are references the loader already reported in its
+// own words, which HCL would report again as "Unsupported attribute".
+func dropWithin(diags hcl.Diagnostics, bad []hcl.Range) hcl.Diagnostics {
+	if len(bad) == 0 {
+		return diags
+	}
+	out := diags[:0:0]
+	for _, d := range diags {
+		if d.Subject != nil && within(*d.Subject, bad) {
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func within(r hcl.Range, bad []hcl.Range) bool {
+	for _, b := range bad {
+		if r.Filename == b.Filename && r.Start.Byte >= b.Start.Byte && r.End.Byte <= b.End.Byte {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,638 @@
+package runbooks
+
+import (
+	"fmt"
+	"math/big"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hcldec"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/homelab-migrate/migrate/phases"
+)
+
+const (
+	defaultAttempts = 1
+	defaultBackoff  = time.Second
+	implicitName    = "default"
+)
+
+type providerDecl struct {
+	block *providerBlock
+	cfg   *phases.ProviderConfig
+}
+
+// declareProviders checks every provider block against its schema.
+func (ld *load) declareProviders(blocks []*providerBlock) {
+	for _, b := range blocks {
+		schema, ok := ld.opts.Schemas[b.Type]
+		if !ok {
+			ld.diags = append(ld.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Unknown Provider Type",
+				Detail: fmt.Sprintf("There is no provider of type %q.%s The provider types are %s.",
+					b.Type, didYouMean(b.Type, sortedKeys(ld.opts.Schemas)), englishList(sortedKeys(ld.opts.Schemas))),
+				Subject: b.TypeRange.Ptr(),
+			})
+			continue
+		}
+		if !hclsyntax.ValidIdentifier(b.Name) {
+			ld.diags = append(ld.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Invalid Provider Name",
+				Detail:   fmt.Sprintf("%q cannot be a provider name: a name must start with a letter or underscore and contain only letters, digits, underscores and dashes.", b.Name),
+				Subject:  b.NameRange.Ptr(),
+			})
+			continue
+		}
+		key := b.Type + "." + b.Name
+		if prev, ok := ld.providers[key]; ok {
+			ld.diags = append(ld.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Duplicate Provider Configuration",
+				Detail:   fmt.Sprintf("A provider %q %q was already configured at %s. Give each configuration of a provider type its own name.", b.Type, b.Name, prev.block.DefRange),
+				Subject:  b.DefRange.Ptr(),
+			})
+			continue
+		}
+		ev := ld.staticEvaluator(b.Config, "provider:"+b.Type, schema.Provider.Attributes, "A provider configuration")
+		d := &providerDecl{block: b, cfg: &phases.ProviderConfig{
+			Type: b.Type, Name: b.Name, Config: ev, Range: toRange(b.DefRange),
+		}}
+		ld.providers[key] = d
+		ld.providerOrder = append(ld.providerOrder, d)
+	}
+}
+
+// staticEvaluator checks a body that may use variables, locals and
+// functions but no step outputs, decoding it once to report mistakes.
+func (ld *load) staticEvaluator(body hcl.Body, key string, attrs map[string]phases.Attribute, what string) *evaluator {
+	spec := ld.spec(key, attrs)
+	_, bad, diags := ld.checkRefs(hcldec.Variables(body, spec), false, what)
+	ld.diags = append(ld.diags, diags...)
+	ev := &evaluator{scope: ld.scope, body: body, spec: spec, sensitive: sensitiveNames(attrs)}
+	_, diags = ev.decode(nil)
+	ld.diags = append(ld.diags, dropWithin(diags, bad)...)
+	return ev
+}
+
+type phaseDecl struct {
+	block  *phaseBlock
+	phase  *phases.Phase
+	after  []phaseEdge
+	before map[string]bool // phases that run strictly before this one
+}
+
+type phaseEdge struct {
+	name string
+	rng  hcl.Range
+}
+
+type stepDecl struct {
+	block    *stepBlock
+	phase    *phaseDecl
+	info     stepTypeInfo
+	isCheck  bool
+	dup      bool // a duplicate address: checked, but not part of the runbook
+	step     *phases.Step
+	body     hcl.Body // the attributes left after the meta-arguments
+	provider *hcl.Attribute
+	explicit []stepRef // depends_on entries
+	deps     []stepRef // explicit and referenced, all declared
+}
+
+func (d *stepDecl) addr() phases.Address { return d.step.Addr }
+
+func (d *stepDecl) kind() string {
+	if d.isCheck {
+		return "check"
+	}
+	return "step"
+}
+
+func (ld *load) declarePhases(blocks []*phaseBlock) {
+	for _, b := range blocks {
+		if prev, ok := ld.phaseIdx[b.Name]; ok {
+			ld.diags = append(ld.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Duplicate Phase",
+				Detail:   fmt.Sprintf("A phase named %q was already declared at %s. Phase names must be unique; the steps of this block are not checked.", b.Name, prev.block.DefRange),
+				Subject:  b.DefRange.Ptr(),
+			})
+			continue
+		}
+		if !hclsyntax.ValidIdentifier(b.Name) {
+			ld.diags = append(ld.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Invalid Phase Name",
+				Detail:   fmt.Sprintf("%q cannot be a phase name: a name must start with a letter or underscore and contain only letters, digits, underscores and dashes.", b.Name),
+				Subject:  b.NameRange.Ptr(),
+			})
+		}
+		pd := &phaseDecl{block: b, phase: &phases.Phase{
+			Name: b.Name, Description: b.Description, Range: toRange(b.DefRange),
+		}}
+		ld.phaseIdx[b.Name] = pd
+		ld.phases = append(ld.phases, pd)
+		// Declare checks and steps in source order, so that a duplicate
+		// is always the later one.
+		type entry struct {
+			b       *stepBlock
+			isCheck bool
+		}
+		var entries []entry
+		for _, sb := range b.Checks {
+			entries = append(entries, entry{sb, true})
+		}
+		for _, sb := range b.Steps {
+			entries = append(entries, entry{sb, false})
+		}
+		sort.SliceStable(entries, func(i, j int) bool {
+			return entries[i].b.DefRange.Start.Byte < entries[j].b.DefRange.Start.Byte
+		})
+		for _, e := range entries {
+			ld.declareStep(pd, e.b, e.isCheck)
+		}
+	}
+}
+
+// metaSchema is the schema of a step's meta-arguments. An attribute of the
+// step type with the same name as a meta-argument wins: http_check's own
+// timeout is the provider's, not the step's.
+func metaSchema(st phases.StepType, isCheck bool) *hcl.BodySchema {
+	s := &hcl.BodySchema{}
+	for _, name := range []string{"provider", "depends_on", "timeout", "when"} {
+		if name == "when" && !isCheck {
+			continue
+		}
+		if _, shadowed := st.Attributes[name]; !shadowed {
+			s.Attributes = append(s.Attributes, hcl.AttributeSchema{Name: name})
+		}
+	}
+	if _, shadowed := st.Attributes["retry"]; !shadowed {
+		s.Blocks = append(s.Blocks, hcl.BlockHeaderSchema{Type: "retry"})
+	}
+	return s
+}
+
+func (ld *load) declareStep(pd *phaseDecl, b *stepBlock, isCheck bool) {
+	kind := "step"
+	if isCheck {
+		kind = "check"
+	}
+	info, ok := ld.stepTypes[b.Type]
+	if !ok {
+		ld.diags = append(ld.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Unknown Step Type",
+			Detail:   fmt.Sprintf("No provider offers a step type named %q.%s", b.Type, didYouMean(b.Type, sortedKeys(ld.stepTypes))),
+			Subject:  b.TypeRange.Ptr(),
+		})
+		return
+	}
+	if !hclsyntax.ValidIdentifier(b.Name) {
+		ld.diags = append(ld.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Invalid Step Name",
+			Detail:   fmt.Sprintf("%q cannot be a %s name: a name must start with a letter or underscore and contain only letters, digits, underscores and dashes, so that it can be referred to as %s.NAME.", b.Name, kind, b.Type),
+			Subject:  b.NameRange.Ptr(),
+		})
+		return
+	}
+	switch {
+	case isCheck && !info.typ.CanCheck && !info.typ.CheckOnly:
+		ld.diags = append(ld.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Step Type Cannot Be a Check",
+			Detail:   fmt.Sprintf("Steps of type %s make changes and cannot gate a phase. Declare it with a step block instead, or use a type that can check, such as %s.", b.Type, englishList(ld.checkTypes())),
+			Subject:  b.TypeRange.Ptr(),
+		})
+	case !isCheck && info.typ.CheckOnly:
+		ld.diags = append(ld.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Step Type Only Valid in Check",
+			Detail:   fmt.Sprintf("Steps of type %s only observe; declare it with a check block: check %q %q { ... }.", b.Type, b.Type, b.Name),
+			Subject:  b.TypeRange.Ptr(),
+		})
+	}
+
+	addr := phases.Address{Type: b.Type, Name: b.Name}
+	d := &stepDecl{block: b, phase: pd, info: info, isCheck: isCheck, step: &phases.Step{
+		Addr:  addr,
+		Phase: pd.block.Name,
+		Retry: phases.RetryPolicy{Attempts: defaultAttempts, Backoff: defaultBackoff},
+		Range: toRange(b.DefRange),
+	}}
+	if prev, ok := ld.steps[addr]; ok {
+		ld.diags = append(ld.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Duplicate Step Address",
+			Detail: fmt.Sprintf("The %s %s was already declared at %s. Addresses (TYPE.NAME) must be unique across the whole runbook, steps and checks together, so that any step can refer to it.",
+				prev.kind(), addr, prev.block.DefRange),
+			Subject: b.DefRange.Ptr(),
+		})
+		d.dup = true
+	} else {
+		ld.steps[addr] = d
+	}
+	ld.allSteps = append(ld.allSteps, d)
+
+	if b.Body == nil {
+		d.body = hcl.EmptyBody()
+		return
+	}
+	content, remain, diags := b.Body.PartialContent(metaSchema(info.typ, isCheck))
+	ld.diags = append(ld.diags, diags...)
+	d.body = remain
+	if content == nil {
+		return
+	}
+	d.provider = content.Attributes["provider"]
+	if a := content.Attributes["depends_on"]; a != nil {
+		d.explicit = ld.decodeDependsOn(a)
+	}
+	if a := content.Attributes["timeout"]; a != nil {
+		if dur, ok := ld.duration(a.Expr, "timeout", true); ok {
+			d.step.Timeout = dur
+		}
+	}
+	if a := content.Attributes["when"]; a != nil {
+		d.step.When = ld.decodeWhen(a)
+	}
+	if isCheck && d.step.When == "" {
+		d.step.When = phases.CheckAfter
+	}
+	var retries []*hcl.Block
+	for _, blk := range content.Blocks {
+		if blk.Type == "retry" {
+			retries = append(retries, blk)
+		}
+	}
+	for i, blk := range retries {
+		if i > 0 {
+			ld.diags = append(ld.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Duplicate Retry Block",
+				Detail:   fmt.Sprintf("A %s has at most one retry block; the first is at %s.", kind, retries[0].DefRange),
+				Subject:  blk.DefRange.Ptr(),
+			})
+			continue
+		}
+		d.step.Retry = ld.decodeRetry(blk)
+	}
+}
+
+func (ld *load) checkTypes() []string {
+	var out []string
+	for _, name := range sortedKeys(ld.stepTypes) {
+		if t := ld.stepTypes[name].typ; t.CanCheck || t.CheckOnly {
+			out = append(out, name)
+		}
+	}
+	if len(out) == 0 {
+		return []string{"(none in the installed providers)"}
+	}
+	return out
+}
+
+// staticValue evaluates a meta-argument: variables, locals and functions
+// are allowed, step outputs are not. ok is false when the value is unusable
+// (already reported, or unknown because of an earlier error).
+func (ld *load) staticValue(expr hcl.Expression, ty cty.Type, name string) (cty.Value, bool) {
+	_, bad, diags := ld.checkRefs(expr.Variables(), false, fmt.Sprintf("The %s argument", name))
+	ld.diags = append(ld.diags, diags...)
+	if len(bad) > 0 {
+		return cty.NilVal, false
+	}
+	v, diags := expr.Value(ld.scope.evalContext(nil, nil))
+	ld.diags = append(ld.diags, diags...)
+	if diags.HasErrors() {
+		return cty.NilVal, false
+	}
+	v, _ = v.UnmarkDeep()
+	if !v.IsWhollyKnown() || v.IsNull() {
+		return cty.NilVal, false // unknown after an earlier error; null means unset
+	}
+	cv, err := convert.Convert(v, ty)
+	if err != nil {
+		ld.diags = append(ld.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Incorrect Attribute Value Type",
+			Detail:   fmt.Sprintf("Inappropriate value for %s: %s is required: %s.", name, ty.FriendlyName(), err),
+			Subject:  expr.Range().Ptr(),
+		})
+		return cty.NilVal, false
+	}
+	return cv, true
+}
+
+// duration decodes a Go duration string ("30s", "5m").
+func (ld *load) duration(expr hcl.Expression, name string, zeroOK bool) (time.Duration, bool) {
+	v, ok := ld.staticValue(expr, cty.String, name)
+	if !ok {
+		return 0, false
+	}
+	s := v.AsString()
+	dur, err := time.ParseDuration(s)
+	if err == nil && (dur < 0 || (dur == 0 && !zeroOK)) {
+		err = fmt.Errorf("it must be positive")
+	}
+	if err != nil {
+		ld.diags = append(ld.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Invalid Duration",
+			Detail:   fmt.Sprintf("The %s must be a duration such as \"30s\", \"5m\" or \"1h30m\"; %q is not one: %s.", name, s, trimErr(err)),
+			Subject:  expr.Range().Ptr(),
+		})
+		return 0, false
+	}
+	return dur, true
+}
+
+func trimErr(err error) string {
+	s := err.Error()
+	if len(s) > 0 && s[len(s)-1] == '.' {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+func (ld *load) decodeWhen(a *hcl.Attribute) phases.CheckWhen {
+	v, ok := ld.staticValue(a.Expr, cty.String, "when")
+	if !ok {
+		return phases.CheckAfter
+	}
+	switch w := phases.CheckWhen(v.AsString()); w {
+	case phases.CheckBefore, phases.CheckAfter:
+		return w
+	}
+	ld.diags = append(ld.diags, &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Invalid Check Timing",
+		Detail:   fmt.Sprintf("The when argument of a check is \"before\" (the phase does not start until it passes) or \"after\" (the phase is not complete until it passes), not %q.", v.AsString()),
+		Subject:  a.Expr.Range().Ptr(),
+	})
+	return phases.CheckAfter
+}
+
+var retrySchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "attempts"}, {Name: "backoff"}}}
+
+func (ld *load) decodeRetry(blk *hcl.Block) phases.RetryPolicy {
+	p := phases.RetryPolicy{Attempts: defaultAttempts, Backoff: defaultBackoff}
+	content, diags := blk.Body.Content(retrySchema)
+	ld.diags = append(ld.diags, diags...)
+	if content == nil {
+		return p
+	}
+	if a := content.Attributes["attempts"]; a != nil {
+		if v, ok := ld.staticValue(a.Expr, cty.Number, "attempts"); ok {
+			bf := v.AsBigFloat()
+			n, acc := bf.Int64()
+			if acc != big.Exact || n < 1 || n > 1000 {
+				ld.diags = append(ld.diags, &hcl.Diagnostic{
+					Severity: hcl.DiagError,
+					Summary:  "Invalid Retry Attempts",
+					Detail:   fmt.Sprintf("The attempts of a retry block count the tries in all, so they are a whole number from 1 (no retry) to 1000, not %s.", bf.Text('g', 10)),
+					Subject:  a.Expr.Range().Ptr(),
+				})
+			} else {
+				p.Attempts = int(n)
+			}
+		}
+	}
+	if a := content.Attributes["backoff"]; a != nil {
+		if dur, ok := ld.duration(a.Expr, "backoff", true); ok {
+			p.Backoff = dur
+		}
+	}
+	return p
+}
+
+// decodeDependsOn reads depends_on = [TYPE.NAME, ...]. A leading "step."
+// is accepted too (depends_on = [step.exec.a]).
+func (ld *load) decodeDependsOn(a *hcl.Attribute) []stepRef {
+	exprs, diags := hcl.ExprList(a.Expr)
+	ld.diags = append(ld.diags, diags...)
+	var refs []stepRef
+	for _, e := range exprs {
+		tr, diags := hcl.AbsTraversalForExpr(e)
+		if diags.HasErrors() {
+			ld.diags = append(ld.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Invalid depends_on Reference",
+				Detail:   "Each depends_on entry names a step or check as TYPE.NAME, as in depends_on = [exec.backup], without quotes.",
+				Subject:  e.Range().Ptr(),
+			})
+			continue
+		}
+		if _, isType := ld.stepTypes["step"]; tr.RootName() == "step" && !isType && len(tr) > 1 {
+			if name, ok := traverserName(tr[1]); ok {
+				tr = append(hcl.Traversal{hcl.TraverseRoot{Name: name, SrcRange: tr[1].SourceRange()}}, tr[2:]...)
+			}
+		}
+		if len(tr) != 2 {
+			ld.diags = append(ld.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Invalid depends_on Reference",
+				Detail:   "Each depends_on entry names a whole step or check as TYPE.NAME, as in depends_on = [exec.backup], not one of its outputs.",
+				Subject:  e.Range().Ptr(),
+			})
+			continue
+		}
+		name, _ := traverserName(tr[1])
+		addr := phases.Address{Type: tr.RootName(), Name: name}
+		if _, ok := ld.stepTypes[addr.Type]; !ok {
+			ld.diags = append(ld.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Reference to Undeclared Step",
+				Detail:   fmt.Sprintf("There is no step type %q.%s", addr.Type, didYouMean(addr.Type, sortedKeys(ld.stepTypes))),
+				Subject:  e.Range().Ptr(),
+			})
+			continue
+		}
+		refs = append(refs, stepRef{addr: addr, rng: e.Range()})
+	}
+	return refs
+}
+
+// resolveSteps, once every step is declared, resolves references,
+// depends_on and providers, and decodes each step's attributes once with
+// unknown outputs to report mistakes.
+func (ld *load) resolveSteps() {
+	for _, d := range ld.allSteps {
+		ld.resolveProvider(d)
+		for _, r := range d.explicit {
+			if _, ok := ld.steps[r.addr]; !ok {
+				ld.diags = append(ld.diags, &hcl.Diagnostic{
+					Severity: hcl.DiagError,
+					Summary:  "Reference to Undeclared Step",
+					Detail:   ld.undeclaredStepDetail(r.addr),
+					Subject:  r.rng.Ptr(),
+				})
+				continue
+			}
+			d.deps = append(d.deps, r)
+		}
+		spec := ld.spec("step:"+d.block.Type, d.info.typ.Attributes)
+		refs, bad, diags := ld.checkRefs(hcldec.Variables(d.body, spec), true, "")
+		ld.diags = append(ld.diags, diags...)
+		d.deps = append(d.deps, refs...)
+
+		// The evaluation context needs only the steps the attributes use.
+		ev := &evaluator{scope: ld.scope, body: d.body, spec: spec, refs: uniqueAddrs(refs), sensitive: ld.sensitive(d.block.Type, d.info.typ)}
+		_, diags = ev.decode(nil)
+		ld.diags = append(ld.diags, dropWithin(diags, bad)...)
+		d.step.Config = ev
+		for _, a := range uniqueAddrs(d.deps) {
+			if a != d.addr() {
+				d.step.DependsOn = append(d.step.DependsOn, a)
+			}
+		}
+	}
+}
+
+// sensitive lists (once per step type) the attributes to mark sensitive.
+func (ld *load) sensitive(name string, st phases.StepType) []string {
+	if names, ok := ld.sensitiveAttrs[name]; ok {
+		return names
+	}
+	names := sensitiveNames(st.Attributes)
+	ld.sensitiveAttrs[name] = names
+	return names
+}
+
+// uniqueAddrs returns the addresses of refs, deduplicated and sorted.
+func uniqueAddrs(refs []stepRef) []phases.Address {
+	seen := make(map[phases.Address]bool, len(refs))
+	var addrs []phases.Address
+	for _, r := range refs {
+		if !seen[r.addr] {
+			seen[r.addr] = true
+			addrs = append(addrs, r.addr)
+		}
+	}
+	sort.Slice(addrs, func(i, j int) bool { return addrs[i].String() < addrs[j].String() })
+	return addrs
+}
+
+// resolveProvider finds the provider configuration that runs a step.
+func (ld *load) resolveProvider(d *stepDecl) {
+	pt := d.info.provider
+	var blocks []*providerDecl
+	for _, p := range ld.providerOrder {
+		if p.block.Type == pt {
+			blocks = append(blocks, p)
+		}
+	}
+	schema := ld.opts.Schemas[pt]
+	implicitOK := true
+	for _, a := range schema.Provider.Attributes {
+		if a.Required {
+			implicitOK = false
+		}
+	}
+
+	if d.provider != nil {
+		tr, diags := hcl.AbsTraversalForExpr(d.provider.Expr)
+		if diags.HasErrors() || len(tr) != 2 {
+			ld.diags = append(ld.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Invalid Provider Reference",
+				Detail:   fmt.Sprintf("The provider argument names a provider configuration as TYPE.NAME, without quotes, as in provider = %s.NAME.", pt),
+				Subject:  d.provider.Expr.Range().Ptr(),
+			})
+			return
+		}
+		name, _ := traverserName(tr[1])
+		if tr.RootName() != pt {
+			ld.diags = append(ld.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Invalid Provider Reference",
+				Detail:   fmt.Sprintf("Steps of type %s are run by a provider of type %q, not %q.", d.block.Type, pt, tr.RootName()),
+				Subject:  d.provider.Expr.Range().Ptr(),
+			})
+			return
+		}
+		if p, ok := ld.providers[pt+"."+name]; ok {
+			d.step.Provider = p.cfg.Key()
+			return
+		}
+		if name == implicitName && len(blocks) == 0 && implicitOK {
+			d.step.Provider = ld.implicitProvider(pt).Key()
+			return
+		}
+		var known []string
+		for _, p := range blocks {
+			known = append(known, p.block.Name)
+		}
+		ld.diags = append(ld.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Reference to Undeclared Provider",
+			Detail:   fmt.Sprintf("There is no provider %q %q block.%s Declare it, or refer to one that exists.", pt, name, didYouMean(name, known)),
+			Subject:  d.provider.Expr.Range().Ptr(),
+		})
+		return
+	}
+
+	switch {
+	case len(blocks) == 1:
+		d.step.Provider = blocks[0].cfg.Key()
+	case len(blocks) > 1:
+		for _, p := range blocks {
+			if p.block.Name == implicitName {
+				d.step.Provider = p.cfg.Key()
+				return
+			}
+		}
+		var keys []string
+		for _, p := range blocks {
+			keys = append(keys, p.cfg.Key())
+		}
+		ld.diags = append(ld.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Ambiguous Provider",
+			Detail: fmt.Sprintf("There are several %q providers (%s) and none is named %q, so the %s %s must say which runs it, as in provider = %s.",
+				pt, englishList(keys), implicitName, d.kind(), d.addr(), keys[0]),
+			Subject: d.block.DefRange.Ptr(),
+		})
+	case implicitOK:
+		d.step.Provider = ld.implicitProvider(pt).Key()
+	default:
+		var req []string
+		for _, name := range sortedKeys(schema.Provider.Attributes) {
+			if schema.Provider.Attributes[name].Required {
+				req = append(req, name)
+			}
+		}
+		ld.diags = append(ld.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Missing Provider Configuration",
+			Detail: fmt.Sprintf("Steps of type %s are run by the %q provider, which needs a configuration block because it requires %s: add provider %q \"NAME\" { ... }.",
+				d.block.Type, pt, englishList(req), pt),
+			Subject: d.block.DefRange.Ptr(),
+		})
+	}
+}
+
+// implicitProvider is the configuration of a provider type used without a
+// block ("local" needs none).
+func (ld *load) implicitProvider(pt string) *phases.ProviderConfig {
+	if p, ok := ld.implicit[pt]; ok {
+		return p
+	}
+	attrs := ld.opts.Schemas[pt].Provider.Attributes
+	p := &phases.ProviderConfig{
+		Type: pt,
+		Name: implicitName,
+		Config: &evaluator{
+			scope: ld.scope, body: hcl.EmptyBody(), spec: ld.spec("provider:"+pt, attrs),
+			sensitive: sensitiveNames(attrs),
+		},
+	}
+	ld.implicit[pt] = p
+	return p
+}

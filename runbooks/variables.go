@@ -1,0 +1,446 @@
+package runbooks
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/ext/typeexpr"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	hcljson "github.com/hashicorp/hcl/v2/json"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/homelab-migrate/migrate/phases"
+)
+
+const envVarPrefix = "MIGRATE_VAR_"
+
+type variableBlock struct {
+	Name        string             `hcl:"name,label"`
+	NameRange   hcl.Range          `hcl:"name,label_range"`
+	Type        *hcl.Attribute     `hcl:"type,optional"`
+	Default     *hcl.Attribute     `hcl:"default,optional"`
+	Description string             `hcl:"description,optional"`
+	Sensitive   bool               `hcl:"sensitive,optional"`
+	Validations []*validationBlock `hcl:"validation,block"`
+	DefRange    hcl.Range          `hcl:",def_range"`
+}
+
+type validationBlock struct {
+	Condition    hcl.Expression `hcl:"condition"`
+	ErrorMessage hcl.Expression `hcl:"error_message"`
+	DefRange     hcl.Range      `hcl:",def_range"`
+}
+
+type variable struct {
+	block    *variableBlock
+	typ      cty.Type
+	defaults *typeexpr.Defaults
+	value    cty.Value // NilVal until set
+	// from says where value came from, for messages; rng is its range
+	// when it has one.
+	from string
+	rng  *hcl.Range
+}
+
+func (ld *load) declareVariables(blocks []*variableBlock) {
+	for _, b := range blocks {
+		if prev, ok := ld.vars[b.Name]; ok {
+			ld.diags = append(ld.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Duplicate Variable",
+				Detail:   fmt.Sprintf("A variable named %q was already declared at %s. Variable names must be unique.", b.Name, prev.block.DefRange),
+				Subject:  b.DefRange.Ptr(),
+			})
+			continue
+		}
+		if !hclsyntax.ValidIdentifier(b.Name) {
+			ld.diags = append(ld.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Invalid Variable Name",
+				Detail:   fmt.Sprintf("%q cannot be a variable name: a name must start with a letter or underscore and contain only letters, digits, underscores and dashes.", b.Name),
+				Subject:  b.NameRange.Ptr(),
+			})
+			continue
+		}
+		v := &variable{block: b, typ: cty.DynamicPseudoType}
+		if b.Type != nil {
+			ty, defaults, diags := typeexpr.TypeConstraintWithDefaults(b.Type.Expr)
+			ld.diags = append(ld.diags, diags...)
+			if !diags.HasErrors() {
+				v.typ, v.defaults = ty, defaults
+			}
+		}
+		if b.Default != nil {
+			val, diags := b.Default.Expr.Value(nil)
+			ld.diags = append(ld.diags, diags...)
+			if diags.HasErrors() {
+				val = cty.DynamicVal
+			}
+			ld.setVariable(v, val, "as its default", b.Default.Expr.Range().Ptr())
+		}
+		ld.vars[b.Name] = v
+		ld.varOrder = append(ld.varOrder, v)
+	}
+}
+
+// setVariable converts a raw value to the variable's type and records it,
+// replacing any value from a source of lower precedence.
+func (ld *load) setVariable(v *variable, raw cty.Value, from string, rng *hcl.Range) {
+	if v.defaults != nil && raw.IsWhollyKnown() && !raw.IsNull() {
+		raw = v.defaults.Apply(raw)
+	}
+	val, err := convert.Convert(raw, v.typ)
+	if err != nil {
+		ld.diags = append(ld.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Invalid Value for Variable",
+			Detail: fmt.Sprintf("The value given for variable %q %s is not a %s: %s.",
+				v.block.Name, from, typeexpr.TypeString(v.typ), err),
+			Subject: rng,
+		})
+		val = cty.UnknownVal(v.typ)
+	}
+	v.value, v.from, v.rng = val, from, rng
+}
+
+// assignVariables applies values from the environment, variable files and
+// --var options, in increasing precedence, then checks that every variable
+// has a value.
+func (ld *load) assignVariables() {
+	for _, kv := range ld.opts.Environ {
+		k, val, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(k, envVarPrefix) {
+			continue
+		}
+		name := strings.TrimPrefix(k, envVarPrefix)
+		v, ok := ld.vars[name]
+		if !ok {
+			continue // like TF_VAR_, values for undeclared variables are ignored
+		}
+		ld.setFromString(v, val, "in the environment variable "+k, "<value for "+k+">")
+	}
+	for _, p := range ld.opts.VarFiles {
+		ld.readVarFile(p)
+	}
+	for _, opt := range ld.opts.Vars {
+		name, val, ok := strings.Cut(opt, "=")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" {
+			ld.diags = append(ld.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Invalid --var Option",
+				Detail:   fmt.Sprintf("The option --var expects NAME=VALUE, as in --var node_ip=10.0.0.50, but got %q.", opt),
+			})
+			continue
+		}
+		v, ok := ld.vars[name]
+		if !ok {
+			ld.diags = append(ld.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Value for Undeclared Variable",
+				Detail: fmt.Sprintf("The option --var sets %q, but the runbook declares no such variable.%s Declare it with a variable %q {} block, or remove the option.",
+					name, didYouMean(name, sortedKeys(ld.vars)), name),
+			})
+			continue
+		}
+		ld.setFromString(v, val, "with --var", "<value for var."+name+">")
+	}
+
+	var vals = map[string]cty.Value{}
+	for _, v := range ld.varOrder {
+		if v.value.Type() == cty.NilType {
+			name := v.block.Name
+			ld.diags = append(ld.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Missing Required Variable",
+				Detail: fmt.Sprintf("The variable %q has no default value and none was given. Set it with --var %s=VALUE, in a file passed with --var-file, or with the environment variable %s%s; or give it a default.",
+					name, name, envVarPrefix, name),
+				Subject: v.block.DefRange.Ptr(),
+			})
+			v.value = cty.UnknownVal(v.typ)
+		}
+		if v.block.Sensitive {
+			ld.secrets = append(ld.secrets, plainStrings(v.value)...)
+			v.value = v.value.Mark(phases.SensitiveMark)
+		}
+		vals[v.block.Name] = v.value
+	}
+	ld.scope.vars = cty.ObjectVal(vals)
+}
+
+// setFromString sets a variable from a command-line or environment string:
+// taken literally for primitive types and for variables of any type,
+// parsed as an HCL expression for collections and structures.
+func (ld *load) setFromString(v *variable, s, from, filename string) {
+	if v.typ.IsPrimitiveType() || v.typ == cty.DynamicPseudoType {
+		ld.setVariable(v, cty.StringVal(s), from, nil)
+		return
+	}
+	src := []byte(s)
+	ld.files[filename] = &hcl.File{Body: hcl.EmptyBody(), Bytes: src}
+	expr, diags := hclsyntax.ParseExpression(src, filename, hcl.InitialPos)
+	ld.diags = append(ld.diags, diags...)
+	if diags.HasErrors() {
+		v.value, v.from = cty.UnknownVal(v.typ), from
+		return
+	}
+	val, diags := expr.Value(nil)
+	ld.diags = append(ld.diags, diags...)
+	if diags.HasErrors() {
+		v.value, v.from = cty.UnknownVal(v.typ), from
+		return
+	}
+	ld.setVariable(v, val, from, expr.Range().Ptr())
+}
+
+// readVarFile reads NAME = VALUE assignments from a --var-file (HCL, or
+// JSON when the name ends in .json).
+func (ld *load) readVarFile(p string) {
+	src, err := os.ReadFile(p)
+	if err != nil {
+		ld.diags = append(ld.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Cannot Read Variables File",
+			Detail:   fmt.Sprintf("The file %s given with --var-file cannot be read: %s.", p, err),
+		})
+		return
+	}
+	var f *hcl.File
+	var diags hcl.Diagnostics
+	if strings.HasSuffix(p, ".json") {
+		f, diags = hcljson.Parse(src, p)
+	} else {
+		f, diags = hclsyntax.ParseConfig(src, p, hcl.InitialPos)
+	}
+	ld.diags = append(ld.diags, diags...)
+	if f == nil || f.Body == nil {
+		return
+	}
+	ld.files[p] = f
+	attrs, diags := f.Body.JustAttributes()
+	ld.diags = append(ld.diags, diags...)
+	list := make([]*hcl.Attribute, 0, len(attrs))
+	for _, a := range attrs {
+		list = append(list, a)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].Range.Start.Byte < list[j].Range.Start.Byte })
+	for _, a := range list {
+		v, ok := ld.vars[a.Name]
+		if !ok {
+			ld.diags = append(ld.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagWarning,
+				Summary:  "Value for Undeclared Variable",
+				Detail: fmt.Sprintf("The file sets %q, but the runbook declares no such variable, so the value is ignored.%s",
+					a.Name, didYouMean(a.Name, sortedKeys(ld.vars))),
+				Subject: a.NameRange.Ptr(),
+			})
+			continue
+		}
+		val, diags := a.Expr.Value(nil)
+		ld.diags = append(ld.diags, diags...)
+		if diags.HasErrors() {
+			continue
+		}
+		ld.setVariable(v, val, "in "+p, a.Expr.Range().Ptr())
+	}
+}
+
+// validateVariables runs every validation block of every variable whose
+// value is known.
+func (ld *load) validateVariables() {
+	for _, v := range ld.varOrder {
+		for _, vb := range v.block.Validations {
+			ld.validate(v, vb)
+		}
+	}
+}
+
+func (ld *load) validate(v *variable, vb *validationBlock) {
+	var trs []hcl.Traversal
+	trs = append(trs, vb.Condition.Variables()...)
+	trs = append(trs, vb.ErrorMessage.Variables()...)
+	_, bad, diags := ld.checkRefs(trs, false, "A variable validation")
+	ld.diags = append(ld.diags, diags...)
+	if len(bad) > 0 || !v.value.IsWhollyKnown() {
+		return
+	}
+	ctx := ld.scope.evalContext(nil, nil)
+	cond, diags := vb.Condition.Value(ctx)
+	ld.diags = append(ld.diags, diags...)
+	if diags.HasErrors() {
+		return
+	}
+	cond, _ = cond.Unmark()
+	if !cond.IsKnown() {
+		return
+	}
+	if cond.IsNull() || cond.Type() != cty.Bool {
+		c, err := convert.Convert(cond, cty.Bool)
+		if err != nil || c.IsNull() {
+			ld.diags = append(ld.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Invalid Validation Condition",
+				Detail:   "The condition of a validation must be true or false.",
+				Subject:  vb.Condition.Range().Ptr(),
+			})
+			return
+		}
+		cond = c
+	}
+	if cond.True() {
+		return
+	}
+	msg := "The value does not pass the validation rule."
+	mv, diags := vb.ErrorMessage.Value(ctx)
+	ld.diags = append(ld.diags, diags...)
+	if !diags.HasErrors() {
+		if mv.IsMarked() {
+			msg = "The value does not pass the validation rule; its error message is not shown because it would reveal a sensitive value."
+		} else if s, err := convert.Convert(mv, cty.String); err == nil && s.IsKnown() && !s.IsNull() {
+			msg = s.AsString()
+		}
+	}
+	subject := v.rng
+	if subject == nil {
+		subject = vb.Condition.Range().Ptr()
+	}
+	ld.diags = append(ld.diags, &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Invalid Value for Variable",
+		Detail: fmt.Sprintf("%s\n\nThe value of variable %q was given %s and checked by the validation rule at %s.",
+			msg, v.block.Name, v.from, vb.DefRange),
+		Subject: subject,
+	})
+}
+
+type localValue struct {
+	attr  *hcl.Attribute
+	value cty.Value
+	state int // 0 new, 1 evaluating, 2 done
+}
+
+// evalLocals evaluates every local value in dependency order, reporting
+// cycles with all their members.
+func (ld *load) evalLocals(blocks []*localsBlock) {
+	var order []*localValue
+	for _, b := range blocks {
+		attrs := make([]*hcl.Attribute, 0, len(b.Attrs))
+		for _, a := range b.Attrs {
+			attrs = append(attrs, a)
+		}
+		sort.Slice(attrs, func(i, j int) bool { return attrs[i].Range.Start.Byte < attrs[j].Range.Start.Byte })
+		for _, a := range attrs {
+			if prev, ok := ld.locals[a.Name]; ok {
+				ld.diags = append(ld.diags, &hcl.Diagnostic{
+					Severity: hcl.DiagError,
+					Summary:  "Duplicate Local Value",
+					Detail:   fmt.Sprintf("A local value named %q was already defined at %s. Local value names must be unique across all locals blocks.", a.Name, prev.attr.NameRange),
+					Subject:  a.NameRange.Ptr(),
+				})
+				continue
+			}
+			lv := &localValue{attr: a}
+			ld.locals[a.Name] = lv
+			order = append(order, lv)
+		}
+	}
+	for _, lv := range order {
+		ld.evalLocal(lv, nil, lv.attr.NameRange)
+	}
+	ld.scope.locals = ld.localsObject()
+}
+
+func (ld *load) localsObject() cty.Value {
+	m := make(map[string]cty.Value, len(ld.locals))
+	for name, lv := range ld.locals {
+		if lv.state == 2 {
+			m[name] = lv.value
+		} else {
+			m[name] = cty.DynamicVal
+		}
+	}
+	return cty.ObjectVal(m)
+}
+
+// evalLocal evaluates lv after the locals it refers to; from is the
+// reference that led here, the subject of a cycle.
+func (ld *load) evalLocal(lv *localValue, stack []*localValue, from hcl.Range) {
+	switch lv.state {
+	case 2:
+		return
+	case 1:
+		// A cycle: from lv's place in the stack to the end.
+		start := 0
+		for i, s := range stack {
+			if s == lv {
+				start = i
+			}
+		}
+		var names []string
+		for _, s := range stack[start:] {
+			names = append(names, "local."+s.attr.Name)
+		}
+		path := strings.Join(append(names, "local."+lv.attr.Name), " -> ")
+		ld.diags = append(ld.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Dependency Cycle",
+			Detail:   fmt.Sprintf("The local values %s refer to each other in a cycle: %s. Remove one of the references to break it.", englishList(names), path),
+			Subject:  from.Ptr(),
+		})
+		for _, s := range stack[start:] {
+			s.value, s.state = cty.DynamicVal, 2
+		}
+		return
+	}
+	lv.state = 1
+	stack = append(stack, lv)
+	trs := lv.attr.Expr.Variables()
+	_, bad, diags := ld.checkRefs(trs, false, "A local value")
+	ld.diags = append(ld.diags, diags...)
+	for _, tr := range trs {
+		if tr.RootName() != "local" || len(tr) < 2 {
+			continue
+		}
+		if name, ok := traverserName(tr[1]); ok {
+			if dep, ok := ld.locals[name]; ok {
+				ld.evalLocal(dep, stack, tr.SourceRange())
+			}
+		}
+	}
+	if lv.state == 2 { // resolved as part of a cycle
+		return
+	}
+	ctx := ld.scope.evalContext(nil, nil)
+	ctx.Variables["local"] = ld.localsObject()
+	val, diags := lv.attr.Expr.Value(ctx)
+	ld.diags = append(ld.diags, dropWithin(diags, bad)...)
+	if diags.HasErrors() {
+		val = cty.DynamicVal
+	}
+	lv.value, lv.state = val, 2
+}
+
+// plainStrings lists the known string leaves of v (numbers and bools in
+// their string form), so that the engine can redact a sensitive
+// variable's value wherever it turns up inside other text.
+func plainStrings(v cty.Value) []string {
+	var out []string
+	cty.Walk(v, func(_ cty.Path, x cty.Value) (bool, error) {
+		x, _ = x.UnmarkDeep()
+		if !x.IsKnown() || x.IsNull() {
+			return false, nil
+		}
+		switch x.Type() {
+		case cty.String:
+			out = append(out, x.AsString())
+		case cty.Number:
+			out = append(out, x.AsBigFloat().Text('f', -1))
+		}
+		return true, nil
+	})
+	return out
+}

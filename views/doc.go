@@ -1,0 +1,9 @@
+// Package views renders what cmd/migrate has to show: diagnostics, plans,
+// the live progress of a run or rollback (as a terminal view, plain lines or
+// a JSON event stream), the status of a migration, the graph of a runbook
+// and the raw state. Only views write to stdout; the commands in cmd/migrate
+// parse flags, call the engine and hand the results here.
+//
+// Views never see a sensitive value in clear: the engine redacts events and
+// plans before they arrive, and views print nothing else of a runbook.
+package views

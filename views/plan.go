@@ -1,0 +1,172 @@
+package views
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/homelab-migrate/migrate/engine"
+	"github.com/homelab-migrate/migrate/providers"
+)
+
+// PlanCounts summarises a plan's steps (checks are not counted).
+type PlanCounts struct {
+	Create, Update, Drift, NoOp int
+	// Checks that will run.
+	Checks int
+}
+
+// Changes is the number of steps that would change something.
+func (c PlanCounts) Changes() int { return c.Create + c.Update + c.Drift }
+
+// CountPlan counts a plan's actions.
+func CountPlan(p *engine.Plan) PlanCounts {
+	var c PlanCounts
+	for _, ph := range p.Phases {
+		for _, s := range ph.Steps {
+			if s.IsCheck() {
+				if s.Action != providers.NoOp {
+					c.Checks++
+				}
+				continue
+			}
+			switch s.Action {
+			case providers.Create:
+				c.Create++
+			case providers.Update:
+				c.Update++
+			case providers.Drift:
+				c.Drift++
+			default:
+				c.NoOp++
+			}
+		}
+	}
+	return c
+}
+
+// HasWork reports whether running the plan would do anything at all:
+// change a step or run a check.
+func HasWork(p *engine.Plan) bool {
+	c := CountPlan(p)
+	return c.Changes() > 0 || c.Checks > 0
+}
+
+// PlanJSON writes the plan as one indented JSON document.
+func PlanJSON(w io.Writer, p *engine.Plan) error {
+	b, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// Plan prints a plan for people, grouped by phase, like `terraform plan`.
+func (v *View) Plan(p *engine.Plan) {
+	w := bufio.NewWriter(v.out)
+	defer w.Flush()
+	renderPlan(w, v.st, p)
+}
+
+func renderPlan(w io.Writer, st styles, p *engine.Plan) {
+	c := CountPlan(p)
+	if c.Changes() > 0 {
+		fmt.Fprintf(w, "Steps are marked with these symbols:\n  %s create  %s update  %s drifted  %s unchanged\n\n",
+			st.green("+"), st.yellow("~"), st.magenta("!"), st.dim("="))
+	}
+	for _, ph := range p.Phases {
+		renderPhasePlan(w, st, ph)
+	}
+	fmt.Fprintf(w, "%s %d to create, %d to update, %d drifted, %d unchanged.\n",
+		st.bold("Plan:"), c.Create, c.Update, c.Drift, c.NoOp)
+}
+
+func renderPhasePlan(w io.Writer, st styles, ph *engine.PhasePlan) {
+	state := st.yellow("not complete")
+	if ph.Complete {
+		state = st.green("complete")
+	}
+	fmt.Fprintf(w, "%s %s (%s)\n", st.bold("Phase"), st.bold(ph.Name), state)
+	if ph.Description != "" {
+		fmt.Fprintf(w, "%s", indent(ph.Description, "  "+st.dim("# ")))
+	}
+	changes, checks := 0, 0
+	for _, s := range ph.Steps {
+		if s.IsCheck() {
+			checks++
+		} else if s.Action != providers.NoOp {
+			changes++
+		}
+	}
+	steps := len(ph.Steps) - checks
+	if changes == 0 {
+		// Nothing changes: one line instead of a line per step.
+		if steps > 0 {
+			fmt.Fprintf(w, "  %s\n", st.dim(fmt.Sprintf("= %s unchanged", plural(steps, "step", "steps"))))
+		} else {
+			fmt.Fprintf(w, "  %s\n", st.dim("(no steps)"))
+		}
+	}
+	for _, s := range ph.Steps {
+		if s.IsCheck() {
+			renderCheckPlan(w, st, s)
+			continue
+		}
+		if changes == 0 {
+			continue
+		}
+		renderStepPlan(w, st, s)
+	}
+	fmt.Fprintln(w)
+}
+
+func renderStepPlan(w io.Writer, st styles, s *engine.StepPlan) {
+	addr := s.Addr.String()
+	var line string
+	switch s.Action {
+	case providers.Create:
+		line = st.green("+ "+addr) + " will run"
+	case providers.Update:
+		line = st.yellow("~ "+addr) + " will run again"
+	case providers.Drift:
+		line = st.magenta("! "+addr) + " has drifted and will run again"
+	default:
+		fmt.Fprintf(w, "  %s\n", st.dim("= "+addr+" unchanged"))
+		return
+	}
+	if s.Detail != "" {
+		line += ": " + firstLine(s.Detail)
+	}
+	fmt.Fprintf(w, "  %s\n", line)
+	if rest := restLines(s.Detail); rest != "" {
+		fmt.Fprint(w, indent(rest, "      "))
+	}
+	if s.Diff != "" {
+		fmt.Fprint(w, indent(s.Diff, "      "))
+	}
+}
+
+func renderCheckPlan(w io.Writer, st styles, s *engine.StepPlan) {
+	when := string(s.When)
+	if s.Action == providers.NoOp {
+		fmt.Fprintf(w, "  %s\n", st.dim(fmt.Sprintf("= check %s (%s): passed, not run again", s.Addr, when)))
+		return
+	}
+	fmt.Fprintf(w, "  %s will run %s the phase's steps\n", st.cyan("? check "+s.Addr.String()), when)
+	if s.Diff != "" {
+		fmt.Fprint(w, indent(s.Diff, "      "))
+	}
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return l
+}
+
+func restLines(s string) string {
+	_, r, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return r
+}

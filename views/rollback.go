@@ -1,0 +1,56 @@
+package views
+
+import (
+	"bufio"
+	"fmt"
+
+	"github.com/homelab-migrate/migrate/engine"
+)
+
+// RollbackPlan prints what a rollback will undo, phase by phase from the
+// last, and first of all what it cannot undo.
+func (v *View) RollbackPlan(p *engine.RollbackPlan) {
+	w := bufio.NewWriter(v.out)
+	defer w.Flush()
+	st := v.st
+	irr := 0
+	for _, ph := range p.Phases {
+		irr += len(ph.Irreversible)
+	}
+	if irr > 0 {
+		fmt.Fprintf(w, "%s\n", st.bold(st.red("These steps CANNOT be undone and will stay as they are:")))
+		for _, ph := range p.Phases {
+			for _, a := range ph.Irreversible {
+				fmt.Fprintf(w, "  %s %s %s\n", st.red("!"), a, st.dim("(phase "+ph.Name+")"))
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	revert := 0
+	for _, ph := range p.Phases {
+		revert += len(ph.Revert)
+		if len(ph.Revert) == 0 {
+			fmt.Fprintf(w, "%s %s: %s\n\n", st.bold("Phase"), st.bold(ph.Name), st.dim("nothing to undo"))
+			continue
+		}
+		fmt.Fprintf(w, "%s %s\n", st.bold("Phase"), st.bold(ph.Name))
+		for _, r := range ph.Revert {
+			fmt.Fprintf(w, "  %s will be undone: %s\n", st.yellow("- "+r.Addr.String()), firstLine(r.Description))
+			if rest := restLines(r.Description); rest != "" {
+				fmt.Fprint(w, indent(rest, "      "))
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "%s %d to undo, %d cannot be undone.\n", st.bold("Rollback:"), revert, irr)
+}
+
+// RollbackCounts returns how many steps a rollback would undo and how many
+// it cannot.
+func RollbackCounts(p *engine.RollbackPlan) (revert, irreversible int) {
+	for _, ph := range p.Phases {
+		revert += len(ph.Revert)
+		irreversible += len(ph.Irreversible)
+	}
+	return revert, irreversible
+}
