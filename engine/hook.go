@@ -68,10 +68,17 @@ type StateHook struct {
 	State state.Manager
 }
 
-// Handle writes e.Record durably before returning.
+// Handle writes e.Record before returning: durably (synced) for every
+// outcome; for a step merely starting, written but synced with the next
+// outcome, which keeps one sync per step off the critical path. A start
+// lost to a power cut only makes resume apply the step again rather than
+// observe it first, and providers' applies converge anyway.
 func (h StateHook) Handle(e Event) error {
 	if e.Record == nil {
 		return nil
+	}
+	if e.Kind == StepStarted {
+		return h.State.Record(e.Record)
 	}
 	return h.State.Checkpoint(e.Record)
 }

@@ -3,8 +3,10 @@
 package state
 
 import (
+	"bytes"
 	"errors"
 	"os"
+	"strconv"
 	"syscall"
 )
 
@@ -34,4 +36,22 @@ func flock(f *os.File, exclusive bool) error {
 
 func funlock(f *os.File) error {
 	return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+}
+
+// processAlive reports whether pid names a live process: one that exists
+// and is not a zombie waiting to be reaped.
+func processAlive(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true // no procfs: trust kill
+	}
+	// The state follows the command name, which is in parentheses and
+	// may itself contain spaces or parentheses.
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
+		return b[i+2] != 'Z'
+	}
+	return true
 }

@@ -55,11 +55,14 @@ type Local struct {
 	persisting   int    // Persist/Close waiting for the journal to be idle
 	err          error  // a journal write failed; cleared by Persist
 	closed       bool
-	syncs        uint64 // journal writes+syncs done (tests, benchmarks)
+	syncs        uint64 // journal writes done (tests, benchmarks)
+	datasyncs    uint64 // of which synced
 }
 
 // batch is a group of journal lines written and synced together.
 type batch struct {
+	// sync: some record of the batch must reach stable storage.
+	sync bool
 	buf  []byte
 	recs []*StepRecord
 	last uint64 // seq of the last line
@@ -265,7 +268,15 @@ func (l *Local) Step(addr phases.Address) (*StepRecord, bool) {
 // Checkpoint appends a copy of rec to the journal and returns once it is on
 // stable storage. The cost is one small write and one sync, shared with
 // concurrent callers, whatever the number of records.
-func (l *Local) Checkpoint(rec *StepRecord) error {
+func (l *Local) Checkpoint(rec *StepRecord) error { return l.append(rec, true) }
+
+// Record appends a copy of rec to the journal and returns once it is
+// written, without waiting for stable storage: it survives the death of
+// this process (kill -9 included) at once, and a power loss only from the
+// next Checkpoint on, whose sync covers every line before it.
+func (l *Local) Record(rec *StepRecord) error { return l.append(rec, false) }
+
+func (l *Local) append(rec *StepRecord, sync bool) error {
 	if l.journal == nil {
 		return ErrReadOnly
 	}
@@ -298,6 +309,7 @@ func (l *Local) Checkpoint(rec *StepRecord) error {
 	}
 	l.lastSeq++
 	b.last = l.lastSeq
+	b.sync = b.sync || sync
 	b.buf = appendJournalLine(b.buf, l.lastSeq, time.Now(), step)
 	b.recs = append(b.recs, c)
 	for !b.done {
@@ -316,8 +328,9 @@ func (l *Local) flush(b *batch) {
 	l.flushing, l.open = true, nil
 	l.mu.Unlock()
 	_, err := l.journal.Write(b.buf)
-	if err == nil {
+	if err == nil && b.sync {
 		err = datasync(l.journal)
+		l.datasyncs++ // under no lock, but only one flush runs at a time
 	}
 	l.mu.Lock()
 	l.flushing = false

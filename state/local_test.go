@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/homelab-migrate/migrate/phases"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -488,5 +490,40 @@ func TestConcurrentCheckpoints(t *testing.T) {
 		if r.Attempts != each {
 			t.Errorf("%s: attempts %d, want the last one, %d", k, r.Attempts, each)
 		}
+	}
+}
+
+// TestRecordIsVisibleAtOnceAndSyncedByTheNextCheckpoint: a step's start
+// is written without a sync of its own; it survives the process at once,
+// and the next checkpoint's sync carries it to disk.
+func TestRecordIsVisibleAtOnceAndSyncedByTheNextCheckpoint(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	l, err := Open(dir, writer("migrate run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.Record(rec("exec.a", Running)); err != nil {
+		t.Fatal(err)
+	}
+	if l.datasyncs != 0 {
+		t.Errorf("Record synced (%d syncs)", l.datasyncs)
+	}
+	// Another process (the next run after a kill -9) sees it.
+	ro, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := ro.Step(phases.Address{Type: "exec", Name: "a"})
+	ro.Close()
+	if !ok || got.Status != Running {
+		t.Fatalf("a reader sees %+v, want the running record", got)
+	}
+	if err := l.Checkpoint(rec("exec.a", Done)); err != nil {
+		t.Fatal(err)
+	}
+	if l.datasyncs != 1 {
+		t.Errorf("Checkpoint: %d syncs, want 1", l.datasyncs)
 	}
 }

@@ -68,10 +68,19 @@ func acquireLock(dir string, info *LockInfo) (*os.File, error) {
 				continue
 			}
 			le := &LockedError{Path: path}
-			if h, err := readLockFile(path); err != nil {
+			h, err := readLockFile(path)
+			if err != nil {
 				le.ReadErr = err
 			} else {
 				le.Holder = *h
+			}
+			// A holder killed a moment ago may still have the lock shared
+			// with a child it forked that has not yet exec'd or died;
+			// the kernel releases it within moments. Wait for that
+			// rather than failing, but never for a live holder.
+			if err == nil && holderGone(h) && attempt < 3+deadHolderRetries {
+				time.Sleep(10 * time.Millisecond)
+				continue
 			}
 			return nil, le
 		}
@@ -101,6 +110,21 @@ func acquireLock(dir string, info *LockInfo) (*os.File, error) {
 		}
 		return f, nil
 	}
+}
+
+// deadHolderRetries × 10 ms is how long a lock whose recorded holder is
+// dead may stay held (by that holder's half-started children) before it
+// counts as held.
+const deadHolderRetries = 300
+
+// holderGone reports whether the lock's recorded holder is a process of
+// this host that no longer exists.
+func holderGone(h *LockInfo) bool {
+	host, _ := os.Hostname()
+	if h.Host != host || h.PID <= 0 {
+		return false
+	}
+	return !processAlive(h.PID)
 }
 
 // releaseLock removes the lock file (while still holding the lock) and

@@ -2,6 +2,7 @@ package state
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -87,13 +88,17 @@ func TestUnlock(t *testing.T) {
 
 const lockChildEnv = "STATE_TEST_LOCK_CHILD_DIR"
 
-// TestLockChildProcess is the child of TestLockReleasedWhenHolderKilled:
-// it takes the lock, says so, and waits to be killed.
-func TestLockChildProcess(t *testing.T) {
-	dir := os.Getenv(lockChildEnv)
-	if dir == "" {
-		t.Skip("helper process for TestLockReleasedWhenHolderKilled")
+// TestMain turns the test binary into the child of
+// TestLockReleasedWhenHolderKilled when asked to.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(lockChildEnv); dir != "" {
+		lockChild(dir)
 	}
+	os.Exit(m.Run())
+}
+
+// lockChild takes the lock, says so, and waits to be killed.
+func lockChild(dir string) {
 	l, err := Open(dir, writer("migrate run --phase child"))
 	if err != nil {
 		fmt.Println("error", err)
@@ -111,7 +116,7 @@ func TestLockChildProcess(t *testing.T) {
 func TestLockReleasedWhenHolderKilled(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestLockChildProcess$")
+	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), lockChildEnv+"="+dir)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -154,5 +159,43 @@ func TestLockReleasedWhenHolderKilled(t *testing.T) {
 	}
 	if info, _ := ReadLock(dir); info == nil || info.ID != l.LockInfo().ID {
 		t.Fatalf("lock file does not name the new holder: %+v", info)
+	}
+}
+
+// TestLockOfDeadHolderStillSharedByItsChild: a holder killed while a
+// child it forked still shares the lock (it has not exec'd yet) must not
+// make the next command fail; the lock is released moments later.
+func TestLockOfDeadHolderStillSharedByItsChild(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	info, _ := json.Marshal(LockInfo{ID: "gone", PID: dead.Process.Pid, Host: host, Command: "migrate run"})
+	path := filepath.Join(dir, lockFile)
+	if err := os.WriteFile(path, info, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := flock(f, true); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(150 * time.Millisecond)
+		f.Close() // the child execs or dies
+	}()
+	start := time.Now()
+	l, err := Open(dir, Options{Lock: NewLockInfo("migrate run")})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	l.Close()
+	if waited := time.Since(start); waited < 100*time.Millisecond {
+		t.Errorf("took the lock after %s, while it was still held", waited)
 	}
 }

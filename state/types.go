@@ -78,6 +78,12 @@ type Manager interface {
 	// Checkpoint durably records rec (replacing the previous record of its
 	// address) before it returns. Cost is independent of the state's size.
 	Checkpoint(rec *StepRecord) error
+	// Record writes rec like Checkpoint but returns before it reaches
+	// stable storage: it survives the process dying, and a power loss
+	// once a later Checkpoint returned. For transitions that recovery
+	// does not depend on (a step starting: without the record, resume
+	// applies it again instead of observing it first).
+	Record(rec *StepRecord) error
 	// Persist folds the journal into a new snapshot, atomically.
 	Persist() error
 	// Close persists (when writable) and releases the lock.

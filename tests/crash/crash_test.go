@@ -518,14 +518,27 @@ func loop(t *testing.T, w *world, rng *rand.Rand, name string, observe func(st m
 	}
 }
 
+// TestKillAndResume plays the whole scenario (run killed until done,
+// rollback killed until done) several times with different seeds: each
+// round is a few seconds, and more rounds reach more kill moments.
 func TestKillAndResume(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
+	seeds := []uint64{uint64(time.Now().UnixNano())}
+	for len(seeds) < 3 {
+		seeds = append(seeds, seeds[len(seeds)-1]*6364136223846793005+1442695040888963407)
+	}
 	if s := os.Getenv("CRASH_SEED"); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
 			t.Fatalf("CRASH_SEED: %v", err)
 		}
+		seeds = []uint64{seed}
 	}
+	for i, seed := range seeds {
+		t.Run(fmt.Sprintf("round-%d", i+1), func(t *testing.T) { killAndResume(t, seed) })
+	}
+}
+
+func killAndResume(t *testing.T, seed uint64) {
 	t.Logf("seed %d (rerun with CRASH_SEED=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	w := newWorld(t, rng)
