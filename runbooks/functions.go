@@ -37,7 +37,7 @@ const maxFileSize = 64 << 20
 // runbook: the cty standard library under the names Terraform uses, plus
 // yamlencode/yamldecode and the file system and environment functions,
 // which resolve relative paths against the runbook directory.
-func (l *load) functions() map[string]function.Function {
+func (l *Loader) functions() map[string]function.Function {
 	fns := map[string]function.Function{
 		// numbers
 		"abs":      stdlib.AbsoluteFunc,
@@ -179,7 +179,7 @@ func (l *load) functions() map[string]function.Function {
 }
 
 // abs resolves p against the runbook directory.
-func (l *load) abs(p string) string {
+func (l *Loader) abs(p string) string {
 	if filepath.IsAbs(p) {
 		return filepath.Clean(p)
 	}
@@ -188,7 +188,7 @@ func (l *load) abs(p string) string {
 
 // getenv looks name up in Options.Environ; the last entry wins, as in a
 // shell. A name that is not set yields "".
-func (l *load) getenv(name string) string {
+func (l *Loader) getenv(name string) string {
 	v := ""
 	for _, kv := range l.opts.Environ {
 		if k, val, ok := strings.Cut(kv, "="); ok && k == name {
@@ -201,7 +201,7 @@ func (l *load) getenv(name string) string {
 // fsPath returns the path within the runbook's fs.FS for a relative path
 // that stays inside the runbook directory, or "" when p must be read from
 // the operating system (absolute, or leaving the directory with "..").
-func (l *load) fsPath(p string) string {
+func (l *Loader) fsPath(p string) string {
 	if l.fsys == nil || p == "" || filepath.IsAbs(p) || strings.HasPrefix(p, "/") {
 		return ""
 	}
@@ -212,7 +212,7 @@ func (l *load) fsPath(p string) string {
 	return clean
 }
 
-func (l *load) statFile(p string) (fs.FileInfo, error) {
+func (l *Loader) statFile(p string) (fs.FileInfo, error) {
 	if p == "" {
 		return nil, errors.New("the path is empty")
 	}
@@ -224,7 +224,7 @@ func (l *load) statFile(p string) (fs.FileInfo, error) {
 
 // readFile reads a regular file named relative to the runbook directory,
 // through the runbook's fs.FS when it lies inside it.
-func (l *load) readFile(p string) ([]byte, error) {
+func (l *Loader) readFile(p string) ([]byte, error) {
 	fi, err := l.statFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("no file exists at %q (paths are relative to the runbook directory)", p)
@@ -260,7 +260,7 @@ func (l *load) readFile(p string) ([]byte, error) {
 
 // templateFileFunc renders a file as an HCL template with the given
 // variables, like Terraform's templatefile.
-func (l *load) templateFileFunc(fns map[string]function.Function) function.Function {
+func (l *Loader) templateFileFunc(fns map[string]function.Function) function.Function {
 	render := func(args []cty.Value) (cty.Value, error) {
 		p := args[0].AsString()
 		src, err := l.readFile(p)
