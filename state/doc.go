@@ -6,4 +6,25 @@
 //
 // The engine talks to a Manager; Local is the default backend, a directory
 // beside the runbook (.migrate/). A Lock guards every writing command.
+//
+// Local keeps four files, all mode 0600 in a 0700 directory:
+//
+//	state.json         snapshot: {version, serial, lineage, migrate_version, steps}
+//	state.json.backup  the snapshot before the last one
+//	journal.jsonl      one {"seq","time","step"} line per checkpoint since the snapshot
+//	lock               flock(2)ed by the writer, holding its LockInfo
+//
+// The serial grows by one per journal entry; an entry's seq is the serial
+// after it, so entries already in the snapshot are skipped on replay. The
+// lineage is set when the state is created and never changes. Snapshots are
+// replaced atomically (temporary file, sync, rename, sync the directory).
+// Concurrent checkpoints share one write and one sync (group commit).
+//
+// Reading never writes. A file this build cannot use — garbled, truncated,
+// a corrupt journal line before the last, a newer format version — is an
+// *UnusableError that names it and says how to recover, and the file is left
+// as it is. A torn last journal line (a write cut short by a crash, never
+// acknowledged) is ignored. The lock is released by the kernel when its
+// holder dies, so a killed run never blocks the next one; Unlock removes
+// the information a dead holder left behind.
 package state

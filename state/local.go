@@ -80,7 +80,10 @@ func Open(dir string, opts Options) (*Local, error) {
 	l := &Local{dir: dir, opts: opts}
 	l.cond.L = &l.mu
 	if opts.Lock == nil {
-		return l, l.loadReadOnly()
+		if err := l.loadReadOnly(); err != nil {
+			return nil, err
+		}
+		return l, nil
 	}
 	info := *opts.Lock
 	fillLockInfo(&info)

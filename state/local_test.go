@@ -527,3 +527,45 @@ func TestRecordIsVisibleAtOnceAndSyncedByTheNextCheckpoint(t *testing.T) {
 		t.Errorf("Checkpoint: %d syncs, want 1", l.datasyncs)
 	}
 }
+
+// TestReaderDuringWrites: a read-only Open while a writer checkpoints and
+// persists (truncating the journal) always sees a consistent state.
+func TestReaderDuringWrites(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	l := openW(t, dir)
+	const n = 200
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range n {
+			checkpoint(t, l, rec(fmt.Sprintf("exec.s%d", i%7), Done))
+			if i%10 == 0 {
+				if err := l.Persist(); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	}()
+	var last uint64
+	for reading := true; reading; {
+		select {
+		case <-done:
+			reading = false
+		default:
+		}
+		r, err := Open(dir, Options{})
+		if err != nil {
+			t.Fatalf("read-only Open during writes: %v", err)
+		}
+		s := r.Snapshot()
+		if s.Serial < last {
+			t.Fatalf("serial went back from %d to %d", last, s.Serial)
+		}
+		last = s.Serial
+	}
+	l.Close()
+	if s := openR(t, dir).Snapshot(); s.Serial != n {
+		t.Fatalf("serial %d, want %d", s.Serial, n)
+	}
+}
