@@ -22,6 +22,7 @@ import (
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/local"
+	"github.com/homelab-migrate/migrate/providers/talos"
 	"github.com/homelab-migrate/migrate/runbooks"
 	"github.com/homelab-migrate/migrate/state"
 	"github.com/homelab-migrate/migrate/views"
@@ -32,6 +33,7 @@ import (
 func registry() map[string]providers.Factory {
 	return map[string]providers.Factory{
 		"local": func() providers.Interface { return local.New() },
+		"talos": talos.Factory,
 	}
 }
 

@@ -1,0 +1,74 @@
+// Command talos-lab runs one simulated Talos node (package lab/talosnode)
+// for demos: the machine API over gRPC with mTLS, a talosconfig to reach it
+// and the secrets bundle its machine config was generated from.
+//
+//	talos-lab --dir DIR --listen 127.0.0.1:50000
+//
+// It runs until SIGINT or SIGTERM. The node's config, etcd state, version
+// and simulated filesystem stay in DIR, so a restart keeps them.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/homelab-migrate/migrate/lab/talosnode"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "talos-lab:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var opts talosnode.Options
+
+	listen := flag.String("listen", "127.0.0.1:50000", "address to serve the Talos machine API on")
+	flag.StringVar(&opts.Dir, "dir", "", "working directory (secrets.yaml, talosconfig, node state); required")
+	flag.StringVar(&opts.Version, "talos-version", talosnode.DefaultVersion, "Talos version the node runs (first start only; later starts keep the installed version)")
+	flag.StringVar(&opts.KubernetesVersion, "kubernetes-version", "", "Kubernetes version of the initial machine config (default: machinery's default)")
+	flag.StringVar(&opts.Hostname, "hostname", talosnode.DefaultHostname, "node hostname")
+	flag.StringVar(&opts.ClusterName, "cluster-name", talosnode.DefaultClusterName, "cluster name of the initial machine config")
+	flag.StringVar(&opts.Endpoint, "endpoint", talosnode.DefaultEndpoint, "Kubernetes control plane endpoint of the initial machine config")
+	flag.DurationVar(&opts.RebootDuration, "reboot-duration", time.Second, "how long a simulated reboot keeps the API unavailable")
+	flag.Parse()
+
+	if opts.Dir == "" {
+		flag.Usage()
+
+		return fmt.Errorf("--dir is required")
+	}
+
+	node, err := talosnode.New(opts)
+	if err != nil {
+		return err
+	}
+
+	if err = node.Start(*listen); err != nil {
+		return err
+	}
+
+	defer node.Stop()
+
+	fmt.Printf("talos-lab: Talos %s node %q serving the machine API on %s\n", node.Version(), opts.Hostname, node.Addr())
+	fmt.Printf("talosconfig: %s\n", node.TalosconfigPath())
+	fmt.Printf("secrets:     %s\n", node.SecretsPath())
+	fmt.Printf("version:     %s\n", node.Version())
+	fmt.Printf("node root:   %s (Read serves files under it; virtiofs data at %s)\n", node.Root(), node.Root()+talosnode.DataMount)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	<-ctx.Done()
+
+	fmt.Println("talos-lab: stopping")
+
+	return nil
+}

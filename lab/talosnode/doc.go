@@ -1,0 +1,130 @@
+// Package talosnode is the lab's Talos node: a server for the real Talos
+// machine API (machine.MachineService from
+// github.com/siderolabs/talos/pkg/machinery v1.13.3) that behaves like one
+// installed, metal, controlplane Talos node, so that the Talos provider runs
+// the same client code (machinery's client package, a talosconfig, mTLS)
+// against it as against a real node.
+//
+// # What it does like a node
+//
+//   - Identity and TLS. New generates (or loads) Dir/secrets.yaml with
+//     machinery's generate/secrets, the initial controlplane config with
+//     generate.NewInput (install disk /dev/sda, the node version's contract,
+//     installer image ghcr.io/siderolabs/installer:<version>), an apid server
+//     certificate for 127.0.0.1, ::1, localhost and the hostname signed by the
+//     bundle's OS CA, and an os:admin client certificate. The server requires
+//     and verifies client certificates against the OS CA; roles come from the
+//     certificate's Organization and are checked with machined's rules
+//     (ApplyConfiguration, Bootstrap, Read, Kubeconfig, Upgrade: os:admin;
+//     Reboot: admin/operator; Version, ServiceList, Dmesg, Hostname: any role);
+//     a missing role is PermissionDenied "not authorized".
+//   - Routing metadata as apid does it. No metadata or "node" (one-to-one):
+//     errors are gRPC statuses. "nodes" (one-to-many): the call succeeds and a
+//     node error travels in the message's common.Metadata (error, status,
+//     hostname) exactly like apid's BuildError; the client's helpers
+//     (FilterMessages, ReadStream) turn it back into an error. A node name
+//     must be this node (its hostname, localhost, 127.0.0.1, ::1 or the listen
+//     host); another name answers Unavailable ("dial tcp X:50000 ... no route
+//     to host"), a name with a port answers Internal `invalid target "..."`
+//     (apid's NewAPID), a multi-valued "node" InvalidArgument.
+//   - ApplyConfiguration follows machined v1.13: configloader.NewFromBytes,
+//     "doesn't contain v1alpha1 config" refusal, Validate in the metal mode of
+//     an installed node (RequiresInstall false, not strict: warnings are
+//     returned in the response, not errors), the Kubernetes image tag checks of
+//     RuntimeValidate against the version the node runs; any failure is
+//     InvalidArgument with the validation text. The modes: AUTO resolves to
+//     NO_REBOOT or REBOOT with machined's CanApplyImmediate (only the listed
+//     v1alpha1 fields — cluster, debug, machine.network/install/kubelet/... —
+//     and any non-v1alpha1 document change live; e.g. machine.env or
+//     machine.files need a reboot), answering "Applied configuration with a
+//     reboot: this config change can't be applied in immediate mode\ndiff:..."
+//     when it does; NO_REBOOT and TRY refuse such changes with InvalidArgument;
+//     REBOOT persists and reboots; STAGED persists for the next boot; TRY runs
+//     the config in memory only and reverts to the config that ran before it
+//     after try_mode_timeout (default 1m) unless a non-TRY apply comes first.
+//     Dry run answers ModeDetails "Dry run summary:\n<details> (skipped in
+//     dry-run).\nConfig diff:\n\n<configdiff.DiffConfigs(running, new)>" or
+//     "No changes."; the diff is NOT redacted (secrets that change show).
+//   - The v1.13 TRY quirk (siderolabs/talos#14343): every non-TRY request,
+//     a dry run or an invalid config included, cancels a pending TRY rollback
+//     before anything else, so a dry run during a TRY window makes the TRY
+//     config permanent in memory. Options.TryRollbackFix models the fixed
+//     behaviour (cancel only on a real apply).
+//   - The persisted config lives in Root()+"/system/state/config.yaml"
+//     (ConfigPath): Read serves it like a node does, and it is what the node
+//     boots with. A TRY does not change it; a restart of the lab node, like a
+//     reboot, drops a pending TRY.
+//   - Read streams a regular file under Root() in common.Data chunks of 4 KiB;
+//     a missing file is NotFound "stat /path: no such file or directory", a
+//     directory is Unknown "path must be a regular file". ".." is resolved
+//     lexically and stops at the node's "/", so no host file is reachable; a
+//     symlink that leads out of Root() is PermissionDenied. Root() has
+//     var/mnt/data (the virtiofs volume of the brief) and
+//     /proc/sys/kernel/random/boot_id (BootIDPath), new at every boot: read it
+//     before and after a reboot or upgrade to see that the node rebooted, as
+//     talosctl does.
+//   - Bootstrap: the first call creates /var/lib/etcd/member and etcd runs
+//     (ServiceList: etcd Running, healthy; before: etcd "Preparing", health
+//     unknown); every later call is AlreadyExists "etcd data directory is not
+//     empty", as on a node; a worker config answers FailedPrecondition.
+//   - Kubeconfig: one common.Data message holding a .tar.gz with one file
+//     named "kubeconfig" (what client.Kubeconfig unpacks): cluster named after
+//     the config's cluster name, server = cluster.controlPlane.endpoint, CA =
+//     the cluster CA, context/user "admin@<cluster>", client certificate
+//     CN=admin O=system:masters signed by that CA. Available before bootstrap,
+//     as on a node.
+//   - Dmesg: one common.Data per line, "<facility>: <priority>: [RFC3339Nano]:
+//     <message>\n" (machined's format; the text keeps the kernel record's
+//     newline, talosctl prints it as is), with lines for
+//     boots, applies, reverts, reboots, bootstrap and upgrades; follow streams
+//     new lines; tail starts at the end.
+//   - ServiceList: apid, containerd, cri, etcd, kubelet, machined, syslogd,
+//     trustd, udevd with state, events and health.
+//   - Upgrade: the image reference must carry a tag (the "installer" is not
+//     pulled); on a controlplane without etcd running and without force it
+//     fails like the pre-upgrade etcd checks ("failed to create etcd client:
+//     ..."); it answers "Upgrade request received", reboots and comes back
+//     with the tag as its version, unless compatibility.UpgradeableFrom
+//     refuses the jump (the node then boots its old version and dmesg says
+//     why). stage=true installs at the next reboot. The machine config is not
+//     changed: machine.install.image is only what a node would install from
+//     at (re)install time and what talosctl puts there — the version skew of
+//     the brief lives in that field.
+//   - Reboot (and REBOOT/AUTO applies, Upgrade): about 50 ms after the reply
+//     the API answers Unavailable ("connection refused") for RebootDuration
+//     (default 1s), open streams end Unavailable, then the node boots from
+//     its persisted config and state.
+//   - Version: the installed tag, platform metal/metal, RBAC feature on.
+//   - Other MachineService methods answer Unimplemented.
+//
+// # Differences from a real node
+//
+//   - One node only; the listener stays up during a simulated reboot (calls
+//     get Unavailable from the node instead of TCP errors), and reboots last
+//     RebootDuration instead of minutes.
+//   - Metadata.hostname is set in every response: to the name the client used
+//     ("node"/"nodes"), or to the hostname when it used none. A real node
+//     leaves it empty unless apid proxied the call one-to-many: do not rely
+//     on it.
+//   - With "nodes" naming several aliases of this node, the node answers once.
+//   - Only MachineService is served: no COSI resource API (talosctl get), no
+//     ImageService or LifecycleService (talosctl v1.13's upgrade uses them
+//     and its --legacy upgrade watches Events), no storage, time, inspect or
+//     cluster services, no Events stream. MachineService.Upgrade (what
+//     client.UpgradeWithOptions calls, deprecated but served by v1.13) works.
+//
+// Checked with the real talosctl v1.13.0 built from the module proxy:
+// version, read (file, missing file), services, bootstrap twice,
+// apply-config --dry-run / --mode=try --timeout / --mode=no-reboot (and the
+// hostname conflict), dmesg, kubeconfig and an unknown --nodes name answer
+// like a node.
+//   - No real etcd, kubelet or Kubernetes: ServiceList reports them; the
+//     kubeconfig points at the config's endpoint (Options.Endpoint), where
+//     nothing may listen.
+//   - Validation skips the install-disk selector and disk matching (an
+//     installed node skips them too) and the sd-boot checks; the Kubernetes
+//     compatibility check uses the version the node reports.
+//   - The kernel log keeps its lines across simulated reboots.
+//   - Fail and Hang inject faults after routing: with "nodes" metadata an
+//     injected error comes back in the response metadata like any node error.
+package talosnode

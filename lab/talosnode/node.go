@@ -1,0 +1,436 @@
+package talosnode
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
+	"google.golang.org/grpc"
+)
+
+// Defaults for Options.
+const (
+	DefaultVersion        = "v1.13.3"
+	DefaultHostname       = "lab-node"
+	DefaultClusterName    = "lab"
+	DefaultEndpoint       = "https://127.0.0.1:6443"
+	DefaultInstallDisk    = "/dev/sda"
+	DefaultRebootDuration = time.Second
+
+	// ConfigPath is where a Talos node keeps its persisted machine config; Read serves it.
+	ConfigPath = "/system/state/config.yaml"
+	// BootIDPath holds a new random id at every (simulated) boot, as on Linux.
+	BootIDPath = "/proc/sys/kernel/random/boot_id"
+	// DataMount is the simulated virtiofs mount (ExternalVolumeConfig) created under Root.
+	DataMount = "/var/mnt/data"
+)
+
+// Options configure a lab node.
+type Options struct {
+	Dir               string // working dir: secrets.yaml, talosconfig, the node's config and simulated filesystem live here
+	Version           string // Talos version the node runs, default "v1.13.3"
+	KubernetesVersion string // default: machinery constants.DefaultKubernetesVersion
+	Hostname          string // default "lab-node"
+	ClusterName       string // default "lab"
+
+	// Endpoint is the Kubernetes control plane endpoint written into the
+	// initial machine config (and so into Kubeconfig), default
+	// "https://127.0.0.1:6443".
+	Endpoint string
+	// RebootDuration is how long a simulated reboot keeps the API
+	// unavailable, default 1s.
+	RebootDuration time.Duration
+	// TryRollbackFix models Talos after siderolabs/talos#14345: a dry run or a
+	// rejected apply no longer cancels a pending TRY rollback. Off by default:
+	// v1.13 nodes cancel the pending rollback at the start of every non-TRY
+	// ApplyConfiguration call, before validation and before the dry-run check.
+	TryRollbackFix bool
+}
+
+// ApplyRecord is one entry of the node's apply history (for tests).
+type ApplyRecord struct {
+	Time          time.Time
+	Mode          string // requested mode: AUTO, NO_REBOOT, REBOOT, STAGED, TRY; "REVERT" for a TRY rollback
+	EffectiveMode string // mode the node answered with (AUTO resolves to NO_REBOOT or REBOOT)
+	DryRun        bool
+	ConfigHash    string // hex SHA-256 of the config bytes sent (or, for REVERT, of the config reverted to)
+	Err           string // non-empty when the node rejected the request
+}
+
+// persistedState is what survives a restart of the lab node besides the
+// config and the filesystem (etcd data dir, installed version).
+type persistedState struct {
+	Version       string `json:"version"`
+	Bootstrapped  bool   `json:"bootstrapped"`
+	StagedUpgrade string `json:"staged_upgrade,omitempty"`
+}
+
+type fault struct {
+	err  error
+	hang bool
+}
+
+// Node is one simulated Talos node serving the machine API over gRPC + mTLS.
+type Node struct {
+	opts Options
+
+	bundle      *secrets.Bundle
+	serverCert  tls.Certificate
+	clientPEM   []byte // talosconfig client certificate (os:admin), PEM
+	clientKey   []byte
+	rootDir     string
+	stateFile   string
+	created     time.Time
+	contextName string
+
+	mu            sync.Mutex
+	active        []byte // config the node runs now (may be a TRY config)
+	state         persistedState
+	rollback      *time.Timer
+	rollbackTo    []byte
+	tryGen        int
+	unavailable   time.Time // API answers Unavailable until then
+	rebootCancel  context.CancelFunc
+	bootCtx       context.Context //nolint:containedctx // cancelled when the node "reboots"
+	faults        map[string]fault
+	applies       []ApplyRecord
+	kmsg          []kmsgLine
+	kmsgNotify    chan struct{}
+	bootTime      time.Time
+	stopped       bool
+	listener      net.Listener
+	server        *grpc.Server
+	addr          string
+	serveDone     chan struct{}
+	rebootPending sync.WaitGroup
+}
+
+var _ machine.MachineServiceServer = (*server)(nil)
+
+// New prepares a node in opts.Dir: it loads Dir/secrets.yaml or generates a
+// new bundle, loads the persisted machine config or generates the initial
+// controlplane config, and issues the apid server certificate and an
+// os:admin client certificate for the talosconfig.
+func New(opts Options) (*Node, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("talosnode: Options.Dir is required")
+	}
+
+	if opts.Version == "" {
+		opts.Version = DefaultVersion
+	}
+
+	if opts.KubernetesVersion == "" {
+		opts.KubernetesVersion = constants.DefaultKubernetesVersion
+	}
+
+	if opts.Hostname == "" {
+		opts.Hostname = DefaultHostname
+	}
+
+	if opts.ClusterName == "" {
+		opts.ClusterName = DefaultClusterName
+	}
+
+	if opts.Endpoint == "" {
+		opts.Endpoint = DefaultEndpoint
+	}
+
+	if opts.RebootDuration <= 0 {
+		opts.RebootDuration = DefaultRebootDuration
+	}
+
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+
+	opts.Dir = dir
+
+	n := &Node{
+		opts:        opts,
+		rootDir:     filepath.Join(dir, "rootfs"),
+		stateFile:   filepath.Join(dir, "node-state.json"),
+		contextName: opts.ClusterName,
+		faults:      map[string]fault{},
+		kmsgNotify:  make(chan struct{}),
+		created:     time.Now(),
+	}
+
+	for _, d := range []string{dir, n.rootDir, filepath.Join(n.rootDir, DataMount), filepath.Join(n.rootDir, filepath.Dir(ConfigPath))} {
+		if err = os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
+	}
+
+	if err = n.loadOrCreateState(); err != nil {
+		return nil, err
+	}
+
+	if err = n.loadOrCreateSecrets(); err != nil {
+		return nil, err
+	}
+
+	if err = n.loadOrCreateConfig(); err != nil {
+		return nil, err
+	}
+
+	if err = n.issueCertificates(); err != nil {
+		return nil, err
+	}
+
+	n.boot("initial boot")
+
+	return n, nil
+}
+
+func (n *Node) loadOrCreateState() error {
+	b, err := os.ReadFile(n.stateFile)
+
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		n.state = persistedState{Version: n.opts.Version}
+
+		return n.saveStateLocked()
+	case err != nil:
+		return err
+	}
+
+	if err = json.Unmarshal(b, &n.state); err != nil {
+		return fmt.Errorf("talosnode: %s: %w", n.stateFile, err)
+	}
+
+	if n.state.Version == "" {
+		n.state.Version = n.opts.Version
+	}
+
+	return nil
+}
+
+func (n *Node) saveStateLocked() error {
+	b, err := json.MarshalIndent(n.state, "", "  ")
+	if err != nil {
+		return err
+	}
+
+	return writeFileAtomic(n.stateFile, b, 0o600)
+}
+
+func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+
+	defer os.Remove(tmp.Name()) //nolint:errcheck
+
+	if _, err = tmp.Write(b); err != nil {
+		tmp.Close() //nolint:errcheck
+
+		return err
+	}
+
+	if err = tmp.Chmod(mode); err != nil {
+		tmp.Close() //nolint:errcheck
+
+		return err
+	}
+
+	if err = tmp.Sync(); err != nil {
+		tmp.Close() //nolint:errcheck
+
+		return err
+	}
+
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+
+	return os.Rename(tmp.Name(), path)
+}
+
+// Start listens on addr (e.g. "127.0.0.1:0") and serves the machine API with
+// mTLS, then writes the talosconfig for the bound address.
+func (n *Node) Start(addr string) error {
+	n.mu.Lock()
+	if n.server != nil {
+		n.mu.Unlock()
+
+		return errors.New("talosnode: already started")
+	}
+	n.mu.Unlock()
+
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+
+	srv := grpc.NewServer(
+		grpc.Creds(n.transportCredentials()),
+		grpc.MaxRecvMsgSize(constants.GRPCMaxMessageSize),
+		grpc.ChainUnaryInterceptor(n.unaryInterceptor),
+		grpc.ChainStreamInterceptor(n.streamInterceptor),
+	)
+	machine.RegisterMachineServiceServer(srv, &server{n: n})
+
+	n.mu.Lock()
+	n.listener = lis
+	n.server = srv
+	n.addr = lis.Addr().String()
+	n.serveDone = make(chan struct{})
+	n.mu.Unlock()
+
+	if err = n.writeTalosconfig(); err != nil {
+		lis.Close() //nolint:errcheck
+
+		return err
+	}
+
+	go func() {
+		defer close(n.serveDone)
+
+		srv.Serve(lis) //nolint:errcheck
+	}()
+
+	n.logf(facilityUser, "info", "[talos] apid: listening on %s", n.addr)
+
+	return nil
+}
+
+// Addr is the address the node listens on (after Start).
+func (n *Node) Addr() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	return n.addr
+}
+
+// TalosconfigPath is Dir/talosconfig (written by Start).
+func (n *Node) TalosconfigPath() string { return filepath.Join(n.opts.Dir, "talosconfig") }
+
+// SecretsPath is Dir/secrets.yaml, the bundle the node's config was generated from.
+func (n *Node) SecretsPath() string { return filepath.Join(n.opts.Dir, "secrets.yaml") }
+
+// Root is the simulated node filesystem root: Read serves Root()+path.
+func (n *Node) Root() string { return n.rootDir }
+
+// Config returns the machine config the node runs now (a TRY config while
+// a try is pending).
+func (n *Node) Config() []byte {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	return append([]byte(nil), n.active...)
+}
+
+// PersistedConfig returns the config stored on the node's disk
+// (/system/state/config.yaml): what the node boots with next.
+func (n *Node) PersistedConfig() []byte {
+	b, _ := os.ReadFile(n.persistedConfigPath()) //nolint:errcheck
+
+	return b
+}
+
+// Version is the Talos version the node reports now.
+func (n *Node) Version() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	return n.state.Version
+}
+
+// Bootstrapped reports whether etcd has been bootstrapped on the node.
+func (n *Node) Bootstrapped() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	return n.state.Bootstrapped
+}
+
+// TryPending reports whether a TRY apply is waiting for its rollback.
+func (n *Node) TryPending() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	return n.rollback != nil
+}
+
+// Fail makes the next calls of the RPC method (e.g. "ApplyConfiguration",
+// "Version") fail with err until Reset. A plain error reaches the client as
+// codes.Unknown; use status.Error for a specific code.
+func (n *Node) Fail(method string, err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	n.faults[method] = fault{err: err}
+}
+
+// Hang makes calls of the RPC method block until their context ends.
+func (n *Node) Hang(method string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	n.faults[method] = fault{hang: true}
+}
+
+// Reset removes all injected faults.
+func (n *Node) Reset() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	n.faults = map[string]fault{}
+}
+
+// Applies returns the apply history (oldest first).
+func (n *Node) Applies() []ApplyRecord {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	return append([]ApplyRecord(nil), n.applies...)
+}
+
+// Stop stops serving and cancels pending timers. The persisted config and
+// state stay in Dir, so New+Start on the same Dir brings the node back
+// (a pending TRY is lost, as on a real reboot).
+func (n *Node) Stop() {
+	n.mu.Lock()
+	n.stopped = true
+
+	if n.rollback != nil {
+		n.rollback.Stop()
+		n.rollback = nil
+	}
+
+	if n.rebootCancel != nil {
+		n.rebootCancel()
+	}
+
+	srv := n.server
+	done := n.serveDone
+	n.mu.Unlock()
+
+	if srv != nil {
+		srv.Stop()
+		<-done
+	}
+
+	n.rebootPending.Wait()
+}
+
+func hashConfig(b []byte) string {
+	sum := sha256.Sum256(b)
+
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,435 @@
+package talos
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"filippo.io/age"
+	machineapi "github.com/siderolabs/talos/pkg/machinery/api/machine"
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+	"github.com/siderolabs/talos/pkg/machinery/compatibility"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
+	"github.com/zclconf/go-cty/cty"
+	"go.yaml.in/yaml/v4"
+
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers"
+)
+
+// settings is the evaluated provider block, with its files loaded.
+type settings struct {
+	name        string
+	dir         string
+	endpoints   []string
+	nodes       []string
+	talosconfig *clientconfig.Config // nil: talosctl's default file
+	contextName string
+
+	version     string // the pin, with a leading "v"
+	k8sVersion  string
+	clusterName string
+	clusterURL  string
+	installDisk string
+
+	bundle      *secrets.Bundle
+	schematic   schematic
+	schematicID string
+
+	identity  age.Identity
+	recipient age.Recipient
+	noKeyWhy  string // why there is no recipient
+
+	scrub *scrubber // every secret loaded, for scrubbing text
+}
+
+func configure(req providers.ConfigureRequest) (*settings, phases.Diagnostics) {
+	s := &settings{name: req.Name, dir: req.Dir, scrub: &scrubber{}}
+	if s.dir != "" {
+		if abs, err := filepath.Abs(s.dir); err == nil {
+			s.dir = abs
+		}
+	}
+	c := newCall(s, phases.Address{Type: "provider", Name: req.Name}, req.Config, nil)
+	c.what = fmt.Sprintf("provider talos %q", req.Name)
+	var diags phases.Diagnostics
+	errf := func(summary, format string, args ...any) {
+		diags = append(diags, phases.Errorf(summary, format, args...)...)
+	}
+
+	s.endpoints, _ = c.strs("endpoints")
+	s.nodes, _ = c.strs("nodes")
+	s.contextName, _ = c.str("context", "")
+	version, _ := c.str("version", "")
+	if version == "" {
+		c.missing("version")
+	} else {
+		s.version = "v" + strings.TrimPrefix(version, "v")
+	}
+	s.k8sVersion, _ = c.str("kubernetes_version", constants.DefaultKubernetesVersion)
+	s.k8sVersion = strings.TrimPrefix(s.k8sVersion, "v")
+	s.clusterName, _ = c.str("cluster_name", "")
+	s.clusterURL, _ = c.str("cluster_endpoint", "")
+	s.installDisk, _ = c.str("install_disk", "/dev/sda")
+	schematicYAML, _ := c.str("schematic", "")
+	extensions, _ := c.strs("extensions")
+	identityPath, _ := c.str("age_identity", "")
+	talosconfigPath, _ := c.str("talosconfig", "")
+	secretsPath, _ := c.str("secrets", "")
+	diags = append(diags, c.diags...)
+	s.scrub.add(c.scrub.list...)
+
+	// The age identity first: the other files may need it.
+	s.identity, s.recipient, s.noKeyWhy = loadIdentity(s.abs(identityPath), errf)
+	if s.identity != nil {
+		if x, ok := s.identity.(fmt.Stringer); ok {
+			s.scrub.add(x.String())
+		}
+	}
+
+	if talosconfigPath != "" {
+		b, err := s.readSecretFile(talosconfigPath, "talosconfig")
+		if err != nil {
+			errf("Cannot Read Talosconfig", "%v", err)
+		} else if tc, err := clientconfig.FromBytes(b); err != nil {
+			errf("Invalid Talosconfig", "The talosconfig %s cannot be parsed: %v.", talosconfigPath, err)
+		} else {
+			s.talosconfig = tc
+			for _, ctx := range tc.Contexts {
+				s.scrub.add(ctx.Key)
+				if k, err := base64.StdEncoding.DecodeString(ctx.Key); err == nil {
+					s.scrub.addPEM(k)
+				}
+			}
+			name := s.contextName
+			if name == "" {
+				name = tc.Context
+			}
+			if tctx, ok := tc.Contexts[name]; !ok {
+				errf("Unknown Talosconfig Context", "The talosconfig %s has no context %q; it has %s.", talosconfigPath, name, strings.Join(contextNames(tc), ", "))
+			} else if s.clusterName == "" {
+				s.clusterName = tctx.Cluster
+			}
+		}
+	}
+	if s.clusterName == "" {
+		s.clusterName = "talos"
+	}
+	if s.clusterURL == "" {
+		if host := firstHost(s.endpoints, s.talosconfig, s.contextName); host != "" {
+			s.clusterURL = "https://" + net.JoinHostPort(host, "6443")
+		}
+	} else if u, err := url.Parse(s.clusterURL); err != nil || u.Scheme != "https" || u.Host == "" {
+		errf("Invalid Cluster Endpoint", "cluster_endpoint must be a URL such as https://10.0.0.50:6443, not %q.", s.clusterURL)
+	}
+
+	if secretsPath != "" {
+		b, err := s.readSecretFile(secretsPath, "secrets bundle")
+		if err != nil {
+			errf("Cannot Read Secrets Bundle", "%v", err)
+		} else if bundle, err := parseBundle(b); err != nil {
+			errf("Invalid Secrets Bundle", "The secrets bundle %s cannot be used: %v.", secretsPath, err)
+		} else {
+			s.bundle = bundle
+			s.scrub.addBundle(bundle)
+		}
+	}
+
+	switch {
+	case schematicYAML != "" && len(extensions) > 0:
+		errf("Conflicting Attributes", "Set schematic or extensions in the talos provider block, not both: extensions builds a schematic of official extensions.")
+	case schematicYAML != "":
+		sc, err := parseSchematic([]byte(schematicYAML))
+		if err != nil {
+			errf("Invalid Schematic", "The schematic is not a valid Image Factory schematic: %v.", err)
+		}
+		s.schematic = sc
+	default:
+		s.schematic.Customization.SystemExtensions.OfficialExtensions = extensions
+	}
+	if id, err := s.schematic.ID(); err == nil {
+		s.schematicID = id
+	}
+
+	if s.version != "" {
+		if err := checkCompatibility(s.k8sVersion, s.version); err != nil {
+			errf("Incompatible Versions", "Kubernetes %s cannot run on Talos %s: %v. Set kubernetes_version to a version that Talos %s supports.", s.k8sVersion, s.version, err, s.version)
+		}
+	}
+	return s, diags
+}
+
+// checkCompatibility asks machinery whether Kubernetes k8s runs on Talos talos.
+func checkCompatibility(k8s, talos string) error {
+	kv, err := compatibility.ParseKubernetesVersion(k8s)
+	if err != nil {
+		return err
+	}
+	tv, err := compatibility.ParseTalosVersion(&machineapi.VersionInfo{Tag: talos})
+	if err != nil {
+		return err
+	}
+	return kv.SupportedWith(tv)
+}
+
+// abs resolves a path against the runbook directory.
+func (s *settings) abs(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(s.dir, p)
+}
+
+// installerImage is the Image Factory installer of the schematic at the
+// given version.
+func (s *settings) installerImage(version string) string {
+	return installerImage(s.schematicID, version)
+}
+
+func contextNames(tc *clientconfig.Config) []string {
+	names := make([]string, 0, len(tc.Contexts))
+	for n := range tc.Contexts {
+		names = append(names, fmt.Sprintf("%q", n))
+	}
+	if len(names) == 0 {
+		return []string{"none"}
+	}
+	return names
+}
+
+func firstHost(endpoints []string, tc *clientconfig.Config, name string) string {
+	if len(endpoints) == 0 && tc != nil {
+		if name == "" {
+			name = tc.Context
+		}
+		if c := tc.Contexts[name]; c != nil {
+			endpoints = c.Endpoints
+		}
+	}
+	if len(endpoints) == 0 {
+		return ""
+	}
+	e := endpoints[0]
+	if u, err := url.Parse(e); err == nil && u.Host != "" {
+		e = u.Host
+	}
+	if h, _, err := net.SplitHostPort(e); err == nil {
+		return h
+	}
+	return e
+}
+
+// parseBundle reads a secrets bundle as talosctl gen secrets writes it.
+func parseBundle(b []byte) (*secrets.Bundle, error) {
+	bundle := &secrets.Bundle{Clock: secrets.NewClock()}
+	if err := yaml.NewDecoder(bytes.NewReader(b)).Decode(bundle); err != nil {
+		return nil, err
+	}
+	if bundle.Certs == nil || bundle.Secrets == nil || bundle.Cluster == nil || bundle.TrustdInfo == nil {
+		return nil, fmt.Errorf("it lacks cluster, secrets, trustdinfo or certs")
+	}
+	if err := bundle.Validate(); err != nil {
+		return nil, err
+	}
+	return bundle, nil
+}
+
+// readSecretFile reads a file that may be age-encrypted, decrypting it in
+// memory.
+func (s *settings) readSecretFile(p, what string) ([]byte, error) {
+	b, err := os.ReadFile(s.abs(p))
+	if err != nil {
+		return nil, fmt.Errorf("reading the %s: %w", what, err)
+	}
+	if !isAgeEncrypted(b) {
+		return b, nil
+	}
+	if s.identity == nil {
+		return nil, fmt.Errorf("the %s %s is age-encrypted and no age identity is configured: set age_identity in the provider block or MIGRATE_AGE_IDENTITY (%s)", what, p, s.noKeyWhy)
+	}
+	plain, err := decrypt(b, s.identity)
+	if err != nil {
+		return nil, fmt.Errorf("decrypting the %s %s: %w", what, p, err)
+	}
+	return plain, nil
+}
+
+// call is one provider call: the step's configuration (unmarked: every
+// sensitive string went into scrub), the log, and problems found.
+type call struct {
+	s     *settings
+	addr  phases.Address
+	what  string
+	cfg   cty.Value
+	scrub *scrubber
+	log   *logWriter
+	diags phases.Diagnostics
+}
+
+func newCall(s *settings, addr phases.Address, cfg cty.Value, log interface{ Write([]byte) (int, error) }) *call {
+	c := &call{s: s, addr: addr, what: addr.String(), scrub: &scrubber{}}
+	if s != nil && s.scrub != nil {
+		c.scrub.add(s.scrub.list...)
+	}
+	if cfg == cty.NilVal {
+		cfg = cty.NullVal(cty.DynamicPseudoType)
+	}
+	c.scrub.addMarked(cfg)
+	c.cfg, _ = cfg.UnmarkDeep()
+	c.log = newLogWriter(log, c.scrub)
+	return c
+}
+
+func (c *call) errorf(summary, format string, args ...any) {
+	c.diags = append(c.diags, phases.Errorf(summary, format, args...)...)
+}
+
+func (c *call) missing(name string) {
+	c.errorf("Missing Required Attribute", "The %q attribute of %s is required.", name, c.what)
+}
+
+// known reports whether the configuration as a whole is known.
+func (c *call) known() bool { return c.cfg.IsKnown() }
+
+// get returns an attribute: null when absent, unknown when the whole
+// configuration is.
+func (c *call) get(name string) cty.Value {
+	return getAttr(c.cfg, name)
+}
+
+func getAttr(o cty.Value, name string) cty.Value {
+	if !o.IsKnown() {
+		return cty.DynamicVal
+	}
+	if o.IsNull() {
+		return cty.NullVal(cty.DynamicPseudoType)
+	}
+	ty := o.Type()
+	switch {
+	case ty.IsObjectType():
+		if !ty.HasAttribute(name) {
+			return cty.NullVal(cty.DynamicPseudoType)
+		}
+		return o.GetAttr(name)
+	case ty.IsMapType():
+		k := cty.StringVal(name)
+		if !o.HasIndex(k).True() {
+			return cty.NullVal(cty.DynamicPseudoType)
+		}
+		return o.Index(k)
+	}
+	return cty.NullVal(cty.DynamicPseudoType)
+}
+
+// str returns a string attribute (def when null) and whether it is known.
+func (c *call) str(name, def string) (string, bool) {
+	return c.strOf(c.get(name), name, def)
+}
+
+func (c *call) strOf(v cty.Value, name, def string) (string, bool) {
+	if !v.IsKnown() {
+		return def, false
+	}
+	if v.IsNull() {
+		return def, true
+	}
+	switch v.Type() {
+	case cty.String:
+		return v.AsString(), true
+	case cty.Number:
+		return v.AsBigFloat().Text('f', -1), true
+	case cty.Bool:
+		return fmt.Sprint(v.True()), true
+	}
+	c.errorf("Incorrect Attribute Type", "The %q attribute of %s must be a string, not %s.", name, c.what, v.Type().FriendlyName())
+	return def, true
+}
+
+// required is str for a required attribute.
+func (c *call) required(name string) (string, bool) {
+	v, known := c.str(name, "")
+	if known && v == "" {
+		c.missing(name)
+	}
+	return v, known
+}
+
+// boolean returns a bool attribute (false when null) and whether it is known.
+func (c *call) boolean(name string) (bool, bool) {
+	v := c.get(name)
+	if !v.IsKnown() {
+		return false, false
+	}
+	if v.IsNull() {
+		return false, true
+	}
+	if v.Type() != cty.Bool {
+		c.errorf("Incorrect Attribute Type", "The %q attribute of %s must be a bool, not %s.", name, c.what, v.Type().FriendlyName())
+		return false, true
+	}
+	return v.True(), true
+}
+
+// strs returns a list(string) attribute and whether it is wholly known.
+func (c *call) strs(name string) ([]string, bool) {
+	return c.strsOf(c.get(name), name)
+}
+
+func (c *call) strsOf(v cty.Value, name string) ([]string, bool) {
+	if !v.IsKnown() {
+		return nil, false
+	}
+	if v.IsNull() {
+		return nil, true
+	}
+	ty := v.Type()
+	if !(ty.IsListType() || ty.IsTupleType() || ty.IsSetType()) {
+		c.errorf("Incorrect Attribute Type", "The %q attribute of %s must be a list of strings, not %s.", name, c.what, ty.FriendlyName())
+		return nil, true
+	}
+	var out []string
+	known := true
+	for it := v.ElementIterator(); it.Next(); {
+		_, e := it.Element()
+		if !e.IsKnown() {
+			known = false
+			continue
+		}
+		s, _ := c.strOf(e, name, "")
+		out = append(out, s)
+	}
+	return out, known
+}
+
+// strMap returns a map(string) attribute of v and whether it is wholly known.
+func (c *call) strMapOf(v cty.Value, name string) (map[string]string, bool) {
+	if !v.IsKnown() {
+		return nil, false
+	}
+	if v.IsNull() {
+		return nil, true
+	}
+	ty := v.Type()
+	if !(ty.IsMapType() || ty.IsObjectType()) {
+		c.errorf("Incorrect Attribute Type", "The %q attribute of %s must be a map of strings, not %s.", name, c.what, ty.FriendlyName())
+		return nil, true
+	}
+	out := map[string]string{}
+	known := true
+	for it := v.ElementIterator(); it.Next(); {
+		k, e := it.Element()
+		if !e.IsKnown() {
+			known = false
+			continue
+		}
+		s, _ := c.strOf(e, name, "")
+		out[k.AsString()] = s
+	}
+	return out, known
+}

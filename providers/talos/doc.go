@@ -1,0 +1,32 @@
+// Package talos is the provider for Talos Linux nodes. Talos has no SSH and
+// no shell: everything goes through its machine API (gRPC with mutual TLS,
+// what talosctl speaks), and a node's whole configuration is one machine
+// config rendered from a secrets bundle plus patches kept in git.
+//
+// Step types:
+//
+//   - talos_machine_config: renders the config (base from the secrets bundle
+//     with machinery's generate package, the installer image of the PINNED
+//     Talos version and the Image Factory schematic, the version contract
+//     of the pinned version, then the patches), validates it as a metal node
+//     would before anything is sent, and applies it with the safe ladder:
+//     a dry run whose diff is the plan, TRY with a timeout, the step's
+//     verify checks while the TRY is pending, then the permanent apply
+//     (NO_REBOOT by default). A failed check leaves the TRY to revert by
+//     itself. The inverse is the previous config, age-encrypted.
+//   - talos_bootstrap, talos_kubeconfig, talos_read, talos_service_health and
+//     talos_upgrade (the one explicit way to change the Talos version).
+//
+// The version-skew guard: a config rendered by a client of another version
+// carries that version's installer image and silently upgrades the node at
+// its next install. Every step but talos_upgrade reads the node's version
+// first and refuses to go on when it differs from the provider's pin.
+//
+// Secrets (the bundle, the talosconfig, age identities, previous configs)
+// are decrypted in memory only and scrubbed from every diff, log line and
+// diagnostic; state only ever holds them age-encrypted.
+//
+// The engine (package engine) drives the provider through
+// providers.Interface; cmd/migrate registers Factory under the type "talos".
+// Its tests run against lab/talosnode, a real gRPC MachineService with mTLS.
+package talos

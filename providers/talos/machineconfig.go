@@ -1,0 +1,495 @@
+package talos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	machineapi "github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/config/configdiff"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers"
+)
+
+// mcStep is a decoded talos_machine_config step.
+type mcStep struct {
+	role     string
+	patches  []string
+	mode     machineapi.ApplyConfigurationRequest_Mode
+	modeName string
+	try      time.Duration
+	verify   verifySpec
+	rendered string
+}
+
+// verifySpec is what must hold while the TRY is pending.
+type verifySpec struct {
+	services   []string
+	files      map[string]string
+	kubernetes bool
+}
+
+func (v verifySpec) empty() bool {
+	return len(v.services) == 0 && len(v.files) == 0 && !v.kubernetes
+}
+
+func (v verifySpec) String() string {
+	var parts []string
+	if len(v.services) > 0 {
+		parts = append(parts, "services healthy: "+strings.Join(v.services, ", "))
+	}
+	if len(v.files) > 0 {
+		paths := make([]string, 0, len(v.files))
+		for p := range v.files {
+			paths = append(paths, p)
+		}
+		parts = append(parts, "files: "+strings.Join(sortStrings(paths), ", "))
+	}
+	if v.kubernetes {
+		parts = append(parts, "the Kubernetes API answers")
+	}
+	if len(parts) == 0 {
+		return "no checks"
+	}
+	return strings.Join(parts, "; ")
+}
+
+var modes = map[string]machineapi.ApplyConfigurationRequest_Mode{
+	"no-reboot": machineapi.ApplyConfigurationRequest_NO_REBOOT,
+	"auto":      machineapi.ApplyConfigurationRequest_AUTO,
+	"reboot":    machineapi.ApplyConfigurationRequest_REBOOT,
+}
+
+// decodeMachineConfig reads the step; known is false when a value that
+// matters is not known until apply.
+func (c *call) decodeMachineConfig() (st mcStep, known bool) {
+	known = c.known()
+	var k bool
+	st.role, k = c.str("role", "controlplane")
+	known = known && k
+	st.patches, k = c.strs("patches")
+	known = known && k
+	st.modeName, k = c.str("mode", "no-reboot")
+	known = known && k
+	if k {
+		m, ok := modes[st.modeName]
+		if !ok {
+			c.errorf("Invalid Attribute Value", "The \"mode\" attribute of %s must be \"no-reboot\", \"auto\" or \"reboot\", not %q.", c.addr, st.modeName)
+		}
+		st.mode = m
+	}
+	tt, k := c.str("try_timeout", "1m")
+	known = known && k
+	if k {
+		d, err := time.ParseDuration(tt)
+		if err != nil || d < time.Second {
+			c.errorf("Invalid Attribute Value", "The \"try_timeout\" attribute of %s must be a duration of at least 1s, such as \"1m\", not %q.", c.addr, tt)
+		}
+		st.try = d
+	}
+	st.rendered, _ = c.str("rendered", "")
+	v := c.get("verify")
+	if !v.IsKnown() {
+		known = false
+	} else if !v.IsNull() {
+		st.verify.services, k = c.strsOf(getAttr(v, "services"), "verify.services")
+		known = known && k
+		st.verify.files, k = c.strMapOf(getAttr(v, "files"), "verify.files")
+		known = known && k
+		kb := getAttr(v, "kubernetes")
+		if !kb.IsKnown() {
+			known = false
+		} else if !kb.IsNull() && kb.Type() == cty.Bool {
+			st.verify.kubernetes = kb.True()
+		}
+	}
+	return st, known
+}
+
+// planned is the Private of a machine config plan: the hash of each node's
+// persisted config, the version token Apply checks.
+type planned struct {
+	Nodes    map[string]string `json:"nodes"`
+	Rendered string            `json:"rendered"`
+}
+
+func (p *Provider) planMachineConfig(ctx context.Context, c *call, req providers.PlanRequest) providers.PlanResponse {
+	st, known := c.decodeMachineConfig()
+	if c.diags.HasErrors() {
+		return providers.PlanResponse{}
+	}
+	if !known {
+		return providers.PlanResponse{Diff: fmt.Sprintf("render and apply the machine config of %s (its settings are known after earlier steps run; the node's dry-run diff is shown then)", c.addr)}
+	}
+	r, diags := c.render(st.role, st.patches)
+	if diags.HasErrors() {
+		return providers.PlanResponse{Diagnostics: diags}
+	}
+	if st.rendered != "" {
+		if err := writePrivate(c.s.abs(st.rendered), r.bytes); err != nil {
+			diags = append(diags, phases.Errorf("Cannot Write Rendered Config", "Writing the rendered config of %s: %v.", c.addr, err)...)
+		}
+	}
+	ns, err := p.nodes(ctx)
+	if err != nil {
+		return providers.PlanResponse{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
+	}
+	if d := p.guard(ctx, c, ns); d.HasErrors() {
+		return providers.PlanResponse{Diagnostics: d}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "machine config (%s) rendered for Talos %s, Kubernetes %s\n", st.role, c.s.version, c.s.k8sVersion)
+	fmt.Fprintf(&b, "installer image: %s\n", r.image)
+	if len(st.patches) > 0 {
+		fmt.Fprintf(&b, "patches: %s\n", strings.Join(st.patches, ", "))
+	}
+	fmt.Fprintf(&b, "ladder: TRY for %s -> verify (%s) -> %s\n", st.try, st.verify, st.modeName)
+	fmt.Fprintf(&b, "rendered config sha256: %s\n", r.hash)
+	pl := planned{Nodes: map[string]string{}, Rendered: r.hash}
+	for _, n := range ns {
+		if cur, err := n.currentConfig(ctx); err == nil {
+			if cfg, err := loadConfig(cur); err == nil {
+				pl.Nodes[n.name] = hashConfig(cfg)
+			}
+		}
+		// A dry run in TRY mode: it says whether the change can be applied
+		// without a reboot, and (unlike other modes on Talos 1.13) it does
+		// not cancel a TRY that may be pending.
+		m, err := n.apply(ctx, r.bytes, machineapi.ApplyConfigurationRequest_TRY, true, 0)
+		if err != nil && needsReboot(err) && st.mode != machineapi.ApplyConfigurationRequest_NO_REBOOT {
+			fmt.Fprintf(&b, "node %s: the change needs a reboot; mode = %q allows it (no TRY is possible, verify runs after the reboot)\n", n.name, st.modeName)
+			m, err = n.apply(ctx, r.bytes, st.mode, true, 0)
+		}
+		if err != nil {
+			diags = append(diags, c.applyRefused(n, st, err)...)
+			continue
+		}
+		diff := configDiff(m.GetModeDetails())
+		fmt.Fprintf(&b, "node %s: config diff (the node's dry run, secrets redacted):\n%s\n", n.name, indent(diff))
+	}
+	priv, _ := json.Marshal(pl)
+	return providers.PlanResponse{Diff: b.String(), Private: priv, Diagnostics: diags}
+}
+
+// applyRefused explains a refused apply.
+func (c *call) applyRefused(n node, st mcStep, err error) phases.Diagnostics {
+	if needsReboot(err) {
+		return phases.Errorf("Change Needs A Reboot", "Node %s cannot apply the machine config of %s without a reboot, and mode = %q does not allow one. Set mode = \"auto\" (reboot only if needed) or \"reboot\" to allow it. The node said: %v", n.name, c.addr, st.modeName, err)
+	}
+	return phases.Errorf("Machine Config Refused", "Node %s refused the machine config of %s: %v", n.name, c.addr, err)
+}
+
+func needsReboot(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "can't be applied in immediate mode") || strings.Contains(err.Error(), "requires a reboot"))
+}
+
+// configDiff extracts the "Config diff:" section of a dry run's details.
+func configDiff(details string) string {
+	if _, d, ok := strings.Cut(details, "Config diff:"); ok {
+		d = strings.Trim(d, "\n")
+		if strings.TrimSpace(d) == "" {
+			return "No changes."
+		}
+		return d
+	}
+	return strings.TrimSpace(details)
+}
+
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ")
+}
+
+// inverseData is the Data of a machine config inverse: each node's
+// previous config, age-encrypted (it holds the cluster's secrets).
+type inverseData struct {
+	Recipient string                `json:"recipient"`
+	Nodes     map[string]prevConfig `json:"nodes"`
+}
+
+type prevConfig struct {
+	SHA256 string `json:"sha256"`
+	Config string `json:"config_age"`
+}
+
+func (p *Provider) applyMachineConfig(ctx context.Context, c *call, req providers.ApplyRequest) providers.ApplyResponse {
+	st, _ := c.decodeMachineConfig()
+	if c.diags.HasErrors() {
+		return providers.ApplyResponse{}
+	}
+	if !c.known() {
+		return providers.ApplyResponse{Diagnostics: phases.Errorf("Unknown Configuration", "The configuration of %s is not known.", c.addr)}
+	}
+	r, diags := c.render(st.role, st.patches)
+	if diags.HasErrors() {
+		return providers.ApplyResponse{Diagnostics: diags}
+	}
+	if st.rendered != "" {
+		if err := writePrivate(c.s.abs(st.rendered), r.bytes); err != nil {
+			return providers.ApplyResponse{Diagnostics: phases.Errorf("Cannot Write Rendered Config", "Writing the rendered config of %s: %v.", c.addr, err)}
+		}
+	}
+	ns, err := p.nodes(ctx)
+	if err != nil {
+		return providers.ApplyResponse{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
+	}
+	if d := p.guard(ctx, c, ns); d.HasErrors() {
+		return providers.ApplyResponse{Diagnostics: d}
+	}
+	var pl planned
+	if len(req.Planned) > 0 {
+		_ = json.Unmarshal(req.Planned, &pl)
+	}
+	inv := inverseData{Nodes: map[string]prevConfig{}}
+	for _, n := range ns {
+		prev, err := n.currentConfig(ctx)
+		if err != nil {
+			c.captureDmesg(ctx, n)
+			return providers.ApplyResponse{Diagnostics: phases.Errorf("Cannot Read Current Config", "Reading the current machine config of node %s (kept for rollback) failed: %v.", n.name, err)}
+		}
+		prevHash := ""
+		if cfg, err := loadConfig(prev); err == nil {
+			prevHash = hashConfig(cfg)
+		}
+		if want, ok := pl.Nodes[n.name]; ok && want != prevHash {
+			return providers.ApplyResponse{Diagnostics: phases.Errorf("Node Changed Since Plan", "The machine config of node %s changed since the plan was made (someone applied another config): make a new plan to see the real diff.", n.name)}
+		}
+		inv.Nodes[n.name] = prevConfig{SHA256: prevHash, Config: string(prev)}
+		if d := c.ladder(ctx, n, r.bytes, st); d.HasErrors() {
+			return providers.ApplyResponse{Diagnostics: d}
+		}
+	}
+	out := cty.ObjectVal(map[string]cty.Value{
+		"config_hash":     cty.StringVal(r.hash),
+		"installer_image": cty.StringVal(r.image),
+	})
+	return providers.ApplyResponse{Outputs: out, Inverse: c.sealInverse(inv)}
+}
+
+// sealInverse encrypts the previous configs to the age recipient; with no
+// recipient there is no inverse, and the log says why.
+func (c *call) sealInverse(inv inverseData) *providers.Inverse {
+	if c.s.recipient == nil {
+		c.log.Printf("no rollback for %s: the previous config holds the cluster's secrets and is kept only age-encrypted, but %s; set age_identity or %s to make this step reversible", c.addr, c.s.noKeyWhy, IdentityEnv)
+		return nil
+	}
+	if rs, ok := c.s.recipient.(fmt.Stringer); ok {
+		inv.Recipient = rs.String()
+	}
+	for name, pc := range inv.Nodes {
+		sealed, err := encrypt([]byte(pc.Config), c.s.recipient)
+		if err != nil {
+			c.log.Printf("no rollback for %s: encrypting the previous config failed: %v", c.addr, err)
+			return nil
+		}
+		pc.Config = sealed
+		inv.Nodes[name] = pc
+	}
+	data, err := json.Marshal(inv)
+	if err != nil {
+		return nil
+	}
+	names := make([]string, 0, len(inv.Nodes))
+	for n := range inv.Nodes {
+		names = append(names, n)
+	}
+	return &providers.Inverse{
+		Description: fmt.Sprintf("re-apply the previous machine config of %s (age-encrypted in state) through TRY, the checks and the permanent apply", strings.Join(sortStrings(names), ", ")),
+		Data:        data,
+	}
+}
+
+// ladder is the safe change: TRY with a timeout, the checks while it is
+// pending, then the permanent apply before the TRY expires. A failed check
+// confirms nothing: the node reverts by itself.
+func (c *call) ladder(ctx context.Context, n node, data []byte, st mcStep) phases.Diagnostics {
+	start := time.Now()
+	deadline := start.Add(st.try)
+	c.log.Printf("node %s: applying in TRY mode for %s (reverts by itself at %s unless confirmed)", n.name, st.try, deadline.Format(time.RFC3339))
+	m, err := n.apply(ctx, data, machineapi.ApplyConfigurationRequest_TRY, false, st.try)
+	if err != nil {
+		if needsReboot(err) && st.mode != machineapi.ApplyConfigurationRequest_NO_REBOOT {
+			return c.rebootApply(ctx, n, data, st)
+		}
+		c.captureDmesg(ctx, n)
+		if ctx.Err() != nil {
+			return phases.Errorf("Step Interrupted", "%s was stopped while sending the TRY to node %s: %v. If the node took it, it reverts by itself at %s.", c.addr, n.name, ctx.Err(), deadline.Format(time.RFC3339))
+		}
+		return c.applyRefused(n, st, err)
+	}
+	c.log.Printf("node %s: %s", n.name, firstLine(m.GetModeDetails()))
+	margin := min(st.try/5, 5*time.Second)
+	checkCtx, cancel := context.WithDeadline(ctx, deadline.Add(-margin))
+	defer cancel()
+	if err := c.verify(checkCtx, n, st.verify); err != nil {
+		c.captureDmesg(ctx, n)
+		if ctx.Err() != nil {
+			return phases.Errorf("Step Interrupted", "%s was stopped while checking the TRY on node %s: %v. The TRY was not confirmed: the node reverts to its previous config by itself at %s.", c.addr, n.name, ctx.Err(), deadline.Format(time.RFC3339))
+		}
+		return phases.Errorf("Verify Failed", "A check of %s failed while the TRY was pending on node %s: %v. The TRY was not confirmed: the node reverts to its previous config by itself at %s. The dmesg tail is in the step's log.", c.addr, n.name, err, deadline.Format(time.RFC3339))
+	}
+	if ctx.Err() != nil {
+		return phases.Errorf("Step Interrupted", "%s was stopped before confirming the TRY on node %s: the node reverts to its previous config by itself at %s.", c.addr, n.name, deadline.Format(time.RFC3339))
+	}
+	if time.Now().After(deadline.Add(-margin / 2)) {
+		return phases.Errorf("TRY Expired", "The checks of %s on node %s took until the TRY was about to expire (%s); nothing was confirmed and the node reverts by itself. Raise try_timeout.", c.addr, n.name, deadline.Format(time.RFC3339))
+	}
+	c.log.Printf("node %s: checks passed (%s); confirming with %s", n.name, st.verify, st.modeName)
+	m, err = n.apply(ctx, data, st.mode, false, 0)
+	if err != nil {
+		c.captureDmesg(ctx, n)
+		return phases.Errorf("Confirm Failed", "Node %s refused the permanent apply of %s after the TRY passed its checks: %v. The TRY reverts by itself at %s.", n.name, c.addr, err, deadline.Format(time.RFC3339))
+	}
+	c.log.Printf("node %s: %s", n.name, firstLine(m.GetModeDetails()))
+	if m.GetMode() == machineapi.ApplyConfigurationRequest_REBOOT {
+		if err := waitVersion(ctx, n, ""); err != nil {
+			c.captureDmesg(ctx, n)
+			return phases.Errorf("Node Did Not Come Back", "Node %s did not answer after the reboot of %s: %v.", n.name, c.addr, err)
+		}
+	}
+	return nil
+}
+
+// rebootApply is the ladder of a change that needs a reboot, which TRY
+// cannot do: apply with the allowed mode, wait for the node, then check.
+func (c *call) rebootApply(ctx context.Context, n node, data []byte, st mcStep) phases.Diagnostics {
+	c.log.Printf("node %s: the change needs a reboot, which TRY cannot do; mode = %q allows it: applying without a TRY", n.name, st.modeName)
+	m, err := n.apply(ctx, data, st.mode, false, 0)
+	if err != nil {
+		c.captureDmesg(ctx, n)
+		return c.applyRefused(n, st, err)
+	}
+	c.log.Printf("node %s: %s", n.name, firstLine(m.GetModeDetails()))
+	if err := waitVersion(ctx, n, ""); err != nil {
+		c.captureDmesg(ctx, n)
+		return phases.Errorf("Node Did Not Come Back", "Node %s did not answer after the reboot of %s: %v.", n.name, c.addr, err)
+	}
+	checkCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := c.verify(checkCtx, n, st.verify); err != nil {
+		c.captureDmesg(ctx, n)
+		return phases.Errorf("Verify Failed", "A check of %s failed after node %s rebooted into the new config: %v. Without a TRY nothing reverts by itself: roll back to re-apply the previous config.", c.addr, n.name, err)
+	}
+	return nil
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return l
+}
+
+func (p *Provider) readMachineConfig(ctx context.Context, c *call, req providers.ReadRequest) providers.ReadResponse {
+	if req.Prior == nil {
+		// Never recorded: a run may have stopped during a TRY. Re-running
+		// the ladder is idempotent, so say Absent and let it run.
+		return providers.ReadResponse{Observation: providers.Absent, Detail: "never recorded as applied; the ladder runs (again)"}
+	}
+	st, known := c.decodeMachineConfig()
+	if c.diags.HasErrors() || !known {
+		return providers.ReadResponse{Observation: providers.Unknown}
+	}
+	r, diags := c.render(st.role, st.patches)
+	if diags.HasErrors() {
+		return providers.ReadResponse{Observation: providers.Unknown, Diagnostics: diags}
+	}
+	ns, err := p.nodes(ctx)
+	if err != nil {
+		return providers.ReadResponse{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
+	}
+	var drift []string
+	for _, n := range ns {
+		cur, err := n.currentConfig(ctx)
+		if err != nil {
+			return providers.ReadResponse{Diagnostics: phases.Errorf("Cannot Read Current Config", "Reading the machine config of node %s failed: %v.", n.name, err)}
+		}
+		cfg, err := loadConfig(cur)
+		if err != nil {
+			drift = append(drift, fmt.Sprintf("node %s: its config cannot be loaded: %v", n.name, err))
+			continue
+		}
+		if hashConfig(cfg) != r.hash {
+			d, _ := configdiff.DiffConfigs(cfg, r.cfg)
+			drift = append(drift, fmt.Sprintf("node %s: its machine config differs from the rendered one (secrets redacted):\n%s", n.name, indent(d)))
+		}
+	}
+	if len(drift) > 0 {
+		return providers.ReadResponse{Observation: providers.Drifted, Detail: strings.Join(drift, "\n")}
+	}
+	return providers.ReadResponse{Observation: providers.Present, Outputs: cty.ObjectVal(map[string]cty.Value{
+		"config_hash":     cty.StringVal(r.hash),
+		"installer_image": cty.StringVal(r.image),
+	})}
+}
+
+func (p *Provider) revertMachineConfig(ctx context.Context, c *call, req providers.RevertRequest) providers.RevertResponse {
+	var inv inverseData
+	if err := json.Unmarshal(req.Inverse.Data, &inv); err != nil || len(inv.Nodes) == 0 {
+		return providers.RevertResponse{Diagnostics: phases.Errorf("Invalid Inverse", "The recorded inverse of %s holds no previous config.", c.addr)}
+	}
+	if c.s.identity == nil {
+		return providers.RevertResponse{Diagnostics: phases.Errorf("No Age Identity", "Rolling back %s needs the age identity of recipient %s to decrypt the previous config: set age_identity or %s.", c.addr, inv.Recipient, IdentityEnv)}
+	}
+	st, _ := c.decodeMachineConfig()
+	c.diags = nil // the step's settings only tune the ladder here
+	if st.try == 0 {
+		st.try = time.Minute
+	}
+	if st.modeName == "" {
+		st.mode, st.modeName = machineapi.ApplyConfigurationRequest_NO_REBOOT, "no-reboot"
+	}
+	ns, err := p.nodes(ctx)
+	if err != nil {
+		return providers.RevertResponse{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
+	}
+	if d := p.guard(ctx, c, ns); d.HasErrors() {
+		return providers.RevertResponse{Diagnostics: d}
+	}
+	for _, n := range ns {
+		pc, ok := inv.Nodes[n.name]
+		if !ok {
+			continue
+		}
+		prev, err := decrypt([]byte(pc.Config), c.s.identity)
+		if err != nil {
+			return providers.RevertResponse{Diagnostics: phases.Errorf("Cannot Decrypt Previous Config", "The previous config of node %s cannot be decrypted with the configured age identity: %v.", n.name, err)}
+		}
+		c.log.Printf("node %s: re-applying the previous machine config (sha256 %s)", n.name, pc.SHA256)
+		if d := c.ladder(ctx, n, prev, st); d.HasErrors() {
+			return providers.RevertResponse{Diagnostics: d}
+		}
+	}
+	return providers.RevertResponse{}
+}
+
+// writePrivate writes a file only its owner can read, making directories.
+func writePrivate(path string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
