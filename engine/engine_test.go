@@ -625,3 +625,66 @@ func TestSecretsInsideOtherTextAreRedacted(t *testing.T) {
 		return nil
 	})
 }
+
+// digesting is a fake whose steps also depend on something outside their
+// attributes (like a Talos step's patch files).
+type digesting struct {
+	*fake.Provider
+	digest  atomic.Value
+	unknown atomic.Bool
+}
+
+func (d *digesting) InputDigest(context.Context, providers.DigestRequest) providers.DigestResponse {
+	return providers.DigestResponse{Digest: d.digest.Load().(string), Unknown: d.unknown.Load()}
+}
+
+func TestInputDigestTurnsOutsideChangesIntoUpdates(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	d := &digesting{Provider: h.fake}
+	d.digest.Store("patch-v1")
+	b := newRB()
+	b.step(b.phase("p"), "node")
+	plan := func() providers.Action {
+		st, err := state.Open(h.dir, state.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		e, diags := engine.New(context.Background(), engine.Options{Runbook: b.r, State: st,
+			Factories: map[string]providers.Factory{"fake": func() providers.Interface { return d }}})
+		if diags.HasErrors() {
+			t.Fatal(diags.Err())
+		}
+		p, diags := e.Plan(context.Background(), engine.PlanOptions{})
+		if diags.HasErrors() {
+			t.Fatal(diags.Err())
+		}
+		return p.Phases[0].Steps[0].Action
+	}
+	{
+		st, err := state.Open(h.dir, state.Options{Lock: state.NewLockInfo("test")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, _ := engine.New(context.Background(), engine.Options{Runbook: b.r, State: st,
+			Factories: map[string]providers.Factory{"fake": func() providers.Interface { return d }}})
+		p, _ := e.Plan(context.Background(), engine.PlanOptions{})
+		if err := e.Run(context.Background(), context.Background(), p, engine.RunOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+	}
+	if a := plan(); a != providers.NoOp {
+		t.Errorf("same digest: %s, want no-op", a)
+	}
+	d.digest.Store("patch-v2")
+	if a := plan(); a != providers.Update {
+		t.Errorf("changed digest: %s, want update", a)
+	}
+	d.digest.Store("patch-v1")
+	d.unknown.Store(true)
+	if a := plan(); a != providers.Update {
+		t.Errorf("unknown digest: %s, want update", a)
+	}
+}

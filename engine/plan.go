@@ -206,7 +206,7 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 		out.set(s.Addr, cty.DynamicVal)
 		return sp, diags
 	}
-	sp.InputHash = inputHash(cfg)
+	sp.InputHash = e.stepInputHash(ctx, s, cfg)
 	p := e.provider(s)
 	prior := priorOf(rec)
 
@@ -225,9 +225,12 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 		sp.Detail = "a rollback of this step did not finish"
 	case sp.InputHash == "" || sp.InputHash != rec.InputHash:
 		sp.Action = providers.Update
-		if sp.InputHash == "" {
+		switch {
+		case sp.InputHash == "" && !cfg.IsWhollyKnown():
 			sp.Detail = "its inputs depend on steps that will change"
-		} else {
+		case sp.InputHash == "":
+			sp.Detail = "its provider cannot tell yet whether what it depends on changed"
+		default:
 			sp.Detail = "its inputs changed since it ran"
 		}
 	default:

@@ -261,7 +261,7 @@ func (r *stepRunner) run(s *phases.Step) bool {
 	if diags.HasErrors() {
 		return r.fail(s, rec, diags.Err())
 	}
-	hash := inputHash(cfg)
+	hash := e.stepInputHash(r.cancel, s, cfg)
 	sp := r.planned[s.Addr]
 	if sp != nil && sp.InputHash != "" && hash != sp.InputHash {
 		return r.fail(s, rec, fmt.Errorf("its inputs changed since the plan was made: make a new plan"))

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers"
 )
 
 // inputHash is a digest of a step's evaluated attributes. Sensitive values
@@ -33,6 +35,27 @@ func inputHash(v cty.Value) string {
 	h.Write([]byte{0})
 	h.Write(b)
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// stepInputHash is the input hash of a step: its attributes, plus what
+// its provider adds through InputDigester (files the attributes name).
+func (e *Engine) stepInputHash(ctx context.Context, s *phases.Step, cfg cty.Value) string {
+	h := inputHash(cfg)
+	d, ok := e.provider(s).(providers.InputDigester)
+	if h == "" || !ok {
+		return h
+	}
+	resp := d.InputDigest(ctx, providers.DigestRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg})
+	switch {
+	case resp.Diagnostics.HasErrors() || resp.Unknown:
+		// Not knowable now: the plan says update, and the provider's
+		// own Plan reports any problem.
+		return ""
+	case resp.Digest == "":
+		return h
+	}
+	sum := sha256.Sum256([]byte(h + "\x00" + resp.Digest))
+	return hex.EncodeToString(sum[:])
 }
 
 // redact replaces every value marked sensitive by a stand-in of its type:

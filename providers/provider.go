@@ -31,6 +31,29 @@ type Reverter interface {
 	Revert(context.Context, RevertRequest) RevertResponse
 }
 
+// InputDigester is implemented by providers whose steps depend on more
+// than their attributes: files named by them (a Talos step's patches), or
+// the provider block (a pinned version). The digest joins the step's input
+// hash, so that changing a patch plans an update, not a drift.
+type InputDigester interface {
+	InputDigest(context.Context, DigestRequest) DigestResponse
+}
+
+type DigestRequest struct {
+	Type   string
+	Addr   phases.Address
+	Config cty.Value
+}
+
+type DigestResponse struct {
+	// Digest is what to add to the hash; empty adds nothing.
+	Digest string
+	// Unknown says the digest cannot be known yet (an attribute depends
+	// on a step that has not run): the plan then says update.
+	Unknown     bool
+	Diagnostics phases.Diagnostics
+}
+
 // Closer is implemented by providers holding connections or processes.
 type Closer interface {
 	Close() error

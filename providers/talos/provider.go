@@ -35,9 +35,10 @@ type Provider struct {
 }
 
 var (
-	_ providers.Interface = (*Provider)(nil)
-	_ providers.Reverter  = (*Provider)(nil)
-	_ providers.Closer    = (*Provider)(nil)
+	_ providers.Interface     = (*Provider)(nil)
+	_ providers.Reverter      = (*Provider)(nil)
+	_ providers.Closer        = (*Provider)(nil)
+	_ providers.InputDigester = (*Provider)(nil)
 )
 
 // New returns an unconfigured Talos provider.
@@ -291,4 +292,30 @@ func presentIfPrior(req providers.ReadRequest) providers.ReadResponse {
 // interrupted is the diagnostic of a step stopped by its context.
 func interrupted(addr phases.Address, err error) phases.Diagnostics {
 	return phases.Errorf("Step Interrupted", "%s was stopped before it finished: %v.", addr, err)
+}
+
+// InputDigest adds the rendered machine config's hash to a
+// talos_machine_config step's input hash: a changed patch file, secrets
+// bundle or pinned version is then planned as an update of the step.
+func (p *Provider) InputDigest(_ context.Context, req providers.DigestRequest) providers.DigestResponse {
+	if req.Type != MachineConfig {
+		return providers.DigestResponse{}
+	}
+	s, diags := p.ready()
+	if diags != nil {
+		return providers.DigestResponse{Diagnostics: diags}
+	}
+	c := newCall(s, req.Addr, req.Config, nil)
+	st, known := c.decodeMachineConfig()
+	if !known {
+		return providers.DigestResponse{Unknown: true}
+	}
+	if c.diags.HasErrors() {
+		return providers.DigestResponse{Diagnostics: c.scrub.diags(c.diags)}
+	}
+	r, diags := c.render(st.role, st.patches)
+	if diags.HasErrors() {
+		return providers.DigestResponse{Diagnostics: c.scrub.diags(diags)}
+	}
+	return providers.DigestResponse{Digest: r.hash}
 }

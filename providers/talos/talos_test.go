@@ -731,3 +731,38 @@ func mustWrite(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// TestInputDigestFollowsPatchFiles: the step's attributes name patch
+// files; a change in a file must change the step's input digest, so that
+// the plan says update rather than leaving it to drift detection.
+func TestInputDigestFollowsPatchFiles(t *testing.T) {
+	t.Parallel()
+	l := startNode(t, "v1.13.3")
+	p := l.provider(t, nil)
+	cfg := obj(map[string]cty.Value{"patches": strs("patches/node.yaml")})
+	digest := func() string {
+		t.Helper()
+		r := p.InputDigest(context.Background(), providers.DigestRequest{Type: talos.MachineConfig, Addr: phases.Address{Type: talos.MachineConfig, Name: "node"}, Config: cfg})
+		if err := r.Diagnostics.Err(); err != nil || r.Unknown {
+			t.Fatalf("InputDigest: %v unknown=%v", err, r.Unknown)
+		}
+		return r.Digest
+	}
+	first := digest()
+	if first == "" || digest() != first {
+		t.Fatalf("digest %q is not stable", first)
+	}
+	path := filepath.Join(l.dir, "patches/node.yaml")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, path, strings.Replace(string(b), "hostname: lab-node", "hostname: talos-home", 1))
+	if digest() == first {
+		t.Error("changing a patch file did not change the digest")
+	}
+	unknown := obj(map[string]cty.Value{"patches": cty.UnknownVal(cty.List(cty.String))})
+	if r := p.InputDigest(context.Background(), providers.DigestRequest{Type: talos.MachineConfig, Config: unknown}); !r.Unknown {
+		t.Error("unknown patches must give an unknown digest")
+	}
+}

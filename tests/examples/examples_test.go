@@ -1,0 +1,113 @@
+// Package examples runs the runbooks under examples/ end to end with the
+// real migrate binary, as the README tells people to.
+package examples
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/homelab-migrate/migrate/lab/talosnode"
+)
+
+var migrate string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "migrate-examples")
+	if err != nil {
+		panic(err)
+	}
+	migrate = filepath.Join(dir, "migrate")
+	if out, err := exec.Command("go", "build", "-o", migrate, "../../cmd/migrate").CombinedOutput(); err != nil {
+		os.Stderr.Write(out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// copyExample copies examples/NAME into a temporary directory, so that
+// runs leave the checkout clean.
+func copyExample(t *testing.T, name string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), name)
+	if out, err := exec.Command("cp", "-r", filepath.Join("../../examples", name), dst).CombinedOutput(); err != nil {
+		t.Fatalf("copy: %v\n%s", err, out)
+	}
+	return dst
+}
+
+func run(t *testing.T, dir string, env []string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(migrate, append(args, "--runbook", dir, "--no-color")...)
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("migrate %s: %v\n%s", strings.Join(args, " "), err, out.String())
+	}
+	return out.String()
+}
+
+func TestQuickstart(t *testing.T) {
+	t.Parallel()
+	dir := copyExample(t, "quickstart")
+	run(t, dir, nil, "run", "--all", "--auto-approve", "--approve", "approval.cleanup")
+	if _, err := os.Stat(filepath.Join(dir, "lab/old-vm/STOPPED")); err != nil {
+		t.Errorf("the old VM was not stopped: %v", err)
+	}
+	if out := run(t, dir, nil, "plan"); !strings.Contains(out, "0 to create, 0 to update, 0 drifted") {
+		t.Errorf("plan after the run is not empty:\n%s", out)
+	}
+	run(t, dir, nil, "rollback", "--auto-approve")
+	if _, err := os.Stat(filepath.Join(dir, "lab/old-vm/RUNNING")); err != nil {
+		t.Errorf("rollback did not bring the old VM back: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "lab/talos-node")); !os.IsNotExist(err) {
+		t.Errorf("rollback left the new node behind: %v", err)
+	}
+}
+
+func TestTalosPlatform(t *testing.T) {
+	t.Parallel()
+	labDir := t.TempDir()
+	node, err := talosnode.New(talosnode.Options{Dir: labDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(node.Stop)
+	dir := copyExample(t, "talos-platform")
+	identity := filepath.Join(t.TempDir(), "age.key")
+	keygen := exec.Command("go", "run", "filippo.io/age/cmd/age-keygen", "-o", identity)
+	if out, err := keygen.CombinedOutput(); err != nil {
+		t.Fatalf("age-keygen: %v\n%s", err, out)
+	}
+	env := []string{"MIGRATE_AGE_IDENTITY=" + identity}
+	vars := []string{"--var", "lab=" + labDir}
+	before := node.Config()
+
+	out := run(t, dir, env, append([]string{"plan"}, vars...)...)
+	for _, want := range []string{"config diff", "ExternalVolumeConfig", "metal-installer/dc8730aa8cc7bfa5ef7e2b3284248f2631135b2faf4ae11aa997a0c1987b0eee:v1.13.3"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan lacks %q:\n%s", want, out)
+		}
+	}
+	run(t, dir, env, append([]string{"run", "--phase", "platform", "--auto-approve"}, vars...)...)
+	if !strings.Contains(string(node.Config()), "incus_data") {
+		t.Error("the node does not run the patched config")
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "rendered/kubeconfig")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("kubeconfig: %v", err)
+	}
+	run(t, dir, env, append([]string{"rollback", "--auto-approve"}, vars...)...)
+	if !bytes.Equal(node.Config(), before) {
+		t.Error("rollback did not bring the node's previous config back")
+	}
+}
