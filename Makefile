@@ -5,14 +5,20 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 export GOTOOLCHAIN := local
 
-.PHONY: build test unit lint vet fmt-check depcheck bench fuzz golden demo clean
+.PHONY: build test services unit lint vet fmt-check depcheck bench fuzz golden demo clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/migrate ./cmd/migrate
 
-## test: everything CI checks: formatting, vet, the dependency rules, every test.
-test: fmt-check vet
-	$(GO) test -count=1 -timeout 20m $(PKGS)
+## test: everything CI checks: formatting, vet, the dependency rules, every
+## test, against the real servers the tests need (installed and started here).
+test: fmt-check vet services
+	$(GO) test -count=1 -timeout 30m $(PKGS)
+
+## services: install and start the real servers the tests talk to
+## (idempotent; needs root for the packages): Incus.
+services:
+	scripts/incus-up.sh >/dev/null
 
 unit:
 	$(GO) test -count=1 -short $(PKGS)

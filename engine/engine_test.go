@@ -688,3 +688,27 @@ func TestInputDigestTurnsOutsideChangesIntoUpdates(t *testing.T) {
 		t.Errorf("unknown digest: %s, want update", a)
 	}
 }
+
+func TestFailedApplyThatLeftSomethingIsRolledBack(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	b := newRB()
+	b.step(b.phase("p"), "half")
+	h.fake.ApplyFn = func(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
+		// Created the instance, then could not start it.
+		return providers.ApplyResponse{
+			Inverse:     &providers.Inverse{Description: "delete the instance it created"},
+			Diagnostics: phases.Errorf("Start Failed", "the instance did not start"),
+		}
+	}
+	if err := h.run(b.r); err == nil {
+		t.Fatal("want failure")
+	}
+	rp, err := h.rollback(b.r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rp.HasChanges() || h.fake.Reverted("fake_step.half") != 1 {
+		t.Errorf("the half-done step was not undone (plan changes %v, reverts %d)", rp.HasChanges(), h.fake.Reverted("fake_step.half"))
+	}
+}

@@ -298,6 +298,12 @@ func (r *stepRunner) run(s *phases.Step) bool {
 		if !resp.Diagnostics.HasErrors() {
 			return r.succeed(s, rec, hash, resp, now)
 		}
+		if resp.Inverse != nil {
+			// A failed apply that changed something and knows how to
+			// undo it (an instance created, then not started): keep
+			// that, so rollback can clean up.
+			rec.Inverse = resp.Inverse
+		}
 		err := resp.Diagnostics.Err()
 		if attempt >= attempts || r.cancel.Err() != nil {
 			return r.fail(s, rec, err)

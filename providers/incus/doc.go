@@ -1,0 +1,40 @@
+// Package incus is the provider for Incus hosts: the migration starts and
+// ends there. The Talos VM is created on Incus, and the old VMs (home
+// services, Matrix, k3s) are stopped, never deleted, and kept so that
+// `migrate rollback` can start them again.
+//
+// It speaks the documented REST API through the typed client in the
+// incusapi sub-package (unix socket, or HTTPS with a client certificate and
+// the server's certificate pinned; the incus CLI's remotes work as they
+// are), never github.com/lxc/incus.
+//
+// Step types:
+//
+//   - incus_instance: ensures an instance exists (or, with ensure =
+//     "absent", that it is gone), with its type, image or empty disk, CPU and
+//     memory limits, profiles, config keys and devices: a directory shared
+//     into a VM through virtiofs, an extra block disk, a GPU, an ISO. The plan
+//     shows the config and device diff against the live instance; updates
+//     carry the ETag read at plan time, so a concurrent change is refused,
+//     never overwritten. The inverse deletes what the step created, or
+//     restores the previous config and devices.
+//   - incus_instance_state: stops (or starts) an instance, gracefully with a
+//     timeout and by force only when asked, optionally after a snapshot. A
+//     stopped instance is marked in its own config (user.migrate.*) as kept
+//     for rollback; the inverse starts it again and restores the snapshot
+//     when asked.
+//   - incus_snapshot: creates, restores or deletes a named snapshot.
+//
+// The cleanup guard: deleting an instance marked keep_for_rollback is
+// refused at plan time unless the step says retain_until and that date has
+// passed.
+//
+// Read observes the live instance for every step type, so the engine can
+// resume an interrupted run (a stop that finished before the crash is
+// adopted with its inverse) and detect drift. Values marked sensitive are
+// replaced by phases.Redacted in diffs, logs, diagnostics and inverses.
+//
+// The engine drives the provider through providers.Interface; cmd/migrate
+// registers Factory under the type "incus". The tests run against a real
+// Incus daemon started by scripts/incus-up.sh.
+package incus

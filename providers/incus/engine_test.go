@@ -1,0 +1,233 @@
+package incus_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/homelab-migrate/migrate/engine"
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/incus"
+	"github.com/homelab-migrate/migrate/providers/local"
+	"github.com/homelab-migrate/migrate/runbooks"
+	"github.com/homelab-migrate/migrate/state"
+)
+
+var factories = map[string]providers.Factory{"local": local.Factory, "incus": incus.Factory}
+
+// loadFixture loads testdata/runbook with the given variables.
+func loadFixture(t testing.TB, vars ...string) *phases.Runbook {
+	t.Helper()
+	dir, err := filepath.Abs("testdata/runbook")
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemas := map[string]phases.Schema{}
+	for name, f := range factories {
+		schemas[name] = f().Schema()
+	}
+	rb, diags := runbooks.NewLoader(os.DirFS(dir), runbooks.Options{Dir: dir, Schemas: schemas, Vars: vars}).Load()
+	if diags.HasErrors() {
+		t.Fatalf("the fixture runbook has errors: %v", diags)
+	}
+	return rb
+}
+
+// migration is one `migrate` process: an engine over a locked state.
+func migration(t testing.TB, rb *phases.Runbook, stateDir string) (*engine.Engine, func()) {
+	t.Helper()
+	st, err := state.Open(stateDir, state.Options{Lock: state.NewLockInfo("test"), MigrateVersion: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, diags := engine.New(context.Background(), engine.Options{Runbook: rb, Factories: factories, State: st})
+	if diags.HasErrors() {
+		st.Close()
+		t.Fatal(diags.Err())
+	}
+	return e, func() { e.Close(); st.Close() }
+}
+
+func runPhase(t testing.TB, rb *phases.Runbook, stateDir, phase string) (*engine.Plan, error) {
+	t.Helper()
+	e, done := migration(t, rb, stateDir)
+	defer done()
+	plan, diags := e.Plan(context.Background(), engine.PlanOptions{Phases: []string{phase}})
+	if diags.HasErrors() {
+		return plan, diags.Err()
+	}
+	return plan, e.Run(context.Background(), context.Background(), plan, engine.RunOptions{})
+}
+
+func rollbackAll(t testing.TB, rb *phases.Runbook, stateDir string) *engine.RollbackPlan {
+	t.Helper()
+	e, done := migration(t, rb, stateDir)
+	defer done()
+	rp, err := e.PlanRollback(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Rollback(context.Background(), context.Background(), rp); err != nil {
+		t.Fatalf("rollback: %v", err)
+	}
+	return rp
+}
+
+// TestRunbookRunAndRollback runs the fixture through the engine: the old
+// VMs are stopped with a snapshot and kept; a second run changes nothing;
+// the cleanup is refused before retain_until; rollback starts them again.
+func TestRunbookRunAndRollback(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	home := launch(t, c, "home", true, map[string]string{"user.app": "jellyfin"})
+	matrix := launch(t, c, "matrix", true, nil)
+	rb := loadFixture(t, "home_vm="+home, "matrix_vm="+matrix)
+	dir := t.TempDir()
+
+	plan, err := runPhase(t, rb, dir, "retire")
+	if err != nil {
+		t.Fatalf("run retire: %v", err)
+	}
+	for _, sp := range plan.Phases[0].Steps {
+		t.Logf("plan %s: %s\n%s", sp.Addr, sp.ActionName, sp.Diff)
+	}
+	for _, n := range []string{home, matrix} {
+		i := inst(t, c, n)
+		if i.Status != "Stopped" || i.Config[incus.KeyKeepForRollback] != "true" || len(snapshots(t, c, n)) != 1 {
+			t.Fatalf("%s after retire: %s %v snapshots %v", n, i.Status, i.Config, snapshots(t, c, n))
+		}
+	}
+
+	// Idempotent: a new plan of the same phase is a no-op.
+	e, done := migration(t, rb, dir)
+	again, diags := e.Plan(context.Background(), engine.PlanOptions{Phases: []string{"retire"}})
+	done()
+	if diags.HasErrors() || again.HasChanges() {
+		t.Fatalf("re-plan: %v changes=%v", diags.Err(), again.HasChanges())
+	}
+
+	// The cleanup is refused: the old VMs are kept until 2999-12-31.
+	_, err = runPhase(t, rb, dir, "cleanup")
+	if err == nil || !strings.Contains(err.Error(), "Instance Retained Until 2999-12-31") {
+		t.Fatalf("cleanup before retain_until: %v", err)
+	}
+
+	// Something changes on the stopped home VM; rollback restores its
+	// snapshot (restore_on_rollback) and starts both again.
+	i := inst(t, c, home)
+	put := i.Put()
+	put.Config["user.app"] = "changed"
+	if err := c.UpdateInstance(ctxT(t, 30*time.Second), home, put, ""); err != nil {
+		t.Fatal(err)
+	}
+	rp := rollbackAll(t, rb, dir)
+	for _, ph := range rp.Phases {
+		for _, x := range ph.Revert {
+			t.Logf("rollback %s: %s", x.Addr, x.Description)
+		}
+	}
+	for _, n := range []string{home, matrix} {
+		i := inst(t, c, n)
+		if i.Status != "Running" {
+			t.Errorf("%s after rollback: %s", n, i.Status)
+		}
+		if _, ok := i.Config[incus.KeyKeepForRollback]; ok {
+			t.Errorf("%s keeps its mark after rollback", n)
+		}
+	}
+	if v := inst(t, c, home).Config["user.app"]; v != "jellyfin" {
+		t.Errorf("the home VM's snapshot was not restored: user.app = %q", v)
+	}
+}
+
+// TestRunbookCrashResume kills (SIGKILL) a migrate process in the middle
+// of a graceful stop; the next run observes the instance, redoes what is
+// not done, and rollback then starts both old VMs again.
+func TestRunbookCrashResume(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	home := launch(t, c, "crash-home", true, slowStop) // ignores the shutdown signal
+	matrix := launch(t, c, "crash-matrix", true, nil)
+	vars := []string{"home_vm=" + home, "matrix_vm=" + matrix, "stop_timeout=4s"}
+	dir := t.TempDir()
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperRunPhase$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "MIGRATE_INCUS_HELPER="+dir, "MIGRATE_INCUS_HELPER_VARS="+strings.Join(vars, ","))
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if i := inst(t, c, home); i.Config[incus.KeyStoppedBy] != "" && i.Status == "Running" {
+			break // the marks are set just before the stop is sent
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("the helper never started the stop:\n%s", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if i := inst(t, c, home); i.Status != "Running" {
+		t.Fatalf("the stop finished before the kill (%s); the test proves nothing", i.Status)
+	}
+
+	rb := loadFixture(t, vars...)
+	st, err := state.Open(dir, state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, ok := st.Step(phases.Address{Type: incus.InstanceState, Name: "old-home"})
+	st.Close()
+	if !ok || rec.Status != state.Running {
+		t.Fatalf("the killed run left old-home as %+v", rec)
+	}
+	start := time.Now()
+	plan, err := runPhase(t, rb, dir, "retire")
+	if err != nil {
+		t.Fatalf("resumed run: %v", err)
+	}
+	t.Logf("resumed run took %s", time.Since(start))
+	for _, sp := range plan.Phases[0].Steps {
+		t.Logf("resume plan %s: %s (%s)", sp.Addr, sp.ActionName, sp.Detail)
+	}
+	for _, n := range []string{home, matrix} {
+		if i := inst(t, c, n); i.Status != "Stopped" {
+			t.Fatalf("%s after the resumed run: %s", n, i.Status)
+		}
+	}
+	if n := len(snapshots(t, c, home)); n != 1 {
+		t.Errorf("the resumed run took another snapshot: %v", snapshots(t, c, home))
+	}
+	rollbackAll(t, rb, dir)
+	for _, n := range []string{home, matrix} {
+		if i := inst(t, c, n); i.Status != "Running" {
+			t.Errorf("%s after rollback: %s", n, i.Status)
+		}
+	}
+}
+
+// TestHelperRunPhase is the migrate process TestRunbookCrashResume kills.
+func TestHelperRunPhase(t *testing.T) {
+	dir := os.Getenv("MIGRATE_INCUS_HELPER")
+	if dir == "" {
+		return // not a helper: nothing to do
+	}
+	rb := loadFixture(t, strings.Split(os.Getenv("MIGRATE_INCUS_HELPER_VARS"), ",")...)
+	_, err := runPhase(t, rb, dir, "retire")
+	fmt.Println("helper finished:", err)
+	os.Exit(0)
+}

@@ -1,0 +1,35 @@
+// Package incusapi is a small typed client for the documented Incus REST API
+// (/1.0/...), written for the migrate incus provider. It deliberately does not
+// use github.com/lxc/incus (flagged for unfixed security problems).
+//
+// Transports: the local unix socket (Options.Socket, default
+// /var/lib/incus/unix.socket) or HTTPS with a client certificate
+// (Options.URL, ClientCert, ClientKey) and the server's own certificate pinned
+// by exact match (Options.ServerCert), as the incus CLI does with its
+// servercerts/ directory. RemoteOptions reads the incus CLI's config.yml so a
+// named remote just works.
+//
+// Behaviour of the real daemon (Incus 6.0) that this client handles:
+//
+//   - Every mutation answers 202 with an operation. The client waits on it at
+//     once with GET /1.0/operations/{id}/wait (a long poll, never
+//     sleep-polling); finished operations vanish after about 5 s.
+//   - A failed operation is reported by the wait with HTTP 200 and a body of
+//     type "error" (error_code 400/500) or a sync body whose metadata.status is
+//     "Failure" with metadata.err; the body decides, not the HTTP status.
+//   - The wait's own ?timeout=N expiry is reported exactly like a failure
+//     ("context deadline exceeded", 500), so the client waits with timeout=-1
+//     and ends the wait by cancelling the HTTP request when ctx ends.
+//   - InstanceStatePut.Timeout = 0 sent as is means "stop NOW" (a forced
+//     stop) to the daemon; this client sends -1 (the daemon's default: wait
+//     for the guest, capped at 600 s) when Timeout is 0 and Force is false.
+//   - A graceful stop that times out fails with "Failed shutting down
+//     instance ... context deadline exceeded" (500) and the instance keeps
+//     running; errors.Is(err, ErrShutdownTimeout) reports it. Until a forced
+//     stop, the daemon then refuses updates with "Instance is busy running a
+//     "stop" operation".
+//   - Stopping a stopped instance (or starting a running one) fails with "The
+//     instance is already stopped/running": errors.Is(err, ErrAlreadyInState).
+//   - Plain API errors use real HTTP status codes (404 unknown instance, 412
+//     ETag mismatch, 403 untrusted client over HTTPS).
+package incusapi

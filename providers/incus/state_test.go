@@ -1,0 +1,285 @@
+package incus_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/incus"
+	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
+)
+
+// TestInstanceStateLifecycle: stop an old VM with a snapshot before and
+// keep_for_rollback; re-runs change nothing; rollback restores the
+// snapshot and starts it again.
+func TestInstanceStateLifecycle(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	p := provider(t, nil)
+	name := launch(t, c, "oldvm", true, map[string]string{"user.app": "jellyfin"})
+	s := newStep(t, p, incus.InstanceState, "old-home", map[string]cty.Value{
+		"instance": str(name), "state": str("stopped"), "snapshot_before": cty.True,
+		"restore_on_rollback": cty.True, "force_after": cty.True, "stop_timeout": str("20s"),
+	})
+	pl := s.mustPlan(nil)
+	wantContains(t, "the stop diff", pl.Diff,
+		`~ stop instance "`+name+`" (running -> stopped): gracefully within 20s, then by force`,
+		"+ snapshot migrate-old-home-", `+ config user.migrate.keep_for_rollback = "true"`,
+		"rollback: restore the snapshot, then start it again")
+	r := s.mustApply(pl.Private, nil)
+	i := inst(t, c, name)
+	if i.Status != "Stopped" {
+		t.Fatalf("status after stop = %s", i.Status)
+	}
+	snap := r.Outputs.GetAttr("snapshot").AsString()
+	if !strings.HasPrefix(snap, "migrate-old-home-") || !slices.Contains(snapshots(t, c, name), snap) {
+		t.Fatalf("snapshot output %q, snapshots %v", snap, snapshots(t, c, name))
+	}
+	if got := r.Outputs.GetAttr("previous_state").AsString(); got != "running" {
+		t.Errorf("previous_state = %q", got)
+	}
+	if i.Config[incus.KeyKeepForRollback] != "true" || i.Config[incus.KeyStoppedBy] != "incus_instance_state.old-home" || i.Config[incus.KeySnapshot] != snap {
+		t.Errorf("marks = %v", i.Config)
+	}
+	if _, err := time.Parse(time.RFC3339, i.Config[incus.KeyStoppedAt]); err != nil {
+		t.Errorf("stopped_at = %q", i.Config[incus.KeyStoppedAt])
+	}
+	wantContains(t, "the inverse", r.Inverse.Description, "restore snapshot "+snap, "start it again")
+
+	// Idempotent: Read present; the plan and a second apply do nothing.
+	prior := priorOf(r)
+	if rr := s.read(prior); rr.Observation != providers.Present {
+		t.Fatalf("Read after stop: %v", rr.Observation)
+	}
+	wantContains(t, "the re-plan", s.mustPlan(prior).Diff, "already stopped: nothing to do")
+	again := s.mustApply(nil, prior)
+	if n := len(snapshots(t, c, name)); n != 1 {
+		t.Errorf("a second apply took another snapshot: %d", n)
+	}
+	if again.Inverse == nil || !strings.Contains(again.Inverse.Description, "start it again") {
+		t.Errorf("the second apply lost the way back: %+v", again.Inverse)
+	}
+
+	// Something changes while it is stopped; rollback restores the snapshot.
+	put := i.Put()
+	put.Config["user.app"] = "changed during the migration"
+	if err := c.UpdateInstance(ctxT(t, 30*time.Second), name, put, ""); err != nil {
+		t.Fatal(err)
+	}
+	s.revert(r.Inverse)
+	i = inst(t, c, name)
+	if i.Status != "Running" {
+		t.Fatalf("status after rollback = %s", i.Status)
+	}
+	if i.Config["user.app"] != "jellyfin" {
+		t.Errorf("the snapshot was not restored: user.app = %q", i.Config["user.app"])
+	}
+	for _, k := range []string{incus.KeyKeepForRollback, incus.KeyStoppedAt, incus.KeyStoppedBy, incus.KeySnapshot} {
+		if v, ok := i.Config[k]; ok {
+			t.Errorf("%s = %q after rollback", k, v)
+		}
+	}
+	if rr := s.read(prior); rr.Observation != providers.Drifted {
+		t.Errorf("Read after rollback: %v", rr.Observation)
+	}
+}
+
+// TestStartAndStopAgain: state = "running" on a stopped instance; its
+// rollback stops it again and puts the keep marks back.
+func TestStartAndStopAgain(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	p := provider(t, nil)
+	name := launch(t, c, "revive", false, map[string]string{incus.KeyKeepForRollback: "true", incus.KeyStoppedBy: "incus_instance_state.x"})
+	s := newStep(t, p, incus.InstanceState, "revive", map[string]cty.Value{"instance": str(name), "state": str("running")})
+	wantContains(t, "the start diff", s.mustPlan(nil).Diff, "~ start instance", "rollback: stop it again")
+	r := s.mustApply(nil, nil)
+	if i := inst(t, c, name); i.Status != "Running" || i.Config[incus.KeyKeepForRollback] != "" {
+		t.Fatalf("after start: %s %v", i.Status, i.Config)
+	}
+	s.revert(r.Inverse)
+	if i := inst(t, c, name); i.Status != "Stopped" || i.Config[incus.KeyKeepForRollback] != "true" {
+		t.Fatalf("after rollback: %s %v", i.Status, i.Config)
+	}
+}
+
+// TestGracefulStopTimeout: a guest that ignores the shutdown signal makes
+// the step fail with advice, unless force_after is set.
+func TestGracefulStopTimeout(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	p := provider(t, nil)
+	name := launch(t, c, "stubborn", true, slowStop)
+	cfg := map[string]cty.Value{"instance": str(name), "state": str("stopped"), "stop_timeout": str("1s")}
+	s := newStep(t, p, incus.InstanceState, "stubborn", cfg)
+	wantContains(t, "the diff", s.mustPlan(nil).Diff, "no force: force_after is not set")
+	r, _ := s.apply(ctxT(t, 60*time.Second), nil, nil)
+	wantDiag(t, r.Diagnostics, "Graceful Stop Timed Out", name, "1s", "force_after = true", "still running")
+	if i := inst(t, c, name); i.Status != "Running" {
+		t.Fatalf("status after a timed-out graceful stop = %s", i.Status)
+	}
+	cfg["force_after"] = cty.True
+	s = newStep(t, p, incus.InstanceState, "stubborn", cfg)
+	start := time.Now()
+	done := s.mustApply(nil, nil)
+	if i := inst(t, c, name); i.Status != "Stopped" {
+		t.Fatalf("status after force_after = %s", i.Status)
+	}
+	t.Logf("graceful (1s timeout) then forced stop: %s", time.Since(start))
+	s.revert(done.Inverse)
+	if i := inst(t, c, name); i.Status != "Running" {
+		t.Errorf("status after rollback = %s", i.Status)
+	}
+}
+
+// TestStopInterruptedThenResumed: the run is cancelled in the middle of a
+// long graceful stop; a new provider's Read sees it not done, and the
+// re-apply converges (the mark from the first attempt is recognised, the
+// snapshot reused).
+func TestStopInterruptedThenResumed(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	name := launch(t, c, "cancel", true, slowStop)
+	cfg := map[string]cty.Value{"instance": str(name), "state": str("stopped"), "stop_timeout": str("2s"), "force_after": cty.True, "snapshot_before": cty.True}
+	s := newStep(t, provider(t, nil), incus.InstanceState, "old-matrix", cfg)
+	s.cfg = obj(map[string]cty.Value{"instance": str(name), "state": str("stopped"), "stop_timeout": str("10m"), "snapshot_before": cty.True})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		// Cancel once the stop is under way: the marks are set just before.
+		for ctx.Err() == nil {
+			if i, _, err := c.Instance(context.Background(), name); err == nil && i.Config[incus.KeyStoppedBy] != "" {
+				time.Sleep(300 * time.Millisecond)
+				cancel()
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	start := time.Now()
+	r, _ := s.apply(ctx, nil, nil)
+	cancel()
+	wantDiag(t, r.Diagnostics, "Step Interrupted", "incus_instance_state.old-matrix")
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the cancelled apply took %s", d)
+	}
+	if i := inst(t, c, name); i.Status != "Running" {
+		t.Fatalf("status after the interrupted stop = %s", i.Status)
+	}
+	firstSnap := snapshots(t, c, name)
+
+	// The next run: a new provider observes, then applies again.
+	s2 := newStep(t, provider(t, nil), incus.InstanceState, "old-matrix", cfg)
+	if rr := s2.read(nil); rr.Observation != providers.Absent {
+		t.Fatalf("Read of an unfinished stop: %v", rr.Observation)
+	}
+	done := s2.mustApply(nil, nil)
+	if i := inst(t, c, name); i.Status != "Stopped" {
+		t.Fatalf("status after resume = %s", i.Status)
+	}
+	if got := snapshots(t, c, name); !slices.Equal(got, firstSnap) {
+		t.Errorf("snapshots after resume %v, want the first attempt's %v", got, firstSnap)
+	}
+	rr := s2.read(nil)
+	if rr.Observation != providers.Present || rr.Inverse == nil || !strings.Contains(rr.Inverse.Description, "start") {
+		t.Fatalf("Read after resume: %v %+v", rr.Observation, rr.Inverse)
+	}
+	s2.revert(done.Inverse)
+	if i := inst(t, c, name); i.Status != "Running" {
+		t.Errorf("status after rollback = %s", i.Status)
+	}
+}
+
+// TestUnknownInstance: a clear error, at plan time and at apply time.
+func TestUnknownInstance(t *testing.T) {
+	t.Parallel()
+	client(t)
+	p := provider(t, nil)
+	name := unique("ghost")
+	s := newStep(t, p, incus.InstanceState, "ghost", map[string]cty.Value{"instance": str(name), "state": str("stopped")})
+	wantDiag(t, s.plan(nil).Diagnostics, "Unknown Instance", name, "incus_instance.NAME.name")
+	r, _ := s.apply(ctxT(t, 30*time.Second), nil, nil)
+	wantDiag(t, r.Diagnostics, "Unknown Instance", name)
+	if rr := s.read(nil); rr.Observation != providers.Absent {
+		t.Errorf("Read of a missing instance: %v", rr.Observation)
+	}
+	sn := newStep(t, p, incus.Snapshot, "ghost", map[string]cty.Value{"instance": str(name), "name": str("x")})
+	wantDiag(t, sn.plan(nil).Diagnostics, "Unknown Instance", name)
+	if _, _, err := client(t).Instance(ctxT(t, 5*time.Second), name); !incusapi.IsNotFound(err) {
+		t.Fatal(err)
+	}
+}
+
+// TestSnapshotLifecycle: create (rollback deletes it), restore with a
+// snapshot before (rollback restores that), delete (irreversible).
+func TestSnapshotLifecycle(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	p := provider(t, nil)
+	name := launch(t, c, "snap", false, map[string]string{"user.v": "1"})
+	create := newStep(t, p, incus.Snapshot, "before-cutover", map[string]cty.Value{"instance": str(name), "name": str("cutover")})
+	wantContains(t, "the create diff", create.mustPlan(nil).Diff, "+ snapshot cutover of instance", "rollback: delete the snapshot")
+	cr := create.mustApply(nil, nil)
+	if !slices.Contains(snapshots(t, c, name), "cutover") {
+		t.Fatal("no snapshot")
+	}
+	if r := create.read(priorOf(cr)); r.Observation != providers.Present {
+		t.Errorf("Read after create: %v", r.Observation)
+	}
+	wantContains(t, "the re-plan", create.mustPlan(priorOf(cr)).Diff, "already exists: nothing to do")
+
+	// Change, then restore with a snapshot before.
+	i := inst(t, c, name)
+	put := i.Put()
+	put.Config["user.v"] = "2"
+	if err := c.UpdateInstance(ctxT(t, 30*time.Second), name, put, ""); err != nil {
+		t.Fatal(err)
+	}
+	restore := newStep(t, p, incus.Snapshot, "back", map[string]cty.Value{"instance": str(name), "name": str("cutover"), "action": str("restore"), "snapshot_before": cty.True})
+	wantContains(t, "the restore diff", restore.mustPlan(nil).Diff, "~ restore instance", "rollback: restore the snapshot taken first")
+	rr := restore.mustApply(nil, nil)
+	if v := inst(t, c, name).Config["user.v"]; v != "1" {
+		t.Fatalf("after restore user.v = %q", v)
+	}
+	before := rr.Outputs.GetAttr("before").AsString()
+	if !slices.Contains(snapshots(t, c, name), before) {
+		t.Fatalf("no snapshot %q before the restore: %v", before, snapshots(t, c, name))
+	}
+	restore.revert(rr.Inverse)
+	if v := inst(t, c, name).Config["user.v"]; v != "2" {
+		t.Errorf("after undoing the restore user.v = %q", v)
+	}
+	noBefore := newStep(t, p, incus.Snapshot, "back2", map[string]cty.Value{"instance": str(name), "name": str("cutover"), "action": str("restore")})
+	wantContains(t, "the irreversible restore diff", noBefore.mustPlan(nil).Diff, "irreversible")
+	if r := noBefore.mustApply(nil, nil); r.Inverse != nil {
+		t.Errorf("a restore without snapshot_before returned an inverse: %+v", r.Inverse)
+	}
+	missing := newStep(t, p, incus.Snapshot, "back3", map[string]cty.Value{"instance": str(name), "name": str("nope"), "action": str("restore")})
+	if d := missing.plan(nil).Diagnostics; d.HasErrors() || len(d) != 1 || d[0].Summary != "Snapshot Not Found Yet" {
+		t.Errorf("plan of a restore of a missing snapshot: %v", d)
+	}
+	r, _ := missing.apply(ctxT(t, 30*time.Second), nil, nil)
+	wantDiag(t, r.Diagnostics, "Unknown Snapshot", "nope")
+
+	// Rollback of the create deletes it.
+	create.revert(cr.Inverse)
+	if slices.Contains(snapshots(t, c, name), "cutover") {
+		t.Error("rollback left the created snapshot")
+	}
+
+	// Delete: irreversible, idempotent.
+	del := newStep(t, p, incus.Snapshot, "drop", map[string]cty.Value{"instance": str(name), "name": str(before), "action": str("delete")})
+	wantContains(t, "the delete diff", del.mustPlan(nil).Diff, "- delete snapshot "+before, "irreversible")
+	dr := del.mustApply(nil, nil)
+	if dr.Inverse != nil || slices.Contains(snapshots(t, c, name), before) {
+		t.Errorf("delete: inverse %+v, snapshots %v", dr.Inverse, snapshots(t, c, name))
+	}
+	if r := del.read(priorOf(dr)); r.Observation != providers.Present {
+		t.Errorf("Read after delete: %v", r.Observation)
+	}
+	wantContains(t, "the re-plan", del.mustPlan(nil).Diff, "already absent")
+}

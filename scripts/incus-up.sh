@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# incus-up.sh: install Incus 6.0 (Debian bookworm-backports) and start the
+# daemon without systemd, idempotently, ready for the Incus provider's tests.
+#
+#   scripts/incus-up.sh           install if needed, start if not running
+#   scripts/incus-up.sh --down    stop what this script started
+#
+# Prints the facts the tests need as KEY=VALUE lines on stdout:
+#   INCUS_SOCKET, INCUS_HTTPS, INCUS_SERVER_CERT, INCUS_TEST_IMAGE.
+# Details and pitfalls: ../shared/REAL-SERVERS.md ("Incus").
+set -euo pipefail
+
+state=${INCUS_LAB_DIR:-/var/lib/migrate-lab/incus}
+https_addr=${INCUS_HTTPS_ADDR:-127.0.0.1:8443}
+image_alias=migrate-busybox
+mkdir -p "$state"
+log() { echo "incus-up: $*" >&2; }
+
+incusd_bin=/usr/libexec/incus/incusd
+export PATH="/usr/libexec/incus:/usr/sbin:/sbin:$PATH"
+
+if [ "${1:-}" = "--down" ]; then
+	if [ -f "$state/incusd.pid" ] && kill -0 "$(cat "$state/incusd.pid")" 2>/dev/null; then
+		for i in $(incus list --format csv -c n 2>/dev/null); do incus stop --force "$i" >/dev/null 2>&1 || true; done
+		timeout 70 "$incusd_bin" shutdown --timeout 60 || kill "$(cat "$state/incusd.pid")" || true
+	fi
+	rm -f "$state/incusd.pid"
+	exit 0
+fi
+
+# 1. Packages, from bookworm-backports: the same mirror and key as the
+#    system's own Debian entries, read from its sources.
+install() {
+	local src=/etc/apt/sources.list.d/migrate-backports.sources
+	if [ ! -f "$src" ]; then
+		local uri
+		uri=$(awk '/^URIs:/ && !/security/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+		if [ -z "$uri" ]; then
+			uri=$(awk '$1=="deb" && $3=="bookworm" {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
+		fi
+		[ -n "$uri" ] || { log "cannot find the Debian mirror in the apt sources"; exit 1; }
+		cat >"$src" <<SRC
+Types: deb
+URIs: $uri
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+	fi
+	log "installing incus from bookworm-backports"
+	DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -t bookworm-backports --no-install-recommends \
+		incus-base incus-client dnsmasq-base busybox-static >&2
+}
+if [ ! -x "$incusd_bin" ] || ! command -v incus >/dev/null || [ ! -x /bin/busybox ]; then
+	install
+fi
+
+# 2. The daemon, without systemd.
+# Running means answering: a pid (even a zombie's) or a stale socket file
+# proves nothing.
+running() { [ -S /var/lib/incus/unix.socket ] && timeout 5 incus query /1.0 >/dev/null 2>&1; }
+if ! running; then
+	log "starting incusd"
+	setsid "$incusd_bin" --group root --logfile "$state/incusd.log" </dev/null >>"$state/incusd.out" 2>&1 &
+	echo $! >"$state/incusd.pid"
+fi
+"$incusd_bin" waitready --timeout=60 || { log "incusd did not become ready; see $state/incusd.log"; tail -20 "$state/incusd.log" >&2; exit 1; }
+
+# 3. Storage, profile and HTTPS, once. No network: `incus admin init
+#    --minimal` fails here (every subnet looks taken), and tests need none.
+incus storage show default >/dev/null 2>&1 || incus storage create default dir >&2
+incus profile device show default 2>/dev/null | grep -q '^root:' ||
+	incus profile device add default root disk path=/ pool=default >&2
+[ "$(incus config get core.https_address)" = "$https_addr" ] || incus config set core.https_address "$https_addr" >&2
+
+# 4. A busybox image built offline (images cannot be downloaded here). Its
+#    init traps PWR/TERM on its first line, or a stop right after a start
+#    hangs until the timeout.
+# The image carries the revision of its recipe; an older one is replaced.
+image_rev=2
+if ! incus image show "$image_alias" 2>/dev/null | grep -q "migrate.revision: \"$image_rev\""; then
+	incus image delete "$image_alias" >/dev/null 2>&1 || true
+	log "building the $image_alias image"
+	work=$(mktemp -d)
+	mkdir -p "$work/rootfs/bin" "$work/rootfs/sbin" "$work/rootfs/etc" "$work/rootfs/proc" "$work/rootfs/sys" \
+		"$work/rootfs/dev" "$work/rootfs/tmp" "$work/rootfs/root" "$work/rootfs/mnt" "$work/rootfs/var/mnt/data"
+	cp /bin/busybox "$work/rootfs/bin/busybox"
+	for app in $(/bin/busybox --list); do
+		[ -e "$work/rootfs/bin/$app" ] || ln -s busybox "$work/rootfs/bin/$app"
+	done
+	cat >"$work/rootfs/sbin/init" <<'INIT'
+#!/bin/sh
+trap 'exit 0' PWR TERM
+mount -t proc proc /proc 2>/dev/null
+# Sleep in the background and wait: a signal then ends the wait at once,
+# where a foreground sleep would delay every graceful stop by up to 1 s.
+while :; do sleep 60 & wait $!; done
+INIT
+	chmod +x "$work/rootfs/sbin/init"
+	cat >"$work/metadata.yaml" <<META
+architecture: $(uname -m)
+creation_date: $(date +%s)
+properties:
+  description: busybox stand-in for the migration's old VMs
+  os: busybox
+  release: "1"
+  migrate.revision: "$image_rev"
+META
+	tar -C "$work" -czf "$work/image.tar.gz" metadata.yaml rootfs
+	incus image import "$work/image.tar.gz" --alias "$image_alias" >&2
+	rm -rf "$work"
+fi
+
+echo "INCUS_SOCKET=/var/lib/incus/unix.socket"
+echo "INCUS_HTTPS=$https_addr"
+echo "INCUS_SERVER_CERT=/var/lib/incus/server.crt"
+echo "INCUS_TEST_IMAGE=$image_alias"
