@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 export GOTOOLCHAIN := local
 
-.PHONY: build test services unit lint vet fmt-check depcheck bench fuzz golden demo clean
+.PHONY: build test services services-down unit lint vet fmt-check depcheck bench fuzz golden demo clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/migrate ./cmd/migrate
@@ -16,9 +16,17 @@ test: fmt-check vet services
 	$(GO) test -count=1 -timeout 30m $(PKGS)
 
 ## services: install and start the real servers the tests talk to
-## (idempotent; needs root for the packages): Incus.
+## (idempotent; needs root for the packages): Incus, and etcd +
+## kube-apiserver + kube-controller-manager (built once from the module
+## proxy into ~/.cache/migrate: ~6 min the first time).
 services:
 	scripts/incus-up.sh >/dev/null
+	scripts/kube-up.sh >/dev/null
+
+## services-down: stop them.
+services-down:
+	-scripts/kube-up.sh --down
+	-scripts/incus-up.sh --down
 
 unit:
 	$(GO) test -count=1 -short $(PKGS)

@@ -21,6 +21,7 @@ import (
 	"github.com/homelab-migrate/migrate/engine"
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/helm"
 	"github.com/homelab-migrate/migrate/providers/incus"
 	"github.com/homelab-migrate/migrate/providers/local"
 	"github.com/homelab-migrate/migrate/providers/talos"
@@ -36,6 +37,7 @@ func registry() map[string]providers.Factory {
 		"local": func() providers.Interface { return local.New() },
 		"talos": talos.Factory,
 		"incus": incus.Factory,
+		"helm":  helm.Factory,
 	}
 }
 

@@ -63,7 +63,20 @@ func runPhase(t testing.TB, rb *phases.Runbook, stateDir, phase string) (*engine
 	if diags.HasErrors() {
 		return plan, diags.Err()
 	}
-	return plan, e.Run(context.Background(), context.Background(), plan, engine.RunOptions{})
+	err := e.Run(context.Background(), context.Background(), plan, engine.RunOptions{})
+	if err != nil {
+		// Say why, not only which step.
+		st, oerr := state.Open(stateDir, state.Options{})
+		if oerr == nil {
+			for addr, rec := range st.Snapshot().Steps {
+				if rec.Status == state.Failed {
+					err = fmt.Errorf("%w\n%s: %s", err, addr, rec.LastError)
+				}
+			}
+			st.Close()
+		}
+	}
+	return plan, err
 }
 
 func rollbackAll(t testing.TB, rb *phases.Runbook, stateDir string) *engine.RollbackPlan {

@@ -732,10 +732,28 @@ func (c *call) createInstance(ctx context.Context, s InstanceSpec, managed insta
 // setState changes an instance's state; already being there is success.
 func (c *call) setState(ctx context.Context, name string, st incusapi.InstanceStatePut) error {
 	err := c.c.SetState(ctx, name, st)
-	if incusapi.IsAlreadyInState(err) {
+	if incusapi.IsAlreadyInState(err) || err != nil && c.settled(ctx, name, st.Action) {
 		return nil
 	}
 	return err
+}
+
+// settled reports whether a state change that failed left the instance
+// where it was asked to go anyway: another change finished first — a stop
+// still in flight in the daemon from a run that was killed, say, which
+// makes ours fail with "container is not running".
+func (c *call) settled(ctx context.Context, name, action string) bool {
+	st, err := c.c.InstanceState(ctx, name)
+	if err != nil {
+		return false
+	}
+	switch action {
+	case "stop":
+		return st.Status == "Stopped"
+	case "start":
+		return st.Status == "Running"
+	}
+	return false
 }
 
 func (c *call) applyAbsent(ctx context.Context, s InstanceSpec, inst *incusapi.Instance) providers.ApplyResponse {

@@ -399,6 +399,8 @@ func (c *call) stopInstance(ctx context.Context, s stateSpec, inst *incusapi.Ins
 		return providers.ApplyResponse{Diagnostics: phases.Errorf("Graceful Stop Timed Out",
 			"%s: instance %q did not shut down within stop_timeout (%s) and is still running; nothing was forced. Set force_after = true on the step to force it off after the timeout, or raise stop_timeout if the guest needs longer.",
 			c.addr, s.instance, s.stopTimeout)}
+	case c.settled(ctx, s.instance, "stop"):
+		c.logf("instance %s stopped (a stop already under way finished first)", s.instance)
 	default:
 		return providers.ApplyResponse{Diagnostics: c.apiErr("Cannot Stop Instance", err)}
 	}

@@ -111,3 +111,23 @@ func TestTalosPlatform(t *testing.T) {
 		t.Error("rollback did not bring the node's previous config back")
 	}
 }
+
+// TestHomelabIsValid: the brief's whole migration loads with every
+// provider's schema, and its graph orders the five phases as written.
+func TestHomelabIsValid(t *testing.T) {
+	t.Parallel()
+	dir := copyExample(t, "homelab")
+	env := []string{"MIGRATE_VAR_synapse_registration_secret=CANARY-registration"}
+	if out := run(t, dir, env, "validate"); !strings.Contains(out, "5 phases") {
+		t.Errorf("validate: %s", out)
+	}
+	out := run(t, dir, env, "graph", "--format", "mermaid")
+	for _, want := range []string{"platform", "data-apps", "host-services", "ingress-matrix", "cleanup", "helm_release.jellyfin"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("graph lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "CANARY") {
+		t.Error("the graph shows a sensitive variable")
+	}
+}

@@ -1,0 +1,38 @@
+package helm_test
+
+import (
+	"testing"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/helm"
+	"github.com/homelab-migrate/migrate/providers/providertest"
+)
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	k := lab(t)
+	nsStep, nsRel := k.namespace(t, "conf"), k.namespace(t, "confrel")
+	providertest.Run(t, providertest.Harness{
+		New:            func() providers.Interface { return helm.New() },
+		ProviderConfig: obj(map[string]cty.Value{"kubeconfig": str(k.path), "default_pod_security": str("baseline")}),
+		Dir:            testdata(t),
+		Cases: []providertest.Case{
+			{Type: helm.Namespace, Reversible: true, Config: obj(map[string]cty.Value{
+				"name":         str(nsStep),
+				"pod_security": str("baseline"),
+				"labels":       strMap(map[string]string{"purpose": "conformance"}),
+			})},
+			{Type: helm.Release, Reversible: true, Config: obj(map[string]cty.Value{
+				"name":             str("conformance"),
+				"chart":            str("charts/app"),
+				"namespace":        str(nsRel),
+				"create_namespace": cty.True,
+				"values":           obj(map[string]cty.Value{"message": str("conformance-message")}),
+				"set_sensitive":    strMap(map[string]string{"password": "conformance-secret"}),
+				"timeout":          str("1m"),
+			})},
+		},
+	})
+}

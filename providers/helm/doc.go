@@ -1,0 +1,43 @@
+// Package helm is the provider for Kubernetes workloads: namespaces with
+// their PodSecurity level, and Helm releases installed with the Helm SDK
+// (helm.sh/helm/v3's action package), so the cluster holds real release
+// records that helm list and helm history show.
+//
+// Step types:
+//
+//   - kubernetes_namespace: a namespace with labels, annotations and a
+//     PodSecurity level written as the pod-security.kubernetes.io enforce,
+//     audit and warn labels. Rollback deletes the namespace only if the step
+//     created it, else restores the labels and annotations it changed.
+//   - helm_release: install or upgrade of a chart (a local directory or
+//     .tgz, or a repository URL or OCI reference where reachable). The plan
+//     renders the chart with a server-side dry run and shows, like
+//     helm-diff, the objects added, changed (with a unified diff) and
+//     removed against the deployed revision, Secrets' values redacted. A
+//     release stuck in pending-install, pending-upgrade or pending-rollback
+//     (a client that died mid-operation) is recovered explicitly: rolled
+//     back to its last deployed revision, or uninstalled when none was,
+//     before the upgrade. Rollback returns to the previous revision, or
+//     uninstalls what the step installed.
+//
+// The PodSecurity preflight: Talos enforces "baseline" on every namespace
+// not labelled otherwise, and a Deployment whose pods violate it is
+// accepted by the API server while its pods are refused, at 2 a.m. Every
+// pod template a release would create is therefore checked (package
+// podsecurity) against the level its namespace will have: the level of its
+// kubernetes_namespace step (remembered from Plan, Apply and Read of that
+// step in the same provider), else its live label, else the provider's
+// default_pod_security. A violation fails the plan, before anything is
+// applied; Apply checks again. The plan lists the level of every namespace
+// a release touches, so exceptions are visible in review.
+//
+// The kubeconfig is read at first use, not when the provider is
+// configured: an earlier talos_kubeconfig step of the same run may write
+// it. Sensitive values (set_sensitive, and any value marked sensitive) are
+// scrubbed from plans, logs, diagnostics, inverses and state; the release
+// record in the cluster holds them, as Helm stores every release's values.
+//
+// The engine (package engine) drives the provider through
+// providers.Interface; cmd/migrate registers Factory under the type "helm".
+// Its tests run against a real kube-apiserver started by scripts/kube-up.sh.
+package helm

@@ -1,0 +1,270 @@
+package helm
+
+import (
+	"context"
+	"crypto/rand"
+	"sync"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers"
+)
+
+// TypeName is the provider type under which cmd/migrate registers Factory.
+const TypeName = "helm"
+
+// Step type names.
+const (
+	Namespace = "kubernetes_namespace"
+	Release   = "helm_release"
+)
+
+// Provider installs Helm releases and the namespaces they run in. It is
+// safe for concurrent use once configured.
+type Provider struct {
+	cfg      *settings
+	cfgDiags phases.Diagnostics
+
+	clusters clusters
+
+	// levels remembers the PodSecurity level each namespace WILL have, as
+	// its kubernetes_namespace step says (from Plan, Apply and Read), so
+	// that a later helm_release of the same run is checked against it.
+	mu     sync.Mutex
+	levels map[string]string
+
+	// hmacKey keys the fingerprints of Secret values in manifest diffs:
+	// comparable within a run, useless for guessing the value.
+	hmacKey []byte
+}
+
+var (
+	_ providers.Interface = (*Provider)(nil)
+	_ providers.Reverter  = (*Provider)(nil)
+	_ providers.Closer    = (*Provider)(nil)
+)
+
+// New returns an unconfigured Helm provider.
+func New() *Provider {
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	return &Provider{levels: map[string]string{}, hmacKey: key}
+}
+
+// Factory is New as a providers.Factory.
+func Factory() providers.Interface { return New() }
+
+var kubeconfigAttr = phases.Attribute{Type: cty.String, Description: "Path to a kubeconfig for this step, relative to the runbook (such as talos_kubeconfig.admin.path); default the provider's."}
+
+var schema = phases.Schema{
+	Provider: phases.Block{Attributes: map[string]phases.Attribute{
+		"kubeconfig":           {Type: cty.String, Description: "Path to the kubeconfig, relative to the runbook; read at first use, so an earlier talos_kubeconfig step may write it. Default $KUBECONFIG or ~/.kube/config."},
+		"context":              {Type: cty.String, Description: "The kubeconfig context; default its current context."},
+		"default_pod_security": {Type: cty.String, Description: "The PodSecurity level the cluster enforces on unlabelled namespaces: \"baseline\" (default, as Talos enforces), \"restricted\" or \"privileged\"."},
+	}},
+	StepTypes: map[string]phases.StepType{
+		Namespace: {
+			Description: "Ensures a Kubernetes namespace with labels, annotations and a PodSecurity level (the pod-security.kubernetes.io enforce, audit and warn labels). Rollback deletes it only if this step created it, else restores the previous labels.",
+			Attributes: map[string]phases.Attribute{
+				"name":         {Type: cty.String, Description: "The namespace; default the step name."},
+				"labels":       {Type: cty.Map(cty.String), Description: "Labels to set."},
+				"annotations":  {Type: cty.Map(cty.String), Description: "Annotations to set."},
+				"pod_security": {Type: cty.String, Description: "\"privileged\", \"baseline\" or \"restricted\": written as the enforce, audit and warn labels (version latest)."},
+				"kubeconfig":   kubeconfigAttr,
+			},
+			Outputs: map[string]cty.Type{"name": cty.String, "pod_security": cty.String},
+		},
+		Release: {
+			Description: "Installs or upgrades a Helm release (real release records, as helm list shows). The plan shows the manifest diff against the deployed release and fails when a pod template violates the PodSecurity level of its namespace; releases stuck in pending-* are recovered. Rollback returns to the previous revision, or uninstalls what this step installed.",
+			Attributes: map[string]phases.Attribute{
+				"name":             {Type: cty.String, Description: "The release name; default the step name."},
+				"chart":            {Type: cty.String, Required: true, Description: "The chart: a directory or packaged .tgz relative to the runbook, or a repository URL or oci:// reference."},
+				"version":          {Type: cty.String, Description: "The chart version required; a local chart of another version is refused."},
+				"namespace":        {Type: cty.String, Description: "The release namespace, \"default\" by default."},
+				"values":           {Type: cty.DynamicPseudoType, Description: "Values as an HCL object, merged over values_files."},
+				"values_files":     {Type: cty.List(cty.String), Description: "Values files (YAML), relative to the runbook, merged in order."},
+				"set_sensitive":    {Type: cty.Map(cty.String), Sensitive: true, Description: "Values by dot path (\"db.password\"), set last and redacted everywhere."},
+				"create_namespace": {Type: cty.Bool, Description: "Create the namespace when it does not exist."},
+				"atomic":           {Type: cty.Bool, Description: "Roll back (or uninstall) when the install or upgrade fails; implies wait."},
+				"wait":             {Type: cty.Bool, Description: "Wait until the release's resources are ready."},
+				"timeout":          {Type: cty.String, Description: "How long wait may take, \"5m\" by default."},
+				"kubeconfig":       kubeconfigAttr,
+			},
+			Outputs: map[string]cty.Type{"name": cty.String, "namespace": cty.String, "revision": cty.Number, "status": cty.String, "chart_version": cty.String},
+		},
+	},
+}
+
+// Schema describes the provider block and the step types.
+func (p *Provider) Schema() phases.Schema { return schema }
+
+// Configure reads the provider block; it connects to nothing yet.
+func (p *Provider) Configure(_ context.Context, req providers.ConfigureRequest) providers.ConfigureResponse {
+	cfg, diags := configure(req)
+	p.cfg, p.cfgDiags = cfg, diags
+	return providers.ConfigureResponse{Diagnostics: diags}
+}
+
+func unsupported(typ string) phases.Diagnostics {
+	return phases.Errorf("Unsupported Step Type", "The helm provider has no step type %q; it has %s and %s.", typ, Namespace, Release)
+}
+
+// ready returns the settings, or diagnostics when Configure failed.
+func (p *Provider) ready() (*settings, phases.Diagnostics) {
+	if p.cfg == nil {
+		return nil, phases.Errorf("Provider Not Configured", "The helm provider was used before its provider block was configured.")
+	}
+	if p.cfgDiags.HasErrors() {
+		return nil, phases.Errorf("Provider Configuration Invalid", "The helm provider block has errors (reported when it was configured); fix them first.")
+	}
+	return p.cfg, nil
+}
+
+// Read observes a step.
+func (p *Provider) Read(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
+	if _, ok := schema.StepTypes[req.Type]; !ok {
+		return providers.ReadResponse{Diagnostics: unsupported(req.Type)}
+	}
+	s, diags := p.ready()
+	if diags != nil {
+		return providers.ReadResponse{Diagnostics: diags}
+	}
+	c := newCall(s, req.Addr, req.Config, nil)
+	var r providers.ReadResponse
+	switch req.Type {
+	case Namespace:
+		r = p.readNamespace(ctx, c, req)
+	case Release:
+		r = p.readRelease(ctx, c, req)
+	}
+	r.Detail = c.scrub.text(r.Detail)
+	if r.Inverse != nil {
+		r.Inverse.Description = c.scrub.text(r.Inverse.Description)
+	}
+	r.Diagnostics = c.scrub.diags(append(c.diags, r.Diagnostics...))
+	return r
+}
+
+// Plan says what Apply would do.
+func (p *Provider) Plan(ctx context.Context, req providers.PlanRequest) providers.PlanResponse {
+	if _, ok := schema.StepTypes[req.Type]; !ok {
+		return providers.PlanResponse{Diagnostics: unsupported(req.Type)}
+	}
+	s, diags := p.ready()
+	if diags != nil {
+		return providers.PlanResponse{Diagnostics: diags}
+	}
+	c := newCall(s, req.Addr, req.Config, nil)
+	var r providers.PlanResponse
+	switch req.Type {
+	case Namespace:
+		r = p.planNamespace(ctx, c, req)
+	case Release:
+		r = p.planRelease(ctx, c, req)
+	}
+	r.Diff = c.scrub.text(r.Diff)
+	r.Diagnostics = c.scrub.diags(append(c.diags, r.Diagnostics...))
+	return r
+}
+
+// Apply runs a step.
+func (p *Provider) Apply(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
+	if _, ok := schema.StepTypes[req.Type]; !ok {
+		return providers.ApplyResponse{Diagnostics: unsupported(req.Type)}
+	}
+	s, diags := p.ready()
+	if diags != nil {
+		return providers.ApplyResponse{Diagnostics: diags}
+	}
+	c := newCall(s, req.Addr, req.Config, req.Log)
+	defer c.log.Flush()
+	var r providers.ApplyResponse
+	if err := ctx.Err(); err != nil {
+		r.Diagnostics = interrupted(req.Addr, err)
+	} else {
+		switch req.Type {
+		case Namespace:
+			r = p.applyNamespace(ctx, c, req)
+		case Release:
+			r = p.applyRelease(ctx, c, req)
+		}
+	}
+	if r.Outputs == cty.NilVal {
+		r.Outputs = cty.NullVal(cty.Object(schema.StepTypes[req.Type].Outputs))
+	}
+	if r.Inverse != nil {
+		r.Inverse.Description = c.scrub.text(r.Inverse.Description)
+		r.Inverse.Data = []byte(c.scrub.text(string(r.Inverse.Data)))
+	}
+	r.Private = []byte(c.scrub.text(string(r.Private)))
+	r.Diagnostics = c.scrub.diags(append(c.diags, r.Diagnostics...))
+	return r
+}
+
+// Revert undoes a step with the inverse Apply returned.
+func (p *Provider) Revert(ctx context.Context, req providers.RevertRequest) providers.RevertResponse {
+	if _, ok := schema.StepTypes[req.Type]; !ok {
+		return providers.RevertResponse{Diagnostics: unsupported(req.Type)}
+	}
+	s, diags := p.ready()
+	if diags != nil {
+		return providers.RevertResponse{Diagnostics: diags}
+	}
+	c := newCall(s, req.Addr, req.Config, req.Log)
+	defer c.log.Flush()
+	var r providers.RevertResponse
+	switch req.Type {
+	case Namespace:
+		r = p.revertNamespace(ctx, c, req)
+	case Release:
+		r = p.revertRelease(ctx, c, req)
+	}
+	r.Diagnostics = c.scrub.diags(append(c.diags, r.Diagnostics...))
+	return r
+}
+
+// Close forgets the cached clusters.
+func (p *Provider) Close() error {
+	p.clusters.mu.Lock()
+	p.clusters.m = nil
+	p.clusters.mu.Unlock()
+	return nil
+}
+
+// cluster returns the cluster of a step: its own kubeconfig attribute, else
+// the provider's.
+func (p *Provider) cluster(c *call) (*cluster, bool, phases.Diagnostics) {
+	path, known := c.str("kubeconfig", "")
+	if !known {
+		return nil, false, nil
+	}
+	if path == "" {
+		path = c.s.kubeconfig
+	} else {
+		path = c.s.abs(path)
+	}
+	cl, err := p.clusters.get(path, c.s.contextName)
+	if err != nil {
+		return nil, true, phases.Errorf("Cannot Use Kubeconfig", "%s cannot reach Kubernetes: %v.", c.what, err)
+	}
+	return cl, true, nil
+}
+
+func (p *Provider) setLevel(ns, level string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.levels[ns] = level
+}
+
+func (p *Provider) level(ns string) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l, ok := p.levels[ns]
+	return l, ok
+}
+
+// interrupted is the diagnostic of a step stopped by its context.
+func interrupted(addr phases.Address, err error) phases.Diagnostics {
+	return phases.Errorf("Step Interrupted", "%s was stopped before it finished: %v.", addr, err)
+}

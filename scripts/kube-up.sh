@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# kube-up.sh: a real Kubernetes API server on loopback for the Helm
+# provider's tests: etcd (Debian's etcd-server), kube-apiserver and
+# kube-controller-manager (built from the module proxy by build-kube.sh),
+# with PodSecurity admission configured as Talos configures it (enforce
+# baseline, audit and warn restricted, kube-system exempt). No kubelet:
+# pods stay Pending. Idempotent.
+#
+#   scripts/kube-up.sh          install, build and start as needed
+#   scripts/kube-up.sh --down   stop what this script started
+#
+# Prints KUBECONFIG=PATH and KUBE_VERSION=... on stdout.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+lab=${KUBE_LAB_DIR:-/var/lib/migrate-lab/kube}
+etcd_port=${KUBE_ETCD_PORT:-23790}
+api_port=${KUBE_API_PORT:-16443}
+version=${KUBE_VERSION:-v1.37.2}
+mkdir -p "$lab/pki" "$lab/run"
+log() { echo "kube-up: $*" >&2; }
+
+stop_pid() { # NAME: TERM, then KILL after a grace period; only our own pid
+	local f="$lab/run/$1.pid"
+	[ -f "$f" ] || return 0
+	local pid; pid=$(cat "$f")
+	if kill -0 "$pid" 2>/dev/null; then
+		kill "$pid" 2>/dev/null || true
+		for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$pid" 2>/dev/null || true
+	fi
+	rm -f "$f"
+}
+if [ "${1:-}" = "--down" ]; then
+	# Controller manager, API server, then etcd: an API server whose etcd
+	# is gone can hang on TERM.
+	stop_pid kube-controller-manager; stop_pid kube-apiserver; stop_pid etcd
+	exit 0
+fi
+alive() { [ -f "$lab/run/$1.pid" ] && [ "$(ps -o stat= -p "$(cat "$lab/run/$1.pid")" 2>/dev/null | cut -c1)" != "Z" ] && kill -0 "$(cat "$lab/run/$1.pid")" 2>/dev/null; }
+
+# 1. etcd from Debian.
+if ! command -v etcd >/dev/null; then
+	log "installing etcd-server"
+	DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends etcd-server >&2
+fi
+# 2. The Kubernetes binaries, built once.
+bin=$("$here/build-kube.sh")
+
+# 3. PKI: a CA, the API server's serving cert for 127.0.0.1, an admin
+#    client cert in system:masters, the service-account key pair.
+pki=$lab/pki
+if [ ! -f "$pki/admin.crt" ]; then
+	log "generating PKI"
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 \
+		-subj "/CN=migrate-lab-ca" -keyout "$pki/ca.key" -out "$pki/ca.crt" 2>/dev/null
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=kube-apiserver" \
+		-keyout "$pki/apiserver.key" -out "$pki/apiserver.csr" 2>/dev/null
+	printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,IP:10.96.0.1\nextendedKeyUsage=serverAuth\n' >"$pki/apiserver.ext"
+	openssl x509 -req -in "$pki/apiserver.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+		-days 3650 -extfile "$pki/apiserver.ext" -out "$pki/apiserver.crt" 2>/dev/null
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/O=system:masters/CN=migrate-admin" \
+		-keyout "$pki/admin.key" -out "$pki/admin.csr" 2>/dev/null
+	printf 'extendedKeyUsage=clientAuth\n' >"$pki/admin.ext"
+	openssl x509 -req -in "$pki/admin.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+		-days 3650 -extfile "$pki/admin.ext" -out "$pki/admin.crt" 2>/dev/null
+	openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
+	openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
+fi
+kubeconfig=$lab/admin.kubeconfig
+b64() { base64 -w0 <"$1"; }
+cat >"$kubeconfig" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: migrate-lab
+  cluster:
+    server: https://127.0.0.1:$api_port
+    certificate-authority-data: $(b64 "$pki/ca.crt")
+users:
+- name: admin
+  user:
+    client-certificate-data: $(b64 "$pki/admin.crt")
+    client-key-data: $(b64 "$pki/admin.key")
+contexts:
+- name: migrate-lab
+  context: {cluster: migrate-lab, user: admin}
+current-context: migrate-lab
+KC
+chmod 600 "$kubeconfig"
+cat >"$lab/admission.yaml" <<ADM
+apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: PodSecurity
+  configuration:
+    apiVersion: pod-security.admission.config.k8s.io/v1
+    kind: PodSecurityConfiguration
+    defaults:
+      enforce: baseline
+      enforce-version: latest
+      audit: restricted
+      audit-version: latest
+      warn: restricted
+      warn-version: latest
+    exemptions:
+      usernames: []
+      runtimeClasses: []
+      namespaces: [kube-system]
+ADM
+
+# 4. Start what is not running.
+if ! alive etcd; then
+	log "starting etcd on 127.0.0.1:$etcd_port"
+	setsid etcd --name migrate-lab --data-dir "$lab/etcd" \
+		--listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+		--listen-peer-urls "http://127.0.0.1:$((etcd_port + 1))" --initial-advertise-peer-urls "http://127.0.0.1:$((etcd_port + 1))" \
+		--initial-cluster "migrate-lab=http://127.0.0.1:$((etcd_port + 1))" \
+		</dev/null >"$lab/run/etcd.log" 2>&1 &
+	echo $! >"$lab/run/etcd.pid"
+fi
+apiserver_args=(
+		--etcd-servers "http://127.0.0.1:$etcd_port"
+		--bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port"
+		--endpoint-reconciler-type=none
+		--tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key"
+		--client-ca-file "$pki/ca.crt"
+		--service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key"
+		--service-account-issuer https://kubernetes.default.svc
+		--service-cluster-ip-range 10.96.0.0/16
+		--authorization-mode RBAC
+		--allow-privileged=true
+		--admission-control-config-file "$lab/admission.yaml"
+)
+# A server started with other flags (an older version of this script) is
+# restarted, so that what runs is what this file says.
+if alive kube-apiserver && [ "$(cat "$lab/run/kube-apiserver.args" 2>/dev/null)" != "${apiserver_args[*]}" ]; then
+	log "restarting kube-apiserver: its flags changed"
+	stop_pid kube-controller-manager; stop_pid kube-apiserver
+fi
+if ! alive kube-apiserver; then
+	log "starting kube-apiserver on 127.0.0.1:$api_port"
+	echo "${apiserver_args[*]}" >"$lab/run/kube-apiserver.args"
+	setsid "$bin/kube-apiserver" "${apiserver_args[@]}" \
+		</dev/null >"$lab/run/kube-apiserver.log" 2>&1 &
+	echo $! >"$lab/run/kube-apiserver.pid"
+fi
+for i in $(seq 120); do
+	if curl -sf --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
+		"https://127.0.0.1:$api_port/readyz" >/dev/null 2>&1; then break; fi
+	if ! alive kube-apiserver; then log "kube-apiserver exited:"; tail -20 "$lab/run/kube-apiserver.log" >&2; exit 1; fi
+	sleep 0.5
+	[ "$i" = 120 ] && { log "kube-apiserver not ready after 60s"; tail -20 "$lab/run/kube-apiserver.log" >&2; exit 1; }
+done
+if ! alive kube-controller-manager; then
+	log "starting kube-controller-manager"
+	setsid "$bin/kube-controller-manager" \
+		--kubeconfig "$kubeconfig" --authentication-kubeconfig "$kubeconfig" --authorization-kubeconfig "$kubeconfig" \
+		--leader-elect=false --bind-address 127.0.0.1 --secure-port 0 \
+		--service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
+		--cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
+		--use-service-account-credentials \
+		</dev/null >"$lab/run/kube-controller-manager.log" 2>&1 &
+	echo $! >"$lab/run/kube-controller-manager.pid"
+fi
+echo "KUBECONFIG=$kubeconfig"
+echo "KUBE_VERSION=$version"
