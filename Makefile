@@ -44,8 +44,10 @@ depcheck:
 	$(GO) test -count=1 -run TestDependencyDirection ./engine/
 
 ## bench: the engine and state figures reported in the issues (see bench/README.md).
-bench:
+bench: services
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./state/ ./providers/local/
+	$(GO) test -run '^$$' -bench 'StopStartCycle|PlanRelease|Evaluate20' -benchtime 5x -count 1 \
+		./providers/incus/ ./providers/incus/incusapi/ ./providers/helm/ ./providers/helm/podsecurity/
 	$(GO) run ./bench/cmd/enginebench
 
 fuzz:

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/secret"
 	"github.com/homelab-migrate/migrate/state"
 )
 
@@ -91,18 +92,18 @@ func (h StateHook) Handle(e Event) error {
 // the event's text and from the record's last error.
 type hooks struct {
 	list     []Hook
-	redactor *redactor
+	redactor *secret.Scrubber
 }
 
 func (h *hooks) emit(e Event) error {
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
-	if h.redactor.active() {
-		e.Message = h.redactor.redact(e.Message)
-		e.Error = h.redactor.redact(e.Error)
+	if h.redactor.Active() {
+		e.Message = h.redactor.Text(e.Message)
+		e.Error = h.redactor.Text(e.Error)
 		if e.Record != nil && e.Record.LastError != "" {
-			e.Record.LastError = h.redactor.redact(e.Record.LastError)
+			e.Record.LastError = h.redactor.Text(e.Record.LastError)
 		}
 	}
 	var first error
@@ -112,4 +113,12 @@ func (h *hooks) emit(e Event) error {
 		}
 	}
 	return first
+}
+
+// newRedactor knows the plain values of the runbook's sensitive variables
+// from the start, and learns sensitive outputs as steps return them.
+func newRedactor(secrets []string) *secret.Scrubber {
+	s := &secret.Scrubber{}
+	s.Add(secrets...)
+	return s
 }

@@ -172,7 +172,7 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 				if !d.HasErrors() {
 					resp := e.provider(c).Plan(ctx, providers.PlanRequest{Type: c.Addr.Type, Addr: c.Addr, Config: cfg, Action: providers.Create})
 					diags = append(diags, withSubject(resp.Diagnostics, c.Range)...)
-					sp.Diff = e.hooks.redactor.redact(resp.Diff)
+					sp.Diff = e.hooks.redactor.Text(resp.Diff)
 				}
 			}
 			pp.Steps = append(pp.Steps, sp)
@@ -186,11 +186,7 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 
 // redactDiags keeps secrets out of diagnostics a provider wrote.
 func (e *Engine) redactDiags(d phases.Diagnostics) phases.Diagnostics {
-	for i := range d {
-		d[i].Summary = e.hooks.redactor.redact(d[i].Summary)
-		d[i].Detail = e.hooks.redactor.redact(d[i].Detail)
-	}
-	return d
+	return e.hooks.redactor.Diags(d)
 }
 
 // planStep decides one step's action. Steps that will change make their
@@ -254,7 +250,7 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 	out.set(s.Addr, cty.DynamicVal)
 	resp := p.Plan(ctx, providers.PlanRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: prior, Action: sp.Action})
 	diags = append(diags, withSubject(resp.Diagnostics, s.Range)...)
-	sp.Diff = e.hooks.redactor.redact(resp.Diff)
+	sp.Diff = e.hooks.redactor.Text(resp.Diff)
 	sp.Planned = resp.Private
 	return sp, diags
 }

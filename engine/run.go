@@ -350,7 +350,7 @@ func (r *stepRunner) apply(s *phases.Step, p providers.Interface, cfg cty.Value,
 }
 
 func (r *stepRunner) succeed(s *phases.Step, rec *state.StepRecord, hash string, resp providers.ApplyResponse, started time.Time) bool {
-	r.e.hooks.redactor.addMarked(resp.Outputs)
+	r.e.hooks.redactor.AddMarked(resp.Outputs)
 	enc, err := encodeOutputs(resp.Outputs)
 	if err != nil {
 		return r.fail(s, rec, fmt.Errorf("recording outputs: %w", err))
@@ -392,7 +392,7 @@ func (r *stepRunner) adopt(s *phases.Step, rec *state.StepRecord, cfg cty.Value,
 		return false
 	}
 	if read.Outputs != cty.NilVal && !read.Outputs.IsNull() {
-		r.e.hooks.redactor.addMarked(read.Outputs)
+		r.e.hooks.redactor.AddMarked(read.Outputs)
 		r.out.set(s.Addr, read.Outputs)
 	}
 	return true
@@ -406,7 +406,7 @@ func (r *stepRunner) refreshOutputs(s *phases.Step, p providers.Interface, cfg c
 	}
 	read := p.Read(r.cancel, providers.ReadRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec)})
 	if read.Observation == providers.Present && read.Outputs != cty.NilVal && !read.Outputs.IsNull() {
-		r.e.hooks.redactor.addMarked(read.Outputs)
+		r.e.hooks.redactor.AddMarked(read.Outputs)
 		r.out.set(s.Addr, read.Outputs)
 	}
 }

@@ -1,20 +1,17 @@
 package helm
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
-	"sort"
-	"strings"
-	"sync"
 
 	"github.com/zclconf/go-cty/cty"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/secret"
 )
 
 // settings is the evaluated provider block. The kubeconfig is only a path
@@ -44,7 +41,7 @@ func configure(req providers.ConfigureRequest) (*settings, phases.Diagnostics) {
 	if !validLevel(s.defaultPSS) {
 		c.errorf("Invalid PodSecurity Level", "default_pod_security of %s must be \"privileged\", \"baseline\" or \"restricted\", not %q.", c.what, s.defaultPSS)
 	}
-	return s, c.scrub.diags(c.diags)
+	return s, c.scrub.Diags(c.diags)
 }
 
 // abs resolves a path against the runbook directory.
@@ -68,11 +65,11 @@ type call struct {
 }
 
 func newCall(s *settings, addr phases.Address, cfg cty.Value, log io.Writer) *call {
-	c := &call{s: s, addr: addr, what: addr.String(), scrub: &scrubber{}}
+	c := &call{s: s, addr: addr, what: addr.String(), scrub: &scrubber{Min: minSecret}}
 	if cfg == cty.NilVal {
 		cfg = cty.NullVal(cty.DynamicPseudoType)
 	}
-	c.scrub.addMarked(cfg)
+	c.scrub.AddMarked(cfg)
 	c.cfg, _ = cfg.UnmarkDeep()
 	c.log = newLogWriter(log, c.scrub)
 	return c
@@ -229,134 +226,14 @@ func (c *call) object(name string) (map[string]any, bool) {
 	return out, true
 }
 
+// scrubber replaces secrets in text: every sensitive value of the call.
+type scrubber = secret.Scrubber
+
+// logWriter is the step's log with secrets scrubbed, line by line.
+type logWriter = secret.Writer
+
+func newLogWriter(w io.Writer, s *scrubber) *logWriter { return secret.NewWriter(w, s) }
+
 // minSecret is the shortest string worth scrubbing: shorter ones appear in
 // text by chance.
 const minSecret = 4
-
-// scrubber replaces secrets in text: every sensitive value of the call.
-type scrubber struct {
-	mu   sync.Mutex
-	list []string
-	rep  *strings.Replacer
-}
-
-func (s *scrubber) add(secrets ...string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	changed := false
-	for _, x := range secrets {
-		if len(strings.TrimSpace(x)) < minSecret {
-			continue
-		}
-		dup := false
-		for _, y := range s.list {
-			if y == x {
-				dup = true
-				break
-			}
-		}
-		if !dup {
-			s.list = append(s.list, x)
-			changed = true
-		}
-	}
-	if changed {
-		sort.Slice(s.list, func(i, j int) bool { return len(s.list[i]) > len(s.list[j]) })
-		pairs := make([]string, 0, 2*len(s.list))
-		for _, x := range s.list {
-			pairs = append(pairs, x, phases.Redacted)
-		}
-		s.rep = strings.NewReplacer(pairs...)
-	}
-}
-
-// addMarked adds every string inside a value marked sensitive.
-func (s *scrubber) addMarked(v cty.Value) {
-	var found []string
-	_ = cty.Walk(v, func(_ cty.Path, x cty.Value) (bool, error) {
-		if !x.HasMark(phases.SensitiveMark) {
-			return true, nil
-		}
-		plain, _ := x.UnmarkDeep()
-		_ = cty.Walk(plain, func(_ cty.Path, y cty.Value) (bool, error) {
-			if y.IsKnown() && !y.IsNull() {
-				switch y.Type() {
-				case cty.String:
-					found = append(found, y.AsString())
-				case cty.Number:
-					found = append(found, y.AsBigFloat().Text('f', -1))
-				}
-			}
-			return true, nil
-		})
-		return true, nil
-	})
-	s.add(found...)
-}
-
-func (s *scrubber) text(t string) string {
-	if t == "" {
-		return t
-	}
-	s.mu.Lock()
-	rep := s.rep
-	s.mu.Unlock()
-	if rep == nil {
-		return t
-	}
-	return rep.Replace(t)
-}
-
-func (s *scrubber) diags(d phases.Diagnostics) phases.Diagnostics {
-	for i := range d {
-		d[i].Summary = s.text(d[i].Summary)
-		d[i].Detail = s.text(d[i].Detail)
-	}
-	return d
-}
-
-// logWriter is the step's log with secrets scrubbed, line by line.
-type logWriter struct {
-	mu    sync.Mutex
-	w     io.Writer
-	buf   []byte
-	scrub *scrubber
-}
-
-func newLogWriter(w io.Writer, s *scrubber) *logWriter {
-	if w == nil {
-		w = io.Discard
-	}
-	return &logWriter{w: w, scrub: s}
-}
-
-func (l *logWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
-	for {
-		i := bytes.IndexByte(l.buf, '\n')
-		if i < 0 {
-			break
-		}
-		line := string(l.buf[:i+1])
-		l.buf = l.buf[i+1:]
-		_, _ = io.WriteString(l.w, l.scrub.text(line))
-	}
-	return len(p), nil
-}
-
-// Printf writes one line.
-func (l *logWriter) Printf(format string, args ...any) {
-	fmt.Fprintf(l, format+"\n", args...)
-}
-
-// Flush writes what is left without a newline.
-func (l *logWriter) Flush() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.buf) > 0 {
-		_, _ = io.WriteString(l.w, l.scrub.text(string(l.buf)))
-		l.buf = nil
-	}
-}

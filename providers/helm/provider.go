@@ -138,11 +138,11 @@ func (p *Provider) Read(ctx context.Context, req providers.ReadRequest) provider
 	case Release:
 		r = p.readRelease(ctx, c, req)
 	}
-	r.Detail = c.scrub.text(r.Detail)
+	r.Detail = c.scrub.Text(r.Detail)
 	if r.Inverse != nil {
-		r.Inverse.Description = c.scrub.text(r.Inverse.Description)
+		r.Inverse.Description = c.scrub.Text(r.Inverse.Description)
 	}
-	r.Diagnostics = c.scrub.diags(append(c.diags, r.Diagnostics...))
+	r.Diagnostics = c.scrub.Diags(append(c.diags, r.Diagnostics...))
 	return r
 }
 
@@ -163,8 +163,8 @@ func (p *Provider) Plan(ctx context.Context, req providers.PlanRequest) provider
 	case Release:
 		r = p.planRelease(ctx, c, req)
 	}
-	r.Diff = c.scrub.text(r.Diff)
-	r.Diagnostics = c.scrub.diags(append(c.diags, r.Diagnostics...))
+	r.Diff = c.scrub.Text(r.Diff)
+	r.Diagnostics = c.scrub.Diags(append(c.diags, r.Diagnostics...))
 	return r
 }
 
@@ -194,11 +194,11 @@ func (p *Provider) Apply(ctx context.Context, req providers.ApplyRequest) provid
 		r.Outputs = cty.NullVal(cty.Object(schema.StepTypes[req.Type].Outputs))
 	}
 	if r.Inverse != nil {
-		r.Inverse.Description = c.scrub.text(r.Inverse.Description)
-		r.Inverse.Data = []byte(c.scrub.text(string(r.Inverse.Data)))
+		r.Inverse.Description = c.scrub.Text(r.Inverse.Description)
+		r.Inverse.Data = []byte(c.scrub.Text(string(r.Inverse.Data)))
 	}
-	r.Private = []byte(c.scrub.text(string(r.Private)))
-	r.Diagnostics = c.scrub.diags(append(c.diags, r.Diagnostics...))
+	r.Private = []byte(c.scrub.Text(string(r.Private)))
+	r.Diagnostics = c.scrub.Diags(append(c.diags, r.Diagnostics...))
 	return r
 }
 
@@ -220,7 +220,7 @@ func (p *Provider) Revert(ctx context.Context, req providers.RevertRequest) prov
 	case Release:
 		r = p.revertRelease(ctx, c, req)
 	}
-	r.Diagnostics = c.scrub.diags(append(c.diags, r.Diagnostics...))
+	r.Diagnostics = c.scrub.Diags(append(c.diags, r.Diagnostics...))
 	return r
 }
 

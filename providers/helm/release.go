@@ -522,7 +522,7 @@ func (c *call) scrubOldValues(st *releaseStep, base *release.Release) {
 		}
 		if cur != nil {
 			if _, isMap := cur.(map[string]any); !isMap {
-				c.scrub.add(fmt.Sprint(cur))
+				c.scrub.Add(fmt.Sprint(cur))
 			}
 		}
 	}

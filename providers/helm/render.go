@@ -53,7 +53,7 @@ func (c *call) decodeRelease() (*releaseStep, bool) {
 	st.sensitive, k = c.strMap("set_sensitive")
 	and(k)
 	for _, v := range st.sensitive {
-		c.scrub.add(v)
+		c.scrub.Add(v)
 	}
 	st.createNamespace, k = c.boolean("create_namespace")
 	and(k)

@@ -5,15 +5,14 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
-	"sync"
 
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
+	"github.com/homelab-migrate/migrate/secret"
 )
 
 // settings is the evaluated provider block.
@@ -172,7 +171,7 @@ type decoder struct {
 }
 
 func newDecoder(addr phases.Address, cfg cty.Value) *decoder {
-	d := &decoder{addr: addr, what: addr.String(), scrub: &scrubber{}}
+	d := &decoder{addr: addr, what: addr.String(), scrub: &scrubber{Min: minSecret}}
 	if cfg == cty.NilVal {
 		cfg = cty.NullVal(cty.DynamicPseudoType)
 	}
@@ -186,7 +185,7 @@ func newDecoder(addr phases.Address, cfg cty.Value) *decoder {
 		}
 		d.sens = append(d.sens, pm.Path)
 		if mv, err := pm.Path.Apply(v); err == nil {
-			d.scrub.addValue(mv)
+			d.scrub.AddValue(mv)
 		}
 	}
 	d.obj = v
@@ -440,83 +439,8 @@ func (d *decoder) devMap(name string) (map[string]map[string]string, bool) {
 }
 
 // scrubber replaces sensitive strings in text.
-type scrubber struct {
-	mu   sync.Mutex
-	list []string
-	rep  *strings.Replacer
-}
+type scrubber = secret.Scrubber
 
 // minSecret is the shortest string worth scrubbing from free text; shorter
 // sensitive values are kept out of text by the renderers themselves.
 const minSecret = 4
-
-func (s *scrubber) addValue(v cty.Value) {
-	if !v.IsKnown() || v.IsNull() {
-		return
-	}
-	ty := v.Type()
-	switch {
-	case ty == cty.String:
-		s.add(v.AsString())
-	case ty == cty.Number:
-		s.add(v.AsBigFloat().Text('f', -1))
-	case ty.IsListType() || ty.IsSetType() || ty.IsTupleType() || ty.IsMapType() || ty.IsObjectType():
-		for it := v.ElementIterator(); it.Next(); {
-			_, e := it.Element()
-			s.addValue(e)
-		}
-	}
-}
-
-func (s *scrubber) add(secrets ...string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	changed := false
-	for _, x := range secrets {
-		if len(strings.TrimSpace(x)) < minSecret {
-			continue
-		}
-		forms := []string{x}
-		if q := fmt.Sprintf("%q", x); q[1:len(q)-1] != x {
-			forms = append(forms, q[1:len(q)-1]) // as it appears inside JSON or %q
-		}
-		for _, f := range forms {
-			dup := false
-			for _, y := range s.list {
-				if y == f {
-					dup = true
-					break
-				}
-			}
-			if !dup {
-				s.list = append(s.list, f)
-				changed = true
-			}
-		}
-	}
-	if changed {
-		sort.Slice(s.list, func(i, j int) bool { return len(s.list[i]) > len(s.list[j]) })
-		pairs := make([]string, 0, 2*len(s.list))
-		for _, x := range s.list {
-			pairs = append(pairs, x, phases.Redacted)
-		}
-		s.rep = strings.NewReplacer(pairs...)
-	}
-}
-
-func (s *scrubber) text(t string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.rep == nil {
-		return t
-	}
-	return s.rep.Replace(t)
-}
-
-func (s *scrubber) diags(ds phases.Diagnostics) phases.Diagnostics {
-	for i := range ds {
-		ds[i].Summary = s.text(ds[i].Summary)
-		ds[i].Detail = s.text(ds[i].Detail)
-	}
-	return ds
-}

@@ -190,12 +190,12 @@ func (p *Provider) begin(typ string, addr phases.Address, cfg cty.Value, log io.
 
 // logf writes a line to the step's log, scrubbed.
 func (c *call) logf(format string, args ...any) {
-	fmt.Fprintln(c.log, c.scrub.text(fmt.Sprintf(format, args...)))
+	fmt.Fprintln(c.log, c.scrub.Text(fmt.Sprintf(format, args...)))
 }
 
 // finish scrubs what leaves the provider.
 func (c *call) finish(diags phases.Diagnostics) phases.Diagnostics {
-	return c.scrub.diags(append(c.diags, diags...))
+	return c.scrub.Diags(append(c.diags, diags...))
 }
 
 // apiErr turns a client error into a diagnostic a person can act on.
@@ -237,7 +237,7 @@ func (p *Provider) Read(ctx context.Context, req providers.ReadRequest) provider
 	case Snapshot:
 		r = c.readSnapshot(ctx, req)
 	}
-	r.Detail = c.scrub.text(r.Detail)
+	r.Detail = c.scrub.Text(r.Detail)
 	if r.Inverse != nil {
 		c.scrubInverse(r.Inverse)
 	}
@@ -260,8 +260,8 @@ func (p *Provider) Plan(ctx context.Context, req providers.PlanRequest) provider
 	case Snapshot:
 		r = c.planSnapshot(ctx, req)
 	}
-	r.Diff = c.scrub.text(r.Diff)
-	r.Private = json.RawMessage(c.scrub.text(string(r.Private)))
+	r.Diff = c.scrub.Text(r.Diff)
+	r.Private = json.RawMessage(c.scrub.Text(string(r.Private)))
 	if len(r.Private) == 0 {
 		r.Private = nil
 	}
@@ -295,7 +295,7 @@ func (p *Provider) Apply(ctx context.Context, req providers.ApplyRequest) provid
 		c.scrubInverse(r.Inverse)
 	}
 	if len(r.Private) > 0 {
-		r.Private = json.RawMessage(c.scrub.text(string(r.Private)))
+		r.Private = json.RawMessage(c.scrub.Text(string(r.Private)))
 	}
 	r.Diagnostics = c.finish(r.Diagnostics)
 	return r
@@ -329,9 +329,9 @@ func outputType(typ string) cty.Type {
 }
 
 func (c *call) scrubInverse(inv *providers.Inverse) {
-	inv.Description = c.scrub.text(inv.Description)
+	inv.Description = c.scrub.Text(inv.Description)
 	if len(inv.Data) > 0 {
-		inv.Data = json.RawMessage(c.scrub.text(string(inv.Data)))
+		inv.Data = json.RawMessage(c.scrub.Text(string(inv.Data)))
 	}
 }
 

@@ -50,7 +50,7 @@ type settings struct {
 }
 
 func configure(req providers.ConfigureRequest) (*settings, phases.Diagnostics) {
-	s := &settings{name: req.Name, dir: req.Dir, scrub: &scrubber{}}
+	s := &settings{name: req.Name, dir: req.Dir, scrub: newScrubber()}
 	if s.dir != "" {
 		if abs, err := filepath.Abs(s.dir); err == nil {
 			s.dir = abs
@@ -83,13 +83,13 @@ func configure(req providers.ConfigureRequest) (*settings, phases.Diagnostics) {
 	talosconfigPath, _ := c.str("talosconfig", "")
 	secretsPath, _ := c.str("secrets", "")
 	diags = append(diags, c.diags...)
-	s.scrub.add(c.scrub.list...)
+	s.scrub.Merge(c.scrub)
 
 	// The age identity first: the other files may need it.
 	s.identity, s.recipient, s.noKeyWhy = loadIdentity(s.abs(identityPath), errf)
 	if s.identity != nil {
 		if x, ok := s.identity.(fmt.Stringer); ok {
-			s.scrub.add(x.String())
+			s.scrub.Add(x.String())
 		}
 	}
 
@@ -102,9 +102,9 @@ func configure(req providers.ConfigureRequest) (*settings, phases.Diagnostics) {
 		} else {
 			s.talosconfig = tc
 			for _, ctx := range tc.Contexts {
-				s.scrub.add(ctx.Key)
+				s.scrub.Add(ctx.Key)
 				if k, err := base64.StdEncoding.DecodeString(ctx.Key); err == nil {
-					s.scrub.addPEM(k)
+					addPEM(s.scrub, k)
 				}
 			}
 			name := s.contextName
@@ -137,7 +137,7 @@ func configure(req providers.ConfigureRequest) (*settings, phases.Diagnostics) {
 			errf("Invalid Secrets Bundle", "The secrets bundle %s cannot be used: %v.", secretsPath, err)
 		} else {
 			s.bundle = bundle
-			s.scrub.addBundle(bundle)
+			addBundle(s.scrub, bundle)
 		}
 	}
 
@@ -273,14 +273,14 @@ type call struct {
 }
 
 func newCall(s *settings, addr phases.Address, cfg cty.Value, log interface{ Write([]byte) (int, error) }) *call {
-	c := &call{s: s, addr: addr, what: addr.String(), scrub: &scrubber{}}
+	c := &call{s: s, addr: addr, what: addr.String(), scrub: newScrubber()}
 	if s != nil && s.scrub != nil {
-		c.scrub.add(s.scrub.list...)
+		c.scrub.Merge(s.scrub)
 	}
 	if cfg == cty.NilVal {
 		cfg = cty.NullVal(cty.DynamicPseudoType)
 	}
-	c.scrub.addMarked(cfg)
+	c.scrub.AddMarked(cfg)
 	c.cfg, _ = cfg.UnmarkDeep()
 	c.log = newLogWriter(log, c.scrub)
 	return c

@@ -128,7 +128,7 @@ func (p *Provider) Schema() phases.Schema { return schema }
 func (p *Provider) Configure(_ context.Context, req providers.ConfigureRequest) providers.ConfigureResponse {
 	cfg, diags := configure(req)
 	p.cfg, p.cfgDiags = cfg, diags
-	return providers.ConfigureResponse{Diagnostics: cfg.scrub.diags(diags)}
+	return providers.ConfigureResponse{Diagnostics: cfg.scrub.Diags(diags)}
 }
 
 func unsupported(typ string) phases.Diagnostics {
@@ -170,8 +170,8 @@ func (p *Provider) Read(ctx context.Context, req providers.ReadRequest) provider
 	case Upgrade:
 		r = p.readUpgrade(ctx, c, req)
 	}
-	r.Detail = c.scrub.text(r.Detail)
-	r.Diagnostics = c.scrub.diags(append(c.diags, r.Diagnostics...))
+	r.Detail = c.scrub.Text(r.Detail)
+	r.Diagnostics = c.scrub.Diags(append(c.diags, r.Diagnostics...))
 	return r
 }
 
@@ -200,8 +200,8 @@ func (p *Provider) Plan(ctx context.Context, req providers.PlanRequest) provider
 	case Upgrade:
 		r = p.planUpgrade(ctx, c)
 	}
-	r.Diff = c.scrub.text(r.Diff)
-	r.Diagnostics = c.scrub.diags(append(c.diags, r.Diagnostics...))
+	r.Diff = c.scrub.Text(r.Diff)
+	r.Diagnostics = c.scrub.Diags(append(c.diags, r.Diagnostics...))
 	return r
 }
 
@@ -239,9 +239,9 @@ func (p *Provider) Apply(ctx context.Context, req providers.ApplyRequest) provid
 		r.Outputs = cty.EmptyObjectVal
 	}
 	if r.Inverse != nil {
-		r.Inverse.Description = c.scrub.text(r.Inverse.Description)
+		r.Inverse.Description = c.scrub.Text(r.Inverse.Description)
 	}
-	r.Diagnostics = c.scrub.diags(append(c.diags, r.Diagnostics...))
+	r.Diagnostics = c.scrub.Diags(append(c.diags, r.Diagnostics...))
 	return r
 }
 
@@ -265,7 +265,7 @@ func (p *Provider) Revert(ctx context.Context, req providers.RevertRequest) prov
 	case Upgrade:
 		r = p.revertUpgrade(ctx, c, req)
 	}
-	r.Diagnostics = c.scrub.diags(append(c.diags, r.Diagnostics...))
+	r.Diagnostics = c.scrub.Diags(append(c.diags, r.Diagnostics...))
 	return r
 }
 
@@ -311,11 +311,11 @@ func (p *Provider) InputDigest(_ context.Context, req providers.DigestRequest) p
 		return providers.DigestResponse{Unknown: true}
 	}
 	if c.diags.HasErrors() {
-		return providers.DigestResponse{Diagnostics: c.scrub.diags(c.diags)}
+		return providers.DigestResponse{Diagnostics: c.scrub.Diags(c.diags)}
 	}
 	r, diags := c.render(st.role, st.patches)
 	if diags.HasErrors() {
-		return providers.DigestResponse{Diagnostics: c.scrub.diags(diags)}
+		return providers.DigestResponse{Diagnostics: c.scrub.Diags(diags)}
 	}
 	return providers.DigestResponse{Digest: r.hash}
 }

@@ -3,20 +3,17 @@ package talos
 import (
 	"bytes"
 	"encoding/base64"
-	"fmt"
 	"io"
 	"os"
 	"regexp"
-	"sort"
 	"strings"
-	"sync"
 
 	"filippo.io/age"
 	"filippo.io/age/armor"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
-	"github.com/zclconf/go-cty/cty"
 
 	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/secret"
 )
 
 // IdentityEnv names the environment variable holding an age identity
@@ -105,131 +102,58 @@ func loadIdentity(path string, errf func(summary, format string, args ...any)) (
 }
 
 // scrubber replaces secrets in text: the secrets bundle's keys and tokens,
-// the talosconfig's key, the age identity, and the step's sensitive values.
-type scrubber struct {
-	mu   sync.Mutex
-	list []string
-	rep  *strings.Replacer
-}
+// the talosconfig's key, the age identity, and the step's sensitive values;
+// its Filter also blanks the values of secret fields in YAML.
+type scrubber = secret.Scrubber
 
 // minSecret is the shortest string worth scrubbing: shorter ones appear in
 // text by chance.
 const minSecret = 6
 
-func (s *scrubber) add(secrets ...string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	changed := false
-	for _, x := range secrets {
-		x = strings.TrimSpace(x)
-		if len(x) < minSecret {
-			continue
-		}
-		dup := false
-		for _, y := range s.list {
-			if y == x {
-				dup = true
-				break
-			}
-		}
-		if !dup {
-			s.list = append(s.list, x)
-			changed = true
-		}
-	}
-	if changed {
-		sort.Slice(s.list, func(i, j int) bool { return len(s.list[i]) > len(s.list[j]) })
-		pairs := make([]string, 0, 2*len(s.list))
-		for _, x := range s.list {
-			pairs = append(pairs, x, phases.Redacted)
-		}
-		s.rep = strings.NewReplacer(pairs...)
-	}
-}
+func newScrubber() *scrubber { return &scrubber{Min: minSecret, Filter: redactSecretLines} }
 
 // addPEM adds a PEM key in every form it may be shown: base64 of the whole
 // PEM (as in a machine config) and the lines of its body.
-func (s *scrubber) addPEM(pem []byte) {
+func addPEM(s *scrubber, pem []byte) {
 	if len(pem) == 0 {
 		return
 	}
-	s.add(base64.StdEncoding.EncodeToString(pem))
+	s.Add(base64.StdEncoding.EncodeToString(pem))
 	for _, line := range strings.Split(string(pem), "\n") {
 		if !strings.HasPrefix(line, "-----") {
-			s.add(line)
+			s.Add(strings.TrimSpace(line))
 		}
 	}
 }
 
 // addBundle adds every secret of a secrets bundle; certificates stay.
-func (s *scrubber) addBundle(b *secrets.Bundle) {
+func addBundle(s *scrubber, b *secrets.Bundle) {
 	if b.Cluster != nil {
-		s.add(b.Cluster.Secret)
+		s.Add(b.Cluster.Secret)
 	}
 	if b.Secrets != nil {
-		s.add(b.Secrets.BootstrapToken, b.Secrets.AESCBCEncryptionSecret, b.Secrets.SecretboxEncryptionSecret)
+		s.Add(b.Secrets.BootstrapToken, b.Secrets.AESCBCEncryptionSecret, b.Secrets.SecretboxEncryptionSecret)
 	}
 	if b.TrustdInfo != nil {
-		s.add(b.TrustdInfo.Token)
+		s.Add(b.TrustdInfo.Token)
 	}
 	if c := b.Certs; c != nil {
 		if c.Etcd != nil {
-			s.addPEM(c.Etcd.Key)
+			addPEM(s, c.Etcd.Key)
 		}
 		if c.K8s != nil {
-			s.addPEM(c.K8s.Key)
+			addPEM(s, c.K8s.Key)
 		}
 		if c.K8sAggregator != nil {
-			s.addPEM(c.K8sAggregator.Key)
+			addPEM(s, c.K8sAggregator.Key)
 		}
 		if c.K8sServiceAccount != nil {
-			s.addPEM(c.K8sServiceAccount.Key)
+			addPEM(s, c.K8sServiceAccount.Key)
 		}
 		if c.OS != nil {
-			s.addPEM(c.OS.Key)
+			addPEM(s, c.OS.Key)
 		}
 	}
-}
-
-// addMarked adds every string of v marked sensitive.
-func (s *scrubber) addMarked(v cty.Value) {
-	var found []string
-	_ = cty.Walk(v, func(_ cty.Path, x cty.Value) (bool, error) {
-		if !x.HasMark(phases.SensitiveMark) {
-			return true, nil
-		}
-		plain, _ := x.UnmarkDeep()
-		_ = cty.Walk(plain, func(_ cty.Path, y cty.Value) (bool, error) {
-			if y.Type() == cty.String && y.IsKnown() && !y.IsNull() {
-				found = append(found, y.AsString())
-			}
-			return true, nil
-		})
-		return true, nil
-	})
-	s.add(found...)
-}
-
-// text scrubs known secrets and lines that carry secret fields.
-func (s *scrubber) text(t string) string {
-	if t == "" {
-		return t
-	}
-	s.mu.Lock()
-	rep := s.rep
-	s.mu.Unlock()
-	if rep != nil {
-		t = rep.Replace(t)
-	}
-	return redactSecretLines(t)
-}
-
-func (s *scrubber) diags(d phases.Diagnostics) phases.Diagnostics {
-	for i := range d {
-		d[i].Summary = s.text(d[i].Summary)
-		d[i].Detail = s.text(d[i].Detail)
-	}
-	return d
 }
 
 // secretLine matches a YAML (or diff of YAML) line whose key holds a
@@ -243,47 +167,6 @@ func redactSecretLines(t string) string {
 }
 
 // logWriter is the step's log with secrets scrubbed, line by line.
-type logWriter struct {
-	mu    sync.Mutex
-	w     io.Writer
-	buf   []byte
-	scrub *scrubber
-}
+type logWriter = secret.Writer
 
-func newLogWriter(w io.Writer, s *scrubber) *logWriter {
-	if w == nil {
-		w = io.Discard
-	}
-	return &logWriter{w: w, scrub: s}
-}
-
-func (l *logWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
-	for {
-		i := bytes.IndexByte(l.buf, '\n')
-		if i < 0 {
-			break
-		}
-		line := string(l.buf[:i+1])
-		l.buf = l.buf[i+1:]
-		_, _ = io.WriteString(l.w, l.scrub.text(line))
-	}
-	return len(p), nil
-}
-
-// Printf writes one line.
-func (l *logWriter) Printf(format string, args ...any) {
-	fmt.Fprintf(l, format+"\n", args...)
-}
-
-// Flush writes what is left without a newline.
-func (l *logWriter) Flush() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.buf) > 0 {
-		_, _ = io.WriteString(l.w, l.scrub.text(string(l.buf)))
-		l.buf = nil
-	}
-}
+func newLogWriter(w io.Writer, s *scrubber) *logWriter { return secret.NewWriter(w, s) }

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"testing"
 	"time"
 )
@@ -82,47 +81,4 @@ func BenchmarkStopStartCycle(b *testing.B) {
 			}
 		}
 	})
-}
-
-// TestStopStartCycleVsCLI runs 5 interleaved cycles of each and requires the
-// client not to be slower than the CLI (medians).
-func TestStopStartCycleVsCLI(t *testing.T) {
-	c := socketClient(t)
-	name := cycleContainer(t, c)
-	const n = 5
-	var cl, cli []time.Duration
-	for i := range n {
-		run := []func(){
-			func() {
-				start := time.Now()
-				if err := clientCycle(c, name); err != nil {
-					t.Fatalf("client cycle: %v", err)
-				}
-				cl = append(cl, time.Since(start))
-			},
-			func() {
-				start := time.Now()
-				if err := cliCycle(name); err != nil {
-					t.Fatalf("cli cycle: %v", err)
-				}
-				cli = append(cli, time.Since(start))
-			},
-		}
-		if i%2 == 1 {
-			run[0], run[1] = run[1], run[0]
-		}
-		run[0]()
-		run[1]()
-	}
-	median := func(d []time.Duration) time.Duration {
-		s := append([]time.Duration(nil), d...)
-		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-		return s[len(s)/2]
-	}
-	mc, mcli := median(cl), median(cli)
-	t.Logf("stop+start cycle over %d interleaved runs: client median %v %v, incus CLI median %v %v, ratio client/CLI %.2f",
-		n, mc.Round(time.Millisecond), cl, mcli.Round(time.Millisecond), cli, float64(mc)/float64(mcli))
-	if mc > mcli {
-		t.Errorf("the client's stop+start (%v) is slower than the incus CLI's (%v)", mc, mcli)
-	}
 }

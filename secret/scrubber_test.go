@@ -1,0 +1,92 @@
+package secret_test
+
+import (
+	"bytes"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/secret"
+)
+
+func TestScrubberReplacesLongestFirstAndQuotedForms(t *testing.T) {
+	t.Parallel()
+	var s secret.Scrubber
+	if s.Active() || s.Text("nothing") != "nothing" {
+		t.Fatal("an empty scrubber changes text")
+	}
+	s.Add("abc", "abcdef", `q"uote`, "")
+	got := s.Text(`token=abcdef other=abc json={"v":"q\"uote"}`)
+	want := `token=(sensitive value) other=(sensitive value) json={"v":"(sensitive value)"}`
+	if got != want {
+		t.Errorf("Text = %q\nwant   %q", got, want)
+	}
+}
+
+func TestScrubberMinAndFilter(t *testing.T) {
+	t.Parallel()
+	s := secret.Scrubber{Min: 4, Filter: strings.ToUpper}
+	s.Add("ab", "long-secret")
+	if got := s.Text("ab long-secret"); got != "AB (SENSITIVE VALUE)" {
+		t.Errorf("Text = %q", got)
+	}
+}
+
+func TestMarkedFindsOnlyMarkedLeaves(t *testing.T) {
+	t.Parallel()
+	v := cty.ObjectVal(map[string]cty.Value{
+		"plain": cty.StringVal("visible"),
+		"token": cty.StringVal("hidden-token").Mark(phases.SensitiveMark),
+		"nested": cty.TupleVal([]cty.Value{
+			cty.StringVal("also-visible"),
+			cty.NumberIntVal(424242).Mark(phases.SensitiveMark),
+		}),
+		"whole": cty.MapVal(map[string]cty.Value{"k": cty.StringVal("map-secret")}).Mark(phases.SensitiveMark),
+	})
+	got := strings.Join(secret.Marked(v), ",")
+	for _, want := range []string{"hidden-token", "424242", "map-secret"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Marked = %s, lacks %s", got, want)
+		}
+	}
+	if strings.Contains(got, "visible") {
+		t.Errorf("Marked = %s includes unmarked values", got)
+	}
+	var s secret.Scrubber
+	s.AddMarked(v)
+	if s.Text("hidden-token visible") != "(sensitive value) visible" {
+		t.Errorf("AddMarked did not learn the marked value")
+	}
+}
+
+func TestWriterCatchesSecretsSplitAcrossWrites(t *testing.T) {
+	t.Parallel()
+	var s secret.Scrubber
+	s.Add("CANARY-123")
+	var out bytes.Buffer
+	w := secret.NewWriter(&out, &s)
+	w.Write([]byte("logging in with CAN"))
+	w.Write([]byte("ARY-123\nand a last line CANARY-123"))
+	w.Flush()
+	if strings.Contains(out.String(), "CANARY") || !strings.Contains(out.String(), "and a last line (sensitive value)") {
+		t.Errorf("output = %q", out.String())
+	}
+}
+
+func TestScrubberIsSafeForConcurrentUse(t *testing.T) {
+	t.Parallel()
+	var s secret.Scrubber
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.Add(strings.Repeat("x", 5+i))
+			_ = s.Text("some text xxxxxxxx")
+		}()
+	}
+	wg.Wait()
+}
