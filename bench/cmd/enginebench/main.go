@@ -20,6 +20,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -216,6 +217,7 @@ func (b *bench) checkpoints() error {
 	b.add(row{fmt.Sprintf("  time per step, last %d steps", k), last.String(), "", ""})
 	b.add(row{"  last / first", fmt.Sprintf("%.2f", growth), "no growth (~1, < 1.5)", verdict(growth < 1.5)})
 	b.add(row{fmt.Sprintf("peak RSS, migrate run of %d steps", b.waits), mib(res.maxrss), "< 150 MiB", verdict(res.maxrss < 150<<20)})
+	b.add(row{"  of which anonymous (heap, stacks; without the executable's own pages)", mib(res.maxanon), "", ""})
 	return nil
 }
 
@@ -247,13 +249,18 @@ func (b *bench) plan() error {
 		return err
 	}
 	b.add(row{fmt.Sprintf("peak RSS, migrate plan of %d exec steps (took %s)", b.rssSteps, secs(res.wall)), mib(res.maxrss), "< 150 MiB", verdict(res.maxrss < 150<<20)})
+	b.add(row{"  of which anonymous", mib(res.maxanon), "", ""})
 	return nil
 }
 
 type result struct {
 	wall   time.Duration
 	maxrss int64 // bytes
-	stdout []byte
+	// maxanon is the peak of the process's anonymous memory (RssAnon,
+	// sampled every 10 ms): its own heap and stacks, without the pages of
+	// the executable that maxrss also counts.
+	maxanon int64
+	stdout  []byte
 }
 
 // migrate runs the built binary and measures it.
@@ -267,15 +274,50 @@ func runCmd(dir string, env []string, name string, args ...string) (result, erro
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	start := time.Now()
-	err := cmd.Run()
-	res := result{wall: time.Since(start), stdout: out.Bytes()}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && cmd.ProcessState != nil {
+	err := cmd.Start()
+	var anon atomic.Int64
+	if err == nil {
+		done := make(chan struct{})
+		go sampleAnon(cmd.Process.Pid, &anon, done)
+		err = cmd.Wait()
+		close(done)
+	}
+	res := result{wall: time.Since(start), stdout: out.Bytes(), maxanon: anon.Load()}
+	if cmd.ProcessState == nil {
+		return res, fmt.Errorf("%s: %w", filepath.Base(name), err)
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		res.maxrss = ru.Maxrss << 10 // KiB on Linux
 	}
 	if err != nil {
 		return res, fmt.Errorf("%s %s: %w\n%s%s", filepath.Base(name), strings.Join(args, " "), err, tail(out.Bytes()), tail(errb.Bytes()))
 	}
 	return res, nil
+}
+
+// sampleAnon records the peak RssAnon of pid until done is closed.
+func sampleAnon(pid int, peak *atomic.Int64, done <-chan struct{}) {
+	path := fmt.Sprintf("/proc/%d/status", pid)
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if b, err := os.ReadFile(path); err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+					var kib int64
+					fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kib)
+					if kib<<10 > peak.Load() {
+						peak.Store(kib << 10)
+					}
+				}
+			}
+		}
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+	}
 }
 
 func checkLog(path string, want int) error {
