@@ -11,6 +11,7 @@ import (
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/attrs"
 	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
 	"github.com/homelab-migrate/migrate/secret"
 )
@@ -238,26 +239,7 @@ func (d *decoder) known() bool { return d.obj.IsKnown() && !d.obj.IsNull() }
 
 // get returns an attribute: null when absent, unknown when the block is.
 func (d *decoder) get(name string) cty.Value {
-	o := d.obj
-	if !o.IsKnown() {
-		return cty.DynamicVal
-	}
-	if o.IsNull() {
-		return cty.NullVal(cty.DynamicPseudoType)
-	}
-	ty := o.Type()
-	switch {
-	case ty.IsObjectType():
-		if !ty.HasAttribute(name) {
-			return cty.NullVal(cty.DynamicPseudoType)
-		}
-		return o.GetAttr(name)
-	case ty.IsMapType():
-		if k := cty.StringVal(name); o.HasIndex(k).True() {
-			return o.Index(k)
-		}
-	}
-	return cty.NullVal(cty.DynamicPseudoType)
+	return attrs.Get(d.obj, name)
 }
 
 // set reports whether the attribute is given (known or not).
@@ -272,22 +254,7 @@ func (d *decoder) str(name, def string) (string, bool) {
 }
 
 func (d *decoder) strOf(v cty.Value, name, def string) (string, bool) {
-	if !v.IsKnown() {
-		return def, false
-	}
-	if v.IsNull() {
-		return def, true
-	}
-	switch v.Type() {
-	case cty.String:
-		return v.AsString(), true
-	case cty.Number:
-		return v.AsBigFloat().Text('f', -1), true
-	case cty.Bool:
-		return fmt.Sprint(v.True()), true
-	}
-	d.errorf("Incorrect Attribute Type", "The %q attribute of %s must be a string, not %s.", name, d.what, v.Type().FriendlyName())
-	return def, true
+	return attrs.Str(&d.diags, d.what, v, name, def)
 }
 
 // boolean returns a bool attribute (def when null) and whether it is known.
@@ -377,29 +344,7 @@ func (d *decoder) strs(name string) ([]string, bool, bool) {
 
 // strMapOf returns a map(string) value and whether it is wholly known.
 func (d *decoder) strMapOf(v cty.Value, name string) (map[string]string, bool) {
-	if !v.IsKnown() {
-		return nil, false
-	}
-	if v.IsNull() {
-		return nil, true
-	}
-	ty := v.Type()
-	if !(ty.IsMapType() || ty.IsObjectType()) {
-		d.errorf("Incorrect Attribute Type", "The %q attribute of %s must be a map of strings, not %s.", name, d.what, ty.FriendlyName())
-		return nil, true
-	}
-	out := map[string]string{}
-	known := true
-	for it := v.ElementIterator(); it.Next(); {
-		k, e := it.Element()
-		if !e.IsKnown() {
-			known = false
-			continue
-		}
-		s, _ := d.strOf(e, name, "")
-		out[k.AsString()] = s
-	}
-	return out, known
+	return attrs.StrMap(&d.diags, d.what, v, name)
 }
 
 // strMap returns a map(string) attribute and whether it is wholly known.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/attrs"
 )
 
 // settings is the evaluated provider block, with its files loaded.
@@ -303,29 +304,7 @@ func (c *call) get(name string) cty.Value {
 	return getAttr(c.cfg, name)
 }
 
-func getAttr(o cty.Value, name string) cty.Value {
-	if !o.IsKnown() {
-		return cty.DynamicVal
-	}
-	if o.IsNull() {
-		return cty.NullVal(cty.DynamicPseudoType)
-	}
-	ty := o.Type()
-	switch {
-	case ty.IsObjectType():
-		if !ty.HasAttribute(name) {
-			return cty.NullVal(cty.DynamicPseudoType)
-		}
-		return o.GetAttr(name)
-	case ty.IsMapType():
-		k := cty.StringVal(name)
-		if !o.HasIndex(k).True() {
-			return cty.NullVal(cty.DynamicPseudoType)
-		}
-		return o.Index(k)
-	}
-	return cty.NullVal(cty.DynamicPseudoType)
-}
+func getAttr(o cty.Value, name string) cty.Value { return attrs.Get(o, name) }
 
 // str returns a string attribute (def when null) and whether it is known.
 func (c *call) str(name, def string) (string, bool) {
@@ -333,22 +312,7 @@ func (c *call) str(name, def string) (string, bool) {
 }
 
 func (c *call) strOf(v cty.Value, name, def string) (string, bool) {
-	if !v.IsKnown() {
-		return def, false
-	}
-	if v.IsNull() {
-		return def, true
-	}
-	switch v.Type() {
-	case cty.String:
-		return v.AsString(), true
-	case cty.Number:
-		return v.AsBigFloat().Text('f', -1), true
-	case cty.Bool:
-		return fmt.Sprint(v.True()), true
-	}
-	c.errorf("Incorrect Attribute Type", "The %q attribute of %s must be a string, not %s.", name, c.what, v.Type().FriendlyName())
-	return def, true
+	return attrs.Str(&c.diags, c.what, v, name, def)
 }
 
 // required is str for a required attribute.
@@ -362,18 +326,7 @@ func (c *call) required(name string) (string, bool) {
 
 // boolean returns a bool attribute (false when null) and whether it is known.
 func (c *call) boolean(name string) (bool, bool) {
-	v := c.get(name)
-	if !v.IsKnown() {
-		return false, false
-	}
-	if v.IsNull() {
-		return false, true
-	}
-	if v.Type() != cty.Bool {
-		c.errorf("Incorrect Attribute Type", "The %q attribute of %s must be a bool, not %s.", name, c.what, v.Type().FriendlyName())
-		return false, true
-	}
-	return v.True(), true
+	return attrs.Bool(&c.diags, c.what, c.get(name), name, false)
 }
 
 // strs returns a list(string) attribute and whether it is wholly known.
@@ -382,54 +335,10 @@ func (c *call) strs(name string) ([]string, bool) {
 }
 
 func (c *call) strsOf(v cty.Value, name string) ([]string, bool) {
-	if !v.IsKnown() {
-		return nil, false
-	}
-	if v.IsNull() {
-		return nil, true
-	}
-	ty := v.Type()
-	if !(ty.IsListType() || ty.IsTupleType() || ty.IsSetType()) {
-		c.errorf("Incorrect Attribute Type", "The %q attribute of %s must be a list of strings, not %s.", name, c.what, ty.FriendlyName())
-		return nil, true
-	}
-	var out []string
-	known := true
-	for it := v.ElementIterator(); it.Next(); {
-		_, e := it.Element()
-		if !e.IsKnown() {
-			known = false
-			continue
-		}
-		s, _ := c.strOf(e, name, "")
-		out = append(out, s)
-	}
-	return out, known
+	return attrs.Strs(&c.diags, c.what, v, name)
 }
 
 // strMap returns a map(string) attribute of v and whether it is wholly known.
 func (c *call) strMapOf(v cty.Value, name string) (map[string]string, bool) {
-	if !v.IsKnown() {
-		return nil, false
-	}
-	if v.IsNull() {
-		return nil, true
-	}
-	ty := v.Type()
-	if !(ty.IsMapType() || ty.IsObjectType()) {
-		c.errorf("Incorrect Attribute Type", "The %q attribute of %s must be a map of strings, not %s.", name, c.what, ty.FriendlyName())
-		return nil, true
-	}
-	out := map[string]string{}
-	known := true
-	for it := v.ElementIterator(); it.Next(); {
-		k, e := it.Element()
-		if !e.IsKnown() {
-			known = false
-			continue
-		}
-		s, _ := c.strOf(e, name, "")
-		out[k.AsString()] = s
-	}
-	return out, known
+	return attrs.StrMap(&c.diags, c.what, v, name)
 }
