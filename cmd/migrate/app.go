@@ -376,3 +376,47 @@ func interrupted(stop context.Context, err error) error {
 	}
 	return err
 }
+
+// session is what the writing commands (run, rollback) share: the
+// runbook loaded, the state locked, the live view, the two interrupt
+// contexts and the engine.
+type session struct {
+	a            *app
+	st           *state.Local
+	rv           views.RunView
+	stop, cancel context.Context
+	release      func()
+	e            *engine.Engine
+}
+
+// openSession loads the runbook, takes the state lock and builds the
+// engine. The caller must close it.
+func (a *app) openSession(vf varFlags, json, rollback bool, parallelism int) (*session, error) {
+	rb, err := a.load(vf)
+	if err != nil {
+		return nil, err
+	}
+	st, err := a.openState(true)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{a: a, st: st, rv: a.view().NewRun(a.runMode(json), rollback)}
+	s.stop, s.cancel, s.release = interrupts(s.rv.Stopping)
+	if s.e, err = a.engine(s.cancel, rb, st, parallelism, s.rv); err != nil {
+		s.close(&err)
+		return nil, err
+	}
+	return s, nil
+}
+
+// close releases the session in reverse order, the state last so that it
+// is saved after everything else stopped; a failure to save it becomes
+// *err when there is no error already.
+func (s *session) close(err *error) {
+	if s.e != nil {
+		s.e.Close()
+	}
+	s.release()
+	s.rv.Finish()
+	s.a.closeState(s.st, err)
+}

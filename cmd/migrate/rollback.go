@@ -32,25 +32,12 @@ it asks for confirmation, is checkpointed, and resumes after an interrupt.`,
 
 func (a *app) rollback(o rollbackFlags) (err error) {
 	v := a.view()
-	rb, err := a.load(o.vars)
+	s, err := a.openSession(o.vars, o.json, true, 0)
 	if err != nil {
 		return err
 	}
-	st, err := a.openState(true)
-	if err != nil {
-		return err
-	}
-	defer a.closeState(st, &err)
-
-	rv := v.NewRun(a.runMode(o.json), true)
-	defer rv.Finish()
-	stop, cancel, release := interrupts(rv.Stopping)
-	defer release()
-	e, err := a.engine(cancel, rb, st, 0, rv)
-	if err != nil {
-		return err
-	}
-	defer e.Close()
+	defer s.close(&err)
+	rv, stop, cancel, e := s.rv, s.stop, s.cancel, s.e
 
 	rp, err := e.PlanRollback(o.phases)
 	if err != nil {

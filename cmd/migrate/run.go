@@ -78,25 +78,12 @@ func (a *app) run(o runFlags) (err error) {
 		approve[addr] = true
 	}
 	v := a.view()
-	rb, err := a.load(o.vars)
+	s, err := a.openSession(o.vars, o.json, false, o.parallelism)
 	if err != nil {
 		return err
 	}
-	st, err := a.openState(true)
-	if err != nil {
-		return err
-	}
-	defer a.closeState(st, &err)
-
-	rv := v.NewRun(a.runMode(o.json), false)
-	defer rv.Finish()
-	stop, cancel, release := interrupts(rv.Stopping)
-	defer release()
-	e, err := a.engine(cancel, rb, st, o.parallelism, rv)
-	if err != nil {
-		return err
-	}
-	defer e.Close()
+	defer s.close(&err)
+	rv, stop, cancel, e := s.rv, s.stop, s.cancel, s.e
 
 	var plan *engine.Plan
 	if o.planFile != "" {
