@@ -375,19 +375,22 @@ func (p *Provider) revertExec(ctx context.Context, req providers.RevertRequest) 
 // run starts argv and waits for it, with output to out. It returns the
 // exit code; the error is an *exitError when the command ran and failed.
 func (p *Provider) run(ctx context.Context, argv, env []string, dir string, out *output) (int, error) {
-	cmd, pidns := p.command(ctx, argv, env, dir, out)
+	cmd, pidns, g := p.command(ctx, argv, env, dir, out)
 	err := cmd.Start()
 	if err != nil && pidns && (errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL)) {
 		// Either no privilege for a PID namespace, or the program itself
 		// failed to start: try once without, and remember if that works.
-		cmd, pidns = p.commandWith(ctx, argv, env, dir, out, false)
+		g.abort()
+		cmd, pidns, g = p.commandWith(ctx, argv, env, dir, out, false)
 		if err = cmd.Start(); err == nil {
 			p.noPIDNS.Store(true)
 		}
 	}
 	if err != nil {
+		g.abort()
 		return -1, err
 	}
+	g.open()
 	if !pidns {
 		reapGroup(cmd.Process.Pid)
 	}
@@ -407,11 +410,11 @@ func (p *Provider) run(ctx context.Context, argv, env []string, dir string, out 
 	return -1, err
 }
 
-func (p *Provider) command(ctx context.Context, argv, env []string, dir string, out *output) (*exec.Cmd, bool) {
+func (p *Provider) command(ctx context.Context, argv, env []string, dir string, out *output) (*exec.Cmd, bool, *gate) {
 	return p.commandWith(ctx, argv, env, dir, out, !p.noPIDNS.Load())
 }
 
-func (p *Provider) commandWith(ctx context.Context, argv, env []string, dir string, out *output, pidns bool) (*exec.Cmd, bool) {
+func (p *Provider) commandWith(ctx context.Context, argv, env []string, dir string, out *output, pidns bool) (*exec.Cmd, bool, *gate) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
 	if len(env) > 0 {
@@ -422,5 +425,60 @@ func (p *Provider) commandWith(ctx context.Context, argv, env []string, dir stri
 	cmd.SysProcAttr = sysProcAttr(pidns)
 	cmd.Cancel = func() error { return killAll(cmd.Process, pidns) }
 	cmd.WaitDelay = waitDelay
-	return cmd, pidns
+	var g *gate
+	if pidns && cmd.Err == nil {
+		g = gated(cmd)
+	}
+	return cmd, pidns, g
+}
+
+// gateScript holds a command at the door until migrate says go. As PID 1
+// of its namespace a command cannot be killed by its own parent-death
+// check, so one started just as migrate was killed — after the clone,
+// before the parent-death signal was armed — would run unsupervised. The
+// word comes only after Start returned, so after the signal was armed;
+// end of file without it means migrate died first, and nothing runs.
+const gateScript = `read -r _ <&3 || exit 137; exec 3<&-; exec "$@"`
+
+// gate is the pipe a gated command waits on.
+type gate struct{ r, w *os.File }
+
+// gated rewrites cmd to run through the gate.
+func gated(cmd *exec.Cmd) *gate {
+	path := cmd.Path
+	if !filepath.IsAbs(path) && cmd.Dir != "" {
+		path = filepath.Join(cmd.Dir, path)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		// It cannot start: leave it ungated, so that Start fails with
+		// the system's own words and nothing runs at all.
+		return nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil // run ungated rather than not at all
+	}
+	cmd.Args = append([]string{"sh", "-c", gateScript, "migrate-step", cmd.Path}, cmd.Args[1:]...)
+	cmd.Path = "/bin/sh"
+	cmd.ExtraFiles = []*os.File{r} // fd 3
+	return &gate{r: r, w: w}
+}
+
+// open lets the started command through.
+func (g *gate) open() {
+	if g == nil {
+		return
+	}
+	g.r.Close()
+	g.w.Write([]byte("go\n"))
+	g.w.Close()
+}
+
+// abort closes the gate of a command that did not start.
+func (g *gate) abort() {
+	if g == nil {
+		return
+	}
+	g.r.Close()
+	g.w.Close()
 }
