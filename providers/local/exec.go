@@ -375,25 +375,13 @@ func (p *Provider) revertExec(ctx context.Context, req providers.RevertRequest) 
 // run starts argv and waits for it, with output to out. It returns the
 // exit code; the error is an *exitError when the command ran and failed.
 func (p *Provider) run(ctx context.Context, argv, env []string, dir string, out *output) (int, error) {
-	cmd, pidns, g := p.command(ctx, argv, env, dir, out)
-	err := cmd.Start()
-	if err != nil && pidns && (errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL)) {
-		// Either no privilege for a PID namespace, or the program itself
-		// failed to start: try once without, and remember if that works.
-		g.abort()
-		cmd, pidns, g = p.commandWith(ctx, argv, env, dir, out, false)
-		if err = cmd.Start(); err == nil {
-			p.noPIDNS.Store(true)
-		}
-	}
+	cmd, err := p.start(ctx, argv, env, dir, out)
 	if err != nil {
-		g.abort()
 		return -1, err
 	}
-	g.open()
-	if !pidns {
-		reapGroup(cmd.Process.Pid)
-	}
+	// The command leads its own process group: what it left behind in
+	// the group is killed once it exits.
+	reapGroup(cmd.Process.Pid)
 	err = cmd.Wait()
 	out.flush()
 	if err == nil {
@@ -410,11 +398,28 @@ func (p *Provider) run(ctx context.Context, argv, env []string, dir string, out 
 	return -1, err
 }
 
-func (p *Provider) command(ctx context.Context, argv, env []string, dir string, out *output) (*exec.Cmd, bool, *gate) {
-	return p.commandWith(ctx, argv, env, dir, out, !p.noPIDNS.Load())
+// start starts argv fail-stop: inside the provider's PID namespace when it
+// may make one (see runNamespace), else with the parent-death signal alone.
+func (p *Provider) start(ctx context.Context, argv, env []string, dir string, out *output) (*exec.Cmd, error) {
+	for attempt := 0; ; attempt++ {
+		cmd := p.command(ctx, argv, env, dir, out)
+		ns := p.namespace()
+		if ns == nil {
+			cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+			return cmd, cmd.Start()
+		}
+		err := ns.start(cmd)
+		if err != nil && ns.dead.Load() && attempt == 0 {
+			// The namespace's holder is gone (killed from outside):
+			// one new namespace, once.
+			p.forgetNamespace(ns)
+			continue
+		}
+		return cmd, err
+	}
 }
 
-func (p *Provider) commandWith(ctx context.Context, argv, env []string, dir string, out *output, pidns bool) (*exec.Cmd, bool, *gate) {
+func (p *Provider) command(ctx context.Context, argv, env []string, dir string, out *output) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
 	if len(env) > 0 {
@@ -422,14 +427,40 @@ func (p *Provider) commandWith(ctx context.Context, argv, env []string, dir stri
 	}
 	cmd.Stdout = out
 	cmd.Stderr = out
-	cmd.SysProcAttr = sysProcAttr(pidns)
-	cmd.Cancel = func() error { return killAll(cmd.Process, pidns) }
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return killGroup(cmd.Process) }
 	cmd.WaitDelay = waitDelay
-	var g *gate
-	if pidns && cmd.Err == nil {
-		g = gated(cmd)
+	return cmd
+}
+
+// namespace returns the provider's PID namespace, making it at first use;
+// nil when this process may not make one (no privilege), which is then
+// remembered.
+func (p *Provider) namespace() *runNamespace {
+	if p.noPIDNS.Load() {
+		return nil
 	}
-	return cmd, pidns, g
+	p.nsMu.Lock()
+	defer p.nsMu.Unlock()
+	if p.ns != nil && !p.ns.dead.Load() {
+		return p.ns
+	}
+	ns, err := newRunNamespace()
+	if err != nil {
+		p.noPIDNS.Store(true)
+		return nil
+	}
+	p.ns = ns
+	return ns
+}
+
+func (p *Provider) forgetNamespace(ns *runNamespace) {
+	p.nsMu.Lock()
+	defer p.nsMu.Unlock()
+	if p.ns == ns {
+		p.ns = nil
+	}
+	ns.close()
 }
 
 // gateScript holds a command at the door until migrate says go. As PID 1

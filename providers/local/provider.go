@@ -30,6 +30,8 @@ type Provider struct {
 	// noPIDNS is set once making a PID namespace failed for lack of
 	// privilege; commands then run in their own process group.
 	noPIDNS atomic.Bool
+	nsMu    sync.Mutex
+	ns      *runNamespace // every command runs in it (Linux)
 
 	httpOnce sync.Once
 	http     atomic.Pointer[httpClients]
@@ -179,6 +181,12 @@ func (p *Provider) Close() error {
 	if c := p.http.Load(); c != nil {
 		c.close()
 	}
+	p.nsMu.Lock()
+	if p.ns != nil {
+		p.ns.close() // and whatever commands left in it
+		p.ns = nil
+	}
+	p.nsMu.Unlock()
 	return nil
 }
 

@@ -5,17 +5,17 @@ package local
 import (
 	"errors"
 	"os"
+	"os/exec"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
 
 const waitDelay = 5 * time.Second
 
-// sysProcAttr puts the command in its own process group; there is no
-// parent-death signal outside Linux, so commands are not fail-stop here.
-func sysProcAttr(bool) *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
-
-func killAll(p *os.Process, _ bool) error {
+// killGroup kills the command's process group; there is no parent-death
+// signal outside Linux, so commands are not fail-stop here.
+func killGroup(p *os.Process) error {
 	if err := syscall.Kill(-p.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return err
 	}
@@ -23,3 +23,10 @@ func killAll(p *os.Process, _ bool) error {
 }
 
 func reapGroup(int) {}
+
+// runNamespace exists only on Linux.
+type runNamespace struct{ dead atomic.Bool }
+
+func newRunNamespace() (*runNamespace, error) { return nil, errors.ErrUnsupported }
+func (*runNamespace) start(cmd *exec.Cmd) error { return cmd.Start() }
+func (*runNamespace) close()                    {}
