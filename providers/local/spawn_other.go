@@ -27,6 +27,6 @@ func reapGroup(int) {}
 // runNamespace exists only on Linux.
 type runNamespace struct{ dead atomic.Bool }
 
-func newRunNamespace() (*runNamespace, error) { return nil, errors.ErrUnsupported }
+func newRunNamespace() (*runNamespace, error)   { return nil, errors.ErrUnsupported }
 func (*runNamespace) start(cmd *exec.Cmd) error { return cmd.Start() }
 func (*runNamespace) close()                    {}
