@@ -405,7 +405,7 @@ func (p *Provider) start(ctx context.Context, argv, env []string, dir string, ou
 		cmd := p.command(ctx, argv, env, dir, out)
 		ns := p.namespace()
 		if ns == nil {
-			cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+			setDeathSignal(cmd.SysProcAttr)
 			return cmd, cmd.Start()
 		}
 		err := ns.start(cmd)

@@ -42,3 +42,8 @@ func reapGroup(pid int) {
 	}
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
 }
+
+// setDeathSignal has the kernel kill the command when migrate dies (for
+// commands outside a PID namespace, where Go's own check after arming it
+// also catches a migrate that died first).
+func setDeathSignal(a *syscall.SysProcAttr) { a.Pdeathsig = syscall.SIGKILL }

@@ -30,3 +30,5 @@ type runNamespace struct{ dead atomic.Bool }
 func newRunNamespace() (*runNamespace, error)   { return nil, errors.ErrUnsupported }
 func (*runNamespace) start(cmd *exec.Cmd) error { return cmd.Start() }
 func (*runNamespace) close()                    {}
+
+func setDeathSignal(*syscall.SysProcAttr) {}
