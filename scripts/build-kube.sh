@@ -8,7 +8,7 @@
 set -euo pipefail
 version=${KUBE_VERSION:-v1.37.2}
 minor=${version#v1.}; minor=${minor%%.*}
-cache=${MIGRATE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/migrate}/kube-$version
+cache=${MIGRATE_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/migrate}/kube-$version
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod
 
 if [ -x "$cache/kube-apiserver" ] && [ -x "$cache/kube-controller-manager" ]; then
