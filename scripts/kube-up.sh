@@ -36,7 +36,15 @@ if [ "${1:-}" = "--down" ]; then
 	stop_pid kube-controller-manager; stop_pid kube-apiserver; stop_pid etcd
 	exit 0
 fi
-alive() { [ -f "$lab/run/$1.pid" ] && [ "$(ps -o stat= -p "$(cat "$lab/run/$1.pid")" 2>/dev/null | cut -c1)" != "Z" ] && kill -0 "$(cat "$lab/run/$1.pid")" 2>/dev/null; }
+# alive NAME: the recorded pid runs, is not a zombie, and is still that
+# program (a pid file can outlive its process and its pid be reused).
+alive() {
+	local f="$lab/run/$1.pid" pid
+	[ -f "$f" ] || return 1
+	pid=$(cat "$f")
+	[ "$(ps -o stat= -p "$pid" 2>/dev/null | cut -c1)" != "Z" ] || return 1
+	ps -o args= -p "$pid" 2>/dev/null | grep -q -- "$1"
+}
 
 # 1. etcd from Debian.
 if ! command -v etcd >/dev/null; then
