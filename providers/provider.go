@@ -214,3 +214,12 @@ type RevertRequest struct {
 type RevertResponse struct {
 	Diagnostics phases.Diagnostics
 }
+
+// PresentIfPrior is the Read of steps with no lasting effect of their own
+// (checks, waits, approvals): done once they completed.
+func PresentIfPrior(req ReadRequest) ReadResponse {
+	if req.Prior != nil {
+		return ReadResponse{Observation: Present}
+	}
+	return ReadResponse{Observation: Absent}
+}

@@ -3,6 +3,7 @@ package helm
 import (
 	"context"
 	"crypto/rand"
+	"io"
 	"sync"
 
 	"github.com/zclconf/go-cty/cty"
@@ -121,16 +122,30 @@ func (p *Provider) ready() (*settings, phases.Diagnostics) {
 	return p.cfg, nil
 }
 
-// Read observes a step.
-func (p *Provider) Read(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
-	if _, ok := schema.StepTypes[req.Type]; !ok {
-		return providers.ReadResponse{Diagnostics: unsupported(req.Type)}
+// begin starts a call: the step type must be this provider's and the
+// provider configured.
+func (p *Provider) begin(typ string, addr phases.Address, cfg cty.Value, log io.Writer) (*call, phases.Diagnostics) {
+	if _, ok := schema.StepTypes[typ]; !ok {
+		return nil, unsupported(typ)
 	}
 	s, diags := p.ready()
 	if diags != nil {
+		return nil, diags
+	}
+	return newCall(s, addr, cfg, log), nil
+}
+
+// finish joins the call's own diagnostics to d, scrubbed of secrets.
+func (c *call) finish(d phases.Diagnostics) phases.Diagnostics {
+	return c.scrub.Diags(append(c.diags, d...))
+}
+
+// Read observes a step.
+func (p *Provider) Read(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
+	c, diags := p.begin(req.Type, req.Addr, req.Config, nil)
+	if diags != nil {
 		return providers.ReadResponse{Diagnostics: diags}
 	}
-	c := newCall(s, req.Addr, req.Config, nil)
 	var r providers.ReadResponse
 	switch req.Type {
 	case Namespace:
@@ -142,20 +157,16 @@ func (p *Provider) Read(ctx context.Context, req providers.ReadRequest) provider
 	if r.Inverse != nil {
 		r.Inverse.Description = c.scrub.Text(r.Inverse.Description)
 	}
-	r.Diagnostics = c.scrub.Diags(append(c.diags, r.Diagnostics...))
+	r.Diagnostics = c.finish(r.Diagnostics)
 	return r
 }
 
 // Plan says what Apply would do.
 func (p *Provider) Plan(ctx context.Context, req providers.PlanRequest) providers.PlanResponse {
-	if _, ok := schema.StepTypes[req.Type]; !ok {
-		return providers.PlanResponse{Diagnostics: unsupported(req.Type)}
-	}
-	s, diags := p.ready()
+	c, diags := p.begin(req.Type, req.Addr, req.Config, nil)
 	if diags != nil {
 		return providers.PlanResponse{Diagnostics: diags}
 	}
-	c := newCall(s, req.Addr, req.Config, nil)
 	var r providers.PlanResponse
 	switch req.Type {
 	case Namespace:
@@ -164,20 +175,16 @@ func (p *Provider) Plan(ctx context.Context, req providers.PlanRequest) provider
 		r = p.planRelease(ctx, c, req)
 	}
 	r.Diff = c.scrub.Text(r.Diff)
-	r.Diagnostics = c.scrub.Diags(append(c.diags, r.Diagnostics...))
+	r.Diagnostics = c.finish(r.Diagnostics)
 	return r
 }
 
 // Apply runs a step.
 func (p *Provider) Apply(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
-	if _, ok := schema.StepTypes[req.Type]; !ok {
-		return providers.ApplyResponse{Diagnostics: unsupported(req.Type)}
-	}
-	s, diags := p.ready()
+	c, diags := p.begin(req.Type, req.Addr, req.Config, req.Log)
 	if diags != nil {
 		return providers.ApplyResponse{Diagnostics: diags}
 	}
-	c := newCall(s, req.Addr, req.Config, req.Log)
 	defer c.log.Flush()
 	var r providers.ApplyResponse
 	if err := ctx.Err(); err != nil {
@@ -198,20 +205,16 @@ func (p *Provider) Apply(ctx context.Context, req providers.ApplyRequest) provid
 		r.Inverse.Data = []byte(c.scrub.Text(string(r.Inverse.Data)))
 	}
 	r.Private = []byte(c.scrub.Text(string(r.Private)))
-	r.Diagnostics = c.scrub.Diags(append(c.diags, r.Diagnostics...))
+	r.Diagnostics = c.finish(r.Diagnostics)
 	return r
 }
 
 // Revert undoes a step with the inverse Apply returned.
 func (p *Provider) Revert(ctx context.Context, req providers.RevertRequest) providers.RevertResponse {
-	if _, ok := schema.StepTypes[req.Type]; !ok {
-		return providers.RevertResponse{Diagnostics: unsupported(req.Type)}
-	}
-	s, diags := p.ready()
+	c, diags := p.begin(req.Type, req.Addr, req.Config, req.Log)
 	if diags != nil {
 		return providers.RevertResponse{Diagnostics: diags}
 	}
-	c := newCall(s, req.Addr, req.Config, req.Log)
 	defer c.log.Flush()
 	var r providers.RevertResponse
 	switch req.Type {
@@ -220,7 +223,7 @@ func (p *Provider) Revert(ctx context.Context, req providers.RevertRequest) prov
 	case Release:
 		r = p.revertRelease(ctx, c, req)
 	}
-	r.Diagnostics = c.scrub.Diags(append(c.diags, r.Diagnostics...))
+	r.Diagnostics = c.finish(r.Diagnostics)
 	return r
 }
 

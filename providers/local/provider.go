@@ -113,15 +113,6 @@ func unsupported(typ string) phases.Diagnostics {
 	return phases.Errorf("Unsupported Step Type", "The local provider has no step type %q; it has exec, http_check, approval and wait.", typ)
 }
 
-// presentIfPrior is the Read of steps with no lasting effect: done once
-// they completed.
-func presentIfPrior(req providers.ReadRequest) providers.ReadResponse {
-	if req.Prior != nil {
-		return providers.ReadResponse{Observation: providers.Present}
-	}
-	return providers.ReadResponse{Observation: providers.Absent}
-}
-
 // Read observes a step: exec through its creates path, the others by
 // whether they completed.
 func (p *Provider) Read(_ context.Context, req providers.ReadRequest) providers.ReadResponse {
@@ -129,7 +120,7 @@ func (p *Provider) Read(_ context.Context, req providers.ReadRequest) providers.
 	case Exec:
 		return p.readExec(req)
 	case HTTPCheck, Approval, Wait:
-		return presentIfPrior(req)
+		return providers.PresentIfPrior(req)
 	}
 	return providers.ReadResponse{Diagnostics: unsupported(req.Type)}
 }

@@ -2,6 +2,7 @@ package talos
 
 import (
 	"context"
+	"io"
 	"sync"
 
 	"github.com/siderolabs/talos/pkg/machinery/client"
@@ -147,16 +148,30 @@ func (p *Provider) ready() (*settings, phases.Diagnostics) {
 	return p.cfg, nil
 }
 
-// Read observes a step.
-func (p *Provider) Read(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
-	if _, ok := schema.StepTypes[req.Type]; !ok {
-		return providers.ReadResponse{Diagnostics: unsupported(req.Type)}
+// begin starts a call: the step type must be this provider's and the
+// provider configured.
+func (p *Provider) begin(typ string, addr phases.Address, cfg cty.Value, log io.Writer) (*call, phases.Diagnostics) {
+	if _, ok := schema.StepTypes[typ]; !ok {
+		return nil, unsupported(typ)
 	}
 	s, diags := p.ready()
 	if diags != nil {
+		return nil, diags
+	}
+	return newCall(s, addr, cfg, log), nil
+}
+
+// finish joins the call's own diagnostics to d, scrubbed of secrets.
+func (c *call) finish(d phases.Diagnostics) phases.Diagnostics {
+	return c.scrub.Diags(append(c.diags, d...))
+}
+
+// Read observes a step.
+func (p *Provider) Read(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
+	c, diags := p.begin(req.Type, req.Addr, req.Config, nil)
+	if diags != nil {
 		return providers.ReadResponse{Diagnostics: diags}
 	}
-	c := newCall(s, req.Addr, req.Config, nil)
 	var r providers.ReadResponse
 	switch req.Type {
 	case MachineConfig:
@@ -166,25 +181,21 @@ func (p *Provider) Read(ctx context.Context, req providers.ReadRequest) provider
 	case Kubeconfig:
 		r = p.readKubeconfig(c, req)
 	case Read, ServiceHealth:
-		r = presentIfPrior(req)
+		r = providers.PresentIfPrior(req)
 	case Upgrade:
 		r = p.readUpgrade(ctx, c, req)
 	}
 	r.Detail = c.scrub.Text(r.Detail)
-	r.Diagnostics = c.scrub.Diags(append(c.diags, r.Diagnostics...))
+	r.Diagnostics = c.finish(r.Diagnostics)
 	return r
 }
 
 // Plan validates a step and says what Apply would do.
 func (p *Provider) Plan(ctx context.Context, req providers.PlanRequest) providers.PlanResponse {
-	if _, ok := schema.StepTypes[req.Type]; !ok {
-		return providers.PlanResponse{Diagnostics: unsupported(req.Type)}
-	}
-	s, diags := p.ready()
+	c, diags := p.begin(req.Type, req.Addr, req.Config, nil)
 	if diags != nil {
 		return providers.PlanResponse{Diagnostics: diags}
 	}
-	c := newCall(s, req.Addr, req.Config, nil)
 	var r providers.PlanResponse
 	switch req.Type {
 	case MachineConfig:
@@ -201,20 +212,16 @@ func (p *Provider) Plan(ctx context.Context, req providers.PlanRequest) provider
 		r = p.planUpgrade(ctx, c)
 	}
 	r.Diff = c.scrub.Text(r.Diff)
-	r.Diagnostics = c.scrub.Diags(append(c.diags, r.Diagnostics...))
+	r.Diagnostics = c.finish(r.Diagnostics)
 	return r
 }
 
 // Apply runs a step.
 func (p *Provider) Apply(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
-	if _, ok := schema.StepTypes[req.Type]; !ok {
-		return providers.ApplyResponse{Diagnostics: unsupported(req.Type)}
-	}
-	s, diags := p.ready()
+	c, diags := p.begin(req.Type, req.Addr, req.Config, req.Log)
 	if diags != nil {
 		return providers.ApplyResponse{Diagnostics: diags}
 	}
-	c := newCall(s, req.Addr, req.Config, req.Log)
 	defer c.log.Flush()
 	var r providers.ApplyResponse
 	if err := ctx.Err(); err != nil {
@@ -241,20 +248,16 @@ func (p *Provider) Apply(ctx context.Context, req providers.ApplyRequest) provid
 	if r.Inverse != nil {
 		r.Inverse.Description = c.scrub.Text(r.Inverse.Description)
 	}
-	r.Diagnostics = c.scrub.Diags(append(c.diags, r.Diagnostics...))
+	r.Diagnostics = c.finish(r.Diagnostics)
 	return r
 }
 
 // Revert undoes a step with the inverse Apply returned.
 func (p *Provider) Revert(ctx context.Context, req providers.RevertRequest) providers.RevertResponse {
-	if _, ok := schema.StepTypes[req.Type]; !ok {
-		return providers.RevertResponse{Diagnostics: unsupported(req.Type)}
-	}
-	s, diags := p.ready()
+	c, diags := p.begin(req.Type, req.Addr, req.Config, req.Log)
 	if diags != nil {
 		return providers.RevertResponse{Diagnostics: diags}
 	}
-	c := newCall(s, req.Addr, req.Config, req.Log)
 	defer c.log.Flush()
 	var r providers.RevertResponse
 	switch req.Type {
@@ -265,7 +268,7 @@ func (p *Provider) Revert(ctx context.Context, req providers.RevertRequest) prov
 	case Upgrade:
 		r = p.revertUpgrade(ctx, c, req)
 	}
-	r.Diagnostics = c.scrub.Diags(append(c.diags, r.Diagnostics...))
+	r.Diagnostics = c.finish(r.Diagnostics)
 	return r
 }
 
@@ -281,14 +284,6 @@ func (p *Provider) Close() error {
 	return err
 }
 
-// presentIfPrior is the Read of checks: done once they passed.
-func presentIfPrior(req providers.ReadRequest) providers.ReadResponse {
-	if req.Prior != nil {
-		return providers.ReadResponse{Observation: providers.Present}
-	}
-	return providers.ReadResponse{Observation: providers.Absent}
-}
-
 // interrupted is the diagnostic of a step stopped by its context.
 func interrupted(addr phases.Address, err error) phases.Diagnostics {
 	return phases.Errorf("Step Interrupted", "%s was stopped before it finished: %v.", addr, err)
@@ -301,17 +296,16 @@ func (p *Provider) InputDigest(_ context.Context, req providers.DigestRequest) p
 	if req.Type != MachineConfig {
 		return providers.DigestResponse{}
 	}
-	s, diags := p.ready()
+	c, diags := p.begin(req.Type, req.Addr, req.Config, nil)
 	if diags != nil {
 		return providers.DigestResponse{Diagnostics: diags}
 	}
-	c := newCall(s, req.Addr, req.Config, nil)
 	st, known := c.decodeMachineConfig()
 	if !known {
 		return providers.DigestResponse{Unknown: true}
 	}
 	if c.diags.HasErrors() {
-		return providers.DigestResponse{Diagnostics: c.scrub.Diags(c.diags)}
+		return providers.DigestResponse{Diagnostics: c.finish(nil)}
 	}
 	r, diags := c.render(st.role, st.patches)
 	if diags.HasErrors() {

@@ -200,7 +200,7 @@ func waitDown(ctx context.Context, n node, d time.Duration) bool {
 // --- talos_bootstrap
 
 func (p *Provider) readBootstrap(req providers.ReadRequest) providers.ReadResponse {
-	return presentIfPrior(req)
+	return providers.PresentIfPrior(req)
 }
 
 func (p *Provider) planBootstrap(ctx context.Context, c *call) providers.PlanResponse {
