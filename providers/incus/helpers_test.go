@@ -11,7 +11,6 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"math/big"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -23,22 +22,16 @@ import (
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/incus"
 	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
+	"github.com/homelab-migrate/migrate/providers/incus/internal/incustest"
 )
 
 // The tests run against the real daemon started by scripts/incus-up.sh
 // (which `make test` calls). They never skip: no daemon is a failure.
 
-func env(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
-}
-
 var (
-	testImage      = env("INCUS_TEST_IMAGE", "migrate-busybox")
-	testHTTPS      = env("INCUS_HTTPS", "127.0.0.1:8443")
-	testServerCert = env("INCUS_SERVER_CERT", "/var/lib/incus/server.crt")
+	testImage      = incustest.Image
+	testHTTPS      = incustest.HTTPS
+	testServerCert = incustest.ServerCert
 )
 
 var (
@@ -50,7 +43,8 @@ var (
 // when the daemon is not there.
 func client(t testing.TB) *incusapi.Client {
 	t.Helper()
-	c, err := incusapi.New(incusapi.Options{Socket: os.Getenv("INCUS_SOCKET")})
+	incustest.Hold(t)
+	c, err := incusapi.New(incusapi.Options{Socket: incustest.Socket})
 	if err != nil {
 		t.Fatalf("incusapi.New: %v", err)
 	}

@@ -15,22 +15,17 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/homelab-migrate/migrate/providers/incus/internal/incustest"
 )
 
 // The tests run against the real daemon started by scripts/incus-up.sh
 // (which `make test` calls). They never skip: no daemon is a failure.
 
-func env(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
-}
-
 var (
-	testImage      = env("INCUS_TEST_IMAGE", "migrate-busybox")
-	testHTTPS      = env("INCUS_HTTPS", "127.0.0.1:8443")
-	testServerCert = env("INCUS_SERVER_CERT", "/var/lib/incus/server.crt")
+	testImage      = incustest.Image
+	testHTTPS      = incustest.HTTPS
+	testServerCert = incustest.ServerCert
 )
 
 var (
@@ -50,7 +45,8 @@ type tb interface {
 // (never skipping) when the daemon is not there.
 func socketClient(t tb) *Client {
 	t.Helper()
-	c, err := New(Options{Socket: os.Getenv("INCUS_SOCKET")})
+	incustest.Hold(t)
+	c, err := New(Options{Socket: incustest.Socket})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
