@@ -52,6 +52,7 @@ bench: services
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 60s ./runbooks/
+	$(GO) test -run '^$$' -fuzz FuzzChunkedParse -fuzztime 60s ./runbooks/
 	$(GO) test -run '^$$' -fuzz FuzzRead -fuzztime 60s ./state/
 
 golden:

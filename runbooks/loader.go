@@ -9,7 +9,6 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hcldec"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/homelab-migrate/migrate/phases"
@@ -74,7 +73,12 @@ func (l *Loader) Load() (*phases.Runbook, hcl.Diagnostics) {
 		sensitiveAttrs: map[string][]string{},
 	}
 	rb := ld.run()
-	l.files = ld.files
+	// Keep the bytes diagnostics quote, not the syntax trees: the steps
+	// hold what they still evaluate.
+	l.files = make(map[string]*hcl.File, len(ld.files))
+	for name, f := range ld.files {
+		l.files[name] = &hcl.File{Body: hcl.EmptyBody(), Bytes: f.Bytes}
+	}
 	sortDiags(ld.diags)
 	return rb, ld.diags
 }
@@ -241,7 +245,7 @@ func (ld *load) parseFiles() []*rootBody {
 			})
 			continue
 		}
-		f, diags := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
+		f, diags := parseConfig(src, name)
 		ld.diags = append(ld.diags, diags...)
 		if f == nil || f.Body == nil {
 			continue

@@ -179,6 +179,37 @@ func metaSchema(st phases.StepType, isCheck bool) *hcl.BodySchema {
 	return s
 }
 
+// withoutMeta returns body without the meta-arguments of schema. For
+// hclsyntax bodies it is a new body holding only the step type's own
+// attributes and blocks: PartialContent's remain hides the meta-arguments
+// but keeps them reachable, and a depends_on list is most of a big
+// runbook's syntax tree, needed no more once decoded.
+func withoutMeta(body hcl.Body, schema *hcl.BodySchema) hcl.Body {
+	sb, ok := body.(*hclsyntax.Body)
+	if !ok {
+		return body
+	}
+	out := &hclsyntax.Body{Attributes: hclsyntax.Attributes{}, SrcRange: sb.SrcRange, EndRange: sb.EndRange}
+	meta := map[string]bool{}
+	for _, a := range schema.Attributes {
+		meta[a.Name] = true
+	}
+	for _, b := range schema.Blocks {
+		meta["block "+b.Type] = true
+	}
+	for name, a := range sb.Attributes {
+		if !meta[name] {
+			out.Attributes[name] = a
+		}
+	}
+	for _, b := range sb.Blocks {
+		if !meta["block "+b.Type] {
+			out.Blocks = append(out.Blocks, b)
+		}
+	}
+	return out
+}
+
 func (ld *load) declareStep(pd *phaseDecl, b *stepBlock, isCheck bool) {
 	kind := "step"
 	if isCheck {
@@ -245,15 +276,23 @@ func (ld *load) declareStep(pd *phaseDecl, b *stepBlock, isCheck bool) {
 		d.body = hcl.EmptyBody()
 		return
 	}
-	content, remain, diags := b.Body.PartialContent(metaSchema(info.typ, isCheck))
+	schema := metaSchema(info.typ, isCheck)
+	content, remain, diags := b.Body.PartialContent(schema)
 	ld.diags = append(ld.diags, diags...)
-	d.body = remain
+	d.body = withoutMeta(remain, schema)
 	if content == nil {
 		return
 	}
 	d.provider = content.Attributes["provider"]
 	if a := content.Attributes["depends_on"]; a != nil {
 		d.explicit = ld.decodeDependsOn(a)
+		// Decoded into addresses and ranges: let the list's syntax tree
+		// go now, not when loading ends (for a big generated runbook it
+		// is most of the tree; nothing reads the step's original body
+		// again, its evaluator has its own).
+		if sb, ok := b.Body.(*hclsyntax.Body); ok {
+			delete(sb.Attributes, "depends_on")
+		}
 	}
 	if a := content.Attributes["timeout"]; a != nil {
 		if dur, ok := ld.duration(a.Expr, "timeout", true); ok {
@@ -465,6 +504,7 @@ func (ld *load) decodeDependsOn(a *hcl.Attribute) []stepRef {
 func (ld *load) resolveSteps() {
 	for _, d := range ld.allSteps {
 		ld.resolveProvider(d)
+		d.deps = d.explicit[:0] // filtered in place: big runbooks have many
 		for _, r := range d.explicit {
 			if _, ok := ld.steps[r.addr]; !ok {
 				ld.diags = append(ld.diags, &hcl.Diagnostic{
@@ -477,6 +517,7 @@ func (ld *load) resolveSteps() {
 			}
 			d.deps = append(d.deps, r)
 		}
+		d.explicit = nil
 		spec := ld.spec("step:"+d.block.Type, d.info.typ.Attributes)
 		refs, bad, diags := ld.checkRefs(hcldec.Variables(d.body, spec), true, "")
 		ld.diags = append(ld.diags, diags...)

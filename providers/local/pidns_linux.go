@@ -19,8 +19,10 @@ import (
 // signal) and with it every process in the namespace — a command forked an
 // instant before included. The shell passes a gate first (gateScript), so
 // a migrate killed before the death signal was armed leaves nothing behind
-// either. Commands enter the namespace by being forked from one thread
-// that joined it with setns, so each costs a plain fork and exec.
+// either. Commands enter the namespace by being forked from threads that
+// joined it with setns, so each costs a plain fork and exec; there are
+// several, so that a level of parallel steps does not queue behind one
+// thread's fork-and-exec (~0.3 ms each).
 type runNamespace struct {
 	init *exec.Cmd
 	reqs chan startReq
@@ -61,22 +63,33 @@ func newRunNamespace() (*runNamespace, error) {
 		ns.close()
 		return nil, err
 	}
-	ready := make(chan error, 1)
-	go ns.spawner(fd, ready)
-	if err := <-ready; err != nil {
+	defer syscall.Close(fd)
+	ready := make(chan error, spawners)
+	for range spawners {
+		go ns.spawner(fd, ready)
+	}
+	var firstErr error
+	for range spawners {
+		if err := <-ready; err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	if firstErr != nil {
 		ns.close()
-		return nil, err
+		return nil, firstErr
 	}
 	return ns, nil
 }
 
-// spawner forks every command from one OS thread that joined the
-// namespace. The thread stays locked: it is the namespace's door, and it
-// ends with the goroutine.
+// spawners is how many threads fork commands into a namespace.
+const spawners = 4
+
+// spawner forks commands from an OS thread that joined the namespace. The
+// thread stays locked: it is a door into the namespace, and it ends with
+// the goroutine.
 func (ns *runNamespace) spawner(fd int, ready chan<- error) {
 	runtime.LockOSThread()
 	err := unix.Setns(fd, unix.CLONE_NEWPID)
-	syscall.Close(fd)
 	if err != nil {
 		ready <- os.NewSyscallError("setns", err)
 		return
