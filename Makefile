@@ -8,7 +8,7 @@ export GOTOOLCHAIN := local
 .PHONY: build test services services-down unit lint vet fmt-check depcheck bench fuzz golden demo clean
 
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o bin/migrate ./cmd/migrate
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/migrate ./cmd/migrate-provider-talos ./cmd/migrate-provider-helm
 
 ## test: everything CI checks: formatting, vet, the dependency rules, every
 ## test, against the real servers the tests need (installed and started here).

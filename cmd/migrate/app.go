@@ -21,23 +21,29 @@ import (
 	"github.com/homelab-migrate/migrate/engine"
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
-	"github.com/homelab-migrate/migrate/providers/helm"
+	"github.com/homelab-migrate/migrate/providers/helm/helmschema"
 	"github.com/homelab-migrate/migrate/providers/incus"
 	"github.com/homelab-migrate/migrate/providers/local"
-	"github.com/homelab-migrate/migrate/providers/talos"
+	"github.com/homelab-migrate/migrate/providers/plugin"
+	"github.com/homelab-migrate/migrate/providers/talos/talosschema"
 	"github.com/homelab-migrate/migrate/runbooks"
 	"github.com/homelab-migrate/migrate/state"
 	"github.com/homelab-migrate/migrate/views"
 )
 
-// registry lists the providers built into migrate: the one place to add
-// one.
+// registry lists the providers: the one place to add one. local and incus
+// are built in (small); talos and helm run as plugin programs beside
+// migrate, because their libraries would otherwise weigh on every migrate
+// process (see providers/plugin). Their schemas are compiled in, so
+// validate, plan of other providers' steps, graph and status start none.
 func registry() map[string]providers.Factory {
 	return map[string]providers.Factory{
 		"local": func() providers.Interface { return local.New() },
-		"talos": talos.Factory,
 		"incus": incus.Factory,
-		"helm":  helm.Factory,
+		talosschema.TypeName: plugin.Factory(plugin.Program{
+			Name: talosschema.TypeName, Command: "migrate-provider-talos", Schema: talosschema.Schema}),
+		helmschema.TypeName: plugin.Factory(plugin.Program{
+			Name: helmschema.TypeName, Command: "migrate-provider-helm", Schema: helmschema.Schema}),
 	}
 }
 

@@ -10,15 +10,16 @@ import (
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/helm/helmschema"
 )
 
 // TypeName is the provider type under which cmd/migrate registers Factory.
-const TypeName = "helm"
+const TypeName = helmschema.TypeName
 
 // Step type names.
 const (
-	Namespace = "kubernetes_namespace"
-	Release   = "helm_release"
+	Namespace = helmschema.Namespace
+	Release   = helmschema.Release
 )
 
 // Provider installs Helm releases and the namespaces they run in. It is
@@ -56,46 +57,9 @@ func New() *Provider {
 // Factory is New as a providers.Factory.
 func Factory() providers.Interface { return New() }
 
-var kubeconfigAttr = phases.Attribute{Type: cty.String, Description: "Path to a kubeconfig for this step, relative to the runbook (such as talos_kubeconfig.admin.path); default the provider's."}
+var kubeconfigAttr = helmschema.KubeconfigAttr
 
-var schema = phases.Schema{
-	Provider: phases.Block{Attributes: map[string]phases.Attribute{
-		"kubeconfig":           {Type: cty.String, Description: "Path to the kubeconfig, relative to the runbook; read at first use, so an earlier talos_kubeconfig step may write it. Default $KUBECONFIG or ~/.kube/config."},
-		"context":              {Type: cty.String, Description: "The kubeconfig context; default its current context."},
-		"default_pod_security": {Type: cty.String, Description: "The PodSecurity level the cluster enforces on unlabelled namespaces: \"baseline\" (default, as Talos enforces), \"restricted\" or \"privileged\"."},
-	}},
-	StepTypes: map[string]phases.StepType{
-		Namespace: {
-			Description: "Ensures a Kubernetes namespace with labels, annotations and a PodSecurity level (the pod-security.kubernetes.io enforce, audit and warn labels). Rollback deletes it only if this step created it, else restores the previous labels.",
-			Attributes: map[string]phases.Attribute{
-				"name":         {Type: cty.String, Description: "The namespace; default the step name."},
-				"labels":       {Type: cty.Map(cty.String), Description: "Labels to set."},
-				"annotations":  {Type: cty.Map(cty.String), Description: "Annotations to set."},
-				"pod_security": {Type: cty.String, Description: "\"privileged\", \"baseline\" or \"restricted\": written as the enforce, audit and warn labels (version latest)."},
-				"kubeconfig":   kubeconfigAttr,
-			},
-			Outputs: map[string]cty.Type{"name": cty.String, "pod_security": cty.String},
-		},
-		Release: {
-			Description: "Installs or upgrades a Helm release (real release records, as helm list shows). The plan shows the manifest diff against the deployed release and fails when a pod template violates the PodSecurity level of its namespace; releases stuck in pending-* are recovered. Rollback returns to the previous revision, or uninstalls what this step installed.",
-			Attributes: map[string]phases.Attribute{
-				"name":             {Type: cty.String, Description: "The release name; default the step name."},
-				"chart":            {Type: cty.String, Required: true, Description: "The chart: a directory or packaged .tgz relative to the runbook, or a repository URL or oci:// reference."},
-				"version":          {Type: cty.String, Description: "The chart version required; a local chart of another version is refused."},
-				"namespace":        {Type: cty.String, Description: "The release namespace, \"default\" by default."},
-				"values":           {Type: cty.DynamicPseudoType, Description: "Values as an HCL object, merged over values_files."},
-				"values_files":     {Type: cty.List(cty.String), Description: "Values files (YAML), relative to the runbook, merged in order."},
-				"set_sensitive":    {Type: cty.Map(cty.String), Sensitive: true, Description: "Values by dot path (\"db.password\"), set last and redacted everywhere."},
-				"create_namespace": {Type: cty.Bool, Description: "Create the namespace when it does not exist."},
-				"atomic":           {Type: cty.Bool, Description: "Roll back (or uninstall) when the install or upgrade fails; implies wait."},
-				"wait":             {Type: cty.Bool, Description: "Wait until the release's resources are ready."},
-				"timeout":          {Type: cty.String, Description: "How long wait may take, \"5m\" by default."},
-				"kubeconfig":       kubeconfigAttr,
-			},
-			Outputs: map[string]cty.Type{"name": cty.String, "namespace": cty.String, "revision": cty.Number, "status": cty.String, "chart_version": cty.String},
-		},
-	},
-}
+var schema = helmschema.Schema
 
 // Schema describes the provider block and the step types.
 func (p *Provider) Schema() phases.Schema { return schema }

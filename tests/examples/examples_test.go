@@ -21,7 +21,8 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	migrate = filepath.Join(dir, "migrate")
-	if out, err := exec.Command("go", "build", "-o", migrate, "../../cmd/migrate").CombinedOutput(); err != nil {
+	// The Talos provider runs as a plugin program, found beside migrate.
+	if out, err := exec.Command("go", "build", "-o", dir+"/", "../../cmd/migrate", "../../cmd/migrate-provider-talos").CombinedOutput(); err != nil {
 		os.Stderr.Write(out)
 		os.Exit(1)
 	}

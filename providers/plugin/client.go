@@ -1,0 +1,408 @@
+package plugin
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers"
+)
+
+// Program describes a provider that runs as a plugin program.
+type Program struct {
+	// Name is the provider type ("talos").
+	Name string
+	// Command is the program's file name ("migrate-provider-talos"),
+	// looked for as Locate says; a path with a slash is used as it is.
+	Command string
+	// Schema is the provider's schema, compiled into migrate so that
+	// loading and validating a runbook starts no program.
+	Schema phases.Schema
+}
+
+// Factory returns a factory of providers that run p's program, one
+// process per provider, started at the first call that needs it.
+func Factory(p Program) providers.Factory {
+	digest := SchemaDigest(p.Schema)
+	return func() providers.Interface { return &Client{prog: p, digest: digest} }
+}
+
+// Locate finds a plugin program: in $MIGRATE_PLUGIN_DIR, beside the
+// running executable, then in PATH.
+func Locate(command string) (string, error) {
+	if strings.ContainsRune(command, filepath.Separator) {
+		return command, nil
+	}
+	var dirs []string
+	if d := os.Getenv("MIGRATE_PLUGIN_DIR"); d != "" {
+		dirs = append(dirs, d)
+	}
+	if exe, err := os.Executable(); err == nil {
+		dirs = append(dirs, filepath.Dir(exe))
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, command)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath(command); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("the program %s was found neither in $MIGRATE_PLUGIN_DIR, nor beside migrate (%s), nor in PATH; "+
+		"build it with `make build` (it goes to bin/ beside migrate) or `go install ./cmd/%s`", command, strings.Join(dirs, ", "), command)
+}
+
+// Client is a provider running in a plugin program.
+type Client struct {
+	prog   Program
+	digest string
+
+	startOnce sync.Once
+	startErr  error
+	cmd       *exec.Cmd
+	stdin     io.WriteCloser
+	stderr    *tailBuffer
+
+	wmu    sync.Mutex // one line at a time to the program
+	enc    *json.Encoder
+	mu     sync.Mutex
+	nextID uint64
+	calls  map[uint64]*pending
+	dead   error         // set once the program is gone
+	exited chan struct{} // closed when the reader has seen the end
+}
+
+var (
+	_ providers.Interface     = (*Client)(nil)
+	_ providers.Reverter      = (*Client)(nil)
+	_ providers.InputDigester = (*Client)(nil)
+	_ providers.Closer        = (*Client)(nil)
+)
+
+type pending struct {
+	log  io.Writer
+	done chan reply
+}
+
+// Schema is the schema compiled into migrate; no program is started.
+func (c *Client) Schema() phases.Schema { return c.prog.Schema }
+
+func (c *Client) start() error {
+	c.startOnce.Do(func() { c.startErr = c.launch() })
+	return c.startErr
+}
+
+func (c *Client) launch() error {
+	path, err := Locate(c.prog.Command)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(path)
+	cmd.Env = os.Environ()
+	cmd.SysProcAttr = procAttr()
+	c.stderr = &tailBuffer{w: os.Stderr, prefix: c.prog.Command + ": "}
+	cmd.Stderr = c.stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", path, err)
+	}
+	c.cmd, c.stdin, c.enc = cmd, stdin, json.NewEncoder(stdin)
+	c.calls = map[uint64]*pending{}
+	c.exited = make(chan struct{})
+
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+	var h hello
+	if !sc.Scan() || json.Unmarshal(sc.Bytes(), &h) != nil {
+		c.kill()
+		return fmt.Errorf("%s did not answer like a migrate provider program%s", path, c.stderr.tail())
+	}
+	switch {
+	case h.Protocol != protocolVersion:
+		c.kill()
+		return fmt.Errorf("%s speaks plugin protocol %d, this migrate speaks %d: install the provider programs of the same migrate version", path, h.Protocol, protocolVersion)
+	case h.Provider != c.prog.Name:
+		c.kill()
+		return fmt.Errorf("%s is the %q provider, not %q", path, h.Provider, c.prog.Name)
+	case h.Schema != c.digest:
+		c.kill()
+		return fmt.Errorf("%s is from another build of migrate (its schema of %q differs): install the provider programs built with this migrate", path, h.Provider)
+	}
+	go c.read(sc)
+	return nil
+}
+
+// read dispatches the program's lines until it closes its output.
+func (c *Client) read(sc *bufio.Scanner) {
+	for sc.Scan() {
+		var r reply
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			continue // not ours; the program's own stderr says more
+		}
+		c.mu.Lock()
+		if r.Log != 0 {
+			p := c.calls[r.Log]
+			c.mu.Unlock()
+			if p != nil && p.log != nil {
+				_, _ = io.WriteString(p.log, r.Data) // in order: this goroutine alone writes
+			}
+			continue
+		}
+		p := c.calls[r.ID]
+		delete(c.calls, r.ID)
+		c.mu.Unlock()
+		if p != nil {
+			p.done <- r
+		}
+	}
+	if sc.Err() != nil {
+		_ = c.cmd.Process.Kill() // a line too long to read: the program would block writing it
+	}
+	err := c.cmd.Wait()
+	c.mu.Lock()
+	c.dead = fmt.Errorf("the %s provider's program (%s, pid %d) exited: %v%s", c.prog.Name, c.prog.Command, c.cmd.Process.Pid, err, c.stderr.tail())
+	if err == nil {
+		c.dead = fmt.Errorf("the %s provider's program (%s) has ended", c.prog.Name, c.prog.Command)
+	}
+	for id, p := range c.calls {
+		delete(c.calls, id)
+		p.done <- reply{ID: id, Error: c.dead.Error()}
+	}
+	c.mu.Unlock()
+	close(c.exited)
+}
+
+// call sends one request and waits for its answer; a cancelled ctx is
+// passed on, and the answer still awaited.
+func (c *Client) call(ctx context.Context, method string, params any, log io.Writer, out any) error {
+	if err := c.start(); err != nil {
+		return err
+	}
+	b, err := json.Marshal(params)
+	if err != nil {
+		return err
+	}
+	p := &pending{log: log, done: make(chan reply, 1)}
+	c.mu.Lock()
+	if c.dead != nil {
+		c.mu.Unlock()
+		return c.dead
+	}
+	c.nextID++
+	id := c.nextID
+	c.calls[id] = p
+	c.mu.Unlock()
+	if err := c.send(request{ID: id, Method: method, Params: b}); err != nil {
+		c.mu.Lock()
+		delete(c.calls, id)
+		c.mu.Unlock()
+		return fmt.Errorf("sending to the %s provider's program: %w", c.prog.Name, err)
+	}
+	var r reply
+	select {
+	case r = <-p.done:
+	case <-ctx.Done():
+		_ = c.send(request{Cancel: id})
+		r = <-p.done
+	}
+	if r.Error != "" {
+		return errors.New(r.Error)
+	}
+	return json.Unmarshal(r.Result, out)
+}
+
+func (c *Client) send(r request) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.enc.Encode(r)
+}
+
+func (c *Client) kill() {
+	_ = c.cmd.Process.Kill()
+	_ = c.cmd.Wait()
+}
+
+// Close ends the program: its input is closed, it finishes its calls and
+// exits; one that does not within 10 s is killed.
+func (c *Client) Close() error {
+	if c.cmd == nil || c.startErr != nil {
+		return nil
+	}
+	c.wmu.Lock()
+	_ = c.stdin.Close()
+	c.wmu.Unlock()
+	select {
+	case <-c.exited:
+	case <-time.After(10 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+	}
+	return nil
+}
+
+// failed turns a transport error into the diagnostics of a response.
+func (c *Client) failed(err error) phases.Diagnostics {
+	return phases.Errorf("Provider Program Failed", "The %s provider could not answer: %v.", c.prog.Name, err)
+}
+
+func (c *Client) Configure(ctx context.Context, req providers.ConfigureRequest) providers.ConfigureResponse {
+	cfg, err := encodeValue(req.Config)
+	if err != nil {
+		return providers.ConfigureResponse{Diagnostics: c.failed(err)}
+	}
+	var out wDiags
+	if err := c.call(ctx, "configure", wConfigure{Name: req.Name, Config: cfg, Dir: req.Dir}, nil, &out); err != nil {
+		return providers.ConfigureResponse{Diagnostics: c.failed(err)}
+	}
+	return providers.ConfigureResponse{Diagnostics: out.Diagnostics}
+}
+
+func (c *Client) Read(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
+	cfg, err := encodeValue(req.Config)
+	if err != nil {
+		return providers.ReadResponse{Diagnostics: c.failed(err)}
+	}
+	prior, err := encodePrior(req.Prior)
+	if err != nil {
+		return providers.ReadResponse{Diagnostics: c.failed(err)}
+	}
+	var out wReadResponse
+	if err := c.call(ctx, "read", wRead{Type: req.Type, Addr: req.Addr, Config: cfg, Prior: prior}, nil, &out); err != nil {
+		return providers.ReadResponse{Diagnostics: c.failed(err)}
+	}
+	outputs, err := decodeValue(out.Outputs)
+	if err != nil {
+		return providers.ReadResponse{Diagnostics: c.failed(err)}
+	}
+	return providers.ReadResponse{Observation: out.Observation, Detail: out.Detail, Outputs: outputs, Inverse: out.Inverse, Diagnostics: out.Diagnostics}
+}
+
+func (c *Client) Plan(ctx context.Context, req providers.PlanRequest) providers.PlanResponse {
+	cfg, err := encodeValue(req.Config)
+	if err != nil {
+		return providers.PlanResponse{Diagnostics: c.failed(err)}
+	}
+	prior, err := encodePrior(req.Prior)
+	if err != nil {
+		return providers.PlanResponse{Diagnostics: c.failed(err)}
+	}
+	var out wPlanResponse
+	if err := c.call(ctx, "plan", wPlan{Type: req.Type, Addr: req.Addr, Config: cfg, Prior: prior, Action: req.Action}, nil, &out); err != nil {
+		return providers.PlanResponse{Diagnostics: c.failed(err)}
+	}
+	return providers.PlanResponse{Diff: out.Diff, Private: out.Private, Diagnostics: out.Diagnostics}
+}
+
+func (c *Client) Apply(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
+	cfg, err := encodeValue(req.Config)
+	if err != nil {
+		return providers.ApplyResponse{Diagnostics: c.failed(err)}
+	}
+	prior, err := encodePrior(req.Prior)
+	if err != nil {
+		return providers.ApplyResponse{Diagnostics: c.failed(err)}
+	}
+	var out wApplyResponse
+	w := wApply{Type: req.Type, Addr: req.Addr, Config: cfg, Prior: prior, Planned: req.Planned, ApprovedBy: req.Approval.By}
+	if err := c.call(ctx, "apply", w, req.Log, &out); err != nil {
+		return providers.ApplyResponse{Diagnostics: c.failed(err)}
+	}
+	outputs, err := decodeValue(out.Outputs)
+	if err != nil {
+		return providers.ApplyResponse{Diagnostics: c.failed(err)}
+	}
+	return providers.ApplyResponse{Outputs: outputs, Private: out.Private, Inverse: out.Inverse, Record: out.Record, Diagnostics: out.Diagnostics}
+}
+
+func (c *Client) Revert(ctx context.Context, req providers.RevertRequest) providers.RevertResponse {
+	cfg, err := encodeValue(req.Config)
+	if err != nil {
+		return providers.RevertResponse{Diagnostics: c.failed(err)}
+	}
+	outputs, err := encodeValue(req.Outputs)
+	if err != nil {
+		return providers.RevertResponse{Diagnostics: c.failed(err)}
+	}
+	var out wDiags
+	if err := c.call(ctx, "revert", wRevert{Type: req.Type, Addr: req.Addr, Config: cfg, Inverse: req.Inverse, Outputs: outputs}, req.Log, &out); err != nil {
+		return providers.RevertResponse{Diagnostics: c.failed(err)}
+	}
+	return providers.RevertResponse{Diagnostics: out.Diagnostics}
+}
+
+func (c *Client) InputDigest(ctx context.Context, req providers.DigestRequest) providers.DigestResponse {
+	cfg, err := encodeValue(req.Config)
+	if err != nil {
+		return providers.DigestResponse{Diagnostics: c.failed(err)}
+	}
+	var out wDigestResponse
+	if err := c.call(ctx, "digest", wDigest{Type: req.Type, Addr: req.Addr, Config: cfg}, nil, &out); err != nil {
+		return providers.DigestResponse{Diagnostics: c.failed(err)}
+	}
+	return providers.DigestResponse{Digest: out.Digest, Unknown: out.Unknown, Diagnostics: out.Diagnostics}
+}
+
+// tailBuffer passes the program's stderr on, line by line with a prefix,
+// and keeps its last lines for the message when it dies.
+type tailBuffer struct {
+	mu     sync.Mutex
+	w      io.Writer
+	prefix string
+	line   []byte
+	last   []string
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, b := range p {
+		if b != '\n' {
+			t.line = append(t.line, b)
+			continue
+		}
+		l := string(t.line)
+		t.line = t.line[:0]
+		fmt.Fprintln(t.w, t.prefix+l)
+		t.last = append(t.last, l)
+		if len(t.last) > 10 {
+			t.last = t.last[1:]
+		}
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) tail() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lines := t.last
+	if len(t.line) > 0 {
+		lines = append(lines[:len(lines):len(lines)], string(t.line))
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	return "; its last output:\n  " + strings.Join(lines, "\n  ")
+}
+
+// procAttr: its own process group (a Ctrl-C is migrate's alone) and, on
+// Linux, killed when migrate dies.
+var procAttr = func() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }

@@ -1,0 +1,40 @@
+// Package plugin runs a provider in a program of its own and speaks to it
+// over the program's standard input and output, as Terraform and Packer do
+// with theirs.
+//
+// Why: the Talos and Helm providers link Talos machinery, client-go and
+// Helm — 100 MB of code whose package initialisation alone costs ~25 ms
+// and ~80 MiB of resident pages in every process. Built into migrate, that
+// weight is paid by every `migrate plan` and `migrate status`, even of a
+// runbook that only runs shell commands. As plugins, it is paid only by a
+// runbook that uses them, and only in their own processes.
+//
+// The host side is a providers.Factory (Factory) whose providers answer
+// Schema from the schema compiled into migrate, and start the program at
+// the first call that needs it (Configure). The program side is Serve.
+//
+// The protocol is one JSON object per line each way:
+//
+//	plugin -> host, first:  {"protocol":1,"provider":"talos","schema":"<sha256>"}
+//	host -> plugin:         {"id":7,"method":"apply","params":{...}}
+//	                        {"cancel":7}
+//	plugin -> host:         {"log":7,"data":"..."}     output of call 7, in order
+//	                        {"id":7,"result":{...}}    its answer, after its output
+//
+// Calls run concurrently; cancelling a call's context sends "cancel" and
+// the call still waits for the provider's answer (which says it was
+// interrupted), so nothing is left running behind the engine's back.
+// cty values cross as msgpack of the dynamic type, which keeps unknown
+// values; the sensitive mark crosses as a list of paths and is put back on
+// the other side, so redaction works exactly as in one process.
+//
+// The program dies with migrate: its parent-death signal is SIGKILL, and
+// it exits when its standard input closes. It is put in its own process
+// group and ignores SIGINT, so a Ctrl-C in the terminal reaches migrate
+// only, which then lets running steps finish.
+//
+// Programs are looked for in $MIGRATE_PLUGIN_DIR, beside the migrate
+// executable, then in PATH. The schema digest of the handshake makes a
+// program from another build of migrate fail with a clear message instead
+// of misreading requests.
+package plugin

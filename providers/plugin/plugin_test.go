@@ -1,0 +1,277 @@
+package plugin_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/fake"
+	"github.com/homelab-migrate/migrate/providers/plugin"
+	"github.com/homelab-migrate/migrate/providers/providertest"
+)
+
+// The test binary is its own plugin program: with MIGRATE_PLUGIN_TEST set
+// it serves a fake provider whose Apply also knows a few tricks.
+func TestMain(m *testing.M) {
+	switch os.Getenv("MIGRATE_PLUGIN_TEST") {
+	case "serve":
+		os.Exit(plugin.Serve("fake", tricks()))
+	case "host":
+		os.Exit(host())
+	}
+	os.Setenv("MIGRATE_PLUGIN_TEST", "serve") // for the programs the tests start
+	os.Exit(m.Run())
+}
+
+// tricks is the fake provider with an Apply that writes output, and on
+// value "block" waits for cancellation, on "crash" dies, on "pid" answers
+// its pid.
+func tricks() *fake.Provider {
+	p := fake.New()
+	plain := fake.New()
+	p.ApplyFn = func(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
+		s := ""
+		if cfg, _ := req.Config.Unmark(); cfg.Type().IsObjectType() && cfg.IsKnown() && !cfg.IsNull() && cfg.Type().HasAttribute("value") {
+			if v, _ := cfg.GetAttr("value").Unmark(); v.Type() == cty.String && v.IsKnown() && !v.IsNull() {
+				s = v.AsString()
+			}
+		}
+		if req.Log != nil {
+			fmt.Fprintf(req.Log, "applying %s\n", req.Addr)
+		}
+		switch s {
+		case "block":
+			fmt.Fprintln(req.Log, "waiting")
+			<-ctx.Done()
+			return providers.ApplyResponse{Diagnostics: phases.Errorf("Step Interrupted", "%s: %v.", req.Addr, ctx.Err())}
+		case "crash":
+			fmt.Fprintln(os.Stderr, "dying on purpose")
+			os.Exit(3)
+		case "pid":
+			return providers.ApplyResponse{Outputs: cty.ObjectVal(map[string]cty.Value{"value": cty.StringVal(strconv.Itoa(os.Getpid()))})}
+		}
+		return plain.Apply(ctx, req)
+	}
+	return p
+}
+
+func program(t testing.TB) plugin.Program {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plugin.Program{Name: "fake", Command: exe, Schema: fake.Schema()}
+}
+
+func configured(t *testing.T, prog plugin.Program) providers.Interface {
+	t.Helper()
+	p := plugin.Factory(prog)()
+	t.Cleanup(func() { p.(providers.Closer).Close() })
+	r := p.Configure(context.Background(), providers.ConfigureRequest{Name: "fake", Config: cty.ObjectVal(map[string]cty.Value{"endpoint": cty.StringVal("x")}), Dir: t.TempDir()})
+	if r.Diagnostics.HasErrors() {
+		t.Fatalf("Configure: %v", r.Diagnostics.Err())
+	}
+	return p
+}
+
+func stepConfig(value cty.Value) cty.Value {
+	return cty.ObjectVal(map[string]cty.Value{"value": value, "fail": cty.NullVal(cty.Bool)})
+}
+
+func apply(ctx context.Context, p providers.Interface, value string, log io.Writer) providers.ApplyResponse {
+	return p.Apply(ctx, providers.ApplyRequest{Type: fake.StepType, Addr: phases.Address{Type: fake.StepType, Name: "a"},
+		Config: stepConfig(cty.StringVal(value)), Log: log})
+}
+
+// TestConformance: through the pipe, the fake still passes the suite
+// every provider passes (unknown values, sensitive values, cancellation,
+// revert, bad input).
+func TestConformance(t *testing.T) {
+	providertest.Run(t, providertest.Harness{
+		New:            plugin.Factory(program(t)),
+		ProviderConfig: cty.ObjectVal(map[string]cty.Value{"endpoint": cty.StringVal("fake://")}),
+		Dir:            t.TempDir(),
+		Cases: []providertest.Case{
+			{Type: fake.StepType, Reversible: true, Config: stepConfig(cty.StringVal("hello world"))},
+		},
+	})
+}
+
+func TestSchemaStartsNothing(t *testing.T) {
+	prog := program(t)
+	prog.Command = "/nonexistent/migrate-provider-fake"
+	p := plugin.Factory(prog)()
+	if _, ok := p.Schema().StepTypes[fake.StepType]; !ok {
+		t.Fatal("Schema did not answer from the compiled-in schema")
+	}
+	r := p.Configure(context.Background(), providers.ConfigureRequest{Name: "fake"})
+	if !r.Diagnostics.HasErrors() || !strings.Contains(r.Diagnostics.Err().Error(), "/nonexistent/migrate-provider-fake") {
+		t.Fatalf("Configure with a missing program: %v", r.Diagnostics)
+	}
+}
+
+func TestLocateSaysWhere(t *testing.T) {
+	t.Setenv("MIGRATE_PLUGIN_DIR", t.TempDir())
+	_, err := plugin.Locate("migrate-provider-nope")
+	if err == nil || !strings.Contains(err.Error(), "MIGRATE_PLUGIN_DIR") || !strings.Contains(err.Error(), "make build") {
+		t.Fatalf("Locate of a missing program: %v", err)
+	}
+	dir := t.TempDir()
+	t.Setenv("MIGRATE_PLUGIN_DIR", dir)
+	if err := os.WriteFile(dir+"/migrate-provider-here", []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := plugin.Locate("migrate-provider-here"); err != nil || p != dir+"/migrate-provider-here" {
+		t.Fatalf("Locate in MIGRATE_PLUGIN_DIR = %q, %v", p, err)
+	}
+}
+
+func TestOtherBuildRefused(t *testing.T) {
+	prog := program(t)
+	prog.Schema = fake.Schema()
+	st := prog.Schema.StepTypes[fake.StepType]
+	st.Description = "changed since the program was built"
+	prog.Schema.StepTypes = map[string]phases.StepType{fake.StepType: st}
+	p := plugin.Factory(prog)()
+	defer p.(providers.Closer).Close()
+	r := p.Configure(context.Background(), providers.ConfigureRequest{Name: "fake"})
+	if !r.Diagnostics.HasErrors() || !strings.Contains(r.Diagnostics.Err().Error(), "another build of migrate") {
+		t.Fatalf("a program with another schema: %v", r.Diagnostics)
+	}
+}
+
+// TestOutputAndCancel: a call's output arrives as it is written, and a
+// cancelled call is interrupted in the program and still answered.
+func TestOutputAndCancel(t *testing.T) {
+	p := configured(t, program(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	var log bytes.Buffer
+	done := make(chan providers.ApplyResponse, 1)
+	go func() { done <- apply(ctx, p, "block", &log) }()
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	select {
+	case r := <-done:
+		if !r.Diagnostics.HasErrors() || r.Diagnostics[0].Summary != "Step Interrupted" {
+			t.Fatalf("a cancelled apply answered %v", r.Diagnostics)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a cancelled apply did not return")
+	}
+	if got := log.String(); got != "applying fake_step.a\nwaiting\n" {
+		t.Fatalf("output of the call = %q", got)
+	}
+	// The program is still there for the next call.
+	if r := apply(context.Background(), p, "after", nil); r.Diagnostics.HasErrors() || r.Outputs.GetAttr("value").AsString() != "after" {
+		t.Fatalf("apply after a cancelled one: %v %#v", r.Diagnostics, r.Outputs)
+	}
+}
+
+// TestSensitiveOutputsStayMarked: the sensitive mark crosses both ways,
+// so the engine redacts exactly as with a built-in provider.
+func TestSensitiveOutputsStayMarked(t *testing.T) {
+	p := configured(t, program(t))
+	secret := cty.StringVal("hunter2-canary").Mark(phases.SensitiveMark)
+	r := p.Apply(context.Background(), providers.ApplyRequest{Type: fake.StepType, Addr: phases.Address{Type: fake.StepType, Name: "s"}, Config: stepConfig(secret)})
+	if r.Diagnostics.HasErrors() {
+		t.Fatal(r.Diagnostics.Err())
+	}
+	if v := r.Outputs.GetAttr("value"); !v.HasMark(phases.SensitiveMark) {
+		t.Fatalf("the output came back unmarked: %#v", r.Outputs)
+	}
+	// Unknown values cross too (plans are made before steps run).
+	pr := p.Plan(context.Background(), providers.PlanRequest{Type: fake.StepType, Addr: phases.Address{Type: fake.StepType, Name: "u"}, Config: stepConfig(cty.UnknownVal(cty.String))})
+	if pr.Diagnostics.HasErrors() {
+		t.Fatalf("plan with an unknown value: %v", pr.Diagnostics.Err())
+	}
+}
+
+// TestProgramDies: a program that dies fails its call with what it said
+// last, and every later call says it is gone.
+func TestProgramDies(t *testing.T) {
+	p := configured(t, program(t))
+	r := apply(context.Background(), p, "crash", nil)
+	if !r.Diagnostics.HasErrors() {
+		t.Fatal("the call of a program that died succeeded")
+	}
+	msg := r.Diagnostics.Err().Error()
+	for _, want := range []string{"exited", "exit status 3", "dying on purpose"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the error does not say %q: %s", want, msg)
+		}
+	}
+	if r := apply(context.Background(), p, "again", nil); !r.Diagnostics.HasErrors() || !strings.Contains(r.Diagnostics.Err().Error(), "exited") {
+		t.Fatalf("a call after the program died: %v", r.Diagnostics)
+	}
+}
+
+// TestProgramDiesWithHost kills (SIGKILL) a host process that runs a
+// plugin program: the program must not outlive it.
+func TestProgramDiesWithHost(t *testing.T) {
+	exe, _ := os.Executable()
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), "MIGRATE_PLUGIN_TEST=host")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 32)
+	n, _ := out.Read(buf)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(buf[:n])))
+	if err != nil {
+		cmd.Process.Kill()
+		t.Fatalf("the host did not say its program's pid: %q", buf[:n])
+	}
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Fatalf("the program %d is not running: %v", pid, err)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for syscall.Kill(pid, 0) == nil {
+		// A zombie counts as gone: its parent, the killed host, is gone.
+		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && strings.Contains(string(st), ") Z ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the plugin program %d outlived its killed host", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// host is the process TestProgramDiesWithHost kills: it starts a program,
+// prints its pid and waits.
+func host() int {
+	os.Setenv("MIGRATE_PLUGIN_TEST", "serve")
+	exe, _ := os.Executable()
+	p := plugin.Factory(plugin.Program{Name: "fake", Command: exe, Schema: fake.Schema()})()
+	if r := p.Configure(context.Background(), providers.ConfigureRequest{Name: "fake"}); r.Diagnostics.HasErrors() {
+		fmt.Println(r.Diagnostics.Err())
+		return 1
+	}
+	r := apply(context.Background(), p, "pid", nil)
+	if r.Diagnostics.HasErrors() {
+		fmt.Println(r.Diagnostics.Err())
+		return 1
+	}
+	fmt.Println(r.Outputs.GetAttr("value").AsString())
+	time.Sleep(time.Minute)
+	return 0
+}

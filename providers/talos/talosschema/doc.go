@@ -1,0 +1,6 @@
+// Package talosschema is the schema of the talos provider: its type name, its
+// step types and their attributes. It is pure data (phases and cty only),
+// so that migrate can load and check runbooks that use the provider
+// without linking the provider itself, which runs as the plugin program
+// migrate-provider-talos (see providers/plugin).
+package talosschema
