@@ -36,7 +36,7 @@ func (ld *load) orderPhases() {
 	}
 	for i, pd := range ld.phases {
 		for _, e := range pd.after {
-			g.addEdge(i, index[e.name], e.rng)
+			g.addEdge(i, index[e.name], compact(e.rng))
 		}
 	}
 	for _, cyc := range g.cycles() {
@@ -141,10 +141,10 @@ func (ld *load) checkStepGraph() {
 				reported[r.addr] = true
 				if j, same := index[r.addr]; same {
 					g.addEdge(i, j, r.rng)
-					ld.checkCheckOrder(d, members[j], r.rng)
+					ld.checkCheckOrder(d, members[j], r.rng.hcl())
 					continue
 				}
-				ld.checkPhaseOrder(d, ld.steps[r.addr], r.rng)
+				ld.checkPhaseOrder(d, ld.steps[r.addr], r.rng.hcl())
 			}
 		}
 		for _, cyc := range g.cycles() {
@@ -254,7 +254,7 @@ type graph struct {
 
 type edge struct {
 	to  int
-	rng hcl.Range
+	rng srcRange
 }
 
 type cycle struct {
@@ -265,7 +265,7 @@ type cycle struct {
 
 func newGraph(n int) *graph { return &graph{edges: make([][]edge, n)} }
 
-func (g *graph) addEdge(from, to int, rng hcl.Range) {
+func (g *graph) addEdge(from, to int, rng srcRange) {
 	g.edges[from] = append(g.edges[from], edge{to: to, rng: rng})
 }
 
@@ -329,7 +329,7 @@ func (g *graph) cycles() []cycle {
 			var rng hcl.Range
 			for _, e := range g.edges[start] {
 				if e.to == start {
-					self, rng = true, e.rng
+					self, rng = true, e.rng.hcl()
 					break
 				}
 			}
@@ -346,7 +346,7 @@ func (g *graph) cycles() []cycle {
 			if in[e.to] {
 				if _, ok := prev[e.to]; !ok {
 					prev[e.to] = start
-					firstRng[e.to] = e.rng
+					firstRng[e.to] = e.rng.hcl()
 					queue = append(queue, e.to)
 				}
 			}

@@ -68,6 +68,7 @@ func (l *Loader) Load() (*phases.Runbook, hcl.Diagnostics) {
 		implicit:  map[string]*phases.ProviderConfig{},
 		phaseIdx:  map[string]*phaseDecl{},
 		steps:     map[phases.Address]*stepDecl{},
+		names:     map[phases.Address]phases.Address{},
 		specs:     map[string]hcldec.ObjectSpec{},
 
 		sensitiveAttrs: map[string][]string{},
@@ -119,7 +120,8 @@ type load struct {
 	phases   []*phaseDecl
 	phaseIdx map[string]*phaseDecl
 	steps    map[phases.Address]*stepDecl
-	allSteps []*stepDecl // declaration order, including rejected duplicates
+	names    map[phases.Address]phases.Address // interned step addresses
+	allSteps []*stepDecl                       // declaration order, including rejected duplicates
 
 	specs          map[string]hcldec.ObjectSpec
 	sensitiveAttrs map[string][]string // by step type

@@ -12,10 +12,33 @@ import (
 )
 
 // stepRef is a reference to a step from an expression or depends_on.
+// A big runbook has hundreds of thousands, kept until loading ends: hence
+// the compact range.
 type stepRef struct {
 	addr phases.Address
-	rng  hcl.Range
+	rng  srcRange
 }
+
+// srcRange is an hcl.Range in 40 bytes instead of 64.
+type srcRange struct {
+	file       string
+	start, end srcPos
+}
+
+type srcPos struct{ line, col, byte int32 }
+
+func compact(r hcl.Range) srcRange {
+	p := func(p hcl.Pos) srcPos { return srcPos{int32(p.Line), int32(p.Column), int32(p.Byte)} }
+	return srcRange{file: r.Filename, start: p(r.Start), end: p(r.End)}
+}
+
+func (r srcRange) hcl() hcl.Range {
+	p := func(p srcPos) hcl.Pos { return hcl.Pos{Line: int(p.line), Column: int(p.col), Byte: int(p.byte)} }
+	return hcl.Range{Filename: r.file, Start: p(r.start), End: p(r.end)}
+}
+
+// Ptr is hcl.Range.Ptr, for diagnostics' subjects.
+func (r srcRange) Ptr() *hcl.Range { return r.hcl().Ptr() }
 
 // checkRefs checks the references of an expression: var.NAME and
 // local.NAME must be declared, and TYPE.NAME[.OUTPUT] must name a declared
@@ -95,7 +118,7 @@ func (ld *load) checkRefs(trs []hcl.Traversal, allowSteps bool, what string) ([]
 				continue
 			}
 		}
-		refs = append(refs, stepRef{addr: addr, rng: tr.SourceRange()})
+		refs = append(refs, stepRef{addr: addr, rng: compact(tr.SourceRange())})
 	}
 	return refs, bad, diags
 }

@@ -179,35 +179,32 @@ func metaSchema(st phases.StepType, isCheck bool) *hcl.BodySchema {
 	return s
 }
 
-// withoutMeta returns body without the meta-arguments of schema. For
-// hclsyntax bodies it is a new body holding only the step type's own
-// attributes and blocks: PartialContent's remain hides the meta-arguments
-// but keeps them reachable, and a depends_on list is most of a big
-// runbook's syntax tree, needed no more once decoded.
-func withoutMeta(body hcl.Body, schema *hcl.BodySchema) hcl.Body {
+// stripMeta returns the body a step's evaluator decodes: its own
+// attributes and blocks, without the meta-arguments of schema. For
+// hclsyntax bodies the meta-arguments are deleted from the parsed body
+// itself, which nothing reads again: PartialContent's remain only hides
+// them, and a depends_on list is most of a big runbook's syntax tree,
+// needed no more once decoded into addresses.
+func stripMeta(body, remain hcl.Body, schema *hcl.BodySchema) hcl.Body {
 	sb, ok := body.(*hclsyntax.Body)
 	if !ok {
-		return body
+		return remain
 	}
-	out := &hclsyntax.Body{Attributes: hclsyntax.Attributes{}, SrcRange: sb.SrcRange, EndRange: sb.EndRange}
-	meta := map[string]bool{}
 	for _, a := range schema.Attributes {
-		meta[a.Name] = true
+		delete(sb.Attributes, a.Name)
 	}
-	for _, b := range schema.Blocks {
-		meta["block "+b.Type] = true
-	}
-	for name, a := range sb.Attributes {
-		if !meta[name] {
-			out.Attributes[name] = a
+	blocks := sb.Blocks[:0]
+	for _, blk := range sb.Blocks {
+		meta := false
+		for _, bs := range schema.Blocks {
+			meta = meta || blk.Type == bs.Type
+		}
+		if !meta {
+			blocks = append(blocks, blk)
 		}
 	}
-	for _, b := range sb.Blocks {
-		if !meta["block "+b.Type] {
-			out.Blocks = append(out.Blocks, b)
-		}
-	}
-	return out
+	sb.Blocks = blocks
+	return sb
 }
 
 func (ld *load) declareStep(pd *phaseDecl, b *stepBlock, isCheck bool) {
@@ -279,20 +276,13 @@ func (ld *load) declareStep(pd *phaseDecl, b *stepBlock, isCheck bool) {
 	schema := metaSchema(info.typ, isCheck)
 	content, remain, diags := b.Body.PartialContent(schema)
 	ld.diags = append(ld.diags, diags...)
-	d.body = withoutMeta(remain, schema)
+	d.body = stripMeta(b.Body, remain, schema)
 	if content == nil {
 		return
 	}
 	d.provider = content.Attributes["provider"]
 	if a := content.Attributes["depends_on"]; a != nil {
 		d.explicit = ld.decodeDependsOn(a)
-		// Decoded into addresses and ranges: let the list's syntax tree
-		// go now, not when loading ends (for a big generated runbook it
-		// is most of the tree; nothing reads the step's original body
-		// again, its evaluator has its own).
-		if sb, ok := b.Body.(*hclsyntax.Body); ok {
-			delete(sb.Attributes, "depends_on")
-		}
 	}
 	if a := content.Attributes["timeout"]; a != nil {
 		if dur, ok := ld.duration(a.Expr, "timeout", true); ok {
@@ -456,7 +446,7 @@ func (ld *load) decodeRetry(blk *hcl.Block) phases.RetryPolicy {
 func (ld *load) decodeDependsOn(a *hcl.Attribute) []stepRef {
 	exprs, diags := hcl.ExprList(a.Expr)
 	ld.diags = append(ld.diags, diags...)
-	var refs []stepRef
+	refs := make([]stepRef, 0, len(exprs))
 	for _, e := range exprs {
 		tr, diags := hcl.AbsTraversalForExpr(e)
 		if diags.HasErrors() {
@@ -493,7 +483,7 @@ func (ld *load) decodeDependsOn(a *hcl.Attribute) []stepRef {
 			})
 			continue
 		}
-		refs = append(refs, stepRef{addr: addr, rng: e.Range()})
+		refs = append(refs, stepRef{addr: ld.intern(addr), rng: compact(e.Range())})
 	}
 	return refs
 }
@@ -676,4 +666,14 @@ func (ld *load) implicitProvider(pt string) *phases.ProviderConfig {
 	}
 	ld.implicit[pt] = p
 	return p
+}
+
+// intern returns addr with strings shared by every reference to the same
+// step, not one copy per reference out of the syntax tree.
+func (ld *load) intern(addr phases.Address) phases.Address {
+	if a, ok := ld.names[addr]; ok {
+		return a
+	}
+	ld.names[addr] = addr
+	return addr
 }

@@ -157,6 +157,7 @@ func (a *app) load(vf varFlags) (*phases.Runbook, error) {
 	if err != nil {
 		return nil, err
 	}
+	limitMemory(dir)
 	schemas := map[string]phases.Schema{}
 	for name, f := range registry() {
 		schemas[name] = f().Schema()
