@@ -60,3 +60,16 @@ func TestConcurrentEvaluate(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// BenchmarkLoad400 is the runbook of the engine-overhead benchmark.
+func BenchmarkLoad400(b *testing.B) {
+	fsys := fstest.MapFS{"main.hcl": {Data: levels(400, 10)}}
+	opts := runbooks.Options{Dir: "/x", Schemas: testSchemas()}
+	b.ReportAllocs()
+	for b.Loop() {
+		rb, diags := runbooks.NewLoader(fsys, opts).Load()
+		if diags.HasErrors() || len(rb.Phases[0].Steps) != 400 {
+			b.Fatal(diags.Error())
+		}
+	}
+}

@@ -3,6 +3,8 @@ package runbooks
 import (
 	"bytes"
 	"maps"
+	"runtime"
+	"sync"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -135,25 +137,18 @@ func lineEnd(src []byte, i int) int {
 }
 
 // parseChunked parses src in pieces of about size bytes, or returns nil
-// when the whole parse must do it.
+// when the whole parse must do it. The pieces are parsed in parallel, then
+// assembled in order.
 func parseChunked(src []byte, filename string, size int) *hcl.File {
 	l, ok := scanLayout(src)
 	if !ok {
 		return nil
 	}
 	p := &pieceParser{src: src, filename: filename, lines: newLineIndex(src)}
-	body := &hclsyntax.Body{Attributes: hclsyntax.Attributes{}, Blocks: hclsyntax.Blocks{}}
-	first, last := true, (*hclsyntax.Body)(nil)
-	addPiece := func(b *hclsyntax.Body) bool {
-		if first {
-			body.SrcRange.Start = b.SrcRange.Start
-			first = false
-		}
-		last = b
-		return merge(body, b)
-	}
 
-	// Top-level items, between line starts outside any bracket.
+	// 1. Cut: top-level items between line starts outside any bracket,
+	// grouped into pieces; a big block's body is cut in its turn.
+	var items []item
 	cuts := append(append([]int{0}, l.top...), len(src))
 	blocks := l.blocks
 	start := 0
@@ -168,36 +163,52 @@ func parseChunked(src []byte, filename string, size int) *hcl.File {
 		}
 		if blk == nil || blk.close-blk.open < size || !p.splittable(blk, b) {
 			if b-start >= size || k == len(cuts)-1 {
-				piece := p.parse(start, b)
-				if piece == nil || !addPiece(piece) {
-					return nil
-				}
+				items = append(items, item{piece: p.cut(start, b)})
 				start = b
 			}
 			continue
 		}
-		// Everything before this big block, then the block in pieces.
 		if a > start {
-			piece := p.parse(start, a)
-			if piece == nil || !addPiece(piece) {
+			items = append(items, item{piece: p.cut(start, a)})
+		}
+		inner, ok := p.cutBlock(blk, size)
+		if !ok {
+			return nil
+		}
+		items = append(items, item{a: a, b: b, blk: blk, inner: inner})
+		start = b
+	}
+
+	// 2. Parse every piece.
+	p.parseAll()
+
+	// 3. Assemble, in the file's order.
+	body := &hclsyntax.Body{Attributes: hclsyntax.Attributes{}, Blocks: hclsyntax.Blocks{}}
+	var last *hclsyntax.Body
+	for i, it := range items {
+		var piece *hclsyntax.Body
+		if it.blk == nil {
+			piece = it.piece.body
+		} else {
+			block := p.assembleBlock(it.a, it.blk, it.inner)
+			if block == nil {
 				return nil
 			}
+			// The block's line is a piece of its own: a body of just it.
+			piece = &hclsyntax.Body{
+				Attributes: hclsyntax.Attributes{},
+				Blocks:     hclsyntax.Blocks{block},
+				SrcRange:   p.rangeOf(it.a, it.b),
+				EndRange:   p.rangeOf(it.b, it.b),
+			}
 		}
-		block := p.parseBlock(a, blk, size)
-		if block == nil {
+		if piece == nil || !merge(body, piece) {
 			return nil
 		}
-		// The block's line is its own piece: a body of just that block.
-		piece := &hclsyntax.Body{
-			Attributes: hclsyntax.Attributes{},
-			Blocks:     hclsyntax.Blocks{block},
-			SrcRange:   p.rangeOf(a, b),
-			EndRange:   p.rangeOf(b, b),
+		if i == 0 {
+			body.SrcRange.Start = piece.SrcRange.Start
 		}
-		if !addPiece(piece) {
-			return nil
-		}
-		start = b
+		last = piece
 	}
 	if last == nil {
 		return nil
@@ -206,6 +217,21 @@ func parseChunked(src []byte, filename string, size int) *hcl.File {
 	body.SrcRange.End = last.SrcRange.End
 	body.EndRange = last.EndRange
 	return &hcl.File{Body: body, Bytes: src}
+}
+
+// item is a top-level piece, or a big block cut into inner pieces.
+type item struct {
+	piece *piece
+
+	a, b  int // the block's item
+	blk   *blockSpan
+	inner []*piece
+}
+
+// piece is src[a:b], which starts a line, and its parse.
+type piece struct {
+	a, b int
+	body *hclsyntax.Body // nil on any diagnostic
 }
 
 // merge adds piece's items to body, false when an attribute repeats (the
@@ -225,6 +251,33 @@ type pieceParser struct {
 	src      []byte
 	filename string
 	lines    lineIndex
+	pieces   []*piece
+}
+
+func (p *pieceParser) cut(a, b int) *piece {
+	pc := &piece{a: a, b: b}
+	p.pieces = append(p.pieces, pc)
+	return pc
+}
+
+// parseAll parses the pieces on every core.
+func (p *pieceParser) parseAll() {
+	next := make(chan *piece)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(p.pieces)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for pc := range next {
+				pc.body = p.parse(pc.a, pc.b)
+			}
+		}()
+	}
+	for _, pc := range p.pieces {
+		next <- pc
+	}
+	close(next)
+	wg.Wait()
 }
 
 // parse parses src[a:b], which starts a line, at its place in the file;
@@ -239,7 +292,7 @@ func (p *pieceParser) parse(a, b int) *hclsyntax.Body {
 }
 
 // splittable tells whether a top-level item [start of line, b) holding blk
-// has the shape parseBlock expects: the opening brace ends its line, the
+// has the shape cutBlock expects: the opening brace ends its line, the
 // closing brace is followed by nothing but blanks up to b, and both lines
 // are ASCII up to the braces (so columns are byte counts).
 func (p *pieceParser) splittable(blk *blockSpan, b int) bool {
@@ -255,10 +308,36 @@ func (p *pieceParser) splittable(blk *blockSpan, b int) bool {
 	return isASCII(p.src[p.lines.lineStart(blk.open):blk.open]) && isASCII(p.src[p.lines.lineStart(blk.close):blk.close])
 }
 
-// parseBlock parses the top-level block starting at a: its header (type,
-// labels, opening brace) as an empty block, then its body in pieces
-// between the line starts directly inside it.
-func (p *pieceParser) parseBlock(a int, blk *blockSpan, size int) *hclsyntax.Block {
+// cutBlock cuts a big block's body into pieces between the line starts
+// directly inside it, up to the line of its closing brace.
+func (p *pieceParser) cutBlock(blk *blockSpan, size int) ([]*piece, bool) {
+	closeLine := p.lines.lineStart(blk.close)
+	if len(bytes.TrimSpace(p.src[closeLine:blk.close])) != 0 {
+		return nil, false // something before } on its line
+	}
+	var out []*piece
+	cuts := append(blk.inner, blk.close)
+	start := cuts[0]
+	for k := 1; k < len(cuts); k++ {
+		if cuts[k]-start < size && k < len(cuts)-1 {
+			continue
+		}
+		end := cuts[k]
+		if k == len(cuts)-1 {
+			end = max(closeLine, start)
+		}
+		if end > start {
+			out = append(out, p.cut(start, end))
+		}
+		start = end
+	}
+	return out, true
+}
+
+// assembleBlock makes the top-level block starting at a: its header (type,
+// labels, opening brace) parsed as an empty block, and its body from the
+// parsed inner pieces.
+func (p *pieceParser) assembleBlock(a int, blk *blockSpan, inner []*piece) *hclsyntax.Block {
 	header := append(append([]byte{}, p.src[a:blk.open+1]...), '}')
 	f, diags := hclsyntax.ParseConfig(header, p.filename, p.lines.pos(a))
 	if len(diags) > 0 {
@@ -276,30 +355,10 @@ func (p *pieceParser) parseBlock(a int, blk *blockSpan, size int) *hclsyntax.Blo
 		SrcRange:   hcl.RangeBetween(block.OpenBraceRange, closeRange),
 		EndRange:   hcl.Range{Filename: p.filename, Start: closeRange.End, End: closeRange.End},
 	}
-	// Inner pieces: from the line after { to the line start of }.
-	cuts := append(blk.inner, blk.close)
-	start := cuts[0]
-	for k := 1; k < len(cuts); k++ {
-		if cuts[k]-start < size && k < len(cuts)-1 {
-			continue
+	for _, pc := range inner {
+		if pc.body == nil || !merge(body, pc.body) {
+			return nil
 		}
-		end := cuts[k]
-		if k == len(cuts)-1 {
-			end = p.lines.lineStart(blk.close) // } starts its own piece-free line tail
-			if end < start {
-				end = start
-			}
-			if len(bytes.TrimSpace(p.src[end:blk.close])) != 0 {
-				return nil // something before } on its line
-			}
-		}
-		if end > start {
-			piece := p.parse(start, end)
-			if piece == nil || !merge(body, piece) {
-				return nil
-			}
-		}
-		start = end
 	}
 	block.Body = body
 	block.CloseBraceRange = closeRange
