@@ -21,8 +21,8 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	migrate = filepath.Join(dir, "migrate")
-	// The Talos provider runs as a plugin program, found beside migrate.
-	if out, err := exec.Command("go", "build", "-o", dir+"/", "../../cmd/migrate", "../../cmd/migrate-provider-talos").CombinedOutput(); err != nil {
+	// The Talos and Helm providers run as plugin programs, found beside migrate.
+	if out, err := exec.Command("go", "build", "-o", dir+"/", "../../cmd/migrate", "../../cmd/migrate-provider-talos", "../../cmd/migrate-provider-helm").CombinedOutput(); err != nil {
 		os.Stderr.Write(out)
 		os.Exit(1)
 	}
