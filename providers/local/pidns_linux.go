@@ -3,10 +3,12 @@
 package local
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -19,19 +21,17 @@ import (
 // signal) and with it every process in the namespace — a command forked an
 // instant before included. The shell passes a gate first (gateScript), so
 // a migrate killed before the death signal was armed leaves nothing behind
-// either. Commands enter the namespace by being forked from threads that
-// joined it with setns, so each costs a plain fork and exec; there are
-// several, so that a level of parallel steps does not queue behind one
-// thread's fork-and-exec (~0.3 ms each).
+// either. A command enters the namespace by being forked from a thread
+// that joined it with setns for that one fork and then came back, so it
+// costs a plain fork and exec on the caller's own thread.
 type runNamespace struct {
 	init *exec.Cmd
-	reqs chan startReq
+	fd   int // the namespace, open while it lives
+	home int // migrate's own PID namespace, to come back to
 	dead atomic.Bool
-}
-
-type startReq struct {
-	cmd  *exec.Cmd
-	done chan error
+	// mu: close waits for starts in progress (their setns uses the fds).
+	mu     sync.RWMutex
+	closed bool
 }
 
 // nsInitScript holds the namespace open; it never reaps (commands are
@@ -53,63 +53,63 @@ func newRunNamespace() (*runNamespace, error) {
 		return nil, err
 	}
 	g.open()
-	ns := &runNamespace{init: cmd, reqs: make(chan startReq)}
+	ns := &runNamespace{init: cmd}
 	go func() {
 		cmd.Wait()
 		ns.dead.Store(true)
 	}()
+	ns.fd, ns.home = -1, -1
 	fd, err := syscall.Open(fmt.Sprintf("/proc/%d/ns/pid", cmd.Process.Pid), syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		ns.close()
 		return nil, err
 	}
-	defer syscall.Close(fd)
-	ready := make(chan error, spawners)
-	for range spawners {
-		go ns.spawner(fd, ready)
-	}
-	var firstErr error
-	for range spawners {
-		if err := <-ready; err != nil && firstErr == nil {
-			firstErr = err
-		}
-	}
-	if firstErr != nil {
+	ns.fd = fd
+	home, err := syscall.Open("/proc/self/ns/pid", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
 		ns.close()
-		return nil, firstErr
+		return nil, err
 	}
+	ns.home = home
 	return ns, nil
 }
 
-// spawners is how many threads fork commands into a namespace.
-const spawners = 4
-
-// spawner forks commands from an OS thread that joined the namespace. The
-// thread stays locked: it is a door into the namespace, and it ends with
-// the goroutine.
-func (ns *runNamespace) spawner(fd int, ready chan<- error) {
-	runtime.LockOSThread()
-	err := unix.Setns(fd, unix.CLONE_NEWPID)
-	if err != nil {
-		ready <- os.NewSyscallError("setns", err)
-		return
-	}
-	ready <- nil
-	for r := range ns.reqs {
-		r.done <- r.cmd.Start()
-	}
-}
-
-// start starts cmd inside the namespace.
+// start starts cmd inside the namespace: this goroutine's thread joins it
+// for the fork (setns changes where a thread's children go, not the
+// thread itself), then returns home. A thread that could not return stays
+// locked to this goroutine, so no other goroutine forks from it.
 func (ns *runNamespace) start(cmd *exec.Cmd) error {
-	done := make(chan error, 1)
-	ns.reqs <- startReq{cmd: cmd, done: done}
-	return <-done
+	ns.mu.RLock()
+	defer ns.mu.RUnlock()
+	if ns.closed {
+		return errors.New("the command namespace is closed")
+	}
+	runtime.LockOSThread()
+	if err := unix.Setns(ns.fd, unix.CLONE_NEWPID); err != nil {
+		runtime.UnlockOSThread()
+		return os.NewSyscallError("setns", err)
+	}
+	err := cmd.Start()
+	if herr := unix.Setns(ns.home, unix.CLONE_NEWPID); herr != nil {
+		return errors.Join(err, os.NewSyscallError("setns back", herr))
+	}
+	runtime.UnlockOSThread()
+	return err
 }
 
 // close ends the namespace and everything still in it.
 func (ns *runNamespace) close() {
-	close(ns.reqs)
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if ns.closed {
+		return
+	}
+	ns.closed = true
+	for _, fd := range []int{ns.fd, ns.home} {
+		if fd >= 0 {
+			syscall.Close(fd)
+		}
+	}
 	if ns.init.Process != nil {
 		ns.init.Process.Kill()
 	}
