@@ -112,6 +112,18 @@ META
 	rm -rf "$work"
 fi
 
+# 5. One container started and deleted, so that what a daemon does at its
+#    first start (unpacking the image into the pool, setting up cgroups)
+#    happens here and not under the tests' timeouts.
+warm=migrate-warmup-$$
+if timeout 120 incus launch "$image_alias" "$warm" >/dev/null 2>&1; then
+	incus delete --force "$warm" >/dev/null 2>&1 || true
+else
+	incus delete --force "$warm" >/dev/null 2>&1 || true
+	log "a test container did not start; see $state/incusd.log"
+	exit 1
+fi
+
 echo "INCUS_SOCKET=/var/lib/incus/unix.socket"
 echo "INCUS_HTTPS=$https_addr"
 echo "INCUS_SERVER_CERT=/var/lib/incus/server.crt"
