@@ -169,6 +169,16 @@ func (v *View) Version(version, goVersion, platform string) {
 	fmt.Fprintf(v.out, "migrate %s (%s %s)\n", version, goVersion, platform)
 }
 
+// ProviderProgram says where the program of a plugin provider is, or why
+// it was not found.
+func (v *View) ProviderProgram(name, path string, err error) {
+	if err != nil {
+		fmt.Fprintf(v.out, "  provider %s: not found: %v\n", name, err)
+		return
+	}
+	fmt.Fprintf(v.out, "  provider %s: %s\n", name, path)
+}
+
 // Confirm writes the question that only "yes" answers, as terraform asks
 // it, on w (the terminal: stdout, or stderr when stdout carries JSON).
 func Confirm(w io.Writer, question string) {

@@ -37,14 +37,20 @@ import (
 // process (see providers/plugin). Their schemas are compiled in, so
 // validate, plan of other providers' steps, graph and status start none.
 func registry() map[string]providers.Factory {
-	return map[string]providers.Factory{
+	r := map[string]providers.Factory{
 		"local": func() providers.Interface { return local.New() },
 		"incus": incus.Factory,
-		talosschema.TypeName: plugin.Factory(plugin.Program{
-			Name: talosschema.TypeName, Command: "migrate-provider-talos", Schema: talosschema.Schema}),
-		helmschema.TypeName: plugin.Factory(plugin.Program{
-			Name: helmschema.TypeName, Command: "migrate-provider-helm", Schema: helmschema.Schema}),
 	}
+	for _, p := range pluginPrograms {
+		r[p.Name] = plugin.Factory(p)
+	}
+	return r
+}
+
+// pluginPrograms are the providers that run as programs of their own.
+var pluginPrograms = []plugin.Program{
+	{Name: talosschema.TypeName, Command: "migrate-provider-talos", Schema: talosschema.Schema},
+	{Name: helmschema.TypeName, Command: "migrate-provider-helm", Schema: helmschema.Schema},
 }
 
 // app holds the global flags and what every command shares: the view, the

@@ -591,3 +591,24 @@ func TestVersion(t *testing.T) {
 		t.Errorf("help does not document exit codes: %s", r)
 	}
 }
+
+// TestVersionFindsProviderPrograms: version says where each plugin
+// provider's program is, or how to get it.
+func TestVersionFindsProviderPrograms(t *testing.T) {
+	plugins := t.TempDir()
+	talos := filepath.Join(plugins, "migrate-provider-talos")
+	if err := os.WriteFile(talos, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "version")
+	cmd.Env = append(os.Environ(), "MIGRATE_PLUGIN_DIR="+plugins, "PATH=/nonexistent")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("version: %v\n%s", err, out)
+	}
+	for _, want := range []string{"provider talos: " + talos, "provider helm: not found", "go install ./cmd/migrate-provider-helm"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("version lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/homelab-migrate/migrate/providers/plugin"
 	"runtime"
 
 	"github.com/spf13/cobra"
@@ -9,10 +10,14 @@ import (
 func (a *app) versionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the version of migrate and of Go it was built with",
+		Short: "Print the version of migrate, of Go, and where its provider programs are",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			a.view().Version(version, runtime.Version(), runtime.GOOS+"/"+runtime.GOARCH)
+			for _, p := range pluginPrograms {
+				path, err := plugin.Locate(p.Command)
+				a.view().ProviderProgram(p.Name, path, err)
+			}
 			return nil
 		},
 	}
