@@ -59,6 +59,10 @@ func tricks() *fake.Provider {
 		case "crash":
 			fmt.Fprintln(os.Stderr, "dying on purpose")
 			os.Exit(3)
+		case "noisy":
+			// A library printing to stdout, without a newline: on the
+			// protocol's stream it would swallow the next message.
+			fmt.Print(strings.Repeat("noise ", 2000))
 		case "pid":
 			return providers.ApplyResponse{Outputs: cty.ObjectVal(map[string]cty.Value{"value": cty.StringVal(strconv.Itoa(os.Getpid()))})}
 		}
@@ -176,6 +180,22 @@ func TestOutputAndCancel(t *testing.T) {
 	// The program is still there for the next call.
 	if r := apply(context.Background(), p, "after", nil); r.Diagnostics.HasErrors() || r.Outputs.GetAttr("value").AsString() != "after" {
 		t.Fatalf("apply after a cancelled one: %v %#v", r.Diagnostics, r.Outputs)
+	}
+}
+
+// TestStdoutNoiseStaysOutOfTheProtocol: what a provider's libraries print
+// to standard output does not break the messages.
+func TestStdoutNoiseStaysOutOfTheProtocol(t *testing.T) {
+	p := configured(t, program(t))
+	done := make(chan providers.ApplyResponse, 1)
+	go func() { done <- apply(context.Background(), p, "noisy", nil) }()
+	select {
+	case r := <-done:
+		if r.Diagnostics.HasErrors() {
+			t.Fatalf("apply with noise on stdout: %v", r.Diagnostics)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the answer of a call that printed to stdout never came")
 	}
 }
 

@@ -24,7 +24,12 @@ import (
 func Serve(name string, p providers.Interface) int {
 	// Ctrl-C is migrate's to handle: it lets running steps finish.
 	signal.Ignore(os.Interrupt)
-	if err := serve(context.Background(), name, p, os.Stdin, os.Stdout); err != nil {
+	out, err := protocolOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "migrate provider %s: %v\n", name, err)
+		return 1
+	}
+	if err := serve(context.Background(), name, p, os.Stdin, out); err != nil {
 		fmt.Fprintf(os.Stderr, "migrate provider %s: %v\n", name, err)
 		return 1
 	}
