@@ -64,6 +64,10 @@ func Locate(command string) (string, error) {
 		"build it with `make build` (it goes to bin/ beside migrate) or `go install ./cmd/%s`", command, strings.Join(dirs, ", "), command)
 }
 
+// handshakeTimeout bounds how long a program may take to introduce itself
+// (a cold start of a 100 MB program from a slow disk takes seconds).
+var handshakeTimeout = 60 * time.Second
+
 // Client is a provider running in a plugin program.
 type Client struct {
 	prog   Program
@@ -132,9 +136,18 @@ func (c *Client) launch() error {
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	var h hello
-	if !sc.Scan() || json.Unmarshal(sc.Bytes(), &h) != nil {
+	said := make(chan bool, 1)
+	go func() { said <- sc.Scan() && json.Unmarshal(sc.Bytes(), &h) == nil }()
+	select {
+	case ok := <-said:
+		if !ok {
+			c.kill()
+			return fmt.Errorf("%s did not answer like a migrate provider program%s", path, c.stderr.tail())
+		}
+	case <-time.After(handshakeTimeout):
 		c.kill()
-		return fmt.Errorf("%s did not answer like a migrate provider program%s", path, c.stderr.tail())
+		<-said
+		return fmt.Errorf("%s said nothing for %s: it is not a migrate provider program, or it hangs%s", path, handshakeTimeout, c.stderr.tail())
 	}
 	switch {
 	case h.Protocol != protocolVersion:

@@ -295,3 +295,23 @@ func host() int {
 	time.Sleep(time.Minute)
 	return 0
 }
+
+// TestSilentProgramRefused: a program that never introduces itself is
+// killed after the handshake timeout, with a message that says so.
+func TestSilentProgramRefused(t *testing.T) {
+	defer plugin.SetHandshakeTimeout(200 * time.Millisecond)()
+	dir := t.TempDir()
+	silent := dir + "/migrate-provider-silent"
+	if err := os.WriteFile(silent, []byte("#!/bin/sh\nexec sleep 60\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := plugin.Factory(plugin.Program{Name: "fake", Command: silent, Schema: fake.Schema()})()
+	start := time.Now()
+	r := p.Configure(context.Background(), providers.ConfigureRequest{Name: "fake"})
+	if !r.Diagnostics.HasErrors() || !strings.Contains(r.Diagnostics.Err().Error(), "said nothing") {
+		t.Fatalf("a silent program: %v", r.Diagnostics)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("refusing a silent program took %s", d)
+	}
+}
