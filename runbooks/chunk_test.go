@@ -56,6 +56,39 @@ func TestChunkedParseIsTheWholeParse(t *testing.T) {
 		srcs = append(srcs, src)
 	}
 	srcs = append(srcs, []byte(bigRunbook(40)))
+	// Shapes the scanner must follow: CRLF line ends, tabs, templates
+	// with braces, quotes and directives, escaped interpolations, comments
+	// after braces, non-ASCII text, a single-line block, a BOM.
+	srcs = append(srcs,
+		[]byte(strings.ReplaceAll(bigRunbook(12), "\n", "\r\n")),
+		[]byte(strings.ReplaceAll(bigRunbook(12), "  ", "\t")),
+		[]byte("\ufeff"+bigRunbook(6)),
+		[]byte(`locals {
+  a = "${jsonencode({ k = "}", l = ["{", "x"] })}"
+  b = "$${not} %%{not} ${"nested ${"deep"}"}"
+  c = "%{ if true }yes%{ else }no%{ endif }"
+  d = { x = { y = [1, 2, { z = "}" }] } }
+}
+
+phase "é-ü" { # a comment after the brace
+  description = "naïve — ünïcödé"
+}
+phase "p" {
+  step "exec" "a" { command = ["true"] }
+  step "exec" "b" {
+    command = ["sh", "-c", "echo '${local.a}' } {"]
+    /* } */
+    depends_on = [exec.a] # }
+  }
+}
+`))
+	// The shapes above are ones the chunked parse must take, not leave to
+	// the whole parse (or the comparison would prove nothing about them).
+	for i, src := range srcs[len(srcs)-4:] {
+		if !sameAsWhole(t, src, 1) {
+			t.Errorf("shape %d was left to the whole parse:\n%s", i, src)
+		}
+	}
 	taken := 0
 	for _, src := range srcs {
 		for _, size := range []int{1, 7, 64, 512, 4096} {
