@@ -9,12 +9,15 @@
 //   - approval: a human gate that records who approved and when;
 //   - wait: a pause of a given duration.
 //
-// Commands are fail-stop: each runs as PID 1 of a fresh PID namespace with
-// a parent-death signal, so when migrate dies, even by SIGKILL, the kernel
-// kills the command and every process it started. Without the privilege to
-// make a namespace, the command gets its own process group and the
-// parent-death signal instead, which covers the command itself but not its
-// children if migrate is killed outright. Command output goes to the log
+// Commands are fail-stop: every command of a provider runs inside one PID
+// namespace, held open by a small shell that has the parent-death signal
+// (and waits behind a gate until the signal is armed), so when migrate
+// dies, even by SIGKILL, the kernel kills the shell and with it every
+// process in the namespace. Each command also leads its own process group,
+// killed when the command exits. Without the privilege to make a
+// namespace, the command gets its own process group and the parent-death
+// signal instead, which covers the command itself but not its children if
+// migrate is killed outright. (runNamespace in pidns_linux.go.) Command output goes to the log
 // writer the engine passes in, with sensitive values replaced, and never
 // into outputs or state.
 //
