@@ -38,6 +38,8 @@
 // record in the cluster holds them, as Helm stores every release's values.
 //
 // The engine (package engine) drives the provider through
-// providers.Interface; cmd/migrate registers Factory under the type "helm".
+// providers.Interface. It runs as the plugin program migrate-provider-helm
+// (cmd/migrate-provider-helm, providers/plugin); its schema is in
+// helmschema, which cmd/migrate compiles in.
 // Its tests run against a real kube-apiserver started by scripts/kube-up.sh.
 package helm

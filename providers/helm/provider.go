@@ -13,7 +13,7 @@ import (
 	"github.com/homelab-migrate/migrate/providers/helm/helmschema"
 )
 
-// TypeName is the provider type under which cmd/migrate registers Factory.
+// TypeName is the provider type (and the name its plugin program serves).
 const TypeName = helmschema.TypeName
 
 // Step type names.

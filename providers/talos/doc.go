@@ -27,6 +27,8 @@
 // diagnostic; state only ever holds them age-encrypted.
 //
 // The engine (package engine) drives the provider through
-// providers.Interface; cmd/migrate registers Factory under the type "talos".
+// providers.Interface. It runs as the plugin program migrate-provider-talos
+// (cmd/migrate-provider-talos, providers/plugin); its schema is in
+// talosschema, which cmd/migrate compiles in.
 // Its tests run against lab/talosnode, a real gRPC MachineService with mTLS.
 package talos
