@@ -40,13 +40,7 @@ func (ld *load) declareProviders(blocks []*providerBlock) {
 			})
 			continue
 		}
-		if !hclsyntax.ValidIdentifier(b.Name) {
-			ld.diags = append(ld.diags, &hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  "Invalid Provider Name",
-				Detail:   fmt.Sprintf("%q cannot be a provider name: a name must start with a letter or underscore and contain only letters, digits, underscores and dashes.", b.Name),
-				Subject:  b.NameRange.Ptr(),
-			})
+		if !ld.validName("Provider", "provider", b.Name, b.NameRange, "") {
 			continue
 		}
 		key := b.Type + "." + b.Name
@@ -125,14 +119,7 @@ func (ld *load) declarePhases(blocks []*phaseBlock) {
 			})
 			continue
 		}
-		if !hclsyntax.ValidIdentifier(b.Name) {
-			ld.diags = append(ld.diags, &hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  "Invalid Phase Name",
-				Detail:   fmt.Sprintf("%q cannot be a phase name: a name must start with a letter or underscore and contain only letters, digits, underscores and dashes.", b.Name),
-				Subject:  b.NameRange.Ptr(),
-			})
-		}
+		ld.validName("Phase", "phase", b.Name, b.NameRange, "")
 		pd := &phaseDecl{block: b, phase: &phases.Phase{
 			Name: b.Name, Description: b.Description, Range: toRange(b.DefRange),
 		}}
@@ -222,13 +209,7 @@ func (ld *load) declareStep(pd *phaseDecl, b *stepBlock, isCheck bool) {
 		})
 		return
 	}
-	if !hclsyntax.ValidIdentifier(b.Name) {
-		ld.diags = append(ld.diags, &hcl.Diagnostic{
-			Severity: hcl.DiagError,
-			Summary:  "Invalid Step Name",
-			Detail:   fmt.Sprintf("%q cannot be a %s name: a name must start with a letter or underscore and contain only letters, digits, underscores and dashes, so that it can be referred to as %s.NAME.", b.Name, kind, b.Type),
-			Subject:  b.NameRange.Ptr(),
-		})
+	if !ld.validName("Step", kind, b.Name, b.NameRange, fmt.Sprintf(", so that it can be referred to as %s.NAME", b.Type)) {
 		return
 	}
 	switch {
@@ -676,4 +657,19 @@ func (ld *load) intern(addr phases.Address) phases.Address {
 	}
 	ld.names[addr] = addr
 	return addr
+}
+
+// validName reports whether name can name a block of the given kind
+// ("Invalid <Title> Name" otherwise, with why ends the explanation).
+func (ld *load) validName(title, kind, name string, rng hcl.Range, why string) bool {
+	if hclsyntax.ValidIdentifier(name) {
+		return true
+	}
+	ld.diags = append(ld.diags, &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Invalid " + title + " Name",
+		Detail:   fmt.Sprintf("%q cannot be a %s name: a name must start with a letter or underscore and contain only letters, digits, underscores and dashes%s.", name, kind, why),
+		Subject:  rng.Ptr(),
+	})
+	return false
 }

@@ -57,13 +57,7 @@ func (ld *load) declareVariables(blocks []*variableBlock) {
 			})
 			continue
 		}
-		if !hclsyntax.ValidIdentifier(b.Name) {
-			ld.diags = append(ld.diags, &hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  "Invalid Variable Name",
-				Detail:   fmt.Sprintf("%q cannot be a variable name: a name must start with a letter or underscore and contain only letters, digits, underscores and dashes.", b.Name),
-				Subject:  b.NameRange.Ptr(),
-			})
+		if !ld.validName("Variable", "variable", b.Name, b.NameRange, "") {
 			continue
 		}
 		v := &variable{block: b, typ: cty.DynamicPseudoType}

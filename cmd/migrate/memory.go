@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"strings"
 )
@@ -34,7 +33,7 @@ func limitMemory(dir string) {
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ".hcl") {
 			continue
 		}
-		if fi, err := os.Stat(filepath.Join(dir, e.Name())); err == nil {
+		if fi, err := e.Info(); err == nil {
 			size += fi.Size()
 		}
 	}

@@ -71,32 +71,13 @@ func (p *Provider) Configure(_ context.Context, req providers.ConfigureRequest) 
 	return providers.ConfigureResponse{Diagnostics: diags}
 }
 
-func unsupported(typ string) phases.Diagnostics {
-	return phases.Errorf("Unsupported Step Type", "The helm provider has no step type %q; it has %s and %s.", typ, Namespace, Release)
-}
-
-// ready returns the settings, or diagnostics when Configure failed.
-func (p *Provider) ready() (*settings, phases.Diagnostics) {
-	if p.cfg == nil {
-		return nil, phases.Errorf("Provider Not Configured", "The helm provider was used before its provider block was configured.")
-	}
-	if p.cfgDiags.HasErrors() {
-		return nil, phases.Errorf("Provider Configuration Invalid", "The helm provider block has errors (reported when it was configured); fix them first.")
-	}
-	return p.cfg, nil
-}
-
 // begin starts a call: the step type must be this provider's and the
 // provider configured.
 func (p *Provider) begin(typ string, addr phases.Address, cfg cty.Value, log io.Writer) (*call, phases.Diagnostics) {
-	if _, ok := schema.StepTypes[typ]; !ok {
-		return nil, unsupported(typ)
-	}
-	s, diags := p.ready()
-	if diags != nil {
+	if diags := providers.Gate(TypeName, schema, typ, p.cfg != nil, p.cfgDiags); diags != nil {
 		return nil, diags
 	}
-	return newCall(s, addr, cfg, log), nil
+	return newCall(p.cfg, addr, cfg, log), nil
 }
 
 // finish joins the call's own diagnostics to d, scrubbed of secrets.

@@ -130,13 +130,18 @@ func (p *Provider) Schema() phases.Schema { return schema }
 func (p *Provider) Configure(_ context.Context, req providers.ConfigureRequest) providers.ConfigureResponse {
 	s, diags := configure(req)
 	if diags.HasErrors() {
+		p.mu.Lock()
 		p.sDiags = diags
+		p.mu.Unlock()
 		return providers.ConfigureResponse{Diagnostics: diags}
 	}
 	c, err := incusapi.New(s.opts)
 	if err != nil {
-		p.sDiags = phases.Errorf("Invalid Incus Connection Settings", "The incus provider %q cannot be set up: %v.", req.Name, err)
-		return providers.ConfigureResponse{Diagnostics: p.sDiags}
+		diags = phases.Errorf("Invalid Incus Connection Settings", "The incus provider %q cannot be set up: %v.", req.Name, err)
+		p.mu.Lock()
+		p.sDiags = diags
+		p.mu.Unlock()
+		return providers.ConfigureResponse{Diagnostics: diags}
 	}
 	p.mu.Lock()
 	p.s, p.client = s, c
@@ -154,10 +159,6 @@ func (p *Provider) Close() error {
 	return nil
 }
 
-func unsupported(typ string) phases.Diagnostics {
-	return phases.Errorf("Unsupported Step Type", "The incus provider has no step type %q; it has %s, %s and %s.", typ, Instance, InstanceState, Snapshot)
-}
-
 // call is one provider call: the decoded step, the client, the log.
 type call struct {
 	*decoder
@@ -170,17 +171,11 @@ type call struct {
 // begin checks the step type and the provider's configuration and starts
 // a call.
 func (p *Provider) begin(typ string, addr phases.Address, cfg cty.Value, log io.Writer) (*call, phases.Diagnostics) {
-	if _, ok := schema.StepTypes[typ]; !ok {
-		return nil, unsupported(typ)
-	}
 	p.mu.Lock()
-	s, client := p.s, p.client
+	s, client, sDiags := p.s, p.client, p.sDiags
 	p.mu.Unlock()
-	if s == nil {
-		if p.sDiags.HasErrors() {
-			return nil, phases.Errorf("Provider Configuration Invalid", "The incus provider block has errors (reported when it was configured); fix them first.")
-		}
-		return nil, phases.Errorf("Provider Not Configured", "The incus provider was used before its provider block was configured.")
+	if diags := providers.Gate(TypeName, schema, typ, s != nil, sDiags); diags != nil {
+		return nil, diags
 	}
 	if log == nil {
 		log = io.Discard

@@ -34,8 +34,7 @@ type Program struct {
 // Factory returns a factory of providers that run p's program, one
 // process per provider, started at the first call that needs it.
 func Factory(p Program) providers.Factory {
-	digest := SchemaDigest(p.Schema)
-	return func() providers.Interface { return &Client{prog: p, digest: digest} }
+	return func() providers.Interface { return &Client{prog: p} }
 }
 
 // Locate finds a plugin program: in $MIGRATE_PLUGIN_DIR, beside the
@@ -70,8 +69,7 @@ var handshakeTimeout = 60 * time.Second
 
 // Client is a provider running in a plugin program.
 type Client struct {
-	prog   Program
-	digest string
+	prog Program
 
 	startOnce sync.Once
 	startErr  error
@@ -156,7 +154,7 @@ func (c *Client) launch() error {
 	case h.Provider != c.prog.Name:
 		c.kill()
 		return fmt.Errorf("%s is the %q provider, not %q", path, h.Provider, c.prog.Name)
-	case h.Schema != c.digest:
+	case h.Schema != SchemaDigest(c.prog.Schema): // only when a program starts, not at every migrate start
 		c.kill()
 		return fmt.Errorf("%s is from another build of migrate (its schema of %q differs): install the provider programs built with this migrate", path, h.Provider)
 	}

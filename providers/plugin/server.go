@@ -12,6 +12,8 @@ import (
 	"runtime/debug"
 	"sync"
 
+	"github.com/zclconf/go-cty/cty"
+
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
 )
@@ -139,84 +141,17 @@ func (s *server) call(ctx context.Context, req request) (_ json.RawMessage, err 
 	var resp any
 	switch req.Method {
 	case "configure":
-		var w wConfigure
-		if err = json.Unmarshal(req.Params, &w); err == nil {
-			var cfg = w.Config
-			var r providers.ConfigureRequest
-			r.Name, r.Dir = w.Name, w.Dir
-			if r.Config, err = decodeValue(cfg); err == nil {
-				resp = wDiags{Diagnostics: s.p.Configure(ctx, r).Diagnostics}
-			}
-		}
+		resp, err = s.configure(ctx, req)
 	case "read":
-		var w wRead
-		if err = json.Unmarshal(req.Params, &w); err == nil {
-			r := providers.ReadRequest{Type: w.Type, Addr: w.Addr}
-			if r.Config, err = decodeValue(w.Config); err == nil {
-				if r.Prior, err = decodePrior(w.Prior); err == nil {
-					out := s.p.Read(ctx, r)
-					var o value
-					if o, err = encodeValue(out.Outputs); err == nil {
-						resp = wReadResponse{Observation: out.Observation, Detail: out.Detail, Outputs: o, Inverse: out.Inverse, Diagnostics: out.Diagnostics}
-					}
-				}
-			}
-		}
+		resp, err = s.read(ctx, req)
 	case "plan":
-		var w wPlan
-		if err = json.Unmarshal(req.Params, &w); err == nil {
-			r := providers.PlanRequest{Type: w.Type, Addr: w.Addr, Action: w.Action}
-			if r.Config, err = decodeValue(w.Config); err == nil {
-				if r.Prior, err = decodePrior(w.Prior); err == nil {
-					out := s.p.Plan(ctx, r)
-					resp = wPlanResponse{Diff: out.Diff, Private: out.Private, Diagnostics: out.Diagnostics}
-				}
-			}
-		}
+		resp, err = s.plan(ctx, req)
 	case "apply":
-		var w wApply
-		if err = json.Unmarshal(req.Params, &w); err == nil {
-			r := providers.ApplyRequest{Type: w.Type, Addr: w.Addr, Planned: w.Planned,
-				Approval: providers.Approval{By: w.ApprovedBy}, Log: logWriter{s, req.ID}}
-			if r.Config, err = decodeValue(w.Config); err == nil {
-				if r.Prior, err = decodePrior(w.Prior); err == nil {
-					out := s.p.Apply(ctx, r)
-					var o value
-					if o, err = encodeValue(out.Outputs); err == nil {
-						resp = wApplyResponse{Outputs: o, Private: out.Private, Inverse: out.Inverse, Record: out.Record, Diagnostics: out.Diagnostics}
-					}
-				}
-			}
-		}
+		resp, err = s.apply(ctx, req)
 	case "revert":
-		var w wRevert
-		if err = json.Unmarshal(req.Params, &w); err == nil {
-			rv, ok := s.p.(providers.Reverter)
-			if !ok {
-				resp = wDiags{Diagnostics: phases.Errorf("Cannot Revert", "The provider cannot revert %s: it has no way to undo what it does.", w.Addr)}
-				break
-			}
-			r := providers.RevertRequest{Type: w.Type, Addr: w.Addr, Inverse: w.Inverse, Log: logWriter{s, req.ID}}
-			if r.Config, err = decodeValue(w.Config); err == nil {
-				if r.Outputs, err = decodeValue(w.Outputs); err == nil {
-					resp = wDiags{Diagnostics: rv.Revert(ctx, r).Diagnostics}
-				}
-			}
-		}
+		resp, err = s.revert(ctx, req)
 	case "digest":
-		var w wDigest
-		if err = json.Unmarshal(req.Params, &w); err == nil {
-			d, ok := s.p.(providers.InputDigester)
-			if !ok {
-				resp = wDigestResponse{} // no digest: the attributes alone decide
-				break
-			}
-			r := providers.DigestRequest{Type: w.Type, Addr: w.Addr}
-			if r.Config, err = decodeValue(w.Config); err == nil {
-				out := d.InputDigest(ctx, r)
-				resp = wDigestResponse{Digest: out.Digest, Unknown: out.Unknown, Diagnostics: out.Diagnostics}
-			}
-		}
+		resp, err = s.digest(ctx, req)
 	default:
 		err = fmt.Errorf("unknown method %q", req.Method)
 	}
@@ -224,4 +159,113 @@ func (s *server) call(ctx context.Context, req request) (_ json.RawMessage, err 
 		return nil, err
 	}
 	return json.Marshal(resp)
+}
+
+func (s *server) configure(ctx context.Context, req request) (any, error) {
+	var w wConfigure
+	if err := json.Unmarshal(req.Params, &w); err != nil {
+		return nil, err
+	}
+	cfg, err := decodeValue(w.Config)
+	if err != nil {
+		return nil, err
+	}
+	r := s.p.Configure(ctx, providers.ConfigureRequest{Name: w.Name, Config: cfg, Dir: w.Dir})
+	return wDiags{Diagnostics: r.Diagnostics}, nil
+}
+
+func (s *server) read(ctx context.Context, req request) (any, error) {
+	var w wRead
+	if err := json.Unmarshal(req.Params, &w); err != nil {
+		return nil, err
+	}
+	cfg, prior, err := decodeConfigPrior(w.Config, w.Prior)
+	if err != nil {
+		return nil, err
+	}
+	out := s.p.Read(ctx, providers.ReadRequest{Type: w.Type, Addr: w.Addr, Config: cfg, Prior: prior})
+	o, err := encodeValue(out.Outputs)
+	if err != nil {
+		return nil, err
+	}
+	return wReadResponse{Observation: out.Observation, Detail: out.Detail, Outputs: o, Inverse: out.Inverse, Diagnostics: out.Diagnostics}, nil
+}
+
+func (s *server) plan(ctx context.Context, req request) (any, error) {
+	var w wPlan
+	if err := json.Unmarshal(req.Params, &w); err != nil {
+		return nil, err
+	}
+	cfg, prior, err := decodeConfigPrior(w.Config, w.Prior)
+	if err != nil {
+		return nil, err
+	}
+	out := s.p.Plan(ctx, providers.PlanRequest{Type: w.Type, Addr: w.Addr, Config: cfg, Prior: prior, Action: w.Action})
+	return wPlanResponse{Diff: out.Diff, Private: out.Private, Diagnostics: out.Diagnostics}, nil
+}
+
+func (s *server) apply(ctx context.Context, req request) (any, error) {
+	var w wApply
+	if err := json.Unmarshal(req.Params, &w); err != nil {
+		return nil, err
+	}
+	cfg, prior, err := decodeConfigPrior(w.Config, w.Prior)
+	if err != nil {
+		return nil, err
+	}
+	out := s.p.Apply(ctx, providers.ApplyRequest{Type: w.Type, Addr: w.Addr, Config: cfg, Prior: prior, Planned: w.Planned,
+		Approval: providers.Approval{By: w.ApprovedBy}, Log: logWriter{s, req.ID}})
+	o, err := encodeValue(out.Outputs)
+	if err != nil {
+		return nil, err
+	}
+	return wApplyResponse{Outputs: o, Private: out.Private, Inverse: out.Inverse, Record: out.Record, Diagnostics: out.Diagnostics}, nil
+}
+
+func (s *server) revert(ctx context.Context, req request) (any, error) {
+	var w wRevert
+	if err := json.Unmarshal(req.Params, &w); err != nil {
+		return nil, err
+	}
+	rv, ok := s.p.(providers.Reverter)
+	if !ok {
+		return wDiags{Diagnostics: phases.Errorf("Cannot Revert", "The provider cannot revert %s: it has no way to undo what it does.", w.Addr)}, nil
+	}
+	cfg, err := decodeValue(w.Config)
+	if err != nil {
+		return nil, err
+	}
+	outputs, err := decodeValue(w.Outputs)
+	if err != nil {
+		return nil, err
+	}
+	r := rv.Revert(ctx, providers.RevertRequest{Type: w.Type, Addr: w.Addr, Config: cfg, Inverse: w.Inverse, Outputs: outputs, Log: logWriter{s, req.ID}})
+	return wDiags{Diagnostics: r.Diagnostics}, nil
+}
+
+func (s *server) digest(ctx context.Context, req request) (any, error) {
+	var w wDigest
+	if err := json.Unmarshal(req.Params, &w); err != nil {
+		return nil, err
+	}
+	d, ok := s.p.(providers.InputDigester)
+	if !ok {
+		return wDigestResponse{}, nil // no digest: the attributes alone decide
+	}
+	cfg, err := decodeValue(w.Config)
+	if err != nil {
+		return nil, err
+	}
+	out := d.InputDigest(ctx, providers.DigestRequest{Type: w.Type, Addr: w.Addr, Config: cfg})
+	return wDigestResponse{Digest: out.Digest, Unknown: out.Unknown, Diagnostics: out.Diagnostics}, nil
+}
+
+// decodeConfigPrior decodes the two values most requests carry.
+func decodeConfigPrior(config value, prior *wPrior) (cty.Value, *providers.Prior, error) {
+	cfg, err := decodeValue(config)
+	if err != nil {
+		return cty.NilVal, nil, err
+	}
+	p, err := decodePrior(prior)
+	return cfg, p, err
 }
