@@ -81,7 +81,7 @@ func (l *Loader) Load() (*phases.Runbook, hcl.Diagnostics) {
 		l.files[name] = &hcl.File{Body: hcl.EmptyBody(), Bytes: f.Bytes}
 	}
 	sortDiags(ld.diags)
-	return rb, ld.diags
+	return rb, capDiags(ld.diags)
 }
 
 // sortDiags orders diagnostics by file and position, those without a
@@ -245,6 +245,10 @@ func (ld *load) parseFiles() []*rootBody {
 				Summary:  "Cannot Read Runbook File",
 				Detail:   fmt.Sprintf("The file %s cannot be read: %s.", name, err),
 			})
+			continue
+		}
+		if d := notText(src, name); d != nil {
+			ld.diags = append(ld.diags, d)
 			continue
 		}
 		f, diags := parseConfig(src, name)

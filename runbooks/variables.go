@@ -175,6 +175,11 @@ func (ld *load) setFromString(v *variable, s, from, filename string) {
 		return
 	}
 	src := []byte(s)
+	if d := notText(src, filename); d != nil {
+		ld.diags = append(ld.diags, d)
+		v.value, v.from = cty.UnknownVal(v.typ), from
+		return
+	}
 	ld.files[filename] = &hcl.File{Body: hcl.EmptyBody(), Bytes: src}
 	expr, diags := hclsyntax.ParseExpression(src, filename, hcl.InitialPos)
 	ld.diags = append(ld.diags, diags...)
@@ -201,6 +206,10 @@ func (ld *load) readVarFile(p string) {
 			Summary:  "Cannot Read Variables File",
 			Detail:   fmt.Sprintf("The file %s given with --var-file cannot be read: %s.", p, err),
 		})
+		return
+	}
+	if d := notText(src, p); d != nil {
+		ld.diags = append(ld.diags, d)
 		return
 	}
 	var f *hcl.File
