@@ -31,6 +31,8 @@ type View struct {
 	errColor    bool
 	st, est     styles
 	files       map[string]*hcl.File
+	lines       map[string][]int // line starts of files, built as needed
+	scrub       func(string) string
 }
 
 // New makes a View.
@@ -57,14 +59,14 @@ func (v *View) Stderr() io.Writer { return v.err }
 
 // SetFiles gives the parsed runbook files, so that diagnostics can show
 // the source lines they point at.
-func (v *View) SetFiles(files map[string]*hcl.File) { v.files = files }
+func (v *View) SetFiles(files map[string]*hcl.File) { v.files, v.lines = files, nil }
 
 // Error prints an error that ends a command.
 func (v *View) Error(err error) {
 	if err == nil {
 		return
 	}
-	msg := strings.TrimSpace(err.Error())
+	msg := v.scrubText(strings.TrimSpace(err.Error()))
 	fmt.Fprintf(v.err, "%s %s\n", v.est.errLabel("Error:"), msg)
 }
 
