@@ -76,7 +76,9 @@ func (e *evaluator) Evaluate(outputs map[phases.Address]cty.Value) (cty.Value, p
 }
 
 func (e *evaluator) decode(outputs map[phases.Address]cty.Value) (cty.Value, hcl.Diagnostics) {
-	v, diags := hcldec.Decode(e.body, e.spec, e.scope.evalContext(e.refs, outputs))
+	ctx := e.scope.evalContext(e.refs, outputs)
+	v, diags := hcldec.Decode(e.body, e.spec, ctx)
+	diags = hideSensitiveBody(diags, ctx, e.body, hcldec.Variables(e.body, e.spec))
 	return markAttrs(v, e.sensitive), diags
 }
 

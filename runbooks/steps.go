@@ -318,9 +318,20 @@ func (ld *load) staticValue(expr hcl.Expression, ty cty.Type, name string) (cty.
 	if len(bad) > 0 {
 		return cty.NilVal, false
 	}
-	v, diags := expr.Value(ld.scope.evalContext(nil, nil))
-	ld.diags = append(ld.diags, diags...)
+	ctx := ld.scope.evalContext(nil, nil)
+	v, diags := expr.Value(ctx)
+	ld.diags = append(ld.diags, hideSensitive(diags, ctx, expr)...)
 	if diags.HasErrors() {
+		return cty.NilVal, false
+	}
+	if containsSensitive(v) {
+		// Callers quote the value in their own errors, and a plan shows it.
+		ld.diags = append(ld.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Sensitive Value in a Meta-Argument",
+			Detail:   fmt.Sprintf("The %s argument cannot be computed from a sensitive value: it is shown in plans and logs. Give it a value that is not secret.", name),
+			Subject:  expr.Range().Ptr(),
+		})
 		return cty.NilVal, false
 	}
 	v, _ = v.UnmarkDeep()

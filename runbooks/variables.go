@@ -180,15 +180,29 @@ func (ld *load) setFromString(v *variable, s, from, filename string) {
 		v.value, v.from = cty.UnknownVal(v.typ), from
 		return
 	}
-	ld.files[filename] = &hcl.File{Body: hcl.EmptyBody(), Bytes: src}
+	// A secret's text is never quoted: its errors say what is wrong only.
+	secretDiags := func(diags hcl.Diagnostics) hcl.Diagnostics {
+		if !v.block.Sensitive || !diags.HasErrors() {
+			return diags
+		}
+		return hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Invalid Value for Variable",
+			Detail: fmt.Sprintf("The value given for the sensitive variable %q %s is not a valid %s expression; it is not shown, as it is secret.",
+				v.block.Name, from, typeexpr.TypeString(v.typ)),
+		}}
+	}
+	if !v.block.Sensitive {
+		ld.files[filename] = &hcl.File{Body: hcl.EmptyBody(), Bytes: src}
+	}
 	expr, diags := hclsyntax.ParseExpression(src, filename, hcl.InitialPos)
-	ld.diags = append(ld.diags, diags...)
+	ld.diags = append(ld.diags, secretDiags(diags)...)
 	if diags.HasErrors() {
 		v.value, v.from = cty.UnknownVal(v.typ), from
 		return
 	}
 	val, diags := expr.Value(nil)
-	ld.diags = append(ld.diags, diags...)
+	ld.diags = append(ld.diags, secretDiags(diags)...)
 	if diags.HasErrors() {
 		v.value, v.from = cty.UnknownVal(v.typ), from
 		return
@@ -273,7 +287,7 @@ func (ld *load) validate(v *variable, vb *validationBlock) {
 	}
 	ctx := ld.scope.evalContext(nil, nil)
 	cond, diags := vb.Condition.Value(ctx)
-	ld.diags = append(ld.diags, diags...)
+	ld.diags = append(ld.diags, hideSensitive(diags, ctx, vb.Condition)...)
 	if diags.HasErrors() {
 		return
 	}
@@ -299,7 +313,7 @@ func (ld *load) validate(v *variable, vb *validationBlock) {
 	}
 	msg := "The value does not pass the validation rule."
 	mv, diags := vb.ErrorMessage.Value(ctx)
-	ld.diags = append(ld.diags, diags...)
+	ld.diags = append(ld.diags, hideSensitive(diags, ctx, vb.ErrorMessage)...)
 	if !diags.HasErrors() {
 		if mv.IsMarked() {
 			msg = "The value does not pass the validation rule; its error message is not shown because it would reveal a sensitive value."
@@ -420,7 +434,7 @@ func (ld *load) evalLocal(lv *localValue, stack []*localValue, from hcl.Range) {
 	ctx := ld.scope.evalContext(nil, nil)
 	ctx.Variables["local"] = ld.localsObject()
 	val, diags := lv.attr.Expr.Value(ctx)
-	ld.diags = append(ld.diags, dropWithin(diags, bad)...)
+	ld.diags = append(ld.diags, hideSensitive(dropWithin(diags, bad), ctx, lv.attr.Expr)...)
 	if diags.HasErrors() {
 		val = cty.DynamicVal
 	}
