@@ -27,6 +27,7 @@ import (
 	"github.com/homelab-migrate/migrate/providers/plugin"
 	"github.com/homelab-migrate/migrate/providers/talos/talosschema"
 	"github.com/homelab-migrate/migrate/runbooks"
+	"github.com/homelab-migrate/migrate/secret"
 	"github.com/homelab-migrate/migrate/state"
 	"github.com/homelab-migrate/migrate/views"
 )
@@ -176,6 +177,10 @@ func (a *app) load(vf varFlags) (*phases.Runbook, error) {
 		Environ:  os.Environ(),
 	})
 	rb, diags := ld.Load()
+	// Diagnostics pass the scrubber the engine uses for everything else.
+	scrub := &secret.Scrubber{}
+	scrub.Add(rb.Secrets...)
+	a.view().SetScrubber(scrub.Text)
 	a.view().SetFiles(ld.Files())
 	a.view().HCLDiagnostics(diags)
 	if diags.HasErrors() {

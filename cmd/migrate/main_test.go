@@ -612,3 +612,73 @@ func TestVersionFindsProviderPrograms(t *testing.T) {
 		}
 	}
 }
+
+// leakToken is cut into pieces by the runbooks below: "cnry" and
+// "Q4zXw9KpL2m" around the 7, or one character at a time.
+const leakToken = "cnry7Q4zXw9KpL2m"
+
+// noPieces fails unless the output is free of the token and its pieces.
+func noPieces(t *testing.T, r result) {
+	t.Helper()
+	out := r.stdout + r.stderr
+	for _, piece := range []string{leakToken, "cnry", "Q4zXw9KpL2m", "with s as", "with c as", `"Q"`, `"z"`, `"X"`, `"K"`} {
+		if strings.Contains(out, piece) {
+			t.Errorf("%q leaked: %s", piece, r)
+		}
+	}
+}
+
+// TestSensitiveDiagnostics: an expression over a sensitive value reports
+// its error without the value or pieces of it, at load time (validate,
+// plan, run) and when the engine evaluates a step (plan, run).
+func TestSensitiveDiagnostics(t *testing.T) {
+	t.Parallel()
+	const variable = `
+variable "tok" {
+  type      = string
+  sensitive = true
+  default   = "` + leakToken + `"
+}
+`
+	dir := runbook(t, map[string]string{"main.hcl": variable + `
+phase "A" {
+  step "exec" "num" {
+    command = [for s in split("7", var.tok) : tonumber(s)]
+  }
+  step "exec" "hex" {
+    command = [for c in split("", var.tok) : format("%x", c)]
+  }
+}
+`})
+	for _, args := range [][]string{{"validate"}, {"plan"}, {"run", "--all", "--auto-approve"}} {
+		r := run(t, dir, 1, args...)
+		noPieces(t, r)
+		if !strings.Contains(r.stderr, "depends on a sensitive value") || strings.Count(r.stderr, "Error: ") != 2 {
+			t.Errorf("migrate %v: want two errors saying the expression depends on a sensitive value: %s", args, r)
+		}
+	}
+
+	// Known only once exec.first ran: the engine evaluates them.
+	dir = runbook(t, map[string]string{"main.hcl": variable + `
+phase "A" {
+  step "exec" "first" { command = ["true"] }
+}
+phase "B" {
+  step "exec" "num" {
+    command = [for s in split("7", "${var.tok}7${exec.first.exit_code}") : tonumber(s)]
+  }
+  step "exec" "hex" {
+    command = [for c in split("", "${var.tok}${exec.first.exit_code}") : format("%x", c)]
+  }
+}
+`})
+	noPieces(t, run(t, dir, 0, "validate"))
+	noPieces(t, run(t, dir, 0, "run", "--phase", "A", "--auto-approve"))
+	for _, args := range [][]string{{"plan"}, {"run", "--all", "--auto-approve"}} {
+		r := migrate(t, dir, args...)
+		noPieces(t, r)
+		if r.code == 0 || !strings.Contains(r.stderr+r.stdout, "depends on a sensitive value") {
+			t.Errorf("migrate %v: want an error saying the expression depends on a sensitive value: %s", args, r)
+		}
+	}
+}
