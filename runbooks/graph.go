@@ -103,7 +103,7 @@ func (ld *load) decodeAfter(a *hcl.Attribute) []phaseEdge {
 			ld.diags = append(ld.diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  "Reference to Undeclared Phase",
-				Detail:   fmt.Sprintf("No phase named %q is declared.%s", name, didYouMean(name, sortedKeys(ld.phaseIdx))),
+				Detail:   fmt.Sprintf("No phase named %q is declared.%s", name, ld.suggest(name, func() []string { return sortedKeys(ld.phaseIdx) })),
 				Subject:  e.Range().Ptr(),
 			})
 			continue

@@ -123,6 +123,7 @@ type load struct {
 	names    map[phases.Address]phases.Address // interned step addresses
 	allSteps []*stepDecl                       // declaration order, including rejected duplicates
 
+	suggested      int // "Did you mean" hints given
 	specs          map[string]hcldec.ObjectSpec
 	sensitiveAttrs map[string][]string // by step type
 }
@@ -325,6 +326,21 @@ func sensitiveNames(attrs map[string]phases.Attribute) []string {
 		}
 	}
 	return out
+}
+
+// maxSuggestions bounds the "Did you mean" hints of one load: each one
+// compares a name with every declared name, so thousands of mistakes in a
+// big runbook would take time quadratic in its size (5,000 references to
+// undeclared steps took 40 s). Only the first errors are shown anyway.
+const maxSuggestions = 50
+
+// suggest is didYouMean over options(), while the budget lasts.
+func (ld *load) suggest(given string, options func() []string) string {
+	if ld.suggested >= maxSuggestions {
+		return ""
+	}
+	ld.suggested++
+	return didYouMean(given, options())
 }
 
 // didYouMean returns " Did you mean "x"?" when one of the options is close

@@ -61,11 +61,11 @@ func (ld *load) checkRefs(trs []hcl.Traversal, allowSteps bool, what string) ([]
 		root := tr.RootName()
 		switch root {
 		case "var", "local":
-			kind, known := "an input variable", sortedKeys(ld.vars)
+			kind, known := "an input variable", func() []string { return sortedKeys(ld.vars) }
 			summary := "Reference to Undeclared Input Variable"
 			declare := "variable %q {}"
 			if root == "local" {
-				kind, known = "a local value", sortedKeys(ld.locals)
+				kind, known = "a local value", func() []string { return sortedKeys(ld.locals) }
 				summary = "Reference to Undeclared Local Value"
 				declare = "locals { %s = ... }"
 			}
@@ -86,7 +86,7 @@ func (ld *load) checkRefs(trs []hcl.Traversal, allowSteps bool, what string) ([]
 				continue
 			}
 			report(tr, summary, fmt.Sprintf("There is no %s named %q.%s Declare it with a "+declare+" block.",
-				kind[strings.Index(kind, " ")+1:], name, didYouMean(name, known), name))
+				kind[strings.Index(kind, " ")+1:], name, ld.suggest(name, known), name))
 			continue
 		}
 		info, isStep := ld.stepTypes[root]
@@ -138,12 +138,15 @@ func outputsDetail(addr phases.Address, out string, st phases.StepType) string {
 }
 
 func (ld *load) undeclaredStepDetail(addr phases.Address) string {
-	var known []string
-	for a := range ld.steps {
-		known = append(known, a.String())
+	known := func() []string {
+		var known []string
+		for a := range ld.steps {
+			known = append(known, a.String())
+		}
+		sort.Strings(known)
+		return known
 	}
-	sort.Strings(known)
-	return fmt.Sprintf("No step or check %s is declared in this runbook.%s", addr, didYouMean(addr.String(), known))
+	return fmt.Sprintf("No step or check %s is declared in this runbook.%s", addr, ld.suggest(addr.String(), known))
 }
 
 // traverserName returns the name a traversal step selects: .name or

@@ -105,9 +105,11 @@ func dependsOnSensitive(expr hcl.Expression, ctx *hcl.EvalContext) bool {
 }
 
 // traversesSensitive reports whether the value tr leads to, or as much of
-// it as can be followed, holds a sensitive value.
+// it as can be followed, holds a sensitive value. A traversal that fails
+// at its second step (var.undeclared) holds nothing: walking all of var
+// instead would cost, for every such mistake, a walk of every variable.
 func traversesSensitive(tr hcl.Traversal, ctx *hcl.EvalContext) bool {
-	for n := len(tr); n > 0; n-- {
+	for n := len(tr); n >= min(len(tr), 2); n-- {
 		v, diags := tr[:n].TraverseAbs(ctx)
 		if !diags.HasErrors() {
 			return containsSensitive(v)

@@ -137,7 +137,7 @@ func (ld *load) assignVariables() {
 				Severity: hcl.DiagError,
 				Summary:  "Value for Undeclared Variable",
 				Detail: fmt.Sprintf("The option --var sets %q, but the runbook declares no such variable.%s Declare it with a variable %q {} block, or remove the option.",
-					name, didYouMean(name, sortedKeys(ld.vars)), name),
+					name, ld.suggest(name, func() []string { return sortedKeys(ld.vars) }), name),
 			})
 			continue
 		}
@@ -252,7 +252,7 @@ func (ld *load) readVarFile(p string) {
 				Severity: hcl.DiagWarning,
 				Summary:  "Value for Undeclared Variable",
 				Detail: fmt.Sprintf("The file sets %q, but the runbook declares no such variable, so the value is ignored.%s",
-					a.Name, didYouMean(a.Name, sortedKeys(ld.vars))),
+					a.Name, ld.suggest(a.Name, func() []string { return sortedKeys(ld.vars) })),
 				Subject: a.NameRange.Ptr(),
 			})
 			continue
