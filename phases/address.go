@@ -3,6 +3,8 @@ package phases
 import (
 	"fmt"
 	"strings"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // Address names a step or check uniquely in a runbook: TYPE.NAME, as in
@@ -17,9 +19,11 @@ func (a Address) String() string { return a.Type + "." + a.Name }
 // IsZero reports whether a is the empty address.
 func (a Address) IsZero() bool { return a.Type == "" && a.Name == "" }
 
-// ParseAddress parses "TYPE.NAME". Names may not contain dots.
+// ParseAddress parses "TYPE.NAME". Names may not contain dots. Like the
+// runbook's names, the address is normalized to NFC, so that "café"
+// typed with a combining accent is the step declared with "é".
 func ParseAddress(s string) (Address, error) {
-	typ, name, ok := strings.Cut(s, ".")
+	typ, name, ok := strings.Cut(norm.NFC.String(s), ".")
 	if !ok || typ == "" || name == "" || strings.Contains(name, ".") {
 		return Address{}, fmt.Errorf("invalid step address %q: want TYPE.NAME, e.g. exec.backup", s)
 	}

@@ -21,10 +21,17 @@ func TestParseAddress(t *testing.T) {
 		{"exec.", phases.Address{}, false},
 		{".x", phases.Address{}, false},
 		{"a.b.c", phases.Address{}, false},
+		{"approval.caf\u00e9", phases.Address{Type: "approval", Name: "caf\u00e9"}, true},
 	} {
 		got, err := phases.ParseAddress(tc.in)
 		if (err == nil) != tc.ok || got != tc.want {
 			t.Errorf("ParseAddress(%q) = %v, %v", tc.in, got, err)
+		}
+		// The same name with a combining accent is the same address.
+		if d := strings.ReplaceAll(tc.in, "\u00e9", "e\u0301"); d != tc.in {
+			if got, _ := phases.ParseAddress(d); got != tc.want {
+				t.Errorf("ParseAddress(%q) = %v, want %v", d, got, tc.want)
+			}
 		}
 		if tc.ok && got.String() != tc.in {
 			t.Errorf("String() = %q, want %q", got.String(), tc.in)

@@ -257,6 +257,9 @@ func (ld *load) parseFiles() []*rootBody {
 		if f == nil || f.Body == nil {
 			continue
 		}
+		if !isASCII(src) {
+			ld.diags = append(ld.diags, normalizeNames(f)...)
+		}
 		ld.files[name] = f
 		var root rootBody
 		ld.diags = append(ld.diags, gohcl.DecodeBody(f.Body, nil, &root)...)

@@ -673,6 +673,16 @@ func (ld *load) intern(addr phases.Address) phases.Address {
 // validName reports whether name can name a block of the given kind
 // ("Invalid <Title> Name" otherwise, with why ends the explanation).
 func (ld *load) validName(title, kind, name string, rng hcl.Range, why string) bool {
+	if r, first, other, mixed := mixedScripts(name); mixed {
+		ld.diags = append(ld.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Mixed Scripts in " + title + " Name",
+			Detail: fmt.Sprintf("The %s name %q mixes %s and %s letters (%q is %s), so it can look like another name and not be it. Write the name in one script.",
+				kind, name, first, other, r, other),
+			Subject: rng.Ptr(),
+		})
+		return false
+	}
 	if hclsyntax.ValidIdentifier(name) {
 		return true
 	}

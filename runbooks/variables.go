@@ -12,6 +12,7 @@ import (
 	hcljson "github.com/hashicorp/hcl/v2/json"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/homelab-migrate/migrate/phases"
 )
@@ -110,7 +111,7 @@ func (ld *load) assignVariables() {
 		if !ok || !strings.HasPrefix(k, envVarPrefix) {
 			continue
 		}
-		name := strings.TrimPrefix(k, envVarPrefix)
+		name := norm.NFC.String(strings.TrimPrefix(k, envVarPrefix))
 		v, ok := ld.vars[name]
 		if !ok {
 			continue // like TF_VAR_, values for undeclared variables are ignored
@@ -122,7 +123,7 @@ func (ld *load) assignVariables() {
 	}
 	for _, opt := range ld.opts.Vars {
 		name, val, ok := strings.Cut(opt, "=")
-		name = strings.TrimSpace(name)
+		name = norm.NFC.String(strings.TrimSpace(name))
 		if !ok || name == "" {
 			ld.diags = append(ld.diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
@@ -246,7 +247,7 @@ func (ld *load) readVarFile(p string) {
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].Range.Start.Byte < list[j].Range.Start.Byte })
 	for _, a := range list {
-		v, ok := ld.vars[a.Name]
+		v, ok := ld.vars[norm.NFC.String(a.Name)]
 		if !ok {
 			ld.diags = append(ld.diags, &hcl.Diagnostic{
 				Severity: hcl.DiagWarning,
