@@ -1,6 +1,7 @@
 package runbooks_test
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -24,6 +25,12 @@ func FuzzLoad(f *testing.F) {
 		}
 		f.Add(src)
 	}
+	// Binary input: one "File Is Not Text" error, not one per byte.
+	f.Add(bytes.Repeat([]byte{0}, 4096))
+	f.Add([]byte("phase \"a\" {\n  description = \"\xff\xfe\"\n}\n\x00"))
+	f.Add([]byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"))
+	// Look-alike names: decomposed accents and Cyrillic letters.
+	f.Add([]byte("variable \"cafe\u0301\" {}\nphase \"\u0441afe\" {\n  step \"exec\" \"caf\u00e9\" { command = [var.caf\u00e9] }\n}\n"))
 	schemas := testSchemas()
 	// No file system writes per input: the machine is shared, and disk
 	// latency would look like hangs.
@@ -52,10 +59,17 @@ func FuzzLoad(f *testing.F) {
 		if rb == nil {
 			t.Fatal("Load returned a nil runbook")
 		}
+		inFile := 0
 		for _, d := range diags {
 			if d.Summary == "" {
 				t.Errorf("diagnostic without a summary: %#v", d)
 			}
+			if d.Subject != nil && d.Subject.Filename == "main.hcl" {
+				inFile++
+			}
+		}
+		if inFile > 20 {
+			t.Errorf("%d diagnostics for main.hcl, want at most 20 and a count", inFile)
 		}
 		if diags.HasErrors() {
 			return
