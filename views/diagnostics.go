@@ -106,6 +106,7 @@ func (v *View) writeDiagnostic(w *strings.Builder, d *hcl.Diagnostic) {
 			hs := min(max(hl.Start.Byte-a, 0), len(text))
 			he := min(max(hl.End.Byte-a, hs), len(text))
 			pre, mid, post := cutLine(text, hs, he)
+			pre, mid, post = printable(pre), printable(mid), printable(post)
 			if mid == "" {
 				fmt.Fprintf(w, "%4d: %s%s\n", line, pre, post)
 			} else {
@@ -173,6 +174,17 @@ func cutLine(text []byte, hs, he int) (pre, mid, post string) {
 		post += "…"
 	}
 	return pre, mid, post
+}
+
+// printable replaces control characters of a source line (an escape
+// sequence would drive the terminal) by U+FFFD; tabs stay.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if (r < 0x20 && r != '\t') || r == 0x7f {
+			return utf8.RuneError
+		}
+		return r
+	}, s)
 }
 
 // writeValues says which values the expression of d had ("with s as

@@ -67,6 +67,19 @@ func TestDiagnosticSnippetCut(t *testing.T) {
 	}
 }
 
+// Control characters of a source line do not reach the terminal.
+func TestDiagnosticSnippetPrintable(t *testing.T) {
+	t.Parallel()
+	files := map[string]*hcl.File{"main.hcl": {Bytes: []byte("x = \"\x1b[2J\x01\"\t# tab\n")}}
+	v, _, got := newView()
+	v.SetFiles(files)
+	v.HCLDiagnostics(hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Here", Subject: &hcl.Range{
+		Filename: "main.hcl", Start: hcl.Pos{Line: 1, Column: 1, Byte: 0}, End: hcl.Pos{Line: 1, Column: 2, Byte: 1}}}})
+	if strings.ContainsAny(got.String(), "\x1b\x01") || !strings.Contains(got.String(), "\ufffd[2J\ufffd\"\t# tab") {
+		t.Errorf("snippet: %q", got.String())
+	}
+}
+
 // Rendering N diagnostics is linear: 2,000 errors over a 2,000-line file
 // used to take 25 s, as each one scanned the file from the start.
 func TestDiagnosticsLinear(t *testing.T) {
