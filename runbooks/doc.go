@@ -60,6 +60,14 @@
 // outputs: like variables and provider blocks, they are known before any
 // step runs.
 //
+// Names (labels, arguments, references) are normalized to Unicode NFC as
+// the files are parsed, and a block name whose letters come from two
+// scripts is refused: names that look alike are one name or an error.
+// A file that is not UTF-8 text is one error, and at most 20 problems
+// are reported per file, then a count of the rest. An error in an
+// expression over a sensitive value is reported without its detail, which
+// could quote the value.
+//
 // Steps and checks are addressed as TYPE.NAME, unique across the runbook.
 // A step refers to another's outputs as TYPE.NAME.OUTPUT; every such
 // reference, and every depends_on entry (TYPE.NAME, or step.TYPE.NAME as in
