@@ -78,7 +78,7 @@ func (e *evaluator) Evaluate(outputs map[phases.Address]cty.Value) (cty.Value, p
 func (e *evaluator) decode(outputs map[phases.Address]cty.Value) (cty.Value, hcl.Diagnostics) {
 	ctx := e.scope.evalContext(e.refs, outputs)
 	v, diags := hcldec.Decode(e.body, e.spec, ctx)
-	diags = hideSensitiveBody(diags, ctx, e.body, hcldec.Variables(e.body, e.spec))
+	diags = hideSensitiveBody(diags, ctx, e.body, e.spec)
 	return markAttrs(v, e.sensitive), diags
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 
@@ -39,16 +40,16 @@ func hideSensitive(diags hcl.Diagnostics, ctx *hcl.EvalContext, exprs ...hcl.Exp
 
 // hideSensitiveBody is hideSensitive for the attributes of a body. In a
 // body of another syntax than HCL's own, whose expressions cannot be
-// listed, every diagnostic is hidden when any of vars (the body's
-// variables) is sensitive.
-func hideSensitiveBody(diags hcl.Diagnostics, ctx *hcl.EvalContext, body hcl.Body, vars []hcl.Traversal) hcl.Diagnostics {
+// listed, every diagnostic is hidden when any variable the spec reads is
+// sensitive.
+func hideSensitiveBody(diags hcl.Diagnostics, ctx *hcl.EvalContext, body hcl.Body, spec hcldec.Spec) hcl.Diagnostics {
 	if len(diags) == 0 || ctx == nil {
 		return diags
 	}
 	if exprs, ok := bodyExprs(body); ok {
 		return hideSensitive(diags, ctx, exprs...)
 	}
-	for _, tr := range vars {
+	for _, tr := range hcldec.Variables(body, spec) {
 		if traversesSensitive(tr, ctx) {
 			return hide(diags, func(hcl.Range) bool { return true })
 		}
