@@ -118,7 +118,8 @@ func processesMentioning(s string) []int {
 // fails fails the test, naming its block. The commands are run as
 // written, except that /tmp/ becomes a directory of this test's own, so
 // that a run never meets a reader's walk-through (the quick start's lab,
-// whose default is in the runbook, is moved there with MIGRATE_VAR_lab).
+// whose default is in the runbook, is moved there with MIGRATE_VAR_lab,
+// and the Makefile's directories with DEMO_DIR and LAB_DIR).
 func TestREADMECommands(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {
@@ -146,7 +147,8 @@ func TestREADMECommands(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", script.String())
 	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "MIGRATE_VAR_lab="+tmp+"/migrate-quickstart/lab", "NO_COLOR=1")
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "MIGRATE_VAR_lab="+tmp+"/migrate-quickstart/lab",
+		"DEMO_DIR="+tmp+"/make-demo", "LAB_DIR="+tmp+"/make-lab", "NO_COLOR=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	var out bytes.Buffer
@@ -176,7 +178,7 @@ func TestREADMECommands(t *testing.T) {
 	}
 
 	// The walk-throughs wrote where the README says, nothing into the tree.
-	for _, p := range []string{"migrate-quickstart/state/state.json", "talos-lab/state/state.json", "talos-lab/rendered/kubeconfig"} {
+	for _, p := range []string{"migrate-quickstart/state/state.json", "make-demo/lab/old-vm/STOPPED", "talos-lab/state/state.json", "talos-lab/rendered/kubeconfig"} {
 		if _, err := os.Stat(filepath.Join(tmp, p)); err != nil {
 			t.Errorf("a walk-through did not write %s: %v", p, err)
 		}
