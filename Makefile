@@ -5,23 +5,35 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 export GOTOOLCHAIN := local
 
-.PHONY: build test services services-down unit lint vet fmt-check depcheck bench fuzz golden demo clean
+LAB_DIR ?= /tmp/talos-lab
+DEMO_DIR ?= /tmp/migrate-quickstart
+# Where the noisy output of the set-up steps goes; shown only when one fails.
+SETUP_LOG ?= $(or $(TMPDIR),/tmp)/migrate-setup.log
 
+.PHONY: build test services services-down modules unit lint vet fmt-check depcheck bench fuzz golden demo lab clean
+
+## build: migrate, the provider programs beside it, and the lab's Talos node.
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/migrate ./cmd/migrate-provider-talos ./cmd/migrate-provider-helm
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/migrate ./cmd/migrate-provider-talos ./cmd/migrate-provider-helm ./lab/cmd/talos-lab
 
 ## test: everything CI checks: formatting, vet, the dependency rules, every
 ## test, against the real servers the tests need (installed and started here).
-test: fmt-check vet services
+test: fmt-check modules vet services
 	$(GO) test -count=1 -timeout 30m $(PKGS)
+
+## modules: download the modules quietly first, so that the test log does
+## not start with a page of download lines (shown if the download fails).
+modules:
+	@$(GO) mod download >$(SETUP_LOG) 2>&1 || { cat $(SETUP_LOG); exit 1; }
 
 ## services: install and start the real servers the tests talk to
 ## (idempotent; needs root for the packages): Incus, and etcd +
 ## kube-apiserver + kube-controller-manager (built once from the module
 ## proxy into ~/.cache/migrate: ~6 min the first time).
+## Their progress goes to a log, printed only if a script fails.
 services:
-	scripts/incus-up.sh >/dev/null
-	scripts/kube-up.sh >/dev/null
+	@scripts/incus-up.sh >$(SETUP_LOG) 2>&1 || { cat $(SETUP_LOG); echo "make: scripts/incus-up.sh failed (log above)"; exit 1; }
+	@scripts/kube-up.sh >$(SETUP_LOG) 2>&1 || { cat $(SETUP_LOG); echo "make: scripts/kube-up.sh failed (log above)"; exit 1; }
 
 ## services-down: stop them.
 services-down:
@@ -58,8 +70,14 @@ fuzz:
 golden:
 	$(GO) test -count=1 ./... -update
 
+## demo: the quick start's migration, its lab and state in $(DEMO_DIR).
 demo: build
-	./bin/migrate run --all --runbook examples/quickstart --auto-approve
+	./bin/migrate run --all --runbook examples/quickstart --state $(DEMO_DIR)/state \
+		--var lab=$(DEMO_DIR)/lab --auto-approve --approve approval.cleanup
+
+## lab: the lab's Talos node in the foreground (Ctrl-C stops it), in $(LAB_DIR).
+lab: build
+	./bin/talos-lab --dir $(LAB_DIR)
 
 clean:
 	rm -rf bin

@@ -20,6 +20,12 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 echo "build-kube: building Kubernetes $version (a few minutes, once)" >&2
+# quiet CMD...: its output (module downloads, compiler) goes to a log,
+# shown only if it fails.
+quiet() {
+	"$@" >>"$cache/build.log" 2>&1 || { local rc=$?; cat "$cache/build.log" >&2; echo "build-kube: failed: $*" >&2; return $rc; }
+}
+: >"$cache/build.log"
 
 cat >go.mod <<MOD
 module migrate.local/kubebuild
@@ -40,7 +46,7 @@ import (
 TOOLS
 # The staging modules k8s.io/kubernetes requires at v0.0.0, from its own
 # go.mod, each replaced by the release that matches.
-go mod download -json "k8s.io/kubernetes@$version" >meta.json
+go mod download -json "k8s.io/kubernetes@$version" >meta.json 2>>"$cache/build.log"
 gomod=$(sed -n 's/.*"GoMod": "\(.*\)",/\1/p' meta.json)
 awk '/^\t?k8s\.io\/[a-z0-9-]+ v0\.0\.0$/ || /^require k8s\.io\/[a-z0-9-]+ v0\.0\.0$/ {print $(NF-1)}' "$gomod" | sort -u >staging.txt
 while read -r m; do
@@ -48,8 +54,8 @@ while read -r m; do
 done <staging.txt
 # Keep its go and godebug lines.
 grep -E '^godebug' "$gomod" >>go.mod || true
-go mod tidy >&2
+quiet go mod tidy
 ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
-go build -trimpath -ldflags "$ldflags" -o "$cache/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver >&2
-go build -trimpath -ldflags "$ldflags" -o "$cache/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager >&2
+quiet go build -trimpath -ldflags "$ldflags" -o "$cache/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+quiet go build -trimpath -ldflags "$ldflags" -o "$cache/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager
 echo "$cache"

@@ -7,7 +7,7 @@
 #
 # Prints the facts the tests need as KEY=VALUE lines on stdout:
 #   INCUS_SOCKET, INCUS_HTTPS, INCUS_SERVER_CERT, INCUS_TEST_IMAGE.
-# Details and pitfalls: ../shared/REAL-SERVERS.md ("Incus").
+# Why it is done this way: docs/design.md ("Tests and real servers").
 set -euo pipefail
 
 state=${INCUS_LAB_DIR:-/var/lib/migrate-lab/incus}
@@ -15,6 +15,10 @@ https_addr=${INCUS_HTTPS_ADDR:-127.0.0.1:8443}
 image_alias=migrate-busybox
 mkdir -p "$state"
 log() { echo "incus-up: $*" >&2; }
+# quiet CMD...: its output goes to a log, shown only if it fails.
+quiet() {
+	"$@" >"$state/setup.log" 2>&1 || { local rc=$?; cat "$state/setup.log" >&2; log "failed: $*"; return $rc; }
+}
 
 incusd_bin=/usr/libexec/incus/incusd
 export PATH="/usr/libexec/incus:/usr/sbin:/sbin:$PATH"
@@ -48,9 +52,10 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
 	fi
 	log "installing incus from bookworm-backports"
-	DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -t bookworm-backports --no-install-recommends \
-		incus-base incus-client dnsmasq-base busybox-static >&2
+	export DEBIAN_FRONTEND=noninteractive
+	quiet apt-get update -qq
+	quiet apt-get install -y -qq -t bookworm-backports --no-install-recommends \
+		incus-base incus-client dnsmasq-base busybox-static
 }
 if [ ! -x "$incusd_bin" ] || ! command -v incus >/dev/null || [ ! -x /bin/busybox ]; then
 	install

@@ -18,6 +18,10 @@ api_port=${KUBE_API_PORT:-16443}
 version=${KUBE_VERSION:-v1.37.2}
 mkdir -p "$lab/pki" "$lab/run"
 log() { echo "kube-up: $*" >&2; }
+# quiet CMD...: its output goes to a log, shown only if it fails.
+quiet() {
+	"$@" >"$lab/run/setup.log" 2>&1 || { local rc=$?; cat "$lab/run/setup.log" >&2; log "failed: $*"; return $rc; }
+}
 
 stop_pid() { # NAME: TERM, then KILL after a grace period; only our own pid
 	local f="$lab/run/$1.pid"
@@ -49,8 +53,9 @@ alive() {
 # 1. etcd from Debian.
 if ! command -v etcd >/dev/null; then
 	log "installing etcd-server"
-	DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends etcd-server >&2
+	export DEBIAN_FRONTEND=noninteractive
+	quiet apt-get update -qq
+	quiet apt-get install -y -qq --no-install-recommends etcd-server
 fi
 # 2. The Kubernetes binaries, built once.
 bin=$("$here/build-kube.sh")

@@ -2,6 +2,7 @@ package views
 
 import (
 	"bufio"
+	"encoding/xml"
 	"fmt"
 	"io"
 	"sort"
@@ -15,6 +16,7 @@ import (
 const (
 	GraphDot     = "dot"
 	GraphMermaid = "mermaid"
+	GraphSVG     = "svg"
 )
 
 // graphModel is a runbook as nodes and edges, sorted so that the same
@@ -71,8 +73,8 @@ func buildGraph(rb *phases.Runbook) graphModel {
 	return g
 }
 
-// Graph writes the runbook's phases, steps and edges in format (dot or
-// mermaid).
+// Graph writes the runbook's phases, steps and edges in format (dot,
+// mermaid, or svg: a picture laid out here, needing no Graphviz).
 func (v *View) Graph(rb *phases.Runbook, format string) error {
 	bw := bufio.NewWriter(v.out)
 	g := buildGraph(rb)
@@ -81,8 +83,10 @@ func (v *View) Graph(rb *phases.Runbook, format string) error {
 		writeDot(bw, g)
 	case GraphMermaid:
 		writeMermaid(bw, g)
+	case GraphSVG:
+		writeSVG(bw, g)
 	default:
-		return fmt.Errorf("unknown graph format %q: use %s or %s", format, GraphDot, GraphMermaid)
+		return fmt.Errorf("unknown graph format %q: use %s, %s or %s", format, GraphDot, GraphMermaid, GraphSVG)
 	}
 	return bw.Flush()
 }
@@ -162,4 +166,141 @@ func writeMermaid(w io.Writer, g graphModel) {
 			fmt.Fprintf(w, "  %s -.-> %s\n", from, to)
 		}
 	}
+}
+
+// SVG layout: phases are columns left to right, in declaration order; in a
+// phase, a step's column is its dependency depth (1 + the deepest step of
+// the same phase it waits for), so edges inside a phase point right.
+const (
+	svgBoxH   = 28 // a step's box
+	svgCharW  = 7  // the width of a character of the 12px monospace font
+	svgGapX   = 36 // between columns of a phase
+	svgGapY   = 12 // between boxes of a column
+	svgPad    = 16 // inside a phase's frame
+	svgHeader = 26 // a phase's title
+	svgPhaseX = 48 // between phases
+)
+
+type svgBox struct{ x, y, w int }
+
+func writeSVG(w io.Writer, g graphModel) {
+	inPhase := map[string]string{} // address -> phase
+	for _, ph := range g.phases {
+		for _, n := range ph.nodes {
+			inPhase[n.id] = ph.name
+		}
+	}
+	deps := map[string][]string{}
+	for _, e := range g.edges {
+		deps[e[1]] = append(deps[e[1]], e[0])
+	}
+	depth := map[string]int{}
+	var depthOf func(id string, seen map[string]bool) int
+	depthOf = func(id string, seen map[string]bool) int {
+		if d, ok := depth[id]; ok {
+			return d
+		}
+		if seen[id] { // a cycle: the loader refuses those, but never loop
+			return 0
+		}
+		seen[id] = true
+		d := 0
+		for _, dep := range deps[id] {
+			if inPhase[dep] == inPhase[id] {
+				d = max(d, depthOf(dep, seen)+1)
+			}
+		}
+		depth[id] = d
+		return d
+	}
+
+	boxes := map[string]svgBox{}
+	type frame struct{ x, w, h int }
+	frames := map[string]frame{}
+	x, height := svgPad, 0
+	for _, ph := range g.phases {
+		var cols [][]graphNode
+		for _, n := range ph.nodes {
+			d := depthOf(n.id, map[string]bool{})
+			for len(cols) <= d {
+				cols = append(cols, nil)
+			}
+			cols[d] = append(cols[d], n)
+		}
+		title := "phase " + ph.name
+		cx, h := x+svgPad, 0
+		for _, col := range cols {
+			cw := 0
+			for _, n := range col {
+				cw = max(cw, len([]rune(n.label))*svgCharW+20)
+			}
+			for i, n := range col {
+				boxes[n.id] = svgBox{x: cx, y: svgPad + svgHeader + i*(svgBoxH+svgGapY), w: cw}
+			}
+			h = max(h, len(col)*(svgBoxH+svgGapY)-svgGapY)
+			cx += cw + svgGapX
+		}
+		fw := max(cx-svgGapX+svgPad-x, len([]rune(title))*svgCharW+2*svgPad)
+		if len(cols) == 0 {
+			fw = len([]rune(title))*svgCharW + 2*svgPad
+		}
+		frames[ph.name] = frame{x: x, w: fw, h: svgHeader + h + 2*svgPad}
+		height = max(height, svgHeader+h+2*svgPad)
+		x += fw + svgPhaseX
+	}
+	width := x - svgPhaseX + svgPad
+	if len(g.phases) == 0 {
+		width = 2 * svgPad
+	}
+	height += 2 * svgPad
+
+	esc := func(s string) string {
+		var b strings.Builder
+		xml.EscapeText(&b, []byte(s)) //nolint:errcheck // a strings.Builder does not fail
+		return b.String()
+	}
+	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="monospace" font-size="12">`+"\n", width, height, width, height)
+	fmt.Fprintln(w, `  <defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="8" markerHeight="8" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#444"/></marker></defs>`)
+	fmt.Fprintf(w, `  <rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
+	for _, ph := range g.phases {
+		f := frames[ph.name]
+		fmt.Fprintf(w, `  <g class="phase" data-phase="%s"><title>%s</title>`+"\n", esc(ph.name), esc("phase "+ph.name))
+		fmt.Fprintf(w, `    <rect x="%d" y="%d" width="%d" height="%d" rx="6" fill="#f4f6fa" stroke="#8894a8"/>`+"\n", f.x, svgPad, f.w, f.h)
+		fmt.Fprintf(w, `    <text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", f.x+svgPad, svgPad+18, esc("phase "+ph.name))
+		for _, n := range ph.nodes {
+			b := boxes[n.id]
+			fmt.Fprintf(w, `    <g class="step" data-address="%s"><title>%s</title>`, esc(n.id), esc(n.label))
+			if n.check { // a hexagon, as in the dot output
+				x0, x1, y0, ym, y1 := b.x, b.x+b.w, b.y, b.y+svgBoxH/2, b.y+svgBoxH
+				fmt.Fprintf(w, `<polygon points="%d,%d %d,%d %d,%d %d,%d %d,%d %d,%d" fill="#fff8e6" stroke="#a07a20"/>`,
+					x0, ym, x0+8, y0, x1-8, y0, x1, ym, x1-8, y1, x0+8, y1)
+			} else {
+				fmt.Fprintf(w, `<rect x="%d" y="%d" width="%d" height="%d" rx="3" fill="white" stroke="#333"/>`, b.x, b.y, b.w, svgBoxH)
+			}
+			fmt.Fprintf(w, `<text x="%d" y="%d" text-anchor="middle">%s</text></g>`+"\n", b.x+b.w/2, b.y+svgBoxH/2+4, esc(n.label))
+		}
+		fmt.Fprintln(w, "  </g>")
+	}
+	for _, e := range g.edges {
+		from, ok1 := boxes[e[0]]
+		to, ok2 := boxes[e[1]]
+		if !ok1 || !ok2 {
+			continue
+		}
+		x1, y1, x2, y2 := from.x+from.w, from.y+svgBoxH/2, to.x, to.y+svgBoxH/2
+		mid := (x1 + x2) / 2
+		fmt.Fprintf(w, `  <g class="edge" data-from="%s" data-to="%s"><title>%s</title><path d="M %d %d C %d %d, %d %d, %d %d" fill="none" stroke="#444" marker-end="url(#arrow)"/></g>`+"\n",
+			esc(e[0]), esc(e[1]), esc(e[0]+" -> "+e[1]), x1, y1, mid, y1, mid, y2, x2, y2)
+	}
+	for _, e := range g.order {
+		from, ok1 := frames[e[0]]
+		to, ok2 := frames[e[1]]
+		if !ok1 || !ok2 {
+			continue
+		}
+		y := svgPad + svgHeader/2
+		fmt.Fprintf(w, `  <g class="phase-order" data-from="%s" data-to="%s"><title>%s</title><path d="M %d %d L %d %d" fill="none" stroke="#8894a8" stroke-dasharray="5 4" marker-end="url(#arrow)"/></g>`+"\n",
+			esc(e[0]), esc(e[1]), esc("phase "+e[1]+" runs after phase "+e[0]), from.x+from.w, y, to.x, y)
+	}
+	fmt.Fprintln(w, "</svg>")
 }

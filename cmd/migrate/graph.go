@@ -12,9 +12,11 @@ func (a *app) graphCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "graph",
 		Short: "Print the runbook's phases, steps and dependencies as a graph",
-		Long: `Print the runbook as a graph: phases as clusters (dot) or subgraphs
-(mermaid), steps as nodes, checks as hexagons, an edge from each step to
-the steps that wait for it, and dashed edges for the order of phases.`,
+		Long: `Print the runbook as a graph: phases as clusters (dot), subgraphs
+(mermaid) or framed columns (svg), steps as nodes, checks as hexagons, an
+edge from each step to the steps that wait for it, and dashed edges for the
+order of phases. The svg format is a picture laid out by migrate itself;
+dot needs Graphviz (dot -Tsvg) to become one.`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			rb, err := a.load(vf)
@@ -25,6 +27,6 @@ the steps that wait for it, and dashed edges for the order of phases.`,
 		},
 	}
 	vf.add(cmd)
-	cmd.Flags().StringVar(&format, "format", views.GraphDot, "output `FORMAT`: dot or mermaid")
+	cmd.Flags().StringVar(&format, "format", views.GraphDot, "output `FORMAT`: dot, mermaid or svg")
 	return cmd
 }

@@ -496,7 +496,10 @@ func TestGraph(t *testing.T) {
 	if !strings.HasPrefix(r.stdout, "flowchart LR\n") || !strings.Contains(r.stdout, "n0 --> n1") || !strings.Contains(r.stdout, "p0 -.-> p1") {
 		t.Errorf("mermaid: %s", r)
 	}
-	run(t, dir, 1, "graph", "--format", "svg")
+	if r = run(t, dir, 0, "graph", "--format", "svg"); !strings.HasPrefix(r.stdout, "<svg ") || !strings.Contains(r.stdout, `data-from="exec.a1" data-to="exec.a2"`) {
+		t.Errorf("svg: %s", r)
+	}
+	run(t, dir, 1, "graph", "--format", "png")
 }
 
 const canary = "CANARY-s3cr3t"

@@ -2,13 +2,17 @@
 # an "old VM" directory is rehearsed, moved to a "new node" directory, the
 # old one is stopped (not deleted), and a final approval gates the cleanup.
 #
-#   go run ./cmd/migrate run --all --runbook examples/quickstart --auto-approve --approve approval.cleanup
-#   go run ./cmd/migrate rollback --runbook examples/quickstart --auto-approve
+#   go build -o bin/ ./cmd/migrate
+#   bin/migrate run --all --runbook examples/quickstart --state /tmp/migrate-quickstart/state --auto-approve --approve approval.cleanup
+#   bin/migrate rollback --runbook examples/quickstart --state /tmp/migrate-quickstart/state --auto-approve
+#
+# The play lab and the state live under /tmp/migrate-quickstart, out of the
+# checkout (--var lab=DIR moves the lab).
 
 variable "lab" {
   type        = string
-  default     = "lab"
-  description = "Directory, relative to the runbook, that plays the home lab."
+  default     = "/tmp/migrate-quickstart/lab"
+  description = "Directory that plays the home lab (relative paths are taken from the runbook's directory)."
 }
 
 variable "admin_token" {

@@ -2,16 +2,20 @@
 # Talos machine API over gRPC with mTLS; see lab/talosnode/doc.go for how
 # it differs from a node). Start the node, then run the phase:
 #
-#   go run ./lab/cmd/talos-lab --dir /tmp/talos-lab &
-#   go run ./cmd/migrate plan --runbook examples/talos-platform --var lab=/tmp/talos-lab
-#   go run ./cmd/migrate run --phase platform --runbook examples/talos-platform --var lab=/tmp/talos-lab --auto-approve
+#   make build
+#   bin/talos-lab --dir /tmp/talos-lab &
+#   bin/migrate plan --runbook examples/talos-platform --state /tmp/talos-lab/state --var lab=/tmp/talos-lab
+#   bin/migrate run --phase platform --runbook examples/talos-platform --state /tmp/talos-lab/state --var lab=/tmp/talos-lab --auto-approve
+#
+# What it writes (the rendered config, the kubeconfig) goes under the lab
+# directory too, not into this one.
 #
 # On a real node, point talosconfig/secrets at your (age-encrypted) files
 # and endpoints at the node.
 
 variable "lab" {
   type        = string
-  description = "The talos-lab --dir: its talosconfig, secrets.yaml and simulated node filesystem."
+  description = "The talos-lab --dir: its talosconfig, secrets.yaml and simulated node filesystem; the rendered config and kubeconfig are written to its rendered/."
 }
 
 provider "talos" "node" {
@@ -38,7 +42,7 @@ phase "platform" {
     provider    = talos.node
     patches     = ["patches/node.yaml"]
     try_timeout = "1m"
-    rendered    = "rendered/controlplane.yaml"
+    rendered    = "${var.lab}/rendered/controlplane.yaml"
     verify = {
       services = ["apid", "machined"]
       files    = { "/var/mnt/data/.probe" = "ok" }
@@ -53,7 +57,7 @@ phase "platform" {
 
   step "talos_kubeconfig" "admin" {
     provider   = talos.node
-    path       = "rendered/kubeconfig"
+    path       = "${var.lab}/rendered/kubeconfig"
     depends_on = [talos_bootstrap.etcd]
   }
 

@@ -31,15 +31,48 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// copyExample copies examples/NAME into a temporary directory, so that
-// runs leave the checkout clean.
+// copyExample copies what git tracks of examples/NAME into a temporary
+// directory: runs leave the checkout clean, and whatever a walk-through
+// left in the example (.migrate/, rendered/) stays out of the tests.
 func copyExample(t *testing.T, name string) string {
 	t.Helper()
 	dst := filepath.Join(t.TempDir(), name)
-	if out, err := exec.Command("cp", "-r", filepath.Join("../../examples", name), dst).CombinedOutput(); err != nil {
-		t.Fatalf("copy: %v\n%s", err, out)
-	}
+	copyTracked(t, filepath.Join("../../examples", name), dst)
 	return dst
+}
+
+// copyTracked copies the files of src that git tracks to dst, keeping
+// their modes. (A new file must be git-added to be seen.)
+func copyTracked(t *testing.T, src, dst string) {
+	t.Helper()
+	cmd := exec.Command("git", "ls-files", "-z", "--cached")
+	cmd.Dir = src
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git ls-files in %s (the tests need a git checkout): %v", src, err)
+	}
+	for _, rel := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		if rel == "" {
+			continue
+		}
+		fi, err := os.Stat(filepath.Join(src, rel))
+		if os.IsNotExist(err) {
+			continue // deleted but not yet committed
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(src, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dst, rel)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, rel), b, fi.Mode().Perm()); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func run(t *testing.T, dir string, env []string, args ...string) string {
@@ -57,18 +90,20 @@ func run(t *testing.T, dir string, env []string, args ...string) string {
 func TestQuickstart(t *testing.T) {
 	t.Parallel()
 	dir := copyExample(t, "quickstart")
-	run(t, dir, nil, "run", "--all", "--auto-approve", "--approve", "approval.cleanup")
-	if _, err := os.Stat(filepath.Join(dir, "lab/old-vm/STOPPED")); err != nil {
+	lab := filepath.Join(t.TempDir(), "lab")
+	env := []string{"MIGRATE_VAR_lab=" + lab}
+	run(t, dir, env, "run", "--all", "--auto-approve", "--approve", "approval.cleanup")
+	if _, err := os.Stat(filepath.Join(lab, "old-vm/STOPPED")); err != nil {
 		t.Errorf("the old VM was not stopped: %v", err)
 	}
-	if out := run(t, dir, nil, "plan"); !strings.Contains(out, "0 to create, 0 to update, 0 drifted") {
+	if out := run(t, dir, env, "plan"); !strings.Contains(out, "0 to create, 0 to update, 0 drifted") {
 		t.Errorf("plan after the run is not empty:\n%s", out)
 	}
-	run(t, dir, nil, "rollback", "--auto-approve")
-	if _, err := os.Stat(filepath.Join(dir, "lab/old-vm/RUNNING")); err != nil {
+	run(t, dir, env, "rollback", "--auto-approve")
+	if _, err := os.Stat(filepath.Join(lab, "old-vm/RUNNING")); err != nil {
 		t.Errorf("rollback did not bring the old VM back: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "lab/talos-node")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(lab, "talos-node")); !os.IsNotExist(err) {
 		t.Errorf("rollback left the new node behind: %v", err)
 	}
 }
@@ -104,7 +139,7 @@ func TestTalosPlatform(t *testing.T) {
 	if !strings.Contains(string(node.Config()), "incus_data") {
 		t.Error("the node does not run the patched config")
 	}
-	if fi, err := os.Stat(filepath.Join(dir, "rendered/kubeconfig")); err != nil || fi.Mode().Perm() != 0o600 {
+	if fi, err := os.Stat(filepath.Join(labDir, "rendered/kubeconfig")); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("kubeconfig: %v", err)
 	}
 	run(t, dir, env, append([]string{"rollback", "--auto-approve"}, vars...)...)

@@ -53,9 +53,7 @@ func TestHelmThroughThePlugin(t *testing.T) {
 		t.Fatalf("no kubeconfig (%v): start the API server with scripts/kube-up.sh (make test does)", err)
 	}
 	dir := t.TempDir()
-	if out, err := exec.Command("cp", "-r", "../../examples/homelab/charts", dir).CombinedOutput(); err != nil {
-		t.Fatalf("copy the chart: %v\n%s", err, out)
-	}
+	copyTracked(t, "../../examples/homelab/charts", filepath.Join(dir, "charts"))
 	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(helmRunbook), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,10 @@
 //	talos-lab --dir DIR --listen 127.0.0.1:50000
 //
 // It runs until SIGINT or SIGTERM. The node's config, etcd state, version
-// and simulated filesystem stay in DIR, so a restart keeps them.
+// and simulated filesystem stay in DIR, so a restart keeps them. While it
+// serves, DIR/ready holds its address: a script started it in the
+// background waits for that file (the talosconfig is there from an earlier
+// start already).
 package main
 
 import (
@@ -14,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -46,6 +50,12 @@ func run() error {
 		return fmt.Errorf("--dir is required")
 	}
 
+	ready := filepath.Join(opts.Dir, "ready")
+	// One left by a run that was killed says nothing about this one.
+	if err := os.Remove(ready); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+
 	node, err := talosnode.New(opts)
 	if err != nil {
 		return err
@@ -56,6 +66,11 @@ func run() error {
 	}
 
 	defer node.Stop()
+	defer os.Remove(ready)
+
+	if err = os.WriteFile(ready, []byte(node.Addr()+"\n"), 0o644); err != nil {
+		return err
+	}
 
 	fmt.Printf("talos-lab: Talos %s node %q serving the machine API on %s\n", node.Version(), opts.Hostname, node.Addr())
 	fmt.Printf("talosconfig: %s\n", node.TalosconfigPath())
