@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/charmbracelet/log"
 	"github.com/spf13/cobra"
@@ -218,13 +220,14 @@ func (a *app) closeState(st *state.Local, err *error) {
 }
 
 // engine makes the engine and prints its diagnostics.
-func (a *app) engine(ctx context.Context, rb *phases.Runbook, st state.Manager, parallelism int, hooks ...engine.Hook) (*engine.Engine, error) {
+func (a *app) engine(ctx context.Context, rb *phases.Runbook, st state.Manager, parallelism int, lg *state.Log, hooks ...engine.Hook) (*engine.Engine, error) {
 	e, diags := engine.New(ctx, engine.Options{
 		Runbook:     rb,
 		Factories:   registry(),
 		State:       st,
 		Hooks:       hooks,
 		Parallelism: parallelism,
+		Log:         lg,
 	})
 	a.view().Diagnostics(diags)
 	if diags.HasErrors() {
@@ -400,6 +403,7 @@ type session struct {
 	stop, cancel context.Context
 	release      func()
 	e            *engine.Engine
+	log          *state.Log
 }
 
 // openSession loads the runbook, takes the state lock and builds the
@@ -413,9 +417,15 @@ func (a *app) openSession(vf varFlags, json, rollback bool, parallelism int) (*s
 	if err != nil {
 		return nil, err
 	}
-	s := &session{a: a, st: st, rv: a.view().NewRun(a.runMode(json), rollback)}
+	command := map[bool]string{false: "run", true: "rollback"}[rollback]
+	lg, err := state.OpenLog(st.Dir(), command)
+	if err != nil {
+		a.closeState(st, &err)
+		return nil, err
+	}
+	s := &session{a: a, st: st, rv: a.view().NewRun(a.runMode(json), rollback), log: lg}
 	s.stop, s.cancel, s.release = interrupts(s.rv.Stopping)
-	if s.e, err = a.engine(s.cancel, rb, st, parallelism, s.rv); err != nil {
+	if s.e, err = a.engine(s.cancel, rb, st, parallelism, lg, s.rv); err != nil {
 		s.close(&err)
 		return nil, err
 	}
@@ -431,5 +441,16 @@ func (s *session) close(err *error) {
 	}
 	s.release()
 	s.rv.Finish()
+	fmt.Fprintf(s.log, "%s end: %s\n", time.Now().UTC().Format(time.RFC3339Nano), cmp.Or(errText(*err), "ok"))
+	if lerr := s.log.Close(); lerr != nil {
+		s.a.view().Warn("%v", lerr)
+	}
 	s.a.closeState(s.st, err)
+}
+
+func errText(err error) string {
+	if err == nil || isReported(err) {
+		return ""
+	}
+	return err.Error()
 }
