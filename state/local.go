@@ -222,7 +222,9 @@ func (l *Local) snapshotUnusable(err error) error {
 		if l.opts.MigrateVersion != "" {
 			hint += " (this is migrate " + l.opts.MigrateVersion + ")"
 		}
-		return &UnusableError{Path: path, Err: err, Hint: hint + "; the file was left untouched"}
+		return &UnusableError{Path: path, Err: err, Hint: hint + fmt.Sprintf("; the file was left untouched "+
+			"(if no newer migrate wrote it, it is damaged: restore the previous snapshot, cp %s %s)",
+			filepath.Join(l.dir, backupFile), path)}
 	}
 	return &UnusableError{Path: path, Err: err, Hint: fmt.Sprintf(
 		"it was left untouched. To recover, restore the previous snapshot if it is intact "+
