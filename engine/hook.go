@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -161,4 +163,17 @@ func logText(e Event) []byte {
 	}
 	b.WriteByte('\n')
 	return []byte(b.String())
+}
+
+// logValue writes v, as JSON, to the log: the plan a run or rollback
+// carries out, as the view showed it (its diffs are redacted already).
+func (h *hooks) logValue(what string, v any) {
+	if h.log == nil {
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		b = []byte(strconv.Quote(err.Error()))
+	}
+	fmt.Fprintf(h.log, "%s %s: %s\n", time.Now().UTC().Format(time.RFC3339Nano), what, b)
 }

@@ -107,6 +107,9 @@ func TestHugeErrorsAreCutAndLogged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !strings.Contains(string(log), ` plan: {"format_version":`) {
+		t.Errorf("the log does not have the plan:\n%.500s", log)
+	}
 	if n := strings.Count(string(log), "(sensitive value) "+huge+" end"); n != 2 || strings.Contains(string(log), "hunter2") {
 		t.Errorf("the log has the whole error %d times (want 2: one retry, one failure), or the secret", n)
 	}
