@@ -155,3 +155,24 @@ func TestJournalOfAnotherStateRefused(t *testing.T) {
 		t.Fatalf("not upgraded to version 2:\n%s", b)
 	}
 }
+
+// What JSON cannot hold as it is (invalid UTF-8 in an error, a command's
+// output) is stored as JSON reads it back, so the snapshot's checksum,
+// taken of what was written, matches what is read.
+func TestRecordsAreStoredAsTheyReadBack(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	l := openW(t, dir)
+	r := rec("exec.a", Failed)
+	r.LastError = "exit 1: \xff\xfe <b>&\u2028"
+	r.Record = map[string]string{"k\xff": "v\xc3"}
+	checkpoint(t, l, r)
+	got, _ := l.Step(r.Addr)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	reread, ok := openR(t, dir).Step(r.Addr)
+	if !ok || reread.LastError != got.LastError || reread.LastError != "exit 1: \uFFFD\uFFFD <b>&\u2028" || reread.Record["k\uFFFD"] != "v\uFFFD" {
+		t.Fatalf("reread %q %q, in memory %q", reread.LastError, reread.Record, got.LastError)
+	}
+}

@@ -49,7 +49,8 @@ func appendJournalLine(buf []byte, seq uint64, lineage string, now time.Time, st
 	buf = append(buf, `{"seq":`...)
 	buf = strconv.AppendUint(buf, seq, 10)
 	buf = append(buf, `,"lineage":`...)
-	buf = strconv.AppendQuote(buf, lineage) // hex: the same in JSON
+	q, _ := json.Marshal(lineage) // a string always encodes
+	buf = append(buf, q...)
 	buf = append(buf, `,"time":"`...)
 	buf = now.UTC().AppendFormat(buf, time.RFC3339Nano)
 	buf = append(buf, `","step":`...)

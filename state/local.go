@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -301,10 +302,16 @@ func (l *Local) append(rec *StepRecord, sync bool) error {
 	if err := validateRecord(rec); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	c := cloneRecord(rec)
-	step, err := marshalRecord(c)
+	step, err := marshalRecord(rec)
 	if err != nil {
 		return err
+	}
+	// Keep the record as JSON reads it back (invalid UTF-8 replaced, as
+	// the journal has it), so that a snapshot's checksum, taken of what is
+	// written, matches what is read; it is also a deep copy.
+	c := new(StepRecord)
+	if err := json.Unmarshal(step, c); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", rec.Addr, err)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
