@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -417,7 +416,10 @@ func (a *app) openSession(vf varFlags, json, rollback bool, parallelism int) (*s
 	if err != nil {
 		return nil, err
 	}
-	command := map[bool]string{false: "run", true: "rollback"}[rollback]
+	command := "run"
+	if rollback {
+		command = "rollback"
+	}
 	lg, err := state.OpenLog(st.Dir(), command)
 	if err != nil {
 		a.closeState(st, &err)
@@ -441,16 +443,20 @@ func (s *session) close(err *error) {
 	}
 	s.release()
 	s.rv.Finish()
-	fmt.Fprintf(s.log, "%s end: %s\n", time.Now().UTC().Format(time.RFC3339Nano), cmp.Or(errText(*err), "ok"))
+	fmt.Fprintf(s.log, "%s end: %s\n", time.Now().UTC().Format(time.RFC3339Nano), endText(*err))
 	if lerr := s.log.Close(); lerr != nil {
 		s.a.view().Warn("%v", lerr)
 	}
 	s.a.closeState(s.st, err)
 }
 
-func errText(err error) string {
-	if err == nil || isReported(err) {
-		return ""
+// endText is how a command ended, for its log.
+func endText(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case isReported(err):
+		return fmt.Sprintf("exit code %d", exitCode(err))
 	}
 	return err.Error()
 }

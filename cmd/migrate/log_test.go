@@ -47,4 +47,7 @@ phase "A" {
 	if !bytes.Contains(b, []byte("no-such-command-for-migrate "+huge+" could not be started")) {
 		t.Errorf("the log (%d bytes) does not have the whole error", len(b))
 	}
+	if !bytes.Contains(b, []byte(" end: phase A did not complete")) {
+		t.Errorf("the log does not say how the run ended: %q", b[max(0, len(b)-300):])
+	}
 }
