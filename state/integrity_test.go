@@ -176,3 +176,17 @@ func TestRecordsAreStoredAsTheyReadBack(t *testing.T) {
 		t.Fatalf("reread %q %q, in memory %q", reread.LastError, reread.Record, got.LastError)
 	}
 }
+
+func TestWriteThenReadInvalidUTF8(t *testing.T) {
+	t.Parallel()
+	r := rec("exec.a", Failed)
+	r.LastError = "bad \xff byte"
+	var buf bytes.Buffer
+	if err := Write(&Snapshot{Serial: 1, Lineage: testLineage, Steps: map[string]*StepRecord{"exec.a": r}}, &buf); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Read(&buf)
+	if err != nil || s.Steps["exec.a"].LastError != "bad \uFFFD byte" {
+		t.Fatalf("Read(Write(s)): %v, %+v", err, s)
+	}
+}

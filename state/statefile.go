@@ -57,8 +57,8 @@ func readSnapshot(b []byte) (*Snapshot, int, error) {
 		return nil, 0, fmt.Errorf(`not a state file: "version" is %s, want a number`, *head.Version)
 	}
 	// Version 2 added the checksum and nothing else, so version 1 reads
-	// into the same Snapshot. When the records change, readV1 and readV2
-	// decode into frozen copies of their types and are upgraded.
+	// into the same Snapshot. When the records change, each version
+	// decodes into frozen copies of its types and is upgraded.
 	switch {
 	case version > CurrentVersion:
 		var by string
@@ -167,6 +167,19 @@ func marshalSnapshot(s *Snapshot) ([]byte, error) {
 	body, err := marshalBody(s)
 	if err != nil {
 		return nil, err
+	}
+	if bytes.Contains(body, []byte(`\ufffd`)) {
+		// A string was not valid UTF-8 and encoding/json replaced it:
+		// the checksum must be of what a reader will decode.
+		var s1 stateV1
+		if err := json.Unmarshal(body, &s1); err != nil {
+			return nil, err
+		}
+		c := *s
+		c.Lineage, c.MigrateVersion, c.Steps = s1.Lineage, s1.MigrateVersion, s1.Steps
+		if body, err = marshalBody(&c); err != nil {
+			return nil, err
+		}
 	}
 	head := fmt.Appendf(nil, "{\n  \"version\": %d,\n", CurrentVersion)
 	out := fmt.Appendf(nil, "%s  \"checksum\": %q,\n", head, checksum(body))
