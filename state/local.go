@@ -302,6 +302,13 @@ func (l *Local) append(rec *StepRecord, sync bool) error {
 	if err := validateRecord(rec); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
+	if len(rec.LastError) > MaxErrorBytes {
+		// The engine cuts errors with a pointer to its log; this is for
+		// any other caller.
+		c := *rec
+		c.LastError = CutError(rec.LastError, "")
+		rec = &c
+	}
 	step, err := marshalRecord(rec)
 	if err != nil {
 		return err

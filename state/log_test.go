@@ -59,3 +59,29 @@ func TestOpenLogKeepsTheNewest(t *testing.T) {
 		t.Fatalf("logs dir: %v %v, want mode 0700", fi.Mode(), err)
 	}
 }
+
+// A record's error is never kept whole: not from a caller that did not cut
+// it, nor from a version 1 state, which kept 50 MB of one.
+func TestLastErrorIsBounded(t *testing.T) {
+	t.Parallel()
+	huge := strings.Repeat("z", 1<<20)
+	dir := newStateDir(t, 0, 0)
+	writeFile(t, filepath.Join(dir, snapshotFile), []byte(`{"version":1,"serial":1,"lineage":"`+testLineage+
+		`","steps":{"exec.a":{"address":"exec.a","phase":"p","status":"failed","attempts":1,"last_error":"`+huge+`"}}}`))
+	l := openW(t, dir)
+	r := rec("exec.b", Failed)
+	r.LastError = huge
+	checkpoint(t, l, r)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b := readFile(t, filepath.Join(dir, snapshotFile)); len(b) > 3*MaxErrorBytes {
+		t.Fatalf("state.json has %d bytes", len(b))
+	}
+	s := openR(t, dir).Snapshot()
+	for _, a := range []string{"exec.a", "exec.b"} {
+		if e := s.Steps[a].LastError; !strings.HasPrefix(e, huge[:MaxErrorBytes]+"… (") {
+			t.Errorf("%s: last_error of %d bytes, not cut", a, len(e))
+		}
+	}
+}

@@ -73,6 +73,12 @@ func readSnapshot(b []byte) (*Snapshot, int, error) {
 			return nil, version, err
 		}
 		s, err := checkSnapshot(s1)
+		if err == nil {
+			// Version 1 kept errors whole, megabytes of them at times.
+			for _, rec := range s.Steps {
+				rec.LastError = CutError(rec.LastError, "")
+			}
+		}
 		return s, version, err
 	default:
 		return nil, 0, fmt.Errorf("unsupported state format version %d", version)
