@@ -26,6 +26,10 @@ type Options struct {
 	// Hooks receive every event after the state has recorded it.
 	Hooks       []Hook
 	Parallelism int
+	// Log, when set, receives every event in full, secrets redacted;
+	// what the state and the hooks get has errors cut to
+	// state.MaxErrorBytes, with a pointer to it.
+	Log *state.Log
 }
 
 // Engine plans, runs and rolls back one runbook against one state.
@@ -54,6 +58,7 @@ func New(ctx context.Context, opts Options) (*Engine, phases.Diagnostics) {
 	e.hooks = &hooks{
 		list:     append([]Hook{StateHook{State: opts.State}}, opts.Hooks...),
 		redactor: newRedactor(opts.Runbook.Secrets),
+		log:      opts.Log,
 	}
 	for _, s := range opts.Runbook.AllSteps() {
 		e.steps[s.Addr] = s

@@ -70,6 +70,7 @@ type harness struct {
 	fake   *fake.Provider
 	events []engine.Event
 	mu     sync.Mutex
+	log    *state.Log // given to the engine when set
 }
 
 func newHarness(t *testing.T) *harness {
@@ -90,6 +91,7 @@ func (h *harness) open(r *phases.Runbook) (*engine.Engine, *state.Local) {
 		Factories:   map[string]providers.Factory{"fake": fake.Factory(h.fake)},
 		State:       st,
 		Parallelism: 4,
+		Log:         h.log,
 		Hooks: []engine.Hook{engine.HookFunc(func(ev engine.Event) error {
 			h.mu.Lock()
 			h.events = append(h.events, ev)

@@ -1,6 +1,10 @@
 package engine
 
 import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/homelab-migrate/migrate/phases"
@@ -93,6 +97,7 @@ func (h StateHook) Handle(e Event) error {
 type hooks struct {
 	list     []Hook
 	redactor *secret.Scrubber
+	log      *state.Log
 }
 
 func (h *hooks) emit(e Event) error {
@@ -105,6 +110,16 @@ func (h *hooks) emit(e Event) error {
 		if e.Record != nil && e.Record.LastError != "" {
 			e.Record.LastError = h.redactor.Text(e.Record.LastError)
 		}
+	}
+	// The log gets the whole event; the state and the views a bounded one.
+	if h.log != nil {
+		h.log.Write(logText(e))
+	}
+	path := h.log.Path()
+	e.Message = state.CutError(e.Message, path)
+	e.Error = state.CutError(e.Error, path)
+	if e.Record != nil {
+		e.Record.LastError = state.CutError(e.Record.LastError, path)
 	}
 	var first error
 	for _, x := range h.list {
@@ -121,4 +136,44 @@ func newRedactor(secrets []string) *secret.Scrubber {
 	s := &secret.Scrubber{}
 	s.Add(secrets...)
 	return s
+}
+
+// logText is e as a line of the event log, its error on the lines after.
+func logText(e Event) []byte {
+	var b strings.Builder
+	b.WriteString(e.Time.UTC().Format(time.RFC3339Nano))
+	b.WriteString(" " + string(e.Kind))
+	if e.Phase != "" {
+		b.WriteString(" phase=" + e.Phase)
+	}
+	if !e.Addr.IsZero() {
+		b.WriteString(" " + e.Addr.String())
+	}
+	if e.Attempt > 0 {
+		fmt.Fprintf(&b, " attempt=%d", e.Attempt)
+	}
+	if e.Duration > 0 {
+		fmt.Fprintf(&b, " duration=%s", e.Duration.Round(time.Millisecond))
+	}
+	if e.Message != "" {
+		b.WriteString(": " + e.Message)
+	}
+	if e.Error != "" {
+		b.WriteString("\n  error: " + strings.ReplaceAll(strings.TrimRight(e.Error, "\n"), "\n", "\n    "))
+	}
+	b.WriteByte('\n')
+	return []byte(b.String())
+}
+
+// logValue writes v, as JSON, to the log: the plan a run or rollback
+// carries out, as the view showed it (its diffs are redacted already).
+func (h *hooks) logValue(what string, v any) {
+	if h.log == nil {
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		b = []byte(strconv.Quote(err.Error()))
+	}
+	fmt.Fprintf(h.log, "%s %s: %s\n", time.Now().UTC().Format(time.RFC3339Nano), what, b)
 }

@@ -96,13 +96,17 @@ func (s *StepPlan) UnmarshalJSON(b []byte) error {
 // outputs is the table of step outputs that evaluation sees; it is read
 // by parallel evaluations while finished steps add to it.
 type outputs struct {
-	mu sync.RWMutex
-	m  map[phases.Address]cty.Value
+	mu      sync.RWMutex
+	m       map[phases.Address]cty.Value
+	corrupt map[phases.Address]error // recorded outputs that do not decode
 }
 
 func (o *outputs) evaluate(s *phases.Step) (cty.Value, phases.Diagnostics) {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
+	if d := o.corruptInputs(s); d != nil {
+		return cty.DynamicVal, withSubject(d, s.Range)
+	}
 	v, d := s.Config.Evaluate(o.m)
 	return v, withSubject(d, s.Range)
 }
@@ -116,7 +120,7 @@ func (o *outputs) set(a phases.Address, v cty.Value) {
 // loadOutputs seeds the table with every recorded output; steps that have
 // not run are unknown.
 func (e *Engine) loadOutputs(snap *state.Snapshot) *outputs {
-	o := &outputs{m: make(map[phases.Address]cty.Value, len(e.steps))}
+	o := &outputs{m: make(map[phases.Address]cty.Value, len(e.steps)), corrupt: map[phases.Address]error{}}
 	for addr := range e.steps {
 		o.m[addr] = cty.DynamicVal
 		rec := snap.Steps[addr.String()]
@@ -125,6 +129,8 @@ func (e *Engine) loadOutputs(snap *state.Snapshot) *outputs {
 		}
 		if v, _, err := decodeOutputs(rec.Outputs); err == nil {
 			o.m[addr] = v
+		} else {
+			o.corrupt[addr] = err
 		}
 	}
 	return o

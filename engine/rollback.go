@@ -138,6 +138,7 @@ func (e *Engine) Rollback(stop, cancel context.Context, rp *RollbackPlan) error 
 	if rp.Serial != snap.Serial || rp.Lineage != snap.Lineage {
 		return &StaleError{PlanLineage: rp.Lineage, StateLineage: snap.Lineage, PlanSerial: rp.Serial, StateSerial: snap.Serial}
 	}
+	e.hooks.logValue("rollback plan", rp)
 	out := e.loadOutputs(snap)
 	for _, pr := range rp.Phases {
 		ph := e.runbook.Phase(pr.Name)

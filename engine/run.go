@@ -75,6 +75,7 @@ func (e *Engine) Run(stop, cancel context.Context, plan *Plan, opts RunOptions) 
 	if err := e.check(plan, snap); err != nil {
 		return err
 	}
+	e.hooks.logValue("plan", plan)
 	out := e.loadOutputs(snap)
 	for _, pp := range plan.Phases {
 		ph := e.runbook.Phase(pp.Name)

@@ -9,10 +9,11 @@
 //
 // Local keeps four files, all mode 0600 in a 0700 directory:
 //
-//	state.json         snapshot: {version, serial, lineage, migrate_version, steps}
+//	state.json         snapshot: {version, checksum, serial, lineage, migrate_version, steps}
 //	state.json.backup  the snapshot before the last one
-//	journal.jsonl      one {"seq","time","step"} line per checkpoint since the snapshot
+//	journal.jsonl      one {"seq","lineage","time","step","crc"} line per checkpoint since the snapshot
 //	lock               flock(2)ed by the writer, holding its LockInfo
+//	logs/              one event log per writing command (see OpenLog)
 //
 // The serial grows by one per journal entry; an entry's seq is the serial
 // after it, so entries already in the snapshot are skipped on replay. The
@@ -20,11 +21,16 @@
 // replaced atomically (temporary file, sync, rename, sync the directory).
 // Concurrent checkpoints share one write and one sync (group commit).
 //
+// A snapshot carries the SHA-256 of its canonical encoding, a journal line
+// its state's lineage and a CRC-32C of itself: a damaged byte anywhere is
+// refused, never read as a different state.
+//
 // Reading never writes. A file this build cannot use — garbled, truncated,
-// a corrupt journal line before the last, a newer format version — is an
-// *UnusableError that names it and says how to recover, and the file is left
-// as it is. A torn last journal line (a write cut short by a crash, never
-// acknowledged) is ignored. The lock is released by the kernel when its
+// a checksum that does not match, a bad complete journal line, a journal
+// of another state, a newer format version — is an *UnusableError that
+// names it and says how to recover, and the file is left as it is. A torn
+// last journal line (a write cut short by a crash, never acknowledged) is
+// ignored. The lock is released by the kernel when its
 // holder dies, so a killed run never blocks the next one; Unlock removes
 // the information a dead holder left behind.
 package state

@@ -10,10 +10,16 @@ import (
 // must not panic; read-only it must change nothing; for writing, it either
 // fails and changes nothing, or what it folds is what a reader sees next.
 func FuzzRead(f *testing.F) {
-	snap := []byte(`{"version":1,"serial":2,"lineage":"ab","migrate_version":"0.1.0","steps":{"exec.a":{"address":"exec.a","phase":"p","status":"done","attempts":1}}}`)
+	snap := []byte(`{"version":1,"serial":2,"lineage":"` + testLineage + `","migrate_version":"0.1.0","steps":{"exec.a":{"address":"exec.a","phase":"p","status":"done","attempts":1}}}`)
+	v2, err := marshalSnapshot(&Snapshot{Serial: 2, Lineage: testLineage, Steps: map[string]*StepRecord{"exec.a": rec("exec.a", Done)}})
+	if err != nil {
+		f.Fatal(err)
+	}
 	good := lines(journalLine(3, rec("exec.a", Reverted)), journalLine(4, rec("exec.b", Running)))
 	f.Add(snap, []byte{})
 	f.Add(snap, good)
+	f.Add(v2, good)
+	f.Add(v2, lines(journalLine(1, rec("exec.a", Running)), journalLine(2, rec("exec.a", Done))))
 	f.Add(snap, append(good, `{"seq":5,"ti`...))
 	f.Add(snap, lines(journalLine(1, rec("exec.a", Running)), good))
 	f.Add(snap, lines(journalLine(3, rec("exec.a", Done)), []byte("{}\n"), journalLine(4, rec("exec.a", Done))))

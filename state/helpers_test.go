@@ -115,12 +115,19 @@ func assertUntouched(t testing.TB, dir string, before map[string]string) {
 	}
 }
 
+// testLineage is the lineage of newStateDir's states and journalLine's lines.
+const testLineage = "c0ffee00c0ffee00c0ffee00c0ffee00"
+
 func journalLine(seq uint64, r *StepRecord) []byte {
+	return journalLineOf(testLineage, seq, r)
+}
+
+func journalLineOf(lineage string, seq uint64, r *StepRecord) []byte {
 	step, err := marshalRecord(r)
 	if err != nil {
 		panic(err)
 	}
-	return appendJournalLine(nil, seq, time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC), step)
+	return appendJournalLine(nil, seq, lineage, time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC), step)
 }
 
 func lines(ls ...[]byte) []byte { return bytes.Join(ls, nil) }
@@ -130,7 +137,7 @@ func lines(ls ...[]byte) []byte { return bytes.Join(ls, nil) }
 func newStateDir(t testing.TB, serial uint64, n int) string {
 	t.Helper()
 	dir := t.TempDir()
-	s := &Snapshot{Serial: serial, Lineage: newLineage(), Steps: map[string]*StepRecord{}}
+	s := &Snapshot{Serial: serial, Lineage: testLineage, Steps: map[string]*StepRecord{}}
 	for i := range n {
 		r := rec("exec.s"+strconv.Itoa(i), Done)
 		s.Steps[r.Addr.String()] = r

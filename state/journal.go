@@ -5,58 +5,91 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"strconv"
 	"time"
 )
 
 // The journal, journal.jsonl, has one line per checkpoint:
 //
-//	{"seq":N,"time":"2006-01-02T15:04:05.999999999Z","step":{...StepRecord...}}
+//	{"seq":N,"lineage":"…","time":"2006-01-02T15:04:05.999999999Z","step":{...StepRecord...},"crc":"xxxxxxxx"}
 //
 // seq is the serial of the state once the entry is applied, so the first
-// entry after a snapshot of serial S has seq S+1. Lines are appended with a
-// single write and synced before Checkpoint returns; Persist folds them into
-// a new snapshot and then truncates the journal. Entries with seq <= the
-// snapshot's serial are already in it (a crash between the snapshot's
-// rename and the truncation) and are skipped.
+// entry after a snapshot of serial S has seq S+1. lineage is the state's,
+// so a journal of another state is refused rather than skipped. crc is the
+// CRC-32C, in hex, of the line's bytes before `,"crc":`: it tells a
+// damaged line from a good one (every single-bit error and every burst of
+// up to 32 bits changes it). Lines written by version 1 (no lineage, no
+// crc) are still read after a version 1 snapshot.
+//
+// Lines are appended with a single write and synced before Checkpoint
+// returns; Persist folds them into a new snapshot and then truncates the
+// journal. Entries with seq <= the snapshot's serial are already in it (a
+// crash between the snapshot's rename and the truncation) and are skipped;
+// they must then end exactly at the snapshot's serial.
 
 type journalEntry struct {
-	Seq  uint64      `json:"seq"`
-	Time time.Time   `json:"time"`
-	Step *StepRecord `json:"step"`
+	Seq     uint64      `json:"seq"`
+	Lineage string      `json:"lineage"`
+	Time    time.Time   `json:"time"`
+	Step    *StepRecord `json:"step"`
+	CRC     string      `json:"crc"`
+
+	line int // 1-based line number in the journal
 }
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+const crcKey = `,"crc":"`
 
 // appendJournalLine appends the journal line of seq to buf. step is the
 // record in compact JSON (encoding/json output has no raw newlines).
-func appendJournalLine(buf []byte, seq uint64, now time.Time, step []byte) []byte {
+func appendJournalLine(buf []byte, seq uint64, lineage string, now time.Time, step []byte) []byte {
+	start := len(buf)
 	buf = append(buf, `{"seq":`...)
 	buf = strconv.AppendUint(buf, seq, 10)
+	buf = append(buf, `,"lineage":`...)
+	q, _ := json.Marshal(lineage) // a string always encodes
+	buf = append(buf, q...)
 	buf = append(buf, `,"time":"`...)
 	buf = now.UTC().AppendFormat(buf, time.RFC3339Nano)
 	buf = append(buf, `","step":`...)
 	buf = append(buf, step...)
-	return append(buf, "}\n"...)
+	sum := crc32.Checksum(buf[start:], castagnoli)
+	buf = append(buf, crcKey...)
+	buf = fmt.Appendf(buf, "%08x", sum)
+	return append(buf, "\"}\n"...)
 }
 
 // parseJournal decodes the complete lines of data. The last line is left
-// out when it is torn (no newline, or not a valid entry): a crash cut its
-// write short, so its checkpoint never returned. A bad line before the last
-// is an error. valid is the length of the good prefix.
+// out when it is torn (a crash cut its write short, so its checkpoint never
+// returned): no newline yet, or zero-filled by a filesystem that lost the
+// write (two NUL bytes or more; a flipped bit makes at most one). A bad
+// complete line is an error, and so is an unterminated one that is a whole
+// entry followed by a byte other than a newline: a damaged newline, not a
+// write cut short. valid is the length of the good prefix.
 func parseJournal(data []byte) (entries []journalEntry, valid int, err error) {
 	off, line := 0, 1
 	for off < len(data) {
 		nl := bytes.IndexByte(data[off:], '\n')
 		if nl < 0 {
+			tail := bytes.TrimRight(data[off:], "\x00")
+			if n := len(tail); n > 1 {
+				if _, err := parseJournalLine(tail[:n-1]); err == nil {
+					return nil, 0, fmt.Errorf("journal line %d (byte %d): a whole entry followed by %q instead of a newline", line, off, tail[n-1:])
+				}
+			}
 			break
 		}
 		end := off + nl
 		e, err := parseJournalLine(data[off:end])
 		if err != nil {
-			if end+1 == len(data) {
+			if end+1 == len(data) && bytes.Count(data[off:end], []byte{0}) >= 2 {
 				break
 			}
 			return nil, 0, fmt.Errorf("journal line %d (byte %d): %w", line, off, err)
 		}
+		e.line = line
 		entries = append(entries, e)
 		off, line = end+1, line+1
 	}
@@ -68,6 +101,19 @@ func parseJournalLine(b []byte) (journalEntry, error) {
 	if err := decodeStrict(b, &e); err != nil {
 		return e, err
 	}
+	if e.CRC != "" || e.Lineage != "" {
+		// The crc must be the last thing on the line, as written.
+		i := bytes.LastIndex(b, []byte(crcKey))
+		if i < 0 || string(b[i+len(crcKey):]) != e.CRC+`"}` {
+			return e, errors.New(`"crc" is not where migrate writes it`)
+		}
+		if sum := fmt.Sprintf("%08x", crc32.Checksum(b[:i], castagnoli)); sum != e.CRC {
+			return e, fmt.Errorf("checksum mismatch (crc %s, the line hashes to %s): the line was damaged after it was written", e.CRC, sum)
+		}
+		if e.Lineage == "" {
+			return e, errors.New(`no "lineage"`)
+		}
+	}
 	if e.Seq == 0 {
 		return e, errors.New(`no "seq"`)
 	}
@@ -77,15 +123,31 @@ func parseJournalLine(b []byte) (journalEntry, error) {
 	return e, validateRecord(e.Step)
 }
 
-// replay folds entries onto s. It returns how many were applied.
-func replay(s *Snapshot, entries []journalEntry) (int, error) {
+// replay folds entries onto s. It returns how many were applied. Lines of
+// version 1 (no crc) are accepted only when legacy is set (the snapshot is
+// version 1 too) or when the snapshot already holds them.
+func replay(s *Snapshot, entries []journalEntry, legacy bool) (int, error) {
 	applied := 0
-	for _, e := range entries {
+	for i, e := range entries {
+		where := fmt.Sprintf("journal line %d (seq %d)", e.line, e.Seq)
 		switch {
+		case e.CRC != "" && e.Lineage != s.Lineage:
+			return applied, fmt.Errorf("%s belongs to another state: its lineage is %s, the snapshot's is %s", where, e.Lineage, s.Lineage)
 		case e.Seq <= s.Serial && applied == 0:
-			continue // already in the snapshot
+			// Already in the snapshot; if so, the next line is the
+			// snapshot's serial + 1, or there is none and this was it.
+			last := i+1 == len(entries) || entries[i+1].Seq > s.Serial
+			if last && e.Seq != s.Serial {
+				return applied, fmt.Errorf("%s is the last one older than the snapshot, whose serial is %d: the journal does not belong to this snapshot", where, s.Serial)
+			}
+			if !last && entries[i+1].Seq != e.Seq+1 {
+				return applied, fmt.Errorf("%s is followed by seq %d: entries are missing or out of order", where, entries[i+1].Seq)
+			}
+			continue
 		case e.Seq != s.Serial+1:
-			return applied, fmt.Errorf("journal entry with seq %d follows serial %d: entries are missing or out of order (is the journal from another state?)", e.Seq, s.Serial)
+			return applied, fmt.Errorf("%s follows serial %d: entries are missing or out of order (is the journal from another state?)", where, s.Serial)
+		case e.CRC == "" && !legacy:
+			return applied, fmt.Errorf("%s has no checksum, and the snapshot is not of the version that wrote such lines", where)
 		}
 		s.Steps[e.Step.Addr.String()] = e.Step
 		s.Serial = e.Seq

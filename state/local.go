@@ -1,6 +1,8 @@
 package state
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -108,7 +110,7 @@ func Open(dir string, opts Options) (*Local, error) {
 
 func (l *Local) loadWritable() error {
 	removeTemps(l.dir)
-	snap, entries, jsize, err := l.read()
+	snap, entries, jdata, legacy, err := l.read()
 	if err != nil {
 		return err
 	}
@@ -116,11 +118,11 @@ func (l *Local) loadWritable() error {
 		snap = &Snapshot{Version: CurrentVersion, Lineage: newLineage(), Steps: map[string]*StepRecord{}}
 		l.dirty = true
 	}
-	applied, err := replay(snap, entries)
+	applied, err := replay(snap, entries, legacy)
 	if err != nil {
 		return l.journalUnusable(err, snap.Serial)
 	}
-	l.snap, l.lastSeq, l.journalBytes = snap, snap.Serial, jsize
+	l.snap, l.lastSeq, l.journalBytes = snap, snap.Serial, int64(len(jdata))
 	l.dirty = l.dirty || applied > 0
 	l.journal, err = os.OpenFile(filepath.Join(l.dir, journalFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
@@ -133,19 +135,20 @@ func (l *Local) loadWritable() error {
 
 func (l *Local) loadReadOnly() error {
 	for attempt := 0; ; attempt++ {
-		snap, entries, _, err := l.read()
+		snap, entries, jdata, legacy, err := l.read()
 		if err == nil {
 			if snap == nil {
 				snap = &Snapshot{Version: CurrentVersion, Steps: map[string]*StepRecord{}}
 			}
-			if _, err = replay(snap, entries); err != nil {
+			if _, err = replay(snap, entries, legacy); err != nil {
 				err = l.journalUnusable(err, snap.Serial)
 			}
 		}
 		// A writer may be folding the journal right now: the journal and
-		// snapshot read can straddle its truncation. Look again.
+		// snapshot read can straddle its truncation. Look again if the
+		// journal has changed since.
 		var ue *UnusableError
-		if errors.As(err, &ue) && ue.Path == filepath.Join(l.dir, journalFile) && attempt < 3 {
+		if errors.As(err, &ue) && ue.Path == filepath.Join(l.dir, journalFile) && attempt < 3 && journalChanged(ue.Path, jdata) {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
@@ -156,28 +159,30 @@ func (l *Local) loadReadOnly() error {
 
 // read loads the journal and then the snapshot (in that order, so a
 // concurrent Persist can only make the snapshot newer than the journal,
-// never miss entries). snap is nil when there is no state.json.
-func (l *Local) read() (snap *Snapshot, entries []journalEntry, jsize int64, err error) {
+// never miss entries). snap is nil when there is no state.json; legacy
+// says it is in version 1, whose journal lines have no checksum.
+func (l *Local) read() (snap *Snapshot, entries []journalEntry, jdata []byte, legacy bool, err error) {
 	jpath := filepath.Join(l.dir, journalFile)
-	jdata, err := os.ReadFile(jpath)
+	jdata, err = os.ReadFile(jpath)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, nil, 0, fmt.Errorf("state journal: %w", err)
+		return nil, nil, nil, false, fmt.Errorf("state journal: %w", err)
 	}
 	spath := filepath.Join(l.dir, snapshotFile)
 	sdata, err := os.ReadFile(spath)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
-		return nil, nil, 0, fmt.Errorf("state: %w", err)
+		return nil, nil, nil, false, fmt.Errorf("state: %w", err)
 	default:
 		var version int
 		snap, version, err = readSnapshot(sdata)
 		if err != nil {
-			return nil, nil, 0, l.snapshotUnusable(err)
+			return nil, nil, nil, false, l.snapshotUnusable(err)
 		}
 		if version < CurrentVersion {
 			l.dirty = true // written in the current version at the next Persist
 		}
+		legacy = version == 1
 	}
 	entries, _, err = parseJournal(jdata)
 	if err != nil {
@@ -185,17 +190,23 @@ func (l *Local) read() (snap *Snapshot, entries []journalEntry, jsize int64, err
 		if snap != nil {
 			serial = snap.Serial
 		}
-		return nil, nil, 0, l.journalUnusable(err, serial)
+		return nil, nil, jdata, false, l.journalUnusable(err, serial)
 	}
 	if snap == nil && len(entries) > 0 {
-		return nil, nil, 0, &UnusableError{
+		return nil, nil, jdata, false, &UnusableError{
 			Path: jpath,
 			Err:  fmt.Errorf("%d journal entries but no %s", len(entries), snapshotFile),
 			Hint: fmt.Sprintf("it was left untouched. Restore the snapshot (cp %s %s) if you moved it away, or move the journal aside to start from an empty state",
 				filepath.Join(l.dir, backupFile), spath),
 		}
 	}
-	return snap, entries, int64(len(jdata)), nil
+	return snap, entries, jdata, legacy, nil
+}
+
+// journalChanged says whether the journal at path no longer holds data.
+func journalChanged(path string, data []byte) bool {
+	now, err := os.ReadFile(path)
+	return err != nil || !bytes.Equal(now, data)
 }
 
 func (l *Local) snapshotUnusable(err error) error {
@@ -212,7 +223,9 @@ func (l *Local) snapshotUnusable(err error) error {
 		if l.opts.MigrateVersion != "" {
 			hint += " (this is migrate " + l.opts.MigrateVersion + ")"
 		}
-		return &UnusableError{Path: path, Err: err, Hint: hint + "; the file was left untouched"}
+		return &UnusableError{Path: path, Err: err, Hint: hint + fmt.Sprintf("; the file was left untouched "+
+			"(if no newer migrate wrote it, it is damaged: restore the previous snapshot, cp %s %s)",
+			filepath.Join(l.dir, backupFile), path)}
 	}
 	return &UnusableError{Path: path, Err: err, Hint: fmt.Sprintf(
 		"it was left untouched. To recover, restore the previous snapshot if it is intact "+
@@ -289,10 +302,23 @@ func (l *Local) append(rec *StepRecord, sync bool) error {
 	if err := validateRecord(rec); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	c := cloneRecord(rec)
-	step, err := marshalRecord(c)
+	if len(rec.LastError) > MaxErrorBytes {
+		// The engine cuts errors with a pointer to its log; this is for
+		// any other caller.
+		c := *rec
+		c.LastError = CutError(rec.LastError, "")
+		rec = &c
+	}
+	step, err := marshalRecord(rec)
 	if err != nil {
 		return err
+	}
+	// Keep the record as JSON reads it back (invalid UTF-8 replaced, as
+	// the journal has it), so that a snapshot's checksum, taken of what is
+	// written, matches what is read; it is also a deep copy.
+	c := new(StepRecord)
+	if err := json.Unmarshal(step, c); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", rec.Addr, err)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -313,7 +339,7 @@ func (l *Local) append(rec *StepRecord, sync bool) error {
 	l.lastSeq++
 	b.last = l.lastSeq
 	b.sync = b.sync || sync
-	b.buf = appendJournalLine(b.buf, l.lastSeq, time.Now(), step)
+	b.buf = appendJournalLine(b.buf, l.lastSeq, l.snap.Lineage, time.Now(), step)
 	b.recs = append(b.recs, c)
 	for !b.done {
 		if !l.flushing && l.open == b {

@@ -22,7 +22,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 func TestRoundTrip(t *testing.T) {
 	t.Parallel()
-	ins, err := filepath.Glob("testdata/roundtrip/v1-*.in.json")
+	ins, err := filepath.Glob("testdata/roundtrip/v*-*.in.json")
 	if err != nil || len(ins) == 0 {
 		t.Fatalf("no fixtures in testdata/roundtrip: %v", err)
 	}
@@ -265,7 +265,7 @@ func TestCrashBetweenRenameAndTruncate(t *testing.T) {
 	crash(l)
 	// The truncation was lost; the snapshot (serial 3) already holds all
 	// three entries. One more, made after, comes after them.
-	writeFile(t, filepath.Join(dir, journalFile), lines(oldJournal, journalLine(4, rec("exec.a", Reverted))))
+	writeFile(t, filepath.Join(dir, journalFile), lines(oldJournal, journalLineOf(l.Lineage(), 4, rec("exec.a", Reverted))))
 	for _, opts := range []Options{{}, writer("migrate run")} {
 		l, err := Open(dir, opts)
 		if err != nil {
@@ -312,16 +312,16 @@ func TestPersistKeepsBackup(t *testing.T) {
 func TestNewerVersionRefused(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	in := []byte(`{"version": 2, "serial": 9, "lineage": "x", "migrate_version": "2.3.0", "steps": {}, "new_thing": [1]}`)
+	in := []byte(`{"version": 3, "serial": 9, "lineage": "x", "migrate_version": "2.3.0", "steps": {}, "new_thing": [1]}`)
 	writeFile(t, filepath.Join(dir, snapshotFile), in)
 	before := dirContents(t, dir)
 	for _, opts := range []Options{{}, writer("migrate run")} {
 		_, err := Open(dir, opts)
 		var nv *NewerVersionError
-		if !errors.As(err, &nv) || nv.Version != 2 || nv.MigrateVersion != "2.3.0" || !errors.Is(err, ErrUnusableState) {
+		if !errors.As(err, &nv) || nv.Version != 3 || nv.MigrateVersion != "2.3.0" || !errors.Is(err, ErrUnusableState) {
 			t.Fatalf("Open: %v, want a NewerVersionError", err)
 		}
-		for _, want := range []string{"version 2", "migrate 2.3.0", "upgrade migrate"} {
+		for _, want := range []string{"version 3", "migrate 2.3.0", "upgrade migrate"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not say %q", err, want)
 			}

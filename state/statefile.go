@@ -2,6 +2,8 @@ package state
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,16 +56,29 @@ func readSnapshot(b []byte) (*Snapshot, int, error) {
 	if err := json.Unmarshal(*head.Version, &version); err != nil {
 		return nil, 0, fmt.Errorf(`not a state file: "version" is %s, want a number`, *head.Version)
 	}
-	// When version 2 comes: `case version == 2: return readV2(b)`, and
-	// version 1 becomes `s1, err := readV1(b); ...; return upgradeV1(s1)`,
-	// with readV1 decoding into frozen copies of the version 1 types.
+	// Version 2 added the checksum and nothing else, so version 1 reads
+	// into the same Snapshot. When the records change, each version
+	// decodes into frozen copies of its types and is upgraded.
 	switch {
 	case version > CurrentVersion:
 		var by string
 		_ = json.Unmarshal(head.MigrateVersion, &by)
 		return nil, version, &NewerVersionError{Version: version, MigrateVersion: by}
+	case version == 2:
+		s, err := readV2(b)
+		return s, version, err
 	case version == 1:
-		s, err := readV1(b)
+		var s1 stateV1
+		if err := decodeStrict(b, &s1); err != nil {
+			return nil, version, err
+		}
+		s, err := checkSnapshot(s1)
+		if err == nil {
+			// Version 1 kept errors whole, megabytes of them at times.
+			for _, rec := range s.Steps {
+				rec.LastError = CutError(rec.LastError, "")
+			}
+		}
 		return s, version, err
 	default:
 		return nil, 0, fmt.Errorf("unsupported state format version %d", version)
@@ -80,11 +95,51 @@ type stateV1 struct {
 	Steps          map[string]*StepRecord `json:"steps"`
 }
 
-func readV1(b []byte) (*Snapshot, error) {
-	var s stateV1
-	if err := decodeStrict(b, &s); err != nil {
+// stateV2 is the version 1 layout with a checksum: "sha256:" and the hex
+// SHA-256 of the snapshot's canonical encoding (marshalBody), which is
+// everything else in the file.
+type stateV2 struct {
+	Version        int                    `json:"version"`
+	Checksum       string                 `json:"checksum"`
+	Serial         uint64                 `json:"serial"`
+	Lineage        string                 `json:"lineage"`
+	MigrateVersion string                 `json:"migrate_version"`
+	Steps          map[string]*StepRecord `json:"steps"`
+}
+
+func readV2(b []byte) (*Snapshot, error) {
+	var s2 stateV2
+	if err := decodeStrict(b, &s2); err != nil {
 		return nil, err
 	}
+	if s2.Checksum == "" {
+		return nil, errors.New(`no "checksum"`)
+	}
+	s, err := checkSnapshot(stateV1{Version: 1, Serial: s2.Serial, Lineage: s2.Lineage, MigrateVersion: s2.MigrateVersion, Steps: s2.Steps})
+	if err != nil {
+		return nil, err
+	}
+	// What was decoded is compared with what was written, so any change
+	// of content (a flipped bit in a timestamp, a serial, an output) is
+	// refused, while a change that decodes to the same thing is not one.
+	body, err := marshalBody(s)
+	if err != nil {
+		return nil, err
+	}
+	if sum := checksum(body); sum != s2.Checksum {
+		return nil, fmt.Errorf("checksum mismatch: the file says %q, its content hashes to %q: "+
+			"it was damaged (or edited) after migrate wrote it", s2.Checksum, sum)
+	}
+	return s, nil
+}
+
+func checksum(body []byte) string {
+	sum := sha256.Sum256(body)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// checkSnapshot validates a decoded snapshot and makes it the current type.
+func checkSnapshot(s stateV1) (*Snapshot, error) {
 	if s.Lineage == "" {
 		return nil, errors.New(`no "lineage"`)
 	}
@@ -113,8 +168,34 @@ func readV1(b []byte) (*Snapshot, error) {
 
 // marshalSnapshot encodes s in CurrentVersion: indented, one step record
 // per line (compact, so outputs and provider data keep their bytes), steps
-// sorted by address.
+// sorted by address, with the checksum of that encoding on the second line.
 func marshalSnapshot(s *Snapshot) ([]byte, error) {
+	body, err := marshalBody(s)
+	if err != nil {
+		return nil, err
+	}
+	if bytes.Contains(body, []byte(`\ufffd`)) {
+		// A string was not valid UTF-8 and encoding/json replaced it:
+		// the checksum must be of what a reader will decode.
+		var s1 stateV1
+		if err := json.Unmarshal(body, &s1); err != nil {
+			return nil, err
+		}
+		c := *s
+		c.Lineage, c.MigrateVersion, c.Steps = s1.Lineage, s1.MigrateVersion, s1.Steps
+		if body, err = marshalBody(&c); err != nil {
+			return nil, err
+		}
+	}
+	head := fmt.Appendf(nil, "{\n  \"version\": %d,\n", CurrentVersion)
+	out := fmt.Appendf(nil, "%s  \"checksum\": %q,\n", head, checksum(body))
+	return append(out, body[len(head):]...), nil
+}
+
+// marshalBody is the canonical encoding of s the checksum is taken of: the
+// file without its checksum line. Any change to it is a format change and
+// needs a new version.
+func marshalBody(s *Snapshot) ([]byte, error) {
 	str := func(v string) []byte { b, _ := json.Marshal(v); return b }
 	var buf bytes.Buffer
 	fmt.Fprintf(&buf, "{\n  \"version\": %d,\n  \"serial\": %d,\n  \"lineage\": %s,\n  \"migrate_version\": %s,\n  \"steps\": {",

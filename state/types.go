@@ -7,8 +7,9 @@ import (
 	"github.com/homelab-migrate/migrate/phases"
 )
 
-// CurrentVersion is the format version this build writes.
-const CurrentVersion = 1
+// CurrentVersion is the format version this build writes. Version 2 added
+// the snapshot's checksum; version 1 files are read and upgraded.
+const CurrentVersion = 2
 
 // Status of a step (or check) record.
 type Status string

@@ -9,6 +9,7 @@ import (
 
 	"github.com/homelab-migrate/migrate/engine"
 	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/state"
 )
 
 // PlanCounts summarises a plan's steps (checks are not counted).
@@ -145,7 +146,7 @@ func renderStepPlan(w io.Writer, st styles, s *engine.StepPlan) {
 		fmt.Fprint(w, indent(rest, "      "))
 	}
 	if s.Diff != "" {
-		fmt.Fprint(w, indent(s.Diff, "      "))
+		fmt.Fprint(w, indent(cutLines(s.Diff), "      "))
 	}
 }
 
@@ -157,8 +158,22 @@ func renderCheckPlan(w io.Writer, st styles, s *engine.StepPlan) {
 	}
 	fmt.Fprintf(w, "  %s will run %s the phase's steps\n", st.cyan("? check "+s.Addr.String()), when)
 	if s.Diff != "" {
-		fmt.Fprint(w, indent(s.Diff, "      "))
+		fmt.Fprint(w, indent(cutLines(s.Diff), "      "))
 	}
+}
+
+// cutLines cuts every line of a diff longer than state.MaxErrorBytes: a
+// diff may be long, but a line of megabytes (a huge argument) is no use
+// on a terminal. A plan saved with --out keeps it whole.
+func cutLines(s string) string {
+	if len(s) <= state.MaxErrorBytes {
+		return s
+	}
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = state.CutError(l, "")
+	}
+	return strings.Join(lines, "\n")
 }
 
 func firstLine(s string) string {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/charmbracelet/log"
 	"github.com/spf13/cobra"
@@ -223,13 +224,14 @@ func (a *app) closeState(st *state.Local, err *error) {
 }
 
 // engine makes the engine and prints its diagnostics.
-func (a *app) engine(ctx context.Context, rb *phases.Runbook, st state.Manager, parallelism int, hooks ...engine.Hook) (*engine.Engine, error) {
+func (a *app) engine(ctx context.Context, rb *phases.Runbook, st state.Manager, parallelism int, lg *state.Log, hooks ...engine.Hook) (*engine.Engine, error) {
 	e, diags := engine.New(ctx, engine.Options{
 		Runbook:     rb,
 		Factories:   registry(),
 		State:       st,
 		Hooks:       hooks,
 		Parallelism: parallelism,
+		Log:         lg,
 	})
 	a.view().Diagnostics(diags)
 	if diags.HasErrors() {
@@ -405,6 +407,7 @@ type session struct {
 	stop, cancel context.Context
 	release      func()
 	e            *engine.Engine
+	log          *state.Log
 }
 
 // openSession loads the runbook, takes the state lock and builds the
@@ -418,9 +421,18 @@ func (a *app) openSession(vf varFlags, json, rollback bool, parallelism int) (*s
 	if err != nil {
 		return nil, err
 	}
-	s := &session{a: a, st: st, rv: a.view().NewRun(a.runMode(json), rollback)}
+	command := "run"
+	if rollback {
+		command = "rollback"
+	}
+	lg, err := state.OpenLog(st.Dir(), command)
+	if err != nil {
+		a.closeState(st, &err)
+		return nil, err
+	}
+	s := &session{a: a, st: st, rv: a.view().NewRun(a.runMode(json), rollback), log: lg}
 	s.stop, s.cancel, s.release = interrupts(s.rv.Stopping)
-	if s.e, err = a.engine(s.cancel, rb, st, parallelism, s.rv); err != nil {
+	if s.e, err = a.engine(s.cancel, rb, st, parallelism, lg, s.rv); err != nil {
 		s.close(&err)
 		return nil, err
 	}
@@ -436,5 +448,20 @@ func (s *session) close(err *error) {
 	}
 	s.release()
 	s.rv.Finish()
+	fmt.Fprintf(s.log, "%s end: %s\n", time.Now().UTC().Format(time.RFC3339Nano), endText(*err))
+	if lerr := s.log.Close(); lerr != nil {
+		s.a.view().Warn("%v", lerr)
+	}
 	s.a.closeState(s.st, err)
+}
+
+// endText is how a command ended, for its log.
+func endText(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case isReported(err):
+		return fmt.Sprintf("exit code %d", exitCode(err))
+	}
+	return err.Error()
 }

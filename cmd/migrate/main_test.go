@@ -555,12 +555,14 @@ phase "A" {
 		t.Errorf("the steps' output is not redacted as expected: %s\n%s", all[5], all[6])
 	}
 	files := []string{planFile}
-	entries, _ := os.ReadDir(filepath.Join(dir, ".migrate"))
-	for _, e := range entries {
-		files = append(files, filepath.Join(dir, ".migrate", e.Name()))
-	}
-	if len(entries) == 0 {
-		t.Fatalf("no state files")
+	filepath.WalkDir(filepath.Join(dir, ".migrate"), func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if logs, _ := filepath.Glob(filepath.Join(dir, ".migrate", "logs", "*.log")); len(files) < 3 || len(logs) != 3 {
+		t.Fatalf("want the state files and a log of each run and rollback, got %v", files)
 	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)

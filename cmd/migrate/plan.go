@@ -54,7 +54,7 @@ func (a *app) plan(o planFlags) (err error) {
 	defer a.closeState(st, &err)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	e, err := a.engine(ctx, rb, st, 0)
+	e, err := a.engine(ctx, rb, st, 0, nil)
 	if err != nil {
 		return err
 	}

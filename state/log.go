@@ -1,0 +1,113 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+const (
+	// LogsDir is the directory, in the state directory, of event logs.
+	LogsDir = "logs"
+	// KeepLogs is how many logs OpenLog keeps, the newest.
+	KeepLogs = 20
+	// MaxErrorBytes is the most of an error kept in a record's LastError
+	// and shown on the terminal; the rest is in the log.
+	MaxErrorBytes = 4 << 10
+)
+
+// Log is the event log of one writing command (run, rollback):
+// logs/<UTC time>-<command>.log in the state directory, mode 0600, with
+// every event in full, errors whole. What it is given must already be
+// free of secrets. It is safe for concurrent use.
+type Log struct {
+	mu   sync.Mutex
+	f    *os.File
+	path string
+	err  error // the first write error; later writes are dropped
+}
+
+// OpenLog creates a new log for command in the state directory dir and
+// removes the oldest logs beyond KeepLogs.
+func OpenLog(dir, command string) (*Log, error) {
+	ldir := filepath.Join(dir, LogsDir)
+	if err := os.MkdirAll(ldir, 0o700); err != nil {
+		return nil, fmt.Errorf("event log: %w", err)
+	}
+	// The name sorts by time; the nanoseconds keep two commands of the
+	// same second apart.
+	name := time.Now().UTC().Format("20060102T150405.000000000Z") + "-" + command + ".log"
+	path := filepath.Join(ldir, name)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("event log: %w", err)
+	}
+	pruneLogs(ldir)
+	return &Log{f: f, path: path}, nil
+}
+
+// pruneLogs removes all but the KeepLogs newest logs.
+func pruneLogs(ldir string) {
+	logs, _ := filepath.Glob(filepath.Join(ldir, "*.log"))
+	slices.Sort(logs)
+	for len(logs) > KeepLogs {
+		os.Remove(logs[0])
+		logs = logs[1:]
+	}
+}
+
+// Path is the log's file.
+func (l *Log) Path() string {
+	if l == nil {
+		return ""
+	}
+	return l.path
+}
+
+// Write appends p. A failure is kept for Close: a log that cannot be
+// written must not stop a migration.
+func (l *Log) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil {
+		_, l.err = l.f.Write(p)
+	}
+	return len(p), nil
+}
+
+// Close closes the log and reports the first failed write.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	err := errors.Join(l.err, l.f.Close())
+	if err != nil {
+		return fmt.Errorf("event log %s: %w", l.path, err)
+	}
+	return nil
+}
+
+// CutError keeps the first MaxErrorBytes of msg (on a UTF-8 boundary) and
+// says how much more there is and where the whole of it is: logPath, when
+// not empty. Every error a record keeps or the terminal shows goes
+// through it, so that a huge one (an argument of 50 MB in a command that
+// failed) costs neither the state file nor the terminal its size.
+func CutError(msg, logPath string) string {
+	if len(msg) <= MaxErrorBytes {
+		return msg
+	}
+	n := MaxErrorBytes
+	for n > 0 && !utf8.RuneStart(msg[n]) {
+		n--
+	}
+	where := ""
+	if logPath != "" {
+		where = "; full error in " + logPath
+	}
+	return fmt.Sprintf("%s… (%d bytes more%s)", strings.ToValidUTF8(msg[:n], "\uFFFD"), len(msg)-n, where)
+}

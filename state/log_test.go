@@ -1,0 +1,87 @@
+package state
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestCutError(t *testing.T) {
+	t.Parallel()
+	if got := CutError("short", "/x.log"); got != "short" {
+		t.Errorf("a short error was changed: %q", got)
+	}
+	exact := strings.Repeat("a", MaxErrorBytes)
+	if got := CutError(exact, ""); got != exact {
+		t.Errorf("an error of exactly MaxErrorBytes was cut")
+	}
+	// "é" is two bytes: the cut falls inside one and must not split it.
+	long := "x" + strings.Repeat("é", MaxErrorBytes)
+	got := CutError(long, ".migrate/logs/a.log")
+	if !utf8.ValidString(got) {
+		t.Fatalf("cut inside a character: %q", got[len(got)-80:])
+	}
+	head, tail, ok := strings.Cut(got, "… (")
+	if !ok || len(head) > MaxErrorBytes || !strings.HasPrefix(long, head) {
+		t.Fatalf("cut to %d bytes, not a prefix of at most %d", len(head), MaxErrorBytes)
+	}
+	if want := "bytes more; full error in .migrate/logs/a.log)"; !strings.HasSuffix(tail, want) || !strings.HasPrefix(tail, "4098 ") {
+		t.Errorf("cut error ends %q, want \"4098 %s\"", tail, want)
+	}
+}
+
+func TestOpenLogKeepsTheNewest(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var paths []string
+	for range KeepLogs + 3 {
+		l, err := OpenLog(dir, "run")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Write([]byte("event\n"))
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, l.Path())
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, LogsDir, "*-run.log"))
+	if len(logs) != KeepLogs || logs[0] != paths[3] || logs[len(logs)-1] != paths[len(paths)-1] {
+		t.Fatalf("kept %d logs from %v, want the %d newest of %v", len(logs), logs, KeepLogs, paths)
+	}
+	fi, err := os.Stat(logs[0])
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("log: %v %v, want mode 0600", fi.Mode(), err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, LogsDir)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("logs dir: %v %v, want mode 0700", fi.Mode(), err)
+	}
+}
+
+// A record's error is never kept whole: not from a caller that did not cut
+// it, nor from a version 1 state, which kept 50 MB of one.
+func TestLastErrorIsBounded(t *testing.T) {
+	t.Parallel()
+	huge := strings.Repeat("z", 1<<20)
+	dir := newStateDir(t, 0, 0)
+	writeFile(t, filepath.Join(dir, snapshotFile), []byte(`{"version":1,"serial":1,"lineage":"`+testLineage+
+		`","steps":{"exec.a":{"address":"exec.a","phase":"p","status":"failed","attempts":1,"last_error":"`+huge+`"}}}`))
+	l := openW(t, dir)
+	r := rec("exec.b", Failed)
+	r.LastError = huge
+	checkpoint(t, l, r)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b := readFile(t, filepath.Join(dir, snapshotFile)); len(b) > 3*MaxErrorBytes {
+		t.Fatalf("state.json has %d bytes", len(b))
+	}
+	s := openR(t, dir).Snapshot()
+	for _, a := range []string{"exec.a", "exec.b"} {
+		if e := s.Steps[a].LastError; !strings.HasPrefix(e, huge[:MaxErrorBytes]+"… (") {
+			t.Errorf("%s: last_error of %d bytes, not cut", a, len(e))
+		}
+	}
+}
