@@ -302,7 +302,7 @@ func (l *Local) append(rec *StepRecord, sync bool) error {
 	if err := validateRecord(rec); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	if len(rec.LastError) > MaxErrorBytes {
+	if len(rec.LastError) > maxRecordErrorBytes {
 		// The engine cuts errors with a pointer to its log; this is for
 		// any other caller.
 		c := *rec

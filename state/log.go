@@ -20,6 +20,10 @@ const (
 	// MaxErrorBytes is the most of an error kept in a record's LastError
 	// and shown on the terminal; the rest is in the log.
 	MaxErrorBytes = 4 << 10
+	// maxRecordErrorBytes bounds LastError at the record write: an error
+	// CutError already cut (MaxErrorBytes plus its pointer to the log)
+	// passes as it is.
+	maxRecordErrorBytes = MaxErrorBytes + 1<<10
 )
 
 // Log is the event log of one writing command (run, rollback):
