@@ -49,7 +49,7 @@ func registry() map[string]providers.Factory {
 
 // pluginPrograms are the providers that run as programs of their own.
 var pluginPrograms = []plugin.Program{
-	{Name: talosschema.TypeName, Command: "migrate-provider-talos", Schema: talosschema.Schema},
+	{Name: talosschema.TypeName, Command: "migrate-provider-talos", Schema: talosschema.Schema, Env: []string{providers.AgeIdentityEnv}},
 	{Name: helmschema.TypeName, Command: "migrate-provider-helm", Schema: helmschema.Schema},
 }
 
