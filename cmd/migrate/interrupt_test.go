@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -112,5 +114,91 @@ phase "A" {
 	g, err := os.ReadFile(filepath.Join(dir, "g"))
 	if err != nil || strings.TrimSpace(string(g)) != "s3cret-canary" {
 		t.Errorf("a step given the variable through env got %q (%v)", g, err)
+	}
+}
+
+// TestHangupStopsGently: SIGHUP (an SSH session that drops) is handled as
+// SIGTERM is: the running step finishes and is recorded done, no step
+// starts after it, and migrate exits 130, although its output, a pipe
+// whose reader went away with the session, fails every write after the
+// hangup. The hangup comes twice (the kernel, the shell) and still does
+// not abort.
+func TestHangupStopsGently(t *testing.T) {
+	t.Parallel()
+	dir := runbook(t, map[string]string{"main.hcl": `
+phase "A" {
+  step "exec" "wait" {
+    command = ["sh", "-c", "touch started; while [ ! -e go ]; do sleep 0.05; done; echo finishing; touch finished"]
+  }
+  step "exec" "next" {
+    command    = ["touch", "next"]
+    depends_on = [exec.wait]
+  }
+}
+`})
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--runbook", dir, "run", "--all", "--auto-approve")
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	var mu sync.Mutex
+	var out strings.Builder
+	stopping := make(chan struct{})
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			mu.Lock()
+			out.WriteString(sc.Text() + "\n")
+			mu.Unlock()
+			if strings.Contains(sc.Text(), "Stopping after the running steps finish") {
+				close(stopping)
+			}
+		}
+	}()
+	output := func() string { mu.Lock(); defer mu.Unlock(); return out.String() }
+	var none bytes.Buffer
+	waitFile(t, filepath.Join(dir, "started"), &none, &none)
+
+	cmd.Process.Signal(syscall.SIGHUP)
+	cmd.Process.Signal(syscall.SIGHUP)
+	select {
+	case <-stopping:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("migrate did not say it stops after a hangup:\n%s", output())
+	}
+	r.Close() // the session is gone, and with it the reader of the output
+	<-read
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("migrate did not exit after the hangup and the end of its step")
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("after a hangup migrate ended with %v, want exit 130\n%s", err, output())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "finished")); err != nil {
+		t.Errorf("the running step did not finish: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "next")); err == nil {
+		t.Errorf("a step started after the hangup")
+	}
+	_, steps := status(t, dir)
+	if steps["exec.wait"].Status != "done" || steps["exec.next"].Status != "pending" {
+		t.Errorf("after the hangup: wait is %q (want done), next is %q (want pending)", steps["exec.wait"].Status, steps["exec.next"].Status)
 	}
 }
