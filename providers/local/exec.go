@@ -156,7 +156,11 @@ func (p *Provider) planExec(req providers.PlanRequest) providers.PlanResponse {
 	if !c.revertCreates.null {
 		b.WriteString("\nrevert creates: " + c.revertCreates.show())
 	}
-	return providers.PlanResponse{Diff: b.String(), Diagnostics: d.diags}
+	r := providers.PlanResponse{Diff: b.String(), Diagnostics: d.diags}
+	if c.revert.null {
+		r.Irreversible = "no revert command"
+	}
+	return r
 }
 
 func (p *Provider) readExec(req providers.ReadRequest) providers.ReadResponse {

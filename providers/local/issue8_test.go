@@ -85,3 +85,21 @@ func TestExecEnvironmentWithoutSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestExecPlanSaysIrreversible: an exec step without revert says so in
+// its plan; one with revert does not.
+func TestExecPlanSaysIrreversible(t *testing.T) {
+	t.Parallel()
+	p := configured(t, local.New(), t.TempDir())
+	if r := plan(p, "exec", obj(map[string]cty.Value{"command": strs("true")})); r.Irreversible != "no revert command" {
+		t.Errorf("without revert: Irreversible = %q", r.Irreversible)
+	}
+	if r := plan(p, "exec", obj(map[string]cty.Value{"command": strs("true"), "revert": strs("true")})); r.Irreversible != "" {
+		t.Errorf("with revert: Irreversible = %q", r.Irreversible)
+	}
+	for _, typ := range []string{"wait"} {
+		if r := plan(p, typ, obj(map[string]cty.Value{"duration": cty.StringVal("0s")})); r.Irreversible != "" {
+			t.Errorf("%s has nothing to undo, yet says %q", typ, r.Irreversible)
+		}
+	}
+}
