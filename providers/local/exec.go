@@ -39,9 +39,8 @@ func decodeExec(addr phases.Address, cfg cty.Value) (execConfig, *decoder) {
 		dir:     d.str("dir"),
 		revert:  d.strList("revert"),
 		creates: d.str("creates"),
-
-		revertCreates: d.str("revert_creates"),
 	}
+	c.revertCreates = d.str("revert_creates")
 	if c.command.null {
 		d.missing("command")
 	}
