@@ -537,11 +537,24 @@ func TestRollbackResumesAfterInterruption(t *testing.T) {
 		}
 		return providers.ReadResponse{Observation: providers.Present}
 	}
+	// Its effect is gone, yet that says nothing of whether the revert
+	// finished: it runs again, told that it is resumed.
+	resumed := map[string]bool{}
+	var mu sync.Mutex
+	h.fake.RevertFn = func(ctx context.Context, req providers.RevertRequest) providers.RevertResponse {
+		mu.Lock()
+		resumed[req.Addr.Name] = req.Resumed
+		mu.Unlock()
+		return providers.RevertResponse{}
+	}
 	if _, err := h.rollback(b.r); err != nil {
 		t.Fatal(err)
 	}
-	if h.fake.Reverted("fake_step.a") != 0 || h.fake.Reverted("fake_step.b") != 1 {
-		t.Errorf("reverts: a=%d (already gone) b=%d", h.fake.Reverted("fake_step.a"), h.fake.Reverted("fake_step.b"))
+	if h.fake.Reverted("fake_step.a") != 1 || h.fake.Reverted("fake_step.b") != 1 {
+		t.Errorf("reverts: a=%d (interrupted, want it run again) b=%d", h.fake.Reverted("fake_step.a"), h.fake.Reverted("fake_step.b"))
+	}
+	if !resumed["a"] || resumed["b"] {
+		t.Errorf("Resumed: a=%v (want true) b=%v (want false)", resumed["a"], resumed["b"])
 	}
 	if h.status("a") != state.Reverted || h.status("b") != state.Reverted {
 		t.Errorf("a=%s b=%s", h.status("a"), h.status("b"))

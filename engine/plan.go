@@ -32,6 +32,15 @@ type PhasePlan struct {
 	// Complete: every step is done and every after-check passed.
 	Complete bool        `json:"complete"`
 	Steps    []*StepPlan `json:"steps"`
+	// Irreversible lists the steps that will run and that a rollback will
+	// not be able to undo, with why: said before anything runs.
+	Irreversible []IrreversibleStep `json:"irreversible,omitempty"`
+}
+
+// IrreversibleStep is a step a rollback will not undo, and why.
+type IrreversibleStep struct {
+	Addr   phases.Address `json:"address"`
+	Reason string         `json:"reason"`
 }
 
 // StepPlan is the plan of one step or check.
@@ -47,6 +56,9 @@ type StepPlan struct {
 	Diff string `json:"diff,omitempty"`
 	// Detail explains the action (what drifted, why an update).
 	Detail string `json:"detail,omitempty"`
+	// Irreversible, when the step will run, says why a rollback will not
+	// be able to undo it (from the provider, redacted).
+	Irreversible string `json:"irreversible,omitempty"`
 	// InputHash is the hash of the inputs the plan was made with, empty
 	// when they depend on steps that have not run yet.
 	InputHash string          `json:"input_hash,omitempty"`
@@ -162,6 +174,9 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 			diags = append(diags, d...)
 			if sp.Action != providers.NoOp {
 				changes = true
+				if sp.Irreversible != "" {
+					pp.Irreversible = append(pp.Irreversible, IrreversibleStep{Addr: s.Addr, Reason: sp.Irreversible})
+				}
 			}
 			pp.Steps = append(pp.Steps, sp)
 		}
@@ -257,6 +272,7 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 	resp := p.Plan(ctx, providers.PlanRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: prior, Action: sp.Action})
 	diags = append(diags, withSubject(resp.Diagnostics, s.Range)...)
 	sp.Diff = e.hooks.redactor.Text(resp.Diff)
+	sp.Irreversible = e.hooks.redactor.Text(resp.Irreversible)
 	sp.Planned = resp.Private
 	return sp, diags
 }

@@ -226,13 +226,11 @@ func (r *stepRunner) revert(s *phases.Step) bool {
 		// The runbook may have changed since; the inverse is what counts.
 		cfg = cty.DynamicVal
 	}
-	if rec.Status == state.Reverting || rec.Status == state.RevertFailed {
-		// A rollback stopped here: if the effect is gone, say so.
-		read := p.Read(r.cancel, providers.ReadRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec)})
-		if read.Observation == providers.Absent && !read.Diagnostics.HasErrors() {
-			return r.reverted(s, rec, time.Now())
-		}
-	}
+	// A rollback stopped here. That the step's own effect is gone says
+	// nothing of whether its revert finished (it may remove that first and
+	// more after): the revert runs again, told so, and the provider may
+	// observe its completion.
+	resumed := rec.Status == state.Reverting || rec.Status == state.RevertFailed
 	rv, ok := p.(providers.Reverter)
 	if !ok || rec.Inverse == nil {
 		return r.revertFailed(s, rec, fmt.Errorf("provider %s cannot undo steps", s.Provider))
@@ -253,7 +251,7 @@ func (r *stepRunner) revert(s *phases.Step) bool {
 	log := &lineWriter{emit: func(line string) {
 		e.hooks.emit(Event{Kind: StepOutput, Phase: s.Phase, Addr: s.Addr, Message: line})
 	}}
-	resp := rv.Revert(ctx, providers.RevertRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Inverse: *rec.Inverse, Outputs: outputs, Log: log})
+	resp := rv.Revert(ctx, providers.RevertRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Inverse: *rec.Inverse, Outputs: outputs, Resumed: resumed, Log: log})
 	log.Flush()
 	if resp.Diagnostics.HasErrors() {
 		return r.revertFailed(s, rec, resp.Diagnostics.Err())

@@ -162,6 +162,10 @@ type PlanResponse struct {
 	// Diff is human-readable text shown under the step in a plan; it must
 	// not contain sensitive values in clear.
 	Diff string
+	// Irreversible, when not empty, says why a rollback will not be able
+	// to undo the step once applied ("no revert command"); the plan shows
+	// it before anything runs.
+	Irreversible string
 	// Private is passed back in ApplyRequest.Planned.
 	Private     json.RawMessage
 	Diagnostics phases.Diagnostics
@@ -202,12 +206,18 @@ type ApplyResponse struct {
 // Inverse is how to undo an applied step; see phases.Inverse.
 type Inverse = phases.Inverse
 
+// RevertRequest asks to undo a step. A revert may run more than once: one
+// interrupted before its end was recorded runs again (Resumed), so it must
+// be safe to repeat, or observe its own completion and skip what is done.
 type RevertRequest struct {
 	Type    string
 	Addr    phases.Address
 	Config  cty.Value
 	Inverse Inverse
 	Outputs cty.Value
+	// Resumed: a revert of this step was started before and not recorded
+	// as finished (a rollback was killed, or the revert failed).
+	Resumed bool
 	Log     io.Writer
 }
 

@@ -51,7 +51,7 @@ func registry() map[string]providers.Factory {
 
 // pluginPrograms are the providers that run as programs of their own.
 var pluginPrograms = []plugin.Program{
-	{Name: talosschema.TypeName, Command: "migrate-provider-talos", Schema: talosschema.Schema},
+	{Name: talosschema.TypeName, Command: "migrate-provider-talos", Schema: talosschema.Schema, Env: []string{providers.AgeIdentityEnv}},
 	{Name: helmschema.TypeName, Command: "migrate-provider-helm", Schema: helmschema.Schema},
 }
 
@@ -275,14 +275,33 @@ func approver() string {
 	return name + "@" + host
 }
 
-// interrupts turns SIGINT and SIGTERM into the engine's two contexts: the
-// first stops gently, the second cancels the running steps. release undoes
-// it.
+// stopSignals are the signals that stop migrate gently: Ctrl-C, SIGTERM,
+// and SIGHUP (the terminal is gone: an SSH session dropped) unless it was
+// ignored when migrate started (nohup), which Notify would undo.
+func stopSignals() []os.Signal {
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	return sigs
+}
+
+// interrupts turns SIGINT, SIGTERM and SIGHUP into the engine's two
+// contexts: the first stops gently, the second cancels the running steps.
+// A hangup never aborts: one comes from the kernel and another from the
+// shell. release undoes it.
 func interrupts(notify func(abort bool)) (stop, cancel context.Context, release func()) {
 	cancel, cancelFn := context.WithCancel(context.Background())
 	stop, stopFn := context.WithCancel(cancel)
-	ch := make(chan os.Signal, 2)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	ch := make(chan os.Signal, 4)
+	signal.Notify(ch, stopSignals()...)
+	// With the terminal gone, writing to it fails: with EPIPE on a pipe
+	// (ssh without a terminal), which would kill migrate with SIGPIPE
+	// before it saves. Caught, it is only a failed write, which the views
+	// ignore. (Caught, not ignored: an ignored signal stays ignored in
+	// the commands that steps run.)
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
 	done := make(chan struct{})
 	go func() {
 		n := 0
@@ -290,7 +309,10 @@ func interrupts(notify func(abort bool)) (stop, cancel context.Context, release 
 			select {
 			case <-done:
 				return
-			case <-ch:
+			case sig := <-ch:
+				if sig == syscall.SIGHUP && n > 0 {
+					continue
+				}
 				n++
 				switch n {
 				case 1:
@@ -306,7 +328,9 @@ func interrupts(notify func(abort bool)) (stop, cancel context.Context, release 
 	var once sync.Once
 	return stop, cancel, func() {
 		once.Do(func() {
-			signal.Stop(ch)
+			// The signals stay caught (and dropped) until migrate exits:
+			// a late hangup or broken pipe must not kill it while it
+			// saves the state.
 			close(done)
 			stopFn()
 			cancelFn()

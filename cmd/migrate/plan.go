@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -52,7 +51,7 @@ func (a *app) plan(o planFlags) (err error) {
 		return err
 	}
 	defer a.closeState(st, &err)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals()...)
 	defer stop()
 	e, err := a.engine(ctx, rb, st, 0, nil)
 	if err != nil {

@@ -505,7 +505,8 @@ func (c *call) planAbsent(s InstanceSpec, inst *incusapi.Instance) providers.Pla
 	if inst.Config[KeyKeepForRollback] == "true" {
 		head += fmt.Sprintf("\n  it was kept for rollback since %s; retain_until %s has passed", firstNonEmpty(inst.Config[KeyStoppedAt], "its stop"), s.RetainUntil)
 	}
-	return providers.PlanResponse{Diff: head + "\n  irreversible: a deleted instance and its snapshots cannot be brought back, so rollback cannot start it again"}
+	return providers.PlanResponse{Diff: head + "\n  irreversible: a deleted instance and its snapshots cannot be brought back, so rollback cannot start it again",
+		Irreversible: "a deleted instance and its snapshots cannot be brought back"}
 }
 
 // --- read

@@ -219,6 +219,7 @@ func TestCleanupGuard(t *testing.T) {
 	s := absent("2000-01-01")
 	pl := s.mustPlan(nil)
 	wantContains(t, "the delete diff", pl.Diff, `- delete container "`+name+`"`, "retain_until 2000-01-01 has passed", "irreversible")
+	wantContains(t, "the plan's irreversible reason", pl.Irreversible, "cannot be brought back")
 	done := s.mustApply(pl.Private, nil)
 	if done.Inverse != nil {
 		t.Errorf("a deletion returned an inverse: %+v", done.Inverse)

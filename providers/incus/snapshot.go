@@ -116,6 +116,9 @@ func (c *call) planSnapshot(ctx context.Context, req providers.PlanRequest) prov
 			b.WriteString("\n  irreversible: without snapshot_before = true the state before the restore is lost")
 		}
 		r := providers.PlanResponse{Diff: b.String()}
+		if !s.before {
+			r.Irreversible = "without snapshot_before = true the state before the restore is lost"
+		}
 		if !exists {
 			r.Diagnostics = phases.Diagnostics{{Severity: phases.Warning, Summary: "Snapshot Not Found Yet",
 				Detail: fmt.Sprintf("%s restores snapshot %s of instance %s, which does not exist now; an earlier step must create it, or the step fails.", c.addr, s.name, s.instance)}}
@@ -125,7 +128,8 @@ func (c *call) planSnapshot(ctx context.Context, req providers.PlanRequest) prov
 		if !exists {
 			return providers.PlanResponse{Diff: fmt.Sprintf("snapshot %s of instance %q is already absent: nothing to do", s.name, s.instance)}
 		}
-		return providers.PlanResponse{Diff: fmt.Sprintf("- delete snapshot %s of instance %q\n  irreversible: a deleted snapshot cannot be brought back", s.name, s.instance)}
+		return providers.PlanResponse{Diff: fmt.Sprintf("- delete snapshot %s of instance %q\n  irreversible: a deleted snapshot cannot be brought back", s.name, s.instance),
+			Irreversible: "a deleted snapshot cannot be brought back"}
 	}
 }
 

@@ -459,7 +459,13 @@ func (c *call) revertState(ctx context.Context, req providers.RevertRequest) pro
 	switch inv.Op {
 	case "start":
 		snap := pick(inv.Snapshot, "")
-		if inv.Restore && snap != "" {
+		// Resumed on a running instance: the restore came before the start,
+		// so it was done; again, it would undo what happened since.
+		again := req.Resumed && inst.Status == "Running"
+		if again && inv.Restore && snap != "" {
+			c.logf("instance %s is running: snapshot %s was restored before it started, not again", name, snap)
+		}
+		if inv.Restore && snap != "" && !again {
 			start := time.Now()
 			if err := c.c.RestoreSnapshot(ctx, name, snap); err != nil {
 				return providers.RevertResponse{Diagnostics: c.apiErr("Cannot Restore Snapshot", err)}

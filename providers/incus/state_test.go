@@ -254,7 +254,9 @@ func TestSnapshotLifecycle(t *testing.T) {
 		t.Errorf("after undoing the restore user.v = %q", v)
 	}
 	noBefore := newStep(t, p, incus.Snapshot, "back2", map[string]cty.Value{"instance": str(name), "name": str("cutover"), "action": str("restore")})
-	wantContains(t, "the irreversible restore diff", noBefore.mustPlan(nil).Diff, "irreversible")
+	nb := noBefore.mustPlan(nil)
+	wantContains(t, "the irreversible restore diff", nb.Diff, "irreversible")
+	wantContains(t, "the restore's irreversible reason", nb.Irreversible, "snapshot_before")
 	if r := noBefore.mustApply(nil, nil); r.Inverse != nil {
 		t.Errorf("a restore without snapshot_before returned an inverse: %+v", r.Inverse)
 	}
@@ -273,7 +275,9 @@ func TestSnapshotLifecycle(t *testing.T) {
 
 	// Delete: irreversible, idempotent.
 	del := newStep(t, p, incus.Snapshot, "drop", map[string]cty.Value{"instance": str(name), "name": str(before), "action": str("delete")})
-	wantContains(t, "the delete diff", del.mustPlan(nil).Diff, "- delete snapshot "+before, "irreversible")
+	dp := del.mustPlan(nil)
+	wantContains(t, "the delete diff", dp.Diff, "- delete snapshot "+before, "irreversible")
+	wantContains(t, "the delete's irreversible reason", dp.Irreversible, "cannot be brought back")
 	dr := del.mustApply(nil, nil)
 	if dr.Inverse != nil || slices.Contains(snapshots(t, c, name), before) {
 		t.Errorf("delete: inverse %+v, snapshots %v", dr.Inverse, snapshots(t, c, name))

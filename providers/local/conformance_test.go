@@ -19,7 +19,7 @@ func conformanceCases(t *testing.T) []providertest.Case {
 		{Type: "exec", Reversible: true, Config: obj(map[string]cty.Value{
 			"command": strs("sh", "-c", "echo conformance > made.txt"),
 			"creates": cty.StringVal("made.txt"),
-			"revert":  strs("rm", "made.txt"),
+			"revert":  strs("rm", "-f", "made.txt"), // safe to repeat, as reverts must be
 			"env":     cty.MapVal(map[string]cty.Value{"CONFORMANCE": cty.StringVal("yes-indeed")}),
 		})},
 		{Type: "exec", Config: obj(map[string]cty.Value{"command": strs("true")})},

@@ -26,6 +26,9 @@ type execConfig struct {
 	dir     val
 	revert  list
 	creates val
+	// revertCreates is the revert's own observation: made last by the
+	// revert, it says a resumed revert finished.
+	revertCreates val
 }
 
 func decodeExec(addr phases.Address, cfg cty.Value) (execConfig, *decoder) {
@@ -37,12 +40,16 @@ func decodeExec(addr phases.Address, cfg cty.Value) (execConfig, *decoder) {
 		revert:  d.strList("revert"),
 		creates: d.str("creates"),
 	}
+	c.revertCreates = d.str("revert_creates")
 	if c.command.null {
 		d.missing("command")
 	}
 	checkArgv(d, "command", c.command)
 	if !c.revert.null {
 		checkArgv(d, "revert", c.revert)
+	}
+	if c.revert.null && !c.revertCreates.null {
+		d.errorf("Invalid Attribute Value", "The \"revert_creates\" attribute of %s says what the revert command makes, but the step has no \"revert\": add one, or remove revert_creates.", addr)
 	}
 	for _, e := range c.env.entries {
 		if e.key == "" || strings.ContainsAny(e.key, "=\x00") {
@@ -86,6 +93,7 @@ func (c *execConfig) secrets() secrets {
 	}
 	s.add(c.dir)
 	s.add(c.creates)
+	s.add(c.revertCreates)
 	return s
 }
 
@@ -144,7 +152,14 @@ func (p *Provider) planExec(req providers.PlanRequest) providers.PlanResponse {
 	if !c.revert.null {
 		b.WriteString("\nrevert: " + showArgv(c.revert))
 	}
-	return providers.PlanResponse{Diff: b.String(), Diagnostics: d.diags}
+	if !c.revertCreates.null {
+		b.WriteString("\nrevert creates: " + c.revertCreates.show())
+	}
+	r := providers.PlanResponse{Diff: b.String(), Diagnostics: d.diags}
+	if c.revert.null {
+		r.Irreversible = "no revert command"
+	}
+	return r
 }
 
 func (p *Provider) readExec(req providers.ReadRequest) providers.ReadResponse {
@@ -177,6 +192,7 @@ func notKnown(d *decoder, c *execConfig) {
 		{"env", c.env.null || !c.env.unknown && allKnown(c.env.entries)},
 		{"dir", !c.dir.unknown},
 		{"creates", !c.creates.unknown},
+		{"revert_creates", !c.revertCreates.unknown},
 	} {
 		if !x.ok {
 			d.errorf("Unknown Attribute Value", "The %q attribute of %s is not known; it depends on a step that has not run.", x.name, d.addr)
@@ -273,6 +289,10 @@ type revertData struct {
 	SecretArgv []int             `json:"secret_argv,omitempty"`
 	SecretEnv  []string          `json:"secret_env,omitempty"`
 	SecretDir  bool              `json:"secret_dir,omitempty"`
+	// Creates is revert_creates; a sensitive one is taken from the
+	// configuration again, like the other secrets.
+	Creates       string `json:"creates,omitempty"`
+	SecretCreates bool   `json:"secret_creates,omitempty"`
 }
 
 func (c *execConfig) inverse() (*providers.Inverse, error) {
@@ -300,6 +320,10 @@ func (c *execConfig) inverse() (*providers.Inverse, error) {
 	if c.dir.sensitive {
 		r.Dir, r.SecretDir = phases.Redacted, true
 	}
+	r.Creates = c.revertCreates.s
+	if c.revertCreates.sensitive {
+		r.Creates, r.SecretCreates = phases.Redacted, true
+	}
 	data, err := json.Marshal(r)
 	if err != nil {
 		return nil, err
@@ -320,7 +344,7 @@ func (p *Provider) revertExec(ctx context.Context, req providers.RevertRequest) 
 	}
 	// Fill in the sensitive values from the configuration.
 	var sec secrets
-	if len(r.SecretArgv) > 0 || len(r.SecretEnv) > 0 || r.SecretDir {
+	if len(r.SecretArgv) > 0 || len(r.SecretEnv) > 0 || r.SecretDir || r.SecretCreates {
 		c, _ := decodeExec(req.Addr, req.Config)
 		lack := func(what string) providers.RevertResponse {
 			return providers.RevertResponse{Diagnostics: phases.Errorf("Revert Needs A Sensitive Value",
@@ -352,6 +376,25 @@ func (p *Provider) revertExec(ctx context.Context, req providers.RevertRequest) 
 			r.Dir = c.dir.s
 			sec.add(val{s: r.Dir, sensitive: true})
 		}
+		if r.SecretCreates {
+			if !c.revertCreates.known() {
+				return lack("revert_creates")
+			}
+			r.Creates = c.revertCreates.s
+			sec.add(val{s: r.Creates, sensitive: true})
+		}
+	}
+	dir := p.workdir(r.Dir)
+	if req.Resumed && r.Creates != "" {
+		// The revert was interrupted: it finished if it made its path.
+		if _, err := os.Stat(under(dir, r.Creates)); err == nil {
+			shown := r.Creates
+			if r.SecretCreates {
+				shown = phases.Redacted
+			}
+			logf(req.Log, "%s: revert skipped, %s exists\n", req.Addr, shown)
+			return providers.RevertResponse{}
+		}
 	}
 	argv := list{items: make([]val, len(r.Argv))}
 	for i, a := range r.Argv {
@@ -365,7 +408,7 @@ func (p *Provider) revertExec(ctx context.Context, req providers.RevertRequest) 
 		env = append(env, k+"="+v)
 	}
 	out := newOutput(req.Log, sec)
-	_, err := p.run(ctx, r.Argv, env, p.workdir(r.Dir), out)
+	_, err := p.run(ctx, r.Argv, env, dir, out)
 	if err != nil {
 		return providers.RevertResponse{Diagnostics: runFailed(ctx, req.Addr, "Revert Command", showArgv(argv), err, out, sec)}
 	}
@@ -422,9 +465,9 @@ func (p *Provider) start(ctx context.Context, argv, env []string, dir string, ou
 func (p *Provider) command(ctx context.Context, argv, env []string, dir string, out *output) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
-	if len(env) > 0 {
-		cmd.Env = append(os.Environ(), env...)
-	}
+	// migrate's environment without its secrets (MIGRATE_VAR_*...): a
+	// command gets those only through its own env.
+	cmd.Env = append(providers.Environ(), env...)
 	cmd.Stdout = out
 	cmd.Stderr = out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -56,11 +56,12 @@ var schema = phases.Schema{
 		Exec: {
 			Description: "Runs a command given as an argv list; no shell unless the argv asks for one (\"sh\", \"-c\", ...).",
 			Attributes: map[string]phases.Attribute{
-				"command": {Type: cty.List(cty.String), Required: true, Description: "The argv to run; the first element is looked up in PATH."},
-				"env":     {Type: cty.Map(cty.String), Description: "Environment variables added to migrate's own."},
-				"dir":     {Type: cty.String, Description: "Working directory, relative to the runbook directory."},
-				"revert":  {Type: cty.List(cty.String), Description: "The argv rollback runs to undo the command, with the same env and dir."},
-				"creates": {Type: cty.String, Description: "A path, relative to dir; the command is skipped when it exists."},
+				"command":        {Type: cty.List(cty.String), Required: true, Description: "The argv to run; the first element is looked up in PATH."},
+				"env":            {Type: cty.Map(cty.String), Description: "Environment variables added to migrate's own (which lacks MIGRATE_VAR_* and MIGRATE_AGE_IDENTITY: pass what a command needs here)."},
+				"dir":            {Type: cty.String, Description: "Working directory, relative to the runbook directory."},
+				"revert":         {Type: cty.List(cty.String), Description: "The argv rollback runs to undo the command, with the same env and dir."},
+				"creates":        {Type: cty.String, Description: "A path, relative to dir; the command is skipped when it exists."},
+				"revert_creates": {Type: cty.String, Description: "A path, relative to dir, that the revert makes last: a revert resumed after an interruption is skipped when it exists."},
 			},
 			Outputs:  map[string]cty.Type{"exit_code": cty.Number},
 			CanCheck: true,

@@ -29,6 +29,9 @@ type Program struct {
 	// Schema is the provider's schema, compiled into migrate so that
 	// loading and validating a runbook starts no program.
 	Schema phases.Schema
+	// Env names the secret-carrying variables of migrate the program
+	// reads (providers.AgeIdentityEnv); it inherits no other of them.
+	Env []string
 }
 
 // Factory returns a factory of providers that run p's program, one
@@ -112,7 +115,8 @@ func (c *Client) launch() error {
 		return err
 	}
 	cmd := exec.Command(path)
-	cmd.Env = os.Environ()
+	// Not migrate's secrets (MIGRATE_VAR_*...), unless the program reads one.
+	cmd.Env = providers.Environ(c.prog.Env...)
 	cmd.SysProcAttr = procAttr()
 	c.stderr = &tailBuffer{w: os.Stderr, prefix: c.prog.Command + ": "}
 	cmd.Stderr = c.stderr
@@ -320,7 +324,7 @@ func (c *Client) Plan(ctx context.Context, req providers.PlanRequest) providers.
 	if err := c.call(ctx, "plan", wPlan{Type: req.Type, Addr: req.Addr, Config: cfg, Prior: prior, Action: req.Action}, nil, &out); err != nil {
 		return providers.PlanResponse{Diagnostics: c.failed(err)}
 	}
-	return providers.PlanResponse{Diff: out.Diff, Private: out.Private, Diagnostics: out.Diagnostics}
+	return providers.PlanResponse{Diff: out.Diff, Irreversible: out.Irreversible, Private: out.Private, Diagnostics: out.Diagnostics}
 }
 
 func (c *Client) Apply(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
@@ -354,7 +358,7 @@ func (c *Client) Revert(ctx context.Context, req providers.RevertRequest) provid
 		return providers.RevertResponse{Diagnostics: c.failed(err)}
 	}
 	var out wDiags
-	if err := c.call(ctx, "revert", wRevert{Type: req.Type, Addr: req.Addr, Config: cfg, Inverse: req.Inverse, Outputs: outputs}, req.Log, &out); err != nil {
+	if err := c.call(ctx, "revert", wRevert{Type: req.Type, Addr: req.Addr, Config: cfg, Inverse: req.Inverse, Outputs: outputs, Resumed: req.Resumed}, req.Log, &out); err != nil {
 		return providers.RevertResponse{Diagnostics: c.failed(err)}
 	}
 	return providers.RevertResponse{Diagnostics: out.Diagnostics}

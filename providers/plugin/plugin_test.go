@@ -63,10 +63,25 @@ func tricks() *fake.Provider {
 			// A library printing to stdout, without a newline: on the
 			// protocol's stream it would swallow the next message.
 			fmt.Print(strings.Repeat("noise ", 2000))
+		case "env":
+			// What the program inherited of migrate's secrets.
+			got := os.Getenv("MIGRATE_VAR_tok") + "," + os.Getenv(providers.AgeIdentityEnv)
+			return providers.ApplyResponse{Outputs: cty.ObjectVal(map[string]cty.Value{"value": cty.StringVal(got)})}
 		case "pid":
 			return providers.ApplyResponse{Outputs: cty.ObjectVal(map[string]cty.Value{"value": cty.StringVal(strconv.Itoa(os.Getpid()))})}
 		}
 		return plain.Apply(ctx, req)
+	}
+	// The fields added to the protocol after the first: a plan's
+	// irreversibility, a revert's Resumed.
+	p.PlanFn = func(ctx context.Context, req providers.PlanRequest) providers.PlanResponse {
+		r := plain.Plan(ctx, req)
+		r.Irreversible = "cannot be undone: " + req.Addr.Name
+		return r
+	}
+	p.RevertFn = func(ctx context.Context, req providers.RevertRequest) providers.RevertResponse {
+		fmt.Fprintf(req.Log, "resumed=%v\n", req.Resumed)
+		return plain.Revert(ctx, req)
 	}
 	return p
 }
@@ -313,5 +328,48 @@ func TestSilentProgramRefused(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("refusing a silent program took %s", d)
+	}
+}
+
+// TestNewFieldsCross: the plan's Irreversible and the revert's Resumed
+// are carried by the protocol (its messages copy fields by hand).
+func TestNewFieldsCross(t *testing.T) {
+	p := configured(t, program(t))
+	a := phases.Address{Type: fake.StepType, Name: "x"}
+	pr := p.Plan(context.Background(), providers.PlanRequest{Type: fake.StepType, Addr: a, Config: stepConfig(cty.StringVal("v"))})
+	if pr.Irreversible != "cannot be undone: x" {
+		t.Errorf("Irreversible came back as %q", pr.Irreversible)
+	}
+	for _, resumed := range []bool{false, true} {
+		var log bytes.Buffer
+		r := p.(providers.Reverter).Revert(context.Background(), providers.RevertRequest{Type: fake.StepType, Addr: a, Config: stepConfig(cty.StringVal("v")),
+			Inverse: providers.Inverse{Description: "undo"}, Outputs: cty.EmptyObjectVal, Resumed: resumed, Log: &log})
+		if r.Diagnostics.HasErrors() {
+			t.Fatal(r.Diagnostics.Err())
+		}
+		if want := fmt.Sprintf("resumed=%v", resumed); !strings.Contains(log.String(), want) {
+			t.Errorf("Resumed %v: the revert logged %q", resumed, log.String())
+		}
+	}
+}
+
+// TestProgramEnvironment: a program inherits none of migrate's secrets
+// (MIGRATE_VAR_*), except those its Program names.
+func TestProgramEnvironment(t *testing.T) {
+	t.Setenv("MIGRATE_VAR_tok", "s3cret")
+	t.Setenv(providers.AgeIdentityEnv, "AGE-SECRET-KEY-1X")
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{{nil, ","}, {[]string{providers.AgeIdentityEnv}, ",AGE-SECRET-KEY-1X"}} {
+		prog := program(t)
+		prog.Env = c.env
+		r := apply(context.Background(), configured(t, prog), "env", nil)
+		if r.Diagnostics.HasErrors() {
+			t.Fatal(r.Diagnostics.Err())
+		}
+		if got := r.Outputs.GetAttr("value").AsString(); got != c.want {
+			t.Errorf("Env %v: the program saw %q, want %q", c.env, got, c.want)
+		}
 	}
 }

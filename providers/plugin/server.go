@@ -201,7 +201,7 @@ func (s *server) plan(ctx context.Context, req request) (any, error) {
 		return nil, err
 	}
 	out := s.p.Plan(ctx, providers.PlanRequest{Type: w.Type, Addr: w.Addr, Config: cfg, Prior: prior, Action: w.Action})
-	return wPlanResponse{Diff: out.Diff, Private: out.Private, Diagnostics: out.Diagnostics}, nil
+	return wPlanResponse{Diff: out.Diff, Irreversible: out.Irreversible, Private: out.Private, Diagnostics: out.Diagnostics}, nil
 }
 
 func (s *server) apply(ctx context.Context, req request) (any, error) {
@@ -239,7 +239,7 @@ func (s *server) revert(ctx context.Context, req request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := rv.Revert(ctx, providers.RevertRequest{Type: w.Type, Addr: w.Addr, Config: cfg, Inverse: w.Inverse, Outputs: outputs, Log: logWriter{s, req.ID}})
+	r := rv.Revert(ctx, providers.RevertRequest{Type: w.Type, Addr: w.Addr, Config: cfg, Inverse: w.Inverse, Outputs: outputs, Resumed: w.Resumed, Log: logWriter{s, req.ID}})
 	return wDiags{Diagnostics: r.Diagnostics}, nil
 }
 

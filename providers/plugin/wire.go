@@ -190,9 +190,10 @@ type wPlan struct {
 }
 
 type wPlanResponse struct {
-	Diff        string             `json:"diff,omitempty"`
-	Private     json.RawMessage    `json:"private,omitempty"`
-	Diagnostics phases.Diagnostics `json:"diagnostics,omitempty"`
+	Diff         string             `json:"diff,omitempty"`
+	Irreversible string             `json:"irreversible,omitempty"`
+	Private      json.RawMessage    `json:"private,omitempty"`
+	Diagnostics  phases.Diagnostics `json:"diagnostics,omitempty"`
 }
 
 type wApply struct {
@@ -218,6 +219,7 @@ type wRevert struct {
 	Config  value             `json:"config"`
 	Inverse providers.Inverse `json:"inverse"`
 	Outputs value             `json:"outputs"`
+	Resumed bool              `json:"resumed,omitempty"`
 }
 
 type wDigest struct {

@@ -36,7 +36,9 @@ type Case struct {
 	Type string
 	// Config is the evaluated step configuration, an object value.
 	Config cty.Value
-	// Reversible says Apply returns an inverse that Revert can undo.
+	// Reversible says Apply returns an inverse that Revert can undo, and
+	// undo again (a revert interrupted before its end was recorded runs
+	// again).
 	Reversible bool
 }
 
@@ -346,6 +348,15 @@ func checkCase(t *testing.T, h Harness, c Case) {
 			})
 			if err := r.Diagnostics.Err(); err != nil {
 				t.Errorf("Revert: %v\nlog:\n%s", err, log.String())
+			}
+			// A revert killed before its end was recorded runs again:
+			// the second one must succeed on what the first left.
+			log.Reset()
+			call(t, "Revert", func() {
+				r = rv.Revert(ctx, providers.RevertRequest{Type: c.Type, Addr: a, Config: c.Config, Inverse: *applied.Inverse, Outputs: applied.Outputs, Resumed: true, Log: &log})
+			})
+			if err := r.Diagnostics.Err(); err != nil {
+				t.Errorf("Revert again (Resumed), after a revert that finished: %v\nlog:\n%s", err, log.String())
 			}
 		})
 	}

@@ -112,8 +112,13 @@ func (p *Provider) Plan(ctx context.Context, req providers.PlanRequest) provider
 	switch req.Type {
 	case MachineConfig:
 		r = p.planMachineConfig(ctx, c, req)
+		if c.s.recipient == nil {
+			// The previous config is kept only age-encrypted (sealInverse).
+			r.Irreversible = "its previous config can be kept for rollback only age-encrypted, but " + c.s.noKeyWhy + ": set age_identity or " + IdentityEnv
+		}
 	case Bootstrap:
 		r = p.planBootstrap(ctx, c)
+		r.Irreversible = "bootstrapping etcd cannot be undone"
 	case Kubeconfig:
 		r = p.planKubeconfig(c)
 	case Read:
@@ -124,6 +129,7 @@ func (p *Provider) Plan(ctx context.Context, req providers.PlanRequest) provider
 		r = p.planUpgrade(ctx, c)
 	}
 	r.Diff = c.scrub.Text(r.Diff)
+	r.Irreversible = c.scrub.Text(r.Irreversible)
 	r.Diagnostics = c.finish(r.Diagnostics)
 	return r
 }

@@ -13,12 +13,13 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 
 	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/secret"
 )
 
 // IdentityEnv names the environment variable holding an age identity
 // ("AGE-SECRET-KEY-...") or the path of an identity file.
-const IdentityEnv = "MIGRATE_AGE_IDENTITY"
+const IdentityEnv = providers.AgeIdentityEnv
 
 const ageHeader = "age-encryption.org/"
 

@@ -572,6 +572,11 @@ func (p *Provider) revertUpgrade(ctx context.Context, c *call, req providers.Rev
 		if err != nil {
 			return err
 		}
+		if req.Resumed && sameVersion(v, inv.Version) {
+			// Downgraded by the interrupted revert: not another reinstall.
+			c.log.Printf("node %s: runs Talos %s already", n.name, v)
+			return nil
+		}
 		if d := c.upgrade(ctx, n, v, inv.Version, preserve); d.HasErrors() {
 			return d.Err()
 		}

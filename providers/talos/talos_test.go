@@ -707,6 +707,12 @@ func TestUpgradeIsTheExplicitWayAndReverts(t *testing.T) {
 	if v := l.n.Version(); v != "v1.13.2" {
 		t.Errorf("node version after revert = %s", v)
 	}
+	// The revert runs again after a kill (Resumed): the node is on the
+	// version already, so no second reinstall (an upgrade would fail).
+	l.n.Fail("Upgrade", errors.New("a second reinstall"))
+	if rv := p.Revert(ctx, providers.RevertRequest{Type: talos.Upgrade, Addr: addr, Config: cfg, Inverse: *r.Inverse, Resumed: true, Log: &log}); rv.Diagnostics.HasErrors() {
+		t.Errorf("resumed revert: %v\n%s", rv.Diagnostics.Err(), log.String())
+	}
 }
 
 func TestUnknownAndNullConfigsDoNotFail(t *testing.T) {

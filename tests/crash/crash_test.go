@@ -67,7 +67,9 @@ type kind int
 const (
 	// onceRevertible: creates = its effect (a directory made atomically
 	// at the end with mkdir, so a second completion is seen), and a revert
-	// that removes it with rmdir (a second removal is seen too).
+	// that moves it away with one rename (a second removal is seen too);
+	// where it went is the revert's revert_creates, so a revert killed
+	// after the rename is not run again.
 	onceRevertible kind = iota
 	// onceOnly: creates, no revert: rollback leaves it.
 	onceOnly
@@ -105,7 +107,7 @@ func (w *world) path(parts ...string) string {
 func newWorld(t *testing.T, rng *rand.Rand) *world {
 	w := &world{root: t.TempDir(), migratePIDs: map[int]bool{}, orphans: map[string]bool{}}
 	w.runbook = w.path("runbook")
-	for _, d := range []string{"runbook", "pids", "runs", "effects", "reverts"} {
+	for _, d := range []string{"runbook", "pids", "runs", "effects", "reverts", "removed"} {
 		if err := os.MkdirAll(w.path(d), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -179,8 +181,10 @@ func (w *world) hcl(s step) string {
 	rev := w.recordPID(s.name+".revert") + "echo revert >> " + w.path("reverts", s.name+".log") + "; " + sleep
 	switch s.kind {
 	case onceRevertible:
-		rev += fmt.Sprintf("rmdir %s 2>/dev/null || echo %s >> %s", effect, s.name, w.path("revdups"))
+		removed := w.path("removed", s.name)
+		rev += fmt.Sprintf("mv %s %s 2>/dev/null || echo %s >> %s", effect, removed, s.name, w.path("revdups"))
 		fmt.Fprintf(&b, "    revert = [\"sh\", \"-c\", %q]\n", rev)
+		fmt.Fprintf(&b, "    revert_creates = %q\n", removed)
 	case repeatable:
 		rev += "rm -f " + effect
 		fmt.Fprintf(&b, "    revert = [\"sh\", \"-c\", %q]\n", rev)
