@@ -213,11 +213,13 @@ func TestRollbackPlan(t *testing.T) {
 	v, out, _ := newView()
 	rp := &engine.RollbackPlan{Phases: []*engine.PhaseRollbackPlan{
 		{Name: "B", Revert: []engine.RevertEntry{{Addr: addr("exec.b"), Description: "run: undo-b"}}, Irreversible: []phases.Address{addr("exec.x")}},
-		{Name: "A"},
+		{Name: "A", Revert: []engine.RevertEntry{{Addr: addr("helm_release.app"), Description: "uninstall release media/app", Changed: "revision 2 was made outside migrate"}}},
+		{Name: "Z"},
 	}}
 	v.RollbackPlan(rp)
 	got := out.String()
-	for _, want := range []string{"CANNOT be undone", "  ! exec.x (phase B)\n", "  - exec.b will be undone: run: undo-b\n", "Phase A: nothing to undo", "Rollback: 1 to undo, 1 cannot be undone.\n"} {
+	for _, want := range []string{"! changed outside migrate since it ran: revision 2 was made outside migrate\n", "undoing it discards that change too",
+		"Phase Z: nothing to undo", "Rollback: 2 to undo, 1 cannot be undone.\n", "CANNOT be undone", "  ! exec.x (phase B)\n", "  - exec.b will be undone: run: undo-b\n"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("rollback plan lacks %q:\n%s", want, got)
 		}
