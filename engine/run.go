@@ -439,6 +439,9 @@ func (r *stepRunner) refreshOutputs(s *phases.Step, p providers.Interface, cfg c
 func (r *stepRunner) fail(s *phases.Step, rec *state.StepRecord, err error) bool {
 	now := time.Now()
 	rec.Status = state.Failed
+	// Outputs of an earlier apply no longer describe the step (a refused
+	// approval is not approved by anyone); nothing reads a failed step's.
+	rec.Outputs = nil
 	rec.FinishedAt = &now
 	rec.LastError = err.Error()
 	r.emit(Event{Kind: StepFailed, Phase: s.Phase, Addr: s.Addr, Check: s.IsCheck(), Error: rec.LastError, Record: rec})

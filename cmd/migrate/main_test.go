@@ -683,6 +683,9 @@ phase "cutover" {
 	if r := run(t, dir, 0, "status"); strings.Contains(r.stdout, "approved_by") {
 		t.Errorf("status: %s", r)
 	}
+	if r := run(t, dir, 0, "state", "show"); strings.Contains(r.stdout, "approved_by") {
+		t.Errorf("state show: %s", r)
+	}
 }
 
 // status and state show read the state: they need no variable values.
