@@ -133,7 +133,9 @@ func phaseStatus(steps []StepStatus) (status, detail string) {
 			return PhaseFailed, ""
 		case state.RevertFailed:
 			return PhaseRollbackFailed, ""
-		case state.Running, state.Reverting:
+		case state.Reverting:
+			return PhasePartlyRolledBack, fmt.Sprintf("a rollback stopped while undoing %s: run migrate rollback again", s.Addr)
+		case state.Running:
 			touched = true
 		case state.Reverted:
 			if s.When == "" {

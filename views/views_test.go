@@ -386,6 +386,7 @@ func TestStatusAfterRollback(t *testing.T) {
 		{"full", []*state.StepRecord{rec("exec.a", state.Reverted, 10*time.Second, false), rec("exec.b", state.Reverted, 9*time.Second, false), rec("exec.c", state.Done, time.Second, false)}, views.PhaseRolledBack, ""},
 		{"partial", []*state.StepRecord{rec("exec.a", state.Done, time.Second, true), rec("exec.b", state.Reverted, 9*time.Second, false), rec("exec.c", state.Reverted, 8*time.Second, false)}, views.PhasePartlyRolledBack, "2 undone, 1 still to undo"},
 		{"run again", []*state.StepRecord{rec("exec.a", state.Done, 20*time.Second, true), rec("exec.b", state.Reverted, 9*time.Second, false)}, views.PhaseInProgress, ""},
+		{"stopped while undoing", []*state.StepRecord{rec("exec.a", state.Reverting, 9*time.Second, true), rec("exec.b", state.Reverted, 8*time.Second, false)}, views.PhasePartlyRolledBack, "while undoing exec.a"},
 		{"revert failed", []*state.StepRecord{rec("exec.a", state.RevertFailed, 9*time.Second, true), rec("exec.b", state.Reverted, 9*time.Second, false)}, views.PhaseRollbackFailed, ""},
 	} {
 		snap := &state.Snapshot{Lineage: "l", Steps: map[string]*state.StepRecord{}}
