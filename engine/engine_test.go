@@ -727,3 +727,36 @@ func TestFailedApplyThatLeftSomethingIsRolledBack(t *testing.T) {
 		t.Errorf("the half-done step was not undone (plan changes %v, reverts %d)", rp.HasChanges(), h.fake.Reverted("fake_step.half"))
 	}
 }
+
+// A rollback plan says, before anything is done, which steps to undo were
+// changed outside migrate since they ran: undoing them discards that too.
+func TestRollbackNotesChangesMadeOutside(t *testing.T) {
+	h := newHarness(t)
+	b := newRB()
+	ph := b.phase("A")
+	b.step(ph, "release")
+	b.step(ph, "untouched")
+	if err := h.run(b.r); err != nil {
+		t.Fatal(err)
+	}
+	h.fake.ReadFn = func(_ context.Context, req providers.ReadRequest) providers.ReadResponse {
+		if req.Addr == addr("release") {
+			return providers.ReadResponse{Observation: providers.Drifted, Detail: "at revision 4, migrate made revision 2"}
+		}
+		return providers.ReadResponse{Observation: providers.Present}
+	}
+	e, st := h.open(b.r)
+	defer st.Close()
+	rp, err := e.PlanRollback(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.NoteChanges(context.Background(), rp)
+	got := map[phases.Address]string{}
+	for _, x := range rp.Phases[0].Revert {
+		got[x.Addr] = x.Changed
+	}
+	if got[addr("release")] != "at revision 4, migrate made revision 2" || got[addr("untouched")] != "" {
+		t.Errorf("notes: %v", got)
+	}
+}

@@ -36,6 +36,9 @@ type PhaseRollbackPlan struct {
 type RevertEntry struct {
 	Addr        phases.Address `json:"address"`
 	Description string         `json:"description"`
+	// Changed says what was changed outside migrate since the step ran,
+	// which undoing it discards too (see NoteChanges).
+	Changed string `json:"changed_outside,omitempty"`
 }
 
 // HasChanges reports whether the rollback would undo anything.

@@ -132,8 +132,15 @@ func (e *Engine) checkEarlierPhases(plan *Plan, snap *state.Snapshot) error {
 	return nil
 }
 
+// PhaseUpToDate is the Message of the PhaseCompleted event of a phase that
+// was complete before the run and has nothing to do.
+const PhaseUpToDate = "already complete, nothing to do"
+
 func (e *Engine) runPhase(stop, cancel context.Context, ph *phases.Phase, pp *PhasePlan, out *outputs, opts RunOptions) error {
 	start := time.Now()
+	if pp.Complete && !hasWork(pp) {
+		return e.hooks.emit(Event{Kind: PhaseCompleted, Phase: ph.Name, Message: PhaseUpToDate})
+	}
 	if err := e.hooks.emit(Event{Kind: PhaseStarted, Phase: ph.Name}); err != nil {
 		return err
 	}
@@ -216,6 +223,16 @@ func (e *Engine) runPhase(stop, cancel context.Context, ph *phases.Phase, pp *Ph
 	return e.hooks.emit(Event{Kind: PhaseCompleted, Phase: ph.Name, Duration: time.Since(start)})
 }
 
+// hasWork: some step or check of the phase plan would run.
+func hasWork(pp *PhasePlan) bool {
+	for _, sp := range pp.Steps {
+		if sp.Action != providers.NoOp {
+			return true
+		}
+	}
+	return false
+}
+
 // stepRunner runs single steps; it is shared by the goroutines of a walk.
 type stepRunner struct {
 	e       *Engine
@@ -285,6 +302,11 @@ func (r *stepRunner) run(s *phases.Step) bool {
 		}
 	}
 
+	if rec.Status == state.Reverted || rec.Status == state.Done {
+		// Attempts count the tries of this run of the step: a step
+		// applied anew, after a rollback or with new inputs, starts at 1.
+		rec.Attempts = 0
+	}
 	attempts := max(1, s.Retry.Attempts)
 	backoff := s.Retry.Backoff
 	for attempt := 1; ; attempt++ {
@@ -292,6 +314,9 @@ func (r *stepRunner) run(s *phases.Step) bool {
 		rec.Status = state.Running
 		rec.Attempts++
 		rec.StartedAt, rec.FinishedAt = &now, nil
+		// Facts such as who approved belong to the apply that made them:
+		// a new try that fails must not show the earlier ones.
+		rec.Record = nil
 		if !r.emit(Event{Kind: StepStarted, Phase: s.Phase, Addr: s.Addr, Check: s.IsCheck(), Attempt: attempt, Record: rec}) {
 			return false
 		}
@@ -415,6 +440,9 @@ func (r *stepRunner) refreshOutputs(s *phases.Step, p providers.Interface, cfg c
 func (r *stepRunner) fail(s *phases.Step, rec *state.StepRecord, err error) bool {
 	now := time.Now()
 	rec.Status = state.Failed
+	// Outputs of an earlier apply no longer describe the step (a refused
+	// approval is not approved by anyone); nothing reads a failed step's.
+	rec.Outputs = nil
 	rec.FinishedAt = &now
 	rec.LastError = err.Error()
 	r.emit(Event{Kind: StepFailed, Phase: s.Phase, Addr: s.Addr, Check: s.IsCheck(), Error: rec.LastError, Record: rec})

@@ -39,6 +39,10 @@ func (v *View) RollbackPlan(p *engine.RollbackPlan) {
 			if rest := restLines(r.Description); rest != "" {
 				fmt.Fprint(w, indent(rest, "      "))
 			}
+			if r.Changed != "" {
+				fmt.Fprintf(w, "      %s\n", st.red("! changed outside migrate since it ran: "+r.Changed))
+				fmt.Fprintf(w, "      %s\n", st.red("  undoing it discards that change too"))
+			}
 		}
 		fmt.Fprintln(w)
 	}

@@ -95,12 +95,61 @@ type runBase struct {
 	started  time.Time
 	phases   map[string]*tally
 	total    tally
+	// shown keeps the last output lines shown per step, so that an
+	// error quoting them does not print them a second time.
+	shown map[phases.Address][]string
 }
+
+// shownLines is how many output lines per step are kept in shown.
+const shownLines = 64
 
 func (b *runBase) init(rollback bool) {
 	b.rollback = rollback
 	b.started = time.Now()
 	b.phases = map[string]*tally{}
+	b.shown = map[phases.Address][]string{}
+}
+
+// remember notes an output line as shown; a new try starts afresh.
+func (b *runBase) remember(e engine.Event) {
+	switch e.Kind {
+	case engine.StepStarted, engine.StepReverting:
+		delete(b.shown, e.Addr)
+	case engine.StepOutput:
+		l := append(b.shown[e.Addr], strings.TrimSpace(e.Message))
+		if len(l) > shownLines {
+			l = l[len(l)-shownLines:]
+		}
+		b.shown[e.Addr] = l
+	case engine.StepDone, engine.StepAdopted, engine.StepReverted:
+		delete(b.shown, e.Addr)
+	}
+}
+
+// outputMarker starts the part of an error that quotes the last lines of
+// a command's output (providers/local exec).
+const outputMarker = "\nLast lines of output:"
+
+// withoutShownOutput cuts from a step's error the output lines that were
+// just shown above it, as the step's output: the command's own last
+// message would otherwise be printed twice in a row.
+func (b *runBase) withoutShownOutput(e engine.Event) string {
+	i := strings.Index(e.Error, outputMarker)
+	shown := b.shown[e.Addr]
+	if i < 0 || len(shown) == 0 {
+		return e.Error
+	}
+	seen := map[string]bool{}
+	for _, l := range shown {
+		seen[l] = true
+	}
+	for _, l := range strings.Split(e.Error[i+len(outputMarker):], "\n") {
+		l = strings.TrimSpace(l)
+		if l != "" && l != "…" && !seen[l] {
+			return e.Error // something not shown: keep it all
+		}
+	}
+	return e.Error[:i] + "\n(its output is above)"
 }
 
 // begin restarts the clock of the summary: the run starts now, after the
@@ -177,6 +226,13 @@ func (b *runBase) eventLines(st styles, e engine.Event, live bool) string {
 		}
 		return fmt.Sprintf("Phase %s: %s\n", e.Phase, verb)
 	case engine.PhaseCompleted, engine.PhaseFailed, engine.Interrupted:
+		if e.Kind == engine.PhaseCompleted && e.Message == engine.PhaseUpToDate {
+			line := fmt.Sprintf("Phase %s: %s.", e.Phase, e.Message)
+			if live {
+				return st.dim(line) + "\n\n"
+			}
+			return line + "\n"
+		}
 		t := b.phases[e.Phase]
 		if t == nil {
 			t = &tally{}
@@ -222,8 +278,9 @@ func (b *runBase) eventLines(st styles, e engine.Event, live bool) string {
 		}
 		return name + " | " + e.Message + "\n"
 	case engine.StepRetrying:
-		line := fmt.Sprintf("%s: attempt %d failed, %s: %s", name, e.Attempt, e.Message, firstLine(e.Error))
-		return mark(st.yellow("↻"), "") + st.yellow(line) + "\n" + indent(restLines(e.Error), "    ")
+		msg := b.withoutShownOutput(e)
+		line := fmt.Sprintf("%s: attempt %d failed, %s: %s", name, e.Attempt, e.Message, firstLine(msg))
+		return mark(st.yellow("↻"), "") + st.yellow(line) + "\n" + indent(restLines(msg), "    ")
 	case engine.StepDone:
 		if live {
 			return fmt.Sprintf("%s %s %s\n", st.green("✓"), name, st.dim("("+fmtDuration(e.Duration)+")"))
@@ -236,7 +293,8 @@ func (b *runBase) eventLines(st styles, e engine.Event, live bool) string {
 		if e.Message == "rollback" {
 			what = "could not be undone"
 		}
-		return mark(st.red("✗"), "") + st.red(fmt.Sprintf("%s: %s: %s", name, what, firstLine(e.Error))) + "\n" + indent(restLines(e.Error), "    ")
+		msg := b.withoutShownOutput(e)
+		return mark(st.red("✗"), "") + st.red(fmt.Sprintf("%s: %s: %s", name, what, firstLine(msg))) + "\n" + indent(restLines(msg), "    ")
 	case engine.StepSkipped:
 		msg := e.Message
 		if msg == "" {
@@ -327,6 +385,7 @@ func (p *plainRun) Handle(e engine.Event) error {
 	defer p.mu.Unlock()
 	p.count(e)
 	p.bw.WriteString(p.eventLines(p.st, e, false))
+	p.remember(e)
 	return nil
 }
 
@@ -432,6 +491,7 @@ func (l *liveRun) Handle(e engine.Event) error {
 		l.remove(e.Addr)
 	}
 	l.pending.WriteString(l.eventLines(l.st, e, true))
+	l.remember(e)
 	return nil
 }
 

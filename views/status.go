@@ -20,6 +20,11 @@ const (
 	PhaseFailed     = "failed"
 	PhaseNotStarted = "not started"
 	PhaseRolledBack = "rolled back"
+	// PhasePartlyRolledBack: a rollback undid some of the phase's steps
+	// and stopped (interrupted, or a step could not be undone) before the
+	// others.
+	PhasePartlyRolledBack = "partly rolled back"
+	PhaseRollbackFailed   = "rollback failed"
 )
 
 // Status is where a migration stands: every phase in run order, every step
@@ -34,8 +39,10 @@ type Status struct {
 
 // PhaseStatus is one phase.
 type PhaseStatus struct {
-	Name   string       `json:"name"`
-	Status string       `json:"status"`
+	Name   string `json:"name"`
+	Status string `json:"status"`
+	// Detail explains a partial rollback: what is undone, what is left.
+	Detail string       `json:"detail,omitempty"`
 	Steps  []StepStatus `json:"steps"`
 }
 
@@ -50,6 +57,9 @@ type StepStatus struct {
 	FinishedAt *time.Time        `json:"finished_at,omitempty"`
 	LastError  string            `json:"last_error,omitempty"`
 	Record     map[string]string `json:"record,omitempty"`
+	// undoable: the record holds an inverse, so a rollback undoes it;
+	// a done step without one stays done after a rollback.
+	undoable bool
 }
 
 // BuildStatus joins the runbook's phases (in run order) with the state.
@@ -74,7 +84,7 @@ func BuildStatus(order []*phases.Phase, snap *state.Snapshot) *Status {
 			known[s.Addr.String()] = true
 			ps.Steps = append(ps.Steps, stepStatus(s.Addr, s.When, snap.Steps[s.Addr.String()]))
 		}
-		ps.Status = phaseStatus(ps.Steps)
+		ps.Status, ps.Detail = phaseStatus(ps.Steps)
 		st.Phases = append(st.Phases, ps)
 	}
 	var orphans []string
@@ -103,36 +113,70 @@ func stepStatus(a phases.Address, when phases.CheckWhen, rec *state.StepRecord) 
 	s.StartedAt, s.FinishedAt = rec.StartedAt, rec.FinishedAt
 	s.LastError = rec.LastError
 	s.Record = rec.Record
+	s.undoable = rec.Inverse != nil
 	return s
 }
 
 // phaseStatus says where a phase stands. It is complete, as the engine
 // counts it, when every step and after-check is done; before-checks only
-// gate its start.
-func phaseStatus(steps []StepStatus) string {
-	complete, touched, reverted := true, false, false
+// gate its start. After a rollback the steps it could not undo stay done,
+// so "rolled back" is decided by what the rollback left: nothing that it
+// can undo is done since the last step it undid (else a rollback stopped
+// half-way, or a new run started).
+func phaseStatus(steps []StepStatus) (status, detail string) {
+	complete, touched := true, false
+	var lastRevert time.Time
+	reverted, undoable := 0, 0
 	for _, s := range steps {
 		switch s.Status {
-		case state.Failed, state.RevertFailed:
-			return PhaseFailed
-		case state.Done, state.Running, state.Reverting:
+		case state.Failed:
+			return PhaseFailed, ""
+		case state.RevertFailed:
+			return PhaseRollbackFailed, ""
+		case state.Reverting:
+			return PhasePartlyRolledBack, fmt.Sprintf("a rollback stopped while undoing %s: run migrate rollback again", s.Addr)
+		case state.Running:
 			touched = true
 		case state.Reverted:
-			reverted = true
+			if s.When == "" {
+				reverted++
+			}
+			if s.FinishedAt != nil && s.FinishedAt.After(lastRevert) {
+				lastRevert = *s.FinishedAt
+			}
 		}
 		if s.When != phases.CheckBefore && s.Status != state.Done {
 			complete = false
 		}
 	}
+	rolledBack := !lastRevert.IsZero()
+	for _, s := range steps {
+		if s.Status != state.Done || s.When != "" {
+			continue
+		}
+		switch {
+		case s.FinishedAt != nil && s.FinishedAt.After(lastRevert):
+			rolledBack = false // run again since
+		case s.undoable:
+			undoable++ // the rollback has still to undo it
+		}
+	}
 	switch {
 	case complete:
-		return PhaseComplete
+		return PhaseComplete, ""
 	case touched:
-		return PhaseInProgress
-	case reverted:
-		return PhaseRolledBack
+		return PhaseInProgress, ""
+	case rolledBack && undoable > 0:
+		return PhasePartlyRolledBack, fmt.Sprintf("%d undone, %d still to undo: run migrate rollback again", reverted, undoable)
+	case rolledBack:
+		return PhaseRolledBack, ""
 	}
-	return PhaseNotStarted
+	for _, s := range steps {
+		if s.Status == state.Done {
+			return PhaseInProgress, ""
+		}
+	}
+	return PhaseNotStarted, ""
 }
 
 // StatusJSON writes the status as one indented JSON document.
@@ -154,7 +198,11 @@ func (v *View) Status(s *Status) {
 		fmt.Fprintln(bw, st.dim("No state yet: nothing has run."))
 	}
 	for _, ph := range s.Phases {
-		fmt.Fprintf(bw, "%s %s: %s\n", st.bold("Phase"), st.bold(ph.Name), paintPhase(st, ph.Status))
+		status := ph.Status
+		if ph.Detail != "" {
+			status += " (" + ph.Detail + ")"
+		}
+		fmt.Fprintf(bw, "%s %s: %s\n", st.bold("Phase"), st.bold(ph.Name), paintPhase(st, ph.Status, status))
 		renderSteps(bw, st, ph.Steps)
 		fmt.Fprintln(bw)
 	}
@@ -164,16 +212,16 @@ func (v *View) Status(s *Status) {
 	}
 }
 
-func paintPhase(st styles, s string) string {
-	switch s {
+func paintPhase(st styles, status, text string) string {
+	switch status {
 	case PhaseComplete:
-		return st.green(s)
-	case PhaseFailed:
-		return st.red(s)
-	case PhaseInProgress:
-		return st.yellow(s)
+		return st.green(text)
+	case PhaseFailed, PhaseRollbackFailed:
+		return st.red(text)
+	case PhaseInProgress, PhasePartlyRolledBack:
+		return st.yellow(text)
 	}
-	return st.dim(s)
+	return st.dim(text)
 }
 
 func renderSteps(bw *bufio.Writer, st styles, steps []StepStatus) {

@@ -182,12 +182,8 @@ func (v *View) ProviderProgram(name, path string, err error) {
 }
 
 // Confirm writes the question that only "yes" answers, as terraform asks
-// it, on w (the terminal: stdout, or stderr when stdout carries JSON).
+// it, on w (the terminal: stdout, or stderr when stdout carries JSON). Run
+// and rollback confirmations and approval steps all ask this way.
 func Confirm(w io.Writer, question string) {
 	fmt.Fprintf(w, "\n%s\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ", question)
-}
-
-// AskYesNo writes a y/N question on w.
-func AskYesNo(w io.Writer, question string) {
-	fmt.Fprintf(w, "%s [y/N]: ", question)
 }

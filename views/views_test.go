@@ -213,11 +213,13 @@ func TestRollbackPlan(t *testing.T) {
 	v, out, _ := newView()
 	rp := &engine.RollbackPlan{Phases: []*engine.PhaseRollbackPlan{
 		{Name: "B", Revert: []engine.RevertEntry{{Addr: addr("exec.b"), Description: "run: undo-b"}}, Irreversible: []phases.Address{addr("exec.x")}},
-		{Name: "A"},
+		{Name: "A", Revert: []engine.RevertEntry{{Addr: addr("helm_release.app"), Description: "uninstall release media/app", Changed: "revision 2 was made outside migrate"}}},
+		{Name: "Z"},
 	}}
 	v.RollbackPlan(rp)
 	got := out.String()
-	for _, want := range []string{"CANNOT be undone", "  ! exec.x (phase B)\n", "  - exec.b will be undone: run: undo-b\n", "Phase A: nothing to undo", "Rollback: 1 to undo, 1 cannot be undone.\n"} {
+	for _, want := range []string{"! changed outside migrate since it ran: revision 2 was made outside migrate\n", "undoing it discards that change too",
+		"Phase Z: nothing to undo", "Rollback: 2 to undo, 1 cannot be undone.\n", "CANNOT be undone", "  ! exec.x (phase B)\n", "  - exec.b will be undone: run: undo-b\n"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("rollback plan lacks %q:\n%s", want, got)
 		}
@@ -359,4 +361,71 @@ func BenchmarkPlainRun(b *testing.B) {
 		rv.Handle(ev)
 	}
 	rv.Finish()
+}
+
+// A rollback that stopped half-way says how far it got; one that finished
+// says rolled back though a step it cannot undo stays done; a phase run
+// again since is in progress.
+func TestStatusAfterRollback(t *testing.T) {
+	t0 := time.Now()
+	at := func(d time.Duration) *time.Time { x := t0.Add(d); return &x }
+	rec := func(a string, st state.Status, finished time.Duration, undoable bool) *state.StepRecord {
+		r := &state.StepRecord{Addr: addr(a), Status: st, Attempts: 1, StartedAt: at(finished - time.Second), FinishedAt: at(finished)}
+		if undoable {
+			r.Inverse = &phases.Inverse{Description: "undo"}
+		}
+		return r
+	}
+	ph := []*phases.Phase{{Name: "A", Steps: []*phases.Step{{Addr: addr("exec.a")}, {Addr: addr("exec.b")}, {Addr: addr("exec.c")}}}}
+	for _, c := range []struct {
+		name   string
+		steps  []*state.StepRecord
+		want   string
+		detail string
+	}{
+		{"full", []*state.StepRecord{rec("exec.a", state.Reverted, 10*time.Second, false), rec("exec.b", state.Reverted, 9*time.Second, false), rec("exec.c", state.Done, time.Second, false)}, views.PhaseRolledBack, ""},
+		{"partial", []*state.StepRecord{rec("exec.a", state.Done, time.Second, true), rec("exec.b", state.Reverted, 9*time.Second, false), rec("exec.c", state.Reverted, 8*time.Second, false)}, views.PhasePartlyRolledBack, "2 undone, 1 still to undo"},
+		{"run again", []*state.StepRecord{rec("exec.a", state.Done, 20*time.Second, true), rec("exec.b", state.Reverted, 9*time.Second, false)}, views.PhaseInProgress, ""},
+		{"stopped while undoing", []*state.StepRecord{rec("exec.a", state.Reverting, 9*time.Second, true), rec("exec.b", state.Reverted, 8*time.Second, false)}, views.PhasePartlyRolledBack, "while undoing exec.a"},
+		{"revert failed", []*state.StepRecord{rec("exec.a", state.RevertFailed, 9*time.Second, true), rec("exec.b", state.Reverted, 9*time.Second, false)}, views.PhaseRollbackFailed, ""},
+	} {
+		snap := &state.Snapshot{Lineage: "l", Steps: map[string]*state.StepRecord{}}
+		for _, r := range c.steps {
+			snap.Steps[r.Addr.String()] = r
+		}
+		s := views.BuildStatus(ph, snap)
+		if got := s.Phases[0]; got.Status != c.want || !strings.Contains(got.Detail, c.detail) {
+			t.Errorf("%s: phase is %q (%s), want %q (%s)", c.name, got.Status, got.Detail, c.want, c.detail)
+		}
+		v, out, _ := newView()
+		v.Status(s)
+		if !strings.Contains(out.String(), "Phase A: "+c.want) {
+			t.Errorf("%s: %s", c.name, out)
+		}
+	}
+}
+
+// A failure quoting output lines just shown does not show them again;
+// lines not shown (JSON mode, a cut tail) are kept.
+func TestFailureOutputNotRepeated(t *testing.T) {
+	v, out, _ := newView()
+	rv := v.NewRun(views.RunPlain, false)
+	a := addr("exec.copy")
+	for _, e := range []engine.Event{
+		{Kind: engine.StepStarted, Phase: "A", Addr: a, Attempt: 1},
+		{Kind: engine.StepOutput, Phase: "A", Addr: a, Message: "rsync: no such file"},
+		{Kind: engine.StepFailed, Phase: "A", Addr: a, Error: "Command Failed: exit 23\nLast lines of output:\n  rsync: no such file"},
+		{Kind: engine.StepStarted, Phase: "A", Addr: addr("exec.other"), Attempt: 1},
+		{Kind: engine.StepFailed, Phase: "A", Addr: addr("exec.other"), Error: "Command Failed: exit 1\nLast lines of output:\n  never shown"},
+	} {
+		_ = rv.Handle(e)
+	}
+	rv.Finish()
+	got := out.String()
+	if strings.Count(got, "rsync: no such file") != 1 || !strings.Contains(got, "exit 23") {
+		t.Errorf("the output is repeated:\n%s", got)
+	}
+	if !strings.Contains(got, "never shown") {
+		t.Errorf("an output line not shown was dropped:\n%s", got)
+	}
 }

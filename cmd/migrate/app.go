@@ -125,6 +125,9 @@ func (a *app) logger() *log.Logger {
 // varFlags are the variable options of the commands that load a runbook.
 type varFlags struct {
 	vars, files []string
+	// optional: a command that only reads the state (status) needs the
+	// runbook's phases and steps, not the values of its variables.
+	optional bool
 }
 
 func (f *varFlags) add(cmd *cobra.Command) {
@@ -178,6 +181,9 @@ func (a *app) load(vf varFlags) (*phases.Runbook, error) {
 		Environ:  os.Environ(),
 	})
 	rb, diags := ld.Load()
+	if vf.optional {
+		diags = withoutMissingVars(diags)
+	}
 	// Diagnostics pass the scrubber the engine uses for everything else.
 	scrub := &secret.Scrubber{}
 	scrub.Add(rb.Secrets...)
@@ -374,14 +380,18 @@ func (a *app) confirm(ctx context.Context, w io.Writer, question, what string) e
 	if err != nil {
 		return err
 	}
-	if answer != "yes" {
+	if !isYes(answer) {
 		return fmt.Errorf("cancelled: nothing was changed")
 	}
 	return nil
 }
 
-// prompter returns the engine's y/N question for approval steps when stdin
-// is a terminal, and nil otherwise.
+// isYes: one convention for every question that lets migrate go on (run
+// and rollback confirmations, approval steps), terraform's: only "yes".
+func isYes(answer string) bool { return answer == "yes" }
+
+// prompter returns the engine's question for approval steps when stdin is
+// a terminal, and nil otherwise.
 func (a *app) prompter(ctx context.Context, w io.Writer, rv views.RunView) func(string) (bool, error) {
 	if !isTerminal(os.Stdin) {
 		return nil
@@ -391,13 +401,13 @@ func (a *app) prompter(ctx context.Context, w io.Writer, rv views.RunView) func(
 		defer a.inMu.Unlock()
 		resume := rv.Pause()
 		defer resume()
-		views.AskYesNo(w, q)
+		views.Confirm(w, q)
 		answer, err := a.readLine(ctx)
+		fmt.Fprintln(w)
 		if err != nil {
 			return false, err
 		}
-		answer = strings.ToLower(answer)
-		return answer == "y" || answer == "yes", nil
+		return isYes(answer), nil
 	}
 }
 

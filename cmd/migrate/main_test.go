@@ -687,3 +687,137 @@ phase "B" {
 		}
 	}
 }
+
+// After a rollback a phase says "rolled back", even when a step it could
+// not undo stays done; a step run again counts its attempts from 1.
+func TestStatusAfterRollback(t *testing.T) {
+	t.Parallel()
+	dir := runbook(t, map[string]string{"main.hcl": twoPhases})
+	run(t, dir, 0, "run", "--all", "--auto-approve")
+	run(t, dir, 0, "rollback", "--auto-approve")
+	phases, steps := status(t, dir)
+	for _, p := range []string{"A", "B"} {
+		if phases[p] != "rolled back" {
+			t.Errorf("phase %s after a rollback is %q, want rolled back", p, phases[p])
+		}
+	}
+	if s := steps["exec.b2"]; s.Status != "done" {
+		t.Errorf("exec.b2 cannot be undone, so it stays done: %+v", s)
+	}
+	run(t, dir, 0, "run", "--phase", "A", "--auto-approve")
+	phases, steps = status(t, dir)
+	if phases["A"] != "complete" || phases["B"] != "rolled back" {
+		t.Errorf("after running A again: %v", phases)
+	}
+	if s := steps["exec.a1"]; s.Attempts != 1 {
+		t.Errorf("exec.a1 run again after a rollback: %d attempts, want 1", s.Attempts)
+	}
+}
+
+// run --all over a phase that is already complete says so, instead of a
+// summary of nothing.
+func TestRunAllOverCompletePhase(t *testing.T) {
+	t.Parallel()
+	dir := runbook(t, map[string]string{"main.hcl": twoPhases})
+	run(t, dir, 0, "run", "--phase", "A", "--auto-approve")
+	r := run(t, dir, 0, "run", "--all", "--auto-approve")
+	if !strings.Contains(r.stdout, "Phase A: already complete, nothing to do.") || strings.Contains(r.stdout, "Phase A complete: 0 done") {
+		t.Errorf("run --all over a complete phase A: %s", r)
+	}
+	if !strings.Contains(r.stdout, "Phase B complete: 3 done") {
+		t.Errorf("run --all: %s", r)
+	}
+}
+
+// An approval that fails on a new run no longer shows who approved the
+// earlier one.
+func TestFailedApprovalForgetsApprover(t *testing.T) {
+	t.Parallel()
+	dir := runbook(t, map[string]string{"main.hcl": `
+phase "cutover" {
+  step "approval" "dns" { message = "switch DNS" }
+}
+`})
+	run(t, dir, 0, "run", "--all", "--auto-approve", "--approve", "approval.dns")
+	if _, steps := status(t, dir); steps["approval.dns"].Record["approved_by"] == "" {
+		t.Fatalf("approval.dns: %+v", steps["approval.dns"])
+	}
+	// A new message is a new question: asked again, and not approved.
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(`
+phase "cutover" {
+  step "approval" "dns" { message = "switch DNS and MX" }
+}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, dir, 1, "run", "--all", "--auto-approve")
+	_, steps := status(t, dir)
+	if s := steps["approval.dns"]; s.Status != "failed" || len(s.Record) != 0 || s.Attempts != 1 {
+		t.Errorf("approval.dns failed, but its record still shows the earlier approval: %+v", s)
+	}
+	if r := run(t, dir, 0, "status"); strings.Contains(r.stdout, "approved_by") {
+		t.Errorf("status: %s", r)
+	}
+	if r := run(t, dir, 0, "state", "show"); strings.Contains(r.stdout, "approved_by") {
+		t.Errorf("state show: %s", r)
+	}
+}
+
+// status and state show read the state: they need no variable values.
+func TestStatusNeedsNoVariables(t *testing.T) {
+	t.Parallel()
+	dir := runbook(t, map[string]string{"main.hcl": `
+variable "token" {
+  sensitive = true
+}
+variable "count" { type = number }
+locals { greeting = "hello ${var.count}" }
+phase "A" {
+  step "exec" "hello" {
+    command = ["sh", "-c", "test -n \"$TOKEN\""]
+    env     = { TOKEN = var.token, GREETING = local.greeting }
+  }
+}
+`})
+	run(t, dir, 0, "run", "--all", "--auto-approve", "--var", "token=s3cret", "--var", "count=2")
+	r := run(t, dir, 0, "status")
+	if !strings.Contains(r.stdout, "Phase A: complete") || strings.Contains(r.stderr, "Missing Required Variable") {
+		t.Errorf("status without variables: %s", r)
+	}
+	run(t, dir, 0, "state", "show")
+	// Commands that run steps still need them.
+	r = run(t, dir, 1, "plan")
+	if !strings.Contains(r.stderr, "Missing Required Variable") {
+		t.Errorf("plan without variables: %s", r)
+	}
+}
+
+// A command's output is shown as it comes; its failure does not repeat it.
+func TestFailureDoesNotRepeatOutput(t *testing.T) {
+	t.Parallel()
+	dir := runbook(t, map[string]string{"main.hcl": `
+phase "A" {
+  step "exec" "copy" { command = ["sh", "-c", "cat message.txt >&2; exit 23"] }
+}
+`, "message.txt": "copy: /srv/photos: No such file or directory\n"})
+	r := run(t, dir, 1, "run", "--all", "--auto-approve")
+	if n := strings.Count(r.stdout+r.stderr, "No such file or directory"); n != 1 {
+		t.Errorf("the command's message is printed %d times, want once: %s", n, r)
+	}
+	if !strings.Contains(r.stdout, "exited with code 23") {
+		t.Errorf("run: %s", r)
+	}
+	// status, read later, still quotes it.
+	if r := run(t, dir, 0, "status"); !strings.Contains(r.stdout, "No such file or directory") {
+		t.Errorf("status: %s", r)
+	}
+}
+
+// One convention for every question that lets migrate go on: only "yes".
+func TestOnlyYesAccepted(t *testing.T) {
+	for answer, want := range map[string]bool{"yes": true, "y": false, "Y": false, "": false, "no": false, "YES!": false} {
+		if isYes(answer) != want {
+			t.Errorf("isYes(%q) = %v", answer, !want)
+		}
+	}
+}

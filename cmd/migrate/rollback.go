@@ -43,6 +43,7 @@ func (a *app) rollback(o rollbackFlags) (err error) {
 	if err != nil {
 		return err
 	}
+	e.NoteChanges(cancel, rp)
 	if !o.json {
 		v.RollbackPlan(rp)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/hashicorp/hcl/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/homelab-migrate/migrate/engine"
@@ -8,7 +9,7 @@ import (
 )
 
 func (a *app) statusCommand() *cobra.Command {
-	var vf varFlags
+	vf := varFlags{optional: true}
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -39,4 +40,17 @@ func (a *app) statusCommand() *cobra.Command {
 	vf.add(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
 	return cmd
+}
+
+// withoutMissingVars drops the errors about variables given no value: the
+// loader leaves them unknown, which is enough to list phases and steps.
+func withoutMissingVars(diags hcl.Diagnostics) hcl.Diagnostics {
+	var out hcl.Diagnostics
+	for _, d := range diags {
+		if d.Severity == hcl.DiagError && d.Summary == "Missing Required Variable" {
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
 }

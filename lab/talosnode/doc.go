@@ -65,7 +65,9 @@
 //     talosctl does.
 //   - Bootstrap: the first call creates /var/lib/etcd/member and etcd runs
 //     (ServiceList: etcd Running, healthy; before: etcd "Preparing", health
-//     unknown); every later call is AlreadyExists "etcd data directory is not
+//     unknown). Right after the bootstrap etcd stays "Preparing" for
+//     Options.EtcdStartup (default 1s), as a node's etcd takes a moment to
+//     start: a health check must wait for it. Every later call is AlreadyExists "etcd data directory is not
 //     empty", as on a node; a worker config answers FailedPrecondition.
 //   - Kubeconfig: one common.Data message holding a .tar.gz with one file
 //     named "kubeconfig" (what client.Kubeconfig unpacks): cluster named after

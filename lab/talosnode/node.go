@@ -28,6 +28,7 @@ const (
 	DefaultEndpoint       = "https://127.0.0.1:6443"
 	DefaultInstallDisk    = "/dev/sda"
 	DefaultRebootDuration = time.Second
+	DefaultEtcdStartup    = time.Second
 
 	// ConfigPath is where a Talos node keeps its persisted machine config; Read serves it.
 	ConfigPath = "/system/state/config.yaml"
@@ -57,6 +58,11 @@ type Options struct {
 	// v1.13 nodes cancel the pending rollback at the start of every non-TRY
 	// ApplyConfiguration call, before validation and before the dry-run check.
 	TryRollbackFix bool
+	// EtcdStartup is how long etcd stays "Preparing" (health unknown)
+	// after the bootstrap before it runs healthy, as on a node where etcd
+	// takes a moment to start; default DefaultEtcdStartup, negative for
+	// none.
+	EtcdStartup time.Duration
 }
 
 // ApplyRecord is one entry of the node's apply history (for tests).
@@ -109,6 +115,7 @@ type Node struct {
 	kmsg          []kmsgLine
 	kmsgNotify    chan struct{}
 	bootTime      time.Time
+	etcdSince     time.Time // when etcd runs healthy after this boot's bootstrap
 	stopped       bool
 	listener      net.Listener
 	server        *grpc.Server
@@ -148,6 +155,9 @@ func New(opts Options) (*Node, error) {
 		opts.Endpoint = DefaultEndpoint
 	}
 
+	if opts.EtcdStartup == 0 {
+		opts.EtcdStartup = DefaultEtcdStartup
+	}
 	if opts.RebootDuration <= 0 {
 		opts.RebootDuration = DefaultRebootDuration
 	}

@@ -180,6 +180,7 @@ func (s *server) Bootstrap(context.Context, *machine.BootstrapRequest) (*machine
 	}
 
 	n.state.Bootstrapped = true
+	n.etcdSince = time.Now().Add(max(n.opts.EtcdStartup, 0))
 	if err := n.saveStateLocked(); err != nil {
 		return nil, err
 	}
@@ -277,6 +278,7 @@ func (s *server) ServiceList(context.Context, *emptypb.Empty) (*machine.ServiceL
 	n.mu.Lock()
 	bootstrapped := n.state.Bootstrapped
 	boot := n.bootTime
+	etcdStarting := time.Now().Before(n.etcdSince)
 	n.mu.Unlock()
 
 	running := func(id string) *machine.ServiceInfo {
@@ -296,7 +298,7 @@ func (s *server) ServiceList(context.Context, *emptypb.Empty) (*machine.ServiceL
 		services = append(services, running(id))
 	}
 
-	if bootstrapped {
+	if bootstrapped && !etcdStarting {
 		services = append(services, running("etcd"))
 	} else {
 		services = append(services, &machine.ServiceInfo{

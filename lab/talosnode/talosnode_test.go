@@ -524,7 +524,7 @@ func TestRead(t *testing.T) {
 }
 
 func TestBootstrapTwice(t *testing.T) {
-	n := startNode(t, talosnode.Options{})
+	n := startNode(t, talosnode.Options{EtcdStartup: 3 * time.Second}) // room for a slow machine
 	c, ctx := connect(t, n)
 
 	if etcd := service(t, ctx, c, "etcd"); etcd.State != "Preparing" || !etcd.Health.Unknown {
@@ -535,8 +535,16 @@ func TestBootstrapTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if etcd := service(t, ctx, c, "etcd"); etcd.State != "Running" || !etcd.Health.Healthy {
-		t.Errorf("etcd after bootstrap: %v", etcd)
+	// etcd takes a moment to start, as on a node: Preparing, then Running.
+	if etcd := service(t, ctx, c, "etcd"); etcd.State != "Preparing" || !etcd.Health.Unknown {
+		t.Errorf("etcd right after bootstrap: %v", etcd)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for etcd := service(t, ctx, c, "etcd"); etcd.State != "Running" || !etcd.Health.Healthy; etcd = service(t, ctx, c, "etcd") {
+		if time.Now().After(deadline) {
+			t.Fatalf("etcd after bootstrap: %v", etcd)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 
 	err := c.Bootstrap(ctx, &machine.BootstrapRequest{})

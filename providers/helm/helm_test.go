@@ -199,7 +199,7 @@ func TestReleaseLifecycle(t *testing.T) {
 	// Someone upgrades behind our back: Read says drifted.
 	p3 := k.provider(t, nil)
 	mustApply(t, p3, helm.Release, "other", appRelease(ns, map[string]cty.Value{"message": str("hand")}), nil)
-	if rr := read(t, p, helm.Release, "app", v3, priorOf(a3)); rr.Observation != providers.Drifted || !strings.Contains(rr.Detail, "not the recorded revision 3") {
+	if rr := read(t, p, helm.Release, "app", v3, priorOf(a3)); rr.Observation != providers.Drifted || !strings.Contains(rr.Detail, "migrate made revision 3: revision 4 was made outside migrate") {
 		t.Errorf("Read after an upgrade by someone else: %v %q", rr.Observation, rr.Detail)
 	}
 

@@ -448,7 +448,7 @@ func (p *Provider) readRelease(ctx context.Context, c *call, req providers.ReadR
 	var priv releasePrivate
 	if req.Prior != nil && json.Unmarshal(req.Prior.Private, &priv) == nil && priv.Revision != 0 && priv.Revision != last.Version {
 		r.Observation = providers.Drifted
-		r.Detail = fmt.Sprintf("release %s is at revision %d (%s, %q), not the recorded revision %d: changed outside migrate", st.name, last.Version, last.Info.Status, last.Info.Description, priv.Revision)
+		r.Detail = fmt.Sprintf("release %s/%s is at revision %d (%s, %q), migrate made revision %d: %s", st.namespace, st.name, last.Version, last.Info.Status, last.Info.Description, priv.Revision, madeOutside(priv.Revision, last.Version))
 	} else if last.Info.Status != release.StatusDeployed {
 		r.Observation = providers.Drifted
 		r.Detail = fmt.Sprintf("revision %d of release %s is %s", last.Version, st.name, last.Info.Status)
@@ -462,6 +462,18 @@ func (p *Provider) readRelease(ctx context.Context, c *call, req providers.ReadR
 		r.Inverse = releaseInverseOf(inv)
 	}
 	return r
+}
+
+// madeOutside names the revisions after the one migrate made, which a
+// rollback of the step discards.
+func madeOutside(made, now int) string {
+	switch {
+	case now < made:
+		return "it was rolled back outside migrate"
+	case now == made+1:
+		return fmt.Sprintf("revision %d was made outside migrate", now)
+	}
+	return fmt.Sprintf("revisions %d–%d were made outside migrate", made+1, now)
 }
 
 func (p *Provider) revertRelease(ctx context.Context, c *call, req providers.RevertRequest) providers.RevertResponse {

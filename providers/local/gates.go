@@ -50,7 +50,7 @@ func applyApproval(ctx context.Context, req providers.ApplyRequest) providers.Ap
 			return providers.ApplyResponse{Diagnostics: phases.Errorf("Approval Failed", "Could not ask for the approval of %s: %v.", req.Addr, err)}
 		}
 		if !ok {
-			return providers.ApplyResponse{Diagnostics: phases.Errorf("Approval Refused", "Step %s was not approved.", req.Addr)}
+			return providers.ApplyResponse{Diagnostics: phases.Errorf("Approval Refused", "Step %s was not approved: only 'yes' approves it.", req.Addr)}
 		}
 		by = localUser()
 	default:

@@ -132,6 +132,11 @@ func (p *Provider) applyHTTP(ctx context.Context, req providers.ApplyRequest) pr
 		if err != nil {
 			seen = "error: " + err.Error()
 		}
+		if err != nil && ctx.Err() != nil {
+			// Cut by our own deadline or a cancel: not an answer of the
+			// URL, whose last real one the error must name.
+			seen = last
+		}
 		if seen != last {
 			logf(req.Log, "%s: %s answered %s; want %d\n", req.Addr, sec.redact(c.url.show()), sec.redact(seen), c.status)
 			last = seen
@@ -146,8 +151,12 @@ func (p *Provider) applyHTTP(ctx context.Context, req providers.ApplyRequest) pr
 		if parent.Err() != nil {
 			return providers.ApplyResponse{Diagnostics: interrupted(req.Addr, context.Cause(parent))}
 		}
+		answer := "the last answer was " + sec.redact(last)
+		if last == "" {
+			answer = "no request finished in that time"
+		}
 		return providers.ApplyResponse{Diagnostics: phases.Errorf("HTTP Check Failed",
-			"%s: GET %s did not answer %d within %s; the last answer was %s.", req.Addr, c.url.show(), c.status, c.timeout, sec.redact(last))}
+			"%s: GET %s did not answer %d within %s; %s.", req.Addr, c.url.show(), c.status, c.timeout, answer)}
 	}
 }
 

@@ -588,13 +588,36 @@ func TestHTTPCheck(t *testing.T) {
 			t.Errorf("log does not show the 503: %q", log.String())
 		}
 	})
+	// The budgets leave room for a slow machine (2 busy cores): the check
+	// waits its whole timeout, then fails soon after, naming the last
+	// answer it had.
 	t.Run("timeout", func(t *testing.T) {
 		t.Parallel()
 		start := time.Now()
-		r := apply(context.Background(), p, "http_check", "down", check("/down", map[string]cty.Value{"timeout": cty.StringVal("300ms")}), io.Discard)
-		wantErr(t, r.Diagnostics, "http_check.down", "did not answer 200 within 300ms", "status 503")
-		if d := time.Since(start); d > 2*time.Second {
-			t.Errorf("took %v for a 300ms timeout", d)
+		r := apply(context.Background(), p, "http_check", "down", check("/down", map[string]cty.Value{"timeout": cty.StringVal("1s")}), io.Discard)
+		wantErr(t, r.Diagnostics, "http_check.down", "did not answer 200 within 1s", "the last answer was status 503")
+		if d := time.Since(start); d < time.Second || d > 30*time.Second {
+			t.Errorf("took %v for a 1s timeout", d)
+		}
+	})
+	// A request still waiting when the timeout ends is not an answer: the
+	// error names the last one the URL gave.
+	t.Run("last answer, not the deadline", func(t *testing.T) {
+		t.Parallel()
+		var n atomic.Int32
+		slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if n.Add(1) == 1 {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+			<-r.Context().Done() // hangs until the check gives up
+		}))
+		t.Cleanup(slow.Close)
+		cfg := obj(map[string]cty.Value{"url": cty.StringVal(slow.URL), "timeout": cty.StringVal("2s"), "interval": cty.StringVal("10ms")})
+		r := apply(context.Background(), p, "http_check", "hanging", cfg, io.Discard)
+		wantErr(t, r.Diagnostics, "within 2s", "the last answer was status 503")
+		if strings.Contains(r.Diagnostics.Err().Error(), "deadline") {
+			t.Errorf("the error names the check's own deadline: %v", r.Diagnostics.Err())
 		}
 	})
 	t.Run("connection refused", func(t *testing.T) {
@@ -602,8 +625,8 @@ func TestHTTPCheck(t *testing.T) {
 		l := httptest.NewServer(http.NotFoundHandler())
 		u := l.URL
 		l.Close()
-		r := apply(context.Background(), p, "http_check", "refused", obj(map[string]cty.Value{"url": cty.StringVal(u), "timeout": cty.StringVal("200ms"), "interval": cty.StringVal("50ms")}), io.Discard)
-		wantErr(t, r.Diagnostics, "http_check.refused", "error:", "refused")
+		r := apply(context.Background(), p, "http_check", "refused", obj(map[string]cty.Value{"url": cty.StringVal(u), "timeout": cty.StringVal("2s"), "interval": cty.StringVal("50ms")}), io.Discard)
+		wantErr(t, r.Diagnostics, "http_check.refused", "the last answer was error:", "refused")
 	})
 	t.Run("cancel", func(t *testing.T) {
 		t.Parallel()

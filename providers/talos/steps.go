@@ -406,6 +406,11 @@ func (p *Provider) planServiceHealth(c *call) providers.PlanResponse {
 	return providers.PlanResponse{Diff: fmt.Sprintf("check that %s run healthy on %s", strings.Join(svcs, ", "), strings.Join(p.targets(), ", "))}
 }
 
+// serviceWait is how long talos_service_health waits for its services when
+// the step sets no timeout, as talosctl health --wait-timeout: right after
+// a bootstrap or a reboot, etcd and the kubelet take a while to start.
+const serviceWait = 5 * time.Minute
+
 func (p *Provider) applyServiceHealth(ctx context.Context, c *call) providers.ApplyResponse {
 	svcs, _ := c.strs("services")
 	if len(svcs) == 0 && !c.diags.HasErrors() {
@@ -414,23 +419,67 @@ func (p *Provider) applyServiceHealth(ctx context.Context, c *call) providers.Ap
 	if c.diags.HasErrors() {
 		return providers.ApplyResponse{}
 	}
+	parent := ctx
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, serviceWait)
+		defer cancel()
+	}
+	deadline, _ := ctx.Deadline()
+	wait := time.Until(deadline).Round(time.Second)
 	err := p.forNodes(ctx, func(n node) error {
-		have, err := n.services(ctx)
-		if err != nil {
-			c.captureDmesg(ctx, n)
-			return err
+		bad, err := c.waitServices(ctx, n, svcs)
+		switch {
+		case err == nil && len(bad) == 0:
+			c.log.Printf("node %s: %s running and healthy", n.name, strings.Join(svcs, ", "))
+			return nil
+		case errors.Is(parent.Err(), context.Canceled): // not the timeout: an interrupt
+			return fmt.Errorf("stopped while waiting for the services of %s: %w", n.name, parent.Err())
 		}
-		if bad := unhealthy(have, svcs); len(bad) > 0 {
-			c.captureDmesg(ctx, n)
-			return fmt.Errorf("services not healthy on %s: %s", n.name, strings.Join(bad, "; "))
+		c.captureDmesg(ctx, n)
+		if len(bad) == 0 {
+			return err // the node never answered
 		}
-		c.log.Printf("node %s: %s running and healthy", n.name, strings.Join(svcs, ", "))
-		return nil
+		return fmt.Errorf("services not healthy on %s after waiting %s: %s", n.name, wait, strings.Join(bad, "; "))
 	})
 	if err != nil {
 		return providers.ApplyResponse{Diagnostics: phases.Errorf("Services Not Healthy", "%v.", err)}
 	}
 	return providers.ApplyResponse{Inverse: &providers.Inverse{Description: "nothing to undo"}}
+}
+
+// waitServices asks the node for its services until the wanted ones run
+// healthy or ctx ends. It returns the last states seen of those that did
+// not (empty when all are well), and the last error when the node did not
+// answer.
+func (c *call) waitServices(ctx context.Context, n node, want []string) ([]string, error) {
+	var bad []string
+	var lastErr error
+	said := ""
+	for {
+		have, err := n.services(ctx)
+		switch {
+		case err == nil:
+			bad, lastErr = unhealthy(have, want), nil
+			if len(bad) == 0 {
+				return nil, nil
+			}
+			if now := strings.Join(bad, "; "); now != said {
+				c.log.Printf("node %s: waiting for %s", n.name, now)
+				said = now
+			}
+		case ctx.Err() == nil:
+			lastErr = err // cut by our own deadline is not the node's answer
+		}
+		select {
+		case <-ctx.Done():
+			if lastErr == nil && bad == nil {
+				lastErr = ctx.Err()
+			}
+			return bad, lastErr
+		case <-time.After(pollInterval):
+		}
+	}
 }
 
 // --- talos_upgrade

@@ -595,9 +595,13 @@ func TestBootstrapKubeconfigServicesRead(t *testing.T) {
 	p := l.provider(t, nil)
 	ctx := context.Background()
 
-	// etcd is not healthy before the bootstrap.
+	// etcd is not healthy before the bootstrap: the check waits for it
+	// within its timeout, then names the service and its last state.
 	svc := obj(map[string]cty.Value{"services": strs("etcd", "apid")})
-	if r := apply(ctx, p, talos.ServiceHealth, svc, &bytes.Buffer{}); !r.Diagnostics.HasErrors() || !strings.Contains(r.Diagnostics.Err().Error(), "etcd") {
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if r := apply(short, p, talos.ServiceHealth, svc, &bytes.Buffer{}); !r.Diagnostics.HasErrors() ||
+		!strings.Contains(r.Diagnostics.Err().Error(), "etcd: Preparing") || strings.Contains(r.Diagnostics.Err().Error(), "apid") {
 		t.Errorf("service health before bootstrap: %v", r.Diagnostics.Err())
 	}
 	for i := range 2 { // the second time the node is already bootstrapped
@@ -613,8 +617,14 @@ func TestBootstrapKubeconfigServicesRead(t *testing.T) {
 	if !l.n.Bootstrapped() {
 		t.Error("the node is not bootstrapped")
 	}
-	if r := apply(ctx, p, talos.ServiceHealth, svc, &bytes.Buffer{}); r.Diagnostics.HasErrors() {
+	// Right after the bootstrap etcd is still starting, as on a node: the
+	// check waits until it runs healthy instead of failing at once.
+	var log bytes.Buffer
+	if r := apply(ctx, p, talos.ServiceHealth, svc, &log); r.Diagnostics.HasErrors() {
 		t.Errorf("service health after bootstrap: %v", r.Diagnostics.Err())
+	}
+	if !strings.Contains(log.String(), "waiting for etcd: Preparing") || !strings.Contains(log.String(), "running and healthy") {
+		t.Errorf("service health right after bootstrap did not wait for etcd: %s", log.String())
 	}
 
 	kc := obj(map[string]cty.Value{"path": cty.StringVal("out/kubeconfig")})
