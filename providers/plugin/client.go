@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -206,13 +207,14 @@ func (c *Client) read(sc *bufio.Scanner) {
 	close(c.exited)
 }
 
-// call sends one request and waits for its answer; a cancelled ctx is
-// passed on, and the answer still awaited.
-func (c *Client) call(ctx context.Context, method string, params any, log io.Writer, out any) error {
+// call sends one request and decodes its answer into out; a cancelled
+// ctx is passed on, and the answer still awaited. What the provider
+// writes to the request's io.Writer (its Log) arrives there.
+func (c *Client) call(ctx context.Context, method string, params any, out any) error {
 	if err := c.start(); err != nil {
 		return err
 	}
-	b, err := json.Marshal(params)
+	b, log, err := encode(params)
 	if err != nil {
 		return err
 	}
@@ -242,7 +244,7 @@ func (c *Client) call(ctx context.Context, method string, params any, log io.Wri
 	if r.Error != "" {
 		return errors.New(r.Error)
 	}
-	return json.Unmarshal(r.Result, out)
+	return decode(r.Result, out, nil)
 }
 
 func (c *Client) send(r request) error {
@@ -274,106 +276,40 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// failed turns a transport error into the diagnostics of a response.
-func (c *Client) failed(err error) phases.Diagnostics {
-	return phases.Errorf("Provider Program Failed", "The %s provider could not answer: %v.", c.prog.Name, err)
+// roundTrip is every method of Client: req crosses, Resp comes back;
+// a transport error becomes Resp's diagnostics.
+func roundTrip[Resp any](c *Client, ctx context.Context, method string, req any) Resp {
+	var resp Resp
+	if err := c.call(ctx, method, req, &resp); err != nil {
+		resp = *new(Resp)
+		d := reflect.ValueOf(&resp).Elem().FieldByName("Diagnostics") // every response has them (TestCodecCarriesEveryField)
+		d.Set(reflect.ValueOf(phases.Errorf("Provider Program Failed", "The %s provider could not answer: %v.", c.prog.Name, err)))
+	}
+	return resp
 }
 
 func (c *Client) Configure(ctx context.Context, req providers.ConfigureRequest) providers.ConfigureResponse {
-	cfg, err := encodeValue(req.Config)
-	if err != nil {
-		return providers.ConfigureResponse{Diagnostics: c.failed(err)}
-	}
-	var out wDiags
-	if err := c.call(ctx, "configure", wConfigure{Name: req.Name, Config: cfg, Dir: req.Dir}, nil, &out); err != nil {
-		return providers.ConfigureResponse{Diagnostics: c.failed(err)}
-	}
-	return providers.ConfigureResponse{Diagnostics: out.Diagnostics}
+	return roundTrip[providers.ConfigureResponse](c, ctx, "configure", req)
 }
 
 func (c *Client) Read(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
-	cfg, err := encodeValue(req.Config)
-	if err != nil {
-		return providers.ReadResponse{Diagnostics: c.failed(err)}
-	}
-	prior, err := encodePrior(req.Prior)
-	if err != nil {
-		return providers.ReadResponse{Diagnostics: c.failed(err)}
-	}
-	var out wReadResponse
-	if err := c.call(ctx, "read", wRead{Type: req.Type, Addr: req.Addr, Config: cfg, Prior: prior}, nil, &out); err != nil {
-		return providers.ReadResponse{Diagnostics: c.failed(err)}
-	}
-	outputs, err := decodeValue(out.Outputs)
-	if err != nil {
-		return providers.ReadResponse{Diagnostics: c.failed(err)}
-	}
-	return providers.ReadResponse{Observation: out.Observation, Detail: out.Detail, Outputs: outputs, Inverse: out.Inverse, Diagnostics: out.Diagnostics}
+	return roundTrip[providers.ReadResponse](c, ctx, "read", req)
 }
 
 func (c *Client) Plan(ctx context.Context, req providers.PlanRequest) providers.PlanResponse {
-	cfg, err := encodeValue(req.Config)
-	if err != nil {
-		return providers.PlanResponse{Diagnostics: c.failed(err)}
-	}
-	prior, err := encodePrior(req.Prior)
-	if err != nil {
-		return providers.PlanResponse{Diagnostics: c.failed(err)}
-	}
-	var out wPlanResponse
-	if err := c.call(ctx, "plan", wPlan{Type: req.Type, Addr: req.Addr, Config: cfg, Prior: prior, Action: req.Action}, nil, &out); err != nil {
-		return providers.PlanResponse{Diagnostics: c.failed(err)}
-	}
-	return providers.PlanResponse{Diff: out.Diff, Irreversible: out.Irreversible, Private: out.Private, Diagnostics: out.Diagnostics}
+	return roundTrip[providers.PlanResponse](c, ctx, "plan", req)
 }
 
 func (c *Client) Apply(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
-	cfg, err := encodeValue(req.Config)
-	if err != nil {
-		return providers.ApplyResponse{Diagnostics: c.failed(err)}
-	}
-	prior, err := encodePrior(req.Prior)
-	if err != nil {
-		return providers.ApplyResponse{Diagnostics: c.failed(err)}
-	}
-	var out wApplyResponse
-	w := wApply{Type: req.Type, Addr: req.Addr, Config: cfg, Prior: prior, Planned: req.Planned, ApprovedBy: req.Approval.By}
-	if err := c.call(ctx, "apply", w, req.Log, &out); err != nil {
-		return providers.ApplyResponse{Diagnostics: c.failed(err)}
-	}
-	outputs, err := decodeValue(out.Outputs)
-	if err != nil {
-		return providers.ApplyResponse{Diagnostics: c.failed(err)}
-	}
-	return providers.ApplyResponse{Outputs: outputs, Private: out.Private, Inverse: out.Inverse, Record: out.Record, Diagnostics: out.Diagnostics}
+	return roundTrip[providers.ApplyResponse](c, ctx, "apply", req)
 }
 
 func (c *Client) Revert(ctx context.Context, req providers.RevertRequest) providers.RevertResponse {
-	cfg, err := encodeValue(req.Config)
-	if err != nil {
-		return providers.RevertResponse{Diagnostics: c.failed(err)}
-	}
-	outputs, err := encodeValue(req.Outputs)
-	if err != nil {
-		return providers.RevertResponse{Diagnostics: c.failed(err)}
-	}
-	var out wDiags
-	if err := c.call(ctx, "revert", wRevert{Type: req.Type, Addr: req.Addr, Config: cfg, Inverse: req.Inverse, Outputs: outputs, Resumed: req.Resumed}, req.Log, &out); err != nil {
-		return providers.RevertResponse{Diagnostics: c.failed(err)}
-	}
-	return providers.RevertResponse{Diagnostics: out.Diagnostics}
+	return roundTrip[providers.RevertResponse](c, ctx, "revert", req)
 }
 
 func (c *Client) InputDigest(ctx context.Context, req providers.DigestRequest) providers.DigestResponse {
-	cfg, err := encodeValue(req.Config)
-	if err != nil {
-		return providers.DigestResponse{Diagnostics: c.failed(err)}
-	}
-	var out wDigestResponse
-	if err := c.call(ctx, "digest", wDigest{Type: req.Type, Addr: req.Addr, Config: cfg}, nil, &out); err != nil {
-		return providers.DigestResponse{Diagnostics: c.failed(err)}
-	}
-	return providers.DigestResponse{Digest: out.Digest, Unknown: out.Unknown, Diagnostics: out.Diagnostics}
+	return roundTrip[providers.DigestResponse](c, ctx, "digest", req)
 }
 
 // tailBuffer passes the program's stderr on, line by line with a prefix,

@@ -15,8 +15,8 @@
 //
 // The protocol is one JSON object per line each way:
 //
-//	plugin -> host, first:  {"protocol":1,"provider":"talos","schema":"<sha256>"}
-//	host -> plugin:         {"id":7,"method":"apply","params":{...}}
+//	plugin -> host, first:  {"protocol":2,"provider":"talos","schema":"<sha256>"}
+//	host -> plugin:         {"id":7,"method":"apply","params":{"Type":...}}
 //	                        {"cancel":7}
 //	plugin -> host:         {"log":7,"data":"..."}     output of call 7, in order
 //	                        {"id":7,"result":{...}}    its answer, after its output
@@ -24,9 +24,14 @@
 // Calls run concurrently; cancelling a call's context sends "cancel" and
 // the call still waits for the provider's answer (which says it was
 // interrupted), so nothing is left running behind the engine's back.
-// cty values cross as msgpack of the dynamic type, which keeps unknown
-// values; the sensitive mark crosses as a list of paths and is put back on
-// the other side, so redaction works exactly as in one process.
+// Params and results are the requests and responses of package providers
+// themselves, encoded by one codec (codec.go) that walks their fields by
+// reflection: a field added to a request crosses with no change here, and
+// a field of a kind it cannot carry fails the call (and
+// TestEveryFieldCrosses) with its name. cty values cross as msgpack of
+// the dynamic type, which keeps unknown values; the sensitive mark
+// crosses as a list of paths and is put back on the other side, so
+// redaction works exactly as in one process.
 //
 // The program dies with migrate: its parent-death signal is SIGKILL, and
 // it exits when its standard input closes. It is put in its own process

@@ -9,3 +9,15 @@ func SetHandshakeTimeout(d time.Duration) func() {
 	handshakeTimeout = d
 	return func() { handshakeTimeout = old }
 }
+
+// NotCarried lists the func fields the codec leaves out, with why.
+var NotCarried = notCarried
+
+// RoundTrip encodes v and decodes it into out, in one process.
+func RoundTrip(v, out any) error {
+	b, _, err := encode(v)
+	if err != nil {
+		return err
+	}
+	return decode(b, out, nil)
+}

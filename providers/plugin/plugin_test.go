@@ -28,6 +28,8 @@ func TestMain(m *testing.M) {
 	switch os.Getenv("MIGRATE_PLUGIN_TEST") {
 	case "serve":
 		os.Exit(plugin.Serve("fake", tricks()))
+	case "echo":
+		os.Exit(plugin.Serve("fake", echo{}))
 	case "host":
 		os.Exit(host())
 	}
@@ -332,7 +334,8 @@ func TestSilentProgramRefused(t *testing.T) {
 }
 
 // TestNewFieldsCross: the plan's Irreversible and the revert's Resumed
-// are carried by the protocol (its messages copy fields by hand).
+// are carried by the protocol, with a real provider behind it (every
+// field is in TestEveryFieldCrosses).
 func TestNewFieldsCross(t *testing.T) {
 	p := configured(t, program(t))
 	a := phases.Address{Type: fake.StepType, Name: "x"}

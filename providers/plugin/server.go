@@ -12,8 +12,6 @@ import (
 	"runtime/debug"
 	"sync"
 
-	"github.com/zclconf/go-cty/cty"
-
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
 )
@@ -138,134 +136,50 @@ func (s *server) call(ctx context.Context, req request) (_ json.RawMessage, err 
 			err = fmt.Errorf("the provider panicked in %s (a bug; its stack is in the log above): %v", req.Method, r)
 		}
 	}()
-	var resp any
-	switch req.Method {
-	case "configure":
-		resp, err = s.configure(ctx, req)
-	case "read":
-		resp, err = s.read(ctx, req)
-	case "plan":
-		resp, err = s.plan(ctx, req)
-	case "apply":
-		resp, err = s.apply(ctx, req)
-	case "revert":
-		resp, err = s.revert(ctx, req)
-	case "digest":
-		resp, err = s.digest(ctx, req)
-	default:
-		err = fmt.Errorf("unknown method %q", req.Method)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(resp)
-}
-
-func (s *server) configure(ctx context.Context, req request) (any, error) {
-	var w wConfigure
-	if err := json.Unmarshal(req.Params, &w); err != nil {
-		return nil, err
-	}
-	cfg, err := decodeValue(w.Config)
-	if err != nil {
-		return nil, err
-	}
-	r := s.p.Configure(ctx, providers.ConfigureRequest{Name: w.Name, Config: cfg, Dir: w.Dir})
-	return wDiags{Diagnostics: r.Diagnostics}, nil
-}
-
-func (s *server) read(ctx context.Context, req request) (any, error) {
-	var w wRead
-	if err := json.Unmarshal(req.Params, &w); err != nil {
-		return nil, err
-	}
-	cfg, prior, err := decodeConfigPrior(w.Config, w.Prior)
-	if err != nil {
-		return nil, err
-	}
-	out := s.p.Read(ctx, providers.ReadRequest{Type: w.Type, Addr: w.Addr, Config: cfg, Prior: prior})
-	o, err := encodeValue(out.Outputs)
-	if err != nil {
-		return nil, err
-	}
-	return wReadResponse{Observation: out.Observation, Detail: out.Detail, Outputs: o, Inverse: out.Inverse, Diagnostics: out.Diagnostics}, nil
-}
-
-func (s *server) plan(ctx context.Context, req request) (any, error) {
-	var w wPlan
-	if err := json.Unmarshal(req.Params, &w); err != nil {
-		return nil, err
-	}
-	cfg, prior, err := decodeConfigPrior(w.Config, w.Prior)
-	if err != nil {
-		return nil, err
-	}
-	out := s.p.Plan(ctx, providers.PlanRequest{Type: w.Type, Addr: w.Addr, Config: cfg, Prior: prior, Action: w.Action})
-	return wPlanResponse{Diff: out.Diff, Irreversible: out.Irreversible, Private: out.Private, Diagnostics: out.Diagnostics}, nil
-}
-
-func (s *server) apply(ctx context.Context, req request) (any, error) {
-	var w wApply
-	if err := json.Unmarshal(req.Params, &w); err != nil {
-		return nil, err
-	}
-	cfg, prior, err := decodeConfigPrior(w.Config, w.Prior)
-	if err != nil {
-		return nil, err
-	}
-	out := s.p.Apply(ctx, providers.ApplyRequest{Type: w.Type, Addr: w.Addr, Config: cfg, Prior: prior, Planned: w.Planned,
-		Approval: providers.Approval{By: w.ApprovedBy}, Log: logWriter{s, req.ID}})
-	o, err := encodeValue(out.Outputs)
-	if err != nil {
-		return nil, err
-	}
-	return wApplyResponse{Outputs: o, Private: out.Private, Inverse: out.Inverse, Record: out.Record, Diagnostics: out.Diagnostics}, nil
-}
-
-func (s *server) revert(ctx context.Context, req request) (any, error) {
-	var w wRevert
-	if err := json.Unmarshal(req.Params, &w); err != nil {
-		return nil, err
-	}
-	rv, ok := s.p.(providers.Reverter)
+	h, ok := methods[req.Method]
 	if !ok {
-		return wDiags{Diagnostics: phases.Errorf("Cannot Revert", "The provider cannot revert %s: it has no way to undo what it does.", w.Addr)}, nil
+		return nil, fmt.Errorf("unknown method %q", req.Method)
 	}
-	cfg, err := decodeValue(w.Config)
-	if err != nil {
-		return nil, err
-	}
-	outputs, err := decodeValue(w.Outputs)
-	if err != nil {
-		return nil, err
-	}
-	r := rv.Revert(ctx, providers.RevertRequest{Type: w.Type, Addr: w.Addr, Config: cfg, Inverse: w.Inverse, Outputs: outputs, Resumed: w.Resumed, Log: logWriter{s, req.ID}})
-	return wDiags{Diagnostics: r.Diagnostics}, nil
+	return h(ctx, s.p, req.Params, logWriter{s, req.ID})
 }
 
-func (s *server) digest(ctx context.Context, req request) (any, error) {
-	var w wDigest
-	if err := json.Unmarshal(req.Params, &w); err != nil {
-		return nil, err
+// handler decodes a call's params, runs it and encodes its response.
+type handler func(ctx context.Context, p providers.Interface, params json.RawMessage, log io.Writer) (json.RawMessage, error)
+
+// methods are the calls a program answers, one line each: the codec
+// carries every field of their requests and responses.
+var methods = map[string]handler{
+	"configure": serveCall(providers.Interface.Configure),
+	"read":      serveCall(providers.Interface.Read),
+	"plan":      serveCall(providers.Interface.Plan),
+	"apply":     serveCall(providers.Interface.Apply),
+	"revert":    serveCall(revert),
+	"digest":    serveCall(digest),
+}
+
+func serveCall[Req, Resp any](f func(providers.Interface, context.Context, Req) Resp) handler {
+	return func(ctx context.Context, p providers.Interface, params json.RawMessage, log io.Writer) (json.RawMessage, error) {
+		var req Req
+		if err := decode(params, &req, log); err != nil {
+			return nil, err
+		}
+		b, _, err := encode(f(p, ctx, req))
+		return b, err
 	}
-	d, ok := s.p.(providers.InputDigester)
+}
+
+func revert(p providers.Interface, ctx context.Context, req providers.RevertRequest) providers.RevertResponse {
+	rv, ok := p.(providers.Reverter)
 	if !ok {
-		return wDigestResponse{}, nil // no digest: the attributes alone decide
+		return providers.RevertResponse{Diagnostics: phases.Errorf("Cannot Revert", "The provider cannot revert %s: it has no way to undo what it does.", req.Addr)}
 	}
-	cfg, err := decodeValue(w.Config)
-	if err != nil {
-		return nil, err
-	}
-	out := d.InputDigest(ctx, providers.DigestRequest{Type: w.Type, Addr: w.Addr, Config: cfg})
-	return wDigestResponse{Digest: out.Digest, Unknown: out.Unknown, Diagnostics: out.Diagnostics}, nil
+	return rv.Revert(ctx, req)
 }
 
-// decodeConfigPrior decodes the two values most requests carry.
-func decodeConfigPrior(config value, prior *wPrior) (cty.Value, *providers.Prior, error) {
-	cfg, err := decodeValue(config)
-	if err != nil {
-		return cty.NilVal, nil, err
+func digest(p providers.Interface, ctx context.Context, req providers.DigestRequest) providers.DigestResponse {
+	d, ok := p.(providers.InputDigester)
+	if !ok {
+		return providers.DigestResponse{} // no digest: the attributes alone decide
 	}
-	p, err := decodePrior(prior)
-	return cfg, p, err
+	return d.InputDigest(ctx, req)
 }

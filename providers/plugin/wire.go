@@ -10,11 +10,11 @@ import (
 	ctymsgpack "github.com/zclconf/go-cty/cty/msgpack"
 
 	"github.com/homelab-migrate/migrate/phases"
-	"github.com/homelab-migrate/migrate/providers"
 )
 
-// protocolVersion changes whenever a message changes shape.
-const protocolVersion = 1
+// protocolVersion changes whenever a message changes shape: 2 is the
+// generic codec (codec.go), whose params are the Go fields by name.
+const protocolVersion = 2
 
 // hello is the program's first line.
 type hello struct {
@@ -143,115 +143,4 @@ func decodePath(wp wirePath) (cty.Path, error) {
 		out = append(out, cty.IndexStep{Key: k})
 	}
 	return out, nil
-}
-
-// The wire forms of the requests and responses: the same fields, with
-// cty values as value. Writers (Log) and callbacks (Approval.Prompt) do
-// not cross: output comes back as log lines, and no plugin step asks a
-// person.
-
-type wPrior struct {
-	Outputs value              `json:"outputs"`
-	Private json.RawMessage    `json:"private,omitempty"`
-	Inverse *providers.Inverse `json:"inverse,omitempty"`
-}
-
-type wConfigure struct {
-	Name   string `json:"name"`
-	Config value  `json:"config"`
-	Dir    string `json:"dir"`
-}
-
-type wDiags struct {
-	Diagnostics phases.Diagnostics `json:"diagnostics,omitempty"`
-}
-
-type wRead struct {
-	Type   string         `json:"type"`
-	Addr   phases.Address `json:"addr"`
-	Config value          `json:"config"`
-	Prior  *wPrior        `json:"prior,omitempty"`
-}
-
-type wReadResponse struct {
-	Observation providers.Observation `json:"observation"`
-	Detail      string                `json:"detail,omitempty"`
-	Outputs     value                 `json:"outputs"`
-	Inverse     *providers.Inverse    `json:"inverse,omitempty"`
-	Diagnostics phases.Diagnostics    `json:"diagnostics,omitempty"`
-}
-
-type wPlan struct {
-	Type   string           `json:"type"`
-	Addr   phases.Address   `json:"addr"`
-	Config value            `json:"config"`
-	Prior  *wPrior          `json:"prior,omitempty"`
-	Action providers.Action `json:"action"`
-}
-
-type wPlanResponse struct {
-	Diff         string             `json:"diff,omitempty"`
-	Irreversible string             `json:"irreversible,omitempty"`
-	Private      json.RawMessage    `json:"private,omitempty"`
-	Diagnostics  phases.Diagnostics `json:"diagnostics,omitempty"`
-}
-
-type wApply struct {
-	Type       string          `json:"type"`
-	Addr       phases.Address  `json:"addr"`
-	Config     value           `json:"config"`
-	Prior      *wPrior         `json:"prior,omitempty"`
-	Planned    json.RawMessage `json:"planned,omitempty"`
-	ApprovedBy string          `json:"approved_by,omitempty"`
-}
-
-type wApplyResponse struct {
-	Outputs     value              `json:"outputs"`
-	Private     json.RawMessage    `json:"private,omitempty"`
-	Inverse     *providers.Inverse `json:"inverse,omitempty"`
-	Record      map[string]string  `json:"record,omitempty"`
-	Diagnostics phases.Diagnostics `json:"diagnostics,omitempty"`
-}
-
-type wRevert struct {
-	Type    string            `json:"type"`
-	Addr    phases.Address    `json:"addr"`
-	Config  value             `json:"config"`
-	Inverse providers.Inverse `json:"inverse"`
-	Outputs value             `json:"outputs"`
-	Resumed bool              `json:"resumed,omitempty"`
-}
-
-type wDigest struct {
-	Type   string         `json:"type"`
-	Addr   phases.Address `json:"addr"`
-	Config value          `json:"config"`
-}
-
-type wDigestResponse struct {
-	Digest      string             `json:"digest,omitempty"`
-	Unknown     bool               `json:"unknown,omitempty"`
-	Diagnostics phases.Diagnostics `json:"diagnostics,omitempty"`
-}
-
-func encodePrior(p *providers.Prior) (*wPrior, error) {
-	if p == nil {
-		return nil, nil
-	}
-	o, err := encodeValue(p.Outputs)
-	if err != nil {
-		return nil, err
-	}
-	return &wPrior{Outputs: o, Private: p.Private, Inverse: p.Inverse}, nil
-}
-
-func decodePrior(w *wPrior) (*providers.Prior, error) {
-	if w == nil {
-		return nil, nil
-	}
-	o, err := decodeValue(w.Outputs)
-	if err != nil {
-		return nil, err
-	}
-	return &providers.Prior{Outputs: o, Private: w.Private, Inverse: w.Inverse}, nil
 }
