@@ -376,3 +376,18 @@ func TestProgramEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// TestOlderProtocolRefused: a program of the protocol before the generic
+// codec (1) is refused at the handshake, with what to do.
+func TestOlderProtocolRefused(t *testing.T) {
+	old := t.TempDir() + "/migrate-provider-old"
+	script := fmt.Sprintf("#!/bin/sh\necho '{\"protocol\":1,\"provider\":\"fake\",\"schema\":\"%s\"}'\nexec sleep 60\n", plugin.SchemaDigest(fake.Schema()))
+	if err := os.WriteFile(old, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := plugin.Factory(plugin.Program{Name: "fake", Command: old, Schema: fake.Schema()})()
+	r := p.Configure(context.Background(), providers.ConfigureRequest{Name: "fake"})
+	if !r.Diagnostics.HasErrors() || !strings.Contains(r.Diagnostics.Err().Error(), "speaks plugin protocol 1, this migrate speaks 2") {
+		t.Fatalf("a program of protocol 1: %v", r.Diagnostics)
+	}
+}
