@@ -6,6 +6,6 @@
 //
 // The engine knows providers only through providers.Interface, the state
 // only through state.Manager and the runbook only as phases values: it
-// never imports a concrete provider, HCL, or a view (engine_deps_test.go
+// never imports a concrete provider, HCL, or a view (tests/deps
 // keeps it so).
 package engine
