@@ -68,13 +68,23 @@ type StepPlan struct {
 // IsCheck reports whether the entry is a check.
 func (s *StepPlan) IsCheck() bool { return s.When != "" }
 
-// HasChanges reports whether running the plan would change anything.
+// HasChanges reports whether running the plan would do anything at all:
+// change a step or run a check. It is what plan --detailed-exitcode and
+// "nothing to run" go by, so that no view decides it on its own.
 func (p *Plan) HasChanges() bool {
 	for _, ph := range p.Phases {
-		for _, s := range ph.Steps {
-			if !s.IsCheck() && s.Action != providers.NoOp {
-				return true
-			}
+		if ph.HasChanges() {
+			return true
+		}
+	}
+	return false
+}
+
+// HasChanges reports whether some step or check of the phase would run.
+func (pp *PhasePlan) HasChanges() bool {
+	for _, sp := range pp.Steps {
+		if sp.Action != providers.NoOp {
+			return true
 		}
 	}
 	return false

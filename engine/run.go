@@ -138,7 +138,7 @@ const PhaseUpToDate = "already complete, nothing to do"
 
 func (e *Engine) runPhase(stop, cancel context.Context, ph *phases.Phase, pp *PhasePlan, out *outputs, opts RunOptions) error {
 	start := time.Now()
-	if pp.Complete && !hasWork(pp) {
+	if pp.Complete && !pp.HasChanges() {
 		return e.hooks.emit(Event{Kind: PhaseCompleted, Phase: ph.Name, Message: PhaseUpToDate})
 	}
 	if err := e.hooks.emit(Event{Kind: PhaseStarted, Phase: ph.Name}); err != nil {
@@ -221,16 +221,6 @@ func (e *Engine) runPhase(stop, cancel context.Context, ph *phases.Phase, pp *Ph
 		return ErrInterrupted
 	}
 	return e.hooks.emit(Event{Kind: PhaseCompleted, Phase: ph.Name, Duration: time.Since(start)})
-}
-
-// hasWork: some step or check of the phase plan would run.
-func hasWork(pp *PhasePlan) bool {
-	for _, sp := range pp.Steps {
-		if sp.Action != providers.NoOp {
-			return true
-		}
-	}
-	return false
 }
 
 // stepRunner runs single steps; it is shared by the goroutines of a walk.
