@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/homelab-migrate/migrate/graph"
 	"github.com/homelab-migrate/migrate/phases"
 )
 
@@ -119,9 +120,11 @@ type load struct {
 
 	phases   []*phaseDecl
 	phaseIdx map[string]*phaseDecl
-	steps    map[phases.Address]*stepDecl
-	names    map[phases.Address]phases.Address // interned step addresses
-	allSteps []*stepDecl                       // declaration order, including rejected duplicates
+	// phaseClosure says which phases run strictly before which.
+	phaseClosure *graph.Closure
+	steps        map[phases.Address]*stepDecl
+	names        map[phases.Address]phases.Address // interned step addresses
+	allSteps     []*stepDecl                       // declaration order, including rejected duplicates
 
 	suggested      int // "Did you mean" hints given
 	specs          map[string]hcldec.ObjectSpec
