@@ -180,7 +180,7 @@ func (e *Engine) runPhase(stop, cancel context.Context, ph *phases.Phase, pp *Ph
 		return pr.failed(&PhaseError{Phase: ph.Name, Checks: failedChecks})
 	}
 
-	w, err := pr.walk(stop, r, newGraph(ph.Steps), r.run)
+	w, err := pr.walk(stop, r, newStepGraph(ph.Steps), r.run)
 	if err != nil {
 		return err
 	}
@@ -229,10 +229,10 @@ type walkOutcome struct {
 	interrupted bool
 }
 
-// walk visits g's steps in parallel (see graph.walk). Once a hook has
+// walk visits g's steps in parallel (see stepGraph.walk). Once a hook has
 // failed (the state could not be written, a view could not show an
 // event) no step starts, and the phase ends with the hook's error.
-func (pr *phaseRun) walk(stop context.Context, r *stepRunner, g *graph, visit func(*phases.Step) bool) (walkOutcome, error) {
+func (pr *phaseRun) walk(stop context.Context, r *stepRunner, g *stepGraph, visit func(*phases.Step) bool) (walkOutcome, error) {
 	res := g.walk(stop, pr.e.parallelism, func(s *phases.Step) bool {
 		return r.fatal() == nil && visit(s)
 	})
