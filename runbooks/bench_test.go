@@ -39,7 +39,7 @@ func BenchmarkLoad5000(b *testing.B) {
 	for b.Loop() {
 		rb, diags := runbooks.NewLoader(fsys, opts).Load()
 		if diags.HasErrors() || len(rb.Phases[0].Steps) != 5000 {
-			b.Fatal(diags.Error())
+			b.Fatal(diags.Err())
 		}
 	}
 }
@@ -71,7 +71,7 @@ func BenchmarkLoad400(b *testing.B) {
 	for b.Loop() {
 		rb, diags := runbooks.NewLoader(fsys, opts).Load()
 		if diags.HasErrors() || len(rb.Phases[0].Steps) != 400 {
-			b.Fatal(diags.Error())
+			b.Fatal(diags.Err())
 		}
 	}
 }
@@ -110,7 +110,7 @@ func TestLoadManyPhases(t *testing.T) {
 	d := time.Since(start)
 	runtime.ReadMemStats(&after)
 	if diags.HasErrors() || len(rb.Phases) != n {
-		t.Fatalf("%d phases: %s", len(rb.Phases), diags.Error())
+		t.Fatalf("%d phases: %s", len(rb.Phases), diags.Err())
 	}
 	if got := after.TotalAlloc - before.TotalAlloc; got > 100_000*n {
 		t.Errorf("loading %d phases allocated %d MB, more than 100 kB a phase", n, got>>20)
@@ -126,7 +126,7 @@ func BenchmarkLoadChain3000(b *testing.B) {
 	opts := runbooks.Options{Dir: "/x", Schemas: testSchemas()}
 	for b.Loop() {
 		if _, diags := runbooks.NewLoader(fsys, opts).Load(); diags.HasErrors() {
-			b.Fatal(diags.Error())
+			b.Fatal(diags.Err())
 		}
 	}
 }
