@@ -3,11 +3,13 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/homelab-migrate/migrate/graph"
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/state"
@@ -40,7 +42,8 @@ type Engine struct {
 	parallelism int
 	providers   map[string]providers.Interface // by ProviderConfig.Key()
 	steps       map[phases.Address]*phases.Step
-	phaseOrder  []*phases.Phase
+	phaseOrder  []*phases.Phase // e.order.list
+	order       *phaseOrder
 }
 
 // New instantiates and configures every provider the runbook declares.
@@ -68,7 +71,7 @@ func New(ctx context.Context, opts Options) (*Engine, phases.Diagnostics) {
 	if err != nil {
 		return nil, phases.FromError("Invalid phase order", err)
 	}
-	e.phaseOrder = order
+	e.order, e.phaseOrder = order, order.list
 
 	for _, pc := range opts.Runbook.Providers {
 		f, ok := opts.Factories[pc.Type]
@@ -137,69 +140,65 @@ func (e *Engine) provider(s *phases.Step) providers.Interface { return e.provide
 
 // PhaseOrder returns the runbook's phases in the order they run, without
 // configuring any provider (for views such as status).
-func PhaseOrder(r *phases.Runbook) ([]*phases.Phase, error) { return orderPhases(r.Phases) }
+func PhaseOrder(r *phases.Runbook) ([]*phases.Phase, error) {
+	po, err := orderPhases(r.Phases)
+	if err != nil {
+		return nil, err
+	}
+	return po.list, nil
+}
+
+// phaseOrder is the runbook's phases in the order they run, and which
+// run strictly before which.
+type phaseOrder struct {
+	list    []*phases.Phase // in run order
+	decl    []*phases.Phase // in declaration order: the nodes of closure
+	index   map[string]int  // name -> declaration index
+	pos     []int           // declaration index -> place in list
+	closure *graph.Closure
+}
 
 // orderPhases sorts phases so that each comes after those it names in
 // After, keeping declaration order where After leaves a choice.
-func orderPhases(list []*phases.Phase) ([]*phases.Phase, error) {
-	byName := map[string]*phases.Phase{}
-	for _, p := range list {
-		byName[p.Name] = p
+func orderPhases(list []*phases.Phase) (*phaseOrder, error) {
+	po := &phaseOrder{decl: list, index: make(map[string]int, len(list)), pos: make([]int, len(list))}
+	for i, p := range list {
+		po.index[p.Name] = i
 	}
-	var out []*phases.Phase
-	state := map[string]int{} // 0 new, 1 visiting, 2 done
-	var visit func(p *phases.Phase, path []string) error
-	visit = func(p *phases.Phase, path []string) error {
-		switch state[p.Name] {
-		case 1:
-			return fmt.Errorf("phases wait for each other: %s", strings.Join(append(path, p.Name), " -> "))
-		case 2:
-			return nil
-		}
-		state[p.Name] = 1
+	g := graph.New(len(list))
+	for i, p := range list {
 		for _, a := range p.After {
-			q, ok := byName[a]
+			j, ok := po.index[a]
 			if !ok {
-				return fmt.Errorf("phase %q runs after unknown phase %q", p.Name, a)
+				return nil, fmt.Errorf("phase %q runs after unknown phase %q", p.Name, a)
 			}
-			if err := visit(q, append(path, p.Name)); err != nil {
-				return err
-			}
-		}
-		state[p.Name] = 2
-		out = append(out, p)
-		return nil
-	}
-	for _, p := range list {
-		if err := visit(p, nil); err != nil {
-			return nil, err
+			g.AddEdge(i, j)
 		}
 	}
-	return out, nil
+	if cycles := g.Cycles(); len(cycles) > 0 {
+		var path []string
+		for _, i := range cycles[0].Path {
+			path = append(path, list[i].Name)
+		}
+		return nil, fmt.Errorf("phases wait for each other: %s", strings.Join(path, " -> "))
+	}
+	for k, i := range g.Order() {
+		po.list = append(po.list, list[i])
+		po.pos[i] = k
+	}
+	po.closure = g.Closure()
+	return po, nil
 }
 
-// phasesBefore returns every phase that must be complete before p runs.
+// phasesBefore returns, in run order, every phase that must be complete
+// before p runs.
 func (e *Engine) phasesBefore(p *phases.Phase) []*phases.Phase {
-	byName := map[string]*phases.Phase{}
-	for _, q := range e.phaseOrder {
-		byName[q.Name] = q
-	}
-	seen := map[string]bool{}
-	var walk func(q *phases.Phase)
-	walk = func(q *phases.Phase) {
-		for _, a := range q.After {
-			if !seen[a] {
-				seen[a] = true
-				walk(byName[a])
-			}
-		}
-	}
-	walk(p)
-	var out []*phases.Phase
-	for _, q := range e.phaseOrder {
-		if seen[q.Name] {
-			out = append(out, q)
-		}
+	po := e.order
+	before := po.closure.All(po.index[p.Name])
+	slices.SortFunc(before, func(a, b int) int { return po.pos[a] - po.pos[b] })
+	out := make([]*phases.Phase, len(before))
+	for k, i := range before {
+		out[k] = po.decl[i]
 	}
 	return out
 }

@@ -71,6 +71,9 @@ type harness struct {
 	events []engine.Event
 	mu     sync.Mutex
 	log    *state.Log // given to the engine when set
+	// hookErr, when set, is what the test hook returns for an event
+	// (after recording it): a view or the state failing.
+	hookErr func(engine.Event) error
 }
 
 func newHarness(t *testing.T) *harness {
@@ -96,6 +99,9 @@ func (h *harness) open(r *phases.Runbook) (*engine.Engine, *state.Local) {
 			h.mu.Lock()
 			h.events = append(h.events, ev)
 			h.mu.Unlock()
+			if h.hookErr != nil {
+				return h.hookErr(ev)
+			}
 			return nil
 		})},
 	})

@@ -68,13 +68,23 @@ type StepPlan struct {
 // IsCheck reports whether the entry is a check.
 func (s *StepPlan) IsCheck() bool { return s.When != "" }
 
-// HasChanges reports whether running the plan would change anything.
+// HasChanges reports whether running the plan would do anything at all:
+// change a step or run a check. It is what plan --detailed-exitcode and
+// "nothing to run" go by, so that no view decides it on its own.
 func (p *Plan) HasChanges() bool {
 	for _, ph := range p.Phases {
-		for _, s := range ph.Steps {
-			if !s.IsCheck() && s.Action != providers.NoOp {
-				return true
-			}
+		if ph.HasChanges() {
+			return true
+		}
+	}
+	return false
+}
+
+// HasChanges reports whether some step or check of the phase would run.
+func (pp *PhasePlan) HasChanges() bool {
+	for _, sp := range pp.Steps {
+		if sp.Action != providers.NoOp {
+			return true
 		}
 	}
 	return false
@@ -169,7 +179,7 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 		pp := &PhasePlan{Name: ph.Name, Description: ph.Description, Complete: phaseComplete(ph, snap)}
 		plan.Phases = append(plan.Phases, pp)
 		changes := false
-		for _, s := range topoOrder(ph.Steps) {
+		for _, s := range newStepGraph(ph.Steps).order() {
 			sp, d := e.planStep(ctx, s, snap.Steps[s.Addr.String()], out)
 			diags = append(diags, d...)
 			if sp.Action != providers.NoOp {
@@ -304,27 +314,4 @@ func phaseComplete(ph *phases.Phase, snap *state.Snapshot) bool {
 		}
 	}
 	return true
-}
-
-// topoOrder lists steps so that each comes after its dependencies,
-// keeping declaration order otherwise.
-func topoOrder(steps []*phases.Step) []*phases.Step {
-	g := newGraph(steps)
-	out := make([]*phases.Step, 0, len(steps))
-	seen := make([]bool, len(steps))
-	var visit func(i int)
-	visit = func(i int) {
-		if seen[i] {
-			return
-		}
-		seen[i] = true
-		for _, j := range g.deps[i] {
-			visit(j)
-		}
-		out = append(out, steps[i])
-	}
-	for i := range steps {
-		visit(i)
-	}
-	return out
 }

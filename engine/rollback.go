@@ -3,8 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
-	"time"
 
 	"github.com/zclconf/go-cty/cty"
 
@@ -102,7 +102,7 @@ func (e *Engine) PlanRollback(names []string) (*RollbackPlan, error) {
 	for i := len(selected) - 1; i >= 0; i-- {
 		ph := selected[i]
 		pr := &PhaseRollbackPlan{Name: ph.Name}
-		order := topoOrder(ph.Steps)
+		order := newStepGraph(ph.Steps).order()
 		for j := len(order) - 1; j >= 0; j-- {
 			s := order[j]
 			rec := snap.Steps[s.Addr.String()]
@@ -159,8 +159,8 @@ func (e *Engine) Rollback(stop, cancel context.Context, rp *RollbackPlan) error 
 }
 
 func (e *Engine) rollbackPhase(stop, cancel context.Context, ph *phases.Phase, pr *PhaseRollbackPlan, out *outputs) error {
-	start := time.Now()
-	if err := e.hooks.emit(Event{Kind: PhaseStarted, Phase: ph.Name, Message: "rollback"}); err != nil {
+	run, err := e.startPhase(ph, "rollback")
+	if err != nil {
 		return err
 	}
 	wanted := map[phases.Address]bool{}
@@ -168,39 +168,24 @@ func (e *Engine) rollbackPhase(stop, cancel context.Context, ph *phases.Phase, p
 		wanted[x.Addr] = true
 	}
 	r := &stepRunner{e: e, cancel: cancel, out: out}
-	g := newGraph(ph.Steps).reversed()
-	res := g.walk(stop, e.parallelism, func(s *phases.Step) bool {
+	w, err := run.walk(stop, r, newStepGraph(ph.Steps).reversed(), func(s *phases.Step) bool {
 		if !wanted[s.Addr] {
 			return true
 		}
 		return r.revert(s)
 	})
-	if err := r.fatal(); err != nil {
+	if err != nil {
 		return err
 	}
-	var failedSteps, skippedSteps []phases.Address
-	interrupted := false
-	for i, x := range res {
-		switch x {
-		case failed:
-			failedSteps = append(failedSteps, g.nodes[i].Addr)
-		case skipped:
-			skippedSteps = append(skippedSteps, g.nodes[i].Addr)
-		case notStarted:
-			interrupted = true
+	if len(w.failed) > 0 {
+		err := fmt.Errorf("rollback of phase %s did not complete: could not undo %s", ph.Name, joinAddrs(w.failed))
+		if len(w.skipped) > 0 {
+			err = fmt.Errorf("%w; left as they are because a step that depends on them could not be undone: %s", err, joinAddrs(w.skipped))
 		}
+		return run.failed(err)
 	}
-	if len(failedSteps) > 0 {
-		err := fmt.Errorf("rollback of phase %s did not complete: could not undo %s", ph.Name, joinAddrs(failedSteps))
-		if len(skippedSteps) > 0 {
-			err = fmt.Errorf("%w; left as they are because a step that depends on them could not be undone: %s", err, joinAddrs(skippedSteps))
-		}
-		e.hooks.emit(Event{Kind: PhaseFailed, Phase: ph.Name, Error: err.Error(), Duration: time.Since(start)})
-		return err
-	}
-	if interrupted || stop.Err() != nil {
-		e.hooks.emit(Event{Kind: Interrupted, Phase: ph.Name})
-		return ErrInterrupted
+	if w.interrupted {
+		return run.interrupted()
 	}
 	// The phase no longer counts as complete: its after-checks are void.
 	for _, c := range ph.Checks {
@@ -213,7 +198,7 @@ func (e *Engine) rollbackPhase(stop, cancel context.Context, ph *phases.Phase, p
 			return r.fatal()
 		}
 	}
-	return e.hooks.emit(Event{Kind: PhaseCompleted, Phase: ph.Name, Message: "rolled back", Duration: time.Since(start)})
+	return run.completed("rolled back")
 }
 
 // revert undoes one step with the inverse its record holds.
@@ -238,39 +223,27 @@ func (r *stepRunner) revert(s *phases.Step) bool {
 	if !ok || rec.Inverse == nil {
 		return r.revertFailed(s, rec, fmt.Errorf("provider %s cannot undo steps", s.Provider))
 	}
-	now := time.Now()
-	rec.Status = state.Reverting
-	rec.StartedAt, rec.FinishedAt = &now, nil
-	if !r.emit(Event{Kind: StepReverting, Phase: s.Phase, Addr: s.Addr, Message: rec.Inverse.Description, Record: rec}) {
+	if !r.transition(s, rec, state.Reverting, Event{Kind: StepReverting, Message: rec.Inverse.Description}) {
 		return false
 	}
 	outputs, _, _ := decodeOutputs(rec.Outputs)
-	ctx := r.cancel
-	if s.Timeout > 0 {
-		var done context.CancelFunc
-		ctx, done = context.WithTimeout(ctx, s.Timeout)
-		defer done()
+	req := providers.RevertRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Inverse: *rec.Inverse, Outputs: outputs, Resumed: resumed}
+	diags = r.call(s, func(ctx context.Context, log io.Writer) phases.Diagnostics {
+		req.Log = log
+		return rv.Revert(ctx, req).Diagnostics
+	})
+	if diags.HasErrors() {
+		return r.revertFailed(s, rec, diags.Err())
 	}
-	log := &lineWriter{emit: func(line string) {
-		e.hooks.emit(Event{Kind: StepOutput, Phase: s.Phase, Addr: s.Addr, Message: line})
-	}}
-	resp := rv.Revert(ctx, providers.RevertRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Inverse: *rec.Inverse, Outputs: outputs, Resumed: resumed, Log: log})
-	log.Flush()
-	if resp.Diagnostics.HasErrors() {
-		return r.revertFailed(s, rec, resp.Diagnostics.Err())
-	}
-	return r.reverted(s, rec, now)
+	return r.reverted(s, rec)
 }
 
-func (r *stepRunner) reverted(s *phases.Step, rec *state.StepRecord, started time.Time) bool {
-	now := time.Now()
-	rec.Status = state.Reverted
+func (r *stepRunner) reverted(s *phases.Step, rec *state.StepRecord) bool {
 	rec.Inverse = nil
 	rec.Outputs = nil
 	rec.InputHash = ""
-	rec.FinishedAt = &now
 	rec.LastError = ""
-	if !r.emit(Event{Kind: StepReverted, Phase: s.Phase, Addr: s.Addr, Duration: now.Sub(started), Record: rec}) {
+	if !r.transition(s, rec, state.Reverted, Event{Kind: StepReverted}) {
 		return false
 	}
 	r.out.set(s.Addr, cty.DynamicVal)
@@ -278,10 +251,7 @@ func (r *stepRunner) reverted(s *phases.Step, rec *state.StepRecord, started tim
 }
 
 func (r *stepRunner) revertFailed(s *phases.Step, rec *state.StepRecord, err error) bool {
-	now := time.Now()
-	rec.Status = state.RevertFailed
-	rec.FinishedAt = &now
 	rec.LastError = err.Error()
-	r.emit(Event{Kind: StepFailed, Phase: s.Phase, Addr: s.Addr, Error: strings.TrimSpace(rec.LastError), Message: "rollback", Record: rec})
+	r.transition(s, rec, state.RevertFailed, Event{Kind: StepFailed, Error: strings.TrimSpace(rec.LastError), Message: "rollback"})
 	return false
 }

@@ -137,11 +137,11 @@ func (e *Engine) checkEarlierPhases(plan *Plan, snap *state.Snapshot) error {
 const PhaseUpToDate = "already complete, nothing to do"
 
 func (e *Engine) runPhase(stop, cancel context.Context, ph *phases.Phase, pp *PhasePlan, out *outputs, opts RunOptions) error {
-	start := time.Now()
-	if pp.Complete && !hasWork(pp) {
+	if pp.Complete && !pp.HasChanges() {
 		return e.hooks.emit(Event{Kind: PhaseCompleted, Phase: ph.Name, Message: PhaseUpToDate})
 	}
-	if err := e.hooks.emit(Event{Kind: PhaseStarted, Phase: ph.Name}); err != nil {
+	pr, err := e.startPhase(ph, "")
+	if err != nil {
 		return err
 	}
 	planned := map[phases.Address]*StepPlan{}
@@ -173,64 +173,106 @@ func (e *Engine) runPhase(stop, cancel context.Context, ph *phases.Phase, pp *Ph
 		}
 	}
 	runChecks(before)
-	if r.fatal() != nil {
-		return r.fatal()
-	}
-	if len(failedChecks) > 0 {
-		err := &PhaseError{Phase: ph.Name, Checks: failedChecks}
-		e.hooks.emit(Event{Kind: PhaseFailed, Phase: ph.Name, Error: err.Error(), Duration: time.Since(start)})
+	if err := r.fatal(); err != nil {
 		return err
 	}
-
-	g := newGraph(ph.Steps)
-	res := g.walk(stop, e.parallelism, r.run)
-	if r.fatal() != nil {
-		return r.fatal()
+	if len(failedChecks) > 0 {
+		return pr.failed(&PhaseError{Phase: ph.Name, Checks: failedChecks})
 	}
-	perr := &PhaseError{Phase: ph.Name}
-	interrupted := false
-	for i, x := range res {
-		switch x {
-		case failed:
-			perr.Failed = append(perr.Failed, g.nodes[i].Addr)
-		case skipped:
-			perr.Skipped = append(perr.Skipped, g.nodes[i].Addr)
-			e.hooks.emit(Event{Kind: StepSkipped, Phase: ph.Name, Addr: g.nodes[i].Addr, Message: "a step it depends on failed"})
-		case notStarted:
-			interrupted = true
+
+	w, err := pr.walk(stop, r, newStepGraph(ph.Steps), r.run)
+	if err != nil {
+		return err
+	}
+	for _, a := range w.skipped {
+		if !r.emit(Event{Kind: StepSkipped, Phase: ph.Name, Addr: a, Message: "a step it depends on failed"}) {
+			return r.fatal()
 		}
 	}
-	if len(perr.Failed) > 0 {
-		e.hooks.emit(Event{Kind: PhaseFailed, Phase: ph.Name, Error: perr.Error(), Duration: time.Since(start)})
-		return perr
+	if len(w.failed) > 0 {
+		return pr.failed(&PhaseError{Phase: ph.Name, Failed: w.failed, Skipped: w.skipped})
 	}
-	if interrupted || stop.Err() != nil {
-		e.hooks.emit(Event{Kind: Interrupted, Phase: ph.Name})
-		return ErrInterrupted
+	if w.interrupted {
+		return pr.interrupted()
 	}
 	runChecks(after)
-	if r.fatal() != nil {
-		return r.fatal()
+	if err := r.fatal(); err != nil {
+		return err
 	}
 	if len(failedChecks) > 0 {
-		perr.Checks = failedChecks
-		e.hooks.emit(Event{Kind: PhaseFailed, Phase: ph.Name, Error: perr.Error(), Duration: time.Since(start)})
-		return perr
+		return pr.failed(&PhaseError{Phase: ph.Name, Checks: failedChecks})
 	}
 	if stop.Err() != nil {
 		return ErrInterrupted
 	}
-	return e.hooks.emit(Event{Kind: PhaseCompleted, Phase: ph.Name, Duration: time.Since(start)})
+	return pr.completed("")
 }
 
-// hasWork: some step or check of the phase plan would run.
-func hasWork(pp *PhasePlan) bool {
-	for _, sp := range pp.Steps {
-		if sp.Action != providers.NoOp {
-			return true
+// phaseRun is one phase being run or rolled back: the events that open
+// and close it, and the walk of its steps, shared by both.
+type phaseRun struct {
+	e     *Engine
+	name  string
+	start time.Time
+}
+
+// startPhase announces the phase (message "rollback" for a rollback).
+func (e *Engine) startPhase(ph *phases.Phase, message string) (*phaseRun, error) {
+	pr := &phaseRun{e: e, name: ph.Name, start: time.Now()}
+	return pr, e.hooks.emit(Event{Kind: PhaseStarted, Phase: ph.Name, Message: message})
+}
+
+// walkOutcome sorts the steps of a walk by how they ended.
+type walkOutcome struct {
+	failed, skipped []phases.Address
+	// interrupted: some step did not start because the run was stopped.
+	interrupted bool
+}
+
+// walk visits g's steps in parallel (see stepGraph.walk). Once a hook has
+// failed (the state could not be written, a view could not show an
+// event) no step starts, and the phase ends with the hook's error.
+func (pr *phaseRun) walk(stop context.Context, r *stepRunner, g *stepGraph, visit func(*phases.Step) bool) (walkOutcome, error) {
+	res := g.walk(stop, pr.e.parallelism, func(s *phases.Step) bool {
+		return r.fatal() == nil && visit(s)
+	})
+	if err := r.fatal(); err != nil {
+		return walkOutcome{}, err
+	}
+	var w walkOutcome
+	for i, x := range res {
+		switch x {
+		case failed:
+			w.failed = append(w.failed, g.nodes[i].Addr)
+		case skipped:
+			w.skipped = append(w.skipped, g.nodes[i].Addr)
+		case notStarted:
+			w.interrupted = true
 		}
 	}
-	return false
+	w.interrupted = w.interrupted || stop.Err() != nil
+	return w, nil
+}
+
+// failed reports the phase failed with err, and returns err, or the
+// error of a hook that could not record it.
+func (pr *phaseRun) failed(err error) error {
+	if herr := pr.e.hooks.emit(Event{Kind: PhaseFailed, Phase: pr.name, Error: err.Error(), Duration: time.Since(pr.start)}); herr != nil {
+		return herr
+	}
+	return err
+}
+
+// interrupted reports the phase stopped early.
+func (pr *phaseRun) interrupted() error {
+	if err := pr.e.hooks.emit(Event{Kind: Interrupted, Phase: pr.name}); err != nil {
+		return err
+	}
+	return ErrInterrupted
+}
+
+func (pr *phaseRun) completed(message string) error {
+	return pr.e.hooks.emit(Event{Kind: PhaseCompleted, Phase: pr.name, Message: message, Duration: time.Since(pr.start)})
 }
 
 // stepRunner runs single steps; it is shared by the goroutines of a walk.
@@ -310,19 +352,16 @@ func (r *stepRunner) run(s *phases.Step) bool {
 	attempts := max(1, s.Retry.Attempts)
 	backoff := s.Retry.Backoff
 	for attempt := 1; ; attempt++ {
-		now := time.Now()
-		rec.Status = state.Running
 		rec.Attempts++
-		rec.StartedAt, rec.FinishedAt = &now, nil
 		// Facts such as who approved belong to the apply that made them:
 		// a new try that fails must not show the earlier ones.
 		rec.Record = nil
-		if !r.emit(Event{Kind: StepStarted, Phase: s.Phase, Addr: s.Addr, Check: s.IsCheck(), Attempt: attempt, Record: rec}) {
+		if !r.transition(s, rec, state.Running, Event{Kind: StepStarted, Attempt: attempt}) {
 			return false
 		}
 		resp := r.apply(s, p, cfg, rec)
 		if !resp.Diagnostics.HasErrors() {
-			return r.succeed(s, rec, hash, resp, now)
+			return r.succeed(s, rec, hash, resp)
 		}
 		if resp.Inverse != nil {
 			// A failed apply that changed something and knows how to
@@ -347,7 +386,31 @@ func (r *stepRunner) run(s *phases.Step) bool {
 	}
 }
 
-func (r *stepRunner) apply(s *phases.Step, p providers.Interface, cfg cty.Value, rec *state.StepRecord) providers.ApplyResponse {
+// transition is the one place a step's record changes status: it stamps
+// the times, and the event that carries the record checkpoints it. A
+// start (running, reverting) opens the step's times, anything else closes
+// them.
+func (r *stepRunner) transition(s *phases.Step, rec *state.StepRecord, status state.Status, ev Event) bool {
+	now := time.Now()
+	rec.Status = status
+	switch status {
+	case state.Running, state.Reverting:
+		rec.StartedAt, rec.FinishedAt = &now, nil
+	default:
+		rec.FinishedAt = &now
+		if rec.StartedAt != nil && (status == state.Done && ev.Kind == StepDone || status == state.Reverted) {
+			ev.Duration = now.Sub(*rec.StartedAt)
+		}
+	}
+	ev.Phase, ev.Addr, ev.Check, ev.Record = s.Phase, s.Addr, s.IsCheck(), rec
+	return r.emit(ev)
+}
+
+// call runs one provider call for s (an Apply or a Revert) under the
+// step's timeout, with a log writer whose lines become StepOutput events;
+// the last line, unterminated, is flushed when the call returns. It
+// returns the call's diagnostics, with a note when the timeout ended it.
+func (r *stepRunner) call(s *phases.Step, do func(ctx context.Context, log io.Writer) phases.Diagnostics) phases.Diagnostics {
 	ctx := r.cancel
 	if s.Timeout > 0 {
 		var done context.CancelFunc
@@ -355,11 +418,19 @@ func (r *stepRunner) apply(s *phases.Step, p providers.Interface, cfg cty.Value,
 		defer done()
 	}
 	log := &lineWriter{emit: func(line string) {
-		r.e.hooks.emit(Event{Kind: StepOutput, Phase: s.Phase, Addr: s.Addr, Check: s.IsCheck(), Message: line})
+		r.emit(Event{Kind: StepOutput, Phase: s.Phase, Addr: s.Addr, Check: s.IsCheck(), Message: line})
 	}}
-	defer log.Flush()
+	diags := do(ctx, log)
+	log.Flush()
+	if ctx.Err() == context.DeadlineExceeded && diags.HasErrors() {
+		diags = append(diags, phases.Errorf("Step timed out", "Step %s did not finish within its timeout of %s.", s.Addr, s.Timeout)...)
+	}
+	return diags
+}
+
+func (r *stepRunner) apply(s *phases.Step, p providers.Interface, cfg cty.Value, rec *state.StepRecord) providers.ApplyResponse {
 	req := providers.ApplyRequest{
-		Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec), Log: log,
+		Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec),
 		Approval: providers.Approval{Prompt: r.opts.Prompt},
 	}
 	if sp := r.planned[s.Addr]; sp != nil {
@@ -368,29 +439,28 @@ func (r *stepRunner) apply(s *phases.Step, p providers.Interface, cfg cty.Value,
 	if r.opts.Approve[s.Addr] {
 		req.Approval.By = r.opts.Approver
 	}
-	resp := p.Apply(ctx, req)
-	if ctx.Err() == context.DeadlineExceeded && resp.Diagnostics.HasErrors() {
-		resp.Diagnostics = append(resp.Diagnostics, phases.Errorf("Step timed out", "Step %s did not finish within its timeout of %s.", s.Addr, s.Timeout)...)
-	}
+	var resp providers.ApplyResponse
+	resp.Diagnostics = r.call(s, func(ctx context.Context, log io.Writer) phases.Diagnostics {
+		req.Log = log
+		resp = p.Apply(ctx, req)
+		return resp.Diagnostics
+	})
 	return resp
 }
 
-func (r *stepRunner) succeed(s *phases.Step, rec *state.StepRecord, hash string, resp providers.ApplyResponse, started time.Time) bool {
+func (r *stepRunner) succeed(s *phases.Step, rec *state.StepRecord, hash string, resp providers.ApplyResponse) bool {
 	r.e.hooks.redactor.AddMarked(resp.Outputs)
 	enc, err := encodeOutputs(resp.Outputs)
 	if err != nil {
 		return r.fail(s, rec, fmt.Errorf("recording outputs: %w", err))
 	}
-	now := time.Now()
-	rec.Status = state.Done
 	rec.InputHash = hash
 	rec.Outputs = enc
 	rec.Private = resp.Private
 	rec.Inverse = resp.Inverse
 	rec.Record = resp.Record
-	rec.FinishedAt = &now
 	rec.LastError = ""
-	if !r.emit(Event{Kind: StepDone, Phase: s.Phase, Addr: s.Addr, Check: s.IsCheck(), Duration: now.Sub(started), Record: rec}) {
+	if !r.transition(s, rec, state.Done, Event{Kind: StepDone}) {
 		return false
 	}
 	if resp.Outputs != cty.NilVal && !resp.Outputs.IsNull() {
@@ -405,16 +475,13 @@ func (r *stepRunner) adopt(s *phases.Step, rec *state.StepRecord, cfg cty.Value,
 	if err != nil {
 		enc = nil
 	}
-	now := time.Now()
-	rec.Status = state.Done
 	rec.InputHash = hash
 	rec.Outputs = enc
 	if read.Inverse != nil {
 		rec.Inverse = read.Inverse
 	}
-	rec.FinishedAt = &now
 	rec.LastError = ""
-	if !r.emit(Event{Kind: StepAdopted, Phase: s.Phase, Addr: s.Addr, Message: "finished before the last run stopped; recorded without running it again", Record: rec}) {
+	if !r.transition(s, rec, state.Done, Event{Kind: StepAdopted, Message: "finished before the last run stopped; recorded without running it again"}) {
 		return false
 	}
 	if read.Outputs != cty.NilVal && !read.Outputs.IsNull() {
@@ -438,14 +505,11 @@ func (r *stepRunner) refreshOutputs(s *phases.Step, p providers.Interface, cfg c
 }
 
 func (r *stepRunner) fail(s *phases.Step, rec *state.StepRecord, err error) bool {
-	now := time.Now()
-	rec.Status = state.Failed
 	// Outputs of an earlier apply no longer describe the step (a refused
 	// approval is not approved by anyone); nothing reads a failed step's.
 	rec.Outputs = nil
-	rec.FinishedAt = &now
 	rec.LastError = err.Error()
-	r.emit(Event{Kind: StepFailed, Phase: s.Phase, Addr: s.Addr, Check: s.IsCheck(), Error: rec.LastError, Record: rec})
+	r.transition(s, rec, state.Failed, Event{Kind: StepFailed, Error: rec.LastError})
 	return false
 }
 

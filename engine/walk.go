@@ -3,43 +3,47 @@ package engine
 import (
 	"context"
 
+	"github.com/homelab-migrate/migrate/graph"
 	"github.com/homelab-migrate/migrate/phases"
 )
 
-// graph is the steps of one phase with their edges. Edges point from a step
-// to the steps it depends on; dependencies outside the node set (earlier
-// phases) are already satisfied and ignored.
-type graph struct {
+// stepGraph is the steps of one phase with their edges, a graph.Graph
+// over their indexes. An edge goes from a step to a step it depends on;
+// dependencies outside the phase (earlier phases) are already satisfied
+// and left out.
+type stepGraph struct {
 	nodes []*phases.Step
-	index map[phases.Address]int
-	deps  [][]int // deps[i]: the nodes i waits for
+	g     *graph.Graph
 }
 
-func newGraph(steps []*phases.Step) *graph {
-	g := &graph{nodes: steps, index: make(map[phases.Address]int, len(steps)), deps: make([][]int, len(steps))}
+func newStepGraph(steps []*phases.Step) *stepGraph {
+	index := make(map[phases.Address]int, len(steps))
 	for i, s := range steps {
-		g.index[s.Addr] = i
+		index[s.Addr] = i
 	}
+	g := graph.New(len(steps))
 	for i, s := range steps {
 		for _, d := range s.DependsOn {
-			if j, ok := g.index[d]; ok {
-				g.deps[i] = append(g.deps[i], j)
+			if j, ok := index[d]; ok {
+				g.AddEdge(i, j)
 			}
 		}
 	}
-	return g
+	return &stepGraph{nodes: steps, g: g}
 }
 
 // reversed returns the graph with every edge turned around: for rollback,
 // a step waits for the steps that depended on it.
-func (g *graph) reversed() *graph {
-	r := &graph{nodes: g.nodes, index: g.index, deps: make([][]int, len(g.nodes))}
-	for i, ds := range g.deps {
-		for _, j := range ds {
-			r.deps[j] = append(r.deps[j], i)
-		}
+func (sg *stepGraph) reversed() *stepGraph { return &stepGraph{nodes: sg.nodes, g: sg.g.Reverse()} }
+
+// order lists the steps so that each comes after its dependencies,
+// keeping declaration order otherwise.
+func (sg *stepGraph) order() []*phases.Step {
+	out := make([]*phases.Step, 0, len(sg.nodes))
+	for _, i := range sg.g.Order() {
+		out = append(out, sg.nodes[i])
 	}
-	return r
+	return out
 }
 
 // walkResult tells, per node, whether it ran and how it ended.
@@ -57,16 +61,13 @@ const (
 // node whose visit fails makes its dependents (transitively) skipped,
 // while independent nodes go on. Once stop is done no new node starts;
 // the running ones finish.
-func (g *graph) walk(stop context.Context, parallelism int, visit func(*phases.Step) bool) []walkResult {
-	n := len(g.nodes)
+func (sg *stepGraph) walk(stop context.Context, parallelism int, visit func(*phases.Step) bool) []walkResult {
+	n := len(sg.nodes)
 	res := make([]walkResult, n)
 	waiting := make([]int, n)
-	dependents := make([][]int, n)
-	for i, ds := range g.deps {
-		waiting[i] = len(ds)
-		for _, j := range ds {
-			dependents[j] = append(dependents[j], i)
-		}
+	dependents := sg.g.Reverse()
+	for i := range n {
+		waiting[i] = len(sg.g.Edges(i))
 	}
 	var ready []int
 	for i := 0; i < n; i++ {
@@ -82,7 +83,7 @@ func (g *graph) walk(stop context.Context, parallelism int, visit func(*phases.S
 	running := 0
 	var skip func(i int)
 	skip = func(i int) {
-		for _, d := range dependents[i] {
+		for _, d := range dependents.Edges(i) {
 			if res[d] == notStarted {
 				res[d] = skipped
 				skip(d)
@@ -97,7 +98,7 @@ func (g *graph) walk(stop context.Context, parallelism int, visit func(*phases.S
 				continue
 			}
 			running++
-			go func() { results <- done{i, visit(g.nodes[i])} }()
+			go func() { results <- done{i, visit(sg.nodes[i])} }()
 		}
 		if running == 0 {
 			return res
@@ -110,7 +111,7 @@ func (g *graph) walk(stop context.Context, parallelism int, visit func(*phases.S
 			continue
 		}
 		res[d.i] = succeeded
-		for _, k := range dependents[d.i] {
+		for _, k := range dependents.Edges(d.i) {
 			waiting[k]--
 			if waiting[k] == 0 && res[k] == notStarted {
 				ready = insertSorted(ready, k)

@@ -29,14 +29,22 @@ const (
 	Warning
 )
 
-// Diagnostic is a problem found while evaluating or running a step, as a
-// person should read it: a short summary, a detail in sentences, and where
-// it applies when that is known.
+// Diagnostic is a problem found while loading a runbook, or evaluating or
+// running a step, as a person should read it: a short summary, a detail in
+// sentences, and where it applies when that is known. It is the one
+// diagnostics type of migrate: package runbooks converts HCL's at its
+// boundary, and the views print only these.
 type Diagnostic struct {
 	Severity Severity
 	Summary  string
 	Detail   string
 	Subject  *Range
+	// Context, when set, is the wider range (the whole expression) whose
+	// lines a snippet of the source shows around Subject.
+	Context *Range
+	// Values says which values the expression in error had, as sorted
+	// "NAME as VALUE" statements; sensitive values are never among them.
+	Values []string
 }
 
 // Diagnostics is a list of problems; it is an error only when one of them

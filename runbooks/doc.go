@@ -1,7 +1,8 @@
 // Package runbooks loads a runbook, a directory of *.hcl files read through
-// an fs.FS, into a *phases.Runbook, and reports every mistake it finds as an
-// hcl.Diagnostic with the file, the range and (through the files returned
-// by Loader.Files) a source snippet. It does not run anything: package
+// an fs.FS, into a *phases.Runbook, and reports every mistake it finds as a
+// phases.Diagnostic with the file, the range and (through the files returned
+// by Loader.Files) a source snippet. It is where HCL's diagnostics end:
+// Diagnostics converts them, keeping the values an expression had. It does not run anything: package
 // engine walks the result, providers do the work, and cmd/migrate renders
 // the diagnostics.
 //

@@ -72,7 +72,7 @@ var _ phases.Evaluator = (*evaluator)(nil)
 // declared sensitive carry phases.SensitiveMark.
 func (e *evaluator) Evaluate(outputs map[phases.Address]cty.Value) (cty.Value, phases.Diagnostics) {
 	v, diags := e.decode(outputs)
-	return v, toPhasesDiags(diags)
+	return v, convertDiags(diags, false)
 }
 
 func (e *evaluator) decode(outputs map[phases.Address]cty.Value) (cty.Value, hcl.Diagnostics) {
@@ -98,35 +98,6 @@ func markAttrs(v cty.Value, names []string) cty.Value {
 		}
 	}
 	return cty.ObjectVal(m).WithMarks(marks)
-}
-
-// toPhasesDiags converts HCL diagnostics for the engine, which knows no HCL.
-func toPhasesDiags(diags hcl.Diagnostics) phases.Diagnostics {
-	if len(diags) == 0 {
-		return nil
-	}
-	out := make(phases.Diagnostics, 0, len(diags))
-	for _, d := range diags {
-		pd := phases.Diagnostic{Severity: phases.Error, Summary: d.Summary, Detail: d.Detail}
-		if d.Severity == hcl.DiagWarning {
-			pd.Severity = phases.Warning
-		}
-		if d.Subject != nil {
-			r := toRange(*d.Subject)
-			pd.Subject = &r
-		}
-		out = append(out, pd)
-	}
-	return out
-}
-
-func toRange(r hcl.Range) phases.Range {
-	return phases.Range{
-		Filename:  r.Filename,
-		StartLine: r.Start.Line, StartCol: r.Start.Column,
-		EndLine: r.End.Line, EndCol: r.End.Column,
-		StartByte: r.Start.Byte, EndByte: r.End.Byte,
-	}
 }
 
 // dropWithin removes diagnostics whose subject lies inside one of the

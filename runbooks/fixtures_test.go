@@ -12,15 +12,14 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/hashicorp/hcl/v2"
-
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/runbooks"
+	"github.com/homelab-migrate/migrate/views"
 )
 
 // fixture loads testdata/<kind>/<name>: a single .hcl file (alone, in a
 // MapFS) or a directory (through os.DirFS).
-func fixture(t *testing.T, kind, name string) (*runbooks.Loader, *phases.Runbook, hcl.Diagnostics) {
+func fixture(t *testing.T, kind, name string) (*runbooks.Loader, *phases.Runbook, phases.Diagnostics) {
 	t.Helper()
 	p := filepath.Join("testdata", kind, name)
 	fi, err := os.Stat(p)
@@ -69,10 +68,11 @@ func fixtureNames(t *testing.T, kind string) []string {
 	return names
 }
 
-func render(l *runbooks.Loader, diags hcl.Diagnostics) string {
+func render(l *runbooks.Loader, diags phases.Diagnostics) string {
 	var b bytes.Buffer
-	w := hcl.NewDiagnosticTextWriter(&b, l.Files(), 100, false)
-	_ = w.WriteDiagnostics(diags)
+	v := views.New(views.Options{Stdout: &b, Stderr: &b, Width: 100})
+	v.SetFiles(l.Files())
+	v.Diagnostics(diags)
 	return b.String()
 }
 
@@ -119,14 +119,14 @@ func TestInvalid(t *testing.T) {
 			l, _, diags := fixture(t, "invalid", name)
 			got := map[int][]string{}
 			for _, d := range diags {
-				if d.Severity != hcl.DiagError {
+				if d.Severity != phases.Error {
 					continue
 				}
 				if d.Subject == nil {
 					t.Errorf("error without a subject: %s: %s", d.Summary, d.Detail)
 					continue
 				}
-				got[d.Subject.Start.Line] = append(got[d.Subject.Start.Line], d.Summary)
+				got[d.Subject.StartLine] = append(got[d.Subject.StartLine], d.Summary)
 			}
 			lines := map[int]bool{}
 			for line := range want {

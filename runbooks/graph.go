@@ -2,17 +2,17 @@ package runbooks
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/homelab-migrate/migrate/graph"
 	"github.com/homelab-migrate/migrate/phases"
 )
 
 // orderPhases fills Phase.After (from after, or the previous phase),
 // reports unknown phases and cycles, and computes which phases run
-// strictly before each one.
+// strictly before which.
 func (ld *load) orderPhases() {
 	var prev *phaseDecl
 	for _, pd := range ld.phases {
@@ -28,56 +28,61 @@ func (ld *load) orderPhases() {
 		prev = pd
 	}
 
-	// Cycles.
-	g := newGraph(len(ld.phases))
+	g := graph.New(len(ld.phases))
+	rngs := edgeRanges{}
 	index := map[string]int{}
 	for i, pd := range ld.phases {
 		index[pd.block.Name] = i
+		pd.idx = i
 	}
 	for i, pd := range ld.phases {
 		for _, e := range pd.after {
-			g.addEdge(i, index[e.name], compact(e.rng))
+			rngs.add(g, i, index[e.name], compact(e.rng))
 		}
 	}
-	for _, cyc := range g.cycles() {
+	for _, cyc := range g.Cycles() {
 		var members, path []string
-		for _, i := range cyc.members {
+		for _, i := range cyc.Members {
 			members = append(members, "phase."+ld.phases[i].block.Name)
 		}
-		for _, i := range cyc.path {
+		for _, i := range cyc.Path {
 			path = append(path, "phase."+ld.phases[i].block.Name)
 		}
 		detail := fmt.Sprintf("The phases %s each wait for another in a cycle: %s (read \"->\" as \"runs after\"). Change an after argument to break it; a phase without after runs after the phase declared before it.",
 			englishList(members), strings.Join(path, " -> "))
-		if len(cyc.members) == 1 {
+		if len(cyc.Members) == 1 {
 			detail = fmt.Sprintf("The phase %q cannot run after itself. Remove phase.%s from its after argument.",
-				ld.phases[cyc.members[0]].block.Name, ld.phases[cyc.members[0]].block.Name)
+				ld.phases[cyc.Members[0]].block.Name, ld.phases[cyc.Members[0]].block.Name)
 		}
 		ld.diags = append(ld.diags, &hcl.Diagnostic{
 			Severity: hcl.DiagError,
 			Summary:  "Phase Order Cycle",
 			Detail:   detail,
-			Subject:  cyc.rng.Ptr(),
+			Subject:  rngs.first(cyc).Ptr(),
 		})
 	}
 
-	// Transitive predecessors.
-	for i, pd := range ld.phases {
-		pd.before = map[string]bool{}
-		stack := []int{i}
-		for len(stack) > 0 {
-			n := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			for _, e := range g.edges[n] {
-				name := ld.phases[e.to].block.Name
-				if !pd.before[name] {
-					pd.before[name] = true
-					stack = append(stack, e.to)
-				}
-			}
-		}
-	}
+	// Which phases run strictly before which: asked for every dependency
+	// between phases, so computed once for all.
+	ld.phaseClosure = g.Closure()
 }
+
+// runsBefore reports whether phase q runs strictly before phase p.
+func (ld *load) runsBefore(q, p *phaseDecl) bool { return ld.phaseClosure.Before(p.idx, q.idx) }
+
+// edgeRanges remembers where each edge of a graph was written (the first
+// place, when written twice), for the subject of a cycle.
+type edgeRanges map[[2]int]srcRange
+
+func (r edgeRanges) add(g *graph.Graph, from, to int, rng srcRange) {
+	if _, ok := r[[2]int{from, to}]; !ok {
+		r[[2]int{from, to}] = rng
+	}
+	g.AddEdge(from, to)
+}
+
+// first is the place of a cycle's first edge.
+func (r edgeRanges) first(c graph.Cycle) hcl.Range { return r[[2]int{c.Path[0], c.Path[1]}].hcl() }
 
 func (ld *load) decodeAfter(a *hcl.Attribute) []phaseEdge {
 	exprs, diags := hcl.ExprList(a.Expr)
@@ -131,7 +136,8 @@ func (ld *load) checkStepGraph() {
 		for i, d := range members {
 			index[d.addr()] = i
 		}
-		g := newGraph(len(members))
+		g := graph.New(len(members))
+		rngs := edgeRanges{}
 		for i, d := range members {
 			reported := map[phases.Address]bool{}
 			for _, r := range d.deps {
@@ -140,32 +146,32 @@ func (ld *load) checkStepGraph() {
 				}
 				reported[r.addr] = true
 				if j, same := index[r.addr]; same {
-					g.addEdge(i, j, r.rng)
+					rngs.add(g, i, j, r.rng)
 					ld.checkCheckOrder(d, members[j], r.rng.hcl())
 					continue
 				}
 				ld.checkPhaseOrder(d, ld.steps[r.addr], r.rng.hcl())
 			}
 		}
-		for _, cyc := range g.cycles() {
+		for _, cyc := range g.Cycles() {
 			var names, path []string
-			for _, i := range cyc.members {
+			for _, i := range cyc.Members {
 				names = append(names, members[i].addr().String())
 			}
-			for _, i := range cyc.path {
+			for _, i := range cyc.Path {
 				path = append(path, members[i].addr().String())
 			}
 			detail := fmt.Sprintf("The steps %s depend on each other in a cycle: %s. Remove a reference or a depends_on entry to break it.",
 				englishList(names), strings.Join(path, " -> "))
-			if len(cyc.members) == 1 {
+			if len(cyc.Members) == 1 {
 				detail = fmt.Sprintf("The %s %s depends on itself (%s). A step or check cannot use its own outputs or wait for itself.",
-					members[cyc.members[0]].kind(), names[0], strings.Join(path, " -> "))
+					members[cyc.Members[0]].kind(), names[0], strings.Join(path, " -> "))
 			}
 			ld.diags = append(ld.diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  "Dependency Cycle",
 				Detail:   detail,
-				Subject:  cyc.rng.Ptr(),
+				Subject:  rngs.first(cyc).Ptr(),
 			})
 		}
 	}
@@ -174,11 +180,11 @@ func (ld *load) checkStepGraph() {
 // checkPhaseOrder reports a dependency on a step of a phase that does not
 // run strictly before the dependent's phase.
 func (ld *load) checkPhaseOrder(d, dep *stepDecl, rng hcl.Range) {
-	if dep == nil || d.phase.before[dep.phase.block.Name] {
+	if dep == nil || ld.runsBefore(dep.phase, d.phase) {
 		return
 	}
 	p, q := d.phase.block.Name, dep.phase.block.Name
-	if dep.phase.before[p] {
+	if ld.runsBefore(d.phase, dep.phase) {
 		ld.diags = append(ld.diags, &hcl.Diagnostic{
 			Severity: hcl.DiagError,
 			Summary:  "Dependency Runs Backwards",
@@ -245,150 +251,4 @@ func (ld *load) build() *phases.Runbook {
 		}
 	}
 	return rb
-}
-
-// graph is a small directed graph for cycle detection.
-type graph struct {
-	edges [][]edge
-}
-
-type edge struct {
-	to  int
-	rng srcRange
-}
-
-type cycle struct {
-	members []int     // in index order
-	path    []int     // first member -> ... -> first member
-	rng     hcl.Range // the first edge of path
-}
-
-func newGraph(n int) *graph { return &graph{edges: make([][]edge, n)} }
-
-func (g *graph) addEdge(from, to int, rng srcRange) {
-	g.edges[from] = append(g.edges[from], edge{to: to, rng: rng})
-}
-
-// cycles returns one cycle per strongly connected component that has one
-// (Tarjan's algorithm), naming all its members and one path through it.
-func (g *graph) cycles() []cycle {
-	n := len(g.edges)
-	index := make([]int, n)
-	low := make([]int, n)
-	onStack := make([]bool, n)
-	for i := range index {
-		index[i] = -1
-	}
-	var stack []int
-	var sccs [][]int
-	next := 0
-	var strong func(v int)
-	strong = func(v int) {
-		index[v], low[v] = next, next
-		next++
-		stack = append(stack, v)
-		onStack[v] = true
-		for _, e := range g.edges[v] {
-			if index[e.to] < 0 {
-				strong(e.to)
-				low[v] = min(low[v], low[e.to])
-			} else if onStack[e.to] {
-				low[v] = min(low[v], index[e.to])
-			}
-		}
-		if low[v] == index[v] {
-			var scc []int
-			for {
-				w := stack[len(stack)-1]
-				stack = stack[:len(stack)-1]
-				onStack[w] = false
-				scc = append(scc, w)
-				if w == v {
-					break
-				}
-			}
-			sccs = append(sccs, scc)
-		}
-	}
-	for v := 0; v < n; v++ {
-		if index[v] < 0 {
-			strong(v)
-		}
-	}
-
-	var out []cycle
-	for _, scc := range sccs {
-		sort.Ints(scc)
-		in := map[int]bool{}
-		for _, v := range scc {
-			in[v] = true
-		}
-		start := scc[0]
-		if len(scc) == 1 {
-			self := false
-			var rng hcl.Range
-			for _, e := range g.edges[start] {
-				if e.to == start {
-					self, rng = true, e.rng.hcl()
-					break
-				}
-			}
-			if self {
-				out = append(out, cycle{members: scc, path: []int{start, start}, rng: rng})
-			}
-			continue
-		}
-		// Shortest way back to start, within the component.
-		prev := map[int]int{}
-		firstRng := map[int]hcl.Range{}
-		queue := []int{}
-		for _, e := range g.edges[start] {
-			if in[e.to] {
-				if _, ok := prev[e.to]; !ok {
-					prev[e.to] = start
-					firstRng[e.to] = e.rng.hcl()
-					queue = append(queue, e.to)
-				}
-			}
-		}
-		found := false
-		for len(queue) > 0 && !found {
-			v := queue[0]
-			queue = queue[1:]
-			if v == start {
-				found = true
-				break
-			}
-			for _, e := range g.edges[v] {
-				if !in[e.to] {
-					continue
-				}
-				if _, ok := prev[e.to]; !ok {
-					prev[e.to] = v
-					queue = append(queue, e.to)
-				}
-			}
-		}
-		path := []int{start}
-		for v := prev[start]; v != start; v = prev[v] {
-			path = append(path, v)
-			if len(path) > len(scc)+1 {
-				break
-			}
-		}
-		// path is start, then predecessors back to start's successor:
-		// reverse all but the first to read forwards.
-		rest := path[1:]
-		for i, j := 0, len(rest)-1; i < j; i, j = i+1, j-1 {
-			rest[i], rest[j] = rest[j], rest[i]
-		}
-		path = append(path, start)
-		rng := hcl.Range{}
-		if len(path) > 1 {
-			rng = firstRng[path[1]]
-		}
-		out = append(out, cycle{members: scc, path: path, rng: rng})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].members[0] < out[j].members[0] })
-	return out
 }

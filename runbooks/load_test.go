@@ -9,7 +9,6 @@ import (
 	"testing/fstest"
 	"time"
 
-	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/homelab-migrate/migrate/phases"
@@ -17,7 +16,7 @@ import (
 )
 
 // load loads files given as name -> content with the test schemas.
-func load(t *testing.T, files map[string]string, opts runbooks.Options) (*phases.Runbook, hcl.Diagnostics) {
+func load(t *testing.T, files map[string]string, opts runbooks.Options) (*phases.Runbook, phases.Diagnostics) {
 	t.Helper()
 	fsys := fstest.MapFS{}
 	for name, src := range files {
@@ -36,7 +35,7 @@ func mustLoad(t *testing.T, files map[string]string, opts runbooks.Options) *pha
 	t.Helper()
 	rb, diags := load(t, files, opts)
 	if diags.HasErrors() {
-		t.Fatalf("unexpected errors: %s", diags.Error())
+		t.Fatalf("unexpected errors: %s", diags.Err())
 	}
 	return rb
 }
@@ -264,7 +263,7 @@ phase "p" {}
 		t.Error("--var novalue should be reported")
 	}
 	if len(diags) != 4 {
-		t.Errorf("want 4 diagnostics, got %d: %s", len(diags), diags.Error())
+		t.Errorf("want 4 diagnostics, got %d: %s", len(diags), diags.Err())
 	}
 }
 
@@ -402,7 +401,7 @@ phase "p" {
 }
 `, "t.tmpl": "${nope}"}, runbooks.Options{})
 	if len(diags) != 2 {
-		t.Fatalf("want 2 diagnostics, got %s", diags.Error())
+		t.Fatalf("want 2 diagnostics, got %s", diags.Err())
 	}
 	for i, summary := range []string{"Error in function call", "Invalid function argument"} {
 		if d := diags[i]; d.Subject == nil || d.Summary != summary {

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/homelab-migrate/migrate/graph"
 	"github.com/homelab-migrate/migrate/phases"
 )
 
@@ -38,26 +39,26 @@ type Options struct {
 type Loader struct {
 	fsys  fs.FS
 	opts  Options
-	files map[string]*hcl.File
+	files map[string][]byte
 }
 
 // NewLoader returns a Loader reading the *.hcl files at the root of fsys,
 // normally os.DirFS(opts.Dir).
 func NewLoader(fsys fs.FS, opts Options) *Loader {
-	return &Loader{fsys: fsys, opts: opts, files: map[string]*hcl.File{}}
+	return &Loader{fsys: fsys, opts: opts, files: map[string][]byte{}}
 }
 
 // Files returns every file the last Load read, keyed by the file names used
 // in diagnostic ranges (runbook files by their path in the fs.FS, variable
 // files by their path as given, --var values by a name in angle brackets),
-// for hcl.NewDiagnosticTextWriter.
-func (l *Loader) Files() map[string]*hcl.File { return l.files }
+// with their bytes, for the snippets a view shows (views.View.SetFiles).
+func (l *Loader) Files() map[string][]byte { return l.files }
 
 // Load reads, decodes and checks the runbook. It reports every problem it
 // can find in one go. When the diagnostics contain errors the runbook is
 // incomplete (steps in error are left out) and must not be run; it is
 // returned anyway for tools that want to show what could be understood.
-func (l *Loader) Load() (*phases.Runbook, hcl.Diagnostics) {
+func (l *Loader) Load() (*phases.Runbook, phases.Diagnostics) {
 	ld := &load{
 		Loader:    l,
 		files:     map[string]*hcl.File{},
@@ -76,12 +77,12 @@ func (l *Loader) Load() (*phases.Runbook, hcl.Diagnostics) {
 	rb := ld.run()
 	// Keep the bytes diagnostics quote, not the syntax trees: the steps
 	// hold what they still evaluate.
-	l.files = make(map[string]*hcl.File, len(ld.files))
+	l.files = make(map[string][]byte, len(ld.files))
 	for name, f := range ld.files {
-		l.files[name] = &hcl.File{Body: hcl.EmptyBody(), Bytes: f.Bytes}
+		l.files[name] = f.Bytes
 	}
 	sortDiags(ld.diags)
-	return rb, capDiags(ld.diags)
+	return rb, Diagnostics(capDiags(ld.diags))
 }
 
 // sortDiags orders diagnostics by file and position, those without a
@@ -119,9 +120,11 @@ type load struct {
 
 	phases   []*phaseDecl
 	phaseIdx map[string]*phaseDecl
-	steps    map[phases.Address]*stepDecl
-	names    map[phases.Address]phases.Address // interned step addresses
-	allSteps []*stepDecl                       // declaration order, including rejected duplicates
+	// phaseClosure says which phases run strictly before which.
+	phaseClosure *graph.Closure
+	steps        map[phases.Address]*stepDecl
+	names        map[phases.Address]phases.Address // interned step addresses
+	allSteps     []*stepDecl                       // declaration order, including rejected duplicates
 
 	suggested      int // "Did you mean" hints given
 	specs          map[string]hcldec.ObjectSpec

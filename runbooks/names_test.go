@@ -49,7 +49,7 @@ phase "a" {
 }
 `}, runbooks.Options{})
 	if len(diags) != 1 || !strings.Contains(diags[0].Summary, "Duplicate") {
-		t.Errorf("want one duplicate error, got: %s", diags.Error())
+		t.Errorf("want one duplicate error, got: %s", diags.Err())
 	}
 }
 
@@ -70,9 +70,9 @@ phase "сafe" {
 		if !strings.HasPrefix(d.Summary, "Mixed Scripts in ") || !strings.Contains(d.Detail, "Cyrillic") || !strings.Contains(d.Detail, "one script") {
 			t.Errorf("unexpected %s: %s", d.Summary, d.Detail)
 		}
-		lines = append(lines, d.Subject.Start.Line)
+		lines = append(lines, d.Subject.StartLine)
 	}
 	if len(lines) != 3 || lines[0] != 2 || lines[1] != 3 || lines[2] != 5 {
-		t.Errorf("want mixed-script errors on lines 2, 3 and 5, got %v: %s", lines, diags.Error())
+		t.Errorf("want mixed-script errors on lines 2, 3 and 5, got %v: %s", lines, diags.Err())
 	}
 }

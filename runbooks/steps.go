@@ -75,10 +75,10 @@ func (ld *load) staticEvaluator(body hcl.Body, key string, attrs map[string]phas
 }
 
 type phaseDecl struct {
-	block  *phaseBlock
-	phase  *phases.Phase
-	after  []phaseEdge
-	before map[string]bool // phases that run strictly before this one
+	block *phaseBlock
+	phase *phases.Phase
+	after []phaseEdge
+	idx   int // in ld.phases: its node in the phase graph
 }
 
 type phaseEdge struct {

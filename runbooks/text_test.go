@@ -31,7 +31,7 @@ func TestNotText(t *testing.T) {
 			t.Parallel()
 			_, diags := load(t, map[string]string{"main.hcl": tc.src}, runbooks.Options{})
 			if len(diags) != 1 || diags[0].Summary != "File Is Not Text" {
-				t.Fatalf("want one File Is Not Text error, got %d: %.500s", len(diags), diags.Error())
+				t.Fatalf("want one File Is Not Text error, got %d: %.500s", len(diags), diags.Err())
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(diags[0].Detail, w) {

@@ -104,11 +104,15 @@ func (s *Scrubber) Text(t string) string {
 	return t
 }
 
-// Diags scrubs the summaries and details of d in place, and returns it.
+// Diags scrubs the text of d (summaries, details, the values of an
+// expression) in place, and returns it.
 func (s *Scrubber) Diags(d phases.Diagnostics) phases.Diagnostics {
 	for i := range d {
 		d[i].Summary = s.Text(d[i].Summary)
 		d[i].Detail = s.Text(d[i].Detail)
+		for j, v := range d[i].Values {
+			d[i].Values[j] = s.Text(v)
+		}
 	}
 	return d
 }

@@ -50,6 +50,13 @@ func writeAtomic(dir, name string, data []byte) (err error) {
 	return syncDir(dir)
 }
 
+// WriteFile replaces the file at path with data as the snapshot is
+// replaced (see writeAtomic): readable by its owner only, never seen half
+// written, durable once it returns. Saved plans use it too.
+func WriteFile(path string, data []byte) error {
+	return writeAtomic(filepath.Dir(path), filepath.Base(path), data)
+}
+
 // backupSnapshot makes dir/state.json.backup the current dir/state.json (a
 // hard link, so no copy; a copy where links are not supported). The caller
 // syncs the directory.

@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"unicode/utf8"
 
-	"github.com/hashicorp/hcl/v2"
 	wordwrap "github.com/mitchellh/go-wordwrap"
-	"github.com/zclconf/go-cty/cty"
 
 	"github.com/homelab-migrate/migrate/phases"
 )
@@ -19,31 +16,29 @@ import (
 // longer lines are cut around the place the diagnostic points at.
 const snippetWidth = 120
 
-// HCLDiagnostics prints load-time problems with their file, line and a
-// snippet of the source, on stderr. The text is written as HCL's own
-// writer would, but each line is found through an index (HCL's scans the
-// file from the start for every diagnostic, so N errors cost N times the
-// file), long lines are cut, and everything passes the scrubber.
-func (v *View) HCLDiagnostics(diags hcl.Diagnostics) {
+// Diagnostics prints problems, from loading a runbook to running its
+// steps, on stderr: those that point into a runbook file with the line
+// and a snippet of the source. The text is written as HCL's own writer
+// would, but each line is found through an index (HCL's scans the file
+// from the start for every diagnostic, so N errors cost N times the file),
+// long lines are cut, and everything passes the scrubber.
+func (v *View) Diagnostics(diags phases.Diagnostics) {
 	if len(diags) == 0 {
 		return
 	}
 	var b strings.Builder
 	for _, d := range diags {
+		if d.Subject != nil && d.Subject.Filename == "" {
+			d.Subject = nil // a place in no file says nothing
+		}
 		b.Reset()
 		if d.Subject != nil && v.files[d.Subject.Filename] == nil {
-			v.plainDiagnostic(&b, d)
+			v.plainDiagnostic(&b, &d)
 		} else {
-			v.writeDiagnostic(&b, d)
+			v.writeDiagnostic(&b, &d)
 		}
 		io.WriteString(v.err, v.scrubText(b.String()))
 	}
-}
-
-// Diagnostics prints problems found while evaluating, planning or running
-// steps. Those that point into a runbook file show its source too.
-func (v *View) Diagnostics(diags phases.Diagnostics) {
-	v.HCLDiagnostics(ToHCL(diags))
 }
 
 // SetScrubber makes every diagnostic and error pass through scrub (the
@@ -58,14 +53,14 @@ func (v *View) scrubText(s string) string {
 }
 
 // plainDiagnostic prints a diagnostic whose file is not at hand.
-func (v *View) plainDiagnostic(w io.Writer, d *hcl.Diagnostic) {
+func (v *View) plainDiagnostic(w io.Writer, d *phases.Diagnostic) {
 	label := v.est.errLabel("Error:")
-	if d.Severity == hcl.DiagWarning {
+	if d.Severity == phases.Warning {
 		label = v.est.warn("Warning:")
 	}
 	fmt.Fprintf(w, "%s %s\n\n", label, d.Summary)
 	if d.Subject != nil {
-		fmt.Fprintf(w, "  on %s line %d:\n\n", d.Subject.Filename, d.Subject.Start.Line)
+		fmt.Fprintf(w, "  on %s line %d:\n\n", d.Subject.Filename, d.Subject.StartLine)
 	}
 	if d.Detail != "" {
 		fmt.Fprintf(w, "%s\n", indent(d.Detail, ""))
@@ -73,13 +68,13 @@ func (v *View) plainDiagnostic(w io.Writer, d *hcl.Diagnostic) {
 }
 
 // writeDiagnostic writes d in the layout of hcl.NewDiagnosticTextWriter.
-func (v *View) writeDiagnostic(w *strings.Builder, d *hcl.Diagnostic) {
+func (v *View) writeDiagnostic(w *strings.Builder, d *phases.Diagnostic) {
 	var color, highlight, reset string
 	if v.errColor {
 		color, highlight, reset = "\x1b[31m", "\x1b[1;4m", "\x1b[0m"
 	}
 	severity := "Error"
-	if d.Severity == hcl.DiagWarning {
+	if d.Severity == phases.Warning {
 		severity = "Warning"
 		if v.errColor {
 			color = "\x1b[33m"
@@ -89,22 +84,22 @@ func (v *View) writeDiagnostic(w *strings.Builder, d *hcl.Diagnostic) {
 	if d.Subject != nil {
 		snip, hl := *d.Subject, *d.Subject
 		if d.Context != nil {
-			snip = hcl.RangeOver(snip, *d.Context)
+			snip = rangeOver(snip, *d.Context)
 		}
-		if hl.Empty() { // show an empty range as one character
-			hl.End.Byte++
+		if hl.StartByte == hl.EndByte { // show an empty range as one character
+			hl.EndByte++
 		}
-		src := v.files[d.Subject.Filename].Bytes
+		src := v.files[d.Subject.Filename]
 		starts := v.lineStarts(d.Subject.Filename, src)
-		fmt.Fprintf(w, "  on %s line %d:\n", d.Subject.Filename, d.Subject.Start.Line)
-		for line := max(snip.Start.Line, 1); line <= min(snip.End.Line, len(starts)); line++ {
+		fmt.Fprintf(w, "  on %s line %d:\n", d.Subject.Filename, d.Subject.StartLine)
+		for line := max(snip.StartLine, 1); line <= min(snip.EndLine, len(starts)); line++ {
 			a, b := starts[line-1], len(src)
 			if line < len(starts) {
 				b = starts[line] - 1
 			}
 			text := bytes.TrimSuffix(src[a:b], []byte{'\r'})
-			hs := min(max(hl.Start.Byte-a, 0), len(text))
-			he := min(max(hl.End.Byte-a, hs), len(text))
+			hs := min(max(hl.StartByte-a, 0), len(text))
+			he := min(max(hl.EndByte-a, hs), len(text))
 			pre, mid, post := cutLine(text, hs, he)
 			pre, mid, post = printable(pre), printable(mid), printable(post)
 			if mid == "" {
@@ -187,107 +182,33 @@ func printable(s string) string {
 	}, s)
 }
 
+// rangeOver is the smallest range that covers a and b, as
+// hcl.RangeOver.
+func rangeOver(a, b phases.Range) phases.Range {
+	r := a
+	if b.StartByte < a.StartByte {
+		r.StartLine, r.StartCol, r.StartByte = b.StartLine, b.StartCol, b.StartByte
+	}
+	if b.EndByte > a.EndByte {
+		r.EndLine, r.EndCol, r.EndByte = b.EndLine, b.EndCol, b.EndByte
+	}
+	return r
+}
+
 // writeValues says which values the expression of d had ("with s as
-// 3."), as HCL's writer does, for an expression evaluated in several
-// scopes. Marked (sensitive) values are never shown.
-func writeValues(w *strings.Builder, d *hcl.Diagnostic) {
-	if d.Expression == nil || d.EvalContext == nil {
-		return
-	}
-	var stmts []string
-	seen := map[string]bool{}
-	for _, tr := range d.Expression.Variables() {
-		val, diags := tr.TraverseAbs(d.EvalContext)
-		name := traversalStr(tr)
-		if diags.HasErrors() || seen[name] || !val.IsKnown() || val.ContainsMarked() {
-			continue
-		}
-		seen[name] = true
-		if val.IsNull() {
-			stmts = append(stmts, name+" set to null")
-		} else {
-			stmts = append(stmts, name+" as "+valueStr(val))
-		}
-	}
-	sort.Strings(stmts)
-	for i, s := range stmts {
+// 3."), as HCL's writer does.
+func writeValues(w *strings.Builder, d *phases.Diagnostic) {
+	for i, s := range d.Values {
 		if i == 0 {
 			w.WriteString("with ")
 		} else {
 			w.WriteString("     ")
 		}
 		w.WriteString(s)
-		if i == len(stmts)-1 {
+		if i == len(d.Values)-1 {
 			w.WriteString(".\n\n")
 		} else {
 			w.WriteString(",\n")
 		}
 	}
-}
-
-func traversalStr(tr hcl.Traversal) string {
-	var b strings.Builder
-	for _, step := range tr {
-		switch s := step.(type) {
-		case hcl.TraverseRoot:
-			b.WriteString(s.Name)
-		case hcl.TraverseAttr:
-			b.WriteString("." + s.Name)
-		case hcl.TraverseIndex:
-			if s.Key.Type().IsPrimitiveType() && !s.Key.IsMarked() {
-				b.WriteString("[" + valueStr(s.Key) + "]")
-			} else {
-				b.WriteString("[...]")
-			}
-		}
-	}
-	return b.String()
-}
-
-// valueStr is a short description of a value: primitives in full (a
-// string cut to the snippet width), collections by their size.
-func valueStr(v cty.Value) string {
-	ty := v.Type()
-	switch {
-	case v.IsNull():
-		return "null"
-	case !v.IsKnown():
-		return "(not yet known)"
-	case ty == cty.Bool:
-		return fmt.Sprint(v.True())
-	case ty == cty.Number:
-		return v.AsBigFloat().Text('g', 10)
-	case ty == cty.String:
-		s := v.AsString()
-		if utf8.RuneCountInString(s) > snippetWidth {
-			s = string([]rune(s)[:snippetWidth]) + "…"
-		}
-		return fmt.Sprintf("%q", s)
-	case ty.IsCollectionType() || ty.IsTupleType():
-		return fmt.Sprintf("%s with %s", ty.FriendlyName(), plural(v.LengthInt(), "element", "elements"))
-	case ty.IsObjectType():
-		return fmt.Sprintf("object with %s", plural(len(ty.AttributeTypes()), "attribute", "attributes"))
-	}
-	return ty.FriendlyName()
-}
-
-// ToHCL converts engine and provider diagnostics to HCL's, so that one
-// writer prints both.
-func ToHCL(diags phases.Diagnostics) hcl.Diagnostics {
-	out := make(hcl.Diagnostics, 0, len(diags))
-	for _, d := range diags {
-		hd := &hcl.Diagnostic{Severity: hcl.DiagError, Summary: d.Summary, Detail: d.Detail}
-		if d.Severity == phases.Warning {
-			hd.Severity = hcl.DiagWarning
-		}
-		if r := d.Subject; r != nil && r.Filename != "" {
-			hd.Subject = &hcl.Range{
-				Filename: r.Filename,
-				Start:    hcl.Pos{Line: r.StartLine, Column: r.StartCol, Byte: r.StartByte},
-				End:      hcl.Pos{Line: r.EndLine, Column: r.EndCol, Byte: r.EndByte},
-			}
-		}
-		out = append(out, hd)
-	}
-	return out
 }

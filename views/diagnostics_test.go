@@ -9,6 +9,8 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+
+	"github.com/homelab-migrate/migrate/runbooks"
 )
 
 func parse(t *testing.T, src string) (map[string]*hcl.File, hcl.Diagnostics) {
@@ -36,8 +38,8 @@ func TestDiagnosticsAsHCLWrites(t *testing.T) {
 	var want bytes.Buffer
 	_ = hcl.NewDiagnosticTextWriter(&want, files, 78, false).WriteDiagnostics(diags)
 	v, _, got := newView()
-	v.SetFiles(files)
-	v.HCLDiagnostics(diags)
+	v.SetFiles(map[string][]byte{"main.hcl": []byte(src)})
+	v.Diagnostics(runbooks.Diagnostics(diags))
 	if got.String() != want.String() {
 		t.Errorf("got:\n%s\nwant (HCL's writer):\n%s", got, want.String())
 	}
@@ -47,12 +49,12 @@ func TestDiagnosticsAsHCLWrites(t *testing.T) {
 func TestDiagnosticSnippetCut(t *testing.T) {
 	t.Parallel()
 	line := "x = \"" + strings.Repeat("é", 20000) + "MARK" + strings.Repeat("z", 20000) + "\""
-	files := map[string]*hcl.File{"main.hcl": {Bytes: []byte(line + "\n")}}
+	files := map[string][]byte{"main.hcl": []byte(line + "\n")}
 	at := strings.Index(line, "MARK")
 	v, _, got := newView()
 	v.SetFiles(files)
-	v.HCLDiagnostics(hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Here", Subject: &hcl.Range{
-		Filename: "main.hcl", Start: hcl.Pos{Line: 1, Column: 20006, Byte: at}, End: hcl.Pos{Line: 1, Column: 20010, Byte: at + 4}}}})
+	v.Diagnostics(runbooks.Diagnostics(hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Here", Subject: &hcl.Range{
+		Filename: "main.hcl", Start: hcl.Pos{Line: 1, Column: 20006, Byte: at}, End: hcl.Pos{Line: 1, Column: 20010, Byte: at + 4}}}}))
 	var snippet string
 	for _, l := range strings.Split(got.String(), "\n") {
 		if strings.HasPrefix(l, "   1: ") {
@@ -70,11 +72,11 @@ func TestDiagnosticSnippetCut(t *testing.T) {
 // Control characters of a source line do not reach the terminal.
 func TestDiagnosticSnippetPrintable(t *testing.T) {
 	t.Parallel()
-	files := map[string]*hcl.File{"main.hcl": {Bytes: []byte("x = \"\x1b[2J\x01\"\t# tab\n")}}
+	files := map[string][]byte{"main.hcl": []byte("x = \"\x1b[2J\x01\"\t# tab\n")}
 	v, _, got := newView()
 	v.SetFiles(files)
-	v.HCLDiagnostics(hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Here", Subject: &hcl.Range{
-		Filename: "main.hcl", Start: hcl.Pos{Line: 1, Column: 1, Byte: 0}, End: hcl.Pos{Line: 1, Column: 2, Byte: 1}}}})
+	v.Diagnostics(runbooks.Diagnostics(hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Here", Subject: &hcl.Range{
+		Filename: "main.hcl", Start: hcl.Pos{Line: 1, Column: 1, Byte: 0}, End: hcl.Pos{Line: 1, Column: 2, Byte: 1}}}}))
 	if strings.ContainsAny(got.String(), "\x1b\x01") || !strings.Contains(got.String(), "\ufffd[2J\ufffd\"\t# tab") {
 		t.Errorf("snippet: %q", got.String())
 	}
@@ -88,7 +90,7 @@ func TestDiagnosticsLinear(t *testing.T) {
 	for i := range 2000 {
 		fmt.Fprintf(&src, "bogus_%d = %q\n", i, strings.Repeat("v", 300))
 	}
-	files := map[string]*hcl.File{"main.hcl": {Bytes: []byte(src.String())}}
+	files := map[string][]byte{"main.hcl": []byte(src.String())}
 	var diags hcl.Diagnostics
 	off := 0
 	for i, l := range strings.SplitAfter(src.String(), "\n")[:2000] {
@@ -98,8 +100,9 @@ func TestDiagnosticsLinear(t *testing.T) {
 	}
 	v, _, got := newView()
 	v.SetFiles(files)
+	pd := runbooks.Diagnostics(diags)
 	start := time.Now()
-	v.HCLDiagnostics(diags)
+	v.Diagnostics(pd)
 	// HCL's writer needs ~20 s here on this machine; a linear one a few ms.
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("2,000 diagnostics took %s", d)
@@ -112,14 +115,13 @@ func TestDiagnosticsLinear(t *testing.T) {
 // Every diagnostic and error passes the scrubber.
 func TestDiagnosticsScrubbed(t *testing.T) {
 	t.Parallel()
-	files, _ := parse(t, "x = \"hunter2\"\n")
 	v, _, got := newView()
-	v.SetFiles(files)
+	v.SetFiles(map[string][]byte{"main.hcl": []byte("x = \"hunter2\"\n")})
 	v.SetScrubber(func(s string) string { return strings.ReplaceAll(s, "hunter2", "(sensitive)") })
-	v.HCLDiagnostics(hcl.Diagnostics{
+	v.Diagnostics(runbooks.Diagnostics(hcl.Diagnostics{
 		{Severity: hcl.DiagError, Summary: "Bad hunter2", Detail: "hunter2 is wrong.", Subject: &hcl.Range{Filename: "main.hcl", Start: hcl.Pos{Line: 1, Column: 1}, End: hcl.Pos{Line: 1, Column: 2, Byte: 1}}},
 		{Severity: hcl.DiagError, Summary: "Elsewhere", Detail: "hunter2", Subject: &hcl.Range{Filename: "other.hcl"}},
-	})
+	}))
 	v.Error(fmt.Errorf("failed with hunter2"))
 	if strings.Contains(got.String(), "hunter2") || strings.Count(got.String(), "(sensitive)") != 5 {
 		t.Errorf("not scrubbed:\n%s", got)

@@ -48,13 +48,6 @@ func CountPlan(p *engine.Plan) PlanCounts {
 	return c
 }
 
-// HasWork reports whether running the plan would do anything at all:
-// change a step or run a check.
-func HasWork(p *engine.Plan) bool {
-	c := CountPlan(p)
-	return c.Changes() > 0 || c.Checks > 0
-}
-
 // PlanJSON writes the plan as one indented JSON document.
 func PlanJSON(w io.Writer, p *engine.Plan) error {
 	b, err := json.MarshalIndent(p, "", "  ")

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/charmbracelet/lipgloss"
-	"github.com/hashicorp/hcl/v2"
 )
 
 // Options say where a View writes and how.
@@ -30,7 +29,7 @@ type View struct {
 	width       int
 	errColor    bool
 	st, est     styles
-	files       map[string]*hcl.File
+	files       map[string][]byte
 	lines       map[string][]int // line starts of files, built as needed
 	scrub       func(string) string
 }
@@ -57,9 +56,9 @@ func (v *View) Stdout() io.Writer { return v.out }
 // Stderr is where diagnostics, errors and notes go.
 func (v *View) Stderr() io.Writer { return v.err }
 
-// SetFiles gives the parsed runbook files, so that diagnostics can show
-// the source lines they point at.
-func (v *View) SetFiles(files map[string]*hcl.File) { v.files, v.lines = files, nil }
+// SetFiles gives the runbook files' bytes by name (runbooks.Loader.Files),
+// so that diagnostics can show the source lines they point at.
+func (v *View) SetFiles(files map[string][]byte) { v.files, v.lines = files, nil }
 
 // Error prints an error that ends a command.
 func (v *View) Error(err error) {

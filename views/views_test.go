@@ -204,7 +204,7 @@ func TestPlan(t *testing.T) {
 			t.Errorf("plan lacks %q:\n%s", want, got)
 		}
 	}
-	if c := views.CountPlan(p); c.Changes() != 3 || c.Checks != 1 || !views.HasWork(p) {
+	if c := views.CountPlan(p); c.Changes() != 3 || c.Checks != 1 || !p.HasChanges() {
 		t.Errorf("counts: %+v", c)
 	}
 }

@@ -189,7 +189,7 @@ func (a *app) load(vf varFlags) (*phases.Runbook, error) {
 	scrub.Add(rb.Secrets...)
 	a.view().SetScrubber(scrub.Text)
 	a.view().SetFiles(ld.Files())
-	a.view().HCLDiagnostics(diags)
+	a.view().Diagnostics(diags)
 	if diags.HasErrors() {
 		return nil, reported(exitError)
 	}

@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"os"
 	"os/signal"
 
 	"github.com/spf13/cobra"
@@ -67,7 +64,7 @@ func (a *app) plan(o planFlags) (err error) {
 		return engine.ErrInterrupted
 	}
 	if o.out != "" {
-		if err := writePlan(o.out, p); err != nil {
+		if err := engine.WritePlan(o.out, p); err != nil {
 			return err
 		}
 	}
@@ -81,48 +78,8 @@ func (a *app) plan(o planFlags) (err error) {
 			v.Note("Saved the plan to %s; run it with: migrate run --plan %s", o.out, o.out)
 		}
 	}
-	if o.detailedExitCd && views.HasWork(p) {
+	if o.detailedExitCd && p.HasChanges() {
 		return reported(exitChanges)
 	}
 	return nil
-}
-
-// writePlan saves a plan readable only by its owner.
-func writePlan(path string, p *engine.Plan) error {
-	b, err := json.MarshalIndent(p, "", "  ")
-	if err != nil {
-		return err
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("saving the plan: %w", err)
-	}
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return fmt.Errorf("saving the plan: %w", err)
-	}
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
-		return fmt.Errorf("saving the plan: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("saving the plan: %w", err)
-	}
-	return nil
-}
-
-// readPlan loads a plan saved by plan --out.
-func readPlan(path string) (*engine.Plan, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading the plan: %w", err)
-	}
-	var p engine.Plan
-	if err := json.Unmarshal(b, &p); err != nil {
-		return nil, fmt.Errorf("reading the plan %s: %w", path, err)
-	}
-	if p.FormatVersion != engine.PlanFormatVersion {
-		return nil, fmt.Errorf("the plan %s is in format version %d; this migrate reads version %d: make a new plan", path, p.FormatVersion, engine.PlanFormatVersion)
-	}
-	return &p, nil
 }

@@ -87,7 +87,7 @@ func (a *app) run(o runFlags) (err error) {
 
 	var plan *engine.Plan
 	if o.planFile != "" {
-		if plan, err = readPlan(o.planFile); err != nil {
+		if plan, err = engine.ReadPlan(o.planFile); err != nil {
 			return err
 		}
 	} else {
@@ -103,7 +103,7 @@ func (a *app) run(o runFlags) (err error) {
 		return err
 	}
 	warnApprovals(v, plan, approve)
-	if !views.HasWork(plan) {
+	if !plan.HasChanges() {
 		const nothing = "Nothing to run: every selected step is done and unchanged."
 		if o.json {
 			v.Note(nothing)

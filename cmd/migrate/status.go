@@ -1,10 +1,10 @@
 package main
 
 import (
-	"github.com/hashicorp/hcl/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/homelab-migrate/migrate/engine"
+	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/views"
 )
 
@@ -44,10 +44,10 @@ func (a *app) statusCommand() *cobra.Command {
 
 // withoutMissingVars drops the errors about variables given no value: the
 // loader leaves them unknown, which is enough to list phases and steps.
-func withoutMissingVars(diags hcl.Diagnostics) hcl.Diagnostics {
-	var out hcl.Diagnostics
+func withoutMissingVars(diags phases.Diagnostics) phases.Diagnostics {
+	var out phases.Diagnostics
 	for _, d := range diags {
-		if d.Severity == hcl.DiagError && d.Summary == "Missing Required Variable" {
+		if d.Severity == phases.Error && d.Summary == "Missing Required Variable" {
 			continue
 		}
 		out = append(out, d)
