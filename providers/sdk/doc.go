@@ -50,6 +50,6 @@
 // clear is left whole even when a secret occurs in it: it is no secret,
 // and data carrying it (a revert command) must keep working.
 //
-// sdktest.Canary plants secrets in every input of every step type and
+// providertest.Canary runs a provider with secrets planted in its inputs and
 // checks they leave by no field.
 package sdk
