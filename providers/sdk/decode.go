@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"sync"
 
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
@@ -27,29 +28,46 @@ type config struct {
 	marks []cty.Path
 	// public are the strings of the configuration that are not
 	// sensitive: text the runbook shows in clear anyway.
-	public []string
+	public     []string
+	publicOnce sync.Once
+	known      bool // obj is wholly known
 }
 
 // prepare checks the types of cfg against attrs and learns its secrets:
 // every marked value and every attribute declared sensitive.
-func prepare(addr phases.Address, cfg cty.Value, attrs map[string]phases.Attribute, scrub *secret.Scrubber) (*config, phases.Diagnostics) {
+func prepare(addr phases.Address, cfg cty.Value, attrs map[string]phases.Attribute, objTy cty.Type, scrub *secret.Scrubber) (*config, phases.Diagnostics) {
 	c := &config{addr: addr, attrs: attrs}
 	if cfg == cty.NilVal {
 		cfg = cty.NullVal(cty.DynamicPseudoType)
 	}
-	scrub.AddMarked(cfg)
-	plain, pvm := cfg.UnmarkDeepWithPaths()
-	for _, m := range pvm {
-		if _, ok := m.Marks[phases.SensitiveMark]; ok {
-			c.marks = append(c.marks, m.Path)
+	plain := cfg
+	if cfg.ContainsMarked() {
+		scrub.AddMarked(cfg)
+		var pvm []cty.PathValueMarks
+		plain, pvm = cfg.UnmarkDeepWithPaths()
+		for _, m := range pvm {
+			if _, ok := m.Marks[phases.SensitiveMark]; ok {
+				c.marks = append(c.marks, m.Path)
+			}
 		}
+	}
+	if plain.IsKnown() && !plain.IsNull() && plain.Type().Equals(objTy) {
+		// Already the schema's shape, as the loader gives it: only the
+		// attributes declared sensitive are left to learn.
+		c.obj = plain
+		c.known = plain.IsWhollyKnown()
+		for name, a := range attrs {
+			if a.Sensitive {
+				scrub.AddValue(plain.GetAttr(name))
+			}
+		}
+		return c, nil
 	}
 	var diags phases.Diagnostics
 	vals := make(map[string]cty.Value, len(attrs))
-	for _, name := range sortedNames(attrs) {
-		a := attrs[name]
+	for name, a := range attrs {
 		v := attrOf(plain, name)
-		if v.IsKnown() && !v.IsNull() {
+		if v.IsKnown() && !v.IsNull() && !v.Type().Equals(a.Type) {
 			cv, err := convert.Convert(v, a.Type)
 			if err != nil {
 				diags = append(diags, phases.Errorf("Incorrect Attribute Type", "The %q attribute of %s must be %s, not %s.", name, addr, typeText(a.Type), v.Type().FriendlyName())...)
@@ -58,7 +76,7 @@ func prepare(addr phases.Address, cfg cty.Value, attrs map[string]phases.Attribu
 			v = cv
 		} else if v.IsNull() {
 			v = cty.NullVal(a.Type)
-		} else {
+		} else if !v.IsKnown() {
 			v = cty.UnknownVal(a.Type)
 		}
 		if a.Sensitive {
@@ -67,16 +85,25 @@ func prepare(addr phases.Address, cfg cty.Value, attrs map[string]phases.Attribu
 		vals[name] = v
 	}
 	c.obj = cty.ObjectVal(vals)
-	_ = cty.Walk(c.obj, func(p cty.Path, v cty.Value) (bool, error) {
-		if len(p) > 0 && c.sensitivePath(p) {
-			return false, nil
-		}
-		if v.IsKnown() && !v.IsNull() && v.Type() == cty.String {
-			c.public = append(c.public, v.AsString())
-		}
-		return true, nil
-	})
+	c.known = c.obj.IsWhollyKnown()
 	return c, diags
+}
+
+// publicStrings lists the strings of the configuration that are not
+// sensitive; only needed when there are secrets to scrub.
+func (c *config) publicStrings() []string {
+	c.publicOnce.Do(func() {
+		_ = cty.Walk(c.obj, func(p cty.Path, v cty.Value) (bool, error) {
+			if len(p) > 0 && c.sensitivePath(p) {
+				return false, nil
+			}
+			if v.IsKnown() && !v.IsNull() && v.Type() == cty.String {
+				c.public = append(c.public, v.AsString())
+			}
+			return true, nil
+		})
+	})
+	return c.public
 }
 
 func attrOf(obj cty.Value, name string) cty.Value {
@@ -110,6 +137,9 @@ func (c *config) sensitivePath(p cty.Path) bool {
 
 // unknown lists the attributes not wholly known.
 func (c *config) unknown() []string {
+	if c.known {
+		return nil
+	}
 	var out []string
 	for _, name := range sortedNames(c.attrs) {
 		if !c.obj.GetAttr(name).IsWhollyKnown() {
@@ -120,6 +150,13 @@ func (c *config) unknown() []string {
 }
 
 func (c *config) required() phases.Diagnostics {
+	missing := false
+	for name, a := range c.attrs {
+		missing = missing || a.Required && c.obj.GetAttr(name).IsNull()
+	}
+	if !missing {
+		return nil
+	}
 	var diags phases.Diagnostics
 	for _, name := range sortedNames(c.attrs) {
 		if c.attrs[name].Required && c.obj.GetAttr(name).IsNull() {
@@ -132,20 +169,23 @@ func (c *config) required() phases.Diagnostics {
 // decode fills the struct target points to. Unknown values become
 // UnknownText in strings and zero values elsewhere; null ones zero values.
 func (c *config) decode(target any) phases.Diagnostics {
-	known, _ := cty.Transform(c.obj, func(_ cty.Path, v cty.Value) (cty.Value, error) {
-		if v.IsKnown() {
-			return v, nil
-		}
-		if v.Type() == cty.String {
-			return cty.StringVal(UnknownText), nil
-		}
-		return cty.NullVal(v.Type()), nil
-	})
+	known := c.obj
+	if !c.known {
+		known, _ = cty.Transform(c.obj, func(_ cty.Path, v cty.Value) (cty.Value, error) {
+			if v.IsKnown() {
+				return v, nil
+			}
+			if v.Type() == cty.String {
+				return cty.StringVal(UnknownText), nil
+			}
+			return cty.NullVal(v.Type()), nil
+		})
+	}
 	rv := reflect.ValueOf(target).Elem()
 	var diags phases.Diagnostics
-	for _, f := range fields(rv.Type()) {
-		name := f.Tag.Get("cty")
-		if err := decodeValue(known.GetAttr(name), rv.FieldByIndex(f.Index)); err != nil {
+	for _, f := range tagged(rv.Type()) {
+		name := f.name
+		if err := decodeValue(known.GetAttr(name), rv.FieldByIndex(f.index)); err != nil {
 			diags = append(diags, phases.Errorf("Invalid Attribute Value", "The %q attribute of %s %s.", name, c.addr, err)...)
 		}
 	}
@@ -163,12 +203,11 @@ func decodeValue(v cty.Value, rv reflect.Value) error {
 	}
 	switch rv.Kind() {
 	case reflect.Struct:
-		for _, f := range fields(rv.Type()) {
-			name := f.Tag.Get("cty")
-			if !v.Type().HasAttribute(name) {
+		for _, f := range tagged(rv.Type()) {
+			if !v.Type().HasAttribute(f.name) {
 				continue
 			}
-			if err := decodeValue(v.GetAttr(name), rv.FieldByIndex(f.Index)); err != nil {
+			if err := decodeValue(v.GetAttr(f.name), rv.FieldByIndex(f.index)); err != nil {
 				return err
 			}
 		}
@@ -240,4 +279,34 @@ func sortedNames[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+type field struct {
+	name  string
+	index []int
+}
+
+var taggedCache sync.Map // reflect.Type -> []field
+
+// tagged is fields by name and index, kept per type: decoding runs on
+// every call.
+func tagged(rt reflect.Type) []field {
+	if f, ok := taggedCache.Load(rt); ok {
+		return f.([]field)
+	}
+	var out []field
+	for _, f := range fields(rt) {
+		out = append(out, field{f.Tag.Get("cty"), f.Index})
+	}
+	taggedCache.Store(rt, out)
+	return out
+}
+
+// objectType is the object type of a schema's attributes.
+func objectType(attrs map[string]phases.Attribute) cty.Type {
+	types := make(map[string]cty.Type, len(attrs))
+	for k, a := range attrs {
+		types[k] = a.Type
+	}
+	return cty.Object(types)
 }

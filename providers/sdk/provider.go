@@ -117,7 +117,7 @@ func Decode(req providers.ConfigureRequest, target any, scrub *secret.Scrubber) 
 	if scrub == nil {
 		scrub = &secret.Scrubber{}
 	}
-	c, diags := prepare(phases.Address{Type: "provider", Name: req.Name}, req.Config, attrs, scrub)
+	c, diags := prepare(phases.Address{Type: "provider", Name: req.Name}, req.Config, attrs, objectType(attrs), scrub)
 	if diags.HasErrors() {
 		return diags
 	}

@@ -30,6 +30,7 @@ type Call[S any] struct {
 	// Approval is the request's, in Apply.
 	Approval providers.Approval
 	cfg      *config
+	sc       *scrubber
 }
 
 // Sensitive reports whether the attribute, or the element at keys (int
@@ -41,16 +42,21 @@ func (c *Call[S]) Sensitive(attr string, keys ...any) bool {
 // Unknown reports whether the attribute, or the element at keys inside
 // it, is not wholly known (only handlers with Unknowns see such values).
 func (c *Call[S]) Unknown(attr string, keys ...any) bool {
+	if c.cfg.known {
+		return false
+	}
 	v, err := path(attr, keys).Apply(c.cfg.obj)
 	return err == nil && !v.IsWhollyKnown()
 }
 
 func (c *Call[S]) scrubber() *scrubber {
-	sc := &scrubber{s: c.Scrub}
-	if c.cfg != nil {
-		sc.public = c.cfg.public
+	if c.sc == nil || c.sc.public == nil && c.cfg != nil && c.Scrub.Active() {
+		c.sc = &scrubber{s: c.Scrub}
+		if c.cfg != nil && c.Scrub.Active() {
+			c.sc.public = c.cfg.publicStrings()
+		}
 	}
-	return sc
+	return c.sc
 }
 
 // Null reports whether the attribute was not set.
@@ -137,6 +143,7 @@ type StepType[S, A, P, I any] struct {
 
 	once  sync.Once
 	attrs map[string]phases.Attribute
+	inTy  cty.Type // the object type of attrs
 	outTy cty.Type
 	err   error
 }
@@ -151,6 +158,7 @@ func (t *StepType[S, A, P, I]) derived() (map[string]phases.Attribute, cty.Type,
 			t.err = err
 		}
 		t.outTy = cty.Object(types)
+		t.inTy = objectType(t.attrs)
 	})
 	return t.attrs, t.outTy, t.err
 }
@@ -182,7 +190,7 @@ func (t *StepType[S, A, P, I]) schema() (phases.StepType, error) {
 func (t *StepType[S, A, P, I]) begin(c *Call[S], cfg cty.Value, strict bool) (A, []string, phases.Diagnostics) {
 	var a A
 	attrs, _, _ := t.derived()
-	conf, diags := prepare(c.Addr, cfg, attrs, c.Scrub)
+	conf, diags := prepare(c.Addr, cfg, attrs, t.inTy, c.Scrub)
 	c.cfg = conf
 	if diags.HasErrors() {
 		return a, nil, diags
