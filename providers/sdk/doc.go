@@ -24,6 +24,10 @@
 //
 //	p := &sdk.Provider[*Provider]{Name: "local", Steps: []sdk.Step[*Provider]{waitStep}}
 //
+// Example (example_test.go) is a whole provider: block, settings, typed
+// private and inverse data, a sensitive attribute and output. providers/local
+// is the reference for real handlers.
+//
 // The schema must be pure data that migrate compiles in without a
 // provider's heavy libraries: keep attribute structs in a light package
 // (talosschema, helmschema) when the handlers import heavy ones. The SDK

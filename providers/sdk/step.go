@@ -123,7 +123,8 @@ type Undo[I any] struct {
 type StepType[S, A, P, I any] struct {
 	Name, Description   string
 	CanCheck, CheckOnly bool
-	// Outputs is a struct value or type whose cty tags name the outputs.
+	// Outputs is a struct value or type whose cty tags name the outputs;
+	// those tagged sensitive:"true" are marked so when returned as a struct.
 	Outputs any
 	// Unknowns: Read and Plan are called even when attributes are not
 	// known yet (strings hold UnknownText, c.Unknown says which);
@@ -145,7 +146,9 @@ type StepType[S, A, P, I any] struct {
 	attrs map[string]phases.Attribute
 	inTy  cty.Type // the object type of attrs
 	outTy cty.Type
-	err   error
+	// secretOuts are the outputs tagged sensitive:"true".
+	secretOuts []string
+	err        error
 }
 
 // derived computes the schema's parts once: calls must cost little (a
@@ -159,6 +162,14 @@ func (t *StepType[S, A, P, I]) derived() (map[string]phases.Attribute, cty.Type,
 		}
 		t.outTy = cty.Object(types)
 		t.inTy = objectType(t.attrs)
+		if t.Outputs != nil {
+			outs, _ := Attributes(t.Outputs)
+			for name, a := range outs {
+				if a.Sensitive {
+					t.secretOuts = append(t.secretOuts, name)
+				}
+			}
+		}
 	})
 	return t.attrs, t.outTy, t.err
 }
@@ -369,7 +380,15 @@ func (t *StepType[S, A, P, I]) outputs(v any, apply bool) (cty.Value, error) {
 	if reflect.TypeOf(v).NumField() == 0 {
 		return cty.EmptyObjectVal, nil
 	}
-	return gocty.ToCtyValue(v, ty)
+	out, err := gocty.ToCtyValue(v, ty)
+	if err != nil || len(t.secretOuts) == 0 {
+		return out, err
+	}
+	attrs := out.AsValueMap()
+	for _, name := range t.secretOuts {
+		attrs[name] = attrs[name].Mark(phases.SensitiveMark)
+	}
+	return cty.ObjectVal(attrs), nil
 }
 
 func (t *StepType[S, A, P, I]) revert(ctx context.Context, c *Call[S], req providers.RevertRequest) providers.RevertResponse {
