@@ -241,6 +241,10 @@ func TestGateAndEnvelope(t *testing.T) {
 	if !out.IsNull() || !out.Type().Equals(cty.Object(map[string]cty.Type{"out": cty.String})) {
 		t.Errorf("default outputs = %#v, want a null object of the output type", out)
 	}
+	broken := cty.ObjectVal(map[string]cty.Value{"args": cty.StringVal("not a list")})
+	if d := p.Revert(ctx, providers.RevertRequest{Type: "thing", Addr: addr(), Config: broken}).Diagnostics; d != nil {
+		t.Errorf("Revert of a type with nothing to undo: %v", d)
+	}
 	bad := &providers.Prior{Inverse: &providers.Inverse{Data: json.RawMessage(`{not json`)}}
 	typed := &sdk.Provider[int]{Name: "typed", Steps: []sdk.Step[int]{&sdk.StepType[int, struct{}, none, struct{ A []string }]{
 		Name: "t", Read: func(context.Context, *sdk.Call[int], struct{}, *sdk.Prior[none, struct{ A []string }]) sdk.Read[struct{ A []string }] {

@@ -392,8 +392,11 @@ func (t *StepType[S, A, P, I]) outputs(v any, apply bool) (cty.Value, error) {
 }
 
 func (t *StepType[S, A, P, I]) revert(ctx context.Context, c *Call[S], req providers.RevertRequest) providers.RevertResponse {
+	if t.Revert == nil {
+		return providers.RevertResponse{} // nothing to undo, whatever the configuration says now
+	}
 	a, _, diags := t.begin(c, req.Config, false)
-	if diags.HasErrors() || t.Revert == nil {
+	if diags.HasErrors() {
 		return providers.RevertResponse{Diagnostics: diags}
 	}
 	u := Undo[I]{Description: req.Inverse.Description, Outputs: req.Outputs, Resumed: req.Resumed}
