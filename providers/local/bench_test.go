@@ -9,6 +9,7 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/local"
 )
 
@@ -33,7 +34,7 @@ func BenchmarkExecSpawn(b *testing.B) {
 		}
 	}
 	newP := func(pidns bool) *local.Provider {
-		p := local.New()
+		p := benchConfigured(local.New())
 		if !pidns {
 			local.WithoutPIDNamespace(p)
 		}
@@ -84,7 +85,7 @@ func BenchmarkExecSpawn(b *testing.B) {
 // BenchmarkWaitZero is the per-step cost of a wait step of "0s", which the
 // engine's checkpoint benchmark runs 10,000 times.
 func BenchmarkWaitZero(b *testing.B) {
-	p := local.New()
+	p := benchConfigured(local.New())
 	cfg := obj(map[string]cty.Value{"duration": cty.StringVal("0s")})
 	b.ReportAllocs()
 	for b.Loop() {
@@ -92,4 +93,10 @@ func BenchmarkWaitZero(b *testing.B) {
 			b.Fatal(r.Diagnostics.Err())
 		}
 	}
+}
+
+// benchConfigured configures p as the engine does before any step.
+func benchConfigured(p *local.Provider) *local.Provider {
+	p.Configure(context.Background(), providers.ConfigureRequest{Name: "local", Config: cty.EmptyObjectVal})
+	return p
 }

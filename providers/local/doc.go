@@ -18,9 +18,11 @@
 // namespace, the command gets its own process group and the parent-death
 // signal instead, which covers the command itself but not its children if
 // migrate is killed outright. (runNamespace in pidns_linux.go.) Command output goes to the log
-// writer the engine passes in, with sensitive values replaced, and never
-// into outputs or state.
+// writer the engine passes in, with sensitive values replaced by the SDK's
+// writer, and never into outputs or state.
 //
-// The engine (package engine) drives the provider through
+// Each step type is an sdk.StepType whose attributes struct is its
+// schema; the SDK (package providers/sdk) gates, decodes and scrubs every
+// call. The engine (package engine) drives the provider through
 // providers.Interface; cmd/migrate registers New under the type "local".
 package local

@@ -2,10 +2,8 @@ package local
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -13,98 +11,81 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/zclconf/go-cty/cty"
-
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/sdk"
 )
 
-// execConfig is an exec step's configuration.
-type execConfig struct {
-	command list
-	env     smap
-	dir     val
-	revert  list
-	creates val
-	// revertCreates is the revert's own observation: made last by the
+// execAttrs are an exec step's attributes.
+type execAttrs struct {
+	Command []string          `cty:"command" required:"true" doc:"The argv to run; the first element is looked up in PATH."`
+	Env     map[string]string `cty:"env" doc:"Environment variables added to migrate's own (which lacks MIGRATE_VAR_* and MIGRATE_AGE_IDENTITY: pass what a command needs here)."`
+	Dir     string            `cty:"dir" doc:"Working directory, relative to the runbook directory."`
+	Revert  []string          `cty:"revert" doc:"The argv rollback runs to undo the command, with the same env and dir."`
+	Creates string            `cty:"creates" doc:"A path, relative to dir; the command is skipped when it exists."`
+	// RevertCreates is the revert's own observation: made last by the
 	// revert, it says a resumed revert finished.
-	revertCreates val
+	RevertCreates string `cty:"revert_creates" doc:"A path, relative to dir, that the revert makes last: a revert resumed after an interruption is skipped when it exists."`
 }
 
-func decodeExec(addr phases.Address, cfg cty.Value) (execConfig, *decoder) {
-	d := newDecoder(addr, cfg)
-	c := execConfig{
-		command: d.strList("command"),
-		env:     d.strMap("env"),
-		dir:     d.str("dir"),
-		revert:  d.strList("revert"),
-		creates: d.str("creates"),
-	}
-	c.revertCreates = d.str("revert_creates")
-	if c.command.null {
-		d.missing("command")
-	}
-	checkArgv(d, "command", c.command)
-	if !c.revert.null {
-		checkArgv(d, "revert", c.revert)
-	}
-	if c.revert.null && !c.revertCreates.null {
-		d.errorf("Invalid Attribute Value", "The \"revert_creates\" attribute of %s says what the revert command makes, but the step has no \"revert\": add one, or remove revert_creates.", addr)
-	}
-	for _, e := range c.env.entries {
-		if e.key == "" || strings.ContainsAny(e.key, "=\x00") {
-			d.errorf("Invalid Attribute Value", "The \"env\" attribute of %s has an invalid variable name %q: it must be non-empty and contain no \"=\".", addr, e.key)
-		}
-		if strings.ContainsRune(e.val.s, 0) {
-			d.errorf("Invalid Attribute Value", "The \"env\" attribute of %s has a value with a NUL byte (variable %q).", addr, e.key)
-		}
-	}
-	return c, d
+type execOutputs struct {
+	ExitCode int `cty:"exit_code"`
 }
 
-func checkArgv(d *decoder, name string, l list) {
-	if l.null || l.unknown {
-		return
-	}
-	if len(l.items) == 0 {
-		d.errorf("Invalid Attribute Value", "The %q attribute of %s must list at least the program to run, as in [\"./script.sh\", \"arg\"].", name, d.addr)
-		return
-	}
-	if first := l.items[0]; first.known() && first.s == "" {
-		d.errorf("Invalid Attribute Value", "The %q attribute of %s starts with an empty program name.", name, d.addr)
-	}
-	for i, it := range l.items {
-		if strings.ContainsRune(it.s, 0) {
-			d.errorf("Invalid Attribute Value", "Element %d of the %q attribute of %s contains a NUL byte.", i, name, d.addr)
-		}
-	}
+var execStep = &sdk.StepType[*Provider, execAttrs, none, revertData]{
+	Name:        Exec,
+	Description: "Runs a command given as an argv list; no shell unless the argv asks for one (\"sh\", \"-c\", ...).",
+	Outputs:     execOutputs{},
+	CanCheck:    true,
+	Unknowns:    true, // the plan shows what is known of the command
+	Validate:    validateExec,
+	Read:        readExec,
+	Plan:        planExec,
+	Apply:       applyExec,
+	Revert:      revertExec,
 }
 
-// secrets lists the sensitive values a command could print.
-func (c *execConfig) secrets() secrets {
-	var s secrets
-	for _, l := range []list{c.command, c.revert} {
-		for _, it := range l.items {
-			s.add(it)
+func validateExec(c *call, a *execAttrs) phases.Diagnostics {
+	d := checkArgv(c, "command", a.Command)
+	if !c.Null("revert") {
+		d = append(d, checkArgv(c, "revert", a.Revert)...)
+	} else if !c.Null("revert_creates") {
+		d = append(d, invalid("The \"revert_creates\" attribute of %s says what the revert command makes, but the step has no \"revert\": add one, or remove revert_creates.", c.Addr)...)
+	}
+	for _, k := range sortedKeys(a.Env) {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			d = append(d, invalid("The \"env\" attribute of %s has an invalid variable name %q: it must be non-empty and contain no \"=\".", c.Addr, k)...)
+		}
+		if strings.ContainsRune(a.Env[k], 0) {
+			d = append(d, invalid("The \"env\" attribute of %s has a value with a NUL byte (variable %q).", c.Addr, k)...)
 		}
 	}
-	for _, e := range c.env.entries {
-		s.add(e.val)
+	return d
+}
+
+func checkArgv(c *call, name string, argv []string) phases.Diagnostics {
+	if argv == nil && c.Unknown(name) {
+		return nil
 	}
-	s.add(c.dir)
-	s.add(c.creates)
-	s.add(c.revertCreates)
-	return s
+	if len(argv) == 0 {
+		return invalid("The %q attribute of %s must list at least the program to run, as in [\"./script.sh\", \"arg\"].", name, c.Addr)
+	}
+	if argv[0] == "" {
+		return invalid("The %q attribute of %s starts with an empty program name.", name, c.Addr)
+	}
+	for i, a := range argv {
+		if strings.ContainsRune(a, 0) {
+			return invalid("Element %d of the %q attribute of %s contains a NUL byte.", i, name, c.Addr)
+		}
+	}
+	return nil
 }
 
 // environ is the env attribute as KEY=VALUE strings.
-func (c *execConfig) environ() []string {
-	if len(c.env.entries) == 0 {
-		return nil
-	}
-	out := make([]string, len(c.env.entries))
-	for i, e := range c.env.entries {
-		out[i] = e.key + "=" + e.val.s
+func environ(env map[string]string) []string {
+	var out []string
+	for _, k := range sortedKeys(env) {
+		out = append(out, k+"="+env[k])
 	}
 	return out
 }
@@ -127,124 +108,67 @@ func under(dir, path string) string {
 	return filepath.Join(dir, path)
 }
 
-func (p *Provider) planExec(req providers.PlanRequest) providers.PlanResponse {
-	c, d := decodeExec(req.Addr, req.Config)
-	if d.diags.HasErrors() {
-		return providers.PlanResponse{Diagnostics: d.diags}
-	}
+func planExec(_ context.Context, c *call, a execAttrs, _ *sdk.Prior[none, revertData]) sdk.Plan[none] {
 	var b strings.Builder
-	b.WriteString("run: ")
-	b.WriteString(showArgv(c.command))
-	if !c.dir.null {
-		b.WriteString("\ndir: " + c.dir.show())
+	b.WriteString("run: " + showArgv(c, "command", a.Command))
+	if !c.Null("dir") {
+		b.WriteString("\ndir: " + a.Dir)
 	}
-	if c.env.unknown || c.env.sensitive {
-		b.WriteString("\nenv: " + val{unknown: c.env.unknown, sensitive: c.env.sensitive}.show())
-	} else if len(c.env.entries) > 0 {
+	if a.Env == nil && c.Unknown("env") {
+		b.WriteString("\nenv: " + sdk.UnknownText)
+	} else if len(a.Env) > 0 {
 		b.WriteString("\nenv:")
-		for _, e := range c.env.entries {
-			b.WriteString(" " + e.key + "=" + e.val.show())
+		for _, k := range sortedKeys(a.Env) {
+			b.WriteString(" " + k + "=" + a.Env[k])
 		}
 	}
-	if !c.creates.null {
-		b.WriteString("\ncreates: " + c.creates.show())
+	if !c.Null("creates") {
+		b.WriteString("\ncreates: " + a.Creates)
 	}
-	if !c.revert.null {
-		b.WriteString("\nrevert: " + showArgv(c.revert))
+	if !c.Null("revert") {
+		b.WriteString("\nrevert: " + showArgv(c, "revert", a.Revert))
 	}
-	if !c.revertCreates.null {
-		b.WriteString("\nrevert creates: " + c.revertCreates.show())
+	if !c.Null("revert_creates") {
+		b.WriteString("\nrevert creates: " + a.RevertCreates)
 	}
-	r := providers.PlanResponse{Diff: b.String(), Diagnostics: d.diags}
-	if c.revert.null {
+	r := sdk.Plan[none]{Diff: b.String()}
+	if c.Null("revert") {
 		r.Irreversible = "no revert command"
 	}
 	return r
 }
 
-func (p *Provider) readExec(req providers.ReadRequest) providers.ReadResponse {
-	c, d := decodeExec(req.Addr, req.Config)
-	if d.diags.HasErrors() || !c.creates.known() || !c.dir.known() && !c.dir.null {
-		return providers.ReadResponse{Observation: providers.Unknown, Diagnostics: d.diags}
+func readExec(_ context.Context, c *call, a execAttrs, _ *sdk.Prior[none, revertData]) sdk.Read[revertData] {
+	if c.Null("creates") || c.Unknown("creates") || c.Unknown("dir") {
+		return sdk.Read[revertData]{Observation: providers.Unknown}
 	}
-	path := under(p.workdir(c.dir.s), c.creates.s)
-	_, err := os.Stat(path)
+	_, err := os.Stat(under(c.Settings.workdir(a.Dir), a.Creates))
 	switch {
 	case err == nil:
 		// Found after an interruption, the step is adopted without
 		// running again; it must still know how to be undone.
-		inv, _ := c.inverse()
-		return providers.ReadResponse{Observation: providers.Present, Inverse: inv, Outputs: exitCode(0)}
+		return sdk.Read[revertData]{Observation: providers.Present, Inverse: inverse(c, a), Outputs: execOutputs{}}
 	case errors.Is(err, fs.ErrNotExist):
-		return providers.ReadResponse{Observation: providers.Absent, Detail: c.creates.show() + " does not exist"}
+		return sdk.Read[revertData]{Observation: providers.Absent, Detail: a.Creates + " does not exist"}
 	}
-	return providers.ReadResponse{Observation: providers.Unknown, Detail: c.secrets().redact(err.Error())}
+	return sdk.Read[revertData]{Observation: providers.Unknown, Detail: err.Error()}
 }
 
-// notKnown reports attributes that are still unknown at apply time.
-func notKnown(d *decoder, c *execConfig) {
-	for _, x := range []struct {
-		name string
-		ok   bool
-	}{
-		{"command", c.command.known()},
-		{"revert", c.revert.null || c.revert.known()},
-		{"env", c.env.null || !c.env.unknown && allKnown(c.env.entries)},
-		{"dir", !c.dir.unknown},
-		{"creates", !c.creates.unknown},
-		{"revert_creates", !c.revertCreates.unknown},
-	} {
-		if !x.ok {
-			d.errorf("Unknown Attribute Value", "The %q attribute of %s is not known; it depends on a step that has not run.", x.name, d.addr)
+func applyExec(ctx context.Context, c *call, a execAttrs, _ none, _ *sdk.Prior[none, revertData]) sdk.Apply[none, revertData] {
+	inv := inverse(c, a)
+	dir := c.Settings.workdir(a.Dir)
+	if !c.Null("creates") {
+		if _, err := os.Stat(under(dir, a.Creates)); err == nil {
+			c.Log.Printf("%s: skipped, %s exists", c.Addr, a.Creates)
+			return sdk.Apply[none, revertData]{Outputs: execOutputs{}, Inverse: inv}
 		}
 	}
-}
-
-func allKnown(es []kv) bool {
-	for _, e := range es {
-		if e.val.unknown {
-			return false
-		}
-	}
-	return true
-}
-
-func (p *Provider) applyExec(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
-	c, d := decodeExec(req.Addr, req.Config)
-	if !d.diags.HasErrors() {
-		notKnown(d, &c)
-	}
-	if d.diags.HasErrors() {
-		return providers.ApplyResponse{Diagnostics: d.diags}
-	}
-	sec := c.secrets()
-	inv, err := c.inverse()
+	out := newOutput(c.Log)
+	code, err := c.Settings.run(ctx, a.Command, environ(a.Env), dir, out)
 	if err != nil {
-		return providers.ApplyResponse{Diagnostics: phases.FromError("Cannot Record Revert Command", err)}
+		return sdk.Apply[none, revertData]{Outputs: execOutputs{code}, Diagnostics: runFailed(ctx, c.Addr, "Command", showArgv(c, "command", a.Command), err, out)}
 	}
-	dir := p.workdir(c.dir.s)
-	if !c.creates.null {
-		if _, err := os.Stat(under(dir, c.creates.s)); err == nil {
-			logf(req.Log, "%s: skipped, %s exists\n", req.Addr, c.creates.show())
-			return providers.ApplyResponse{Outputs: exitCode(0), Inverse: inv}
-		}
-	}
-	out := newOutput(req.Log, sec)
-	code, err := p.run(ctx, c.command.strs(), c.environ(), dir, out)
-	if err != nil {
-		return providers.ApplyResponse{Outputs: exitCode(code), Diagnostics: runFailed(ctx, req.Addr, "Command", showArgv(c.command), err, out, sec)}
-	}
-	return providers.ApplyResponse{Outputs: exitCode(code), Inverse: inv}
-}
-
-func exitCode(n int) cty.Value {
-	return cty.ObjectVal(map[string]cty.Value{"exit_code": cty.NumberIntVal(int64(n))})
-}
-
-func logf(w io.Writer, format string, args ...any) {
-	if w != nil {
-		fmt.Fprintf(w, format, args...)
-	}
+	return sdk.Apply[none, revertData]{Outputs: execOutputs{code}, Inverse: inv}
 }
 
 // exitError is returned by run when the command ran but failed.
@@ -261,13 +185,13 @@ func (e *exitError) Error() string {
 }
 
 // runFailed explains why a command did not succeed.
-func runFailed(ctx context.Context, addr phases.Address, what, argv string, err error, out *output, sec secrets) phases.Diagnostics {
+func runFailed(ctx context.Context, addr phases.Address, what, argv string, err error, out *output) phases.Diagnostics {
 	var detail string
 	var ee *exitError
 	switch {
 	case ctx.Err() != nil:
 		detail = fmt.Sprintf("%s was stopped before %s finished (%v); it and every process it started were killed.", addr, argv, context.Cause(ctx))
-		return phases.Errorf("Step Interrupted", "%s", sec.redact(detail))
+		return phases.Errorf("Step Interrupted", "%s", detail)
 	case errors.As(err, &ee):
 		detail = fmt.Sprintf("%s: %s %v.", addr, argv, ee)
 	default:
@@ -276,7 +200,7 @@ func runFailed(ctx context.Context, addr phases.Address, what, argv string, err 
 	if t := out.tail(); t != "" {
 		detail += "\nLast lines of output:" + t
 	}
-	return phases.Errorf(what+" Failed", "%s", sec.redact(detail))
+	return phases.Errorf(what+" Failed", "%s", detail)
 }
 
 // revertData is an exec step's Inverse.Data. Sensitive values are not
@@ -295,124 +219,85 @@ type revertData struct {
 	SecretCreates bool   `json:"secret_creates,omitempty"`
 }
 
-func (c *execConfig) inverse() (*providers.Inverse, error) {
-	if c.revert.null {
-		return nil, nil
+func inverse(c *call, a execAttrs) *sdk.Inverse[revertData] {
+	if c.Null("revert") {
+		return nil
 	}
-	r := revertData{Argv: make([]string, len(c.revert.items)), Dir: c.dir.s}
-	for i, it := range c.revert.items {
-		r.Argv[i] = it.s
-		if it.sensitive {
+	r := revertData{Argv: make([]string, len(a.Revert)), Dir: a.Dir, Creates: a.RevertCreates}
+	for i, x := range a.Revert {
+		r.Argv[i] = x
+		if c.Sensitive("revert", i) {
 			r.Argv[i] = phases.Redacted
 			r.SecretArgv = append(r.SecretArgv, i)
 		}
 	}
-	if len(c.env.entries) > 0 {
-		r.Env = make(map[string]string, len(c.env.entries))
-		for _, e := range c.env.entries {
-			r.Env[e.key] = e.val.s
-			if e.val.sensitive {
-				r.Env[e.key] = phases.Redacted
-				r.SecretEnv = append(r.SecretEnv, e.key)
+	if len(a.Env) > 0 {
+		r.Env = make(map[string]string, len(a.Env))
+		for _, k := range sortedKeys(a.Env) {
+			r.Env[k] = a.Env[k]
+			if c.Sensitive("env", k) {
+				r.Env[k] = phases.Redacted
+				r.SecretEnv = append(r.SecretEnv, k)
 			}
 		}
 	}
-	if c.dir.sensitive {
+	if c.Sensitive("dir") {
 		r.Dir, r.SecretDir = phases.Redacted, true
 	}
-	r.Creates = c.revertCreates.s
-	if c.revertCreates.sensitive {
+	if c.Sensitive("revert_creates") {
 		r.Creates, r.SecretCreates = phases.Redacted, true
 	}
-	data, err := json.Marshal(r)
-	if err != nil {
-		return nil, err
-	}
-	return &providers.Inverse{Description: "run: " + showArgv(c.revert), Data: data}, nil
+	return &sdk.Inverse[revertData]{Description: "run: " + showArgv(c, "revert", a.Revert), Data: r}
 }
 
-func (p *Provider) revertExec(ctx context.Context, req providers.RevertRequest) providers.RevertResponse {
-	if len(req.Inverse.Data) == 0 {
-		return providers.RevertResponse{}
-	}
-	var r revertData
-	if err := json.Unmarshal(req.Inverse.Data, &r); err != nil {
-		return providers.RevertResponse{Diagnostics: phases.Errorf("Invalid Revert Record", "The revert command recorded for %s cannot be read: %v.", req.Addr, err)}
-	}
+func revertExec(ctx context.Context, c *call, a execAttrs, u sdk.Undo[revertData]) phases.Diagnostics {
+	r := u.Data
 	if len(r.Argv) == 0 {
-		return providers.RevertResponse{}
+		return nil
 	}
 	// Fill in the sensitive values from the configuration.
-	var sec secrets
-	if len(r.SecretArgv) > 0 || len(r.SecretEnv) > 0 || r.SecretDir || r.SecretCreates {
-		c, _ := decodeExec(req.Addr, req.Config)
-		lack := func(what string) providers.RevertResponse {
-			return providers.RevertResponse{Diagnostics: phases.Errorf("Revert Needs A Sensitive Value",
-				"The revert command of %s uses sensitive values, which are not kept in the state; they are taken from the runbook, which no longer provides %s.", req.Addr, what)}
-		}
-		for _, i := range r.SecretArgv {
-			if i >= len(c.revert.items) || !c.revert.items[i].known() || i >= len(r.Argv) {
-				return lack(fmt.Sprintf("element %d of revert", i))
-			}
-			r.Argv[i] = c.revert.items[i].s
-			sec.add(val{s: r.Argv[i], sensitive: true})
-		}
-		env := make(map[string]val, len(c.env.entries))
-		for _, e := range c.env.entries {
-			env[e.key] = e.val
-		}
-		for _, k := range r.SecretEnv {
-			v, ok := env[k]
-			if !ok || !v.known() {
-				return lack(fmt.Sprintf("env %q", k))
-			}
-			r.Env[k] = v.s
-			sec.add(val{s: v.s, sensitive: true})
-		}
-		if r.SecretDir {
-			if !c.dir.known() {
-				return lack("dir")
-			}
-			r.Dir = c.dir.s
-			sec.add(val{s: r.Dir, sensitive: true})
-		}
-		if r.SecretCreates {
-			if !c.revertCreates.known() {
-				return lack("revert_creates")
-			}
-			r.Creates = c.revertCreates.s
-			sec.add(val{s: r.Creates, sensitive: true})
-		}
-	}
-	dir := p.workdir(r.Dir)
-	if req.Resumed && r.Creates != "" {
-		// The revert was interrupted: it finished if it made its path.
-		if _, err := os.Stat(under(dir, r.Creates)); err == nil {
-			shown := r.Creates
-			if r.SecretCreates {
-				shown = phases.Redacted
-			}
-			logf(req.Log, "%s: revert skipped, %s exists\n", req.Addr, shown)
-			return providers.RevertResponse{}
-		}
-	}
-	argv := list{items: make([]val, len(r.Argv))}
-	for i, a := range r.Argv {
-		argv.items[i] = val{s: a}
+	lack := func(what string) phases.Diagnostics {
+		return phases.Errorf("Revert Needs A Sensitive Value",
+			"The revert command of %s uses sensitive values, which are not kept in the state; they are taken from the runbook, which no longer provides %s.", c.Addr, what)
 	}
 	for _, i := range r.SecretArgv {
-		argv.items[i].sensitive = true
+		if i >= len(a.Revert) || c.Unknown("revert", i) || i >= len(r.Argv) {
+			return lack(fmt.Sprintf("element %d of revert", i))
+		}
+		r.Argv[i] = a.Revert[i]
 	}
-	var env []string
-	for k, v := range r.Env {
-		env = append(env, k+"="+v)
+	for _, k := range r.SecretEnv {
+		v, ok := a.Env[k]
+		if !ok || c.Unknown("env", k) {
+			return lack(fmt.Sprintf("env %q", k))
+		}
+		r.Env[k] = v
 	}
-	out := newOutput(req.Log, sec)
-	_, err := p.run(ctx, r.Argv, env, dir, out)
-	if err != nil {
-		return providers.RevertResponse{Diagnostics: runFailed(ctx, req.Addr, "Revert Command", showArgv(argv), err, out, sec)}
+	if r.SecretDir {
+		if c.Null("dir") || c.Unknown("dir") {
+			return lack("dir")
+		}
+		r.Dir = a.Dir
 	}
-	return providers.RevertResponse{}
+	if r.SecretCreates {
+		if c.Null("revert_creates") || c.Unknown("revert_creates") {
+			return lack("revert_creates")
+		}
+		r.Creates = a.RevertCreates
+	}
+	dir := c.Settings.workdir(r.Dir)
+	if u.Resumed && r.Creates != "" {
+		// The revert was interrupted: it finished if it made its path.
+		if _, err := os.Stat(under(dir, r.Creates)); err == nil {
+			c.Log.Printf("%s: revert skipped, %s exists", c.Addr, r.Creates)
+			return nil
+		}
+	}
+	out := newOutput(c.Log)
+	if _, err := c.Settings.run(ctx, r.Argv, environ(r.Env), dir, out); err != nil {
+		return runFailed(ctx, c.Addr, "Revert Command", showArgv(c, "revert", r.Argv), err, out)
+	}
+	return nil
 }
 
 // run starts argv and waits for it, with output to out. It returns the
@@ -426,7 +311,6 @@ func (p *Provider) run(ctx context.Context, argv, env []string, dir string, out 
 	// the group is killed once it exits.
 	reapGroup(cmd.Process.Pid)
 	err = cmd.Wait()
-	out.flush()
 	if err == nil {
 		return 0, nil
 	}

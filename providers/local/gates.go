@@ -5,104 +5,100 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/zclconf/go-cty/cty"
-
 	"github.com/homelab-migrate/migrate/phases"
-	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/sdk"
 )
 
-func decodeApproval(addr phases.Address, cfg cty.Value) (val, *decoder) {
-	d := newDecoder(addr, cfg)
-	msg := d.str("message")
-	if msg.null {
-		d.missing("message")
-	}
-	return msg, d
+type approvalAttrs struct {
+	Message string `cty:"message" required:"true" doc:"What the person must have done or agree to."`
 }
 
-func planApproval(req providers.PlanRequest) providers.PlanResponse {
-	msg, d := decodeApproval(req.Addr, req.Config)
-	if d.diags.HasErrors() {
-		return providers.PlanResponse{Diagnostics: d.diags}
-	}
-	return providers.PlanResponse{Diff: "ask a person: " + msg.show()}
+type approvalOutputs struct {
+	ApprovedBy string `cty:"approved_by"`
+}
+
+var approvalStep = &sdk.StepType[*Provider, approvalAttrs, none, none]{
+	Name:        Approval,
+	Description: "A human gate: asks at the terminal, or needs --approve ADDRESS; records who approved and when.",
+	Outputs:     approvalOutputs{},
+	Unknowns:    true, // the plan shows the message as far as it is known
+	Plan: func(_ context.Context, _ *call, a approvalAttrs, _ *sdk.Prior[none, none]) sdk.Plan[none] {
+		return sdk.Plan[none]{Diff: "ask a person: " + a.Message}
+	},
+	Apply: applyApproval,
 }
 
 // applyApproval passes when --approve named the step, or when the person
 // at the terminal says yes. It records who approved and when.
-func applyApproval(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
-	msg, d := decodeApproval(req.Addr, req.Config)
-	if !d.diags.HasErrors() && msg.unknown {
-		d.errorf("Unknown Attribute Value", "The \"message\" attribute of %s is not known; it depends on a step that has not run.", req.Addr)
-	}
-	if d.diags.HasErrors() {
-		return providers.ApplyResponse{Diagnostics: d.diags}
-	}
-	if err := ctx.Err(); err != nil {
-		return providers.ApplyResponse{Diagnostics: interrupted(req.Addr, err)}
-	}
-	by := req.Approval.By
+func applyApproval(_ context.Context, c *call, a approvalAttrs, _ none, _ *sdk.Prior[none, none]) sdk.Apply[none, none] {
+	fail := func(d phases.Diagnostics) sdk.Apply[none, none] { return sdk.Apply[none, none]{Diagnostics: d} }
+	by := c.Approval.By
 	switch {
 	case by != "":
-	case req.Approval.Prompt != nil:
-		ok, err := req.Approval.Prompt(fmt.Sprintf("Approve %s? %s", req.Addr, msg.show()))
+	case c.Approval.Prompt != nil:
+		// The question goes to the terminal: no secret in it.
+		ok, err := c.Approval.Prompt(c.Scrub.Text(fmt.Sprintf("Approve %s? %s", c.Addr, a.Message)))
 		if err != nil {
-			return providers.ApplyResponse{Diagnostics: phases.Errorf("Approval Failed", "Could not ask for the approval of %s: %v.", req.Addr, err)}
+			return fail(phases.Errorf("Approval Failed", "Could not ask for the approval of %s: %v.", c.Addr, err))
 		}
 		if !ok {
-			return providers.ApplyResponse{Diagnostics: phases.Errorf("Approval Refused", "Step %s was not approved: only 'yes' approves it.", req.Addr)}
+			return fail(phases.Errorf("Approval Refused", "Step %s was not approved: only 'yes' approves it.", c.Addr))
 		}
 		by = localUser()
 	default:
-		return providers.ApplyResponse{Diagnostics: phases.Errorf("Approval Required",
-			"Approval required: step %s needs a person: rerun with --approve %s, or run it in a terminal.", req.Addr, req.Addr)}
+		return fail(phases.Errorf("Approval Required",
+			"Approval required: step %s needs a person: rerun with --approve %s, or run it in a terminal.", c.Addr, c.Addr))
 	}
-	return providers.ApplyResponse{
-		Outputs: cty.ObjectVal(map[string]cty.Value{"approved_by": cty.StringVal(by)}),
+	return sdk.Apply[none, none]{
+		Outputs: approvalOutputs{by},
 		Inverse: nothingToUndo(),
 		Record:  map[string]string{"approved_by": by, "approved_at": time.Now().UTC().Format(time.RFC3339)},
 	}
 }
 
-func decodeWait(addr phases.Address, cfg cty.Value) (time.Duration, val, *decoder) {
-	d := newDecoder(addr, cfg)
-	dur, v := d.duration("duration", "", true)
-	return dur, v, d
+type waitAttrs struct {
+	Duration string `cty:"duration" required:"true" doc:"How long to wait, such as \"30s\"; \"0s\" is allowed."`
 }
 
-func planWait(req providers.PlanRequest) providers.PlanResponse {
-	_, v, d := decodeWait(req.Addr, req.Config)
-	if d.diags.HasErrors() {
-		return providers.PlanResponse{Diagnostics: d.diags}
-	}
-	return providers.PlanResponse{Diff: "wait " + v.show()}
+var waitStep = &sdk.StepType[*Provider, waitAttrs, none, none]{
+	Name:        Wait,
+	Description: "A pause of a given duration.",
+	Unknowns:    true,
+	Validate: func(c *call, a *waitAttrs) phases.Diagnostics {
+		if c.Unknown("duration") {
+			return nil
+		}
+		_, d := duration(c, "duration", a.Duration)
+		return d
+	},
+	Plan: func(_ context.Context, _ *call, a waitAttrs, _ *sdk.Prior[none, none]) sdk.Plan[none] {
+		return sdk.Plan[none]{Diff: "wait " + a.Duration}
+	},
+	Apply: applyWait,
 }
-
-// waitDone is the inverse of every wait step; Apply returns a copy.
-var waitDone = providers.Inverse{Description: "nothing to undo"}
 
 // applyWait sleeps, or returns at once for "0s": thousands of zero waits
 // must cost next to nothing.
-func applyWait(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
-	dur, v, d := decodeWait(req.Addr, req.Config)
-	if !d.diags.HasErrors() && v.unknown {
-		d.errorf("Unknown Attribute Value", "The \"duration\" attribute of %s is not known; it depends on a step that has not run.", req.Addr)
-	}
-	if d.diags.HasErrors() {
-		return providers.ApplyResponse{Diagnostics: d.diags}
-	}
-	if err := ctx.Err(); err != nil {
-		return providers.ApplyResponse{Diagnostics: interrupted(req.Addr, err)}
-	}
+func applyWait(ctx context.Context, c *call, a waitAttrs, _ none, _ *sdk.Prior[none, none]) sdk.Apply[none, none] {
+	dur, _ := duration(c, "duration", a.Duration)
 	if dur > 0 {
 		t := time.NewTimer(dur)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return providers.ApplyResponse{Diagnostics: interrupted(req.Addr, context.Cause(ctx))}
+			return sdk.Apply[none, none]{Diagnostics: sdk.Interrupted(c.Addr, context.Cause(ctx))}
 		}
 	}
-	inv := waitDone
-	return providers.ApplyResponse{Outputs: noOutputs, Inverse: &inv}
+	// An empty object, as wait steps always recorded.
+	return sdk.Apply[none, none]{Outputs: struct{}{}, Inverse: nothingToUndo()}
+}
+
+// duration parses a non-negative duration attribute.
+func duration(c *call, name, s string) (time.Duration, phases.Diagnostics) {
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, invalid("The %q attribute of %s must be a duration such as \"30s\" or \"5m\", not %q.", name, c.Addr, s)
+	}
+	return d, nil
 }

@@ -10,10 +10,8 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/zclconf/go-cty/cty"
-
 	"github.com/homelab-migrate/migrate/phases"
-	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/sdk"
 )
 
 // httpClients are shared by all http_check steps of a provider, so polls
@@ -45,88 +43,110 @@ func (c *httpClients) close() {
 	c.insecure.CloseIdleConnections()
 }
 
-type httpConfig struct {
-	url               val
-	status            int
-	statusV           val
-	timeout, interval time.Duration
-	timeoutV          val
-	intervalV         val
-	insecure          bool
-	insecureV         val
+type httpAttrs struct {
+	URL      string `cty:"url" required:"true" doc:"The http:// or https:// URL to GET."`
+	Status   *int   `cty:"status" doc:"The status expected, 200 by default."`
+	Timeout  string `cty:"timeout" doc:"How long to keep trying, \"60s\" by default."`
+	Interval string `cty:"interval" doc:"The pause between tries, \"1s\" by default."`
+	Insecure bool   `cty:"insecure" doc:"Skip TLS certificate verification."`
 }
 
-func decodeHTTP(addr phases.Address, cfg cty.Value) (httpConfig, *decoder) {
-	d := newDecoder(addr, cfg)
-	var c httpConfig
-	c.url = d.str("url")
-	c.status, c.statusV = d.integer("status", http.StatusOK)
-	c.timeout, c.timeoutV = d.duration("timeout", "60s", false)
-	c.interval, c.intervalV = d.duration("interval", "1s", false)
-	c.insecure, c.insecureV = d.boolean("insecure")
-	switch {
-	case c.url.null:
-		d.missing("url")
-	case c.url.known():
-		u, err := url.Parse(c.url.s)
+type httpOutputs struct {
+	Status int `cty:"status"`
+}
+
+var httpStep = &sdk.StepType[*Provider, httpAttrs, none, none]{
+	Name:        HTTPCheck,
+	Description: "Waits until a URL answers an expected HTTP status. Redirects are not followed.",
+	Outputs:     httpOutputs{},
+	CanCheck:    true,
+	Unknowns:    true, // the plan shows the check as far as it is known
+	Validate: func(c *call, a *httpAttrs) phases.Diagnostics {
+		_, d := decodeHTTP(c, *a)
+		return d
+	},
+	Plan:  planHTTP,
+	Apply: applyHTTP,
+}
+
+// httpCheck is an http_check step with its defaults applied.
+type httpCheck struct {
+	url                                   string
+	status                                int
+	timeout, interval                     time.Duration
+	statusText, timeoutText, intervalText string
+	insecure                              bool
+}
+
+func decodeHTTP(c *call, a httpAttrs) (httpCheck, phases.Diagnostics) {
+	h := httpCheck{url: a.URL, status: http.StatusOK, insecure: a.Insecure, timeoutText: "60s", intervalText: "1s"}
+	var d phases.Diagnostics
+	if !c.Unknown("url") {
+		u, err := url.Parse(a.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			d.errorf("Invalid Attribute Value", "The \"url\" attribute of %s must be an http:// or https:// URL, not %q.", addr, c.url.show())
+			d = append(d, invalid("The \"url\" attribute of %s must be an http:// or https:// URL, not %q.", c.Addr, a.URL)...)
 		}
 	}
-	if c.statusV.known() && (c.status < 100 || c.status > 599) {
-		d.errorf("Invalid Attribute Value", "The \"status\" attribute of %s must be an HTTP status between 100 and 599, not %s.", addr, c.statusV.show())
+	h.statusText = fmt.Sprint(h.status)
+	switch {
+	case c.Unknown("status"):
+		h.statusText = sdk.UnknownText
+	case a.Status != nil:
+		h.status, h.statusText = *a.Status, fmt.Sprint(*a.Status)
+		if h.status < 100 || h.status > 599 {
+			d = append(d, invalid("The \"status\" attribute of %s must be an HTTP status between 100 and 599, not %d.", c.Addr, h.status)...)
+		}
 	}
-	if c.timeoutV.known() && c.timeout == 0 && !d.diags.HasErrors() {
-		d.errorf("Invalid Attribute Value", "The \"timeout\" attribute of %s must be longer than zero.", addr)
+	for _, x := range []struct {
+		name string
+		text *string
+		dur  *time.Duration
+	}{{"timeout", &h.timeoutText, &h.timeout}, {"interval", &h.intervalText, &h.interval}} {
+		v := a.Timeout
+		if x.name == "interval" {
+			v = a.Interval
+		}
+		switch {
+		case c.Unknown(x.name):
+			*x.text = sdk.UnknownText
+			continue
+		case !c.Null(x.name):
+			*x.text = v
+		}
+		dur, dd := duration(c, x.name, *x.text)
+		d = append(d, dd...)
+		if dd == nil && dur == 0 && !d.HasErrors() {
+			d = append(d, invalid("The %q attribute of %s must be longer than zero.", x.name, c.Addr)...)
+		}
+		*x.dur = dur
 	}
-	if c.intervalV.known() && c.interval == 0 && !d.diags.HasErrors() {
-		d.errorf("Invalid Attribute Value", "The \"interval\" attribute of %s must be longer than zero.", addr)
-	}
-	return c, d
+	return h, d
 }
 
-func planHTTP(req providers.PlanRequest) providers.PlanResponse {
-	c, d := decodeHTTP(req.Addr, req.Config)
-	if d.diags.HasErrors() {
-		return providers.PlanResponse{Diagnostics: d.diags}
-	}
-	diff := fmt.Sprintf("GET %s until it answers %s (timeout %s, every %s)", c.url.show(), c.statusV.show(), c.timeoutV.show(), c.intervalV.show())
-	if c.insecure {
+func planHTTP(_ context.Context, c *call, a httpAttrs, _ *sdk.Prior[none, none]) sdk.Plan[none] {
+	h, _ := decodeHTTP(c, a)
+	diff := fmt.Sprintf("GET %s until it answers %s (timeout %s, every %s)", h.url, h.statusText, h.timeoutText, h.intervalText)
+	if h.insecure {
 		diff += "\ninsecure: TLS certificates are not verified"
 	}
-	return providers.PlanResponse{Diff: diff}
+	return sdk.Plan[none]{Diff: diff}
 }
 
-func (p *Provider) applyHTTP(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
-	c, d := decodeHTTP(req.Addr, req.Config)
-	for _, a := range []struct {
-		name string
-		v    val
-	}{{"url", c.url}, {"status", c.statusV}, {"timeout", c.timeoutV}, {"interval", c.intervalV}, {"insecure", c.insecureV}} {
-		if a.v.unknown {
-			d.errorf("Unknown Attribute Value", "The %q attribute of %s is not known; it depends on a step that has not run.", a.name, req.Addr)
-		}
-	}
-	if d.diags.HasErrors() {
-		return providers.ApplyResponse{Diagnostics: d.diags}
-	}
-	var sec secrets
-	sec.add(c.url)
-	client := p.clients().verify
-	if c.insecure {
-		client = p.clients().insecure
+func applyHTTP(ctx context.Context, c *call, a httpAttrs, _ none, _ *sdk.Prior[none, none]) sdk.Apply[none, none] {
+	h, _ := decodeHTTP(c, a)
+	fail := func(d phases.Diagnostics) sdk.Apply[none, none] { return sdk.Apply[none, none]{Diagnostics: d} }
+	client := c.Settings.clients().verify
+	if h.insecure {
+		client = c.Settings.clients().insecure
 	}
 	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	ctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
 	var last string
 	for {
-		status, err := get(ctx, client, c.url.s, max(c.interval, 5*time.Second))
-		if err == nil && status == c.status {
-			return providers.ApplyResponse{
-				Outputs: cty.ObjectVal(map[string]cty.Value{"status": cty.NumberIntVal(int64(status))}),
-				Inverse: nothingToUndo(),
-			}
+		status, err := get(ctx, client, h.url, max(h.interval, 5*time.Second))
+		if err == nil && status == h.status {
+			return sdk.Apply[none, none]{Outputs: httpOutputs{status}, Inverse: nothingToUndo()}
 		}
 		seen := fmt.Sprintf("status %d", status)
 		if err != nil {
@@ -138,10 +158,10 @@ func (p *Provider) applyHTTP(ctx context.Context, req providers.ApplyRequest) pr
 			seen = last
 		}
 		if seen != last {
-			logf(req.Log, "%s: %s answered %s; want %d\n", req.Addr, sec.redact(c.url.show()), sec.redact(seen), c.status)
+			c.Log.Printf("%s: %s answered %s; want %d", c.Addr, h.url, seen, h.status)
 			last = seen
 		}
-		t := time.NewTimer(c.interval)
+		t := time.NewTimer(h.interval)
 		select {
 		case <-t.C:
 			continue
@@ -149,14 +169,14 @@ func (p *Provider) applyHTTP(ctx context.Context, req providers.ApplyRequest) pr
 			t.Stop()
 		}
 		if parent.Err() != nil {
-			return providers.ApplyResponse{Diagnostics: interrupted(req.Addr, context.Cause(parent))}
+			return fail(sdk.Interrupted(c.Addr, context.Cause(parent)))
 		}
-		answer := "the last answer was " + sec.redact(last)
+		answer := "the last answer was " + last
 		if last == "" {
 			answer = "no request finished in that time"
 		}
-		return providers.ApplyResponse{Diagnostics: phases.Errorf("HTTP Check Failed",
-			"%s: GET %s did not answer %d within %s; %s.", req.Addr, c.url.show(), c.status, c.timeout, answer)}
+		return fail(phases.Errorf("HTTP Check Failed",
+			"%s: GET %s did not answer %d within %s; %s.", c.Addr, h.url, h.status, h.timeout, answer))
 	}
 }
 

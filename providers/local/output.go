@@ -1,12 +1,9 @@
 package local
 
 import (
-	"bytes"
 	"io"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/homelab-migrate/migrate/phases"
 )
 
 // tailSize is how much of a command's last output is kept for the error
@@ -16,59 +13,24 @@ const tailSize = 2048
 // tailLines is how many of the last lines an error message shows.
 const tailLines = 8
 
-// output is where a command's stdout and stderr go: the log writer, with
-// secrets replaced, and a small ring of the last bytes for error messages.
-// os/exec gives one goroutine and one pipe to it (stdout and stderr are the
-// same writer), so it needs no lock.
+// output is where a command's stdout and stderr go: the log writer (the
+// SDK's, which replaces secrets line by line) and a small ring of the last
+// bytes for error messages (scrubbed with the diagnostic). os/exec gives
+// one goroutine and one pipe to it (stdout and stderr are the same
+// writer), so it needs no lock.
 type output struct {
-	log     io.Writer
-	secrets secrets
-	pending []byte // held back: it may be the start of a secret
-	ring    [tailSize]byte
-	n       int // bytes ever put in ring
+	log  io.Writer
+	ring [tailSize]byte
+	n    int // bytes ever put in ring
 }
 
-func newOutput(log io.Writer, s secrets) *output {
-	if log == nil {
-		log = io.Discard
-	}
-	return &output{log: log, secrets: s}
-}
+func newOutput(log io.Writer) *output { return &output{log: log} }
 
 // Write never fails: a broken log must not kill the command through
 // SIGPIPE or EPIPE.
 func (o *output) Write(p []byte) (int, error) {
-	n := len(p)
-	if len(o.secrets) == 0 {
-		o.emit(p)
-		return n, nil
-	}
-	buf := append(o.pending, p...)
-	for _, s := range o.secrets {
-		if bytes.Contains(buf, s) {
-			buf = bytes.ReplaceAll(buf, s, []byte(phases.Redacted))
-		}
-	}
-	hold := 0
-	for _, s := range o.secrets {
-		for l := min(len(s)-1, len(buf)); l > hold; l-- {
-			if bytes.HasSuffix(buf, s[:l]) {
-				hold = l
-				break
-			}
-		}
-	}
-	o.emit(buf[:len(buf)-hold])
-	o.pending = append(o.pending[:0], buf[len(buf)-hold:]...)
-	return n, nil
-}
-
-// flush writes what was held back; call it once the command has exited.
-func (o *output) flush() {
-	if len(o.pending) > 0 {
-		o.emit(o.pending)
-		o.pending = o.pending[:0]
-	}
+	o.emit(p)
+	return len(p), nil
 }
 
 func (o *output) emit(p []byte) {

@@ -1,0 +1,59 @@
+// Package sdk is the skeleton every provider shares, between
+// providers.Interface and a provider's own code. A provider declares each
+// step type as a typed handler; the SDK does, once for all providers:
+// gating (unsupported type, not configured, invalid configuration),
+// dispatch, the check for unknown values, decoding, interruption, default
+// outputs, the scrubbed log writer, and the scrubbing of every field that
+// leaves a provider.
+//
+// The attributes struct of a step type is its schema (see Attributes for
+// the tags and field types) and its decoded inputs:
+//
+//	type waitAttrs struct {
+//		Duration string `cty:"duration" required:"true" doc:"How long to wait."`
+//	}
+//
+//	var waitStep = &sdk.StepType[*Provider, waitAttrs, struct{}, struct{}]{
+//		Name: "wait", Description: "A pause of a given duration.",
+//		Apply: func(ctx context.Context, c *sdk.Call[*Provider], a waitAttrs, _ struct{}, _ *sdk.Prior[struct{}, struct{}]) sdk.Apply[struct{}, struct{}] {
+//			d, _ := time.ParseDuration(a.Duration)
+//			time.Sleep(d) // (select on ctx.Done() in real code)
+//			return sdk.Apply[struct{}, struct{}]{}
+//		},
+//	}
+//
+//	p := &sdk.Provider[*Provider]{Name: "local", Steps: []sdk.Step[*Provider]{waitStep}}
+//
+// Example (example_test.go) is a whole provider: block, settings, typed
+// private and inverse data, a sensitive attribute and output. providers/local
+// is the reference for real handlers.
+//
+// The schema must be pure data that migrate compiles in without a
+// provider's heavy libraries: keep attribute structs in a light package
+// (talosschema, helmschema) when the handlers import heavy ones. The SDK
+// itself imports only phases, providers, secret and go-cty.
+//
+// Per call: the configuration is checked against the schema's types, its
+// secrets (marked values, attributes tagged sensitive) are learned into
+// the call's Scrubber, and it is decoded with null as the zero value
+// (pointer fields say whether a value was set, or use Call.Null). With
+// values not known yet, Read says Unknown and Plan defers ("(known after
+// apply)") without calling the handler, unless the step type sets
+// Unknowns; Apply refuses them. Revert decodes leniently: no required
+// check, unknowns as with Unknowns, since rollback may lack them.
+//
+// What leaves the provider is scrubbed: text fields (Read.Detail,
+// Plan.Diff, Plan.Irreversible, inverse descriptions, records, every
+// diagnostic) have each secret replaced by phases.Redacted; private and
+// inverse data are typed (P, I), JSON-encoded, then scrubbed the same way
+// (a handler keeps a secret's place, not the secret, and takes it from
+// the configuration again); output strings that contain a secret are
+// marked sensitive, so later steps still get the value while state and
+// terminal redact it; the log writer scrubs line by line and is flushed
+// when Apply and Revert return. A string the runbook itself wrote in
+// clear is left whole even when a secret occurs in it: it is no secret,
+// and data carrying it (a revert command) must keep working.
+//
+// providertest.Canary runs a provider with secrets planted in its inputs and
+// checks they leave by no field.
+package sdk
