@@ -87,8 +87,8 @@ func TestHugeErrorsAreCutAndLogged(t *testing.T) {
 	}
 	rec, _ := st.Step(addr("big"))
 	st.Close()
-	want := "bytes more; full error in " + lg.Path() + ")"
-	if len(rec.LastError) > state.MaxErrorBytes+200 || !strings.HasSuffix(rec.LastError, want) {
+	want := "bytes cut; full error in " + lg.Path() + ") …"
+	if len(rec.LastError) > state.MaxErrorBytes+200 || !strings.Contains(rec.LastError, want) || !strings.HasSuffix(rec.LastError, "y end") {
 		t.Errorf("last_error has %d bytes, ends %q", len(rec.LastError), rec.LastError[max(0, len(rec.LastError)-200):])
 	}
 	kinds := 0

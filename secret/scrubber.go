@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/zclconf/go-cty/cty"
 
@@ -42,6 +43,7 @@ func (s *Scrubber) Add(secrets ...string) {
 		if q := fmt.Sprintf("%q", x); q[1:len(q)-1] != x {
 			forms = append(forms, q[1:len(q)-1])
 		}
+		forms = append(forms, pieces(x)...)
 		for _, f := range forms {
 			if !s.seen[f] {
 				if s.seen == nil {
@@ -70,6 +72,31 @@ func (s *Scrubber) Add(secrets ...string) {
 		pairs = append(pairs, x, phases.Redacted)
 	}
 	s.rep = strings.NewReplacer(pairs...)
+}
+
+// MinPiece is the shortest word of a longer secret that is scrubbed on
+// its own. A sensitive value often reaches a command inside a larger
+// string ("sh -c 'echo ${upper(var.tok)}'"), and the command prints only
+// the derived word: that word is as secret as the whole. Shorter words
+// ("sh", "echo", "exit") would redact ordinary text.
+const MinPiece = 8
+
+// pieces are the words of a secret that holds separators (white space,
+// quotes, shell punctuation, '='), at least MinPiece bytes long.
+func pieces(x string) []string {
+	words := strings.FieldsFunc(x, func(r rune) bool {
+		return unicode.IsSpace(r) || strings.ContainsRune("\"'`;|&<>()=,", r)
+	})
+	if len(words) < 2 {
+		return nil
+	}
+	var out []string
+	for _, w := range words {
+		if len(w) >= MinPiece {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // AddMarked learns every string (and number) inside the parts of v marked

@@ -90,3 +90,19 @@ func TestScrubberIsSafeForConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A secret that reached a command inside a larger string is scrubbed by
+// its words too: the command prints the derived word, not the whole.
+func TestScrubberScrubsTheWordsOfALongerSecret(t *testing.T) {
+	var s secret.Scrubber
+	s.Add("echo CNRY7Q4ZXW9KPL2M >&2; exit 3", "TOKEN=hunter2hunter2")
+	for in, want := range map[string]string{
+		"CNRY7Q4ZXW9KPL2M":              phases.Redacted,
+		"token hunter2hunter2 used":     "token " + phases.Redacted + " used",
+		"echo and exit are not secrets": "echo and exit are not secrets",
+	} {
+		if got := s.Text(in); got != want {
+			t.Errorf("Text(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

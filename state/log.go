@@ -96,22 +96,28 @@ func (l *Log) Close() error {
 	return nil
 }
 
-// CutError keeps the first MaxErrorBytes of msg (on a UTF-8 boundary) and
-// says how much more there is and where the whole of it is: logPath, when
-// not empty. Every error a record keeps or the terminal shows goes
-// through it, so that a huge one (an argument of 50 MB in a command that
-// failed) costs neither the state file nor the terminal its size.
+// CutError keeps the head and the tail of msg, MaxErrorBytes in all (cut
+// on UTF-8 boundaries), and says how much is left out and where the whole
+// of it is: logPath, when not empty. The tail stays because that is where
+// a command's error says why it failed ("argument list too long"). Every
+// error a record keeps or the terminal shows goes through it, so that a
+// huge one (an argument of 50 MB in a command that failed) costs neither
+// the state file nor the terminal its size.
 func CutError(msg, logPath string) string {
 	if len(msg) <= MaxErrorBytes {
 		return msg
 	}
-	n := MaxErrorBytes
-	for n > 0 && !utf8.RuneStart(msg[n]) {
-		n--
+	head := MaxErrorBytes * 3 / 4
+	for head > 0 && !utf8.RuneStart(msg[head]) {
+		head--
+	}
+	tail := len(msg) - MaxErrorBytes/4
+	for tail < len(msg) && !utf8.RuneStart(msg[tail]) {
+		tail++
 	}
 	where := ""
 	if logPath != "" {
 		where = "; full error in " + logPath
 	}
-	return fmt.Sprintf("%s… (%d bytes more%s)", strings.ToValidUTF8(msg[:n], "\uFFFD"), len(msg)-n, where)
+	return fmt.Sprintf("%s… (%d bytes cut%s) …%s", strings.ToValidUTF8(msg[:head], "\uFFFD"), tail-head, where, strings.ToValidUTF8(msg[tail:], "\uFFFD"))
 }

@@ -29,7 +29,7 @@ phase "A" {
 	if len(logs) != 1 {
 		t.Fatalf("logs: %v, want one run log", logs)
 	}
-	if !strings.Contains(r.stdout, "bytes more; full error in "+logs[0]+")") {
+	if !strings.Contains(r.stdout, "bytes cut; full error in "+logs[0]+")") {
 		t.Errorf("the terminal does not point at the log: %s", r.stdout[:min(len(r.stdout), 20000)])
 	}
 	if fi, err := os.Stat(filepath.Join(dir, ".migrate", "state.json")); err != nil || fi.Size() > 16<<10 {
