@@ -125,8 +125,9 @@ func (a *app) logger() *log.Logger {
 // varFlags are the variable options of the commands that load a runbook.
 type varFlags struct {
 	vars, files []string
-	// optional: a command that only reads the state (status) needs the
-	// runbook's phases and steps, not the values of its variables.
+	// optional: a command that only reads the runbook's shape or the state
+	// (validate, graph, status) needs its phases and steps, not the values
+	// of its variables: those without one stay unknown.
 	optional bool
 }
 

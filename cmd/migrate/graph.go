@@ -7,7 +7,7 @@ import (
 )
 
 func (a *app) graphCommand() *cobra.Command {
-	var vf varFlags
+	vf := varFlags{optional: true} // like terraform validate: variables stay unknown
 	var format string
 	cmd := &cobra.Command{
 		Use:   "graph",

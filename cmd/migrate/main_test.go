@@ -785,6 +785,10 @@ phase "A" {
 		t.Errorf("status without variables: %s", r)
 	}
 	run(t, dir, 0, "state", "show")
+	run(t, dir, 0, "validate")
+	if r := run(t, dir, 0, "graph", "--format", "mermaid"); !strings.Contains(r.stdout, "exec.hello") {
+		t.Errorf("graph without variables: %s", r)
+	}
 	// Commands that run steps still need them.
 	r = run(t, dir, 1, "plan")
 	if !strings.Contains(r.stderr, "Missing Required Variable") {

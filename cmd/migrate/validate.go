@@ -5,7 +5,7 @@ import (
 )
 
 func (a *app) validateCommand() *cobra.Command {
-	var vf varFlags
+	vf := varFlags{optional: true} // like terraform validate: variables stay unknown
 	cmd := &cobra.Command{
 		Use:   "validate",
 		Short: "Check the runbook for mistakes, all of them at once",

@@ -289,7 +289,7 @@ func revertExec(ctx context.Context, c *call, a execAttrs, u sdk.Undo[revertData
 	if u.Resumed && r.Creates != "" {
 		// The revert was interrupted: it finished if it made its path.
 		if _, err := os.Stat(under(dir, r.Creates)); err == nil {
-			c.Log.Printf("%s: revert skipped, %s exists", c.Addr, r.Creates)
+			c.Log.Printf("revert skipped, %s exists", r.Creates)
 			return nil
 		}
 	}

@@ -47,7 +47,7 @@ func applyApproval(_ context.Context, c *call, a approvalAttrs, _ none, _ *sdk.P
 		by = localUser()
 	default:
 		return fail(phases.Errorf("Approval Required",
-			"Approval required: step %s needs a person: rerun with --approve %s, or run it in a terminal.", c.Addr, c.Addr))
+			"Step %s needs a person: rerun with --approve %s, or run it in a terminal.", c.Addr, c.Addr))
 	}
 	return sdk.Apply[none, none]{
 		Outputs: approvalOutputs{by},

@@ -728,7 +728,7 @@ func TestApproval(t *testing.T) {
 	t.Run("nobody", func(t *testing.T) {
 		t.Parallel()
 		r := req(providers.Approval{})
-		wantErr(t, r.Diagnostics, "Approval required: step approval.dns needs a person: rerun with --approve approval.dns, or run it in a terminal")
+		wantErr(t, r.Diagnostics, "Step approval.dns needs a person: rerun with --approve approval.dns, or run it in a terminal")
 	})
 	t.Run("read", func(t *testing.T) {
 		t.Parallel()

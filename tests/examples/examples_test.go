@@ -166,4 +166,9 @@ func TestHomelabIsValid(t *testing.T) {
 	if strings.Contains(out, "CANARY") {
 		t.Error("the graph shows a sensitive variable")
 	}
+	// Reading the runbook's shape needs no variable values.
+	run(t, dir, nil, "validate")
+	if out := run(t, dir, nil, "graph", "--format", "svg"); !strings.Contains(out, "</svg>") {
+		t.Errorf("graph --format svg without variables: %s", out)
+	}
 }
