@@ -308,6 +308,7 @@ func readNamespace(ctx context.Context, c *call, st nsAttrs, prior *sdk.Prior[st
 
 func revertNamespace(ctx context.Context, c *call, a nsAttrs, u sdk.Undo[namespaceInverse]) phases.Diagnostics {
 	inv := u.Data
+	inv.Name = kept(inv.Name, a.Name, c.Addr.Name)
 	if inv.Name == "" {
 		return phases.Errorf("Invalid Inverse", "The recorded inverse of %s names no namespace.", c.Addr)
 	}

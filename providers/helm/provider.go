@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/homelab-migrate/migrate/phases"
@@ -164,4 +165,17 @@ func known(c *call, names ...string) bool {
 		}
 	}
 	return true
+}
+
+// kept is a name of the inverse data, or the configuration's (else def)
+// where the SDK redacted it: the data keeps a secret's place, not the
+// secret, and a name marked sensitive is taken from the step again.
+func kept(recorded, configured, def string) string {
+	switch {
+	case !strings.Contains(recorded, phases.Redacted):
+		return recorded
+	case configured != "":
+		return configured
+	}
+	return def
 }

@@ -468,6 +468,8 @@ func madeOutside(made, now int) string {
 
 func revertRelease(ctx context.Context, c *call, a relAttrs, u sdk.Undo[releaseInverse]) phases.Diagnostics {
 	inv := u.Data
+	inv.Name = kept(inv.Name, a.Name, c.Addr.Name)
+	inv.Namespace = kept(inv.Namespace, a.Namespace, "default")
 	if inv.Name == "" {
 		return phases.Errorf("Invalid Inverse", "The recorded inverse of %s names no release.", c.Addr)
 	}
