@@ -3,7 +3,8 @@ package helm
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -165,7 +166,7 @@ func isNoKubeconfig(d phases.Diagnostics) bool {
 // writeMapDiff writes the changes that setting want over have makes; keys
 // in have but not in want are kept, so they are not shown.
 func writeMapDiff(b *strings.Builder, what string, have, want map[string]string) {
-	for _, k := range sortedKeys(want) {
+	for _, k := range slices.Sorted(maps.Keys(want)) {
 		old, ok := have[k]
 		switch {
 		case !ok:
@@ -380,13 +381,4 @@ func waitGone(ctx context.Context, cl *cluster, name string, limit time.Duration
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -85,6 +87,20 @@ func (h history) base() *release.Release {
 		return h.last
 	}
 	return nil
+}
+
+// openRelease is the Helm configuration of a release's namespace (log
+// gets Helm's messages, nil none) and the release's history.
+func openRelease(cl *cluster, ns, name string, log func(string, ...any)) (*action.Configuration, history, phases.Diagnostics) {
+	cfg, err := cl.helmConfig(ns, log)
+	if err != nil {
+		return nil, history{}, phases.FromError("Cannot Reach Kubernetes", err)
+	}
+	h, err := readHistory(cfg, name)
+	if err != nil {
+		return nil, history{}, phases.Errorf("Cannot Read Release", "Reading the history of release %s: %v.", name, err)
+	}
+	return cfg, h, nil
 }
 
 func readHistory(cfg *action.Configuration, name string) (history, error) {
@@ -214,13 +230,9 @@ func planRelease(ctx context.Context, c *call, st relAttrs, _ *sdk.Prior[release
 		fmt.Fprintf(&b, "release %s/%s: chart %s; the cluster cannot be reached yet (the kubeconfig is written by an earlier step): rendered, diffed and checked against PodSecurity at apply\n", st.Namespace, st.Name, st.Chart)
 		return relPlan{Diff: b.String()}
 	}
-	cfg, err := cl.helmConfig(st.Namespace, nil)
-	if err != nil {
-		return relPlan{Diagnostics: phases.FromError("Cannot Reach Kubernetes", err)}
-	}
-	h, err := readHistory(cfg, st.Name)
-	if err != nil {
-		return relPlan{Diagnostics: phases.Errorf("Cannot Read Release", "Reading the history of release %s: %v.", st.Name, err)}
+	cfg, h, diags := openRelease(cl, st.Namespace, st.Name, nil)
+	if diags.HasErrors() {
+		return relPlan{Diagnostics: diags}
 	}
 	r, diags := p.render(ctx, c, cl, cfg, st, h)
 	if diags.HasErrors() {
@@ -246,12 +258,13 @@ func planRelease(ctx context.Context, c *call, st relAttrs, _ *sdk.Prior[release
 	for _, l := range lines {
 		b.WriteString(l + "\n")
 	}
-	for _, k := range sortedKeys(st.SetSensitive) {
+	for _, k := range slices.Sorted(maps.Keys(st.SetSensitive)) {
 		fmt.Fprintf(&b, "set_sensitive %s = %s\n", k, phases.Redacted)
 	}
 	var old []*object
 	if base != nil {
 		scrubOldValues(c, st, base)
+		var err error
 		old, err = p.parseManifest(manifestOf(base), st.Namespace, cl.mapper)
 		if err != nil {
 			return relPlan{Diagnostics: phases.Errorf("Cannot Parse Manifest", "The manifest of revision %d of release %s: %v.", base.Version, st.Name, err)}
@@ -276,19 +289,16 @@ func applyRelease(ctx context.Context, c *call, st relAttrs, planned releasePriv
 	if diags.HasErrors() {
 		return relApply{Diagnostics: diags}
 	}
-	cfg, err := cl.helmConfig(st.Namespace, func(format string, args ...any) {
+	cfg, h, diags := openRelease(cl, st.Namespace, st.Name, func(format string, args ...any) {
 		if strings.HasPrefix(format, "beginning wait") || strings.HasPrefix(format, "creating") || strings.HasPrefix(format, "Created") || strings.HasPrefix(format, "Deleting") {
 			c.Log.Printf(format, args...)
 		}
 	})
-	if err != nil {
-		return relApply{Diagnostics: phases.FromError("Cannot Reach Kubernetes", err)}
-	}
-	h, err := readHistory(cfg, st.Name)
-	if err != nil {
-		return relApply{Diagnostics: phases.Errorf("Cannot Read Release", "Reading the history of release %s: %v.", st.Name, err)}
+	if diags.HasErrors() {
+		return relApply{Diagnostics: diags}
 	}
 	// The version token: a revision made by someone else since the plan.
+	var err error
 	if planned.Base != nil && h.last != nil && h.last.Version != *planned.Base &&
 		!strings.HasPrefix(h.last.Info.Description, descPrefix) {
 		return relApply{Diagnostics: phases.Errorf("Release Changed Since Plan",
@@ -419,13 +429,9 @@ func readRelease(ctx context.Context, c *call, st relAttrs, prior *sdk.Prior[rel
 	if diags.HasErrors() {
 		return relRead{Diagnostics: diags}
 	}
-	cfg, err := cl.helmConfig(st.Namespace, nil)
-	if err != nil {
-		return relRead{Diagnostics: phases.FromError("Cannot Reach Kubernetes", err)}
-	}
-	h, err := readHistory(cfg, st.Name)
-	if err != nil {
-		return relRead{Diagnostics: phases.Errorf("Cannot Read Release", "Reading the history of release %s: %v.", st.Name, err)}
+	_, h, diags := openRelease(cl, st.Namespace, st.Name, nil)
+	if diags.HasErrors() {
+		return relRead{Diagnostics: diags}
 	}
 	if !h.exists() {
 		return relRead{Observation: providers.Absent, Detail: fmt.Sprintf("release %s/%s is not installed", st.Namespace, st.Name)}
@@ -478,13 +484,9 @@ func revertRelease(ctx context.Context, c *call, a relAttrs, u sdk.Undo[releaseI
 	if diags.HasErrors() {
 		return diags
 	}
-	cfg, err := cl.helmConfig(inv.Namespace, nil)
-	if err != nil {
-		return phases.FromError("Cannot Reach Kubernetes", err)
-	}
-	h, err := readHistory(cfg, inv.Name)
-	if err != nil {
-		return phases.Errorf("Cannot Read Release", "Reading the history of release %s: %v.", inv.Name, err)
+	cfg, h, diags := openRelease(cl, inv.Namespace, inv.Name, nil)
+	if diags.HasErrors() {
+		return diags
 	}
 	if !h.exists() {
 		c.Log.Printf("release %s/%s is not installed: nothing to undo", inv.Namespace, inv.Name)

@@ -3,7 +3,9 @@ package helm
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -154,7 +156,7 @@ func (p *Provider) mergedValues(st relAttrs) (map[string]any, error) {
 		return nil, err
 	}
 	out = mergeMaps(out, vals)
-	for _, path := range sortedKeys(st.SetSensitive) {
+	for _, path := range slices.Sorted(maps.Keys(st.SetSensitive)) {
 		if err := setPath(out, path, st.SetSensitive[path]); err != nil {
 			return nil, err
 		}

@@ -3,6 +3,8 @@ package helm
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -48,7 +50,7 @@ func (p *Provider) preflight(ctx context.Context, cl *cluster, st relAttrs, objs
 	}
 	var lines []string
 	var diags phases.Diagnostics
-	for _, ns := range sortedKeys(byNS) {
+	for _, ns := range slices.Sorted(maps.Keys(byNS)) {
 		level, why := p.levelOf(ctx, cl, ns)
 		lines = append(lines, fmt.Sprintf("namespace %s: PodSecurity %s (%s)", ns, level, why))
 		if len(byNS[ns]) == 0 {
