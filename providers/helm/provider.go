@@ -94,9 +94,9 @@ func (p *Provider) configure(_ context.Context, req providers.ConfigureRequest) 
 			p.dir = abs
 		}
 	}
-	p.kubeconfig, p.contextName, p.defaultPSS = p.abs(b.Kubeconfig), b.Context, b.DefaultPodSecurity
-	if p.defaultPSS == "" {
-		p.defaultPSS = levelBaseline
+	p.kubeconfig, p.contextName, p.defaultPSS = p.abs(b.Kubeconfig), b.Context, levelBaseline
+	if b.DefaultPodSecurity != nil {
+		p.defaultPSS = *b.DefaultPodSecurity
 	}
 	if !validLevel(p.defaultPSS) {
 		return p, phases.Errorf("Invalid PodSecurity Level", "default_pod_security of provider helm %q must be \"privileged\", \"baseline\" or \"restricted\", not %q.", req.Name, p.defaultPSS)

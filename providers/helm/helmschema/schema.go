@@ -18,9 +18,9 @@ const (
 
 // Block is the provider block.
 type Block struct {
-	Kubeconfig         string `cty:"kubeconfig" doc:"Path to the kubeconfig, relative to the runbook; read at first use, so an earlier talos_kubeconfig step may write it. Default $KUBECONFIG or ~/.kube/config."`
-	Context            string `cty:"context" doc:"The kubeconfig context; default its current context."`
-	DefaultPodSecurity string `cty:"default_pod_security" doc:"The PodSecurity level the cluster enforces on unlabelled namespaces: \"baseline\" (default, as Talos enforces), \"restricted\" or \"privileged\"."`
+	Kubeconfig         string  `cty:"kubeconfig" doc:"Path to the kubeconfig, relative to the runbook; read at first use, so an earlier talos_kubeconfig step may write it. Default $KUBECONFIG or ~/.kube/config."`
+	Context            string  `cty:"context" doc:"The kubeconfig context; default its current context."`
+	DefaultPodSecurity *string `cty:"default_pod_security" doc:"The PodSecurity level the cluster enforces on unlabelled namespaces: \"baseline\" (default, as Talos enforces), \"restricted\" or \"privileged\"."`
 }
 
 // NamespaceDescription describes the kubernetes_namespace step type.
