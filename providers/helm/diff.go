@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -38,7 +40,7 @@ func (o *object) ID() string {
 func (p *Provider) parseManifest(manifest, releaseNS string, mapper meta.RESTMapper) ([]*object, error) {
 	docs := releaseutil.SplitManifests(manifest)
 	out := make([]*object, 0, len(docs))
-	for _, name := range sortedKeys(docs) {
+	for _, name := range slices.Sorted(maps.Keys(docs)) {
 		doc := strings.TrimSpace(docs[name])
 		if doc == "" {
 			continue
@@ -150,7 +152,7 @@ func diffObjects(old, new []*object) *manifestDiff {
 	for id := range oldBy {
 		ids[id] = true
 	}
-	for _, id := range sortedKeys(ids) {
+	for _, id := range slices.Sorted(maps.Keys(ids)) {
 		o, n := oldBy[id], newBy[id]
 		switch {
 		case o == nil:

@@ -37,6 +37,10 @@
 // scrubbed from plans, logs, diagnostics, inverses and state; the release
 // record in the cluster holds them, as Helm stores every release's values.
 //
+// The provider is built on providers/sdk, which decodes the attributes
+// (structs in helmschema), gates, dispatches and scrubs every call; the
+// handlers of each step type are in namespace.go and release.go.
+//
 // The engine (package engine) drives the provider through
 // providers.Interface. It runs as the plugin program migrate-provider-helm
 // (cmd/migrate-provider-helm, providers/plugin); its schema is in

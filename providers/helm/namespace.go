@@ -2,13 +2,12 @@ package helm
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
-	"github.com/zclconf/go-cty/cty"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/helm/helmschema"
+	"github.com/homelab-migrate/migrate/providers/sdk"
 )
 
 // PodSecurity levels and labels.
@@ -33,57 +34,58 @@ func validLevel(l string) bool {
 	return l == levelPrivileged || l == levelBaseline || l == levelRestricted
 }
 
-// namespaceStep is a decoded kubernetes_namespace step.
-type namespaceStep struct {
-	name        string
-	labels      map[string]string // including the PodSecurity labels
-	annotations map[string]string
-	level       string
+// nsAttrs are a kubernetes_namespace step's attributes.
+type nsAttrs = helmschema.NamespaceAttrs
+
+var namespaceStep = &sdk.StepType[*Provider, nsAttrs, struct{}, namespaceInverse]{
+	Name:        Namespace,
+	Description: helmschema.NamespaceDescription,
+	Outputs:     helmschema.NamespaceOutputs{},
+	// The plan shows what it knows, and a known level is remembered for
+	// the releases of the same run.
+	Unknowns: true,
+	Validate: validateNamespace,
+	Read:     readNamespace,
+	Plan:     planNamespace,
+	Apply:    applyNamespace,
+	Revert:   revertNamespace,
 }
 
-// decodeNamespace decodes the step; known is false when a value is not
-// known yet.
-func (c *call) decodeNamespace() (*namespaceStep, bool) {
-	if !c.cfg.IsKnown() {
-		return nil, false
+// validateNamespace checks the step and completes it: the name defaults
+// to the step's, and the level becomes the PodSecurity labels.
+func validateNamespace(c *call, a *nsAttrs) phases.Diagnostics {
+	if c.Null("name") {
+		a.Name = c.Addr.Name
 	}
-	st := &namespaceStep{}
-	var k1, k2, k3, k4 bool
-	st.name, k1 = c.str("name", c.addr.Name)
-	st.labels, k2 = c.strMap("labels")
-	st.annotations, k3 = c.strMap("annotations")
-	st.level, k4 = c.str("pod_security", "")
-	if st.labels == nil {
-		st.labels = map[string]string{}
+	if a.Labels == nil {
+		a.Labels = map[string]string{}
 	}
-	if st.annotations == nil {
-		st.annotations = map[string]string{}
+	if a.Annotations == nil {
+		a.Annotations = map[string]string{}
 	}
-	if k1 {
-		if errs := validation.IsDNS1123Label(st.name); len(errs) > 0 {
-			c.errorf("Invalid Namespace Name", "%q is not a valid namespace name for %s: %s.", st.name, c.what, strings.Join(errs, "; "))
+	var diags phases.Diagnostics
+	if !c.Unknown("name") {
+		if errs := validation.IsDNS1123Label(a.Name); len(errs) > 0 {
+			diags = append(diags, phases.Errorf("Invalid Namespace Name", "%q is not a valid namespace name for %s: %s.", a.Name, c.Addr, strings.Join(errs, "; "))...)
 		}
 	}
-	if k4 && st.level != "" {
-		if !validLevel(st.level) {
-			c.errorf("Invalid PodSecurity Level", "pod_security of %s must be \"privileged\", \"baseline\" or \"restricted\", not %q.", c.what, st.level)
+	if !c.Unknown("pod_security") && a.PodSecurity != "" {
+		if !validLevel(a.PodSecurity) {
+			diags = append(diags, phases.Errorf("Invalid PodSecurity Level", "pod_security of %s must be \"privileged\", \"baseline\" or \"restricted\", not %q.", c.Addr, a.PodSecurity)...)
 		} else {
 			for _, mode := range []string{"enforce", "audit", "warn"} {
-				st.labels[labelPrefix+mode] = st.level
-				st.labels[labelPrefix+mode+"-version"] = "latest"
+				a.Labels[labelPrefix+mode] = a.PodSecurity
+				a.Labels[labelPrefix+mode+"-version"] = "latest"
 			}
 		}
 	}
-	return st, k1 && k2 && k3 && k4
+	return diags
 }
 
 // remember records the level the namespace will have for later releases.
-func (p *Provider) remember(st *namespaceStep) {
-	if st == nil || st.name == "" {
-		return
-	}
-	if l := st.labels[labelEnforce]; validLevel(l) {
-		p.setLevel(st.name, l)
+func (p *Provider) remember(a nsAttrs) {
+	if l := a.Labels[labelEnforce]; validLevel(l) && a.Name != "" {
+		p.setLevel(a.Name, l)
 	}
 }
 
@@ -98,59 +100,58 @@ type namespaceInverse struct {
 	Annotations map[string]*string `json:"annotations,omitempty"`
 }
 
-func (p *Provider) planNamespace(ctx context.Context, c *call, req providers.PlanRequest) providers.PlanResponse {
-	st, known := c.decodeNamespace()
-	if c.diags.HasErrors() {
-		return providers.PlanResponse{}
+type nsPlan = sdk.Plan[struct{}]
+
+func planNamespace(ctx context.Context, c *call, st nsAttrs, _ *sdk.Prior[struct{}, namespaceInverse]) nsPlan {
+	if c.Unknown("name") {
+		return nsPlan{Diff: "namespace (known after earlier steps apply)\n"}
 	}
-	if st == nil {
-		return providers.PlanResponse{Diff: "namespace (known after earlier steps apply)\n"}
-	}
+	p := c.Settings
 	p.remember(st)
 	var b strings.Builder
-	if l := st.labels[labelEnforce]; l != "" {
-		fmt.Fprintf(&b, "namespace %s: PodSecurity %s\n", st.name, l)
+	if l := st.Labels[labelEnforce]; l != "" {
+		fmt.Fprintf(&b, "namespace %s: PodSecurity %s\n", st.Name, l)
 	}
-	if !known {
-		fmt.Fprintf(&b, "namespace %s: labels or annotations known after earlier steps apply\n", st.name)
-		return providers.PlanResponse{Diff: b.String()}
+	if !known(c, "labels", "annotations", "pod_security") {
+		fmt.Fprintf(&b, "namespace %s: labels or annotations known after earlier steps apply\n", st.Name)
+		return nsPlan{Diff: b.String()}
 	}
-	cl, _, diags := p.cluster(c)
+	cl, diags := p.cluster(c, st.Kubeconfig)
 	if cl == nil {
-		if diags.HasErrors() && !isNoKubeconfig(diags) {
-			return providers.PlanResponse{Diagnostics: diags}
+		if !isNoKubeconfig(diags) {
+			return nsPlan{Diagnostics: diags}
 		}
-		fmt.Fprintf(&b, "+ namespace %s (the cluster cannot be read yet: the kubeconfig is written by an earlier step)\n", st.name)
-		writeMapDiff(&b, "label", nil, st.labels)
-		writeMapDiff(&b, "annotation", nil, st.annotations)
-		return providers.PlanResponse{Diff: b.String()}
+		fmt.Fprintf(&b, "+ namespace %s (the cluster cannot be read yet: the kubeconfig is written by an earlier step)\n", st.Name)
+		writeMapDiff(&b, "label", nil, st.Labels)
+		writeMapDiff(&b, "annotation", nil, st.Annotations)
+		return nsPlan{Diff: b.String()}
 	}
-	live, err := cl.client.CoreV1().Namespaces().Get(ctx, st.name, metav1.GetOptions{})
+	live, err := cl.client.CoreV1().Namespaces().Get(ctx, st.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		fmt.Fprintf(&b, "+ namespace %s\n", st.name)
-		writeMapDiff(&b, "label", nil, st.labels)
-		writeMapDiff(&b, "annotation", nil, st.annotations)
+		fmt.Fprintf(&b, "+ namespace %s\n", st.Name)
+		writeMapDiff(&b, "label", nil, st.Labels)
+		writeMapDiff(&b, "annotation", nil, st.Annotations)
 	case err != nil:
-		return providers.PlanResponse{Diagnostics: phases.Errorf("Cannot Read Namespace", "Reading namespace %s for %s: %v.", st.name, c.what, err)}
+		return nsPlan{Diagnostics: phases.Errorf("Cannot Read Namespace", "Reading namespace %s for %s: %v.", st.Name, c.Addr, err)}
 	default:
 		n := b.Len()
 		if live.DeletionTimestamp != nil {
-			fmt.Fprintf(&b, "! namespace %s is being deleted; apply waits for it to go, then creates it\n", st.name)
+			fmt.Fprintf(&b, "! namespace %s is being deleted; apply waits for it to go, then creates it\n", st.Name)
 		}
-		writeMapDiff(&b, "label", live.Labels, st.labels)
-		writeMapDiff(&b, "annotation", live.Annotations, st.annotations)
+		writeMapDiff(&b, "label", live.Labels, st.Labels)
+		writeMapDiff(&b, "annotation", live.Annotations, st.Annotations)
 		if b.Len() == n {
-			fmt.Fprintf(&b, "  namespace %s exists with these labels and annotations: no change\n", st.name)
+			fmt.Fprintf(&b, "  namespace %s exists with these labels and annotations: no change\n", st.Name)
 		} else {
 			s := b.String()
 			b.Reset()
 			b.WriteString(s[:n])
-			fmt.Fprintf(&b, "~ namespace %s\n", st.name)
+			fmt.Fprintf(&b, "~ namespace %s\n", st.Name)
 			b.WriteString(s[n:])
 		}
 	}
-	return providers.PlanResponse{Diff: b.String()}
+	return nsPlan{Diff: b.String()}
 }
 
 func isNoKubeconfig(d phases.Diagnostics) bool {
@@ -165,7 +166,7 @@ func isNoKubeconfig(d phases.Diagnostics) bool {
 // writeMapDiff writes the changes that setting want over have makes; keys
 // in have but not in want are kept, so they are not shown.
 func writeMapDiff(b *strings.Builder, what string, have, want map[string]string) {
-	for _, k := range sortedKeys(want) {
+	for _, k := range slices.Sorted(maps.Keys(want)) {
 		old, ok := have[k]
 		switch {
 		case !ok:
@@ -176,75 +177,67 @@ func writeMapDiff(b *strings.Builder, what string, have, want map[string]string)
 	}
 }
 
-func (p *Provider) applyNamespace(ctx context.Context, c *call, req providers.ApplyRequest) providers.ApplyResponse {
-	st, known := c.decodeNamespace()
-	if c.diags.HasErrors() {
-		return providers.ApplyResponse{}
-	}
-	if !known {
-		return providers.ApplyResponse{Diagnostics: phases.Errorf("Unknown Values", "%s has values that are not known at apply time.", c.what)}
-	}
+type nsApply = sdk.Apply[struct{}, namespaceInverse]
+
+func applyNamespace(ctx context.Context, c *call, st nsAttrs, _ struct{}, prior *sdk.Prior[struct{}, namespaceInverse]) nsApply {
+	p := c.Settings
 	p.remember(st)
-	cl, _, diags := p.cluster(c)
+	cl, diags := p.cluster(c, st.Kubeconfig)
 	if diags.HasErrors() {
-		return providers.ApplyResponse{Diagnostics: diags}
+		return nsApply{Diagnostics: diags}
 	}
 	nsc := cl.client.CoreV1().Namespaces()
-	inv := namespaceInverse{Name: st.name}
+	inv := namespaceInverse{Name: st.Name}
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		inv = namespaceInverse{Name: st.name}
-		live, err := nsc.Get(ctx, st.name, metav1.GetOptions{})
+		inv = namespaceInverse{Name: st.Name}
+		live, err := nsc.Get(ctx, st.Name, metav1.GetOptions{})
 		if err == nil && live.DeletionTimestamp != nil {
-			c.log.Printf("namespace %s is being deleted; waiting for it to go", st.name)
-			if err := waitGone(ctx, cl, st.name, 2*time.Minute); err != nil {
+			c.Log.Printf("namespace %s is being deleted; waiting for it to go", st.Name)
+			if err := waitGone(ctx, cl, st.Name, 2*time.Minute); err != nil {
 				return err
 			}
-			live, err = nsc.Get(ctx, st.name, metav1.GetOptions{})
+			live, err = nsc.Get(ctx, st.Name, metav1.GetOptions{})
 		}
 		if apierrors.IsNotFound(err) {
-			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: st.name, Labels: st.labels, Annotations: st.annotations}}
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: st.Name, Labels: st.Labels, Annotations: st.Annotations}}
 			if _, err := nsc.Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 				return err
 			}
 			inv.Delete = true
-			c.log.Printf("created namespace %s", st.name)
+			c.Log.Printf("created namespace %s", st.Name)
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		inv.Labels = merge(&live.Labels, st.labels)
-		inv.Annotations = merge(&live.Annotations, st.annotations)
+		inv.Labels = merge(&live.Labels, st.Labels)
+		inv.Annotations = merge(&live.Annotations, st.Annotations)
 		if len(inv.Labels)+len(inv.Annotations) == 0 {
-			c.log.Printf("namespace %s is up to date", st.name)
+			c.Log.Printf("namespace %s is up to date", st.Name)
 			return nil
 		}
 		if _, err := nsc.Update(ctx, live, metav1.UpdateOptions{}); err != nil {
 			return err
 		}
-		c.log.Printf("updated namespace %s: %d label(s), %d annotation(s)", st.name, len(inv.Labels), len(inv.Annotations))
+		c.Log.Printf("updated namespace %s: %d label(s), %d annotation(s)", st.Name, len(inv.Labels), len(inv.Annotations))
 		return nil
 	})
 	if err != nil {
-		return providers.ApplyResponse{Diagnostics: phases.Errorf("Cannot Apply Namespace", "Applying namespace %s for %s: %v.", st.name, c.what, err)}
+		return nsApply{Diagnostics: phases.Errorf("Cannot Apply Namespace", "Applying namespace %s for %s: %v.", st.Name, c.Addr, err)}
 	}
 	inverse := namespaceInverseOf(inv)
-	if prev := priorNamespaceInverse(req.Prior); prev != nil && prev.Name == st.name {
+	if prior != nil && prior.Inverse != nil && prior.Inverse.Data.Name == st.Name {
 		// Applied again: undoing goes back to before the first apply.
-		inverse = req.Prior.Inverse
+		inverse = prior.Inverse
 	}
-	return providers.ApplyResponse{Outputs: namespaceOutputs(st), Inverse: inverse}
+	return nsApply{Outputs: namespaceOutputs(st), Inverse: inverse}
 }
 
-func namespaceOutputs(st *namespaceStep) cty.Value {
-	return cty.ObjectVal(map[string]cty.Value{
-		"name":         cty.StringVal(st.name),
-		"pod_security": cty.StringVal(st.labels[labelEnforce]),
-	})
+func namespaceOutputs(st nsAttrs) helmschema.NamespaceOutputs {
+	return helmschema.NamespaceOutputs{Name: st.Name, PodSecurity: st.Labels[labelEnforce]}
 }
 
-func namespaceInverseOf(inv namespaceInverse) *providers.Inverse {
-	data, _ := json.Marshal(inv)
+func namespaceInverseOf(inv namespaceInverse) *sdk.Inverse[namespaceInverse] {
 	desc := fmt.Sprintf("restore the labels and annotations of namespace %s", inv.Name)
 	switch {
 	case inv.Delete:
@@ -252,18 +245,7 @@ func namespaceInverseOf(inv namespaceInverse) *providers.Inverse {
 	case len(inv.Labels)+len(inv.Annotations) == 0:
 		desc = fmt.Sprintf("nothing: namespace %s already was as the step wants", inv.Name)
 	}
-	return &providers.Inverse{Description: desc, Data: data}
-}
-
-func priorNamespaceInverse(prior *providers.Prior) *namespaceInverse {
-	if prior == nil || prior.Inverse == nil || len(prior.Inverse.Data) == 0 {
-		return nil
-	}
-	var inv namespaceInverse
-	if json.Unmarshal(prior.Inverse.Data, &inv) != nil {
-		return nil
-	}
-	return &inv
+	return &sdk.Inverse[namespaceInverse]{Description: desc, Data: inv}
 }
 
 // merge sets want over *have and returns the previous values of the keys
@@ -288,67 +270,66 @@ func merge(have *map[string]string, want map[string]string) map[string]*string {
 	return prev
 }
 
-func (p *Provider) readNamespace(ctx context.Context, c *call, req providers.ReadRequest) providers.ReadResponse {
-	st, known := c.decodeNamespace()
-	if c.diags.HasErrors() {
-		return providers.ReadResponse{}
+type nsRead = sdk.Read[namespaceInverse]
+
+func readNamespace(ctx context.Context, c *call, st nsAttrs, prior *sdk.Prior[struct{}, namespaceInverse]) nsRead {
+	if !known(c, "name", "labels", "annotations", "pod_security", "kubeconfig") {
+		return nsRead{Observation: providers.Unknown}
 	}
-	if st == nil || !known {
-		return providers.ReadResponse{Observation: providers.Unknown}
-	}
+	p := c.Settings
 	p.remember(st)
-	cl, _, diags := p.cluster(c)
+	cl, diags := p.cluster(c, st.Kubeconfig)
 	if diags.HasErrors() {
-		return providers.ReadResponse{Diagnostics: diags}
+		return nsRead{Diagnostics: diags}
 	}
-	live, err := cl.client.CoreV1().Namespaces().Get(ctx, st.name, metav1.GetOptions{})
+	live, err := cl.client.CoreV1().Namespaces().Get(ctx, st.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return providers.ReadResponse{Observation: providers.Absent, Detail: fmt.Sprintf("namespace %s does not exist", st.name)}
+		return nsRead{Observation: providers.Absent, Detail: fmt.Sprintf("namespace %s does not exist", st.Name)}
 	}
 	if err != nil {
-		return providers.ReadResponse{Diagnostics: phases.Errorf("Cannot Read Namespace", "Reading namespace %s for %s: %v.", st.name, c.what, err)}
+		return nsRead{Diagnostics: phases.Errorf("Cannot Read Namespace", "Reading namespace %s for %s: %v.", st.Name, c.Addr, err)}
 	}
 	if live.DeletionTimestamp != nil {
-		return providers.ReadResponse{Observation: providers.Absent, Detail: fmt.Sprintf("namespace %s is being deleted", st.name)}
+		return nsRead{Observation: providers.Absent, Detail: fmt.Sprintf("namespace %s is being deleted", st.Name)}
 	}
 	var diff strings.Builder
-	writeMapDiff(&diff, "label", live.Labels, st.labels)
-	writeMapDiff(&diff, "annotation", live.Annotations, st.annotations)
-	r := providers.ReadResponse{Observation: providers.Present, Outputs: namespaceOutputs(st)}
+	writeMapDiff(&diff, "label", live.Labels, st.Labels)
+	writeMapDiff(&diff, "annotation", live.Annotations, st.Annotations)
+	r := nsRead{Observation: providers.Present, Outputs: namespaceOutputs(st)}
 	if diff.Len() > 0 {
 		r.Observation = providers.Drifted
-		r.Detail = fmt.Sprintf("namespace %s was changed outside migrate:\n%s", st.name, strings.TrimRight(diff.String(), "\n"))
+		r.Detail = fmt.Sprintf("namespace %s was changed outside migrate:\n%s", st.Name, strings.TrimRight(diff.String(), "\n"))
 	}
-	if req.Prior == nil {
+	if prior == nil {
 		// Adopted on resume: not known to be ours, so never deleted.
-		r.Inverse = namespaceInverseOf(namespaceInverse{Name: st.name})
+		r.Inverse = namespaceInverseOf(namespaceInverse{Name: st.Name})
 	}
 	return r
 }
 
-func (p *Provider) revertNamespace(ctx context.Context, c *call, req providers.RevertRequest) providers.RevertResponse {
-	var inv namespaceInverse
-	if err := json.Unmarshal(req.Inverse.Data, &inv); err != nil || inv.Name == "" {
-		return providers.RevertResponse{Diagnostics: phases.Errorf("Invalid Inverse", "The recorded inverse of %s cannot be read: %v.", c.what, err)}
+func revertNamespace(ctx context.Context, c *call, a nsAttrs, u sdk.Undo[namespaceInverse]) phases.Diagnostics {
+	inv := u.Data
+	inv.Name = kept(inv.Name, a.Name, c.Addr.Name)
+	if inv.Name == "" {
+		return phases.Errorf("Invalid Inverse", "The recorded inverse of %s names no namespace.", c.Addr)
 	}
-	cl, _, diags := p.cluster(c)
+	p := c.Settings
+	cl, diags := p.cluster(c, a.Kubeconfig)
 	if diags.HasErrors() {
-		return providers.RevertResponse{Diagnostics: diags}
+		return diags
 	}
 	nsc := cl.client.CoreV1().Namespaces()
 	if inv.Delete {
 		err := nsc.Delete(ctx, inv.Name, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
-			return providers.RevertResponse{Diagnostics: phases.Errorf("Cannot Delete Namespace", "Deleting namespace %s for %s: %v.", inv.Name, c.what, err)}
+			return phases.Errorf("Cannot Delete Namespace", "Deleting namespace %s for %s: %v.", inv.Name, c.Addr, err)
 		}
-		c.log.Printf("deleted namespace %s", inv.Name)
-		p.mu.Lock()
-		delete(p.levels, inv.Name)
-		p.mu.Unlock()
-		return providers.RevertResponse{}
+		c.Log.Printf("deleted namespace %s", inv.Name)
+		p.forgetLevel(inv.Name)
+		return nil
 	}
 	if len(inv.Labels)+len(inv.Annotations) == 0 {
-		return providers.RevertResponse{}
+		return nil
 	}
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		live, err := nsc.Get(ctx, inv.Name, metav1.GetOptions{})
@@ -361,17 +342,15 @@ func (p *Provider) revertNamespace(ctx context.Context, c *call, req providers.R
 		return err
 	})
 	if apierrors.IsNotFound(err) {
-		c.log.Printf("namespace %s no longer exists: nothing to restore", inv.Name)
-		return providers.RevertResponse{}
+		c.Log.Printf("namespace %s no longer exists: nothing to restore", inv.Name)
+		return nil
 	}
 	if err != nil {
-		return providers.RevertResponse{Diagnostics: phases.Errorf("Cannot Restore Namespace", "Restoring namespace %s for %s: %v.", inv.Name, c.what, err)}
+		return phases.Errorf("Cannot Restore Namespace", "Restoring namespace %s for %s: %v.", inv.Name, c.Addr, err)
 	}
-	p.mu.Lock()
-	delete(p.levels, inv.Name)
-	p.mu.Unlock()
-	c.log.Printf("restored the labels and annotations of namespace %s", inv.Name)
-	return providers.RevertResponse{}
+	p.forgetLevel(inv.Name)
+	c.Log.Printf("restored the labels and annotations of namespace %s", inv.Name)
+	return nil
 }
 
 func restore(m *map[string]string, prev map[string]*string) {
@@ -402,13 +381,4 @@ func waitGone(ctx context.Context, cl *cluster, name string, limit time.Duration
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

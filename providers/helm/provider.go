@@ -3,14 +3,15 @@ package helm
 import (
 	"context"
 	"crypto/rand"
-	"io"
+	"path/filepath"
+	"strings"
 	"sync"
-
-	"github.com/zclconf/go-cty/cty"
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/helm/helmschema"
+	"github.com/homelab-migrate/migrate/providers/sdk"
+	"github.com/homelab-migrate/migrate/secret"
 )
 
 // TypeName is the provider type (and the name its plugin program serves).
@@ -23,10 +24,18 @@ const (
 )
 
 // Provider installs Helm releases and the namespaces they run in. It is
-// safe for concurrent use once configured.
+// safe for concurrent use once configured. The SDK does the envelope of
+// every call; the provider itself is the settings its handlers get.
 type Provider struct {
-	cfg      *settings
-	cfgDiags phases.Diagnostics
+	*sdk.Provider[*Provider]
+
+	// The provider block. The kubeconfig is only a path here: it is read
+	// at first use, since an earlier step of the same run
+	// (talos_kubeconfig) may write it.
+	dir         string
+	kubeconfig  string // absolute, or "" for the clientcmd loading rules
+	contextName string
+	defaultPSS  string // the cluster-wide enforce level
 
 	clusters clusters
 
@@ -51,158 +60,94 @@ var (
 func New() *Provider {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	return &Provider{levels: map[string]string{}, hmacKey: key}
+	p := &Provider{levels: map[string]string{}, hmacKey: key}
+	p.Provider = &sdk.Provider[*Provider]{
+		Name:          TypeName,
+		Settings:      helmschema.Block{},
+		ConfigureFunc: p.configure,
+		CloseFunc:     p.close,
+		Steps:         []sdk.Step[*Provider]{namespaceStep, releaseStep},
+		Scrub:         func(*Provider) *secret.Scrubber { return &secret.Scrubber{Min: minSecret} },
+	}
+	return p
 }
 
 // Factory is New as a providers.Factory.
 func Factory() providers.Interface { return New() }
 
-var kubeconfigAttr = helmschema.KubeconfigAttr
+// call is what every handler of the provider gets.
+type call = sdk.Call[*Provider]
 
-var schema = helmschema.Schema
+// minSecret is the shortest string worth scrubbing: shorter ones appear in
+// text by chance.
+const minSecret = 4
 
-// Schema describes the provider block and the step types.
-func (p *Provider) Schema() phases.Schema { return schema }
-
-// Configure reads the provider block; it connects to nothing yet.
-func (p *Provider) Configure(_ context.Context, req providers.ConfigureRequest) providers.ConfigureResponse {
-	cfg, diags := configure(req)
-	p.cfg, p.cfgDiags = cfg, diags
-	return providers.ConfigureResponse{Diagnostics: diags}
-}
-
-// begin starts a call: the step type must be this provider's and the
-// provider configured.
-func (p *Provider) begin(typ string, addr phases.Address, cfg cty.Value, log io.Writer) (*call, phases.Diagnostics) {
-	if diags := providers.Gate(TypeName, schema, typ, p.cfg != nil, p.cfgDiags); diags != nil {
-		return nil, diags
+// configure reads the provider block; it connects to nothing yet.
+func (p *Provider) configure(_ context.Context, req providers.ConfigureRequest) (*Provider, phases.Diagnostics) {
+	var b helmschema.Block
+	if d := sdk.Decode(req, &b, nil); d.HasErrors() {
+		return p, d
 	}
-	return newCall(p.cfg, addr, cfg, log), nil
-}
-
-// finish joins the call's own diagnostics to d, scrubbed of secrets.
-func (c *call) finish(d phases.Diagnostics) phases.Diagnostics {
-	return c.scrub.Diags(append(c.diags, d...))
-}
-
-// Read observes a step.
-func (p *Provider) Read(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
-	c, diags := p.begin(req.Type, req.Addr, req.Config, nil)
-	if diags != nil {
-		return providers.ReadResponse{Diagnostics: diags}
-	}
-	var r providers.ReadResponse
-	switch req.Type {
-	case Namespace:
-		r = p.readNamespace(ctx, c, req)
-	case Release:
-		r = p.readRelease(ctx, c, req)
-	}
-	r.Detail = c.scrub.Text(r.Detail)
-	if r.Inverse != nil {
-		r.Inverse.Description = c.scrub.Text(r.Inverse.Description)
-	}
-	r.Diagnostics = c.finish(r.Diagnostics)
-	return r
-}
-
-// Plan says what Apply would do.
-func (p *Provider) Plan(ctx context.Context, req providers.PlanRequest) providers.PlanResponse {
-	c, diags := p.begin(req.Type, req.Addr, req.Config, nil)
-	if diags != nil {
-		return providers.PlanResponse{Diagnostics: diags}
-	}
-	var r providers.PlanResponse
-	switch req.Type {
-	case Namespace:
-		r = p.planNamespace(ctx, c, req)
-	case Release:
-		r = p.planRelease(ctx, c, req)
-	}
-	r.Diff = c.scrub.Text(r.Diff)
-	r.Diagnostics = c.finish(r.Diagnostics)
-	return r
-}
-
-// Apply runs a step.
-func (p *Provider) Apply(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
-	c, diags := p.begin(req.Type, req.Addr, req.Config, req.Log)
-	if diags != nil {
-		return providers.ApplyResponse{Diagnostics: diags}
-	}
-	defer c.log.Flush()
-	var r providers.ApplyResponse
-	if err := ctx.Err(); err != nil {
-		r.Diagnostics = interrupted(req.Addr, err)
-	} else {
-		switch req.Type {
-		case Namespace:
-			r = p.applyNamespace(ctx, c, req)
-		case Release:
-			r = p.applyRelease(ctx, c, req)
+	p.dir = req.Dir
+	if p.dir != "" {
+		if abs, err := filepath.Abs(p.dir); err == nil {
+			p.dir = abs
 		}
 	}
-	if r.Outputs == cty.NilVal {
-		r.Outputs = cty.NullVal(cty.Object(schema.StepTypes[req.Type].Outputs))
+	p.kubeconfig, p.contextName, p.defaultPSS = p.abs(b.Kubeconfig), b.Context, levelBaseline
+	if b.DefaultPodSecurity != nil {
+		p.defaultPSS = *b.DefaultPodSecurity
 	}
-	if r.Inverse != nil {
-		r.Inverse.Description = c.scrub.Text(r.Inverse.Description)
-		r.Inverse.Data = []byte(c.scrub.Text(string(r.Inverse.Data)))
+	if !validLevel(p.defaultPSS) {
+		return p, phases.Errorf("Invalid PodSecurity Level", "default_pod_security of provider helm %q must be \"privileged\", \"baseline\" or \"restricted\", not %q.", req.Name, p.defaultPSS)
 	}
-	r.Private = []byte(c.scrub.Text(string(r.Private)))
-	r.Diagnostics = c.finish(r.Diagnostics)
-	return r
+	return p, nil
 }
 
-// Revert undoes a step with the inverse Apply returned.
-func (p *Provider) Revert(ctx context.Context, req providers.RevertRequest) providers.RevertResponse {
-	c, diags := p.begin(req.Type, req.Addr, req.Config, req.Log)
-	if diags != nil {
-		return providers.RevertResponse{Diagnostics: diags}
+// abs resolves a path against the runbook directory.
+func (p *Provider) abs(path string) string {
+	if path == "" || filepath.IsAbs(path) {
+		return path
 	}
-	defer c.log.Flush()
-	var r providers.RevertResponse
-	switch req.Type {
-	case Namespace:
-		r = p.revertNamespace(ctx, c, req)
-	case Release:
-		r = p.revertRelease(ctx, c, req)
-	}
-	r.Diagnostics = c.finish(r.Diagnostics)
-	return r
+	return filepath.Join(p.dir, path)
 }
 
-// Close forgets the cached clusters.
-func (p *Provider) Close() error {
+// close forgets the cached clusters.
+func (p *Provider) close() error {
 	p.clusters.mu.Lock()
 	p.clusters.m = nil
 	p.clusters.mu.Unlock()
 	return nil
 }
 
-// cluster returns the cluster of a step: its own kubeconfig attribute, else
-// the provider's.
-func (p *Provider) cluster(c *call) (*cluster, bool, phases.Diagnostics) {
-	path, known := c.str("kubeconfig", "")
-	if !known {
-		return nil, false, nil
+// cluster returns the cluster of a step: its own kubeconfig attribute
+// (kubeconfig), else the provider's. A path not known yet is a kubeconfig
+// an earlier step writes.
+func (p *Provider) cluster(c *call, kubeconfig string) (*cluster, phases.Diagnostics) {
+	if c.Unknown("kubeconfig") {
+		return nil, phases.Errorf("Cannot Use Kubeconfig", "%s cannot reach Kubernetes: %v: its path is not known yet.", c.Addr, errNoKubeconfig)
 	}
-	if path == "" {
-		path = c.s.kubeconfig
-	} else {
-		path = c.s.abs(path)
+	path := p.kubeconfig
+	if kubeconfig != "" {
+		path = p.abs(kubeconfig)
 	}
-	cl, err := p.clusters.get(path, c.s.contextName)
+	cl, err := p.clusters.get(path, p.contextName)
 	if err != nil {
-		return nil, true, phases.Errorf("Cannot Use Kubeconfig", "%s cannot reach Kubernetes: %v.", c.what, err)
+		return nil, phases.Errorf("Cannot Use Kubeconfig", "%s cannot reach Kubernetes: %v.", c.Addr, err)
 	}
-	return cl, true, nil
+	return cl, nil
 }
 
 func (p *Provider) setLevel(ns, level string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.levels[ns] = level
+}
+
+func (p *Provider) forgetLevel(ns string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.levels, ns)
 }
 
 func (p *Provider) level(ns string) (string, bool) {
@@ -212,7 +157,25 @@ func (p *Provider) level(ns string) (string, bool) {
 	return l, ok
 }
 
-// interrupted is the diagnostic of a step stopped by its context.
-func interrupted(addr phases.Address, err error) phases.Diagnostics {
-	return phases.Errorf("Step Interrupted", "%s was stopped before it finished: %v.", addr, err)
+// known reports whether every attribute named is wholly known.
+func known(c *call, names ...string) bool {
+	for _, n := range names {
+		if c.Unknown(n) {
+			return false
+		}
+	}
+	return true
+}
+
+// kept is a name of the inverse data, or the configuration's (else def)
+// where the SDK redacted it: the data keeps a secret's place, not the
+// secret, and a name marked sensitive is taken from the step again.
+func kept(recorded, configured, def string) string {
+	switch {
+	case !strings.Contains(recorded, phases.Redacted):
+		return recorded
+	case configured != "":
+		return configured
+	}
+	return def
 }

@@ -2,14 +2,14 @@ package helm
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
-	"github.com/zclconf/go-cty/cty"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
@@ -17,19 +17,38 @@ import (
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/helm/helmschema"
+	"github.com/homelab-migrate/migrate/providers/sdk"
 )
 
 // descPrefix starts the description of every revision migrate makes, so
 // that a revision made by someone else is told apart.
 const descPrefix = "migrate: "
 
+var releaseStep = &sdk.StepType[*Provider, relAttrs, releasePrivate, releaseInverse]{
+	Name:        Release,
+	Description: helmschema.ReleaseDescription,
+	Outputs:     helmschema.ReleaseOutputs{},
+	// The plan names what it knows of a release not known yet.
+	Unknowns: true,
+	Validate: validateRelease,
+	Read:     readRelease,
+	Plan:     planRelease,
+	Apply:    applyRelease,
+	Revert:   revertRelease,
+}
+
 // releasePrivate is kept in state (Apply) or passed from Plan to Apply.
 type releasePrivate struct {
 	// Revision is the revision Apply deployed.
 	Revision int `json:"revision,omitempty"`
-	// Base is the newest revision the plan was made against (0: none).
-	Base int `json:"base"`
+	// Base is the newest revision the plan was made against (0: none);
+	// nil when Apply runs without a plan.
+	Base *int `json:"base,omitempty"`
 }
+
+// releaseAttrs are the attributes a release's plan waits for.
+var releaseAttrs = []string{"name", "chart", "version", "namespace", "values", "values_files", "set_sensitive", "create_namespace", "atomic", "wait", "timeout"}
 
 // releaseInverse is a helm_release step's inverse data.
 type releaseInverse struct {
@@ -68,6 +87,20 @@ func (h history) base() *release.Release {
 		return h.last
 	}
 	return nil
+}
+
+// openRelease is the Helm configuration of a release's namespace (log
+// gets Helm's messages, nil none) and the release's history.
+func openRelease(cl *cluster, ns, name string, log func(string, ...any)) (*action.Configuration, history, phases.Diagnostics) {
+	cfg, err := cl.helmConfig(ns, log)
+	if err != nil {
+		return nil, history{}, phases.FromError("Cannot Reach Kubernetes", err)
+	}
+	h, err := readHistory(cfg, name)
+	if err != nil {
+		return nil, history{}, phases.Errorf("Cannot Read Release", "Reading the history of release %s: %v.", name, err)
+	}
+	return cfg, h, nil
 }
 
 func readHistory(cfg *action.Configuration, name string) (history, error) {
@@ -131,28 +164,28 @@ type rendered struct {
 // render renders the chart as the install or upgrade would (a server-side
 // dry run: real capabilities, lookups, and the ownership check of an
 // install) and parses the result.
-func (p *Provider) render(ctx context.Context, c *call, cl *cluster, cfg *action.Configuration, st *releaseStep, h history) (*rendered, phases.Diagnostics) {
-	ch, err := c.loadChart(st)
+func (p *Provider) render(ctx context.Context, c *call, cl *cluster, cfg *action.Configuration, st relAttrs, h history) (*rendered, phases.Diagnostics) {
+	ch, err := p.loadChart(st)
 	if err != nil {
-		return nil, phases.Errorf("Cannot Load Chart", "%s: %v.", c.what, err)
+		return nil, phases.Errorf("Cannot Load Chart", "%s: %v.", c.Addr, err)
 	}
-	vals, err := c.mergedValues(st)
+	vals, err := p.mergedValues(st)
 	if err != nil {
-		return nil, phases.Errorf("Invalid Values", "%s: %v.", c.what, err)
+		return nil, phases.Errorf("Invalid Values", "%s: %v.", c.Addr, err)
 	}
 	inst := action.NewInstall(cfg)
 	inst.DryRun = true
 	inst.DryRunOption = "server"
-	inst.ReleaseName = st.name
-	inst.Namespace = st.namespace
+	inst.ReleaseName = st.Name
+	inst.Namespace = st.Namespace
 	inst.IsUpgrade = h.exists()
 	rel, err := inst.RunWithContext(ctx, ch, vals)
 	if err != nil {
-		return nil, phases.Errorf("Cannot Render Release", "Rendering release %s of %s: %v.", st.name, c.what, err)
+		return nil, phases.Errorf("Cannot Render Release", "Rendering release %s of %s: %v.", st.Name, c.Addr, err)
 	}
-	objs, err := p.parseManifest(manifestOf(rel), st.namespace, cl.mapper)
+	objs, err := p.parseManifest(manifestOf(rel), st.Namespace, cl.mapper)
 	if err != nil {
-		return nil, phases.Errorf("Cannot Parse Manifest", "The rendered manifest of release %s: %v.", st.name, err)
+		return nil, phases.Errorf("Cannot Parse Manifest", "The rendered manifest of release %s: %v.", st.Name, err)
 	}
 	return &rendered{chart: ch, values: vals, objects: objs}, nil
 }
@@ -177,52 +210,47 @@ func chartName(ch *chart.Chart) string {
 	return ch.Metadata.Name + "-" + ch.Metadata.Version
 }
 
-func (p *Provider) planRelease(ctx context.Context, c *call, req providers.PlanRequest) providers.PlanResponse {
-	st, known := c.decodeRelease()
-	if c.diags.HasErrors() {
-		return providers.PlanResponse{}
-	}
-	if st == nil || !known {
+type relPlan = sdk.Plan[releasePrivate]
+
+func planRelease(ctx context.Context, c *call, st relAttrs, _ *sdk.Prior[releasePrivate, releaseInverse]) relPlan {
+	if !known(c, releaseAttrs...) {
 		what := "release"
-		if st != nil && st.name != "" {
-			what = fmt.Sprintf("release %s/%s", st.namespace, st.name)
+		if known(c, "name", "namespace") {
+			what = fmt.Sprintf("release %s/%s", st.Namespace, st.Name)
 		}
-		return providers.PlanResponse{Diff: what + ": values known after earlier steps apply; rendered, diffed and checked against PodSecurity at apply\n"}
+		return relPlan{Diff: what + ": values known after earlier steps apply; rendered, diffed and checked against PodSecurity at apply\n"}
 	}
+	p := c.Settings
 	var b strings.Builder
-	cl, _, diags := p.cluster(c)
+	cl, diags := p.cluster(c, st.Kubeconfig)
 	if cl == nil {
-		if diags.HasErrors() && !isNoKubeconfig(diags) {
-			return providers.PlanResponse{Diagnostics: diags}
+		if !isNoKubeconfig(diags) {
+			return relPlan{Diagnostics: diags}
 		}
-		fmt.Fprintf(&b, "release %s/%s: chart %s; the cluster cannot be reached yet (the kubeconfig is written by an earlier step): rendered, diffed and checked against PodSecurity at apply\n", st.namespace, st.name, st.chart)
-		return providers.PlanResponse{Diff: b.String()}
+		fmt.Fprintf(&b, "release %s/%s: chart %s; the cluster cannot be reached yet (the kubeconfig is written by an earlier step): rendered, diffed and checked against PodSecurity at apply\n", st.Namespace, st.Name, st.Chart)
+		return relPlan{Diff: b.String()}
 	}
-	cfg, err := cl.helmConfig(st.namespace, nil)
-	if err != nil {
-		return providers.PlanResponse{Diagnostics: phases.FromError("Cannot Reach Kubernetes", err)}
-	}
-	h, err := readHistory(cfg, st.name)
-	if err != nil {
-		return providers.PlanResponse{Diagnostics: phases.Errorf("Cannot Read Release", "Reading the history of release %s: %v.", st.name, err)}
+	cfg, h, diags := openRelease(cl, st.Namespace, st.Name, nil)
+	if diags.HasErrors() {
+		return relPlan{Diagnostics: diags}
 	}
 	r, diags := p.render(ctx, c, cl, cfg, st, h)
 	if diags.HasErrors() {
-		return providers.PlanResponse{Diagnostics: diags}
+		return relPlan{Diagnostics: diags}
 	}
 	lines, diags := p.preflight(ctx, cl, st, r.objects)
 
 	base := h.base()
 	switch {
 	case !h.exists():
-		fmt.Fprintf(&b, "release %s/%s: install chart %s\n", st.namespace, st.name, chartName(r.chart))
+		fmt.Fprintf(&b, "release %s/%s: install chart %s\n", st.Namespace, st.Name, chartName(r.chart))
 	case base != nil:
-		fmt.Fprintf(&b, "release %s/%s: upgrade revision %d (%s, %s) to chart %s\n", st.namespace, st.name, base.Version, chartName(base.Chart), base.Info.Status, chartName(r.chart))
+		fmt.Fprintf(&b, "release %s/%s: upgrade revision %d (%s, %s) to chart %s\n", st.Namespace, st.Name, base.Version, chartName(base.Chart), base.Info.Status, chartName(r.chart))
 	default:
-		fmt.Fprintf(&b, "release %s/%s: chart %s\n", st.namespace, st.name, chartName(r.chart))
+		fmt.Fprintf(&b, "release %s/%s: chart %s\n", st.Namespace, st.Name, chartName(r.chart))
 	}
 	if h.stuck() {
-		fmt.Fprintf(&b, "! release %s is stuck in %s at revision %d (a client died mid-operation): apply will first %s\n", st.name, h.last.Info.Status, h.last.Version, h.recovery())
+		fmt.Fprintf(&b, "! release %s is stuck in %s at revision %d (a client died mid-operation): apply will first %s\n", st.Name, h.last.Info.Status, h.last.Version, h.recovery())
 	}
 	if h.last != nil && h.last.Info.Status == release.StatusFailed {
 		fmt.Fprintf(&b, "! revision %d failed: apply upgrades it\n", h.last.Version)
@@ -230,71 +258,63 @@ func (p *Provider) planRelease(ctx context.Context, c *call, req providers.PlanR
 	for _, l := range lines {
 		b.WriteString(l + "\n")
 	}
-	for _, k := range sortedKeys(st.sensitive) {
+	for _, k := range slices.Sorted(maps.Keys(st.SetSensitive)) {
 		fmt.Fprintf(&b, "set_sensitive %s = %s\n", k, phases.Redacted)
 	}
 	var old []*object
 	if base != nil {
-		c.scrubOldValues(st, base)
-		old, err = p.parseManifest(manifestOf(base), st.namespace, cl.mapper)
+		scrubOldValues(c, st, base)
+		var err error
+		old, err = p.parseManifest(manifestOf(base), st.Namespace, cl.mapper)
 		if err != nil {
-			return providers.PlanResponse{Diagnostics: phases.Errorf("Cannot Parse Manifest", "The manifest of revision %d of release %s: %v.", base.Version, st.name, err)}
+			return relPlan{Diagnostics: phases.Errorf("Cannot Parse Manifest", "The manifest of revision %d of release %s: %v.", base.Version, st.Name, err)}
 		}
 	}
 	d := diffObjects(old, r.objects)
 	fmt.Fprintf(&b, "objects: %d to add, %d to change, %d to remove, %d unchanged\n", d.added, d.changed, d.removed, d.same)
 	b.WriteString(d.text.String())
 
-	priv := releasePrivate{}
+	priv := releasePrivate{Base: new(int)}
 	if h.last != nil {
-		priv.Base = h.last.Version
+		*priv.Base = h.last.Version
 	}
-	private, _ := json.Marshal(priv)
-	return providers.PlanResponse{Diff: b.String(), Private: private, Diagnostics: diags}
+	return relPlan{Diff: b.String(), Private: priv, Diagnostics: diags}
 }
 
-func (p *Provider) applyRelease(ctx context.Context, c *call, req providers.ApplyRequest) providers.ApplyResponse {
-	st, known := c.decodeRelease()
-	if c.diags.HasErrors() {
-		return providers.ApplyResponse{}
-	}
-	if !known {
-		return providers.ApplyResponse{Diagnostics: phases.Errorf("Unknown Values", "%s has values that are not known at apply time.", c.what)}
-	}
-	cl, _, diags := p.cluster(c)
+type relApply = sdk.Apply[releasePrivate, releaseInverse]
+
+func applyRelease(ctx context.Context, c *call, st relAttrs, planned releasePrivate, prior *sdk.Prior[releasePrivate, releaseInverse]) relApply {
+	p := c.Settings
+	cl, diags := p.cluster(c, st.Kubeconfig)
 	if diags.HasErrors() {
-		return providers.ApplyResponse{Diagnostics: diags}
+		return relApply{Diagnostics: diags}
 	}
-	cfg, err := cl.helmConfig(st.namespace, func(format string, args ...any) {
+	cfg, h, diags := openRelease(cl, st.Namespace, st.Name, func(format string, args ...any) {
 		if strings.HasPrefix(format, "beginning wait") || strings.HasPrefix(format, "creating") || strings.HasPrefix(format, "Created") || strings.HasPrefix(format, "Deleting") {
-			c.log.Printf(format, args...)
+			c.Log.Printf(format, args...)
 		}
 	})
-	if err != nil {
-		return providers.ApplyResponse{Diagnostics: phases.FromError("Cannot Reach Kubernetes", err)}
-	}
-	h, err := readHistory(cfg, st.name)
-	if err != nil {
-		return providers.ApplyResponse{Diagnostics: phases.Errorf("Cannot Read Release", "Reading the history of release %s: %v.", st.name, err)}
+	if diags.HasErrors() {
+		return relApply{Diagnostics: diags}
 	}
 	// The version token: a revision made by someone else since the plan.
-	var planned releasePrivate
-	if len(req.Planned) > 0 && json.Unmarshal(req.Planned, &planned) == nil && h.last != nil && h.last.Version != planned.Base &&
+	var err error
+	if planned.Base != nil && h.last != nil && h.last.Version != *planned.Base &&
 		!strings.HasPrefix(h.last.Info.Description, descPrefix) {
-		return providers.ApplyResponse{Diagnostics: phases.Errorf("Release Changed Since Plan",
+		return relApply{Diagnostics: phases.Errorf("Release Changed Since Plan",
 			"Release %s is at revision %d (%s: %q), but the plan was made against revision %d. Plan again to see what would change.",
-			st.name, h.last.Version, h.last.Info.Status, h.last.Info.Description, planned.Base)}
+			st.Name, h.last.Version, h.last.Info.Status, h.last.Info.Description, *planned.Base)}
 	}
-	desc := descPrefix + c.addr.String()
+	desc := descPrefix + c.Addr.String()
 
 	// An interrupted client left the release pending: recover explicitly.
 	if h.stuck() {
-		c.log.Printf("release %s is stuck in %s at revision %d: %s", st.name, h.last.Info.Status, h.last.Version, h.recovery())
+		c.Log.Printf("release %s is stuck in %s at revision %d: %s", st.Name, h.last.Info.Status, h.last.Version, h.recovery())
 		if target := h.rollbackTarget(); target == nil {
 			un := action.NewUninstall(cfg)
-			un.Timeout = st.timeout
-			if _, err := un.Run(st.name); err != nil {
-				return providers.ApplyResponse{Diagnostics: phases.Errorf("Cannot Recover Release", "Uninstalling release %s, stuck in %s: %v.", st.name, h.last.Info.Status, err)}
+			un.Timeout = timeout(st)
+			if _, err := un.Run(st.Name); err != nil {
+				return relApply{Diagnostics: phases.Errorf("Cannot Recover Release", "Uninstalling release %s, stuck in %s: %v.", st.Name, h.last.Info.Status, err)}
 			}
 		} else {
 			// The dead client's revision stays in the history as failed,
@@ -303,91 +323,84 @@ func (p *Provider) applyRelease(ctx context.Context, c *call, req providers.Appl
 			stuck.Info.Status = release.StatusFailed
 			stuck.Info.Description = fmt.Sprintf("%sinterrupted mid-operation; recovered by a rollback to revision %d", descPrefix, target.Version)
 			if err := cfg.Releases.Update(stuck); err != nil {
-				return providers.ApplyResponse{Diagnostics: phases.Errorf("Cannot Recover Release", "Marking revision %d of release %s failed: %v.", stuck.Version, st.name, err)}
+				return relApply{Diagnostics: phases.Errorf("Cannot Recover Release", "Marking revision %d of release %s failed: %v.", stuck.Version, st.Name, err)}
 			}
 			rb := action.NewRollback(cfg)
 			rb.Version = target.Version
-			rb.Timeout = st.timeout
+			rb.Timeout = timeout(st)
 			rb.MaxHistory = maxHistory
-			if err := rb.Run(st.name); err != nil {
-				return providers.ApplyResponse{Diagnostics: phases.Errorf("Cannot Recover Release", "Rolling release %s, stuck in %s, back to revision %d: %v.", st.name, h.last.Info.Status, target.Version, err)}
+			if err := rb.Run(st.Name); err != nil {
+				return relApply{Diagnostics: phases.Errorf("Cannot Recover Release", "Rolling release %s, stuck in %s, back to revision %d: %v.", st.Name, h.last.Info.Status, target.Version, err)}
 			}
 		}
-		if h, err = readHistory(cfg, st.name); err != nil {
-			return providers.ApplyResponse{Diagnostics: phases.Errorf("Cannot Read Release", "Reading the history of release %s: %v.", st.name, err)}
+		if h, err = readHistory(cfg, st.Name); err != nil {
+			return relApply{Diagnostics: phases.Errorf("Cannot Read Release", "Reading the history of release %s: %v.", st.Name, err)}
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return providers.ApplyResponse{Diagnostics: interrupted(c.addr, err)}
+		return relApply{Diagnostics: sdk.Interrupted(c.Addr, err)}
 	}
 
 	// Render and check again: the plan may be old, the namespace changed.
 	r, diags := p.render(ctx, c, cl, cfg, st, h)
 	if diags.HasErrors() {
-		return providers.ApplyResponse{Diagnostics: diags}
+		return relApply{Diagnostics: diags}
 	}
 	if _, diags := p.preflight(ctx, cl, st, r.objects); diags.HasErrors() {
-		return providers.ApplyResponse{Diagnostics: diags}
+		return relApply{Diagnostics: diags}
 	}
 
 	var rel *release.Release
-	inv := releaseInverse{Name: st.name, Namespace: st.namespace}
+	inv := releaseInverse{Name: st.Name, Namespace: st.Namespace}
 	if !h.exists() {
 		inst := action.NewInstall(cfg)
-		inst.ReleaseName = st.name
-		inst.Namespace = st.namespace
-		inst.CreateNamespace = st.createNamespace
-		inst.Atomic = st.atomic
-		inst.Wait = st.wait || st.atomic
-		inst.Timeout = st.timeout
+		inst.ReleaseName = st.Name
+		inst.Namespace = st.Namespace
+		inst.CreateNamespace = st.CreateNamespace
+		inst.Atomic = st.Atomic
+		inst.Wait = st.Wait || st.Atomic
+		inst.Timeout = timeout(st)
 		inst.Description = desc
-		c.log.Printf("installing release %s/%s (chart %s)", st.namespace, st.name, chartName(r.chart))
+		c.Log.Printf("installing release %s/%s (chart %s)", st.Namespace, st.Name, chartName(r.chart))
 		inv.Uninstall = true
 		rel, err = inst.RunWithContext(ctx, r.chart, r.values)
 	} else {
 		prev := h.base()
 		up := action.NewUpgrade(cfg)
-		up.Namespace = st.namespace
-		up.Atomic = st.atomic
-		up.Wait = st.wait || st.atomic
-		up.Timeout = st.timeout
+		up.Namespace = st.Namespace
+		up.Atomic = st.Atomic
+		up.Wait = st.Wait || st.Atomic
+		up.Timeout = timeout(st)
 		up.ResetValues = true
 		up.MaxHistory = maxHistory
 		up.Description = desc
 		if prev != nil {
 			inv.Version = prev.Version
-			c.log.Printf("upgrading release %s/%s from revision %d (%s) to chart %s", st.namespace, st.name, prev.Version, prev.Info.Status, chartName(r.chart))
+			c.Log.Printf("upgrading release %s/%s from revision %d (%s) to chart %s", st.Namespace, st.Name, prev.Version, prev.Info.Status, chartName(r.chart))
 		}
-		rel, err = up.RunWithContext(ctx, st.name, r.chart, r.values)
+		rel, err = up.RunWithContext(ctx, st.Name, r.chart, r.values)
 	}
 	inverse := releaseInverseOf(inv)
-	if prev := priorReleaseInverse(req.Prior); prev != nil && prev.Name == st.name && prev.Namespace == st.namespace {
+	if prior != nil && prior.Inverse != nil && prior.Inverse.Data.Name == st.Name && prior.Inverse.Data.Namespace == st.Namespace {
 		// Applied again: undoing goes back to before the first apply.
-		inverse = req.Prior.Inverse
+		inverse = prior.Inverse
 	}
 	if err != nil {
-		resp := providers.ApplyResponse{Diagnostics: phases.Errorf("Release Failed", "Release %s/%s: %v.", st.namespace, st.name, err)}
-		if after, herr := readHistory(cfg, st.name); herr == nil && after.exists() {
+		resp := relApply{Diagnostics: phases.Errorf("Release Failed", "Release %s/%s: %v.", st.Namespace, st.Name, err)}
+		if after, herr := readHistory(cfg, st.Name); herr == nil && after.exists() {
 			resp.Inverse = inverse // something is there to undo
 		}
 		return resp
 	}
-	c.log.Printf("release %s/%s: revision %d %s", st.namespace, st.name, rel.Version, rel.Info.Status)
-	private, _ := json.Marshal(releasePrivate{Revision: rel.Version})
-	return providers.ApplyResponse{Outputs: releaseOutputs(rel), Private: private, Inverse: inverse}
+	c.Log.Printf("release %s/%s: revision %d %s", st.Namespace, st.Name, rel.Version, rel.Info.Status)
+	return relApply{Outputs: releaseOutputs(rel), Private: releasePrivate{Revision: rel.Version}, Inverse: inverse}
 }
 
 // maxHistory is how many revisions a release keeps, as the helm CLI does.
 const maxHistory = 10
 
-func releaseOutputs(rel *release.Release) cty.Value {
-	return cty.ObjectVal(map[string]cty.Value{
-		"name":          cty.StringVal(rel.Name),
-		"namespace":     cty.StringVal(rel.Namespace),
-		"revision":      cty.NumberIntVal(int64(rel.Version)),
-		"status":        cty.StringVal(rel.Info.Status.String()),
-		"chart_version": cty.StringVal(chartVersion(rel.Chart)),
-	})
+func releaseOutputs(rel *release.Release) helmschema.ReleaseOutputs {
+	return helmschema.ReleaseOutputs{Name: rel.Name, Namespace: rel.Namespace, Revision: rel.Version, Status: rel.Info.Status.String(), ChartVersion: chartVersion(rel.Chart)}
 }
 
 func chartVersion(ch *chart.Chart) string {
@@ -397,65 +410,48 @@ func chartVersion(ch *chart.Chart) string {
 	return ch.Metadata.Version
 }
 
-func releaseInverseOf(inv releaseInverse) *providers.Inverse {
-	data, _ := json.Marshal(inv)
+func releaseInverseOf(inv releaseInverse) *sdk.Inverse[releaseInverse] {
 	desc := fmt.Sprintf("roll release %s/%s back to revision %d", inv.Namespace, inv.Name, inv.Version)
 	if inv.Uninstall {
 		desc = fmt.Sprintf("uninstall release %s/%s (this step installed it)", inv.Namespace, inv.Name)
 	}
-	return &providers.Inverse{Description: desc, Data: data}
+	return &sdk.Inverse[releaseInverse]{Description: desc, Data: inv}
 }
 
-func priorReleaseInverse(prior *providers.Prior) *releaseInverse {
-	if prior == nil || prior.Inverse == nil || len(prior.Inverse.Data) == 0 {
-		return nil
-	}
-	var inv releaseInverse
-	if json.Unmarshal(prior.Inverse.Data, &inv) != nil {
-		return nil
-	}
-	return &inv
-}
+type relRead = sdk.Read[releaseInverse]
 
-func (p *Provider) readRelease(ctx context.Context, c *call, req providers.ReadRequest) providers.ReadResponse {
-	st, known := c.decodeRelease()
-	if c.diags.HasErrors() {
-		return providers.ReadResponse{}
+func readRelease(ctx context.Context, c *call, st relAttrs, prior *sdk.Prior[releasePrivate, releaseInverse]) relRead {
+	if !known(c, append(releaseAttrs, "kubeconfig")...) {
+		return relRead{Observation: providers.Unknown}
 	}
-	if st == nil || !known {
-		return providers.ReadResponse{Observation: providers.Unknown}
-	}
-	cl, _, diags := p.cluster(c)
+	p := c.Settings
+	cl, diags := p.cluster(c, st.Kubeconfig)
 	if diags.HasErrors() {
-		return providers.ReadResponse{Diagnostics: diags}
+		return relRead{Diagnostics: diags}
 	}
-	cfg, err := cl.helmConfig(st.namespace, nil)
-	if err != nil {
-		return providers.ReadResponse{Diagnostics: phases.FromError("Cannot Reach Kubernetes", err)}
-	}
-	h, err := readHistory(cfg, st.name)
-	if err != nil {
-		return providers.ReadResponse{Diagnostics: phases.Errorf("Cannot Read Release", "Reading the history of release %s: %v.", st.name, err)}
+	_, h, diags := openRelease(cl, st.Namespace, st.Name, nil)
+	if diags.HasErrors() {
+		return relRead{Diagnostics: diags}
 	}
 	if !h.exists() {
-		return providers.ReadResponse{Observation: providers.Absent, Detail: fmt.Sprintf("release %s/%s is not installed", st.namespace, st.name)}
+		return relRead{Observation: providers.Absent, Detail: fmt.Sprintf("release %s/%s is not installed", st.Namespace, st.Name)}
 	}
 	last := h.last
 	if h.stuck() {
-		return providers.ReadResponse{Observation: providers.Drifted, Detail: fmt.Sprintf("release %s is stuck in %s at revision %d (a client died mid-operation); apply will %s", st.name, last.Info.Status, last.Version, h.recovery())}
+		return relRead{Observation: providers.Drifted, Detail: fmt.Sprintf("release %s is stuck in %s at revision %d (a client died mid-operation); apply will %s", st.Name, last.Info.Status, last.Version, h.recovery())}
 	}
-	r := providers.ReadResponse{Observation: providers.Present, Outputs: releaseOutputs(last)}
-	var priv releasePrivate
-	if req.Prior != nil && json.Unmarshal(req.Prior.Private, &priv) == nil && priv.Revision != 0 && priv.Revision != last.Version {
+	r := relRead{Observation: providers.Present, Outputs: releaseOutputs(last)}
+	if prior != nil && prior.Private.Revision != 0 && prior.Private.Revision != last.Version {
+		priv := prior.Private
 		r.Observation = providers.Drifted
-		r.Detail = fmt.Sprintf("release %s/%s is at revision %d (%s, %q), migrate made revision %d: %s", st.namespace, st.name, last.Version, last.Info.Status, last.Info.Description, priv.Revision, madeOutside(priv.Revision, last.Version))
+		r.Detail = fmt.Sprintf("release %s/%s is at revision %d (%s, %q), migrate made revision %d: %s", st.Namespace, st.Name, last.Version, last.Info.Status, last.Info.Description, priv.Revision, madeOutside(priv.Revision, last.Version))
 	} else if last.Info.Status != release.StatusDeployed {
 		r.Observation = providers.Drifted
-		r.Detail = fmt.Sprintf("revision %d of release %s is %s", last.Version, st.name, last.Info.Status)
+		r.Detail = fmt.Sprintf("revision %d of release %s is %s", last.Version, st.Name, last.Info.Status)
 	}
-	if req.Prior == nil && strings.HasPrefix(last.Info.Description, descPrefix) {
+	if prior == nil && strings.HasPrefix(last.Info.Description, descPrefix) {
 		// Adopted on resume: undo what an interrupted apply did.
-		inv := releaseInverse{Name: st.name, Namespace: st.namespace, Uninstall: len(h.all) == 1}
+		inv := releaseInverse{Name: st.Name, Namespace: st.Namespace, Uninstall: len(h.all) == 1}
 		if !inv.Uninstall {
 			inv.Version = h.all[len(h.all)-2].Version
 		}
@@ -476,53 +472,52 @@ func madeOutside(made, now int) string {
 	return fmt.Sprintf("revisions %d–%d were made outside migrate", made+1, now)
 }
 
-func (p *Provider) revertRelease(ctx context.Context, c *call, req providers.RevertRequest) providers.RevertResponse {
-	var inv releaseInverse
-	if err := json.Unmarshal(req.Inverse.Data, &inv); err != nil || inv.Name == "" {
-		return providers.RevertResponse{Diagnostics: phases.Errorf("Invalid Inverse", "The recorded inverse of %s cannot be read: %v.", c.what, err)}
+func revertRelease(ctx context.Context, c *call, a relAttrs, u sdk.Undo[releaseInverse]) phases.Diagnostics {
+	inv := u.Data
+	inv.Name = kept(inv.Name, a.Name, c.Addr.Name)
+	inv.Namespace = kept(inv.Namespace, a.Namespace, "default")
+	if inv.Name == "" {
+		return phases.Errorf("Invalid Inverse", "The recorded inverse of %s names no release.", c.Addr)
 	}
-	cl, _, diags := p.cluster(c)
+	p := c.Settings
+	cl, diags := p.cluster(c, a.Kubeconfig)
 	if diags.HasErrors() {
-		return providers.RevertResponse{Diagnostics: diags}
+		return diags
 	}
-	cfg, err := cl.helmConfig(inv.Namespace, nil)
-	if err != nil {
-		return providers.RevertResponse{Diagnostics: phases.FromError("Cannot Reach Kubernetes", err)}
-	}
-	h, err := readHistory(cfg, inv.Name)
-	if err != nil {
-		return providers.RevertResponse{Diagnostics: phases.Errorf("Cannot Read Release", "Reading the history of release %s: %v.", inv.Name, err)}
+	cfg, h, diags := openRelease(cl, inv.Namespace, inv.Name, nil)
+	if diags.HasErrors() {
+		return diags
 	}
 	if !h.exists() {
-		c.log.Printf("release %s/%s is not installed: nothing to undo", inv.Namespace, inv.Name)
-		return providers.RevertResponse{}
+		c.Log.Printf("release %s/%s is not installed: nothing to undo", inv.Namespace, inv.Name)
+		return nil
 	}
 	if inv.Uninstall {
 		un := action.NewUninstall(cfg)
 		un.Timeout = defaultTimeout
 		if _, err := un.Run(inv.Name); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-			return providers.RevertResponse{Diagnostics: phases.Errorf("Cannot Uninstall Release", "Uninstalling release %s/%s: %v.", inv.Namespace, inv.Name, err)}
+			return phases.Errorf("Cannot Uninstall Release", "Uninstalling release %s/%s: %v.", inv.Namespace, inv.Name, err)
 		}
-		c.log.Printf("uninstalled release %s/%s", inv.Namespace, inv.Name)
-		return providers.RevertResponse{}
+		c.Log.Printf("uninstalled release %s/%s", inv.Namespace, inv.Name)
+		return nil
 	}
 	rb := action.NewRollback(cfg)
 	rb.Version = inv.Version
 	rb.Timeout = defaultTimeout
 	rb.MaxHistory = maxHistory
 	if err := rb.Run(inv.Name); err != nil {
-		return providers.RevertResponse{Diagnostics: phases.Errorf("Cannot Roll Back Release", "Rolling release %s/%s back to revision %d: %v.", inv.Namespace, inv.Name, inv.Version, err)}
+		return phases.Errorf("Cannot Roll Back Release", "Rolling release %s/%s back to revision %d: %v.", inv.Namespace, inv.Name, inv.Version, err)
 	}
-	c.log.Printf("rolled release %s/%s back to revision %d", inv.Namespace, inv.Name, inv.Version)
-	return providers.RevertResponse{}
+	c.Log.Printf("rolled release %s/%s back to revision %d", inv.Namespace, inv.Name, inv.Version)
+	return nil
 }
 
 const defaultTimeout = 5 * time.Minute
 
 // scrubOldValues adds the values that the deployed revision holds at the
 // step's set_sensitive paths to the scrubber: the old manifest shows them.
-func (c *call) scrubOldValues(st *releaseStep, base *release.Release) {
-	for path := range st.sensitive {
+func scrubOldValues(c *call, st relAttrs, base *release.Release) {
+	for path := range st.SetSensitive {
 		var cur any = base.Config
 		for _, k := range splitPath(path) {
 			m, ok := cur.(map[string]any)
@@ -534,7 +529,7 @@ func (c *call) scrubOldValues(st *releaseStep, base *release.Release) {
 		}
 		if cur != nil {
 			if _, isMap := cur.(map[string]any); !isMap {
-				c.scrub.Add(fmt.Sprint(cur))
+				c.Scrub.Add(fmt.Sprint(cur))
 			}
 		}
 	}

@@ -1,11 +1,16 @@
 package helm
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/zclconf/go-cty/cty"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -13,74 +18,74 @@ import (
 	"helm.sh/helm/v3/pkg/cli"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
+
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers/helm/helmschema"
 )
 
-// releaseStep is a decoded helm_release step.
-type releaseStep struct {
-	name, chart, version, namespace string
-	values                          map[string]any
-	valuesFiles                     []string
-	sensitive                       map[string]string // dot path -> value
-	createNamespace, atomic, wait   bool
-	timeout                         time.Duration
+// relAttrs are a helm_release step's attributes.
+type relAttrs = helmschema.ReleaseAttrs
+
+// validateRelease checks the step and completes it with its defaults.
+func validateRelease(c *call, a *relAttrs) phases.Diagnostics {
+	if c.Null("name") {
+		a.Name = c.Addr.Name
+	}
+	if c.Null("namespace") {
+		a.Namespace = "default"
+	}
+	if c.Null("timeout") {
+		a.Timeout = "5m"
+	}
+	var diags phases.Diagnostics
+	bad := func(summary, format string, args ...any) {
+		diags = append(diags, phases.Errorf(summary, format, args...)...)
+	}
+	if !c.Unknown("chart") && a.Chart == "" {
+		bad("Missing Required Attribute", "The \"chart\" attribute of %s is required.", c.Addr)
+	}
+	if !c.Unknown("timeout") {
+		if d, err := time.ParseDuration(a.Timeout); err != nil || d <= 0 {
+			bad("Invalid Timeout", "The timeout of %s must be a positive duration such as \"5m\", not %q.", c.Addr, a.Timeout)
+		}
+	}
+	if !c.Unknown("name") && a.Name != "" {
+		if err := chartutil.ValidateReleaseName(a.Name); err != nil {
+			bad("Invalid Release Name", "%q is not a valid release name for %s: %v.", a.Name, c.Addr, err)
+		}
+	}
+	if !c.Unknown("namespace") && a.Namespace != "" {
+		if errs := validation.IsDNS1123Label(a.Namespace); len(errs) > 0 {
+			bad("Invalid Namespace Name", "%q is not a valid namespace for %s: %s.", a.Namespace, c.Addr, strings.Join(errs, "; "))
+		}
+	}
+	if v := a.Values; !c.Unknown("values") && v != cty.NilVal && !v.IsNull() && !v.Type().IsObjectType() && !v.Type().IsMapType() {
+		bad("Incorrect Attribute Type", "The %q attribute of %s must be an object, not %s.", "values", c.Addr, v.Type().FriendlyName())
+	}
+	return diags
 }
 
-// decodeRelease decodes the step; known is false when a value is not known
-// yet (it depends on a step that has not run).
-func (c *call) decodeRelease() (*releaseStep, bool) {
-	if !c.cfg.IsKnown() {
-		return nil, false
+// timeout is the step's timeout, valid once validated.
+func timeout(a relAttrs) time.Duration {
+	d, _ := time.ParseDuration(a.Timeout)
+	return d
+}
+
+// helmValues turns an HCL object into Helm values (JSON types, as Helm's
+// own YAML values have).
+func helmValues(v cty.Value) (map[string]any, error) {
+	out := map[string]any{}
+	if v == cty.NilVal || v.IsNull() {
+		return out, nil
 	}
-	st := &releaseStep{}
-	ok := true
-	and := func(k bool) { ok = ok && k }
-	var k bool
-	st.name, k = c.str("name", c.addr.Name)
-	and(k)
-	st.chart, k = c.str("chart", "")
-	and(k)
-	if k && st.chart == "" {
-		c.errorf("Missing Required Attribute", "The \"chart\" attribute of %s is required.", c.what)
+	b, err := ctyjson.Marshal(v, v.Type())
+	if err == nil {
+		err = json.Unmarshal(b, &out)
 	}
-	st.version, k = c.str("version", "")
-	and(k)
-	st.namespace, k = c.str("namespace", "default")
-	and(k)
-	st.values, k = c.object("values")
-	and(k)
-	st.valuesFiles, k = c.strs("values_files")
-	and(k)
-	st.sensitive, k = c.strMap("set_sensitive")
-	and(k)
-	for _, v := range st.sensitive {
-		c.scrub.Add(v)
+	if err != nil {
+		return nil, fmt.Errorf("the \"values\" attribute cannot be turned into Helm values: %w", err)
 	}
-	st.createNamespace, k = c.boolean("create_namespace")
-	and(k)
-	st.atomic, k = c.boolean("atomic")
-	and(k)
-	st.wait, k = c.boolean("wait")
-	and(k)
-	timeout, k := c.str("timeout", "5m")
-	and(k)
-	if k {
-		d, err := time.ParseDuration(timeout)
-		if err != nil || d <= 0 {
-			c.errorf("Invalid Timeout", "The timeout of %s must be a positive duration such as \"5m\", not %q.", c.what, timeout)
-		}
-		st.timeout = d
-	}
-	if st.name != "" {
-		if err := chartutil.ValidateReleaseName(st.name); err != nil {
-			c.errorf("Invalid Release Name", "%q is not a valid release name for %s: %v.", st.name, c.what, err)
-		}
-	}
-	if st.namespace != "" {
-		if errs := validation.IsDNS1123Label(st.namespace); len(errs) > 0 {
-			c.errorf("Invalid Namespace Name", "%q is not a valid namespace for %s: %s.", st.namespace, c.what, strings.Join(errs, "; "))
-		}
-	}
-	return st, ok
+	return out, nil
 }
 
 // isRemote says the chart is a repository URL or an OCI reference.
@@ -90,11 +95,11 @@ func isRemote(ref string) bool {
 
 // loadChart loads the step's chart: a local directory or .tgz relative to
 // the runbook, or (where reachable) a repository URL or OCI reference.
-func (c *call) loadChart(st *releaseStep) (*chart.Chart, error) {
-	path := st.chart
+func (p *Provider) loadChart(st relAttrs) (*chart.Chart, error) {
+	path := st.Chart
 	if isRemote(path) {
 		var opts action.ChartPathOptions
-		opts.Version = st.version
+		opts.Version = st.Version
 		if !strings.HasPrefix(path, "oci://") && !strings.HasSuffix(path, ".tgz") {
 			// https://charts.example.org/name: a repository and a chart.
 			i := strings.LastIndex(path, "/")
@@ -102,24 +107,24 @@ func (c *call) loadChart(st *releaseStep) (*chart.Chart, error) {
 		}
 		located, err := opts.LocateChart(path, cli.New())
 		if err != nil {
-			return nil, fmt.Errorf("fetching chart %s: %w", st.chart, err)
+			return nil, fmt.Errorf("fetching chart %s: %w", st.Chart, err)
 		}
 		path = located
 	} else {
-		path = c.s.abs(path)
+		path = p.abs(path)
 		if _, err := os.Stat(path); err != nil {
-			return nil, fmt.Errorf("chart %s: %w", st.chart, err)
+			return nil, fmt.Errorf("chart %s: %w", st.Chart, err)
 		}
 	}
 	ch, err := loader.Load(path)
 	if err != nil {
-		return nil, fmt.Errorf("loading chart %s: %w", st.chart, err)
+		return nil, fmt.Errorf("loading chart %s: %w", st.Chart, err)
 	}
-	if st.version != "" && ch.Metadata != nil && ch.Metadata.Version != strings.TrimPrefix(st.version, "v") && ch.Metadata.Version != st.version {
-		return nil, fmt.Errorf("chart %s is version %s, the step requires %s", st.chart, ch.Metadata.Version, st.version)
+	if st.Version != "" && ch.Metadata != nil && ch.Metadata.Version != strings.TrimPrefix(st.Version, "v") && ch.Metadata.Version != st.Version {
+		return nil, fmt.Errorf("chart %s is version %s, the step requires %s", st.Chart, ch.Metadata.Version, st.Version)
 	}
 	if err := checkDependencies(ch); err != nil {
-		return nil, fmt.Errorf("chart %s: %w", st.chart, err)
+		return nil, fmt.Errorf("chart %s: %w", st.Chart, err)
 	}
 	return ch, nil
 }
@@ -133,10 +138,10 @@ func checkDependencies(ch *chart.Chart) error {
 
 // mergedValues are the values files in order, then values, then
 // set_sensitive.
-func (c *call) mergedValues(st *releaseStep) (map[string]any, error) {
+func (p *Provider) mergedValues(st relAttrs) (map[string]any, error) {
 	out := map[string]any{}
-	for _, f := range st.valuesFiles {
-		b, err := os.ReadFile(c.s.abs(f))
+	for _, f := range st.ValuesFiles {
+		b, err := os.ReadFile(p.abs(f))
 		if err != nil {
 			return nil, fmt.Errorf("reading values file: %w", err)
 		}
@@ -146,9 +151,13 @@ func (c *call) mergedValues(st *releaseStep) (map[string]any, error) {
 		}
 		out = mergeMaps(out, m)
 	}
-	out = mergeMaps(out, st.values)
-	for _, path := range sortedKeys(st.sensitive) {
-		if err := setPath(out, path, st.sensitive[path]); err != nil {
+	vals, err := helmValues(st.Values)
+	if err != nil {
+		return nil, err
+	}
+	out = mergeMaps(out, vals)
+	for _, path := range slices.Sorted(maps.Keys(st.SetSensitive)) {
+		if err := setPath(out, path, st.SetSensitive[path]); err != nil {
 			return nil, err
 		}
 	}

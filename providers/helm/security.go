@@ -3,6 +3,8 @@ package helm
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,18 +31,18 @@ func (p *Provider) levelOf(ctx context.Context, cl *cluster, ns string) (level, 
 				return l, "its label in the cluster"
 			}
 		} else if !apierrors.IsNotFound(err) {
-			return p.cfg.defaultPSS, fmt.Sprintf("the cluster default (the namespace cannot be read: %v)", err)
+			return p.defaultPSS, fmt.Sprintf("the cluster default (the namespace cannot be read: %v)", err)
 		}
 	}
-	return p.cfg.defaultPSS, "the cluster default"
+	return p.defaultPSS, "the cluster default"
 }
 
 // preflight checks every pod template of the rendered objects against the
 // level of its namespace. It returns one line per namespace touched
 // ("namespace media: PodSecurity privileged ...") and an error diagnostic
 // per namespace with violations.
-func (p *Provider) preflight(ctx context.Context, cl *cluster, st *releaseStep, objs []*object) ([]string, phases.Diagnostics) {
-	byNS := map[string][]*object{st.namespace: nil}
+func (p *Provider) preflight(ctx context.Context, cl *cluster, st relAttrs, objs []*object) ([]string, phases.Diagnostics) {
+	byNS := map[string][]*object{st.Namespace: nil}
 	for _, o := range objs {
 		if o.Namespaced {
 			byNS[o.Namespace] = append(byNS[o.Namespace], o)
@@ -48,7 +50,7 @@ func (p *Provider) preflight(ctx context.Context, cl *cluster, st *releaseStep, 
 	}
 	var lines []string
 	var diags phases.Diagnostics
-	for _, ns := range sortedKeys(byNS) {
+	for _, ns := range slices.Sorted(maps.Keys(byNS)) {
 		level, why := p.levelOf(ctx, cl, ns)
 		lines = append(lines, fmt.Sprintf("namespace %s: PodSecurity %s (%s)", ns, level, why))
 		if len(byNS[ns]) == 0 {
@@ -60,11 +62,11 @@ func (p *Provider) preflight(ctx context.Context, cl *cluster, st *releaseStep, 
 		}
 		findings, err := podsecurity.Evaluate([]byte(strings.Join(docs, "\n---\n")), level, ns)
 		if err != nil {
-			diags = append(diags, phases.Errorf("PodSecurity Check Failed", "The pod templates of release %s in namespace %s cannot be checked: %v.", st.name, ns, err)...)
+			diags = append(diags, phases.Errorf("PodSecurity Check Failed", "The pod templates of release %s in namespace %s cannot be checked: %v.", st.Name, ns, err)...)
 			continue
 		}
 		if len(findings) > 0 {
-			diags = append(diags, phases.Errorf("PodSecurity Violation", "%s", podsecurity.Message(st.name, ns, level, findings))...)
+			diags = append(diags, phases.Errorf("PodSecurity Violation", "%s", podsecurity.Message(st.Name, ns, level, findings))...)
 		}
 	}
 	return lines, diags

@@ -4,6 +4,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers/sdk"
 )
 
 // TypeName is the provider type under which cmd/migrate registers Factory.
@@ -15,45 +16,73 @@ const (
 	Release   = "helm_release"
 )
 
-// KubeconfigAttr is the per-step kubeconfig attribute both step types share.
-var KubeconfigAttr = phases.Attribute{Type: cty.String, Description: "Path to a kubeconfig for this step, relative to the runbook (such as talos_kubeconfig.admin.path); default the provider's."}
+// Block is the provider block.
+type Block struct {
+	Kubeconfig         string  `cty:"kubeconfig" doc:"Path to the kubeconfig, relative to the runbook; read at first use, so an earlier talos_kubeconfig step may write it. Default $KUBECONFIG or ~/.kube/config."`
+	Context            string  `cty:"context" doc:"The kubeconfig context; default its current context."`
+	DefaultPodSecurity *string `cty:"default_pod_security" doc:"The PodSecurity level the cluster enforces on unlabelled namespaces: \"baseline\" (default, as Talos enforces), \"restricted\" or \"privileged\"."`
+}
 
-// Schema describes the provider block and the step types.
+// NamespaceDescription describes the kubernetes_namespace step type.
+const NamespaceDescription = "Ensures a Kubernetes namespace with labels, annotations and a PodSecurity level (the pod-security.kubernetes.io enforce, audit and warn labels). Rollback deletes it only if this step created it, else restores the previous labels."
+
+// NamespaceAttrs are the attributes of a kubernetes_namespace step.
+type NamespaceAttrs struct {
+	Name        string            `cty:"name" doc:"The namespace; default the step name."`
+	Labels      map[string]string `cty:"labels" doc:"Labels to set."`
+	Annotations map[string]string `cty:"annotations" doc:"Annotations to set."`
+	PodSecurity string            `cty:"pod_security" doc:"\"privileged\", \"baseline\" or \"restricted\": written as the enforce, audit and warn labels (version latest)."`
+	Kubeconfig  string            `cty:"kubeconfig" doc:"Path to a kubeconfig for this step, relative to the runbook (such as talos_kubeconfig.admin.path); default the provider's."`
+}
+
+// NamespaceOutputs are the outputs of a kubernetes_namespace step.
+type NamespaceOutputs struct {
+	Name        string `cty:"name"`
+	PodSecurity string `cty:"pod_security"`
+}
+
+// ReleaseDescription describes the helm_release step type.
+const ReleaseDescription = "Installs or upgrades a Helm release (real release records, as helm list shows). The plan shows the manifest diff against the deployed release and fails when a pod template violates the PodSecurity level of its namespace; releases stuck in pending-* are recovered. Rollback returns to the previous revision, or uninstalls what this step installed."
+
+// ReleaseAttrs are the attributes of a helm_release step.
+type ReleaseAttrs struct {
+	Name            string            `cty:"name" doc:"The release name; default the step name."`
+	Chart           string            `cty:"chart" required:"true" doc:"The chart: a directory or packaged .tgz relative to the runbook, or a repository URL or oci:// reference."`
+	Version         string            `cty:"version" doc:"The chart version required; a local chart of another version is refused."`
+	Namespace       string            `cty:"namespace" doc:"The release namespace, \"default\" by default."`
+	Values          cty.Value         `cty:"values" doc:"Values as an HCL object, merged over values_files."`
+	ValuesFiles     []string          `cty:"values_files" doc:"Values files (YAML), relative to the runbook, merged in order."`
+	SetSensitive    map[string]string `cty:"set_sensitive" sensitive:"true" doc:"Values by dot path (\"db.password\"), set last and redacted everywhere."`
+	CreateNamespace bool              `cty:"create_namespace" doc:"Create the namespace when it does not exist."`
+	Atomic          bool              `cty:"atomic" doc:"Roll back (or uninstall) when the install or upgrade fails; implies wait."`
+	Wait            bool              `cty:"wait" doc:"Wait until the release's resources are ready."`
+	Timeout         string            `cty:"timeout" doc:"How long wait may take, \"5m\" by default."`
+	Kubeconfig      string            `cty:"kubeconfig" doc:"Path to a kubeconfig for this step, relative to the runbook (such as talos_kubeconfig.admin.path); default the provider's."`
+}
+
+// ReleaseOutputs are the outputs of a helm_release step.
+type ReleaseOutputs struct {
+	Name         string `cty:"name"`
+	Namespace    string `cty:"namespace"`
+	Revision     int    `cty:"revision"`
+	Status       string `cty:"status"`
+	ChartVersion string `cty:"chart_version"`
+}
+
+// Schema describes the provider block and the step types, derived from
+// the structs above as the provider derives its own.
 var Schema = phases.Schema{
-	Provider: phases.Block{Attributes: map[string]phases.Attribute{
-		"kubeconfig":           {Type: cty.String, Description: "Path to the kubeconfig, relative to the runbook; read at first use, so an earlier talos_kubeconfig step may write it. Default $KUBECONFIG or ~/.kube/config."},
-		"context":              {Type: cty.String, Description: "The kubeconfig context; default its current context."},
-		"default_pod_security": {Type: cty.String, Description: "The PodSecurity level the cluster enforces on unlabelled namespaces: \"baseline\" (default, as Talos enforces), \"restricted\" or \"privileged\"."},
-	}},
+	Provider: sdk.Block(Block{}),
 	StepTypes: map[string]phases.StepType{
-		Namespace: {
-			Description: "Ensures a Kubernetes namespace with labels, annotations and a PodSecurity level (the pod-security.kubernetes.io enforce, audit and warn labels). Rollback deletes it only if this step created it, else restores the previous labels.",
-			Attributes: map[string]phases.Attribute{
-				"name":         {Type: cty.String, Description: "The namespace; default the step name."},
-				"labels":       {Type: cty.Map(cty.String), Description: "Labels to set."},
-				"annotations":  {Type: cty.Map(cty.String), Description: "Annotations to set."},
-				"pod_security": {Type: cty.String, Description: "\"privileged\", \"baseline\" or \"restricted\": written as the enforce, audit and warn labels (version latest)."},
-				"kubeconfig":   KubeconfigAttr,
-			},
-			Outputs: map[string]cty.Type{"name": cty.String, "pod_security": cty.String},
-		},
-		Release: {
-			Description: "Installs or upgrades a Helm release (real release records, as helm list shows). The plan shows the manifest diff against the deployed release and fails when a pod template violates the PodSecurity level of its namespace; releases stuck in pending-* are recovered. Rollback returns to the previous revision, or uninstalls what this step installed.",
-			Attributes: map[string]phases.Attribute{
-				"name":             {Type: cty.String, Description: "The release name; default the step name."},
-				"chart":            {Type: cty.String, Required: true, Description: "The chart: a directory or packaged .tgz relative to the runbook, or a repository URL or oci:// reference."},
-				"version":          {Type: cty.String, Description: "The chart version required; a local chart of another version is refused."},
-				"namespace":        {Type: cty.String, Description: "The release namespace, \"default\" by default."},
-				"values":           {Type: cty.DynamicPseudoType, Description: "Values as an HCL object, merged over values_files."},
-				"values_files":     {Type: cty.List(cty.String), Description: "Values files (YAML), relative to the runbook, merged in order."},
-				"set_sensitive":    {Type: cty.Map(cty.String), Sensitive: true, Description: "Values by dot path (\"db.password\"), set last and redacted everywhere."},
-				"create_namespace": {Type: cty.Bool, Description: "Create the namespace when it does not exist."},
-				"atomic":           {Type: cty.Bool, Description: "Roll back (or uninstall) when the install or upgrade fails; implies wait."},
-				"wait":             {Type: cty.Bool, Description: "Wait until the release's resources are ready."},
-				"timeout":          {Type: cty.String, Description: "How long wait may take, \"5m\" by default."},
-				"kubeconfig":       KubeconfigAttr,
-			},
-			Outputs: map[string]cty.Type{"name": cty.String, "namespace": cty.String, "revision": cty.Number, "status": cty.String, "chart_version": cty.String},
-		},
+		Namespace: step[NamespaceAttrs](NamespaceDescription, NamespaceOutputs{}),
+		Release:   step[ReleaseAttrs](ReleaseDescription, ReleaseOutputs{}),
 	},
+}
+
+func step[A any](description string, outputs any) phases.StepType {
+	st, err := sdk.StepSchema[A](description, outputs)
+	if err != nil {
+		panic("helmschema: " + err.Error())
+	}
+	return st
 }

@@ -1,0 +1,108 @@
+package helm_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/zclconf/go-cty/cty"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/helm"
+	"github.com/homelab-migrate/migrate/providers/helm/helmschema"
+	"github.com/homelab-migrate/migrate/providers/plugin"
+	"github.com/homelab-migrate/migrate/providers/providertest"
+)
+
+// servePlugin, set in the environment, makes the test binary the helm
+// plugin program (as cmd/migrate-provider-helm is), for the canary
+// through the pipe.
+const servePlugin = "MIGRATE_HELM_TEST_SERVE"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(servePlugin) != "" {
+		os.Exit(plugin.Serve(helm.TypeName, helm.New()))
+	}
+	os.Setenv(servePlugin, "1") // for the programs the tests start
+	os.Exit(m.Run())
+}
+
+// TestCanary: a secret planted in every input of both step types, marked
+// as a sensitive variable marks it (set_sensitive is sensitive by its
+// schema), leaves the provider by no field, log or diagnostic, whether
+// the step succeeds or fails, in process and through the plugin pipe. The
+// namespace and the release, whose names are secret too, are reverted.
+func TestCanary(t *testing.T) {
+	t.Parallel()
+	k := lab(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, via := range []struct {
+		name string
+		new  func() providers.Interface
+	}{
+		{"in process", func() providers.Interface { return helm.New() }},
+		{"through the plugin pipe", plugin.Factory(plugin.Program{Name: helm.TypeName, Command: self, Schema: helmschema.Schema})},
+	} {
+		t.Run(via.name, func(t *testing.T) {
+			t.Parallel()
+			canary(t, k, via.new)
+		})
+	}
+}
+
+func canary(t *testing.T, k *kube, newProvider func() providers.Interface) {
+	const s = "cnry-helm-7f3a"
+	sens := func(v string) cty.Value { return cty.StringVal(v).Mark(phases.SensitiveMark) }
+	ns, relNS := k.namespace(t, "canary"), k.namespace(t, "canaryrel")
+	dir := t.TempDir()
+	valuesFile := filepath.Join(dir, "values-"+s+".yaml")
+	if err := os.WriteFile(valuesFile, []byte("replicas: 0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	namespace := cty.ObjectVal(map[string]cty.Value{
+		"name":         sens(ns),
+		"labels":       cty.MapVal(map[string]cty.Value{"purpose": sens(s), "plain": cty.StringVal("visible")}),
+		"annotations":  cty.MapVal(map[string]cty.Value{"note": sens("note " + s)}),
+		"pod_security": sens("baseline"),
+		"kubeconfig":   sens(k.path),
+	})
+	release := func(chart string) cty.Value {
+		return cty.ObjectVal(map[string]cty.Value{
+			"name":             sens("rel-" + s),
+			"chart":            sens(chart),
+			"namespace":        sens(relNS),
+			"create_namespace": cty.True,
+			"values":           cty.ObjectVal(map[string]cty.Value{"message": sens("message " + s), "image": cty.StringVal("registry.local/app:1.0")}),
+			"values_files":     cty.ListVal([]cty.Value{sens(valuesFile)}),
+			"set_sensitive":    cty.MapVal(map[string]cty.Value{"password": cty.StringVal("password-" + s)}),
+			"timeout":          sens("60s"),
+			"kubeconfig":       sens(k.path),
+		})
+	}
+	secrets := []string{s, ns, relNS, k.path, valuesFile, "password-" + s}
+	providertest.Canary(t, providertest.Harness{
+		New:            newProvider,
+		ProviderConfig: obj(map[string]cty.Value{"kubeconfig": str(k.path)}),
+		Dir:            testdata(t),
+	}, []providertest.CanaryCase{
+		{Type: helm.Namespace, Config: namespace, Secrets: secrets},
+		{Type: helm.Namespace, Config: cty.ObjectVal(map[string]cty.Value{"name": sens(ns), "pod_security": sens("bogus-" + s)}), Secrets: secrets},
+		{Type: helm.Release, Config: release("charts/app"), Secrets: secrets},
+		{Type: helm.Release, Config: release("charts/nope-" + s), Secrets: secrets},
+	})
+	// The reverts found the namespace and the release by the names the
+	// step gives, though the state keeps only their place.
+	ctx := context.Background()
+	if live, err := k.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err == nil && live.DeletionTimestamp == nil {
+		t.Errorf("namespace %s was not deleted by the revert", ns)
+	}
+	if got := k.list(t, relNS); len(got) != 0 {
+		t.Errorf("releases left in %s after the reverts: %v", relNS, got)
+	}
+}

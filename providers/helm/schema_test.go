@@ -1,0 +1,99 @@
+package helm_test
+
+import (
+	"testing"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers/helm"
+	"github.com/homelab-migrate/migrate/providers/helm/helmschema"
+	"github.com/homelab-migrate/migrate/providers/plugin"
+)
+
+// TestSchemaUnchanged: the schema derived from the attribute structs is
+// the one written by hand before the SDK, word for word, both as the
+// provider serves it and as migrate compiles it in (helmschema); the
+// plugin handshake needs the two equal.
+func TestSchemaUnchanged(t *testing.T) {
+	for what, got := range map[string]phases.Schema{"the provider": helm.New().Schema(), "helmschema": helmschema.Schema} {
+		sameBlock(t, what+" provider block", got.Provider.Attributes, schema.Provider.Attributes)
+		if len(got.StepTypes) != len(schema.StepTypes) {
+			t.Fatalf("%s: %d step types, want %d", what, len(got.StepTypes), len(schema.StepTypes))
+		}
+		for name, want := range schema.StepTypes {
+			g := got.StepTypes[name]
+			if g.Description != want.Description || g.CanCheck != want.CanCheck || g.CheckOnly != want.CheckOnly {
+				t.Errorf("%s %s: %+v, want %+v", what, name, g, want)
+			}
+			sameBlock(t, what+" "+name, g.Attributes, want.Attributes)
+			if len(g.Outputs) != len(want.Outputs) {
+				t.Errorf("%s %s: outputs %v, want %v", what, name, g.Outputs, want.Outputs)
+			}
+			for o, w := range want.Outputs {
+				if !g.Outputs[o].Equals(w) {
+					t.Errorf("%s %s output %s = %v, want %v", what, name, o, g.Outputs[o], w)
+				}
+			}
+		}
+	}
+	if a, b := plugin.SchemaDigest(helm.New().Schema()), plugin.SchemaDigest(helmschema.Schema); a != b {
+		t.Errorf("the provider's schema digest %s differs from helmschema's %s", a, b)
+	}
+}
+
+func sameBlock(t *testing.T, what string, got, want map[string]phases.Attribute) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s: attributes %v, want %v", what, got, want)
+	}
+	for a, w := range want {
+		g, ok := got[a]
+		if !ok || !g.Type.Equals(w.Type) || g.Required != w.Required || g.Sensitive != w.Sensitive || g.Description != w.Description {
+			t.Errorf("%s.%s = %+v, want %+v", what, a, g, w)
+		}
+	}
+}
+
+// kubeconfigAttr is the per-step kubeconfig attribute both step types share.
+var kubeconfigAttr = phases.Attribute{Type: cty.String, Description: "Path to a kubeconfig for this step, relative to the runbook (such as talos_kubeconfig.admin.path); default the provider's."}
+
+// schema is the helm provider's schema as written by hand before the SDK.
+var schema = phases.Schema{
+	Provider: phases.Block{Attributes: map[string]phases.Attribute{
+		"kubeconfig":           {Type: cty.String, Description: "Path to the kubeconfig, relative to the runbook; read at first use, so an earlier talos_kubeconfig step may write it. Default $KUBECONFIG or ~/.kube/config."},
+		"context":              {Type: cty.String, Description: "The kubeconfig context; default its current context."},
+		"default_pod_security": {Type: cty.String, Description: "The PodSecurity level the cluster enforces on unlabelled namespaces: \"baseline\" (default, as Talos enforces), \"restricted\" or \"privileged\"."},
+	}},
+	StepTypes: map[string]phases.StepType{
+		helm.Namespace: {
+			Description: "Ensures a Kubernetes namespace with labels, annotations and a PodSecurity level (the pod-security.kubernetes.io enforce, audit and warn labels). Rollback deletes it only if this step created it, else restores the previous labels.",
+			Attributes: map[string]phases.Attribute{
+				"name":         {Type: cty.String, Description: "The namespace; default the step name."},
+				"labels":       {Type: cty.Map(cty.String), Description: "Labels to set."},
+				"annotations":  {Type: cty.Map(cty.String), Description: "Annotations to set."},
+				"pod_security": {Type: cty.String, Description: "\"privileged\", \"baseline\" or \"restricted\": written as the enforce, audit and warn labels (version latest)."},
+				"kubeconfig":   kubeconfigAttr,
+			},
+			Outputs: map[string]cty.Type{"name": cty.String, "pod_security": cty.String},
+		},
+		helm.Release: {
+			Description: "Installs or upgrades a Helm release (real release records, as helm list shows). The plan shows the manifest diff against the deployed release and fails when a pod template violates the PodSecurity level of its namespace; releases stuck in pending-* are recovered. Rollback returns to the previous revision, or uninstalls what this step installed.",
+			Attributes: map[string]phases.Attribute{
+				"name":             {Type: cty.String, Description: "The release name; default the step name."},
+				"chart":            {Type: cty.String, Required: true, Description: "The chart: a directory or packaged .tgz relative to the runbook, or a repository URL or oci:// reference."},
+				"version":          {Type: cty.String, Description: "The chart version required; a local chart of another version is refused."},
+				"namespace":        {Type: cty.String, Description: "The release namespace, \"default\" by default."},
+				"values":           {Type: cty.DynamicPseudoType, Description: "Values as an HCL object, merged over values_files."},
+				"values_files":     {Type: cty.List(cty.String), Description: "Values files (YAML), relative to the runbook, merged in order."},
+				"set_sensitive":    {Type: cty.Map(cty.String), Sensitive: true, Description: "Values by dot path (\"db.password\"), set last and redacted everywhere."},
+				"create_namespace": {Type: cty.Bool, Description: "Create the namespace when it does not exist."},
+				"atomic":           {Type: cty.Bool, Description: "Roll back (or uninstall) when the install or upgrade fails; implies wait."},
+				"wait":             {Type: cty.Bool, Description: "Wait until the release's resources are ready."},
+				"timeout":          {Type: cty.String, Description: "How long wait may take, \"5m\" by default."},
+				"kubeconfig":       kubeconfigAttr,
+			},
+			Outputs: map[string]cty.Type{"name": cty.String, "namespace": cty.String, "revision": cty.Number, "status": cty.String, "chart_version": cty.String},
+		},
+	},
+}
