@@ -33,7 +33,7 @@ func (p *Provider) conn(ctx context.Context) (*client.Client, error) {
 	if p.client != nil {
 		return p.client, nil
 	}
-	s := p.cfg
+	s := p.s
 	tc := s.talosconfig
 	if tc == nil {
 		path, err := clientconfig.GetDefaultPaths()
@@ -80,7 +80,7 @@ func (p *Provider) conn(ctx context.Context) (*client.Client, error) {
 // targets lists the nodes to act on: the provider's nodes, else the
 // context's nodes, else the endpoints (as talosctl does).
 func (p *Provider) targets() []string {
-	s := p.cfg
+	s := p.s
 	if len(s.nodes) > 0 {
 		return s.nodes
 	}
