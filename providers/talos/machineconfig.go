@@ -124,9 +124,7 @@ type (
 var machineConfigStep = &sdk.StepType[*Provider, talosschema.MachineConfigAttrs, planned, inverseData]{
 	Name: MachineConfig, Description: talosschema.MachineConfigDoc, Outputs: talosschema.MachineConfigOutputs{},
 	Unknowns: true, // the plan says which settings are known after earlier steps
-	Read: func(ctx context.Context, sc *mcCall, a talosschema.MachineConfigAttrs, prior *mcPrior) sdk.Read[inverseData] {
-		return readMachineConfig(ctx, newCall(sc), a, prior)
-	},
+	Read:     readMachineConfig,
 	Plan: func(ctx context.Context, sc *mcCall, a talosschema.MachineConfigAttrs, _ *mcPrior) sdk.Plan[planned] {
 		c := newCall(sc)
 		r := planMachineConfig(ctx, c, a)
@@ -136,12 +134,8 @@ var machineConfigStep = &sdk.StepType[*Provider, talosschema.MachineConfigAttrs,
 		}
 		return r
 	},
-	Apply: func(ctx context.Context, sc *mcCall, a talosschema.MachineConfigAttrs, pl planned, _ *mcPrior) sdk.Apply[planned, inverseData] {
-		return applyMachineConfig(ctx, newCall(sc), a, pl)
-	},
-	Revert: func(ctx context.Context, sc *mcCall, a talosschema.MachineConfigAttrs, u sdk.Undo[inverseData]) phases.Diagnostics {
-		return revertMachineConfig(ctx, newCall(sc), a, u.Data)
-	},
+	Apply:  applyMachineConfig,
+	Revert: revertMachineConfig,
 	// The rendered machine config's hash joins the step's input hash: a
 	// changed patch file, secrets bundle or pinned version is then
 	// planned as an update of the step.
@@ -259,7 +253,8 @@ type prevConfig struct {
 
 type mcApply = sdk.Apply[planned, inverseData]
 
-func applyMachineConfig(ctx context.Context, c *call, a talosschema.MachineConfigAttrs, pl planned) mcApply {
+func applyMachineConfig(ctx context.Context, sc *mcCall, a talosschema.MachineConfigAttrs, pl planned, _ *mcPrior) mcApply {
+	c := newCall(sc)
 	p := c.p
 	st, _, diags := decodeMachineConfig(c, a)
 	if diags.HasErrors() {
@@ -412,7 +407,8 @@ func firstLine(s string) string {
 	return l
 }
 
-func readMachineConfig(ctx context.Context, c *call, a talosschema.MachineConfigAttrs, prior *mcPrior) sdk.Read[inverseData] {
+func readMachineConfig(ctx context.Context, sc *mcCall, a talosschema.MachineConfigAttrs, prior *mcPrior) sdk.Read[inverseData] {
+	c := newCall(sc)
 	p := c.p
 	if prior == nil {
 		// Never recorded: a run may have stopped during a TRY. Re-running
@@ -453,7 +449,8 @@ func readMachineConfig(ctx context.Context, c *call, a talosschema.MachineConfig
 	return sdk.Read[inverseData]{Observation: providers.Present, Outputs: talosschema.MachineConfigOutputs{ConfigHash: r.hash, InstallerImage: r.image}}
 }
 
-func revertMachineConfig(ctx context.Context, c *call, a talosschema.MachineConfigAttrs, inv inverseData) phases.Diagnostics {
+func revertMachineConfig(ctx context.Context, sc *mcCall, a talosschema.MachineConfigAttrs, u sdk.Undo[inverseData]) phases.Diagnostics {
+	c, inv := newCall(sc), u.Data
 	p := c.p
 	if len(inv.Nodes) == 0 {
 		return phases.Errorf("Invalid Inverse", "The recorded inverse of %s holds no previous config.", c.addr)

@@ -36,13 +36,6 @@ type Provider struct {
 	client *client.Client
 }
 
-var (
-	_ providers.Interface     = (*Provider)(nil)
-	_ providers.Reverter      = (*Provider)(nil)
-	_ providers.Closer        = (*Provider)(nil)
-	_ providers.InputDigester = (*Provider)(nil)
-)
-
 // New returns an unconfigured Talos provider.
 func New() *Provider {
 	p := &Provider{}

@@ -520,12 +520,8 @@ var upgradeStep = &sdk.StepType[*Provider, talosschema.UpgradeAttrs, none, upgra
 		d, diags := planUpgrade(newCall(sc), a.Version, a.Preserve)
 		return sdk.Plan[none]{Diff: d, Diagnostics: diags}
 	},
-	Apply: func(ctx context.Context, sc *upCall, a talosschema.UpgradeAttrs, _ none, _ *sdk.Prior[none, upgradeInverse]) sdk.Apply[none, upgradeInverse] {
-		return applyUpgrade(ctx, newCall(sc), a.Version, a.Preserve)
-	},
-	Revert: func(ctx context.Context, sc *upCall, a talosschema.UpgradeAttrs, u sdk.Undo[upgradeInverse]) phases.Diagnostics {
-		return revertUpgrade(ctx, newCall(sc), a.Preserve, u)
-	},
+	Apply:  applyUpgrade,
+	Revert: revertUpgrade,
 }
 
 func readUpgrade(ctx context.Context, c *call, target string) sdk.Read[upgradeInverse] {
@@ -557,8 +553,9 @@ func planUpgrade(c *call, target string, preserve bool) (string, phases.Diagnost
 	return b.String(), nil
 }
 
-func applyUpgrade(ctx context.Context, c *call, target string, preserve bool) sdk.Apply[none, upgradeInverse] {
+func applyUpgrade(ctx context.Context, sc *upCall, a talosschema.UpgradeAttrs, _ none, _ *sdk.Prior[none, upgradeInverse]) sdk.Apply[none, upgradeInverse] {
 	type result = sdk.Apply[none, upgradeInverse]
+	c, target, preserve := newCall(sc), a.Version, a.Preserve
 	ns, err := c.p.nodes(ctx)
 	if err != nil {
 		return result{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
@@ -617,8 +614,8 @@ func (c *call) upgrade(ctx context.Context, n node, from, target string, preserv
 	return nil
 }
 
-func revertUpgrade(ctx context.Context, c *call, preserve bool, u sdk.Undo[upgradeInverse]) phases.Diagnostics {
-	inv := u.Data
+func revertUpgrade(ctx context.Context, sc *upCall, a talosschema.UpgradeAttrs, u sdk.Undo[upgradeInverse]) phases.Diagnostics {
+	c, inv, preserve := newCall(sc), u.Data, a.Preserve
 	if inv == (upgradeInverse{}) {
 		return nil
 	}
