@@ -3,6 +3,7 @@ package talos_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/zclconf/go-cty/cty"
@@ -83,4 +84,23 @@ func TestCanary(t *testing.T) {
 	piped := inProcess
 	piped.New = plugin.Factory(prog)
 	t.Run("through the pipe", func(t *testing.T) { providertest.Canary(t, piped, cases) })
+}
+
+// TestUnknownRenderedWritesNothing: a rendered path not known yet does not
+// keep the plan from rendering and showing the diff, and nothing is
+// written under a placeholder name.
+func TestUnknownRenderedWritesNothing(t *testing.T) {
+	t.Parallel()
+	l := startNode(t, "v1.13.3")
+	p := l.provider(t, nil)
+	r := plan(p, talos.MachineConfig, obj(map[string]cty.Value{"patches": strs("patches/node.yaml"), "rendered": cty.UnknownVal(cty.String)}))
+	if err := r.Diagnostics.Err(); err != nil || !strings.Contains(r.Diff, "rendered config sha256") {
+		t.Fatalf("plan: %v\n%s", err, r.Diff)
+	}
+	entries, _ := os.ReadDir(l.dir)
+	for _, e := range entries {
+		if strings.Contains(e.Name(), "known") {
+			t.Errorf("the plan wrote %s", e.Name())
+		}
+	}
 }

@@ -104,8 +104,12 @@ func decodeMachineConfig(c *call, a talosschema.MachineConfigAttrs) (st mcStep, 
 		}
 		st.try = d
 	}
-	st.rendered = a.Rendered
-	st.verify = verifySpec{services: a.Verify.Services, files: a.Verify.Files, kubernetes: a.Verify.Kubernetes}
+	if !c.Unknown("rendered") { // else nothing is written
+		st.rendered = a.Rendered
+	}
+	if !c.Unknown("verify") { // else no checks (a revert may not know them)
+		st.verify = verifySpec{services: a.Verify.Services, files: a.Verify.Files, kubernetes: a.Verify.Kubernetes}
+	}
 	return st, known(c, "role", "patches", "mode", "try_timeout", "verify"), diags
 }
 
