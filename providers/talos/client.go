@@ -199,6 +199,15 @@ func (e *skewError) diag() phases.Diagnostics {
 		e.node, e.running, e.pinned, e.pinned, e.image, e.pinned, e.running)
 }
 
+// guarded connects, lists the targets and runs the skew guard on them.
+func (c *call) guarded(ctx context.Context) ([]node, phases.Diagnostics) {
+	ns, err := c.p.nodes(ctx)
+	if err != nil {
+		return nil, phases.FromError("Cannot Reach Talos", err)
+	}
+	return ns, c.p.guard(ctx, c, ns)
+}
+
 // guard is the version-skew guard: every node must run the pinned version.
 func (p *Provider) guard(ctx context.Context, c *call, ns []node) phases.Diagnostics {
 	var diags phases.Diagnostics

@@ -120,16 +120,13 @@ type planned struct {
 	Rendered string            `json:"rendered"`
 }
 
-type (
-	mcCall  = sdk.Call[*Provider]
-	mcPrior = sdk.Prior[planned, inverseData]
-)
+type mcPrior = sdk.Prior[planned, inverseData]
 
 var machineConfigStep = &sdk.StepType[*Provider, talosschema.MachineConfigAttrs, planned, inverseData]{
 	Name: MachineConfig, Description: talosschema.MachineConfigDoc, Outputs: talosschema.MachineConfigOutputs{},
 	Unknowns: true, // the plan says which settings are known after earlier steps
 	Read:     readMachineConfig,
-	Plan: func(ctx context.Context, sc *mcCall, a talosschema.MachineConfigAttrs, _ *mcPrior) sdk.Plan[planned] {
+	Plan: func(ctx context.Context, sc *handle, a talosschema.MachineConfigAttrs, _ *mcPrior) sdk.Plan[planned] {
 		c := newCall(sc)
 		r := planMachineConfig(ctx, c, a)
 		if c.s.recipient == nil {
@@ -143,7 +140,7 @@ var machineConfigStep = &sdk.StepType[*Provider, talosschema.MachineConfigAttrs,
 	// The rendered machine config's hash joins the step's input hash: a
 	// changed patch file, secrets bundle or pinned version is then
 	// planned as an update of the step.
-	Digest: func(_ context.Context, sc *mcCall, a talosschema.MachineConfigAttrs) (string, phases.Diagnostics) {
+	Digest: func(_ context.Context, sc *handle, a talosschema.MachineConfigAttrs) (string, phases.Diagnostics) {
 		c := newCall(sc)
 		st, _, diags := decodeMachineConfig(c, a)
 		if diags.HasErrors() {
@@ -158,7 +155,6 @@ var machineConfigStep = &sdk.StepType[*Provider, talosschema.MachineConfigAttrs,
 }
 
 func planMachineConfig(ctx context.Context, c *call, a talosschema.MachineConfigAttrs) sdk.Plan[planned] {
-	p := c.p
 	st, known, diags := decodeMachineConfig(c, a)
 	if diags.HasErrors() {
 		return sdk.Plan[planned]{Diagnostics: diags}
@@ -175,11 +171,8 @@ func planMachineConfig(ctx context.Context, c *call, a talosschema.MachineConfig
 			diags = append(diags, phases.Errorf("Cannot Write Rendered Config", "Writing the rendered config of %s: %v.", c.addr, err)...)
 		}
 	}
-	ns, err := p.nodes(ctx)
-	if err != nil {
-		return sdk.Plan[planned]{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
-	}
-	if d := p.guard(ctx, c, ns); d.HasErrors() {
+	ns, d := c.guarded(ctx)
+	if d.HasErrors() {
 		return sdk.Plan[planned]{Diagnostics: d}
 	}
 	var b strings.Builder
@@ -257,9 +250,8 @@ type prevConfig struct {
 
 type mcApply = sdk.Apply[planned, inverseData]
 
-func applyMachineConfig(ctx context.Context, sc *mcCall, a talosschema.MachineConfigAttrs, pl planned, _ *mcPrior) mcApply {
+func applyMachineConfig(ctx context.Context, sc *handle, a talosschema.MachineConfigAttrs, pl planned, _ *mcPrior) mcApply {
 	c := newCall(sc)
-	p := c.p
 	st, _, diags := decodeMachineConfig(c, a)
 	if diags.HasErrors() {
 		return mcApply{Diagnostics: diags}
@@ -273,11 +265,8 @@ func applyMachineConfig(ctx context.Context, sc *mcCall, a talosschema.MachineCo
 			return mcApply{Diagnostics: phases.Errorf("Cannot Write Rendered Config", "Writing the rendered config of %s: %v.", c.addr, err)}
 		}
 	}
-	ns, err := p.nodes(ctx)
-	if err != nil {
-		return mcApply{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
-	}
-	if d := p.guard(ctx, c, ns); d.HasErrors() {
+	ns, d := c.guarded(ctx)
+	if d.HasErrors() {
 		return mcApply{Diagnostics: d}
 	}
 	inv := inverseData{Nodes: map[string]prevConfig{}}
@@ -411,7 +400,7 @@ func firstLine(s string) string {
 	return l
 }
 
-func readMachineConfig(ctx context.Context, sc *mcCall, a talosschema.MachineConfigAttrs, prior *mcPrior) sdk.Read[inverseData] {
+func readMachineConfig(ctx context.Context, sc *handle, a talosschema.MachineConfigAttrs, prior *mcPrior) sdk.Read[inverseData] {
 	c := newCall(sc)
 	p := c.p
 	if prior == nil {
@@ -453,9 +442,8 @@ func readMachineConfig(ctx context.Context, sc *mcCall, a talosschema.MachineCon
 	return sdk.Read[inverseData]{Observation: providers.Present, Outputs: talosschema.MachineConfigOutputs{ConfigHash: r.hash, InstallerImage: r.image}}
 }
 
-func revertMachineConfig(ctx context.Context, sc *mcCall, a talosschema.MachineConfigAttrs, u sdk.Undo[inverseData]) phases.Diagnostics {
+func revertMachineConfig(ctx context.Context, sc *handle, a talosschema.MachineConfigAttrs, u sdk.Undo[inverseData]) phases.Diagnostics {
 	c, inv := newCall(sc), u.Data
-	p := c.p
 	if len(inv.Nodes) == 0 {
 		return phases.Errorf("Invalid Inverse", "The recorded inverse of %s holds no previous config.", c.addr)
 	}
@@ -469,11 +457,8 @@ func revertMachineConfig(ctx context.Context, sc *mcCall, a talosschema.MachineC
 	if st.modeName == "" {
 		st.mode, st.modeName = machineapi.ApplyConfigurationRequest_NO_REBOOT, "no-reboot"
 	}
-	ns, err := p.nodes(ctx)
-	if err != nil {
-		return phases.FromError("Cannot Reach Talos", err)
-	}
-	if d := p.guard(ctx, c, ns); d.HasErrors() {
+	ns, d := c.guarded(ctx)
+	if d.HasErrors() {
 		return d
 	}
 	for _, n := range ns {

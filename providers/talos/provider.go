@@ -73,6 +73,9 @@ func (p *Provider) close() error {
 	return err
 }
 
+// handle is what the SDK gives every handler.
+type handle = sdk.Call[*Provider]
+
 // call is one call of a handler: the SDK's, with the provider's settings
 // and the helpers every step type uses at hand.
 type call struct {
@@ -83,7 +86,7 @@ type call struct {
 	addr phases.Address
 }
 
-func newCall(c *sdk.Call[*Provider]) *call {
+func newCall(c *handle) *call {
 	return &call{Call: c, p: c.Settings, s: c.Settings.s, log: c.Log, addr: c.Addr}
 }
 

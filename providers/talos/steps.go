@@ -201,30 +201,26 @@ func waitDown(ctx context.Context, n node, d time.Duration) bool {
 
 var bootstrapStep = &sdk.StepType[*Provider, talosschema.BootstrapAttrs, none, none]{
 	Name: Bootstrap, Description: talosschema.BootstrapDoc,
-	Plan: func(_ context.Context, c *sdk.Call[*Provider], _ talosschema.BootstrapAttrs, _ *sdk.Prior[none, none]) sdk.Plan[none] {
+	Plan: func(_ context.Context, c *handle, _ talosschema.BootstrapAttrs, _ *sdk.Prior[none, none]) sdk.Plan[none] {
 		return sdk.Plan[none]{
 			Diff:         fmt.Sprintf("bootstrap etcd on %s (once; a node already bootstrapped counts as done; cannot be undone)", strings.Join(c.Settings.targets(), ", ")),
 			Irreversible: "bootstrapping etcd cannot be undone",
 		}
 	},
-	Apply: func(ctx context.Context, sc *sdk.Call[*Provider], _ talosschema.BootstrapAttrs, _ none, _ *sdk.Prior[none, none]) sdk.Apply[none, none] {
+	Apply: func(ctx context.Context, sc *handle, _ talosschema.BootstrapAttrs, _ none, _ *sdk.Prior[none, none]) sdk.Apply[none, none] {
 		return sdk.Apply[none, none]{Outputs: none{}, Diagnostics: applyBootstrap(ctx, newCall(sc))}
 	},
 }
 
 func applyBootstrap(ctx context.Context, c *call) phases.Diagnostics {
-	p := c.p
-	ns, err := p.nodes(ctx)
-	if err != nil {
-		return phases.FromError("Cannot Reach Talos", err)
-	}
-	if d := p.guard(ctx, c, ns); d.HasErrors() {
+	ns, d := c.guarded(ctx)
+	if d.HasErrors() {
 		return d
 	}
 	n := ns[0] // etcd is bootstrapped on one node only
 	bctx, cancel := bounded(ctx)
 	defer cancel()
-	err = n.c.Bootstrap(n.at(bctx), &machineapi.BootstrapRequest{})
+	err := n.c.Bootstrap(n.at(bctx), &machineapi.BootstrapRequest{})
 	switch {
 	case err == nil:
 		c.log.Printf("node %s: etcd bootstrapped", n.name)
@@ -250,18 +246,16 @@ func alreadyBootstrapped(err error) bool {
 
 // --- talos_kubeconfig
 
-type kcCall = sdk.Call[*Provider]
-
 var kubeconfigStep = &sdk.StepType[*Provider, talosschema.KubeconfigAttrs, none, none]{
 	Name: Kubeconfig, Description: talosschema.KubeconfigDoc, Outputs: talosschema.KubeconfigOutputs{},
 	Unknowns: true, // the plan names the path known after apply
-	Validate: func(c *kcCall, a *talosschema.KubeconfigAttrs) phases.Diagnostics {
+	Validate: func(c *handle, a *talosschema.KubeconfigAttrs) phases.Diagnostics {
 		if a.Path == "" {
 			return missing(c, "path")
 		}
 		return nil
 	},
-	Read: func(_ context.Context, c *kcCall, a talosschema.KubeconfigAttrs, _ *sdk.Prior[none, none]) sdk.Read[none] {
+	Read: func(_ context.Context, c *handle, a talosschema.KubeconfigAttrs, _ *sdk.Prior[none, none]) sdk.Read[none] {
 		if c.Unknown("path") {
 			return sdk.Read[none]{Observation: providers.Unknown}
 		}
@@ -270,10 +264,10 @@ var kubeconfigStep = &sdk.StepType[*Provider, talosschema.KubeconfigAttrs, none,
 		}
 		return sdk.Read[none]{Observation: providers.Present, Outputs: talosschema.KubeconfigOutputs{Path: a.Path}}
 	},
-	Plan: func(_ context.Context, c *kcCall, a talosschema.KubeconfigAttrs, _ *sdk.Prior[none, none]) sdk.Plan[none] {
+	Plan: func(_ context.Context, c *handle, a talosschema.KubeconfigAttrs, _ *sdk.Prior[none, none]) sdk.Plan[none] {
 		return sdk.Plan[none]{Diff: fmt.Sprintf("write the cluster's kubeconfig, fetched from %s, to %s (mode 0600)", strings.Join(c.Settings.targets(), ", "), a.Path)}
 	},
-	Apply: func(ctx context.Context, sc *kcCall, a talosschema.KubeconfigAttrs, _ none, _ *sdk.Prior[none, none]) sdk.Apply[none, none] {
+	Apply: func(ctx context.Context, sc *handle, a talosschema.KubeconfigAttrs, _ none, _ *sdk.Prior[none, none]) sdk.Apply[none, none] {
 		c := newCall(sc)
 		if d := fetchKubeconfig(ctx, c, c.s.abs(a.Path)); d.HasErrors() {
 			return sdk.Apply[none, none]{Diagnostics: d}
@@ -284,7 +278,7 @@ var kubeconfigStep = &sdk.StepType[*Provider, talosschema.KubeconfigAttrs, none,
 			Inverse: &sdk.Inverse[none]{Description: "remove the kubeconfig file " + a.Path},
 		}
 	},
-	Revert: func(_ context.Context, c *kcCall, a talosschema.KubeconfigAttrs, _ sdk.Undo[none]) phases.Diagnostics {
+	Revert: func(_ context.Context, c *handle, a talosschema.KubeconfigAttrs, _ sdk.Undo[none]) phases.Diagnostics {
 		if a.Path == "" || c.Unknown("path") {
 			return missing(c, "path")
 		}
@@ -296,16 +290,13 @@ var kubeconfigStep = &sdk.StepType[*Provider, talosschema.KubeconfigAttrs, none,
 }
 
 // missing is the diagnostic of a required attribute left empty.
-func missing(c *sdk.Call[*Provider], name string) phases.Diagnostics {
+func missing(c *handle, name string) phases.Diagnostics {
 	return phases.Errorf("Missing Required Attribute", "The %q attribute of %s is required.", name, c.Addr)
 }
 
 func fetchKubeconfig(ctx context.Context, c *call, path string) phases.Diagnostics {
-	ns, err := c.p.nodes(ctx)
-	if err != nil {
-		return phases.FromError("Cannot Reach Talos", err)
-	}
-	if d := c.p.guard(ctx, c, ns); d.HasErrors() {
+	ns, d := c.guarded(ctx)
+	if d.HasErrors() {
 		return d
 	}
 	n := ns[0]
@@ -324,12 +315,10 @@ func fetchKubeconfig(ctx context.Context, c *call, path string) phases.Diagnosti
 
 // --- talos_read
 
-type checkCall = sdk.Call[*Provider]
-
 var readStep = &sdk.StepType[*Provider, talosschema.ReadAttrs, none, none]{
 	Name: Read, Description: talosschema.ReadDoc, CanCheck: true,
 	Unknowns: true, // the plan says what it will read when known
-	Plan: func(_ context.Context, c *checkCall, a talosschema.ReadAttrs, _ *sdk.Prior[none, none]) sdk.Plan[none] {
+	Plan: func(_ context.Context, c *handle, a talosschema.ReadAttrs, _ *sdk.Prior[none, none]) sdk.Plan[none] {
 		if d := checkRead(c, a); d.HasErrors() {
 			return sdk.Plan[none]{Diagnostics: d}
 		}
@@ -345,7 +334,7 @@ var readStep = &sdk.StepType[*Provider, talosschema.ReadAttrs, none, none]{
 		}
 		return sdk.Plan[none]{Diff: fmt.Sprintf("read %s through the Talos API on %s and check that it %s", a.Path, strings.Join(c.Settings.targets(), ", "), what)}
 	},
-	Apply: func(ctx context.Context, sc *checkCall, a talosschema.ReadAttrs, _ none, _ *sdk.Prior[none, none]) sdk.Apply[none, none] {
+	Apply: func(ctx context.Context, sc *handle, a talosschema.ReadAttrs, _ none, _ *sdk.Prior[none, none]) sdk.Apply[none, none] {
 		if d := checkRead(sc, a); d.HasErrors() {
 			return sdk.Apply[none, none]{Diagnostics: d}
 		}
@@ -374,7 +363,7 @@ var readStep = &sdk.StepType[*Provider, talosschema.ReadAttrs, none, none]{
 }
 
 // checkRead checks the path of a talos_read step, when known.
-func checkRead(c *checkCall, a talosschema.ReadAttrs) phases.Diagnostics {
+func checkRead(c *handle, a talosschema.ReadAttrs) phases.Diagnostics {
 	switch {
 	case c.Unknown("path"):
 		return nil
@@ -398,7 +387,7 @@ func clip(s string) string {
 var serviceHealthStep = &sdk.StepType[*Provider, talosschema.ServiceHealthAttrs, none, none]{
 	Name: ServiceHealth, Description: talosschema.ServiceHealthDoc, CanCheck: true,
 	Unknowns: true, // the plan says what it will check when known
-	Plan: func(_ context.Context, c *checkCall, a talosschema.ServiceHealthAttrs, _ *sdk.Prior[none, none]) sdk.Plan[none] {
+	Plan: func(_ context.Context, c *handle, a talosschema.ServiceHealthAttrs, _ *sdk.Prior[none, none]) sdk.Plan[none] {
 		if c.Unknown("services") {
 			return sdk.Plan[none]{Diff: "check that Talos services are running and healthy (which ones is known after earlier steps run)"}
 		}
@@ -407,7 +396,7 @@ var serviceHealthStep = &sdk.StepType[*Provider, talosschema.ServiceHealthAttrs,
 		}
 		return sdk.Plan[none]{Diff: fmt.Sprintf("check that %s run healthy on %s", strings.Join(a.Services, ", "), strings.Join(c.Settings.targets(), ", "))}
 	},
-	Apply: func(ctx context.Context, sc *checkCall, a talosschema.ServiceHealthAttrs, _ none, _ *sdk.Prior[none, none]) sdk.Apply[none, none] {
+	Apply: func(ctx context.Context, sc *handle, a talosschema.ServiceHealthAttrs, _ none, _ *sdk.Prior[none, none]) sdk.Apply[none, none] {
 		if len(a.Services) == 0 {
 			return sdk.Apply[none, none]{Diagnostics: missing(sc, "services")}
 		}
@@ -495,25 +484,23 @@ type upgradeInverse struct {
 	Version string `json:"version"`
 }
 
-type upCall = sdk.Call[*Provider]
-
 var upgradeStep = &sdk.StepType[*Provider, talosschema.UpgradeAttrs, none, upgradeInverse]{
 	Name: Upgrade, Description: talosschema.UpgradeDoc, Outputs: talosschema.UpgradeOutputs{},
 	Unknowns: true, // the plan says so when the target is not known
-	Validate: func(c *upCall, a *talosschema.UpgradeAttrs) phases.Diagnostics {
+	Validate: func(c *handle, a *talosschema.UpgradeAttrs) phases.Diagnostics {
 		if a.Version == "" {
 			return missing(c, "version")
 		}
 		a.Version = "v" + strings.TrimPrefix(a.Version, "v")
 		return nil
 	},
-	Read: func(ctx context.Context, sc *upCall, a talosschema.UpgradeAttrs, _ *sdk.Prior[none, upgradeInverse]) sdk.Read[upgradeInverse] {
+	Read: func(ctx context.Context, sc *handle, a talosschema.UpgradeAttrs, _ *sdk.Prior[none, upgradeInverse]) sdk.Read[upgradeInverse] {
 		if !known(newCall(sc), "version", "preserve") {
 			return sdk.Read[upgradeInverse]{Observation: providers.Unknown}
 		}
 		return readUpgrade(ctx, newCall(sc), a.Version)
 	},
-	Plan: func(_ context.Context, sc *upCall, a talosschema.UpgradeAttrs, _ *sdk.Prior[none, upgradeInverse]) sdk.Plan[none] {
+	Plan: func(_ context.Context, sc *handle, a talosschema.UpgradeAttrs, _ *sdk.Prior[none, upgradeInverse]) sdk.Plan[none] {
 		if !known(newCall(sc), "version", "preserve") {
 			return sdk.Plan[none]{Diff: "upgrade Talos (the target is known after earlier steps run)"}
 		}
@@ -553,7 +540,7 @@ func planUpgrade(c *call, target string, preserve bool) (string, phases.Diagnost
 	return b.String(), nil
 }
 
-func applyUpgrade(ctx context.Context, sc *upCall, a talosschema.UpgradeAttrs, _ none, _ *sdk.Prior[none, upgradeInverse]) sdk.Apply[none, upgradeInverse] {
+func applyUpgrade(ctx context.Context, sc *handle, a talosschema.UpgradeAttrs, _ none, _ *sdk.Prior[none, upgradeInverse]) sdk.Apply[none, upgradeInverse] {
 	type result = sdk.Apply[none, upgradeInverse]
 	c, target, preserve := newCall(sc), a.Version, a.Preserve
 	ns, err := c.p.nodes(ctx)
@@ -614,7 +601,7 @@ func (c *call) upgrade(ctx context.Context, n node, from, target string, preserv
 	return nil
 }
 
-func revertUpgrade(ctx context.Context, sc *upCall, a talosschema.UpgradeAttrs, u sdk.Undo[upgradeInverse]) phases.Diagnostics {
+func revertUpgrade(ctx context.Context, sc *handle, a talosschema.UpgradeAttrs, u sdk.Undo[upgradeInverse]) phases.Diagnostics {
 	c, inv, preserve := newCall(sc), u.Data, a.Preserve
 	if inv == (upgradeInverse{}) {
 		return nil
