@@ -75,9 +75,9 @@ func prepare(addr phases.Address, cfg cty.Value, attrs map[string]phases.Attribu
 			}
 			v = cv
 		} else if v.IsNull() {
-			v = cty.NullVal(a.Type)
+			v = cty.NullVal(a.Type.WithoutOptionalAttributesDeep())
 		} else if !v.IsKnown() {
-			v = cty.UnknownVal(a.Type)
+			v = cty.UnknownVal(a.Type.WithoutOptionalAttributesDeep())
 		}
 		if a.Sensitive {
 			scrub.AddValue(v)
@@ -306,7 +306,7 @@ func tagged(rt reflect.Type) []field {
 func objectType(attrs map[string]phases.Attribute) cty.Type {
 	types := make(map[string]cty.Type, len(attrs))
 	for k, a := range attrs {
-		types[k] = a.Type
+		types[k] = a.Type.WithoutOptionalAttributesDeep() // the type of a converted value
 	}
 	return cty.Object(types)
 }

@@ -17,6 +17,8 @@ import (
 //	required:"true"   the attribute must be set
 //	sensitive:"true"  the whole value is a secret (redacted, scrubbed)
 //	doc:"..."         its description
+//	optional:"true"   (in a nested struct) the object's attribute may be
+//	                  left out, and is then null
 //
 // Field types: string, bool, int/int64/float64 (and pointers to them,
 // nil when null), []string, map[string]string, nested structs (objects),
@@ -152,12 +154,19 @@ func ctyTypeOf(rt reflect.Type) (cty.Type, error) {
 		return cty.Map(et), nil
 	case reflect.Struct:
 		attrs := map[string]cty.Type{}
+		var optional []string
 		for _, f := range fields(rt) {
 			t, err := ctyTypeOf(f.Type)
 			if err != nil {
 				return cty.NilType, fmt.Errorf("%s: %w", f.Name, err)
 			}
 			attrs[f.Tag.Get("cty")] = t
+			if f.Tag.Get("optional") == "true" {
+				optional = append(optional, f.Tag.Get("cty"))
+			}
+		}
+		if len(optional) > 0 {
+			return cty.ObjectWithOptionalAttrs(attrs, optional), nil
 		}
 		return cty.Object(attrs), nil
 	}

@@ -33,7 +33,7 @@ func (p *Provider) conn(ctx context.Context) (*client.Client, error) {
 	if p.client != nil {
 		return p.client, nil
 	}
-	s := p.cfg
+	s := p.s
 	tc := s.talosconfig
 	if tc == nil {
 		path, err := clientconfig.GetDefaultPaths()
@@ -80,7 +80,7 @@ func (p *Provider) conn(ctx context.Context) (*client.Client, error) {
 // targets lists the nodes to act on: the provider's nodes, else the
 // context's nodes, else the endpoints (as talosctl does).
 func (p *Provider) targets() []string {
-	s := p.cfg
+	s := p.s
 	if len(s.nodes) > 0 {
 		return s.nodes
 	}
@@ -197,6 +197,15 @@ func (e *skewError) diag() phases.Diagnostics {
 	return phases.Errorf("Talos Version Skew",
 		"Node %s runs Talos %s, but the talos provider block pins version = %q. A machine config rendered for %s carries the installer image %s, so the node's next install (an upgrade, a reinstall, a reset) would silently move it to Talos %s and its Kubernetes components with it — the trap of a talosctl newer than the cluster. Nothing was sent. Either pin the version the node runs (version = %q) to change its config without changing versions, or change versions on purpose with a talos_upgrade step first.",
 		e.node, e.running, e.pinned, e.pinned, e.image, e.pinned, e.running)
+}
+
+// guarded connects, lists the targets and runs the skew guard on them.
+func (c *call) guarded(ctx context.Context) ([]node, phases.Diagnostics) {
+	ns, err := c.p.nodes(ctx)
+	if err != nil {
+		return nil, phases.FromError("Cannot Reach Talos", err)
+	}
+	return ns, c.p.guard(ctx, c, ns)
 }
 
 // guard is the version-skew guard: every node must run the pinned version.

@@ -2,6 +2,7 @@ package talos
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"fmt"
 	"net"
@@ -16,12 +17,12 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/compatibility"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
-	"github.com/zclconf/go-cty/cty"
 	"go.yaml.in/yaml/v4"
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
-	"github.com/homelab-migrate/migrate/providers/attrs"
+	"github.com/homelab-migrate/migrate/providers/sdk"
+	"github.com/homelab-migrate/migrate/providers/talos/talosschema"
 )
 
 // settings is the evaluated provider block, with its files loaded.
@@ -50,6 +51,14 @@ type settings struct {
 	scrub *scrubber // every secret loaded, for scrubbing text
 }
 
+// configure reads the provider block: it loads (and decrypts) the
+// talosconfig and the secrets bundle, but connects to nothing yet.
+func (p *Provider) configure(_ context.Context, req providers.ConfigureRequest) (*Provider, phases.Diagnostics) {
+	s, diags := configure(req)
+	p.s = s
+	return p, s.scrub.Diags(diags)
+}
+
 func configure(req providers.ConfigureRequest) (*settings, phases.Diagnostics) {
 	s := &settings{name: req.Name, dir: req.Dir, scrub: newScrubber()}
 	if s.dir != "" {
@@ -57,34 +66,25 @@ func configure(req providers.ConfigureRequest) (*settings, phases.Diagnostics) {
 			s.dir = abs
 		}
 	}
-	c := newCall(s, phases.Address{Type: "provider", Name: req.Name}, req.Config, nil)
-	c.what = fmt.Sprintf("provider talos %q", req.Name)
-	var diags phases.Diagnostics
+	var a talosschema.ProviderAttrs
+	diags := sdk.Decode(req, &a, s.scrub)
 	errf := func(summary, format string, args ...any) {
 		diags = append(diags, phases.Errorf(summary, format, args...)...)
 	}
-
-	s.endpoints, _ = c.strs("endpoints")
-	s.nodes, _ = c.strs("nodes")
-	s.contextName, _ = c.str("context", "")
-	version, _ := c.str("version", "")
-	if version == "" {
-		c.missing("version")
-	} else {
-		s.version = "v" + strings.TrimPrefix(version, "v")
+	if diags.HasErrors() {
+		return s, diags
 	}
-	s.k8sVersion, _ = c.str("kubernetes_version", constants.DefaultKubernetesVersion)
-	s.k8sVersion = strings.TrimPrefix(s.k8sVersion, "v")
-	s.clusterName, _ = c.str("cluster_name", "")
-	s.clusterURL, _ = c.str("cluster_endpoint", "")
-	s.installDisk, _ = c.str("install_disk", "/dev/sda")
-	schematicYAML, _ := c.str("schematic", "")
-	extensions, _ := c.strs("extensions")
-	identityPath, _ := c.str("age_identity", "")
-	talosconfigPath, _ := c.str("talosconfig", "")
-	secretsPath, _ := c.str("secrets", "")
-	diags = append(diags, c.diags...)
-	s.scrub.Merge(c.scrub)
+	s.endpoints, s.nodes, s.contextName = a.Endpoints, a.Nodes, a.Context
+	if a.Version == "" {
+		errf("Missing Required Attribute", "The \"version\" attribute of provider talos %q is required.", req.Name)
+	} else {
+		s.version = "v" + strings.TrimPrefix(a.Version, "v")
+	}
+	s.k8sVersion = strings.TrimPrefix(or(a.KubernetesVersion, constants.DefaultKubernetesVersion), "v")
+	s.clusterName, s.clusterURL = a.ClusterName, a.ClusterEndpoint
+	s.installDisk = or(a.InstallDisk, "/dev/sda")
+	schematicYAML, extensions := a.Schematic, a.Extensions
+	identityPath, talosconfigPath, secretsPath := a.AgeIdentity, a.Talosconfig, a.Secrets
 
 	// The age identity first: the other files may need it.
 	s.identity, s.recipient, s.noKeyWhy = loadIdentity(s.abs(identityPath), errf)
@@ -261,84 +261,10 @@ func (s *settings) readSecretFile(p, what string) ([]byte, error) {
 	return plain, nil
 }
 
-// call is one provider call: the step's configuration (unmarked: every
-// sensitive string went into scrub), the log, and problems found.
-type call struct {
-	s     *settings
-	addr  phases.Address
-	what  string
-	cfg   cty.Value
-	scrub *scrubber
-	log   *logWriter
-	diags phases.Diagnostics
-}
-
-func newCall(s *settings, addr phases.Address, cfg cty.Value, log interface{ Write([]byte) (int, error) }) *call {
-	c := &call{s: s, addr: addr, what: addr.String(), scrub: newScrubber()}
-	if s != nil && s.scrub != nil {
-		c.scrub.Merge(s.scrub)
+// or is *p, or def when the attribute is not set.
+func or(p *string, def string) string {
+	if p == nil {
+		return def
 	}
-	if cfg == cty.NilVal {
-		cfg = cty.NullVal(cty.DynamicPseudoType)
-	}
-	c.scrub.AddMarked(cfg)
-	c.cfg, _ = cfg.UnmarkDeep()
-	c.log = newLogWriter(log, c.scrub)
-	return c
-}
-
-func (c *call) errorf(summary, format string, args ...any) {
-	c.diags = append(c.diags, phases.Errorf(summary, format, args...)...)
-}
-
-func (c *call) missing(name string) {
-	c.errorf("Missing Required Attribute", "The %q attribute of %s is required.", name, c.what)
-}
-
-// known reports whether the configuration as a whole is known.
-func (c *call) known() bool { return c.cfg.IsKnown() }
-
-// get returns an attribute: null when absent, unknown when the whole
-// configuration is.
-func (c *call) get(name string) cty.Value {
-	return getAttr(c.cfg, name)
-}
-
-func getAttr(o cty.Value, name string) cty.Value { return attrs.Get(o, name) }
-
-// str returns a string attribute (def when null) and whether it is known.
-func (c *call) str(name, def string) (string, bool) {
-	return c.strOf(c.get(name), name, def)
-}
-
-func (c *call) strOf(v cty.Value, name, def string) (string, bool) {
-	return attrs.Str(&c.diags, c.what, v, name, def)
-}
-
-// required is str for a required attribute.
-func (c *call) required(name string) (string, bool) {
-	v, known := c.str(name, "")
-	if known && v == "" {
-		c.missing(name)
-	}
-	return v, known
-}
-
-// boolean returns a bool attribute (false when null) and whether it is known.
-func (c *call) boolean(name string) (bool, bool) {
-	return attrs.Bool(&c.diags, c.what, c.get(name), name, false)
-}
-
-// strs returns a list(string) attribute and whether it is wholly known.
-func (c *call) strs(name string) ([]string, bool) {
-	return c.strsOf(c.get(name), name)
-}
-
-func (c *call) strsOf(v cty.Value, name string) ([]string, bool) {
-	return attrs.Strs(&c.diags, c.what, v, name)
-}
-
-// strMap returns a map(string) attribute of v and whether it is wholly known.
-func (c *call) strMapOf(v cty.Value, name string) (map[string]string, bool) {
-	return attrs.StrMap(&c.diags, c.what, v, name)
+	return *p
 }

@@ -26,6 +26,12 @@
 // are decrypted in memory only and scrubbed from every diff, log line and
 // diagnostic; state only ever holds them age-encrypted.
 //
+// Each step type is declared on providers/sdk (steps.go, machineconfig.go):
+// its attributes struct, in talosschema, is its schema and its decoded
+// inputs; the SDK does the envelope (gating, decoding, unknown values,
+// scrubbing of every field that leaves the provider); the provider adds
+// its own secrets and a YAML filter to each call's scrubber (New).
+//
 // The engine (package engine) drives the provider through
 // providers.Interface. It runs as the plugin program migrate-provider-talos
 // (cmd/migrate-provider-talos, providers/plugin); its schema is in

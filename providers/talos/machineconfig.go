@@ -2,7 +2,6 @@ package talos
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,10 +10,11 @@ import (
 
 	machineapi "github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/config/configdiff"
-	"github.com/zclconf/go-cty/cty"
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/sdk"
+	"github.com/homelab-migrate/migrate/providers/talos/talosschema"
 )
 
 // mcStep is a decoded talos_machine_config step.
@@ -66,50 +66,51 @@ var modes = map[string]machineapi.ApplyConfigurationRequest_Mode{
 	"reboot":    machineapi.ApplyConfigurationRequest_REBOOT,
 }
 
+// known reports whether none of the attributes is unknown.
+func known(c *call, names ...string) bool {
+	for _, n := range names {
+		if c.Unknown(n) {
+			return false
+		}
+	}
+	return true
+}
+
+// setting is an attribute with a default: def when not set or not known.
+func setting(c *call, name string, v *string, def string) (string, bool) {
+	if c.Unknown(name) {
+		return def, false
+	}
+	return or(v, def), true
+}
+
 // decodeMachineConfig reads the step; known is false when a value that
 // matters is not known until apply.
-func (c *call) decodeMachineConfig() (st mcStep, known bool) {
-	known = c.known()
+func decodeMachineConfig(c *call, a talosschema.MachineConfigAttrs) (st mcStep, isKnown bool, diags phases.Diagnostics) {
+	st.role, _ = setting(c, "role", a.Role, "controlplane")
+	st.patches = a.Patches
 	var k bool
-	st.role, k = c.str("role", "controlplane")
-	known = known && k
-	st.patches, k = c.strs("patches")
-	known = known && k
-	st.modeName, k = c.str("mode", "no-reboot")
-	known = known && k
-	if k {
+	if st.modeName, k = setting(c, "mode", a.Mode, "no-reboot"); k {
 		m, ok := modes[st.modeName]
 		if !ok {
-			c.errorf("Invalid Attribute Value", "The \"mode\" attribute of %s must be \"no-reboot\", \"auto\" or \"reboot\", not %q.", c.addr, st.modeName)
+			diags = append(diags, phases.Errorf("Invalid Attribute Value", "The \"mode\" attribute of %s must be \"no-reboot\", \"auto\" or \"reboot\", not %q.", c.addr, st.modeName)...)
 		}
 		st.mode = m
 	}
-	tt, k := c.str("try_timeout", "1m")
-	known = known && k
-	if k {
+	if tt, k := setting(c, "try_timeout", a.TryTimeout, "1m"); k {
 		d, err := time.ParseDuration(tt)
 		if err != nil || d < time.Second {
-			c.errorf("Invalid Attribute Value", "The \"try_timeout\" attribute of %s must be a duration of at least 1s, such as \"1m\", not %q.", c.addr, tt)
+			diags = append(diags, phases.Errorf("Invalid Attribute Value", "The \"try_timeout\" attribute of %s must be a duration of at least 1s, such as \"1m\", not %q.", c.addr, tt)...)
 		}
 		st.try = d
 	}
-	st.rendered, _ = c.str("rendered", "")
-	v := c.get("verify")
-	if !v.IsKnown() {
-		known = false
-	} else if !v.IsNull() {
-		st.verify.services, k = c.strsOf(getAttr(v, "services"), "verify.services")
-		known = known && k
-		st.verify.files, k = c.strMapOf(getAttr(v, "files"), "verify.files")
-		known = known && k
-		kb := getAttr(v, "kubernetes")
-		if !kb.IsKnown() {
-			known = false
-		} else if !kb.IsNull() && kb.Type() == cty.Bool {
-			st.verify.kubernetes = kb.True()
-		}
+	if !c.Unknown("rendered") { // else nothing is written
+		st.rendered = a.Rendered
 	}
-	return st, known
+	if !c.Unknown("verify") { // else no checks (a revert may not know them)
+		st.verify = verifySpec{services: a.Verify.Services, files: a.Verify.Files, kubernetes: a.Verify.Kubernetes}
+	}
+	return st, known(c, "role", "patches", "mode", "try_timeout", "verify"), diags
 }
 
 // planned is the Private of a machine config plan: the hash of each node's
@@ -119,29 +120,60 @@ type planned struct {
 	Rendered string            `json:"rendered"`
 }
 
-func (p *Provider) planMachineConfig(ctx context.Context, c *call, req providers.PlanRequest) providers.PlanResponse {
-	st, known := c.decodeMachineConfig()
-	if c.diags.HasErrors() {
-		return providers.PlanResponse{}
+type mcPrior = sdk.Prior[planned, inverseData]
+
+var machineConfigStep = &sdk.StepType[*Provider, talosschema.MachineConfigAttrs, planned, inverseData]{
+	Name: MachineConfig, Description: talosschema.MachineConfigDoc, Outputs: talosschema.MachineConfigOutputs{},
+	Unknowns: true, // the plan says which settings are known after earlier steps
+	Read:     readMachineConfig,
+	Plan: func(ctx context.Context, sc *handle, a talosschema.MachineConfigAttrs, _ *mcPrior) sdk.Plan[planned] {
+		c := newCall(sc)
+		r := planMachineConfig(ctx, c, a)
+		if c.s.recipient == nil {
+			// The previous config is kept only age-encrypted (sealInverse).
+			r.Irreversible = "its previous config can be kept for rollback only age-encrypted, but " + c.s.noKeyWhy + ": set age_identity or " + IdentityEnv
+		}
+		return r
+	},
+	Apply:  applyMachineConfig,
+	Revert: revertMachineConfig,
+	// The rendered machine config's hash joins the step's input hash: a
+	// changed patch file, secrets bundle or pinned version is then
+	// planned as an update of the step.
+	Digest: func(_ context.Context, sc *handle, a talosschema.MachineConfigAttrs) (string, phases.Diagnostics) {
+		c := newCall(sc)
+		st, _, diags := decodeMachineConfig(c, a)
+		if diags.HasErrors() {
+			return "", diags
+		}
+		r, diags := c.render(st.role, st.patches)
+		if diags.HasErrors() {
+			return "", diags
+		}
+		return r.hash, nil
+	},
+}
+
+func planMachineConfig(ctx context.Context, c *call, a talosschema.MachineConfigAttrs) sdk.Plan[planned] {
+	st, known, diags := decodeMachineConfig(c, a)
+	if diags.HasErrors() {
+		return sdk.Plan[planned]{Diagnostics: diags}
 	}
 	if !known {
-		return providers.PlanResponse{Diff: fmt.Sprintf("render and apply the machine config of %s (its settings are known after earlier steps run; the node's dry-run diff is shown then)", c.addr)}
+		return sdk.Plan[planned]{Diff: fmt.Sprintf("render and apply the machine config of %s (its settings are known after earlier steps run; the node's dry-run diff is shown then)", c.addr)}
 	}
 	r, diags := c.render(st.role, st.patches)
 	if diags.HasErrors() {
-		return providers.PlanResponse{Diagnostics: diags}
+		return sdk.Plan[planned]{Diagnostics: diags}
 	}
 	if st.rendered != "" {
 		if err := writePrivate(c.s.abs(st.rendered), r.bytes); err != nil {
 			diags = append(diags, phases.Errorf("Cannot Write Rendered Config", "Writing the rendered config of %s: %v.", c.addr, err)...)
 		}
 	}
-	ns, err := p.nodes(ctx)
-	if err != nil {
-		return providers.PlanResponse{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
-	}
-	if d := p.guard(ctx, c, ns); d.HasErrors() {
-		return providers.PlanResponse{Diagnostics: d}
+	ns, d := c.guarded(ctx)
+	if d.HasErrors() {
+		return sdk.Plan[planned]{Diagnostics: d}
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "machine config (%s) rendered for Talos %s, Kubernetes %s\n", st.role, c.s.version, c.s.k8sVersion)
@@ -173,8 +205,7 @@ func (p *Provider) planMachineConfig(ctx context.Context, c *call, req providers
 		diff := configDiff(m.GetModeDetails())
 		fmt.Fprintf(&b, "node %s: config diff (the node's dry run, secrets redacted):\n%s\n", n.name, indent(diff))
 	}
-	priv, _ := json.Marshal(pl)
-	return providers.PlanResponse{Diff: b.String(), Private: priv, Diagnostics: diags}
+	return sdk.Plan[planned]{Diff: b.String(), Private: pl, Diagnostics: diags}
 }
 
 // applyRefused explains a refused apply.
@@ -217,63 +248,53 @@ type prevConfig struct {
 	Config string `json:"config_age"`
 }
 
-func (p *Provider) applyMachineConfig(ctx context.Context, c *call, req providers.ApplyRequest) providers.ApplyResponse {
-	st, _ := c.decodeMachineConfig()
-	if c.diags.HasErrors() {
-		return providers.ApplyResponse{}
-	}
-	if !c.known() {
-		return providers.ApplyResponse{Diagnostics: phases.Errorf("Unknown Configuration", "The configuration of %s is not known.", c.addr)}
+type mcApply = sdk.Apply[planned, inverseData]
+
+func applyMachineConfig(ctx context.Context, sc *handle, a talosschema.MachineConfigAttrs, pl planned, _ *mcPrior) mcApply {
+	c := newCall(sc)
+	st, _, diags := decodeMachineConfig(c, a)
+	if diags.HasErrors() {
+		return mcApply{Diagnostics: diags}
 	}
 	r, diags := c.render(st.role, st.patches)
 	if diags.HasErrors() {
-		return providers.ApplyResponse{Diagnostics: diags}
+		return mcApply{Diagnostics: diags}
 	}
 	if st.rendered != "" {
 		if err := writePrivate(c.s.abs(st.rendered), r.bytes); err != nil {
-			return providers.ApplyResponse{Diagnostics: phases.Errorf("Cannot Write Rendered Config", "Writing the rendered config of %s: %v.", c.addr, err)}
+			return mcApply{Diagnostics: phases.Errorf("Cannot Write Rendered Config", "Writing the rendered config of %s: %v.", c.addr, err)}
 		}
 	}
-	ns, err := p.nodes(ctx)
-	if err != nil {
-		return providers.ApplyResponse{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
-	}
-	if d := p.guard(ctx, c, ns); d.HasErrors() {
-		return providers.ApplyResponse{Diagnostics: d}
-	}
-	var pl planned
-	if len(req.Planned) > 0 {
-		_ = json.Unmarshal(req.Planned, &pl)
+	ns, d := c.guarded(ctx)
+	if d.HasErrors() {
+		return mcApply{Diagnostics: d}
 	}
 	inv := inverseData{Nodes: map[string]prevConfig{}}
 	for _, n := range ns {
 		prev, err := n.currentConfig(ctx)
 		if err != nil {
 			c.captureDmesg(ctx, n)
-			return providers.ApplyResponse{Diagnostics: phases.Errorf("Cannot Read Current Config", "Reading the current machine config of node %s (kept for rollback) failed: %v.", n.name, err)}
+			return mcApply{Diagnostics: phases.Errorf("Cannot Read Current Config", "Reading the current machine config of node %s (kept for rollback) failed: %v.", n.name, err)}
 		}
 		prevHash := ""
 		if cfg, err := loadConfig(prev); err == nil {
 			prevHash = hashConfig(cfg)
 		}
 		if want, ok := pl.Nodes[n.name]; ok && want != prevHash {
-			return providers.ApplyResponse{Diagnostics: phases.Errorf("Node Changed Since Plan", "The machine config of node %s changed since the plan was made (someone applied another config): make a new plan to see the real diff.", n.name)}
+			return mcApply{Diagnostics: phases.Errorf("Node Changed Since Plan", "The machine config of node %s changed since the plan was made (someone applied another config): make a new plan to see the real diff.", n.name)}
 		}
 		inv.Nodes[n.name] = prevConfig{SHA256: prevHash, Config: string(prev)}
 		if d := c.ladder(ctx, n, r.bytes, st); d.HasErrors() {
-			return providers.ApplyResponse{Diagnostics: d}
+			return mcApply{Diagnostics: d}
 		}
 	}
-	out := cty.ObjectVal(map[string]cty.Value{
-		"config_hash":     cty.StringVal(r.hash),
-		"installer_image": cty.StringVal(r.image),
-	})
-	return providers.ApplyResponse{Outputs: out, Inverse: c.sealInverse(inv)}
+	out := talosschema.MachineConfigOutputs{ConfigHash: r.hash, InstallerImage: r.image}
+	return mcApply{Outputs: out, Inverse: c.sealInverse(inv)}
 }
 
 // sealInverse encrypts the previous configs to the age recipient; with no
 // recipient there is no inverse, and the log says why.
-func (c *call) sealInverse(inv inverseData) *providers.Inverse {
+func (c *call) sealInverse(inv inverseData) *sdk.Inverse[inverseData] {
 	if c.s.recipient == nil {
 		c.log.Printf("no rollback for %s: the previous config holds the cluster's secrets and is kept only age-encrypted, but %s; set age_identity or %s to make this step reversible", c.addr, c.s.noKeyWhy, IdentityEnv)
 		return nil
@@ -290,17 +311,13 @@ func (c *call) sealInverse(inv inverseData) *providers.Inverse {
 		pc.Config = sealed
 		inv.Nodes[name] = pc
 	}
-	data, err := json.Marshal(inv)
-	if err != nil {
-		return nil
-	}
 	names := make([]string, 0, len(inv.Nodes))
 	for n := range inv.Nodes {
 		names = append(names, n)
 	}
-	return &providers.Inverse{
+	return &sdk.Inverse[inverseData]{
 		Description: fmt.Sprintf("re-apply the previous machine config of %s (age-encrypted in state) through TRY, the checks and the permanent apply", strings.Join(sortStrings(names), ", ")),
-		Data:        data,
+		Data:        inv,
 	}
 }
 
@@ -383,29 +400,31 @@ func firstLine(s string) string {
 	return l
 }
 
-func (p *Provider) readMachineConfig(ctx context.Context, c *call, req providers.ReadRequest) providers.ReadResponse {
-	if req.Prior == nil {
+func readMachineConfig(ctx context.Context, sc *handle, a talosschema.MachineConfigAttrs, prior *mcPrior) sdk.Read[inverseData] {
+	c := newCall(sc)
+	p := c.p
+	if prior == nil {
 		// Never recorded: a run may have stopped during a TRY. Re-running
 		// the ladder is idempotent, so say Absent and let it run.
-		return providers.ReadResponse{Observation: providers.Absent, Detail: "never recorded as applied; the ladder runs (again)"}
+		return sdk.Read[inverseData]{Observation: providers.Absent, Detail: "never recorded as applied; the ladder runs (again)"}
 	}
-	st, known := c.decodeMachineConfig()
-	if c.diags.HasErrors() || !known {
-		return providers.ReadResponse{Observation: providers.Unknown}
+	st, known, diags := decodeMachineConfig(c, a)
+	if diags.HasErrors() || !known {
+		return sdk.Read[inverseData]{Observation: providers.Unknown, Diagnostics: diags}
 	}
 	r, diags := c.render(st.role, st.patches)
 	if diags.HasErrors() {
-		return providers.ReadResponse{Observation: providers.Unknown, Diagnostics: diags}
+		return sdk.Read[inverseData]{Observation: providers.Unknown, Diagnostics: diags}
 	}
 	ns, err := p.nodes(ctx)
 	if err != nil {
-		return providers.ReadResponse{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
+		return sdk.Read[inverseData]{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
 	}
 	var drift []string
 	for _, n := range ns {
 		cur, err := n.currentConfig(ctx)
 		if err != nil {
-			return providers.ReadResponse{Diagnostics: phases.Errorf("Cannot Read Current Config", "Reading the machine config of node %s failed: %v.", n.name, err)}
+			return sdk.Read[inverseData]{Diagnostics: phases.Errorf("Cannot Read Current Config", "Reading the machine config of node %s failed: %v.", n.name, err)}
 		}
 		cfg, err := loadConfig(cur)
 		if err != nil {
@@ -418,36 +437,29 @@ func (p *Provider) readMachineConfig(ctx context.Context, c *call, req providers
 		}
 	}
 	if len(drift) > 0 {
-		return providers.ReadResponse{Observation: providers.Drifted, Detail: strings.Join(drift, "\n")}
+		return sdk.Read[inverseData]{Observation: providers.Drifted, Detail: strings.Join(drift, "\n")}
 	}
-	return providers.ReadResponse{Observation: providers.Present, Outputs: cty.ObjectVal(map[string]cty.Value{
-		"config_hash":     cty.StringVal(r.hash),
-		"installer_image": cty.StringVal(r.image),
-	})}
+	return sdk.Read[inverseData]{Observation: providers.Present, Outputs: talosschema.MachineConfigOutputs{ConfigHash: r.hash, InstallerImage: r.image}}
 }
 
-func (p *Provider) revertMachineConfig(ctx context.Context, c *call, req providers.RevertRequest) providers.RevertResponse {
-	var inv inverseData
-	if err := json.Unmarshal(req.Inverse.Data, &inv); err != nil || len(inv.Nodes) == 0 {
-		return providers.RevertResponse{Diagnostics: phases.Errorf("Invalid Inverse", "The recorded inverse of %s holds no previous config.", c.addr)}
+func revertMachineConfig(ctx context.Context, sc *handle, a talosschema.MachineConfigAttrs, u sdk.Undo[inverseData]) phases.Diagnostics {
+	c, inv := newCall(sc), u.Data
+	if len(inv.Nodes) == 0 {
+		return phases.Errorf("Invalid Inverse", "The recorded inverse of %s holds no previous config.", c.addr)
 	}
 	if c.s.identity == nil {
-		return providers.RevertResponse{Diagnostics: phases.Errorf("No Age Identity", "Rolling back %s needs the age identity of recipient %s to decrypt the previous config: set age_identity or %s.", c.addr, inv.Recipient, IdentityEnv)}
+		return phases.Errorf("No Age Identity", "Rolling back %s needs the age identity of recipient %s to decrypt the previous config: set age_identity or %s.", c.addr, inv.Recipient, IdentityEnv)
 	}
-	st, _ := c.decodeMachineConfig()
-	c.diags = nil // the step's settings only tune the ladder here
+	st, _, _ := decodeMachineConfig(c, a) // the step's settings only tune the ladder here
 	if st.try == 0 {
 		st.try = time.Minute
 	}
 	if st.modeName == "" {
 		st.mode, st.modeName = machineapi.ApplyConfigurationRequest_NO_REBOOT, "no-reboot"
 	}
-	ns, err := p.nodes(ctx)
-	if err != nil {
-		return providers.RevertResponse{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
-	}
-	if d := p.guard(ctx, c, ns); d.HasErrors() {
-		return providers.RevertResponse{Diagnostics: d}
+	ns, d := c.guarded(ctx)
+	if d.HasErrors() {
+		return d
 	}
 	for _, n := range ns {
 		pc, ok := inv.Nodes[n.name]
@@ -456,14 +468,14 @@ func (p *Provider) revertMachineConfig(ctx context.Context, c *call, req provide
 		}
 		prev, err := decrypt([]byte(pc.Config), c.s.identity)
 		if err != nil {
-			return providers.RevertResponse{Diagnostics: phases.Errorf("Cannot Decrypt Previous Config", "The previous config of node %s cannot be decrypted with the configured age identity: %v.", n.name, err)}
+			return phases.Errorf("Cannot Decrypt Previous Config", "The previous config of node %s cannot be decrypted with the configured age identity: %v.", n.name, err)
 		}
 		c.log.Printf("node %s: re-applying the previous machine config (sha256 %s)", n.name, pc.SHA256)
 		if d := c.ladder(ctx, n, prev, st); d.HasErrors() {
-			return providers.RevertResponse{Diagnostics: d}
+			return d
 		}
 	}
-	return providers.RevertResponse{}
+	return nil
 }
 
 // writePrivate writes a file only its owner can read, making directories.

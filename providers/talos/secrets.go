@@ -166,8 +166,3 @@ var secretLine = regexp.MustCompile(`(?im)^([-+ ]?\s*(?:-\s+)?(?:key|token|secre
 func redactSecretLines(t string) string {
 	return secretLine.ReplaceAllString(t, "${1}"+phases.Redacted)
 }
-
-// logWriter is the step's log with secrets scrubbed, line by line.
-type logWriter = secret.Writer
-
-func newLogWriter(w io.Writer, s *scrubber) *logWriter { return secret.NewWriter(w, s) }

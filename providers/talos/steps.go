@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -16,13 +15,14 @@ import (
 
 	machineapi "github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
-	"github.com/zclconf/go-cty/cty"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"gopkg.in/yaml.v3"
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/sdk"
+	"github.com/homelab-migrate/migrate/providers/talos/talosschema"
 )
 
 func sortStrings(s []string) []string {
@@ -199,26 +199,28 @@ func waitDown(ctx context.Context, n node, d time.Duration) bool {
 
 // --- talos_bootstrap
 
-func (p *Provider) readBootstrap(req providers.ReadRequest) providers.ReadResponse {
-	return providers.PresentIfPrior(req)
+var bootstrapStep = &sdk.StepType[*Provider, talosschema.BootstrapAttrs, none, none]{
+	Name: Bootstrap, Description: talosschema.BootstrapDoc,
+	Plan: func(_ context.Context, c *handle, _ talosschema.BootstrapAttrs, _ *sdk.Prior[none, none]) sdk.Plan[none] {
+		return sdk.Plan[none]{
+			Diff:         fmt.Sprintf("bootstrap etcd on %s (once; a node already bootstrapped counts as done; cannot be undone)", strings.Join(c.Settings.targets(), ", ")),
+			Irreversible: "bootstrapping etcd cannot be undone",
+		}
+	},
+	Apply: func(ctx context.Context, sc *handle, _ talosschema.BootstrapAttrs, _ none, _ *sdk.Prior[none, none]) sdk.Apply[none, none] {
+		return sdk.Apply[none, none]{Outputs: none{}, Diagnostics: applyBootstrap(ctx, newCall(sc))}
+	},
 }
 
-func (p *Provider) planBootstrap(ctx context.Context, c *call) providers.PlanResponse {
-	return providers.PlanResponse{Diff: fmt.Sprintf("bootstrap etcd on %s (once; a node already bootstrapped counts as done; cannot be undone)", strings.Join(p.targets(), ", "))}
-}
-
-func (p *Provider) applyBootstrap(ctx context.Context, c *call) providers.ApplyResponse {
-	ns, err := p.nodes(ctx)
-	if err != nil {
-		return providers.ApplyResponse{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
-	}
-	if d := p.guard(ctx, c, ns); d.HasErrors() {
-		return providers.ApplyResponse{Diagnostics: d}
+func applyBootstrap(ctx context.Context, c *call) phases.Diagnostics {
+	ns, d := c.guarded(ctx)
+	if d.HasErrors() {
+		return d
 	}
 	n := ns[0] // etcd is bootstrapped on one node only
 	bctx, cancel := bounded(ctx)
 	defer cancel()
-	err = n.c.Bootstrap(n.at(bctx), &machineapi.BootstrapRequest{})
+	err := n.c.Bootstrap(n.at(bctx), &machineapi.BootstrapRequest{})
 	switch {
 	case err == nil:
 		c.log.Printf("node %s: etcd bootstrapped", n.name)
@@ -226,10 +228,10 @@ func (p *Provider) applyBootstrap(ctx context.Context, c *call) providers.ApplyR
 		c.log.Printf("node %s: already bootstrapped (%v); nothing to do", n.name, status.Convert(err).Message())
 	default:
 		c.captureDmesg(ctx, n)
-		return providers.ApplyResponse{Diagnostics: phases.Errorf("Bootstrap Failed", "Bootstrapping etcd on node %s failed: %v.", n.name, apiErr("Bootstrap", err))}
+		return phases.Errorf("Bootstrap Failed", "Bootstrapping etcd on node %s failed: %v.", n.name, apiErr("Bootstrap", err))
 	}
 	c.log.Printf("bootstrap cannot be undone: rollback leaves etcd as it is")
-	return providers.ApplyResponse{}
+	return nil
 }
 
 func alreadyBootstrapped(err error) bool {
@@ -244,48 +246,58 @@ func alreadyBootstrapped(err error) bool {
 
 // --- talos_kubeconfig
 
-func (c *call) kubeconfigPath() (string, bool) {
-	p, known := c.required("path")
-	if !known || p == "" {
-		return "", known
-	}
-	return c.s.abs(p), true
+var kubeconfigStep = &sdk.StepType[*Provider, talosschema.KubeconfigAttrs, none, none]{
+	Name: Kubeconfig, Description: talosschema.KubeconfigDoc, Outputs: talosschema.KubeconfigOutputs{},
+	Unknowns: true, // the plan names the path known after apply
+	Validate: func(c *handle, a *talosschema.KubeconfigAttrs) phases.Diagnostics {
+		if a.Path == "" {
+			return missing(c, "path")
+		}
+		return nil
+	},
+	Read: func(_ context.Context, c *handle, a talosschema.KubeconfigAttrs, _ *sdk.Prior[none, none]) sdk.Read[none] {
+		if c.Unknown("path") {
+			return sdk.Read[none]{Observation: providers.Unknown}
+		}
+		if _, err := os.Stat(c.Settings.s.abs(a.Path)); err != nil {
+			return sdk.Read[none]{Observation: providers.Absent, Detail: "the kubeconfig file is gone"}
+		}
+		return sdk.Read[none]{Observation: providers.Present, Outputs: talosschema.KubeconfigOutputs{Path: a.Path}}
+	},
+	Plan: func(_ context.Context, c *handle, a talosschema.KubeconfigAttrs, _ *sdk.Prior[none, none]) sdk.Plan[none] {
+		return sdk.Plan[none]{Diff: fmt.Sprintf("write the cluster's kubeconfig, fetched from %s, to %s (mode 0600)", strings.Join(c.Settings.targets(), ", "), a.Path)}
+	},
+	Apply: func(ctx context.Context, sc *handle, a talosschema.KubeconfigAttrs, _ none, _ *sdk.Prior[none, none]) sdk.Apply[none, none] {
+		c := newCall(sc)
+		if d := fetchKubeconfig(ctx, c, c.s.abs(a.Path)); d.HasErrors() {
+			return sdk.Apply[none, none]{Diagnostics: d}
+		}
+		c.log.Printf("kubeconfig written (mode 0600)")
+		return sdk.Apply[none, none]{
+			Outputs: talosschema.KubeconfigOutputs{Path: a.Path},
+			Inverse: &sdk.Inverse[none]{Description: "remove the kubeconfig file " + a.Path},
+		}
+	},
+	Revert: func(_ context.Context, c *handle, a talosschema.KubeconfigAttrs, _ sdk.Undo[none]) phases.Diagnostics {
+		if a.Path == "" || c.Unknown("path") {
+			return missing(c, "path")
+		}
+		if err := os.Remove(c.Settings.s.abs(a.Path)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return phases.Errorf("Cannot Remove Kubeconfig", "Removing the kubeconfig: %v.", err)
+		}
+		return nil
+	},
 }
 
-func (p *Provider) readKubeconfig(c *call, req providers.ReadRequest) providers.ReadResponse {
-	path, known := c.kubeconfigPath()
-	if !known || path == "" {
-		return providers.ReadResponse{Observation: providers.Unknown}
-	}
-	if _, err := os.Stat(path); err != nil {
-		return providers.ReadResponse{Observation: providers.Absent, Detail: "the kubeconfig file is gone"}
-	}
-	rel, _ := c.str("path", "")
-	return providers.ReadResponse{Observation: providers.Present, Outputs: cty.ObjectVal(map[string]cty.Value{"path": cty.StringVal(rel)})}
+// missing is the diagnostic of a required attribute left empty.
+func missing(c *handle, name string) phases.Diagnostics {
+	return phases.Errorf("Missing Required Attribute", "The %q attribute of %s is required.", name, c.Addr)
 }
 
-func (p *Provider) planKubeconfig(c *call) providers.PlanResponse {
-	rel, known := c.required("path")
-	if c.diags.HasErrors() {
-		return providers.PlanResponse{}
-	}
-	if !known {
-		rel = "(known after apply)"
-	}
-	return providers.PlanResponse{Diff: fmt.Sprintf("write the cluster's kubeconfig, fetched from %s, to %s (mode 0600)", strings.Join(p.targets(), ", "), rel)}
-}
-
-func (p *Provider) applyKubeconfig(ctx context.Context, c *call) providers.ApplyResponse {
-	path, _ := c.kubeconfigPath()
-	if c.diags.HasErrors() {
-		return providers.ApplyResponse{}
-	}
-	ns, err := p.nodes(ctx)
-	if err != nil {
-		return providers.ApplyResponse{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
-	}
-	if d := p.guard(ctx, c, ns); d.HasErrors() {
-		return providers.ApplyResponse{Diagnostics: d}
+func fetchKubeconfig(ctx context.Context, c *call, path string) phases.Diagnostics {
+	ns, d := c.guarded(ctx)
+	if d.HasErrors() {
+		return d
 	}
 	n := ns[0]
 	kctx, cancel := bounded(ctx)
@@ -293,94 +305,74 @@ func (p *Provider) applyKubeconfig(ctx context.Context, c *call) providers.Apply
 	b, err := n.c.Kubeconfig(n.at(kctx))
 	if err != nil {
 		c.captureDmesg(ctx, n)
-		return providers.ApplyResponse{Diagnostics: phases.Errorf("Cannot Fetch Kubeconfig", "Node %s did not give the kubeconfig: %v. Is the cluster bootstrapped (talos_bootstrap)?", n.name, apiErr("Kubeconfig", err))}
+		return phases.Errorf("Cannot Fetch Kubeconfig", "Node %s did not give the kubeconfig: %v. Is the cluster bootstrapped (talos_bootstrap)?", n.name, apiErr("Kubeconfig", err))
 	}
 	if err := writePrivate(path, b); err != nil {
-		return providers.ApplyResponse{Diagnostics: phases.Errorf("Cannot Write Kubeconfig", "Writing the kubeconfig: %v.", err)}
+		return phases.Errorf("Cannot Write Kubeconfig", "Writing the kubeconfig: %v.", err)
 	}
-	rel, _ := c.str("path", "")
-	c.log.Printf("kubeconfig written (mode 0600)")
-	return providers.ApplyResponse{
-		Outputs: cty.ObjectVal(map[string]cty.Value{"path": cty.StringVal(rel)}),
-		Inverse: &providers.Inverse{Description: "remove the kubeconfig file " + rel},
-	}
-}
-
-func (p *Provider) revertKubeconfig(c *call, req providers.RevertRequest) providers.RevertResponse {
-	path, _ := c.kubeconfigPath()
-	if path == "" {
-		return providers.RevertResponse{Diagnostics: c.diags}
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return providers.RevertResponse{Diagnostics: phases.Errorf("Cannot Remove Kubeconfig", "Removing the kubeconfig: %v.", err)}
-	}
-	return providers.RevertResponse{}
+	return nil
 }
 
 // --- talos_read
 
-type readSpec struct {
-	path, expect, contains string
-	hasExpect, hasContains bool
-}
-
-func (c *call) decodeRead() (readSpec, bool) {
-	var r readSpec
-	var k1, k2, k3 bool
-	r.path, k1 = c.required("path")
-	r.expect, k2 = c.str("expect", "")
-	r.contains, k3 = c.str("contains", "")
-	r.hasExpect = !getAttr(c.cfg, "expect").IsNull()
-	r.hasContains = !getAttr(c.cfg, "contains").IsNull()
-	if k1 && r.path != "" && !strings.HasPrefix(r.path, "/") {
-		c.errorf("Invalid Attribute Value", "The \"path\" attribute of %s must be an absolute path on the node, such as /var/mnt/data/.probe.", c.addr)
-	}
-	return r, k1 && k2 && k3
-}
-
-func (p *Provider) planRead(c *call) providers.PlanResponse {
-	r, known := c.decodeRead()
-	if c.diags.HasErrors() {
-		return providers.PlanResponse{}
-	}
-	if !known {
-		return providers.PlanResponse{Diff: "read a file through the Talos API (its settings are known after earlier steps run)"}
-	}
-	what := "exists"
-	switch {
-	case r.hasExpect:
-		what = fmt.Sprintf("holds exactly %q", strings.TrimSpace(r.expect))
-	case r.hasContains:
-		what = fmt.Sprintf("contains %q", r.contains)
-	}
-	return providers.PlanResponse{Diff: fmt.Sprintf("read %s through the Talos API on %s and check that it %s", r.path, strings.Join(p.targets(), ", "), what)}
-}
-
-func (p *Provider) applyRead(ctx context.Context, c *call) providers.ApplyResponse {
-	r, _ := c.decodeRead()
-	if c.diags.HasErrors() {
-		return providers.ApplyResponse{}
-	}
-	err := p.forNodes(ctx, func(n node) error {
-		got, err := n.readFile(ctx, r.path)
-		if err != nil {
-			c.captureDmesg(ctx, n)
-			return err
+var readStep = &sdk.StepType[*Provider, talosschema.ReadAttrs, none, none]{
+	Name: Read, Description: talosschema.ReadDoc, CanCheck: true,
+	Unknowns: true, // the plan says what it will read when known
+	Plan: func(_ context.Context, c *handle, a talosschema.ReadAttrs, _ *sdk.Prior[none, none]) sdk.Plan[none] {
+		if d := checkRead(c, a); d.HasErrors() {
+			return sdk.Plan[none]{Diagnostics: d}
 		}
-		text := string(got)
+		if !known(newCall(c), "path", "expect", "contains") {
+			return sdk.Plan[none]{Diff: "read a file through the Talos API (its settings are known after earlier steps run)"}
+		}
+		what := "exists"
 		switch {
-		case r.hasExpect && strings.TrimSpace(text) != strings.TrimSpace(r.expect):
-			return fmt.Errorf("%s holds %q, not the expected %q", r.path, clip(strings.TrimSpace(text)), strings.TrimSpace(r.expect))
-		case r.hasContains && !strings.Contains(text, r.contains):
-			return fmt.Errorf("%s (%d bytes) does not contain %q", r.path, len(got), r.contains)
+		case a.Expect != nil:
+			what = fmt.Sprintf("holds exactly %q", strings.TrimSpace(*a.Expect))
+		case a.Contains != nil:
+			what = fmt.Sprintf("contains %q", *a.Contains)
 		}
-		c.log.Printf("node %s: %s read through the API (%d bytes) as expected", n.name, r.path, len(got))
+		return sdk.Plan[none]{Diff: fmt.Sprintf("read %s through the Talos API on %s and check that it %s", a.Path, strings.Join(c.Settings.targets(), ", "), what)}
+	},
+	Apply: func(ctx context.Context, sc *handle, a talosschema.ReadAttrs, _ none, _ *sdk.Prior[none, none]) sdk.Apply[none, none] {
+		if d := checkRead(sc, a); d.HasErrors() {
+			return sdk.Apply[none, none]{Diagnostics: d}
+		}
+		c := newCall(sc)
+		err := c.p.forNodes(ctx, func(n node) error {
+			got, err := n.readFile(ctx, a.Path)
+			if err != nil {
+				c.captureDmesg(ctx, n)
+				return err
+			}
+			text := string(got)
+			switch {
+			case a.Expect != nil && strings.TrimSpace(text) != strings.TrimSpace(*a.Expect):
+				return fmt.Errorf("%s holds %q, not the expected %q", a.Path, clip(strings.TrimSpace(text)), strings.TrimSpace(*a.Expect))
+			case a.Contains != nil && !strings.Contains(text, *a.Contains):
+				return fmt.Errorf("%s (%d bytes) does not contain %q", a.Path, len(got), *a.Contains)
+			}
+			c.log.Printf("node %s: %s read through the API (%d bytes) as expected", n.name, a.Path, len(got))
+			return nil
+		})
+		if err != nil {
+			return sdk.Apply[none, none]{Outputs: none{}, Diagnostics: phases.Errorf("Read Check Failed", "%v.", err)}
+		}
+		return sdk.Apply[none, none]{Outputs: none{}, Inverse: nothingToUndo()}
+	},
+}
+
+// checkRead checks the path of a talos_read step, when known.
+func checkRead(c *handle, a talosschema.ReadAttrs) phases.Diagnostics {
+	switch {
+	case c.Unknown("path"):
 		return nil
-	})
-	if err != nil {
-		return providers.ApplyResponse{Diagnostics: phases.Errorf("Read Check Failed", "%v.", err)}
+	case a.Path == "":
+		return missing(c, "path")
+	case !strings.HasPrefix(a.Path, "/"):
+		return phases.Errorf("Invalid Attribute Value", "The \"path\" attribute of %s must be an absolute path on the node, such as /var/mnt/data/.probe.", c.Addr)
 	}
-	return providers.ApplyResponse{Inverse: &providers.Inverse{Description: "nothing to undo"}}
+	return nil
 }
 
 func clip(s string) string {
@@ -392,18 +384,27 @@ func clip(s string) string {
 
 // --- talos_service_health
 
-func (p *Provider) planServiceHealth(c *call) providers.PlanResponse {
-	svcs, known := c.strs("services")
-	if known && len(svcs) == 0 && !c.diags.HasErrors() {
-		c.missing("services")
-	}
-	if c.diags.HasErrors() {
-		return providers.PlanResponse{}
-	}
-	if !known {
-		return providers.PlanResponse{Diff: "check that Talos services are running and healthy (which ones is known after earlier steps run)"}
-	}
-	return providers.PlanResponse{Diff: fmt.Sprintf("check that %s run healthy on %s", strings.Join(svcs, ", "), strings.Join(p.targets(), ", "))}
+var serviceHealthStep = &sdk.StepType[*Provider, talosschema.ServiceHealthAttrs, none, none]{
+	Name: ServiceHealth, Description: talosschema.ServiceHealthDoc, CanCheck: true,
+	Unknowns: true, // the plan says what it will check when known
+	Plan: func(_ context.Context, c *handle, a talosschema.ServiceHealthAttrs, _ *sdk.Prior[none, none]) sdk.Plan[none] {
+		if c.Unknown("services") {
+			return sdk.Plan[none]{Diff: "check that Talos services are running and healthy (which ones is known after earlier steps run)"}
+		}
+		if len(a.Services) == 0 {
+			return sdk.Plan[none]{Diagnostics: missing(c, "services")}
+		}
+		return sdk.Plan[none]{Diff: fmt.Sprintf("check that %s run healthy on %s", strings.Join(a.Services, ", "), strings.Join(c.Settings.targets(), ", "))}
+	},
+	Apply: func(ctx context.Context, sc *handle, a talosschema.ServiceHealthAttrs, _ none, _ *sdk.Prior[none, none]) sdk.Apply[none, none] {
+		if len(a.Services) == 0 {
+			return sdk.Apply[none, none]{Diagnostics: missing(sc, "services")}
+		}
+		if d := serviceHealth(ctx, newCall(sc), a.Services); d.HasErrors() {
+			return sdk.Apply[none, none]{Outputs: none{}, Diagnostics: d}
+		}
+		return sdk.Apply[none, none]{Outputs: none{}, Inverse: nothingToUndo()}
+	},
 }
 
 // serviceWait is how long talos_service_health waits for its services when
@@ -411,14 +412,8 @@ func (p *Provider) planServiceHealth(c *call) providers.PlanResponse {
 // a bootstrap or a reboot, etcd and the kubelet take a while to start.
 const serviceWait = 5 * time.Minute
 
-func (p *Provider) applyServiceHealth(ctx context.Context, c *call) providers.ApplyResponse {
-	svcs, _ := c.strs("services")
-	if len(svcs) == 0 && !c.diags.HasErrors() {
-		c.missing("services")
-	}
-	if c.diags.HasErrors() {
-		return providers.ApplyResponse{}
-	}
+func serviceHealth(ctx context.Context, c *call, svcs []string) phases.Diagnostics {
+	p := c.p
 	parent := ctx
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -443,9 +438,9 @@ func (p *Provider) applyServiceHealth(ctx context.Context, c *call) providers.Ap
 		return fmt.Errorf("services not healthy on %s after waiting %s: %s", n.name, wait, strings.Join(bad, "; "))
 	})
 	if err != nil {
-		return providers.ApplyResponse{Diagnostics: phases.Errorf("Services Not Healthy", "%v.", err)}
+		return phases.Errorf("Services Not Healthy", "%v.", err)
 	}
-	return providers.ApplyResponse{Inverse: &providers.Inverse{Description: "nothing to undo"}}
+	return nil
 }
 
 // waitServices asks the node for its services until the wanted ones run
@@ -489,90 +484,90 @@ type upgradeInverse struct {
 	Version string `json:"version"`
 }
 
-func (c *call) decodeUpgrade() (target string, preserve bool, known bool) {
-	target, k1 := c.required("version")
-	preserve, k2 := c.boolean("preserve")
-	if target != "" {
-		target = "v" + strings.TrimPrefix(target, "v")
-	}
-	return target, preserve, k1 && k2
+var upgradeStep = &sdk.StepType[*Provider, talosschema.UpgradeAttrs, none, upgradeInverse]{
+	Name: Upgrade, Description: talosschema.UpgradeDoc, Outputs: talosschema.UpgradeOutputs{},
+	Unknowns: true, // the plan says so when the target is not known
+	Validate: func(c *handle, a *talosschema.UpgradeAttrs) phases.Diagnostics {
+		if a.Version == "" {
+			return missing(c, "version")
+		}
+		a.Version = "v" + strings.TrimPrefix(a.Version, "v")
+		return nil
+	},
+	Read: func(ctx context.Context, sc *handle, a talosschema.UpgradeAttrs, _ *sdk.Prior[none, upgradeInverse]) sdk.Read[upgradeInverse] {
+		if !known(newCall(sc), "version", "preserve") {
+			return sdk.Read[upgradeInverse]{Observation: providers.Unknown}
+		}
+		return readUpgrade(ctx, newCall(sc), a.Version)
+	},
+	Plan: func(_ context.Context, sc *handle, a talosschema.UpgradeAttrs, _ *sdk.Prior[none, upgradeInverse]) sdk.Plan[none] {
+		if !known(newCall(sc), "version", "preserve") {
+			return sdk.Plan[none]{Diff: "upgrade Talos (the target is known after earlier steps run)"}
+		}
+		d, diags := planUpgrade(newCall(sc), a.Version, a.Preserve)
+		return sdk.Plan[none]{Diff: d, Diagnostics: diags}
+	},
+	Apply:  applyUpgrade,
+	Revert: revertUpgrade,
 }
 
-func (p *Provider) readUpgrade(ctx context.Context, c *call, req providers.ReadRequest) providers.ReadResponse {
-	target, _, known := c.decodeUpgrade()
-	if !known || target == "" {
-		return providers.ReadResponse{Observation: providers.Unknown}
-	}
-	ns, err := p.nodes(ctx)
+func readUpgrade(ctx context.Context, c *call, target string) sdk.Read[upgradeInverse] {
+	ns, err := c.p.nodes(ctx)
 	if err != nil {
-		return providers.ReadResponse{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
+		return sdk.Read[upgradeInverse]{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
 	}
 	for _, n := range ns {
 		v, err := n.version(ctx)
 		if err != nil {
-			return providers.ReadResponse{Diagnostics: phases.FromError("Cannot Read Talos Version", err)}
+			return sdk.Read[upgradeInverse]{Diagnostics: phases.FromError("Cannot Read Talos Version", err)}
 		}
 		if !sameVersion(v, target) {
-			return providers.ReadResponse{Observation: providers.Absent, Detail: fmt.Sprintf("node %s runs %s, not %s", n.name, v, target)}
+			return sdk.Read[upgradeInverse]{Observation: providers.Absent, Detail: fmt.Sprintf("node %s runs %s, not %s", n.name, v, target)}
 		}
 	}
-	return providers.ReadResponse{Observation: providers.Present, Outputs: upgradeOutputs(target, c.s.installerImage(target))}
+	return sdk.Read[upgradeInverse]{Observation: providers.Present, Outputs: talosschema.UpgradeOutputs{Version: target, Image: c.s.installerImage(target)}}
 }
 
-func upgradeOutputs(version, image string) cty.Value {
-	return cty.ObjectVal(map[string]cty.Value{"version": cty.StringVal(version), "image": cty.StringVal(image)})
-}
-
-func (p *Provider) planUpgrade(ctx context.Context, c *call) providers.PlanResponse {
-	target, preserve, known := c.decodeUpgrade()
-	if c.diags.HasErrors() {
-		return providers.PlanResponse{}
-	}
-	if !known {
-		return providers.PlanResponse{Diff: "upgrade Talos (the target is known after earlier steps run)"}
-	}
+func planUpgrade(c *call, target string, preserve bool) (string, phases.Diagnostics) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "upgrade Talos on %s to %s with %s (preserve = %v), then wait until the node runs %s\n", strings.Join(p.targets(), ", "), target, c.s.installerImage(target), preserve, target)
+	fmt.Fprintf(&b, "upgrade Talos on %s to %s with %s (preserve = %v), then wait until the node runs %s\n", strings.Join(c.p.targets(), ", "), target, c.s.installerImage(target), preserve, target)
 	if !sameVersion(target, c.s.version) {
 		fmt.Fprintf(&b, "note: the provider pins version = %q; after the upgrade, pin %q so that later configs are rendered for it\n", c.s.version, target)
 	}
 	if err := checkCompatibility(c.s.k8sVersion, target); err != nil {
-		return providers.PlanResponse{Diagnostics: phases.Errorf("Incompatible Versions", "Talos %s does not support Kubernetes %s: %v. Upgrade Kubernetes first or choose another target.", target, c.s.k8sVersion, err)}
+		return "", phases.Errorf("Incompatible Versions", "Talos %s does not support Kubernetes %s: %v. Upgrade Kubernetes first or choose another target.", target, c.s.k8sVersion, err)
 	}
-	return providers.PlanResponse{Diff: b.String()}
+	return b.String(), nil
 }
 
-func (p *Provider) applyUpgrade(ctx context.Context, c *call) providers.ApplyResponse {
-	target, preserve, _ := c.decodeUpgrade()
-	if c.diags.HasErrors() {
-		return providers.ApplyResponse{}
-	}
-	ns, err := p.nodes(ctx)
+func applyUpgrade(ctx context.Context, sc *handle, a talosschema.UpgradeAttrs, _ none, _ *sdk.Prior[none, upgradeInverse]) sdk.Apply[none, upgradeInverse] {
+	type result = sdk.Apply[none, upgradeInverse]
+	c, target, preserve := newCall(sc), a.Version, a.Preserve
+	ns, err := c.p.nodes(ctx)
 	if err != nil {
-		return providers.ApplyResponse{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
+		return result{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
 	}
 	var from string
 	for _, n := range ns {
 		v, err := n.version(ctx)
 		if err != nil {
-			return providers.ApplyResponse{Diagnostics: phases.Errorf("Cannot Read Talos Version", "Node %s did not answer its version: %v.", n.name, err)}
+			return result{Diagnostics: phases.Errorf("Cannot Read Talos Version", "Node %s did not answer its version: %v.", n.name, err)}
 		}
 		if from == "" {
 			from = v
 		}
 		if d := c.upgrade(ctx, n, v, target, preserve); d.HasErrors() {
-			return providers.ApplyResponse{Diagnostics: d}
+			return result{Diagnostics: d}
 		}
 	}
-	out := upgradeOutputs(target, c.s.installerImage(target))
+	out := talosschema.UpgradeOutputs{Version: target, Image: c.s.installerImage(target)}
 	if sameVersion(from, target) {
 		// A reinstall of the same version: there is nothing to go back to.
-		return providers.ApplyResponse{Outputs: out, Inverse: &providers.Inverse{Description: "nothing to undo: the node ran this version before"}}
+		return result{Outputs: out, Inverse: &sdk.Inverse[upgradeInverse]{Description: "nothing to undo: the node ran this version before"}}
 	}
-	data, _ := json.Marshal(upgradeInverse{Version: from})
-	return providers.ApplyResponse{
+	return result{
 		Outputs: out,
-		Inverse: &providers.Inverse{Description: fmt.Sprintf("upgrade Talos back to %s (with the installer %s)", from, c.s.installerImage(from)), Data: data},
+		Inverse: &sdk.Inverse[upgradeInverse]{Description: fmt.Sprintf("upgrade Talos back to %s (with the installer %s)", from, c.s.installerImage(from)), Data: upgradeInverse{Version: from}},
 	}
 }
 
@@ -606,22 +601,17 @@ func (c *call) upgrade(ctx context.Context, n node, from, target string, preserv
 	return nil
 }
 
-func (p *Provider) revertUpgrade(ctx context.Context, c *call, req providers.RevertRequest) providers.RevertResponse {
-	var inv upgradeInverse
-	if len(req.Inverse.Data) == 0 {
-		return providers.RevertResponse{}
+func revertUpgrade(ctx context.Context, sc *handle, a talosschema.UpgradeAttrs, u sdk.Undo[upgradeInverse]) phases.Diagnostics {
+	c, inv, preserve := newCall(sc), u.Data, a.Preserve
+	if inv == (upgradeInverse{}) {
+		return nil
 	}
-	if err := json.Unmarshal(req.Inverse.Data, &inv); err != nil || inv.Version == "" {
-		return providers.RevertResponse{Diagnostics: phases.Errorf("Invalid Inverse", "The recorded inverse of %s names no version to go back to.", c.addr)}
-	}
-	_, preserve, _ := c.decodeUpgrade()
-	c.diags = nil
-	err := p.forNodes(ctx, func(n node) error {
+	err := c.p.forNodes(ctx, func(n node) error {
 		v, err := n.version(ctx)
 		if err != nil {
 			return err
 		}
-		if req.Resumed && sameVersion(v, inv.Version) {
+		if u.Resumed && sameVersion(v, inv.Version) {
 			// Downgraded by the interrupted revert: not another reinstall.
 			c.log.Printf("node %s: runs Talos %s already", n.name, v)
 			return nil
@@ -632,7 +622,7 @@ func (p *Provider) revertUpgrade(ctx context.Context, c *call, req providers.Rev
 		return nil
 	})
 	if err != nil {
-		return providers.RevertResponse{Diagnostics: phases.FromError("Downgrade Failed", err)}
+		return phases.FromError("Downgrade Failed", err)
 	}
-	return providers.RevertResponse{}
+	return nil
 }

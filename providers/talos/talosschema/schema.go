@@ -1,9 +1,8 @@
 package talosschema
 
 import (
-	"github.com/zclconf/go-cty/cty"
-
 	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers/sdk"
 )
 
 // TypeName is the provider type under which cmd/migrate registers Factory.
@@ -19,77 +18,113 @@ const (
 	Upgrade       = "talos_upgrade"
 )
 
-// VerifyType is the type of the verify attribute of talos_machine_config.
-var VerifyType = cty.ObjectWithOptionalAttrs(map[string]cty.Type{
-	"services":   cty.List(cty.String),
-	"files":      cty.Map(cty.String),
-	"kubernetes": cty.Bool,
-}, []string{"services", "files", "kubernetes"})
+// ProviderAttrs is the provider block.
+type ProviderAttrs struct {
+	Endpoints         []string `cty:"endpoints" doc:"Talos API endpoints (host or host:port); default the talosconfig context's."`
+	Nodes             []string `cty:"nodes" doc:"Nodes to act on; default the context's nodes, else the endpoints."`
+	Talosconfig       string   `cty:"talosconfig" doc:"Path to the talosconfig, relative to the runbook; may be age-encrypted. Default $TALOSCONFIG or ~/.talos/config."`
+	Context           string   `cty:"context" doc:"The talosconfig context; default its current context."`
+	Version           string   `cty:"version" required:"true" doc:"The Talos version the cluster runs, such as \"v1.13.3\": configs are rendered for it and steps refuse a node running another."`
+	KubernetesVersion *string  `cty:"kubernetes_version" doc:"The Kubernetes version; default machinery's default."`
+	ClusterName       string   `cty:"cluster_name" doc:"The cluster name; default the talosconfig context's cluster, else \"talos\"."`
+	ClusterEndpoint   string   `cty:"cluster_endpoint" doc:"The Kubernetes API endpoint, https://IP:6443; default the first endpoint on port 6443."`
+	Secrets           string   `cty:"secrets" doc:"Path to the secrets bundle YAML (talosctl gen secrets), relative to the runbook; may be age-encrypted."`
+	InstallDisk       *string  `cty:"install_disk" doc:"The install disk, \"/dev/sda\" by default."`
+	Schematic         string   `cty:"schematic" doc:"An Image Factory schematic as YAML; the installer image is factory.talos.dev/metal-installer/<its ID>:<version>."`
+	Extensions        []string `cty:"extensions" doc:"Official system extensions (such as \"siderolabs/i915\") making the schematic, instead of schematic."`
+	AgeIdentity       string   `cty:"age_identity" doc:"Path to an age identity file; default $MIGRATE_AGE_IDENTITY (an identity or a path)."`
+}
 
-// Schema describes the provider block and the step types.
+// MachineConfigAttrs is a talos_machine_config step. Pointers are the
+// attributes with a default (nil: not set).
+type MachineConfigAttrs struct {
+	Role       *string  `cty:"role" doc:"\"controlplane\" (default) or \"worker\"."`
+	Patches    []string `cty:"patches" doc:"Patch files (strategic merge, multi-document, or JSON patches), relative to the runbook."`
+	Mode       *string  `cty:"mode" doc:"\"no-reboot\" (default), \"auto\" or \"reboot\": what the permanent apply may do."`
+	TryTimeout *string  `cty:"try_timeout" doc:"How long the TRY stays before the node reverts it by itself, \"1m\" by default."`
+	Verify     Verify   `cty:"verify" doc:"Checks run while the TRY is pending: services (healthy), files (path -> content, read through the API), kubernetes (the API answers)."`
+	Rendered   string   `cty:"rendered" doc:"Write the rendered config here (mode 0600) for review."`
+}
+
+// Verify is what must hold while the TRY is pending.
+type Verify struct {
+	Services   []string          `cty:"services" optional:"true"`
+	Files      map[string]string `cty:"files" optional:"true"`
+	Kubernetes bool              `cty:"kubernetes" optional:"true"`
+}
+
+// MachineConfigOutputs are a talos_machine_config step's outputs.
+type MachineConfigOutputs struct {
+	ConfigHash     string `cty:"config_hash"`
+	InstallerImage string `cty:"installer_image"`
+}
+
+// BootstrapAttrs is a talos_bootstrap step: no attributes.
+type BootstrapAttrs struct{}
+
+// KubeconfigAttrs is a talos_kubeconfig step.
+type KubeconfigAttrs struct {
+	Path string `cty:"path" required:"true" doc:"Where to write the kubeconfig, relative to the runbook."`
+}
+
+// KubeconfigOutputs are a talos_kubeconfig step's outputs.
+type KubeconfigOutputs struct {
+	Path string `cty:"path"`
+}
+
+// ReadAttrs is a talos_read step; pointers say whether a check is set.
+type ReadAttrs struct {
+	Path     string  `cty:"path" required:"true" doc:"The file on the node, such as /var/mnt/data/.probe."`
+	Expect   *string `cty:"expect" doc:"The exact content expected, compared with surrounding whitespace trimmed."`
+	Contains *string `cty:"contains" doc:"A string the content must contain."`
+}
+
+// ServiceHealthAttrs is a talos_service_health step.
+type ServiceHealthAttrs struct {
+	Services []string `cty:"services" required:"true" doc:"Service IDs, such as [\"etcd\", \"kubelet\"]."`
+}
+
+// UpgradeAttrs is a talos_upgrade step.
+type UpgradeAttrs struct {
+	Version  string `cty:"version" required:"true" doc:"The target Talos version, such as \"v1.13.3\"."`
+	Preserve bool   `cty:"preserve" doc:"Keep the ephemeral partition's data."`
+}
+
+// UpgradeOutputs are a talos_upgrade step's outputs.
+type UpgradeOutputs struct {
+	Version string `cty:"version"`
+	Image   string `cty:"image"`
+}
+
+// Descriptions of the step types.
+const (
+	MachineConfigDoc = "Renders the machine config (secrets bundle + patches, pinned version), validates it, shows the node's dry-run diff, then applies it with TRY, the verify checks and the permanent apply."
+	BootstrapDoc     = "Bootstraps etcd on the node, once; a node already bootstrapped counts as done. Cannot be undone."
+	KubeconfigDoc    = "Fetches the cluster's kubeconfig from the node and writes it (mode 0600) for later steps."
+	ReadDoc          = "Reads a file through the Talos API and compares its content."
+	ServiceHealthDoc = "Checks that Talos services are running and healthy."
+	UpgradeDoc       = "Upgrades Talos to a target version with the Image Factory installer of the schematic, and waits until the node runs it."
+)
+
+// Schema describes the provider block and the step types, derived from
+// the structs above.
 var Schema = phases.Schema{
-	Provider: phases.Block{Attributes: map[string]phases.Attribute{
-		"endpoints":          {Type: cty.List(cty.String), Description: "Talos API endpoints (host or host:port); default the talosconfig context's."},
-		"nodes":              {Type: cty.List(cty.String), Description: "Nodes to act on; default the context's nodes, else the endpoints."},
-		"talosconfig":        {Type: cty.String, Description: "Path to the talosconfig, relative to the runbook; may be age-encrypted. Default $TALOSCONFIG or ~/.talos/config."},
-		"context":            {Type: cty.String, Description: "The talosconfig context; default its current context."},
-		"version":            {Type: cty.String, Required: true, Description: "The Talos version the cluster runs, such as \"v1.13.3\": configs are rendered for it and steps refuse a node running another."},
-		"kubernetes_version": {Type: cty.String, Description: "The Kubernetes version; default machinery's default."},
-		"cluster_name":       {Type: cty.String, Description: "The cluster name; default the talosconfig context's cluster, else \"talos\"."},
-		"cluster_endpoint":   {Type: cty.String, Description: "The Kubernetes API endpoint, https://IP:6443; default the first endpoint on port 6443."},
-		"secrets":            {Type: cty.String, Description: "Path to the secrets bundle YAML (talosctl gen secrets), relative to the runbook; may be age-encrypted."},
-		"install_disk":       {Type: cty.String, Description: "The install disk, \"/dev/sda\" by default."},
-		"schematic":          {Type: cty.String, Description: "An Image Factory schematic as YAML; the installer image is factory.talos.dev/metal-installer/<its ID>:<version>."},
-		"extensions":         {Type: cty.List(cty.String), Description: "Official system extensions (such as \"siderolabs/i915\") making the schematic, instead of schematic."},
-		"age_identity":       {Type: cty.String, Description: "Path to an age identity file; default $MIGRATE_AGE_IDENTITY (an identity or a path)."},
-	}},
+	Provider: sdk.Block(ProviderAttrs{}),
 	StepTypes: map[string]phases.StepType{
-		MachineConfig: {
-			Description: "Renders the machine config (secrets bundle + patches, pinned version), validates it, shows the node's dry-run diff, then applies it with TRY, the verify checks and the permanent apply.",
-			Attributes: map[string]phases.Attribute{
-				"role":        {Type: cty.String, Description: "\"controlplane\" (default) or \"worker\"."},
-				"patches":     {Type: cty.List(cty.String), Description: "Patch files (strategic merge, multi-document, or JSON patches), relative to the runbook."},
-				"mode":        {Type: cty.String, Description: "\"no-reboot\" (default), \"auto\" or \"reboot\": what the permanent apply may do."},
-				"try_timeout": {Type: cty.String, Description: "How long the TRY stays before the node reverts it by itself, \"1m\" by default."},
-				"verify":      {Type: VerifyType, Description: "Checks run while the TRY is pending: services (healthy), files (path -> content, read through the API), kubernetes (the API answers)."},
-				"rendered":    {Type: cty.String, Description: "Write the rendered config here (mode 0600) for review."},
-			},
-			Outputs: map[string]cty.Type{"config_hash": cty.String, "installer_image": cty.String},
-		},
-		Bootstrap: {
-			Description: "Bootstraps etcd on the node, once; a node already bootstrapped counts as done. Cannot be undone.",
-			Attributes:  map[string]phases.Attribute{},
-		},
-		Kubeconfig: {
-			Description: "Fetches the cluster's kubeconfig from the node and writes it (mode 0600) for later steps.",
-			Attributes: map[string]phases.Attribute{
-				"path": {Type: cty.String, Required: true, Description: "Where to write the kubeconfig, relative to the runbook."},
-			},
-			Outputs: map[string]cty.Type{"path": cty.String},
-		},
-		Read: {
-			Description: "Reads a file through the Talos API and compares its content.",
-			Attributes: map[string]phases.Attribute{
-				"path":     {Type: cty.String, Required: true, Description: "The file on the node, such as /var/mnt/data/.probe."},
-				"expect":   {Type: cty.String, Description: "The exact content expected, compared with surrounding whitespace trimmed."},
-				"contains": {Type: cty.String, Description: "A string the content must contain."},
-			},
-			CanCheck: true,
-		},
-		ServiceHealth: {
-			Description: "Checks that Talos services are running and healthy.",
-			Attributes: map[string]phases.Attribute{
-				"services": {Type: cty.List(cty.String), Required: true, Description: "Service IDs, such as [\"etcd\", \"kubelet\"]."},
-			},
-			CanCheck: true,
-		},
-		Upgrade: {
-			Description: "Upgrades Talos to a target version with the Image Factory installer of the schematic, and waits until the node runs it.",
-			Attributes: map[string]phases.Attribute{
-				"version":  {Type: cty.String, Required: true, Description: "The target Talos version, such as \"v1.13.3\"."},
-				"preserve": {Type: cty.Bool, Description: "Keep the ephemeral partition's data."},
-			},
-			Outputs: map[string]cty.Type{"version": cty.String, "image": cty.String},
-		},
+		MachineConfig: step[MachineConfigAttrs](MachineConfigDoc, MachineConfigOutputs{}, false),
+		Bootstrap:     step[BootstrapAttrs](BootstrapDoc, nil, false),
+		Kubeconfig:    step[KubeconfigAttrs](KubeconfigDoc, KubeconfigOutputs{}, false),
+		Read:          step[ReadAttrs](ReadDoc, nil, true),
+		ServiceHealth: step[ServiceHealthAttrs](ServiceHealthDoc, nil, true),
+		Upgrade:       step[UpgradeAttrs](UpgradeDoc, UpgradeOutputs{}, false),
 	},
+}
+
+func step[A any](doc string, outputs any, canCheck bool) phases.StepType {
+	st, err := sdk.StepSchema[A](doc, outputs)
+	if err != nil {
+		panic("talosschema: " + err.Error())
+	}
+	st.CanCheck = canCheck
+	return st
 }
