@@ -101,6 +101,14 @@ func (p *Provider[S]) Configure(ctx context.Context, req providers.ConfigureRequ
 	if p.ConfigureFunc != nil {
 		s, diags = p.ConfigureFunc(ctx, req)
 	}
+	// Its diagnostics leave the provider too: scrubbed of the block's
+	// secrets and of those the provider knows (decrypted files).
+	sc := &secret.Scrubber{}
+	if p.Scrub != nil && !diags.HasErrors() {
+		sc = p.Scrub(s)
+	}
+	sc.AddMarked(req.Config)
+	diags = sc.Diags(diags)
 	p.mu.Lock()
 	p.configured, p.settings, p.configDiags = true, s, diags
 	p.mu.Unlock()

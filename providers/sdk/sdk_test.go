@@ -346,3 +346,21 @@ func TestKeepsWhatTheRunbookWroteInClear(t *testing.T) {
 		t.Errorf("private %s: %v", r.Private, err)
 	}
 }
+
+// The provider block's diagnostics leave the provider too: a secret of the
+// block that a Configure quotes in an error is scrubbed.
+func TestConfigureDiagnosticsScrubbed(t *testing.T) {
+	const secret = "hunter2-in-the-block"
+	p := &sdk.Provider[int]{Name: "quoting", ConfigureFunc: func(_ context.Context, req providers.ConfigureRequest) (int, phases.Diagnostics) {
+		tok, _ := req.Config.GetAttr("token").Unmark()
+		return 0, phases.Errorf("Bad Token", "The token %q was refused.", tok.AsString())
+	}}
+	cfg := cty.ObjectVal(map[string]cty.Value{"token": cty.StringVal(secret).Mark(phases.SensitiveMark)})
+	resp := p.Configure(context.Background(), providers.ConfigureRequest{Name: "q", Config: cfg})
+	if !resp.Diagnostics.HasErrors() {
+		t.Fatal("the error was lost")
+	}
+	if text := resp.Diagnostics.Err().Error(); strings.Contains(text, secret) {
+		t.Errorf("the provider block's secret left Configure: %s", text)
+	}
+}
