@@ -65,7 +65,7 @@ func New() *Provider {
 		Settings:      block{},
 		ConfigureFunc: p.configure,
 		CloseFunc:     p.close,
-		Steps:         []sdk.Step[*conn]{instanceStep, stateStep, snapshotStep},
+		Steps:         []sdk.Step[*conn]{instanceStep, stateStep, snapshotStep, volumeStep},
 		Scrub:         func(*conn) *secret.Scrubber { return &secret.Scrubber{Min: minSecret} },
 	}
 	return p
