@@ -1,0 +1,98 @@
+package incus_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/incus"
+	"github.com/homelab-migrate/migrate/providers/providertest"
+)
+
+// applyLog wraps the provider to remember which Applies failed: the
+// canary checks leaks, this checks the cases really ran.
+type applyLog struct {
+	*incus.Provider
+	mu     *sync.Mutex
+	failed map[string][]string // step type -> errors
+}
+
+func (a applyLog) Apply(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
+	r := a.Provider.Apply(ctx, req)
+	if err := r.Diagnostics.Err(); err != nil {
+		a.mu.Lock()
+		a.failed[req.Type] = append(a.failed[req.Type], err.Error())
+		a.mu.Unlock()
+	}
+	return r
+}
+
+// TestCanary: a secret planted in every input of every step type (marked
+// as a sensitive variable marks it), and each case again with every
+// string marked, leaves the provider by no field, log or diagnostic,
+// against the real daemon, whether the step succeeds or fails.
+func TestCanary(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	sens := func(v string) cty.Value { return cty.StringVal(v).Mark(phases.SensitiveMark) }
+	s := unique("canary") // a valid instance name, and the secret
+	created := s + "-new"
+	cleanupInstance(t, c, created)
+	running := launch(t, c, "canary-run", true, nil)
+	snaps := launch(t, c, "canary-snap", false, nil)
+	for _, name := range []string{"keep-" + s, "del-" + s} {
+		if err := c.CreateSnapshot(ctxT(t, 30*time.Second), snaps, name, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vol := s + "-vol"
+	cleanupVolume(t, c, vol)
+	share := filepath.Join(t.TempDir(), "share-"+s)
+	if err := os.Mkdir(share, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	log := applyLog{mu: &sync.Mutex{}, failed: map[string][]string{}}
+	h := providertest.Harness{New: func() providers.Interface {
+		l := log
+		l.Provider = incus.New()
+		return l
+	}}
+	secret := []string{s}
+	providertest.Canary(t, h, []providertest.CanaryCase{
+		{Type: incus.Instance, Secrets: secret, Config: obj(map[string]cty.Value{
+			"name": sens(created), "type": str("container"), "image": str(testImage), "memory": sens("128MiB"),
+			"description": sens("made for " + s),
+			"config":      cty.MapVal(map[string]cty.Value{"user.token": sens(s), "user.plain": str("visible")}),
+			"devices":     cty.MapVal(map[string]cty.Value{"data": cty.MapVal(map[string]cty.Value{"type": str("disk"), "source": sens(share), "path": str("/mnt/data")})}),
+		})},
+		{Type: incus.InstanceState, Secrets: secret, Config: obj(map[string]cty.Value{
+			"instance": sens(running), "state": str("stopped"), "snapshot_before": cty.True, "restore_on_rollback": cty.True, "force_after": cty.True,
+		})},
+		{Type: incus.Snapshot, Secrets: secret, Config: obj(map[string]cty.Value{"instance": sens(snaps), "name": sens("made-" + s)})},
+		{Type: incus.Snapshot, Secrets: secret, Config: obj(map[string]cty.Value{"instance": sens(snaps), "name": sens("keep-" + s), "action": str("restore"), "snapshot_before": cty.True})},
+		{Type: incus.Snapshot, Secrets: secret, Config: obj(map[string]cty.Value{"instance": sens(snaps), "name": sens("del-" + s), "action": str("delete")})},
+		{Type: incus.Volume, Secrets: secret, Config: obj(map[string]cty.Value{
+			"name": sens(vol), "size": sens("16MiB"), "config": cty.MapVal(map[string]cty.Value{"user.token": sens(s)}),
+		})},
+		// Failing steps: the daemon's errors name the secret.
+		{Type: incus.Instance, Secrets: secret, Config: obj(map[string]cty.Value{"name": sens(s + "-bad"), "type": str("container"), "image": sens("no-image-" + s)})},
+		{Type: incus.InstanceState, Secrets: secret, Config: obj(map[string]cty.Value{"instance": sens(s + "-none"), "state": str("running")})},
+	})
+	// Each case ran twice; only the failing ones failed, each time.
+	want := map[string]int{incus.Instance: 2, incus.InstanceState: 2}
+	for typ, errs := range log.failed {
+		if len(errs) != want[typ] {
+			t.Errorf("%s: %d failed applies, want %d: %v", typ, len(errs), want[typ], errs)
+		}
+	}
+	if st, err := c.InstanceState(ctxT(t, 10*time.Second), running); err != nil || st.Status != "Running" {
+		t.Errorf("the stopped instance was not started again: %v %v", st, err)
+	}
+}
