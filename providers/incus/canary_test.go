@@ -13,19 +13,38 @@ import (
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/incus"
+	"github.com/homelab-migrate/migrate/providers/plugin"
 	"github.com/homelab-migrate/migrate/providers/providertest"
 )
+
+// TestMain: with the variable set, the test binary is the incus provider
+// as a plugin program, for the canary through the pipe.
+func TestMain(m *testing.M) {
+	if os.Getenv(pluginEnv) == "serve" {
+		os.Exit(plugin.Serve(incus.TypeName, incus.New()))
+	}
+	os.Setenv(pluginEnv, "serve") // for the programs the tests start
+	os.Exit(m.Run())
+}
+
+const pluginEnv = "MIGRATE_INCUS_TEST_PLUGIN"
 
 // applyLog wraps the provider to remember which Applies failed: the
 // canary checks leaks, this checks the cases really ran.
 type applyLog struct {
-	*incus.Provider
+	providers.Interface
 	mu     *sync.Mutex
 	failed map[string][]string // step type -> errors
 }
 
+func (a applyLog) Revert(ctx context.Context, req providers.RevertRequest) providers.RevertResponse {
+	return a.Interface.(providers.Reverter).Revert(ctx, req)
+}
+
+func (a applyLog) Close() error { return a.Interface.(providers.Closer).Close() }
+
 func (a applyLog) Apply(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
-	r := a.Provider.Apply(ctx, req)
+	r := a.Interface.Apply(ctx, req)
 	if err := r.Diagnostics.Err(); err != nil {
 		a.mu.Lock()
 		a.failed[req.Type] = append(a.failed[req.Type], err.Error())
@@ -37,9 +56,25 @@ func (a applyLog) Apply(ctx context.Context, req providers.ApplyRequest) provide
 // TestCanary: a secret planted in every input of every step type (marked
 // as a sensitive variable marks it), and each case again with every
 // string marked, leaves the provider by no field, log or diagnostic,
-// against the real daemon, whether the step succeeds or fails.
+// against the real daemon, whether the step succeeds or fails; in
+// process and through the plugin pipe.
 func TestCanary(t *testing.T) {
 	t.Parallel()
+	t.Run("in-process", func(t *testing.T) {
+		t.Parallel()
+		canary(t, func() providers.Interface { return incus.New() })
+	})
+	t.Run("plugin", func(t *testing.T) {
+		t.Parallel()
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		canary(t, plugin.Factory(plugin.Program{Name: incus.TypeName, Command: exe, Schema: incus.New().Schema()}))
+	})
+}
+
+func canary(t *testing.T, newProvider func() providers.Interface) {
 	c := client(t)
 	sens := func(v string) cty.Value { return cty.StringVal(v).Mark(phases.SensitiveMark) }
 	s := unique("canary") // a valid instance name, and the secret
@@ -61,7 +96,7 @@ func TestCanary(t *testing.T) {
 	log := applyLog{mu: &sync.Mutex{}, failed: map[string][]string{}}
 	h := providertest.Harness{New: func() providers.Interface {
 		l := log
-		l.Provider = incus.New()
+		l.Interface = newProvider()
 		return l
 	}}
 	secret := []string{s}
