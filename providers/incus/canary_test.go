@@ -17,17 +17,18 @@ import (
 	"github.com/homelab-migrate/migrate/providers/providertest"
 )
 
-// TestMain: with the variable set, the test binary is the incus provider
-// as a plugin program, for the canary through the pipe.
+// TestMain: started under the name pluginName (a link to the test
+// binary), the test binary is the incus provider as a plugin program, for
+// the canary through the pipe. A name, not a variable: the other helper
+// processes the tests start inherit the environment.
 func TestMain(m *testing.M) {
-	if os.Getenv(pluginEnv) == "serve" {
+	if filepath.Base(os.Args[0]) == pluginName {
 		os.Exit(plugin.Serve(incus.TypeName, incus.New()))
 	}
-	os.Setenv(pluginEnv, "serve") // for the programs the tests start
 	os.Exit(m.Run())
 }
 
-const pluginEnv = "MIGRATE_INCUS_TEST_PLUGIN"
+const pluginName = "migrate-provider-incus-test"
 
 // applyLog wraps the provider to remember which Applies failed: the
 // canary checks leaks, this checks the cases really ran.
@@ -70,7 +71,11 @@ func TestCanary(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		canary(t, plugin.Factory(plugin.Program{Name: incus.TypeName, Command: exe, Schema: incus.New().Schema()}))
+		link := filepath.Join(t.TempDir(), pluginName)
+		if err := os.Symlink(exe, link); err != nil {
+			t.Fatal(err)
+		}
+		canary(t, plugin.Factory(plugin.Program{Name: incus.TypeName, Command: link, Schema: incus.New().Schema()}))
 	})
 }
 
