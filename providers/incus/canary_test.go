@@ -61,12 +61,12 @@ func (a applyLog) Apply(ctx context.Context, req providers.ApplyRequest) provide
 // process and through the plugin pipe.
 func TestCanary(t *testing.T) {
 	t.Parallel()
+	// One after the other: the daemon is used by one test at a time
+	// (incustest.Hold).
 	t.Run("in-process", func(t *testing.T) {
-		t.Parallel()
 		canary(t, func() providers.Interface { return incus.New() })
 	})
 	t.Run("plugin", func(t *testing.T) {
-		t.Parallel()
 		exe, err := os.Executable()
 		if err != nil {
 			t.Fatal(err)

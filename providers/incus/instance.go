@@ -249,7 +249,7 @@ type change struct {
 // longer lists.
 func instanceChanges(s InstanceSpec, live *incusapi.Instance, removedConfig, removedDevices []string) []change {
 	var out []change
-	for _, k := range sortedKeys(s.Config) {
+	for _, k := range slices.Sorted(maps.Keys(s.Config)) {
 		want := s.Config[k]
 		sens := s.SensitiveConfig[k]
 		have, ok := live.Config[k]
@@ -268,7 +268,7 @@ func instanceChanges(s InstanceSpec, live *incusapi.Instance, removedConfig, rem
 			out = append(out, change{'-', fmt.Sprintf("config %s (was %s)", k, show(have, s.SensitiveConfig[k]))})
 		}
 	}
-	for _, name := range sortedKeys(s.Devices) {
+	for _, name := range slices.Sorted(maps.Keys(s.Devices)) {
 		want := s.Devices[name]
 		sens := s.SensitiveDevices[name]
 		have, ok := live.Devices[name]
@@ -299,7 +299,7 @@ func showDevice(dev map[string]string, sens bool) string {
 		return "{" + phases.Redacted + "}"
 	}
 	parts := make([]string, 0, len(dev))
-	for _, k := range sortedKeys(dev) {
+	for _, k := range slices.Sorted(maps.Keys(dev)) {
 		parts = append(parts, fmt.Sprintf("%s=%q", k, dev[k]))
 	}
 	return "{" + strings.Join(parts, ", ") + "}"
@@ -318,7 +318,7 @@ func deviceDiff(have, want map[string]string, sens bool) string {
 		keys[k] = true
 	}
 	var parts []string
-	for _, k := range sortedKeys(keys) {
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		h, hok := have[k]
 		w, wok := want[k]
 		switch {
@@ -365,15 +365,6 @@ func renderChanges(head string, ch []change) string {
 		fmt.Fprintf(&b, "\n  %c %s", x.sign, x.text)
 	}
 	return b.String()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // unknownInstance is the diagnostic of an instance that does not exist.
@@ -553,7 +544,7 @@ func applyInstance(ctx context.Context, c *call, s InstanceSpec, planned instanc
 	if s.Ensure == "absent" {
 		return applyAbsent(ctx, c, s, inst)
 	}
-	managed := instancePrivate{Config: sortedKeys(s.Config), Devices: sortedKeys(s.Devices)}
+	managed := instancePrivate{Config: slices.Sorted(maps.Keys(s.Config)), Devices: slices.Sorted(maps.Keys(s.Devices))}
 	if inst == nil {
 		if planned.Exists {
 			return instApply{Diagnostics: errorf("Concurrent Change", "%s: instance %q existed when the plan was made and is gone now. Make a new plan.", c.Addr, s.Name)}

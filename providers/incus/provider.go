@@ -44,31 +44,35 @@ const (
 
 // Provider manages instances on one Incus daemon. It is safe for
 // concurrent use once configured; the SDK does the envelope of every call.
-type Provider struct {
-	*sdk.Provider[*conn]
-
-	mu   sync.Mutex
-	conn *conn // the last one configured, closed by Close
-}
-
-var (
-	_ providers.Interface = (*Provider)(nil)
-	_ providers.Reverter  = (*Provider)(nil)
-	_ providers.Closer    = (*Provider)(nil)
-)
+type Provider = sdk.Provider[*conn]
 
 // New returns an unconfigured Incus provider.
 func New() *Provider {
-	p := &Provider{}
-	p.Provider = &sdk.Provider[*conn]{
-		Name:          TypeName,
-		Settings:      block{},
-		ConfigureFunc: p.configure,
-		CloseFunc:     p.close,
-		Steps:         []sdk.Step[*conn]{instanceStep, stateStep, snapshotStep, volumeStep},
-		Scrub:         func(*conn) *secret.Scrubber { return &secret.Scrubber{Min: minSecret} },
+	var mu sync.Mutex
+	var last *conn // the last one configured, closed by Close
+	return &sdk.Provider[*conn]{
+		Name:     TypeName,
+		Settings: block{},
+		ConfigureFunc: func(_ context.Context, req providers.ConfigureRequest) (*conn, phases.Diagnostics) {
+			cn, diags := connect(req)
+			if cn != nil {
+				mu.Lock()
+				last = cn
+				mu.Unlock()
+			}
+			return cn, diags
+		},
+		CloseFunc: func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if last != nil {
+				last.c.Close() // drops idle connections
+			}
+			return nil
+		},
+		Steps: []sdk.Step[*conn]{instanceStep, stateStep, snapshotStep, volumeStep},
+		Scrub: func(*conn) *secret.Scrubber { return &secret.Scrubber{Min: minSecret} },
 	}
-	return p
 }
 
 // Factory is New as a providers.Factory.
@@ -85,7 +89,9 @@ type conn struct {
 	c *incusapi.Client
 }
 
-func (p *Provider) configure(_ context.Context, req providers.ConfigureRequest) (*conn, phases.Diagnostics) {
+// connect reads the provider block and builds the client; it does not
+// connect yet.
+func connect(req providers.ConfigureRequest) (*conn, phases.Diagnostics) {
 	s, diags := configure(req)
 	if diags.HasErrors() {
 		return nil, diags
@@ -94,21 +100,7 @@ func (p *Provider) configure(_ context.Context, req providers.ConfigureRequest) 
 	if err != nil {
 		return nil, phases.Errorf("Invalid Incus Connection Settings", "The incus provider %q cannot be set up: %v.", req.Name, err)
 	}
-	cn := &conn{settings: s, c: c}
-	p.mu.Lock()
-	p.conn = cn
-	p.mu.Unlock()
-	return cn, diags
-}
-
-// close drops idle connections.
-func (p *Provider) close() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.conn != nil {
-		p.conn.c.Close()
-	}
-	return nil
+	return &conn{settings: s, c: c}, diags
 }
 
 // call is what every handler gets.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -98,7 +99,7 @@ func getVolume(ctx context.Context, c *call, s volumeSpec) (*incusapi.StorageVol
 // volumeChanges compares the managed config with the live volume's.
 func volumeChanges(s volumeSpec, have map[string]string) []change {
 	var out []change
-	for _, k := range sortedKeys(s.want) {
+	for _, k := range slices.Sorted(maps.Keys(s.want)) {
 		old, ok := have[k]
 		switch {
 		case !ok:
