@@ -156,10 +156,6 @@ func normalize(addr phases.Address, s *InstanceSpec, sensitive func(string, ...a
 	return diags
 }
 
-// DesiredConfig is the config the step manages: its config keys and the
-// cpu and memory limits.
-func (s InstanceSpec) DesiredConfig() map[string]string { return s.Config }
-
 // CreateRequest is the body of POST /1.0/instances that creates the
 // instance of s; createdBy is recorded in it (KeyCreatedBy). It is a pure
 // function, so the bodies of VM-only devices can be checked without a VM.
@@ -377,6 +373,21 @@ func projectNote(c *call) string {
 		return fmt.Sprintf(" in project %q", c.Settings.opts.Project)
 	}
 	return ""
+}
+
+// planHint ends the error of a plan whose instance does not exist yet.
+const planHint = " If an earlier step creates it, refer to that step's output (instance = incus_instance.NAME.name) so that the plan waits for it."
+
+// existing reads an instance that must exist.
+func existing(ctx context.Context, c *call, name, hint string) (*incusapi.Instance, phases.Diagnostics) {
+	inst, _, err := getInstance(ctx, c, name)
+	if err != nil {
+		return nil, apiErr(c, "Cannot Read Instance", err)
+	}
+	if inst == nil {
+		return nil, unknownInstance(c, name, hint)
+	}
+	return inst, nil
 }
 
 // getInstance reads an instance; nil without error when it does not exist.

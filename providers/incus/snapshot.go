@@ -81,12 +81,9 @@ func outputsOf(s snapshotSpec, before string) snapshotOut {
 }
 
 func planSnapshot(ctx context.Context, c *call, s snapshotSpec, _ snapPrior) snapPlan {
-	inst, _, err := getInstance(ctx, c, s.Instance)
-	if err != nil {
-		return snapPlan{Diagnostics: apiErr(c, "Cannot Read Instance", err)}
-	}
-	if inst == nil {
-		return snapPlan{Diagnostics: unknownInstance(c, s.Instance, " If an earlier step creates it, refer to that step's output (instance = incus_instance.NAME.name) so that the plan waits for it.")}
+	inst, d := existing(ctx, c, s.Instance, planHint)
+	if d != nil {
+		return snapPlan{Diagnostics: d}
 	}
 	exists, err := hasSnapshot(ctx, c, s.Instance, s.Name)
 	if err != nil {
@@ -179,12 +176,9 @@ func readSnapshot(ctx context.Context, c *call, s snapshotSpec, prior snapPrior)
 }
 
 func applySnapshot(ctx context.Context, c *call, s snapshotSpec, _ struct{}, _ snapPrior) snapApply {
-	inst, _, err := getInstance(ctx, c, s.Instance)
-	if err != nil {
-		return snapApply{Diagnostics: apiErr(c, "Cannot Read Instance", err)}
-	}
-	if inst == nil {
-		return snapApply{Diagnostics: unknownInstance(c, s.Instance, "")}
+	_, d := existing(ctx, c, s.Instance, "")
+	if d != nil {
+		return snapApply{Diagnostics: d}
 	}
 	exists, err := hasSnapshot(ctx, c, s.Instance, s.Name)
 	if err != nil {

@@ -128,12 +128,9 @@ type stateInverse struct {
 var markKeys = []string{KeyKeepForRollback, KeyStoppedAt, KeyStoppedBy, KeySnapshot}
 
 func planState(ctx context.Context, c *call, s stateSpec, _ statePrior) sdk.Plan[struct{}] {
-	inst, _, err := getInstance(ctx, c, s.Instance)
-	if err != nil {
-		return sdk.Plan[struct{}]{Diagnostics: apiErr(c, "Cannot Read Instance", err)}
-	}
-	if inst == nil {
-		return sdk.Plan[struct{}]{Diagnostics: unknownInstance(c, s.Instance, " If an earlier step creates it, refer to that step's output (instance = incus_instance.NAME.name) so that the plan waits for it.")}
+	inst, d := existing(ctx, c, s.Instance, planHint)
+	if d != nil {
+		return sdk.Plan[struct{}]{Diagnostics: d}
 	}
 	cur := status(inst)
 	if cur == s.State {
@@ -218,12 +215,9 @@ func readState(ctx context.Context, c *call, s stateSpec, prior statePrior) sdk.
 }
 
 func applyState(ctx context.Context, c *call, s stateSpec, _ struct{}, _ statePrior) stateApply {
-	inst, _, err := getInstance(ctx, c, s.Instance)
-	if err != nil {
-		return stateApply{Diagnostics: apiErr(c, "Cannot Read Instance", err)}
-	}
-	if inst == nil {
-		return stateApply{Diagnostics: unknownInstance(c, s.Instance, "")}
+	inst, d := existing(ctx, c, s.Instance, "")
+	if d != nil {
+		return stateApply{Diagnostics: d}
 	}
 	cur := status(inst)
 	ours := inst.Config[KeyStoppedBy] == c.Addr.String()
@@ -237,6 +231,7 @@ func applyState(ctx context.Context, c *call, s stateSpec, _ struct{}, _ statePr
 	}
 	snap := ""
 	if s.SnapshotBefore {
+		var err error
 		snap, err = snapshotBefore(ctx, c, s.Instance, inst, ours)
 		if err != nil {
 			return stateApply{Diagnostics: apiErr(c, "Cannot Snapshot Instance", err)}
