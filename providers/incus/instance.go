@@ -478,7 +478,7 @@ func guardDelete(c *call, s InstanceSpec, inst *incusapi.Instance, now time.Time
 	}
 	until, err := time.ParseInLocation(retainLayout, s.RetainUntil, time.Local)
 	if err != nil {
-		return nil // reported by checkInstance
+		return nil // reported by normalize
 	}
 	if !now.Before(until.AddDate(0, 0, 1)) {
 		return nil
