@@ -18,6 +18,8 @@ func TestConformance(t *testing.T) {
 	c := client(t)
 	created := unique("conf")
 	cleanupInstance(t, c, created)
+	vol := unique("conf-vol")
+	cleanupVolume(t, c, vol)
 	old := launch(t, c, "conf-old", true, nil)
 	snaps := launch(t, c, "conf-snap", false, nil)
 	for _, s := range []string{"to-restore", "to-delete"} {
@@ -38,6 +40,7 @@ func TestConformance(t *testing.T) {
 			{Type: incus.Snapshot, Reversible: true, Config: obj(map[string]cty.Value{"instance": str(snaps), "name": str("created-by-conformance")})},
 			{Type: incus.Snapshot, Reversible: true, Config: obj(map[string]cty.Value{"instance": str(snaps), "name": str("to-restore"), "action": str("restore"), "snapshot_before": cty.True})},
 			{Type: incus.Snapshot, Config: obj(map[string]cty.Value{"instance": str(snaps), "name": str("to-delete"), "action": str("delete")})},
+			{Type: incus.Volume, Reversible: true, Config: obj(map[string]cty.Value{"name": str(vol), "size": str("8MiB")})},
 		},
 	})
 	// The reverts left things as they were.
@@ -47,5 +50,8 @@ func TestConformance(t *testing.T) {
 	}
 	if _, _, err := c.Instance(context.Background(), created); !incusapi.IsNotFound(err) {
 		t.Errorf("the created instance was not deleted: %v", err)
+	}
+	if _, _, err := c.StorageVolume(context.Background(), "default", vol); !incusapi.IsNotFound(err) {
+		t.Errorf("the created volume was not deleted: %v", err)
 	}
 }

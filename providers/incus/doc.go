@@ -24,6 +24,9 @@
 //     for rollback; the inverse starts it again and restores the snapshot
 //     when asked.
 //   - incus_snapshot: creates, restores or deletes a named snapshot.
+//   - incus_volume: ensures a custom storage volume (pool, size, content
+//     type, config keys); the inverse deletes what it created, or restores
+//     the config it changed.
 //
 // The cleanup guard: deleting an instance marked keep_for_rollback is
 // refused at plan time unless the step says retain_until and that date has
@@ -31,8 +34,13 @@
 //
 // Read observes the live instance for every step type, so the engine can
 // resume an interrupted run (a stop that finished before the crash is
-// adopted with its inverse) and detect drift. Values marked sensitive are
-// replaced by phases.Redacted in diffs, logs, diagnostics and inverses.
+// adopted with its inverse) and detect drift.
+//
+// Each step type is one file: its attributes struct (the schema, with the
+// descriptions) and typed handlers on providers/sdk, which does the
+// envelope: gating, decoding, default outputs and the scrubbing of every
+// field that leaves the provider (values marked sensitive become
+// phases.Redacted in diffs, logs, diagnostics and inverses).
 //
 // The engine drives the provider through providers.Interface; cmd/migrate
 // registers Factory under the type "incus". The tests run against a real

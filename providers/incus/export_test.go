@@ -4,15 +4,18 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/sdk"
 )
 
 // DecodeInstance decodes an incus_instance configuration as Plan and
 // Apply do, for the golden request bodies.
 func DecodeInstance(addr phases.Address, cfg cty.Value) (InstanceSpec, phases.Diagnostics) {
-	d := newDecoder(addr, cfg)
-	c := &call{decoder: d}
-	s := c.decodeInstance()
-	return s, c.diags
+	var s InstanceSpec
+	if d := sdk.Decode(providers.ConfigureRequest{Name: addr.String(), Config: cfg}, &s, nil); d.HasErrors() {
+		return s, d
+	}
+	return s, normalize(addr, &s, func(string, ...any) bool { return false })
 }
 
 // CreateDiff is the plan's text for creating the instance of s.

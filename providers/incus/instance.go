@@ -2,45 +2,64 @@ package incus
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
-
-	"github.com/zclconf/go-cty/cty"
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
+	"github.com/homelab-migrate/migrate/providers/sdk"
 )
 
-// InstanceSpec is an incus_instance step, decoded.
+// InstanceSpec is an incus_instance step: its schema and, decoded and
+// normalised (defaults, cpu and memory merged into Config), its inputs.
 type InstanceSpec struct {
-	Name        string
-	Ensure      string // "present" or "absent"
-	Type        string // "virtual-machine" or "container"
-	Image       string
-	Empty       bool
-	CPU         string
-	Memory      string
-	Profiles    []string
-	ProfilesSet bool
-	Config      map[string]string
-	Devices     map[string]map[string]string
-	Start       bool
-	Description string
-	RetainUntil string
+	Name        string                       `cty:"name" doc:"The instance name; default the step's name."`
+	Ensure      string                       `cty:"ensure" doc:"\"present\" (default) or \"absent\" (delete it: irreversible)."`
+	Type        string                       `cty:"type" doc:"\"virtual-machine\" (default) or \"container\"."`
+	Image       string                       `cty:"image" doc:"A local image alias or fingerprint to create it from."`
+	Empty       bool                         `cty:"empty" doc:"Create a VM with an empty root disk (to install from an iso device) instead of an image."`
+	CPU         *float64                     `cty:"cpu" doc:"CPUs (limits.cpu)."`
+	Memory      string                       `cty:"memory" doc:"Memory (limits.memory), such as \"16GiB\"."`
+	Profiles    []string                     `cty:"profiles" doc:"Profiles, in order; the daemon's default when unset."`
+	Config      map[string]string            `cty:"config" doc:"Instance config keys, such as security.secureboot; only the keys listed are managed."`
+	Devices     map[string]map[string]string `cty:"devices" doc:"Devices by name, each a map with a type: a host directory shared by virtiofs {type=\"disk\", source=\"/tank/data\", path=\"/var/mnt/data\"} (mount tag incus_NAME), a volume {type=\"disk\", pool=\"default\", source=\"bulk\"}, a GPU {type=\"gpu\", gputype=\"physical\", pci=\"0000:00:02.0\"}, an ISO {type=\"disk\", source=\"/path/talos.iso\", \"boot.priority\"=\"10\"}."`
+	Start       bool                         `cty:"start" doc:"Start the instance once created."`
+	Description string                       `cty:"description" doc:"The instance description, set at creation."`
+	RetainUntil string                       `cty:"retain_until" doc:"With ensure = \"absent\": the date (YYYY-MM-DD) until which an instance kept for rollback must stay; its deletion is refused until that date has passed."`
 
+	// ProfilesSet: profiles was given (an empty list clears them).
+	ProfilesSet bool
 	// Sensitive config keys and devices (any of whose keys is sensitive).
 	SensitiveConfig  map[string]bool
 	SensitiveDevices map[string]bool
-	// Known is false when some setting depends on steps not run yet.
-	Known bool
+}
+
+// instanceOut is the outputs of an incus_instance step.
+type instanceOut struct {
+	Name string `cty:"name"`
+	Type string `cty:"type"`
+}
+
+var instanceStep = &sdk.StepType[*conn, InstanceSpec, instancePrivate, instanceInverse]{
+	Name:        Instance,
+	Description: "Ensures an Incus instance exists with the given type, image (or empty disk), limits, profiles, config and devices; or, with ensure = \"absent\", that it is deleted (refused for instances kept for rollback before retain_until).",
+	Outputs:     instanceOut{},
+	Validate: func(c *call, s *InstanceSpec) phases.Diagnostics {
+		return normalize(c.Addr, s, c.Sensitive)
+	},
+	Read:   readInstance,
+	Plan:   planInstance,
+	Apply:  applyInstance,
+	Revert: revertInstance,
 }
 
 // retainLayout is the format of retain_until.
@@ -48,128 +67,94 @@ const retainLayout = "2006-01-02"
 
 var instanceNameRE = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9-]{0,62}$`)
 
-// decodeInstance reads and checks an incus_instance step.
-func (c *call) decodeInstance() InstanceSpec {
-	s := InstanceSpec{SensitiveConfig: map[string]bool{}, SensitiveDevices: map[string]bool{}}
-	known := c.known()
-	k := func(ok bool) {
-		if !ok {
-			known = false
-		}
+// normalize fills the defaults of a decoded incus_instance step, merges
+// cpu and memory into its config, and checks it; sensitive says whether
+// an attribute (or a key inside it) is sensitive.
+func normalize(addr phases.Address, s *InstanceSpec, sensitive func(string, ...any) bool) phases.Diagnostics {
+	var diags phases.Diagnostics
+	errorf := func(summary, format string, args ...any) {
+		diags = append(diags, phases.Errorf(summary, format, args...)...)
 	}
-	var ok bool
-	s.Name, ok = c.str("name", c.addr.Name)
-	k(ok)
-	s.Ensure, ok = c.str("ensure", "present")
-	k(ok)
-	s.Type, ok = c.str("type", "virtual-machine")
-	k(ok)
-	s.Image, ok = c.str("image", "")
-	k(ok)
-	s.Empty, ok = c.boolean("empty", false)
-	k(ok)
-	s.CPU, ok = c.number("cpu")
-	k(ok)
-	s.Memory, ok = c.str("memory", "")
-	k(ok)
-	s.Profiles, s.ProfilesSet, ok = c.strs("profiles")
-	k(ok)
-	s.Config, ok = c.strMap("config")
-	k(ok)
-	s.Devices, ok = c.devMap("devices")
-	k(ok)
-	s.Start, ok = c.boolean("start", false)
-	k(ok)
-	s.Description, ok = c.str("description", "")
-	k(ok)
-	s.RetainUntil, ok = c.str("retain_until", "")
-	k(ok)
-	s.Known = known
-	if !c.known() {
-		return s
-	}
+	what := addr.String()
+	s.Name = orDefault(s.Name, addr.Name)
+	s.Ensure = orDefault(s.Ensure, "present")
+	s.Type = orDefault(s.Type, "virtual-machine")
+	s.ProfilesSet = s.Profiles != nil
+	s.SensitiveConfig, s.SensitiveDevices = map[string]bool{}, map[string]bool{}
 	if s.Config == nil {
 		s.Config = map[string]string{}
 	}
 	for key := range s.Config {
-		if c.sensitive("config", key) {
+		if sensitive("config", key) {
 			s.SensitiveConfig[key] = true
 		}
 	}
-	if s.CPU != "" {
-		if _, dup := s.Config["limits.cpu"]; dup {
-			c.errorf("Conflicting Attributes", "%s sets both cpu and config[\"limits.cpu\"]; keep one.", c.what)
+	if s.CPU != nil {
+		if *s.CPU != math.Trunc(*s.CPU) || *s.CPU <= 0 {
+			errorf("Invalid Attribute Value", "The %q attribute of %s must be a whole number above zero.", "cpu", what)
 		}
-		s.Config["limits.cpu"] = s.CPU
-		if c.sensitive("cpu") {
+		if _, dup := s.Config["limits.cpu"]; dup {
+			errorf("Conflicting Attributes", "%s sets both cpu and config[\"limits.cpu\"]; keep one.", what)
+		}
+		s.Config["limits.cpu"] = strconv.FormatFloat(*s.CPU, 'f', 0, 64)
+		if sensitive("cpu") {
 			s.SensitiveConfig["limits.cpu"] = true
 		}
 	}
 	if s.Memory != "" {
 		if _, dup := s.Config["limits.memory"]; dup {
-			c.errorf("Conflicting Attributes", "%s sets both memory and config[\"limits.memory\"]; keep one.", c.what)
+			errorf("Conflicting Attributes", "%s sets both memory and config[\"limits.memory\"]; keep one.", what)
 		}
 		s.Config["limits.memory"] = s.Memory
-		if c.sensitive("memory") {
+		if sensitive("memory") {
 			s.SensitiveConfig["limits.memory"] = true
 		}
 	}
 	for key := range s.Config {
 		if strings.HasPrefix(key, "user.migrate.") {
-			c.errorf("Reserved Config Key", "%s sets %q: the user.migrate.* keys are migrate's own marks (kept for rollback, created by); use another user.* key.", c.what, key)
+			errorf("Reserved Config Key", "%s sets %q: the user.migrate.* keys are migrate's own marks (kept for rollback, created by); use another user.* key.", what, key)
 		}
 	}
 	if s.Devices == nil {
 		s.Devices = map[string]map[string]string{}
 	}
 	for name, dev := range s.Devices {
-		if c.sensitive("devices", name) {
+		if sensitive("devices", name) {
 			s.SensitiveDevices[name] = true
 		}
-		if t, ok := dev["type"]; dev != nil && (!ok || t == "") {
-			c.errorf("Invalid Device", "Device %q of %s has no type: every device needs one, such as type = \"disk\" or type = \"gpu\".", name, c.what)
+		if dev["type"] == "" {
+			errorf("Invalid Device", "Device %q of %s has no type: every device needs one, such as type = \"disk\" or type = \"gpu\".", name, what)
 		}
 	}
-	if known {
-		c.checkInstance(&s)
-	}
-	return s
-}
-
-func (c *call) checkInstance(s *InstanceSpec) {
 	if !instanceNameRE.MatchString(s.Name) {
-		c.errorf("Invalid Instance Name", "%q is not a valid instance name for %s: use letters, digits and dashes, starting with a letter, at most 63 characters (set name when the step's own name does not fit).", s.Name, c.what)
+		errorf("Invalid Instance Name", "%q is not a valid instance name for %s: use letters, digits and dashes, starting with a letter, at most 63 characters (set name when the step's own name does not fit).", s.Name, what)
 	}
 	switch s.Ensure {
 	case "present", "absent":
 	default:
-		c.errorf("Invalid Attribute Value", "The \"ensure\" attribute of %s must be \"present\" or \"absent\", not %q.", c.what, s.Ensure)
+		errorf("Invalid Attribute Value", "The \"ensure\" attribute of %s must be \"present\" or \"absent\", not %q.", what, s.Ensure)
 	}
 	switch s.Type {
 	case "virtual-machine", "container":
 	default:
-		c.errorf("Invalid Attribute Value", "The \"type\" attribute of %s must be \"virtual-machine\" or \"container\", not %q.", c.what, s.Type)
+		errorf("Invalid Attribute Value", "The \"type\" attribute of %s must be \"virtual-machine\" or \"container\", not %q.", what, s.Type)
 	}
 	if s.Image != "" && s.Empty {
-		c.errorf("Conflicting Attributes", "%s sets both image and empty = true: an instance starts either from an image or from an empty disk.", c.what)
+		errorf("Conflicting Attributes", "%s sets both image and empty = true: an instance starts either from an image or from an empty disk.", what)
 	}
 	if s.Empty && s.Type == "container" {
-		c.errorf("Invalid Attribute Value", "%s: empty = true is for virtual machines (installed from an iso device); a container needs an image.", c.what)
+		errorf("Invalid Attribute Value", "%s: empty = true is for virtual machines (installed from an iso device); a container needs an image.", what)
 	}
 	if s.RetainUntil != "" {
 		if _, err := time.ParseInLocation(retainLayout, s.RetainUntil, time.Local); err != nil {
-			c.errorf("Invalid Attribute Value", "The \"retain_until\" attribute of %s must be a date as YYYY-MM-DD, such as \"2026-12-31\", not %q.", c.what, s.RetainUntil)
+			errorf("Invalid Attribute Value", "The \"retain_until\" attribute of %s must be a date as YYYY-MM-DD, such as \"2026-12-31\", not %q.", what, s.RetainUntil)
 		}
 		if s.Ensure == "present" {
-			c.diags = append(c.diags, phases.Diagnostic{Severity: phases.Warning, Summary: "Attribute Ignored",
-				Detail: fmt.Sprintf("retain_until of %s only applies with ensure = \"absent\"; it is ignored.", c.what)})
+			diags = append(diags, warning("Attribute Ignored", "retain_until of %s only applies with ensure = \"absent\"; it is ignored.", what)...)
 		}
 	}
+	return diags
 }
-
-// DesiredConfig is the config the step manages: its config keys and the
-// cpu and memory limits.
-func (s InstanceSpec) DesiredConfig() map[string]string { return s.Config }
 
 // CreateRequest is the body of POST /1.0/instances that creates the
 // instance of s; createdBy is recorded in it (KeyCreatedBy). It is a pure
@@ -213,18 +198,26 @@ func isFingerprint(s string) bool { return fingerprintRE.MatchString(s) }
 // manages (so a key dropped from the runbook is removed), and, from a
 // plan, the ETag the plan was made against.
 type instancePrivate struct {
-	ETag    string   `json:"etag,omitempty"`
-	Exists  bool     `json:"exists,omitempty"`
+	ETag   string `json:"etag,omitempty"`
+	Exists bool   `json:"exists,omitempty"`
+	// Planned: made by a plan (Apply without one skips the plan's checks).
+	Planned bool     `json:"planned,omitempty"`
 	Config  []string `json:"managed_config,omitempty"`
 	Devices []string `json:"managed_devices,omitempty"`
 }
 
-func priorManaged(prior *providers.Prior) instancePrivate {
-	var pv instancePrivate
-	if prior != nil && len(prior.Private) > 0 {
-		_ = json.Unmarshal(prior.Private, &pv)
+type (
+	instPrior = *sdk.Prior[instancePrivate, instanceInverse]
+	instApply = sdk.Apply[instancePrivate, instanceInverse]
+	instInv   = *sdk.Inverse[instanceInverse]
+)
+
+// managedOf is what the last apply managed (none before one).
+func managedOf(prior instPrior) instancePrivate {
+	if prior == nil {
+		return instancePrivate{}
 	}
-	return pv
+	return prior.Private
 }
 
 // instanceInverse is how to undo an incus_instance step.
@@ -252,7 +245,7 @@ type change struct {
 // longer lists.
 func instanceChanges(s InstanceSpec, live *incusapi.Instance, removedConfig, removedDevices []string) []change {
 	var out []change
-	for _, k := range sortedKeys(s.Config) {
+	for _, k := range slices.Sorted(maps.Keys(s.Config)) {
 		want := s.Config[k]
 		sens := s.SensitiveConfig[k]
 		have, ok := live.Config[k]
@@ -271,7 +264,7 @@ func instanceChanges(s InstanceSpec, live *incusapi.Instance, removedConfig, rem
 			out = append(out, change{'-', fmt.Sprintf("config %s (was %s)", k, show(have, s.SensitiveConfig[k]))})
 		}
 	}
-	for _, name := range sortedKeys(s.Devices) {
+	for _, name := range slices.Sorted(maps.Keys(s.Devices)) {
 		want := s.Devices[name]
 		sens := s.SensitiveDevices[name]
 		have, ok := live.Devices[name]
@@ -302,7 +295,7 @@ func showDevice(dev map[string]string, sens bool) string {
 		return "{" + phases.Redacted + "}"
 	}
 	parts := make([]string, 0, len(dev))
-	for _, k := range sortedKeys(dev) {
+	for _, k := range slices.Sorted(maps.Keys(dev)) {
 		parts = append(parts, fmt.Sprintf("%s=%q", k, dev[k]))
 	}
 	return "{" + strings.Join(parts, ", ") + "}"
@@ -321,7 +314,7 @@ func deviceDiff(have, want map[string]string, sens bool) string {
 		keys[k] = true
 	}
 	var parts []string
-	for _, k := range sortedKeys(keys) {
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		h, hok := have[k]
 		w, wok := want[k]
 		switch {
@@ -370,30 +363,36 @@ func renderChanges(head string, ch []change) string {
 	return b.String()
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // unknownInstance is the diagnostic of an instance that does not exist.
-func (c *call) unknownInstance(name string, hint string) phases.Diagnostics {
-	return phases.Errorf("Unknown Instance", "%s: Incus at %s has no instance %q%s.%s", c.addr, c.p.s.where, name, c.projectNote(), hint)
+func unknownInstance(c *call, name string, hint string) phases.Diagnostics {
+	return phases.Errorf("Unknown Instance", "%s: Incus at %s has no instance %q%s.%s", c.Addr, c.Settings.where, name, projectNote(c), hint)
 }
 
-func (c *call) projectNote() string {
-	if c.p.s.opts.Project != "" {
-		return fmt.Sprintf(" in project %q", c.p.s.opts.Project)
+func projectNote(c *call) string {
+	if c.Settings.opts.Project != "" {
+		return fmt.Sprintf(" in project %q", c.Settings.opts.Project)
 	}
 	return ""
 }
 
+// planHint ends the error of a plan whose instance does not exist yet.
+const planHint = " If an earlier step creates it, refer to that step's output (instance = incus_instance.NAME.name) so that the plan waits for it."
+
+// existing reads an instance that must exist.
+func existing(ctx context.Context, c *call, name, hint string) (*incusapi.Instance, phases.Diagnostics) {
+	inst, _, err := getInstance(ctx, c, name)
+	if err != nil {
+		return nil, apiErr(c, "Cannot Read Instance", err)
+	}
+	if inst == nil {
+		return nil, unknownInstance(c, name, hint)
+	}
+	return inst, nil
+}
+
 // getInstance reads an instance; nil without error when it does not exist.
-func (c *call) getInstance(ctx context.Context, name string) (*incusapi.Instance, string, error) {
-	inst, etag, err := c.c.Instance(ctx, name)
+func getInstance(ctx context.Context, c *call, name string) (*incusapi.Instance, string, error) {
+	inst, etag, err := c.Settings.c.Instance(ctx, name)
 	if incusapi.IsNotFound(err) {
 		return nil, "", nil
 	}
@@ -402,40 +401,39 @@ func (c *call) getInstance(ctx context.Context, name string) (*incusapi.Instance
 
 // --- plan
 
-func (c *call) planInstance(ctx context.Context, req providers.PlanRequest) providers.PlanResponse {
-	s := c.decodeInstance()
-	if c.diags.HasErrors() {
-		return providers.PlanResponse{}
-	}
-	if !s.Known || !c.known() {
-		return providers.PlanResponse{Diff: "create or update an instance (its settings are known after earlier steps run)"}
-	}
-	inst, etag, err := c.getInstance(ctx, s.Name)
+func planInstance(ctx context.Context, c *call, s InstanceSpec, prior instPrior) sdk.Plan[instancePrivate] {
+	inst, etag, err := getInstance(ctx, c, s.Name)
 	if err != nil {
-		return providers.PlanResponse{Diagnostics: c.apiErr("Cannot Read Instance", err)}
+		return sdk.Plan[instancePrivate]{Diagnostics: apiErr(c, "Cannot Read Instance", err)}
 	}
 	if s.Ensure == "absent" {
-		return c.planAbsent(s, inst)
+		return planAbsent(c, s, inst)
 	}
 	if inst == nil {
-		if s.Image == "" && !s.Empty {
-			c.errorf("Missing Attribute", "%s creates instance %q, so it needs image (a local image alias or fingerprint) or empty = true (for a VM installed from an iso device).", c.what, s.Name)
-			return providers.PlanResponse{}
+		if d := needsSource(c, s); d != nil {
+			return sdk.Plan[instancePrivate]{Diagnostics: d}
 		}
-		return providers.PlanResponse{Diff: createDiff(s), Private: marshal(instancePrivate{})}
+		return sdk.Plan[instancePrivate]{Diff: createDiff(s), Private: instancePrivate{Planned: true}}
 	}
 	if inst.Type != s.Type {
-		c.errorf("Instance Type Differs", "%s: instance %q is a %s, but the step says type = %q. Incus cannot change an instance's type: fix the step, or delete the instance first.", c.addr, s.Name, inst.Type, s.Type)
-		return providers.PlanResponse{}
+		return sdk.Plan[instancePrivate]{Diagnostics: errorf("Instance Type Differs", "%s: instance %q is a %s, but the step says type = %q. Incus cannot change an instance's type: fix the step, or delete the instance first.", c.Addr, s.Name, inst.Type, s.Type)}
 	}
-	pv := priorManaged(req.Prior)
+	pv := managedOf(prior)
 	ch := instanceChanges(s, inst, pv.Config, pv.Devices)
-	priv := marshal(instancePrivate{ETag: etag, Exists: true})
+	priv := instancePrivate{ETag: etag, Exists: true, Planned: true}
 	if len(ch) == 0 {
-		return providers.PlanResponse{Diff: fmt.Sprintf("instance %q (%s, %s) already has the settings the step manages: nothing to change", s.Name, s.Type, strings.ToLower(inst.Status)), Private: priv}
+		return sdk.Plan[instancePrivate]{Diff: fmt.Sprintf("instance %q (%s, %s) already has the settings the step manages: nothing to change", s.Name, s.Type, strings.ToLower(inst.Status)), Private: priv}
 	}
 	head := fmt.Sprintf("~ update %s %q (%s) with the ETag read now; a change made meanwhile is refused, not overwritten", s.Type, s.Name, strings.ToLower(inst.Status))
-	return providers.PlanResponse{Diff: renderChanges(head, ch), Private: priv}
+	return sdk.Plan[instancePrivate]{Diff: renderChanges(head, ch), Private: priv}
+}
+
+// needsSource refuses to create an instance from nothing.
+func needsSource(c *call, s InstanceSpec) phases.Diagnostics {
+	if s.Image == "" && !s.Empty {
+		return errorf("Missing Attribute", "%s creates instance %q, so it needs image (a local image alias or fingerprint) or empty = true (for a VM installed from an iso device).", c.Addr, s.Name)
+	}
+	return nil
 }
 
 func createDiff(s InstanceSpec) string {
@@ -461,7 +459,7 @@ func createDiff(s InstanceSpec) string {
 // guardDelete says whether deleting inst is allowed: instances that an
 // incus_instance_state step kept for rollback stay until retain_until has
 // passed.
-func (c *call) guardDelete(s InstanceSpec, inst *incusapi.Instance, now time.Time) phases.Diagnostics {
+func guardDelete(c *call, s InstanceSpec, inst *incusapi.Instance, now time.Time) phases.Diagnostics {
 	if inst.Config[KeyKeepForRollback] != "true" {
 		return nil
 	}
@@ -476,26 +474,26 @@ func (c *call) guardDelete(s InstanceSpec, inst *incusapi.Instance, now time.Tim
 	if s.RetainUntil == "" {
 		return phases.Errorf("Instance Kept For Rollback",
 			"%s would delete instance %q, which migrate stopped%s%s and keeps so that `migrate rollback` can start it again (%s=true). Deleting it makes that rollback impossible. To delete it in the cleanup phase, set retain_until = \"YYYY-MM-DD\" on this step: the deletion is then refused until that date has passed. To keep it, remove this step.",
-			c.addr, s.Name, since, by, KeyKeepForRollback)
+			c.Addr, s.Name, since, by, KeyKeepForRollback)
 	}
 	until, err := time.ParseInLocation(retainLayout, s.RetainUntil, time.Local)
 	if err != nil {
-		return nil // reported by checkInstance
+		return nil // reported by normalize
 	}
 	if !now.Before(until.AddDate(0, 0, 1)) {
 		return nil
 	}
 	return phases.Errorf("Instance Retained Until "+s.RetainUntil,
 		"%s would delete instance %q, which migrate stopped%s%s and keeps for rollback; the step says retain_until = %q, and today is %s. The deletion is refused until that date has passed: run this phase again from %s, or move retain_until earlier if you no longer need the way back.",
-		c.addr, s.Name, since, by, s.RetainUntil, now.Format(retainLayout), until.AddDate(0, 0, 1).Format(retainLayout))
+		c.Addr, s.Name, since, by, s.RetainUntil, now.Format(retainLayout), until.AddDate(0, 0, 1).Format(retainLayout))
 }
 
-func (c *call) planAbsent(s InstanceSpec, inst *incusapi.Instance) providers.PlanResponse {
+func planAbsent(c *call, s InstanceSpec, inst *incusapi.Instance) sdk.Plan[instancePrivate] {
 	if inst == nil {
-		return providers.PlanResponse{Diff: fmt.Sprintf("instance %q is already absent: nothing to delete", s.Name)}
+		return sdk.Plan[instancePrivate]{Diff: fmt.Sprintf("instance %q is already absent: nothing to delete", s.Name)}
 	}
-	if d := c.guardDelete(s, inst, time.Now()); d.HasErrors() {
-		return providers.PlanResponse{Diagnostics: d}
+	if d := guardDelete(c, s, inst, time.Now()); d.HasErrors() {
+		return sdk.Plan[instancePrivate]{Diagnostics: d}
 	}
 	head := fmt.Sprintf("- delete %s %q (%s", inst.Type, s.Name, strings.ToLower(inst.Status))
 	if inst.Status == "Running" {
@@ -505,123 +503,103 @@ func (c *call) planAbsent(s InstanceSpec, inst *incusapi.Instance) providers.Pla
 	if inst.Config[KeyKeepForRollback] == "true" {
 		head += fmt.Sprintf("\n  it was kept for rollback since %s; retain_until %s has passed", firstNonEmpty(inst.Config[KeyStoppedAt], "its stop"), s.RetainUntil)
 	}
-	return providers.PlanResponse{Diff: head + "\n  irreversible: a deleted instance and its snapshots cannot be brought back, so rollback cannot start it again",
+	return sdk.Plan[instancePrivate]{Diff: head + "\n  irreversible: a deleted instance and its snapshots cannot be brought back, so rollback cannot start it again",
 		Irreversible: "a deleted instance and its snapshots cannot be brought back"}
 }
 
 // --- read
 
-func (c *call) readInstance(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
-	s := c.decodeInstance()
-	if c.diags.HasErrors() || !s.Known || !c.known() {
-		return providers.ReadResponse{Observation: providers.Unknown}
-	}
-	inst, _, err := c.getInstance(ctx, s.Name)
+func readInstance(ctx context.Context, c *call, s InstanceSpec, prior instPrior) sdk.Read[instanceInverse] {
+	inst, _, err := getInstance(ctx, c, s.Name)
 	if err != nil {
-		return providers.ReadResponse{Diagnostics: c.apiErr("Cannot Read Instance", err)}
+		return sdk.Read[instanceInverse]{Diagnostics: apiErr(c, "Cannot Read Instance", err)}
 	}
 	if s.Ensure == "absent" {
 		if inst == nil {
-			return providers.ReadResponse{Observation: providers.Present, Outputs: instanceOutputs(s.Name, s.Type)}
+			return sdk.Read[instanceInverse]{Observation: providers.Present, Outputs: instanceOut{s.Name, s.Type}}
 		}
-		return providers.ReadResponse{Observation: providers.Absent, Detail: fmt.Sprintf("instance %q still exists", s.Name)}
+		return sdk.Read[instanceInverse]{Observation: providers.Absent, Detail: fmt.Sprintf("instance %q still exists", s.Name)}
 	}
 	if inst == nil {
-		return providers.ReadResponse{Observation: providers.Absent, Detail: fmt.Sprintf("instance %q does not exist", s.Name)}
+		return sdk.Read[instanceInverse]{Observation: providers.Absent, Detail: fmt.Sprintf("instance %q does not exist", s.Name)}
 	}
-	pv := priorManaged(req.Prior)
+	pv := managedOf(prior)
 	ch := instanceChanges(s, inst, pv.Config, pv.Devices)
 	if inst.Type != s.Type {
 		ch = append([]change{{'~', fmt.Sprintf("type: %q -> %q", inst.Type, s.Type)}}, ch...)
 	}
 	if len(ch) > 0 {
-		return providers.ReadResponse{Observation: providers.Drifted, Detail: renderChanges(fmt.Sprintf("instance %q differs from the step:", s.Name), ch)}
+		return sdk.Read[instanceInverse]{Observation: providers.Drifted, Detail: renderChanges(fmt.Sprintf("instance %q differs from the step:", s.Name), ch)}
 	}
-	r := providers.ReadResponse{Observation: providers.Present, Outputs: instanceOutputs(s.Name, inst.Type)}
-	if req.Prior == nil && inst.Config[KeyCreatedBy] == c.addr.String() {
+	r := sdk.Read[instanceInverse]{Observation: providers.Present, Outputs: instanceOut{s.Name, inst.Type}}
+	if prior == nil && inst.Config[KeyCreatedBy] == c.Addr.String() {
 		r.Inverse = deleteInverse(s.Name)
 	}
 	return r
 }
 
-func instanceOutputs(name, typ string) cty.Value {
-	return cty.ObjectVal(map[string]cty.Value{"name": cty.StringVal(name), "type": cty.StringVal(typ)})
-}
-
-func deleteInverse(name string) *providers.Inverse {
-	return &providers.Inverse{
+func deleteInverse(name string) instInv {
+	return &sdk.Inverse[instanceInverse]{
 		Description: fmt.Sprintf("delete instance %s (stopped by force first)", name),
-		Data:        marshal(instanceInverse{Op: "delete", Instance: name}),
+		Data:        instanceInverse{Op: "delete", Instance: name},
 	}
 }
 
 // --- apply
 
-func (c *call) applyInstance(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
-	s := c.decodeInstance()
-	if c.diags.HasErrors() {
-		return providers.ApplyResponse{}
-	}
-	if !s.Known || !c.known() {
-		c.errorf("Unknown Attribute Values", "%s cannot run: some of its settings are still unknown.", c.what)
-		return providers.ApplyResponse{}
-	}
-	var planned instancePrivate
-	if len(req.Planned) > 0 {
-		_ = json.Unmarshal(req.Planned, &planned)
-	}
-	inst, etag, err := c.getInstance(ctx, s.Name)
+func applyInstance(ctx context.Context, c *call, s InstanceSpec, planned instancePrivate, prior instPrior) instApply {
+	inst, etag, err := getInstance(ctx, c, s.Name)
 	if err != nil {
-		return providers.ApplyResponse{Diagnostics: c.apiErr("Cannot Read Instance", err)}
+		return instApply{Diagnostics: apiErr(c, "Cannot Read Instance", err)}
 	}
 	if s.Ensure == "absent" {
-		return c.applyAbsent(ctx, s, inst)
+		return applyAbsent(ctx, c, s, inst)
 	}
-	managed := instancePrivate{Config: sortedKeys(s.Config), Devices: sortedKeys(s.Devices)}
+	managed := instancePrivate{Config: slices.Sorted(maps.Keys(s.Config)), Devices: slices.Sorted(maps.Keys(s.Devices))}
 	if inst == nil {
 		if planned.Exists {
-			return providers.ApplyResponse{Diagnostics: phases.Errorf("Concurrent Change", "%s: instance %q existed when the plan was made and is gone now. Make a new plan.", c.addr, s.Name)}
+			return instApply{Diagnostics: errorf("Concurrent Change", "%s: instance %q existed when the plan was made and is gone now. Make a new plan.", c.Addr, s.Name)}
 		}
-		return c.createInstance(ctx, s, managed)
+		return createInstance(ctx, c, s, managed)
 	}
 	if inst.Type != s.Type {
-		return providers.ApplyResponse{Diagnostics: phases.Errorf("Instance Type Differs", "%s: instance %q is a %s, not a %s; Incus cannot change an instance's type.", c.addr, s.Name, inst.Type, s.Type)}
+		return instApply{Diagnostics: errorf("Instance Type Differs", "%s: instance %q is a %s, not a %s; Incus cannot change an instance's type.", c.Addr, s.Name, inst.Type, s.Type)}
 	}
-	ours := inst.Config[KeyCreatedBy] == c.addr.String()
+	ours := inst.Config[KeyCreatedBy] == c.Addr.String()
 	if planned.ETag != "" {
 		etag = planned.ETag // a change since the plan makes the daemon refuse the update
-	} else if !planned.Exists && len(req.Planned) > 0 && !ours {
-		return providers.ApplyResponse{Diagnostics: phases.Errorf("Concurrent Change", "%s: instance %q did not exist when the plan was made, but exists now (made by someone else?). Make a new plan; migrate does not take over an instance it did not expect.", c.addr, s.Name)}
+	} else if !planned.Exists && planned.Planned && !ours {
+		return instApply{Diagnostics: errorf("Concurrent Change", "%s: instance %q did not exist when the plan was made, but exists now (made by someone else?). Make a new plan; migrate does not take over an instance it did not expect.", c.Addr, s.Name)}
 	}
-	pv := priorManaged(req.Prior)
+	pv := managedOf(prior)
 	put, inv := updatedPut(s, inst, pv.Config, pv.Devices)
 	ch := instanceChanges(s, inst, pv.Config, pv.Devices)
 	if len(ch) > 0 {
-		if err := c.c.UpdateInstance(ctx, s.Name, put, etag); err != nil {
-			return providers.ApplyResponse{Diagnostics: c.apiErr("Cannot Update Instance", err)}
+		if err := c.Settings.c.UpdateInstance(ctx, s.Name, put, etag); err != nil {
+			return instApply{Diagnostics: apiErr(c, "Cannot Update Instance", err)}
 		}
 		for _, x := range ch {
-			c.logf("instance %s: %c %s", s.Name, x.sign, x.text)
+			logf(c, "instance %s: %c %s", s.Name, x.sign, x.text)
 		}
 	} else {
-		c.logf("instance %s already has the settings the step manages", s.Name)
+		logf(c, "instance %s already has the settings the step manages", s.Name)
 	}
 	if ours && s.Start && inst.Status != "Running" && inst.LastUsedAt.IsZero() {
 		// Created by an earlier attempt that stopped before starting it.
-		if err := c.setState(ctx, s.Name, incusapi.InstanceStatePut{Action: "start"}); err != nil {
-			return providers.ApplyResponse{Diagnostics: c.apiErr("Cannot Start Instance", err)}
+		if err := setState(ctx, c, s.Name, incusapi.InstanceStatePut{Action: "start"}); err != nil {
+			return instApply{Diagnostics: apiErr(c, "Cannot Start Instance", err)}
 		}
-		c.logf("instance %s started", s.Name)
+		logf(c, "instance %s started", s.Name)
 	}
-	r := providers.ApplyResponse{Outputs: instanceOutputs(s.Name, inst.Type), Private: marshal(managed)}
+	r := instApply{Outputs: instanceOut{s.Name, inst.Type}, Private: managed}
 	switch {
 	case ours:
 		r.Inverse = deleteInverse(s.Name)
 	case len(ch) == 0:
-		r.Inverse = &providers.Inverse{Description: fmt.Sprintf("nothing to undo: instance %s already had these settings", s.Name), Data: marshal(instanceInverse{Op: "none"})}
+		r.Inverse = &sdk.Inverse[instanceInverse]{Description: fmt.Sprintf("nothing to undo: instance %s already had these settings", s.Name), Data: instanceInverse{Op: "none"}}
 	default:
 		inv.Instance = s.Name
-		r.Inverse = &providers.Inverse{Description: fmt.Sprintf("restore the previous config and devices of instance %s", s.Name), Data: marshal(inv)}
+		r.Inverse = &sdk.Inverse[instanceInverse]{Description: fmt.Sprintf("restore the previous config and devices of instance %s", s.Name), Data: inv}
 	}
 	return r
 }
@@ -695,45 +673,40 @@ func updatedPut(s InstanceSpec, inst *incusapi.Instance, removedConfig, removedD
 	return put, inv
 }
 
-func (c *call) createInstance(ctx context.Context, s InstanceSpec, managed instancePrivate) providers.ApplyResponse {
-	if s.Image == "" && !s.Empty {
-		c.errorf("Missing Attribute", "%s creates instance %q, so it needs image (a local image alias or fingerprint) or empty = true (for a VM installed from an iso device).", c.what, s.Name)
-		return providers.ApplyResponse{}
+func createInstance(ctx context.Context, c *call, s InstanceSpec, managed instancePrivate) instApply {
+	if d := needsSource(c, s); d != nil {
+		return instApply{Diagnostics: d}
 	}
-	post := CreateRequest(s, c.addr.String())
+	post := CreateRequest(s, c.Addr.String())
 	start := time.Now()
-	if err := c.c.CreateInstance(ctx, post); err != nil {
-		if inst, _, gerr := c.getInstance(context.WithoutCancel(ctx), s.Name); gerr == nil && inst != nil && inst.Config[KeyCreatedBy] == c.addr.String() {
+	if err := c.Settings.c.CreateInstance(ctx, post); err != nil {
+		if inst, _, gerr := getInstance(context.WithoutCancel(ctx), c, s.Name); gerr == nil && inst != nil && inst.Config[KeyCreatedBy] == c.Addr.String() {
 			// The daemon created it before the failure (or the wait was
 			// interrupted): the next run adopts it.
-			c.logf("instance %s was created, but: %v", s.Name, err)
+			logf(c, "instance %s was created, but: %v", s.Name, err)
 		}
 		from := fmt.Sprintf("from image %q (a local image: see `incus image list`)", s.Image)
 		if s.Empty {
 			from = "with an empty disk"
 		}
-		return providers.ApplyResponse{Diagnostics: c.apiErr("Cannot Create Instance", fmt.Errorf("creating %s %q %s: %w", s.Type, s.Name, from, err))}
+		return instApply{Diagnostics: apiErr(c, "Cannot Create Instance", fmt.Errorf("creating %s %q %s: %w", s.Type, s.Name, from, err))}
 	}
-	c.logf("instance %s created (%s) in %s", s.Name, s.Type, time.Since(start).Round(time.Millisecond))
+	logf(c, "instance %s created (%s) in %s", s.Name, s.Type, time.Since(start).Round(time.Millisecond))
 	if s.Start {
-		if err := c.setState(ctx, s.Name, incusapi.InstanceStatePut{Action: "start"}); err != nil {
-			return providers.ApplyResponse{Diagnostics: append(c.apiErr("Cannot Start Instance", err), phases.Diagnostic{
+		if err := setState(ctx, c, s.Name, incusapi.InstanceStatePut{Action: "start"}); err != nil {
+			return instApply{Diagnostics: append(apiErr(c, "Cannot Start Instance", err), phases.Diagnostic{
 				Severity: phases.Warning, Summary: "Instance Created But Not Started",
-				Detail: fmt.Sprintf("Instance %s was created but did not start; the next run starts it (the instance is recorded as made by %s), and rollback deletes it.", s.Name, c.addr)})}
+				Detail: fmt.Sprintf("Instance %s was created but did not start; the next run starts it (the instance is recorded as made by %s), and rollback deletes it.", s.Name, c.Addr)})}
 		}
-		c.logf("instance %s started", s.Name)
+		logf(c, "instance %s started", s.Name)
 	}
-	return providers.ApplyResponse{
-		Outputs: instanceOutputs(s.Name, s.Type),
-		Private: marshal(managed),
-		Inverse: deleteInverse(s.Name),
-	}
+	return instApply{Outputs: instanceOut{s.Name, s.Type}, Private: managed, Inverse: deleteInverse(s.Name)}
 }
 
 // setState changes an instance's state; already being there is success.
-func (c *call) setState(ctx context.Context, name string, st incusapi.InstanceStatePut) error {
-	err := c.c.SetState(ctx, name, st)
-	if incusapi.IsAlreadyInState(err) || err != nil && c.settled(ctx, name, st.Action) {
+func setState(ctx context.Context, c *call, name string, st incusapi.InstanceStatePut) error {
+	err := c.Settings.c.SetState(ctx, name, st)
+	if incusapi.IsAlreadyInState(err) || err != nil && settled(ctx, c, name, st.Action) {
 		return nil
 	}
 	return err
@@ -743,8 +716,8 @@ func (c *call) setState(ctx context.Context, name string, st incusapi.InstanceSt
 // where it was asked to go anyway: another change finished first — a stop
 // still in flight in the daemon from a run that was killed, say, which
 // makes ours fail with "container is not running".
-func (c *call) settled(ctx context.Context, name, action string) bool {
-	st, err := c.c.InstanceState(ctx, name)
+func settled(ctx context.Context, c *call, name, action string) bool {
+	st, err := c.Settings.c.InstanceState(ctx, name)
 	if err != nil {
 		return false
 	}
@@ -757,31 +730,31 @@ func (c *call) settled(ctx context.Context, name, action string) bool {
 	return false
 }
 
-func (c *call) applyAbsent(ctx context.Context, s InstanceSpec, inst *incusapi.Instance) providers.ApplyResponse {
-	out := providers.ApplyResponse{Outputs: instanceOutputs(s.Name, s.Type)}
+func applyAbsent(ctx context.Context, c *call, s InstanceSpec, inst *incusapi.Instance) instApply {
+	out := instApply{Outputs: instanceOut{s.Name, s.Type}}
 	if inst == nil {
-		c.logf("instance %s is already absent", s.Name)
+		logf(c, "instance %s is already absent", s.Name)
 		return out
 	}
-	if d := c.guardDelete(s, inst, time.Now()); d.HasErrors() {
-		return providers.ApplyResponse{Diagnostics: d}
+	if d := guardDelete(c, s, inst, time.Now()); d.HasErrors() {
+		return instApply{Diagnostics: d}
 	}
-	if err := c.deleteInstance(ctx, s.Name, inst); err != nil {
-		return providers.ApplyResponse{Diagnostics: c.apiErr("Cannot Delete Instance", err)}
+	if err := deleteInstance(ctx, c, s.Name, inst); err != nil {
+		return instApply{Diagnostics: apiErr(c, "Cannot Delete Instance", err)}
 	}
-	c.logf("instance %s deleted; this cannot be undone, rollback leaves it deleted", s.Name)
-	out.Outputs = instanceOutputs(s.Name, inst.Type)
+	logf(c, "instance %s deleted; this cannot be undone, rollback leaves it deleted", s.Name)
+	out.Outputs = instanceOut{s.Name, inst.Type}
 	return out
 }
 
 // deleteInstance stops an instance by force when it runs, then deletes it.
-func (c *call) deleteInstance(ctx context.Context, name string, inst *incusapi.Instance) error {
+func deleteInstance(ctx context.Context, c *call, name string, inst *incusapi.Instance) error {
 	if inst.Status != "Stopped" {
-		if err := c.setState(ctx, name, incusapi.InstanceStatePut{Action: "stop", Force: true}); err != nil {
+		if err := setState(ctx, c, name, incusapi.InstanceStatePut{Action: "stop", Force: true}); err != nil {
 			return err
 		}
 	}
-	err := c.c.DeleteInstance(ctx, name)
+	err := c.Settings.c.DeleteInstance(ctx, name)
 	if incusapi.IsNotFound(err) {
 		return nil
 	}
@@ -790,45 +763,41 @@ func (c *call) deleteInstance(ctx context.Context, name string, inst *incusapi.I
 
 // --- revert
 
-func (c *call) revertInstance(ctx context.Context, req providers.RevertRequest) providers.RevertResponse {
-	var inv instanceInverse
-	if err := json.Unmarshal(req.Inverse.Data, &inv); err != nil {
-		return providers.RevertResponse{Diagnostics: phases.Errorf("Invalid Inverse", "The inverse of %s recorded in state cannot be read: %v.", c.addr, err)}
-	}
-	cfgName, _ := c.str("name", c.addr.Name)
-	name := pick(inv.Instance, cfgName)
+func revertInstance(ctx context.Context, c *call, a InstanceSpec, u sdk.Undo[instanceInverse]) phases.Diagnostics {
+	inv := u.Data
+	name := pick(inv.Instance, orDefault(a.Name, c.Addr.Name))
 	switch inv.Op {
 	case "none":
-		return providers.RevertResponse{}
+		return nil
 	case "delete":
-		inst, _, err := c.getInstance(ctx, name)
+		inst, _, err := getInstance(ctx, c, name)
 		if err != nil {
-			return providers.RevertResponse{Diagnostics: c.apiErr("Cannot Read Instance", err)}
+			return apiErr(c, "Cannot Read Instance", err)
 		}
 		if inst == nil {
-			c.logf("instance %s is already gone", name)
-			return providers.RevertResponse{}
+			logf(c, "instance %s is already gone", name)
+			return nil
 		}
-		if err := c.deleteInstance(ctx, name, inst); err != nil {
-			return providers.RevertResponse{Diagnostics: c.apiErr("Cannot Delete Instance", err)}
+		if err := deleteInstance(ctx, c, name, inst); err != nil {
+			return apiErr(c, "Cannot Delete Instance", err)
 		}
-		c.logf("instance %s deleted", name)
-		return providers.RevertResponse{}
+		logf(c, "instance %s deleted", name)
+		return nil
 	case "restore":
-		return c.restoreInstance(ctx, name, inv)
+		return restoreInstance(ctx, c, name, inv)
 	}
-	return providers.RevertResponse{Diagnostics: phases.Errorf("Invalid Inverse", "The inverse of %s has an unknown operation %q.", c.addr, inv.Op)}
+	return errorf("Invalid Inverse", "The inverse of %s has an unknown operation %q.", c.Addr, inv.Op)
 }
 
-func (c *call) restoreInstance(ctx context.Context, name string, inv instanceInverse) providers.RevertResponse {
+func restoreInstance(ctx context.Context, c *call, name string, inv instanceInverse) phases.Diagnostics {
 	var diags phases.Diagnostics
 	for attempt := 1; ; attempt++ {
-		inst, etag, err := c.getInstance(ctx, name)
+		inst, etag, err := getInstance(ctx, c, name)
 		if err != nil {
-			return providers.RevertResponse{Diagnostics: c.apiErr("Cannot Read Instance", err)}
+			return apiErr(c, "Cannot Read Instance", err)
 		}
 		if inst == nil {
-			return providers.RevertResponse{Diagnostics: c.unknownInstance(name, " Its previous settings cannot be restored.")}
+			return unknownInstance(c, name, " Its previous settings cannot be restored.")
 		}
 		put := inst.Put()
 		put.Config = maps.Clone(inst.Config)
@@ -856,19 +825,19 @@ func (c *call) restoreInstance(ctx context.Context, name string, inv instanceInv
 		if inv.SetProfiles {
 			put.Profiles = inv.Profiles
 		}
-		err = c.c.UpdateInstance(ctx, name, put, etag)
+		err = c.Settings.c.UpdateInstance(ctx, name, put, etag)
 		if errors.Is(err, incusapi.ErrConflict) && attempt < 3 {
 			continue // changed between our read and write: read again
 		}
 		if err != nil {
-			return providers.RevertResponse{Diagnostics: c.apiErr("Cannot Restore Instance", err)}
+			return apiErr(c, "Cannot Restore Instance", err)
 		}
 		break
 	}
-	c.logf("instance %s: previous config and devices restored", name)
+	logf(c, "instance %s: previous config and devices restored", name)
 	if len(inv.NotKept) > 0 {
 		diags = append(diags, phases.Diagnostic{Severity: phases.Warning, Summary: "Sensitive Settings Not Restored",
 			Detail: fmt.Sprintf("The previous values of %s on instance %s were sensitive, so the state did not keep them; they keep the runbook's values.", strings.Join(inv.NotKept, ", "), name)})
 	}
-	return providers.RevertResponse{Diagnostics: diags}
+	return diags
 }

@@ -2,7 +2,6 @@ package incus
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -11,54 +10,63 @@ import (
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
+	"github.com/homelab-migrate/migrate/providers/sdk"
 )
 
-// snapshotSpec is an incus_snapshot step, decoded.
+// snapshotSpec is an incus_snapshot step.
 type snapshotSpec struct {
-	instance, name, action string
-	before                 bool
-	known                  bool
+	Instance string `cty:"instance" required:"true" doc:"The instance name."`
+	Name     string `cty:"name" required:"true" doc:"The snapshot name."`
+	Action   string `cty:"action" doc:"\"create\" (default; rollback deletes it), \"restore\" or \"delete\" (irreversible)."`
+	Before   bool   `cty:"snapshot_before" doc:"With action = \"restore\": take a snapshot first, so that rollback can restore it; without it a restore cannot be undone."`
 }
 
-func (c *call) decodeSnapshot() snapshotSpec {
-	s := snapshotSpec{known: c.known()}
-	k := func(ok bool) {
-		if !ok {
-			s.known = false
+// snapshotOut is the outputs of an incus_snapshot step.
+type snapshotOut struct {
+	Instance string `cty:"instance"`
+	Name     string `cty:"name"`
+	Before   string `cty:"before"`
+}
+
+type (
+	snapPrior = *sdk.Prior[struct{}, snapshotInverse]
+	snapApply = sdk.Apply[struct{}, snapshotInverse]
+	snapRead  = sdk.Read[snapshotInverse]
+	snapPlan  = sdk.Plan[struct{}]
+)
+
+var snapshotStep = &sdk.StepType[*conn, snapshotSpec, struct{}, snapshotInverse]{
+	Name:        Snapshot,
+	Description: "Creates, restores or deletes a named snapshot of an instance.",
+	Outputs:     snapshotOut{},
+	Validate:    validateSnapshot,
+	Read:        readSnapshot,
+	Plan:        planSnapshot,
+	Apply:       applySnapshot,
+	Revert:      revertSnapshot,
+}
+
+func validateSnapshot(c *call, s *snapshotSpec) phases.Diagnostics {
+	var diags phases.Diagnostics
+	s.Action = orDefault(s.Action, "create")
+	for _, a := range [][2]string{{"instance", s.Instance}, {"name", s.Name}} {
+		if a[1] == "" {
+			diags = append(diags, errorf("Missing Required Attribute", "The %q attribute of %s is required.", a[0], c.Addr)...)
 		}
 	}
-	var ok bool
-	s.instance, ok = c.str("instance", "")
-	k(ok)
-	s.name, ok = c.str("name", "")
-	k(ok)
-	s.action, ok = c.str("action", "create")
-	k(ok)
-	s.before, ok = c.boolean("snapshot_before", false)
-	k(ok)
-	if !c.known() {
-		return s
+	if strings.Contains(s.Name, "/") {
+		diags = append(diags, errorf("Invalid Attribute Value", "The snapshot name %q of %s may not contain \"/\".", s.Name, c.Addr)...)
 	}
-	for _, a := range []string{"instance", "name"} {
-		if v := c.get(a); v.IsKnown() && (v.IsNull() || v.Type() == cty.String && v.AsString() == "") {
-			c.errorf("Missing Required Attribute", "The %q attribute of %s is required.", a, c.what)
-		}
+	switch s.Action {
+	case "create", "restore", "delete":
+	default:
+		diags = append(diags, errorf("Invalid Attribute Value", "The \"action\" attribute of %s must be \"create\", \"restore\" or \"delete\", not %q.", c.Addr, s.Action)...)
 	}
-	if v := c.get("name"); v.IsKnown() && strings.Contains(s.name, "/") {
-		c.errorf("Invalid Attribute Value", "The snapshot name %q of %s may not contain \"/\".", s.name, c.what)
+	if s.Before && s.Action != "restore" {
+		diags = append(diags, warning("Attribute Ignored", "snapshot_before of %s only applies with action = \"restore\".", c.Addr)...)
 	}
-	if v := c.get("action"); v.IsKnown() {
-		switch s.action {
-		case "create", "restore", "delete":
-		default:
-			c.errorf("Invalid Attribute Value", "The \"action\" attribute of %s must be \"create\", \"restore\" or \"delete\", not %q.", c.what, s.action)
-		}
-	}
-	if s.before && s.action != "restore" {
-		c.diags = append(c.diags, phases.Diagnostic{Severity: phases.Warning, Summary: "Attribute Ignored",
-			Detail: fmt.Sprintf("snapshot_before of %s only applies with action = \"restore\".", c.what)})
-	}
-	return s
+	return diags
 }
 
 // snapshotInverse is how to undo an incus_snapshot step.
@@ -68,233 +76,198 @@ type snapshotInverse struct {
 	Snapshot string `json:"snapshot,omitempty"`
 }
 
-func snapshotOutputs(s snapshotSpec, before string) cty.Value {
-	return cty.ObjectVal(map[string]cty.Value{
-		"instance": cty.StringVal(s.instance),
-		"name":     cty.StringVal(s.name),
-		"before":   cty.StringVal(before),
-	})
+func outputsOf(s snapshotSpec, before string) snapshotOut {
+	return snapshotOut{s.Instance, s.Name, before}
 }
 
-func (c *call) planSnapshot(ctx context.Context, req providers.PlanRequest) providers.PlanResponse {
-	s := c.decodeSnapshot()
-	if c.diags.HasErrors() {
-		return providers.PlanResponse{}
+func planSnapshot(ctx context.Context, c *call, s snapshotSpec, _ snapPrior) snapPlan {
+	inst, d := existing(ctx, c, s.Instance, planHint)
+	if d != nil {
+		return snapPlan{Diagnostics: d}
 	}
-	if !s.known {
-		return providers.PlanResponse{Diff: fmt.Sprintf("%s a snapshot (its instance or name is known after earlier steps run)", firstNonEmpty(s.action, "create"))}
-	}
-	inst, _, err := c.getInstance(ctx, s.instance)
+	exists, err := hasSnapshot(ctx, c, s.Instance, s.Name)
 	if err != nil {
-		return providers.PlanResponse{Diagnostics: c.apiErr("Cannot Read Instance", err)}
+		return snapPlan{Diagnostics: apiErr(c, "Cannot List Snapshots", err)}
 	}
-	if inst == nil {
-		return providers.PlanResponse{Diagnostics: c.unknownInstance(s.instance, " If an earlier step creates it, refer to that step's output (instance = incus_instance.NAME.name) so that the plan waits for it.")}
-	}
-	exists, err := c.hasSnapshot(ctx, s.instance, s.name)
-	if err != nil {
-		return providers.PlanResponse{Diagnostics: c.apiErr("Cannot List Snapshots", err)}
-	}
-	switch s.action {
+	switch s.Action {
 	case "create":
 		if exists {
-			return providers.PlanResponse{Diff: fmt.Sprintf("snapshot %s of instance %q already exists: nothing to do (rollback keeps it)", s.name, s.instance)}
+			return snapPlan{Diff: fmt.Sprintf("snapshot %s of instance %q already exists: nothing to do (rollback keeps it)", s.Name, s.Instance)}
 		}
-		return providers.PlanResponse{Diff: fmt.Sprintf("+ snapshot %s of instance %q (%s)\n  rollback: delete the snapshot", s.name, s.instance, strings.ToLower(inst.Status))}
+		return snapPlan{Diff: fmt.Sprintf("+ snapshot %s of instance %q (%s)\n  rollback: delete the snapshot", s.Name, s.Instance, strings.ToLower(inst.Status))}
 	case "restore":
 		var b strings.Builder
-		if s.before {
-			fmt.Fprintf(&b, "+ snapshot %s of instance %q first\n", snapshotName(c.addr, time.Now())+"-before", s.instance)
+		if s.Before {
+			fmt.Fprintf(&b, "+ snapshot %s of instance %q first\n", snapshotName(c.Addr, time.Now())+"-before", s.Instance)
 		}
-		fmt.Fprintf(&b, "~ restore instance %q to snapshot %s", s.instance, s.name)
+		fmt.Fprintf(&b, "~ restore instance %q to snapshot %s", s.Instance, s.Name)
 		if inst.Status == "Running" {
 			b.WriteString(" (the daemon stops it, restores, and starts it again)")
 		}
-		if s.before {
+		if s.Before {
 			b.WriteString("\n  rollback: restore the snapshot taken first")
 		} else {
 			b.WriteString("\n  irreversible: without snapshot_before = true the state before the restore is lost")
 		}
-		r := providers.PlanResponse{Diff: b.String()}
-		if !s.before {
+		r := snapPlan{Diff: b.String()}
+		if !s.Before {
 			r.Irreversible = "without snapshot_before = true the state before the restore is lost"
 		}
 		if !exists {
-			r.Diagnostics = phases.Diagnostics{{Severity: phases.Warning, Summary: "Snapshot Not Found Yet",
-				Detail: fmt.Sprintf("%s restores snapshot %s of instance %s, which does not exist now; an earlier step must create it, or the step fails.", c.addr, s.name, s.instance)}}
+			r.Diagnostics = warning("Snapshot Not Found Yet", "%s restores snapshot %s of instance %s, which does not exist now; an earlier step must create it, or the step fails.", c.Addr, s.Name, s.Instance)
 		}
 		return r
 	default: // delete
 		if !exists {
-			return providers.PlanResponse{Diff: fmt.Sprintf("snapshot %s of instance %q is already absent: nothing to do", s.name, s.instance)}
+			return snapPlan{Diff: fmt.Sprintf("snapshot %s of instance %q is already absent: nothing to do", s.Name, s.Instance)}
 		}
-		return providers.PlanResponse{Diff: fmt.Sprintf("- delete snapshot %s of instance %q\n  irreversible: a deleted snapshot cannot be brought back", s.name, s.instance),
+		return snapPlan{Diff: fmt.Sprintf("- delete snapshot %s of instance %q\n  irreversible: a deleted snapshot cannot be brought back", s.Name, s.Instance),
 			Irreversible: "a deleted snapshot cannot be brought back"}
 	}
 }
 
-func (c *call) readSnapshot(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
-	s := c.decodeSnapshot()
-	if c.diags.HasErrors() || !s.known {
-		return providers.ReadResponse{Observation: providers.Unknown}
-	}
-	inst, _, err := c.getInstance(ctx, s.instance)
+func readSnapshot(ctx context.Context, c *call, s snapshotSpec, prior snapPrior) snapRead {
+	inst, _, err := getInstance(ctx, c, s.Instance)
 	if err != nil {
-		return providers.ReadResponse{Diagnostics: c.apiErr("Cannot Read Instance", err)}
+		return snapRead{Diagnostics: apiErr(c, "Cannot Read Instance", err)}
 	}
 	if inst == nil {
-		return providers.ReadResponse{Observation: providers.Absent, Detail: fmt.Sprintf("instance %q does not exist", s.instance)}
+		return snapRead{Observation: providers.Absent, Detail: fmt.Sprintf("instance %q does not exist", s.Instance)}
 	}
-	exists, err := c.hasSnapshot(ctx, s.instance, s.name)
+	exists, err := hasSnapshot(ctx, c, s.Instance, s.Name)
 	if err != nil {
-		return providers.ReadResponse{Diagnostics: c.apiErr("Cannot List Snapshots", err)}
+		return snapRead{Diagnostics: apiErr(c, "Cannot List Snapshots", err)}
 	}
-	prev := func() cty.Value {
-		if req.Prior != nil && req.Prior.Outputs != cty.NilVal && !req.Prior.Outputs.IsNull() {
-			return req.Prior.Outputs
+	prev := func() any {
+		if prior != nil && prior.Outputs != cty.NilVal && !prior.Outputs.IsNull() {
+			return prior.Outputs
 		}
-		return snapshotOutputs(s, "")
+		return outputsOf(s, "")
 	}
-	switch s.action {
+	switch s.Action {
 	case "create":
 		if exists {
-			r := providers.ReadResponse{Observation: providers.Present, Outputs: prev()}
-			if req.Prior == nil {
+			r := snapRead{Observation: providers.Present, Outputs: prev()}
+			if prior == nil {
 				// Adopted: migrate cannot tell whether it made it, so
 				// rollback keeps it.
-				r.Inverse = &providers.Inverse{Description: fmt.Sprintf("nothing to undo: snapshot %s is kept", s.name), Data: marshal(snapshotInverse{Op: "none"})}
+				r.Inverse = &sdk.Inverse[snapshotInverse]{Description: fmt.Sprintf("nothing to undo: snapshot %s is kept", s.Name), Data: snapshotInverse{Op: "none"}}
 			}
 			return r
 		}
-		if req.Prior != nil {
-			return providers.ReadResponse{Observation: providers.Drifted, Detail: fmt.Sprintf("snapshot %s of instance %q is gone", s.name, s.instance)}
+		if prior != nil {
+			return snapRead{Observation: providers.Drifted, Detail: fmt.Sprintf("snapshot %s of instance %q is gone", s.Name, s.Instance)}
 		}
-		return providers.ReadResponse{Observation: providers.Absent}
+		return snapRead{Observation: providers.Absent}
 	case "delete":
 		if !exists {
-			return providers.ReadResponse{Observation: providers.Present, Outputs: prev()}
+			return snapRead{Observation: providers.Present, Outputs: prev()}
 		}
-		if req.Prior != nil {
-			return providers.ReadResponse{Observation: providers.Drifted, Detail: fmt.Sprintf("snapshot %s of instance %q exists again", s.name, s.instance)}
+		if prior != nil {
+			return snapRead{Observation: providers.Drifted, Detail: fmt.Sprintf("snapshot %s of instance %q exists again", s.Name, s.Instance)}
 		}
-		return providers.ReadResponse{Observation: providers.Absent}
+		return snapRead{Observation: providers.Absent}
 	default: // restore: an action, not a state; done once it completed
-		if req.Prior != nil {
-			return providers.ReadResponse{Observation: providers.Present, Outputs: prev()}
+		if prior != nil {
+			return snapRead{Observation: providers.Present, Outputs: prev()}
 		}
-		return providers.ReadResponse{Observation: providers.Absent}
+		return snapRead{Observation: providers.Absent}
 	}
 }
 
-func (c *call) applySnapshot(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
-	s := c.decodeSnapshot()
-	if c.diags.HasErrors() {
-		return providers.ApplyResponse{}
+func applySnapshot(ctx context.Context, c *call, s snapshotSpec, _ struct{}, _ snapPrior) snapApply {
+	_, d := existing(ctx, c, s.Instance, "")
+	if d != nil {
+		return snapApply{Diagnostics: d}
 	}
-	if !s.known {
-		c.errorf("Unknown Attribute Values", "%s cannot run: some of its settings are still unknown.", c.what)
-		return providers.ApplyResponse{}
-	}
-	inst, _, err := c.getInstance(ctx, s.instance)
+	exists, err := hasSnapshot(ctx, c, s.Instance, s.Name)
 	if err != nil {
-		return providers.ApplyResponse{Diagnostics: c.apiErr("Cannot Read Instance", err)}
-	}
-	if inst == nil {
-		return providers.ApplyResponse{Diagnostics: c.unknownInstance(s.instance, "")}
-	}
-	exists, err := c.hasSnapshot(ctx, s.instance, s.name)
-	if err != nil {
-		return providers.ApplyResponse{Diagnostics: c.apiErr("Cannot List Snapshots", err)}
+		return snapApply{Diagnostics: apiErr(c, "Cannot List Snapshots", err)}
 	}
 	start := time.Now()
-	switch s.action {
+	switch s.Action {
 	case "create":
 		if exists {
-			c.logf("snapshot %s of instance %s already exists: nothing to do; rollback keeps it", s.name, s.instance)
-			return providers.ApplyResponse{Outputs: snapshotOutputs(s, ""), Inverse: &providers.Inverse{Description: fmt.Sprintf("nothing to undo: snapshot %s existed already", s.name), Data: marshal(snapshotInverse{Op: "none"})}}
+			logf(c, "snapshot %s of instance %s already exists: nothing to do; rollback keeps it", s.Name, s.Instance)
+			return snapApply{Outputs: outputsOf(s, ""), Inverse: &sdk.Inverse[snapshotInverse]{Description: fmt.Sprintf("nothing to undo: snapshot %s existed already", s.Name), Data: snapshotInverse{Op: "none"}}}
 		}
-		if err := c.c.CreateSnapshot(ctx, s.instance, s.name, false); err != nil {
-			return providers.ApplyResponse{Diagnostics: c.apiErr("Cannot Create Snapshot", err)}
+		if err := c.Settings.c.CreateSnapshot(ctx, s.Instance, s.Name, false); err != nil {
+			return snapApply{Diagnostics: apiErr(c, "Cannot Create Snapshot", err)}
 		}
-		c.logf("snapshot %s of instance %s created in %s", s.name, s.instance, time.Since(start).Round(time.Millisecond))
-		return providers.ApplyResponse{
-			Outputs: snapshotOutputs(s, ""),
-			Inverse: &providers.Inverse{Description: fmt.Sprintf("delete snapshot %s of instance %s", s.name, s.instance), Data: marshal(snapshotInverse{Op: "delete", Instance: s.instance, Snapshot: s.name})},
+		logf(c, "snapshot %s of instance %s created in %s", s.Name, s.Instance, time.Since(start).Round(time.Millisecond))
+		return snapApply{
+			Outputs: outputsOf(s, ""),
+			Inverse: &sdk.Inverse[snapshotInverse]{Description: fmt.Sprintf("delete snapshot %s of instance %s", s.Name, s.Instance), Data: snapshotInverse{Op: "delete", Instance: s.Instance, Snapshot: s.Name}},
 		}
 	case "restore":
 		if !exists {
-			return providers.ApplyResponse{Diagnostics: phases.Errorf("Unknown Snapshot", "%s: instance %s has no snapshot %s (see `incus snapshot list %s`).", c.addr, s.instance, s.name, s.instance)}
+			return snapApply{Diagnostics: phases.Errorf("Unknown Snapshot", "%s: instance %s has no snapshot %s (see `incus snapshot list %s`).", c.Addr, s.Instance, s.Name, s.Instance)}
 		}
 		before := ""
-		if s.before {
-			if before, err = c.freeSnapshotName(ctx, s.instance, snapshotName(c.addr, time.Now())+"-before"); err != nil {
-				return providers.ApplyResponse{Diagnostics: c.apiErr("Cannot List Snapshots", err)}
+		if s.Before {
+			if before, err = freeSnapshotName(ctx, c, s.Instance, snapshotName(c.Addr, time.Now())+"-before"); err != nil {
+				return snapApply{Diagnostics: apiErr(c, "Cannot List Snapshots", err)}
 			}
-			if err := c.c.CreateSnapshot(ctx, s.instance, before, false); err != nil {
-				return providers.ApplyResponse{Diagnostics: c.apiErr("Cannot Create Snapshot", err)}
+			if err := c.Settings.c.CreateSnapshot(ctx, s.Instance, before, false); err != nil {
+				return snapApply{Diagnostics: apiErr(c, "Cannot Create Snapshot", err)}
 			}
-			c.logf("snapshot %s of instance %s taken before the restore", before, s.instance)
+			logf(c, "snapshot %s of instance %s taken before the restore", before, s.Instance)
 		}
-		if err := c.c.RestoreSnapshot(ctx, s.instance, s.name); err != nil {
-			return providers.ApplyResponse{Diagnostics: c.apiErr("Cannot Restore Snapshot", err)}
+		if err := c.Settings.c.RestoreSnapshot(ctx, s.Instance, s.Name); err != nil {
+			return snapApply{Diagnostics: apiErr(c, "Cannot Restore Snapshot", err)}
 		}
-		c.logf("instance %s restored to snapshot %s in %s", s.instance, s.name, time.Since(start).Round(time.Millisecond))
-		r := providers.ApplyResponse{Outputs: snapshotOutputs(s, before)}
+		logf(c, "instance %s restored to snapshot %s in %s", s.Instance, s.Name, time.Since(start).Round(time.Millisecond))
+		r := snapApply{Outputs: outputsOf(s, before)}
 		if before != "" {
-			r.Inverse = &providers.Inverse{Description: fmt.Sprintf("restore instance %s to snapshot %s, taken before the restore", s.instance, before), Data: marshal(snapshotInverse{Op: "restore", Instance: s.instance, Snapshot: before})}
+			r.Inverse = &sdk.Inverse[snapshotInverse]{Description: fmt.Sprintf("restore instance %s to snapshot %s, taken before the restore", s.Instance, before), Data: snapshotInverse{Op: "restore", Instance: s.Instance, Snapshot: before}}
 		} else {
-			c.logf("this restore cannot be undone: snapshot_before was not set")
+			logf(c, "this restore cannot be undone: snapshot_before was not set")
 		}
 		return r
 	default: // delete
 		if !exists {
-			c.logf("snapshot %s of instance %s is already absent", s.name, s.instance)
-			return providers.ApplyResponse{Outputs: snapshotOutputs(s, "")}
+			logf(c, "snapshot %s of instance %s is already absent", s.Name, s.Instance)
+			return snapApply{Outputs: outputsOf(s, "")}
 		}
-		if err := c.c.DeleteSnapshot(ctx, s.instance, s.name); err != nil {
-			return providers.ApplyResponse{Diagnostics: c.apiErr("Cannot Delete Snapshot", err)}
+		if err := c.Settings.c.DeleteSnapshot(ctx, s.Instance, s.Name); err != nil {
+			return snapApply{Diagnostics: apiErr(c, "Cannot Delete Snapshot", err)}
 		}
-		c.logf("snapshot %s of instance %s deleted; this cannot be undone", s.name, s.instance)
-		return providers.ApplyResponse{Outputs: snapshotOutputs(s, "")}
+		logf(c, "snapshot %s of instance %s deleted; this cannot be undone", s.Name, s.Instance)
+		return snapApply{Outputs: outputsOf(s, "")}
 	}
 }
 
-func (c *call) revertSnapshot(ctx context.Context, req providers.RevertRequest) providers.RevertResponse {
-	var inv snapshotInverse
-	if err := json.Unmarshal(req.Inverse.Data, &inv); err != nil {
-		return providers.RevertResponse{Diagnostics: phases.Errorf("Invalid Inverse", "The inverse of %s recorded in state cannot be read: %v.", c.addr, err)}
-	}
-	cfgInstance, _ := c.str("instance", "")
-	cfgName, _ := c.str("name", "")
-	name := pick(inv.Instance, cfgInstance)
+func revertSnapshot(ctx context.Context, c *call, a snapshotSpec, u sdk.Undo[snapshotInverse]) phases.Diagnostics {
+	inv := u.Data
+	name := pick(inv.Instance, a.Instance)
 	switch inv.Op {
 	case "none":
-		return providers.RevertResponse{}
+		return nil
 	case "delete":
-		snap := pick(inv.Snapshot, cfgName)
-		exists, err := c.hasSnapshot(ctx, name, snap)
+		snap := pick(inv.Snapshot, a.Name)
+		exists, err := hasSnapshot(ctx, c, name, snap)
 		if err != nil {
-			if isNotFound(err) {
-				c.logf("instance %s is gone, and its snapshots with it", name)
-				return providers.RevertResponse{}
+			if incusapi.IsNotFound(err) {
+				logf(c, "instance %s is gone, and its snapshots with it", name)
+				return nil
 			}
-			return providers.RevertResponse{Diagnostics: c.apiErr("Cannot List Snapshots", err)}
+			return apiErr(c, "Cannot List Snapshots", err)
 		}
 		if !exists {
-			c.logf("snapshot %s of instance %s is already gone", snap, name)
-			return providers.RevertResponse{}
+			logf(c, "snapshot %s of instance %s is already gone", snap, name)
+			return nil
 		}
-		if err := c.c.DeleteSnapshot(ctx, name, snap); err != nil {
-			return providers.RevertResponse{Diagnostics: c.apiErr("Cannot Delete Snapshot", err)}
+		if err := c.Settings.c.DeleteSnapshot(ctx, name, snap); err != nil {
+			return apiErr(c, "Cannot Delete Snapshot", err)
 		}
-		c.logf("snapshot %s of instance %s deleted", snap, name)
+		logf(c, "snapshot %s of instance %s deleted", snap, name)
 	case "restore":
-		if err := c.c.RestoreSnapshot(ctx, name, inv.Snapshot); err != nil {
-			return providers.RevertResponse{Diagnostics: c.apiErr("Cannot Restore Snapshot", err)}
+		if err := c.Settings.c.RestoreSnapshot(ctx, name, inv.Snapshot); err != nil {
+			return apiErr(c, "Cannot Restore Snapshot", err)
 		}
-		c.logf("instance %s restored to snapshot %s", name, inv.Snapshot)
+		logf(c, "instance %s restored to snapshot %s", name, inv.Snapshot)
 	default:
-		return providers.RevertResponse{Diagnostics: phases.Errorf("Invalid Inverse", "The inverse of %s has an unknown operation %q.", c.addr, inv.Op)}
+		return phases.Errorf("Invalid Inverse", "The inverse of %s has an unknown operation %q.", c.Addr, inv.Op)
 	}
-	return providers.RevertResponse{}
+	return nil
 }

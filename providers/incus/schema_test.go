@@ -1,0 +1,107 @@
+package incus_test
+
+import (
+	"testing"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers/incus"
+)
+
+// TestSchemaUnchanged: the schema derived from the attribute structs is
+// the one written by hand before the SDK, word for word.
+func TestSchemaUnchanged(t *testing.T) {
+	got := incus.New().Schema()
+	sameAttrs(t, "provider block", got.Provider.Attributes, schema.Provider.Attributes)
+	for name, want := range schema.StepTypes {
+		g, ok := got.StepTypes[name]
+		if !ok {
+			t.Errorf("step type %s is missing", name)
+			continue
+		}
+		if g.Description != want.Description || g.CanCheck != want.CanCheck || g.CheckOnly != want.CheckOnly {
+			t.Errorf("%s: %+v, want %+v", name, g, want)
+		}
+		sameAttrs(t, name, g.Attributes, want.Attributes)
+		if len(g.Outputs) != len(want.Outputs) {
+			t.Errorf("%s: outputs %v, want %v", name, g.Outputs, want.Outputs)
+		}
+		for o, w := range want.Outputs {
+			if !g.Outputs[o].Equals(w) {
+				t.Errorf("%s output %s = %v, want %v", name, o, g.Outputs[o], w)
+			}
+		}
+	}
+}
+
+func sameAttrs(t *testing.T, what string, got, want map[string]phases.Attribute) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s: attributes %v, want %v", what, got, want)
+	}
+	for a, w := range want {
+		ga, ok := got[a]
+		if !ok || !ga.Type.Equals(w.Type) || ga.Required != w.Required || ga.Sensitive != w.Sensitive || ga.Description != w.Description {
+			t.Errorf("%s.%s = %+v, want %+v", what, a, ga, w)
+		}
+	}
+}
+
+// schema is the incus provider's schema as written by hand before the SDK.
+var schema = phases.Schema{
+	Provider: phases.Block{Attributes: map[string]phases.Attribute{
+		"remote":      {Type: cty.String, Description: "A remote of the incus CLI's configuration (config.yml, servercerts/, client.crt/key in config_dir), such as \"myhost\"; \"local\" is the unix socket."},
+		"config_dir":  {Type: cty.String, Description: "The incus CLI's configuration directory, ~/.config/incus by default."},
+		"address":     {Type: cty.String, Description: "The daemon's HTTPS URL, such as https://192.168.1.10:8443, instead of a remote."},
+		"socket":      {Type: cty.String, Description: "The daemon's unix socket, /var/lib/incus/unix.socket by default."},
+		"client_cert": {Type: cty.String, Description: "With address: the client certificate (PEM), relative to the runbook; default config_dir's client.crt."},
+		"client_key":  {Type: cty.String, Description: "With address: the client key (PEM), relative to the runbook; default config_dir's client.key."},
+		"server_cert": {Type: cty.String, Description: "With address: the server's own certificate (PEM), pinned; without it the system's roots verify the server."},
+		"project":     {Type: cty.String, Description: "The Incus project, the daemon's default when unset."},
+	}},
+	StepTypes: map[string]phases.StepType{
+		incus.Instance: {
+			Description: "Ensures an Incus instance exists with the given type, image (or empty disk), limits, profiles, config and devices; or, with ensure = \"absent\", that it is deleted (refused for instances kept for rollback before retain_until).",
+			Attributes: map[string]phases.Attribute{
+				"name":         {Type: cty.String, Description: "The instance name; default the step's name."},
+				"ensure":       {Type: cty.String, Description: "\"present\" (default) or \"absent\" (delete it: irreversible)."},
+				"type":         {Type: cty.String, Description: "\"virtual-machine\" (default) or \"container\"."},
+				"image":        {Type: cty.String, Description: "A local image alias or fingerprint to create it from."},
+				"empty":        {Type: cty.Bool, Description: "Create a VM with an empty root disk (to install from an iso device) instead of an image."},
+				"cpu":          {Type: cty.Number, Description: "CPUs (limits.cpu)."},
+				"memory":       {Type: cty.String, Description: "Memory (limits.memory), such as \"16GiB\"."},
+				"profiles":     {Type: cty.List(cty.String), Description: "Profiles, in order; the daemon's default when unset."},
+				"config":       {Type: cty.Map(cty.String), Description: "Instance config keys, such as security.secureboot; only the keys listed are managed."},
+				"devices":      {Type: cty.Map(cty.Map(cty.String)), Description: "Devices by name, each a map with a type: a host directory shared by virtiofs {type=\"disk\", source=\"/tank/data\", path=\"/var/mnt/data\"} (mount tag incus_NAME), a volume {type=\"disk\", pool=\"default\", source=\"bulk\"}, a GPU {type=\"gpu\", gputype=\"physical\", pci=\"0000:00:02.0\"}, an ISO {type=\"disk\", source=\"/path/talos.iso\", \"boot.priority\"=\"10\"}."},
+				"start":        {Type: cty.Bool, Description: "Start the instance once created."},
+				"description":  {Type: cty.String, Description: "The instance description, set at creation."},
+				"retain_until": {Type: cty.String, Description: "With ensure = \"absent\": the date (YYYY-MM-DD) until which an instance kept for rollback must stay; its deletion is refused until that date has passed."},
+			},
+			Outputs: map[string]cty.Type{"name": cty.String, "type": cty.String},
+		},
+		incus.InstanceState: {
+			Description: "Stops or starts an instance: gracefully with a timeout (force only when force_after is set), optionally after a snapshot; a stopped instance is kept for rollback, which starts it again.",
+			Attributes: map[string]phases.Attribute{
+				"instance":            {Type: cty.String, Required: true, Description: "The instance name."},
+				"state":               {Type: cty.String, Required: true, Description: "\"stopped\" or \"running\"."},
+				"snapshot_before":     {Type: cty.Bool, Description: "Take a snapshot (migrate-STEP-UNIXTIME) just before the change."},
+				"keep_for_rollback":   {Type: cty.Bool, Description: "Mark a stopped instance as kept for rollback (user.migrate.keep_for_rollback), so that no cleanup deletes it before its retain_until; true by default."},
+				"stop_timeout":        {Type: cty.String, Description: "How long a graceful stop may take, \"30s\" by default."},
+				"force_after":         {Type: cty.Bool, Description: "Force the stop when the graceful one times out; otherwise the step fails and the instance keeps running."},
+				"restore_on_rollback": {Type: cty.Bool, Description: "Rollback restores the snapshot taken before the change, then starts the instance again."},
+			},
+			Outputs: map[string]cty.Type{"instance": cty.String, "previous_state": cty.String, "snapshot": cty.String},
+		},
+		incus.Snapshot: {
+			Description: "Creates, restores or deletes a named snapshot of an instance.",
+			Attributes: map[string]phases.Attribute{
+				"instance":        {Type: cty.String, Required: true, Description: "The instance name."},
+				"name":            {Type: cty.String, Required: true, Description: "The snapshot name."},
+				"action":          {Type: cty.String, Description: "\"create\" (default; rollback deletes it), \"restore\" or \"delete\" (irreversible)."},
+				"snapshot_before": {Type: cty.Bool, Description: "With action = \"restore\": take a snapshot first, so that rollback can restore it; without it a restore cannot be undone."},
+			},
+			Outputs: map[string]cty.Type{"instance": cty.String, "name": cty.String, "before": cty.String},
+		},
+	},
+}
