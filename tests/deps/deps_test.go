@@ -40,12 +40,11 @@ var rules = []rule{
 	{pkg: "views", may: []string{"engine", "phases", "providers", "secret", "state"}, why: "views render what the engine and state say"},
 
 	{pkg: "providers", may: []string{"phases"}, why: "the interface every provider implements"},
-	{pkg: "providers/attrs", may: []string{"phases"}, why: "a helper below the providers"},
-	{pkg: "providers/sdk/...", may: []string{"phases", "providers", "providers/attrs", "providers/sdk/...", "secret"}, why: "the skeleton below every provider"},
+	{pkg: "providers/sdk/...", may: []string{"phases", "providers", "providers/sdk/...", "secret"}, why: "the skeleton below every provider"},
 	{pkg: "providers/plugin", may: []string{"phases", "providers", "providers/*/*schema"}, why: "a transport: it knows the interface and the compiled-in schemas, no provider"},
 	{pkg: "providers/fake", may: []string{"phases", "providers"}, why: "a test provider"},
 	{pkg: "providers/providertest", may: []string{"phases", "providers"}, why: "the conformance suite of every provider"},
-	{pkg: "providers/{X}/...", may: []string{"phases", "providers", "providers/attrs", "providers/sdk/...", "providers/{X}/...", "secret"},
+	{pkg: "providers/{X}/...", may: []string{"phases", "providers", "providers/sdk/...", "providers/{X}/...", "secret"},
 		why: "providers never import each other: only the SDK, secret and their own subpackages"},
 
 	{pkg: "lab/...", may: []string{"..."}, never: []string{"cmd/..."}, why: "the lab is a test fixture, not a part of the CLI"},
