@@ -210,6 +210,7 @@ func (e *Engine) selectPhases(names []string) ([]*phases.Phase, error) {
 	}
 	want := map[string]bool{}
 	for _, n := range names {
+		n = phases.Name(n)
 		if e.runbook.Phase(n) == nil {
 			var known []string
 			for _, p := range e.phaseOrder {

@@ -19,6 +19,11 @@ func (a Address) String() string { return a.Type + "." + a.Name }
 // IsZero reports whether a is the empty address.
 func (a Address) IsZero() bool { return a.Type == "" && a.Name == "" }
 
+// Name is a name as the runbook keeps it: normalized to NFC, so a name
+// typed on the command line (--phase café) matches the one declared
+// whatever the keyboard composed.
+func Name(s string) string { return norm.NFC.String(s) }
+
 // ParseAddress parses "TYPE.NAME". Names may not contain dots. Like the
 // runbook's names, the address is normalized to NFC, so that "café"
 // typed with a combining accent is the step declared with "é".

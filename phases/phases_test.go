@@ -78,3 +78,12 @@ func TestDiagnosticsErr(t *testing.T) {
 		t.Errorf("Err() = %q includes the warning", msg)
 	}
 }
+
+// A phase named on the command line with a decomposed accent is the one
+// the runbook declares composed.
+func TestPhaseNameNormalized(t *testing.T) {
+	rb := &phases.Runbook{Phases: []*phases.Phase{{Name: "caf\u00e9"}}}
+	if rb.Phase("cafe\u0301") == nil {
+		t.Error("a decomposed name did not find the phase")
+	}
+}

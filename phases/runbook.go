@@ -115,6 +115,7 @@ func (r *Runbook) AllSteps() []*Step {
 
 // Phase finds a phase by name.
 func (r *Runbook) Phase(name string) *Phase {
+	name = Name(name)
 	for _, p := range r.Phases {
 		if p.Name == name {
 			return p
