@@ -208,3 +208,35 @@ func TestSavedPlanAgreeingWithTheFreshPlanRuns(t *testing.T) {
 		t.Errorf("config is %s", h.status("config"))
 	}
 }
+
+func TestCheckWaitingForAStepIsPlannedAgain(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	b := newRB()
+	p := b.phase("platform")
+	b.step(p, "node")
+	c := fromOutput(p, "up", "node", "http://")
+	c.When = phases.CheckAfter
+	p.Checks = append(p.Checks, c)
+	e, st := h.open(b.r)
+	plan, diags := e.Plan(context.Background(), engine.PlanOptions{})
+	if diags.HasErrors() {
+		t.Fatal(diags.Err())
+	}
+	if sp := stepPlan(t, plan, "up"); sp.Diff != "value: (known after fake_step.node)" {
+		t.Errorf("check diff %q", sp.Diff)
+	}
+	if err := e.Run(context.Background(), context.Background(), plan, engine.RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	found := false
+	for _, ev := range h.events {
+		if ev.Kind == engine.StepPlanned && ev.Addr == addr("up") && ev.Check && ev.Message == `value: "http://node"` {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no StepPlanned event for the check: %+v", h.events)
+	}
+}
