@@ -4,6 +4,10 @@
 // failed step skipping its dependents), checkpoints every transition, and
 // reports progress only through Hooks.
 //
+// An output not known yet carries a mark naming the step that will produce
+// it (knownafter.go): a plan says which step each deferred value waits
+// for, and run plans such a step again once that step has run.
+//
 // The engine knows providers only through providers.Interface, the state
 // only through state.Manager and the runbook only as phases values: it
 // never imports a concrete provider, HCL, or a view (tests/deps

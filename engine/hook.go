@@ -21,14 +21,17 @@ const (
 	PhaseFailed    EventKind = "phase_failed"
 	StepStarted    EventKind = "step_started"
 	StepOutput     EventKind = "step_output"
-	StepRetrying   EventKind = "step_retrying"
-	StepDone       EventKind = "step_done"
-	StepFailed     EventKind = "step_failed"
-	StepSkipped    EventKind = "step_skipped"
-	StepAdopted    EventKind = "step_adopted"
-	StepReverting  EventKind = "step_reverting"
-	StepReverted   EventKind = "step_reverted"
-	Interrupted    EventKind = "interrupted"
+	// StepPlanned carries, as its Message, the diff of a step planned
+	// again just before it is applied, once the steps it waited for ran.
+	StepPlanned   EventKind = "step_planned"
+	StepRetrying  EventKind = "step_retrying"
+	StepDone      EventKind = "step_done"
+	StepFailed    EventKind = "step_failed"
+	StepSkipped   EventKind = "step_skipped"
+	StepAdopted   EventKind = "step_adopted"
+	StepReverting EventKind = "step_reverting"
+	StepReverted  EventKind = "step_reverted"
+	Interrupted   EventKind = "interrupted"
 )
 
 // Event is one thing that happened during a run or rollback. Message never
@@ -155,7 +158,14 @@ func logText(e Event) []byte {
 	if e.Duration > 0 {
 		fmt.Fprintf(&b, " duration=%s", e.Duration.Round(time.Millisecond))
 	}
-	if e.Message != "" {
+	switch {
+	case e.Kind == StepPlanned:
+		// A diff: on lines of its own, like an error.
+		b.WriteString(": planned now that its inputs are known")
+		if d := strings.TrimRight(e.Message, "\n"); d != "" {
+			b.WriteString("\n  " + strings.ReplaceAll(d, "\n", "\n  "))
+		}
+	case e.Message != "":
 		b.WriteString(": " + e.Message)
 	}
 	if e.Error != "" {

@@ -59,6 +59,14 @@ type StepPlan struct {
 	// Irreversible, when the step will run, says why a rollback will not
 	// be able to undo it (from the provider, redacted).
 	Irreversible string `json:"irreversible,omitempty"`
+	// KnownAfter lists the steps whose outputs the step's inputs wait
+	// for: steps of this run that have not run yet. Its diff shows such a
+	// value as "(known after exec.first)", and run plans the step again
+	// once they have run.
+	KnownAfter []phases.Address `json:"known_after,omitempty"`
+	// Deferred: the provider could not plan the step before its inputs are
+	// known; the whole diff waits for the steps of KnownAfter.
+	Deferred bool `json:"deferred,omitempty"`
 	// InputHash is the hash of the inputs the plan was made with, empty
 	// when they depend on steps that have not run yet.
 	InputHash string          `json:"input_hash,omitempty"`
@@ -124,13 +132,21 @@ type outputs struct {
 }
 
 func (o *outputs) evaluate(s *phases.Step) (cty.Value, phases.Diagnostics) {
+	v, _, d := o.evaluateAfter(s)
+	return v, d
+}
+
+// evaluateAfter is evaluate that also says which steps the unknown values
+// in the result wait for.
+func (o *outputs) evaluateAfter(s *phases.Step) (cty.Value, []phases.Address, phases.Diagnostics) {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	if d := o.corruptInputs(s); d != nil {
-		return cty.DynamicVal, withSubject(d, s.Range)
+		return cty.DynamicVal, nil, withSubject(d, s.Range)
 	}
 	v, d := s.Config.Evaluate(o.m)
-	return v, withSubject(d, s.Range)
+	v, after := stripKnownAfter(v)
+	return v, after, withSubject(d, s.Range)
 }
 
 func (o *outputs) set(a phases.Address, v cty.Value) {
@@ -139,12 +155,15 @@ func (o *outputs) set(a phases.Address, v cty.Value) {
 	o.mu.Unlock()
 }
 
+// pending makes a's outputs unknown until a has run.
+func (o *outputs) pending(a phases.Address) { o.set(a, unknownUntil(a)) }
+
 // loadOutputs seeds the table with every recorded output; steps that have
 // not run are unknown.
 func (e *Engine) loadOutputs(snap *state.Snapshot) *outputs {
 	o := &outputs{m: make(map[phases.Address]cty.Value, len(e.steps)), corrupt: map[phases.Address]error{}}
 	for addr := range e.steps {
-		o.m[addr] = cty.DynamicVal
+		o.m[addr] = unknownUntil(addr)
 		rec := snap.Steps[addr.String()]
 		if rec == nil || rec.Status != state.Done {
 			continue
@@ -198,12 +217,12 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 			}
 			if changes || rec == nil || rec.Status != state.Done {
 				sp.Action = providers.Create
-				cfg, d := out.evaluate(c)
+				cfg, after, d := out.evaluateAfter(c)
 				diags = append(diags, d...)
 				if !d.HasErrors() {
+					sp.KnownAfter = waitsFor(cfg, after)
 					resp := e.provider(c).Plan(ctx, providers.PlanRequest{Type: c.Addr.Type, Addr: c.Addr, Config: cfg, Action: providers.Create})
-					diags = append(diags, withSubject(resp.Diagnostics, c.Range)...)
-					sp.Diff = e.hooks.redactor.Text(resp.Diff)
+					diags = append(diags, withSubject(e.takeDiff(sp, resp), c.Range)...)
 				}
 			}
 			pp.Steps = append(pp.Steps, sp)
@@ -227,12 +246,13 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 	if rec != nil {
 		sp.Status = rec.Status
 	}
-	cfg, diags := out.evaluate(s)
+	cfg, after, diags := out.evaluateAfter(s)
 	if diags.HasErrors() {
 		sp.Action = providers.Create
-		out.set(s.Addr, cty.DynamicVal)
+		out.pending(s.Addr)
 		return sp, diags
 	}
+	sp.KnownAfter = waitsFor(cfg, after)
 	sp.InputHash = e.stepInputHash(ctx, s, cfg)
 	p := e.provider(s)
 	prior := priorOf(rec)
@@ -278,13 +298,47 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 			return sp, diags
 		}
 	}
-	out.set(s.Addr, cty.DynamicVal)
+	out.pending(s.Addr)
 	resp := p.Plan(ctx, providers.PlanRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: prior, Action: sp.Action})
-	diags = append(diags, withSubject(resp.Diagnostics, s.Range)...)
-	sp.Diff = e.hooks.redactor.Text(resp.Diff)
+	diags = append(diags, withSubject(e.takeDiff(sp, resp), s.Range)...)
 	sp.Irreversible = e.hooks.redactor.Text(resp.Irreversible)
 	sp.Planned = resp.Private
 	return sp, diags
+}
+
+// waitsFor is the list of steps a step's inputs wait for, when some of
+// them are not known yet.
+func waitsFor(cfg cty.Value, after []phases.Address) []phases.Address {
+	if cfg.IsWhollyKnown() {
+		return nil
+	}
+	return after
+}
+
+// takeDiff sets sp's diff from a provider's plan, redacted, its unknown
+// values naming the steps they wait for, and returns the diagnostics that
+// count. A provider that cannot plan a step before the steps it waits for
+// have run (it dials a node one of them creates) does not fail the plan:
+// the diff is deferred until they have, and run plans the step again then.
+func (e *Engine) takeDiff(sp *StepPlan, resp providers.PlanResponse) phases.Diagnostics {
+	diags, diff := resp.Diagnostics, resp.Diff
+	if len(sp.KnownAfter) > 0 {
+		switch {
+		case diags.HasErrors():
+			var warnings phases.Diagnostics
+			for _, d := range diags {
+				if d.Severity != phases.Error {
+					warnings = append(warnings, d)
+				}
+			}
+			diags, diff, sp.Deferred = warnings, deferredDiff(sp.KnownAfter), true
+		case wholeDiffDeferred(diff):
+			sp.Deferred = true
+		}
+		diff = nameKnownAfter(diff, sp.KnownAfter)
+	}
+	sp.Diff = e.hooks.redactor.Text(diff)
+	return diags
 }
 
 func priorOf(rec *state.StepRecord) *providers.Prior {

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -65,6 +66,10 @@ type RunOptions struct {
 	Approver string
 	// Prompt asks the person at the terminal; nil when not interactive.
 	Prompt func(question string) (bool, error)
+	// SavedPlan: the plan was saved earlier (run --plan). A step planned
+	// again once its inputs are known must then agree with what the saved
+	// plan knew of it, or it is refused.
+	SavedPlan bool
 }
 
 // Run executes the plan's phases in order. stop ends the run gently (no
@@ -349,6 +354,16 @@ func (r *stepRunner) run(s *phases.Step) bool {
 		// applied anew, after a rollback or with new inputs, starts at 1.
 		rec.Attempts = 0
 	}
+	var planned json.RawMessage
+	if sp != nil {
+		planned = sp.Planned
+		if len(sp.KnownAfter) > 0 {
+			var ok bool
+			if planned, ok = r.replan(s, p, cfg, rec, sp); !ok {
+				return false
+			}
+		}
+	}
 	attempts := max(1, s.Retry.Attempts)
 	backoff := s.Retry.Backoff
 	for attempt := 1; ; attempt++ {
@@ -359,7 +374,7 @@ func (r *stepRunner) run(s *phases.Step) bool {
 		if !r.transition(s, rec, state.Running, Event{Kind: StepStarted, Attempt: attempt}) {
 			return false
 		}
-		resp := r.apply(s, p, cfg, rec)
+		resp := r.apply(s, p, cfg, rec, planned)
 		if !resp.Diagnostics.HasErrors() {
 			return r.succeed(s, rec, hash, resp)
 		}
@@ -428,13 +443,51 @@ func (r *stepRunner) call(s *phases.Step, do func(ctx context.Context, log io.Wr
 	return diags
 }
 
-func (r *stepRunner) apply(s *phases.Step, p providers.Interface, cfg cty.Value, rec *state.StepRecord) providers.ApplyResponse {
+// replan plans again, now that its inputs are known, a step whose plan
+// waited for steps of this run: the fresh diff is shown and logged (a
+// StepPlanned event), and its provider's private plan is what Apply gets.
+// With a saved plan, a fresh diff that contradicts what the saved one knew
+// fails the step, naming the difference, before anything is applied.
+func (r *stepRunner) replan(s *phases.Step, p providers.Interface, cfg cty.Value, rec *state.StepRecord, sp *StepPlan) (json.RawMessage, bool) {
+	resp := p.Plan(r.cancel, providers.PlanRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec), Action: sp.Action})
+	if resp.Diagnostics.HasErrors() {
+		return nil, r.fail(s, rec, withSubject(resp.Diagnostics, s.Range).Err())
+	}
+	diff := r.e.hooks.redactor.Text(resp.Diff)
+	if r.opts.SavedPlan && !sp.Deferred {
+		if line, bad := contradiction(sp.Diff, diff); bad {
+			return nil, r.fail(s, rec, &StalePlanStepError{Addr: s.Addr, Saved: line, Fresh: diff})
+		}
+	}
+	if !r.emit(Event{Kind: StepPlanned, Phase: s.Phase, Addr: s.Addr, Check: s.IsCheck(), Message: diff}) {
+		return nil, false
+	}
+	return resp.Private, true
+}
+
+// StalePlanStepError says the plan of a step made just before applying it
+// contradicts the saved plan being run.
+type StalePlanStepError struct {
+	Addr phases.Address
+	// Saved is the line of the saved diff the fresh diff does not have.
+	Saved string
+	// Fresh is the fresh diff.
+	Fresh string
+}
+
+func (e *StalePlanStepError) Error() string {
+	fresh := strings.TrimSpace(e.Fresh)
+	if fresh == "" {
+		fresh = "(no diff)"
+	}
+	return fmt.Sprintf("the saved plan is stale for %s: it said %q, but planned again now that its inputs are known, it is:\n%s\nNothing was applied for %s: make a new plan",
+		e.Addr, strings.TrimSpace(e.Saved), fresh, e.Addr)
+}
+
+func (r *stepRunner) apply(s *phases.Step, p providers.Interface, cfg cty.Value, rec *state.StepRecord, planned json.RawMessage) providers.ApplyResponse {
 	req := providers.ApplyRequest{
 		Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec),
-		Approval: providers.Approval{Prompt: r.opts.Prompt},
-	}
-	if sp := r.planned[s.Addr]; sp != nil {
-		req.Planned = sp.Planned
+		Approval: providers.Approval{Prompt: r.opts.Prompt}, Planned: planned,
 	}
 	if r.opts.Approve[s.Addr] {
 		req.Approval.By = r.opts.Approver

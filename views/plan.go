@@ -144,6 +144,19 @@ func renderStepPlan(w io.Writer, st styles, s *engine.StepPlan) {
 	if rest := restLines(s.Detail); rest != "" {
 		fmt.Fprint(w, indent(rest, "      "))
 	}
+	renderDiff(w, s)
+}
+
+// renderDiff prints a step's diff, and which steps it waits for when the
+// diff does not say it.
+func renderDiff(w io.Writer, s *engine.StepPlan) {
+	if len(s.KnownAfter) > 0 && !strings.Contains(s.Diff, "(known after ") {
+		names := make([]string, len(s.KnownAfter))
+		for i, a := range s.KnownAfter {
+			names[i] = a.String()
+		}
+		fmt.Fprintf(w, "      (known after %s)\n", strings.Join(names, ", "))
+	}
 	if s.Diff != "" {
 		fmt.Fprint(w, indent(cutLines(s.Diff), "      "))
 	}
@@ -156,9 +169,7 @@ func renderCheckPlan(w io.Writer, st styles, s *engine.StepPlan) {
 		return
 	}
 	fmt.Fprintf(w, "  %s will run %s the phase's steps\n", st.cyan("? check "+s.Addr.String()), when)
-	if s.Diff != "" {
-		fmt.Fprint(w, indent(cutLines(s.Diff), "      "))
-	}
+	renderDiff(w, s)
 }
 
 // cutLines cuts every line of a diff longer than state.MaxErrorBytes: a

@@ -272,6 +272,14 @@ func (b *runBase) eventLines(st styles, e engine.Event, live bool) string {
 			return fmt.Sprintf("%s: reverting: %s\n", name, firstLine(e.Message))
 		}
 		return name + ": reverting\n"
+	case engine.StepPlanned:
+		// The diff of a step whose plan waited for earlier steps: what
+		// it will do, now that its inputs are known.
+		head := name + ": planned now that its inputs are known"
+		if strings.TrimSpace(e.Message) == "" {
+			return mark(st.cyan("≡"), "") + head + " (no diff)\n"
+		}
+		return mark(st.cyan("≡"), "") + head + ":\n" + indent(cutLines(e.Message), "    ")
 	case engine.StepOutput:
 		if live {
 			return st.dim(name+" | ") + st.dim(e.Message) + "\n"

@@ -98,7 +98,7 @@ func (a *app) run(o runFlags) (err error) {
 			return reported(exitError)
 		}
 	}
-	opts := engine.RunOptions{Approve: approve, Approver: approver()}
+	opts := engine.RunOptions{Approve: approve, Approver: approver(), SavedPlan: o.planFile != ""}
 	if err := e.Check(plan); err != nil {
 		return err
 	}
