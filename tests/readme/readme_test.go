@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -150,8 +151,19 @@ func TestREADMECommands(t *testing.T) {
 	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "MIGRATE_VAR_lab="+tmp+"/migrate-quickstart/lab",
 		"DEMO_DIR="+tmp+"/make-demo", "LAB_DIR="+tmp+"/make-lab", "NO_COLOR=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	var out bytes.Buffer
+	// A command that hangs until the deadline says where: the process
+	// tree, then SIGQUIT, which makes every Go program of the group
+	// (migrate, the provider programs) print its goroutines, then SIGKILL.
+	var hung atomic.Value // the process tree at the deadline
+	cmd.Cancel = func() error {
+		tree, _ := exec.Command("ps", "-e", "--forest", "-o", "pid,stat,etime,args").Output()
+		hung.Store(string(tree))
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGQUIT)
+		time.AfterFunc(3*time.Second, func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+		return nil
+	}
+	cmd.WaitDelay = 10 * time.Second
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
 	err = cmd.Run()
@@ -162,6 +174,9 @@ func TestREADMECommands(t *testing.T) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}()
+	if tree, ok := hung.Load().(string); ok {
+		t.Logf("the commands hung until the deadline; the processes then:\n%s", tree)
+	}
 	if err != nil {
 		t.Fatalf("the README's commands failed (%v); the last === line names the block:\n%s", err, out.String())
 	}
