@@ -29,7 +29,12 @@
 // step in the same provider), else its live label, else the provider's
 // default_pod_security. A violation fails the plan, before anything is
 // applied; Apply checks again. The plan lists the level of every namespace
-// a release touches, so exceptions are visible in review.
+// a release touches, so exceptions are visible in review. The preflight
+// does not wait for the cluster: when a release's kubeconfig is not known
+// or not written yet, the plan renders the chart client-side (as helm
+// template does) and checks it all the same; only the live diff is
+// deferred, marked as the SDK marks a deferred diff, so that run plans the
+// release again against the cluster before applying it.
 //
 // The kubeconfig is read at first use, not when the provider is
 // configured: an earlier talos_kubeconfig step of the same run may write

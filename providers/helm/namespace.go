@@ -121,7 +121,12 @@ func planNamespace(ctx context.Context, c *call, st nsAttrs, _ *sdk.Prior[struct
 		if !isNoKubeconfig(diags) {
 			return nsPlan{Diagnostics: diags}
 		}
-		fmt.Fprintf(&b, "+ namespace %s (the cluster cannot be read yet: the kubeconfig is written by an earlier step)\n", st.Name)
+		// Marked as the SDK marks a deferred diff: the fresh plan against
+		// the cluster, just before apply, may say "~" where this says "+".
+		level := b.String()
+		b.Reset()
+		fmt.Fprintf(&b, "%s: the live namespace; the cluster cannot be read yet (the kubeconfig is written by an earlier step)\n%s", sdk.UnknownText, level)
+		fmt.Fprintf(&b, "+ namespace %s\n", st.Name)
 		writeMapDiff(&b, "label", nil, st.Labels)
 		writeMapDiff(&b, "annotation", nil, st.Annotations)
 		return nsPlan{Diff: b.String()}

@@ -190,6 +190,35 @@ func (p *Provider) render(ctx context.Context, c *call, cl *cluster, cfg *action
 	return &rendered{chart: ch, values: vals, objects: objs}, nil
 }
 
+// renderOffline renders the chart client-side, as helm template does: no
+// cluster, Helm's default capabilities and API versions, no lookups. It is
+// what the plan checks when the cluster does not exist yet.
+func (p *Provider) renderOffline(ctx context.Context, c *call, st relAttrs) (*rendered, phases.Diagnostics) {
+	ch, err := p.loadChart(st)
+	if err != nil {
+		return nil, phases.Errorf("Cannot Load Chart", "%s: %v.", c.Addr, err)
+	}
+	vals, err := p.mergedValues(st)
+	if err != nil {
+		return nil, phases.Errorf("Invalid Values", "%s: %v.", c.Addr, err)
+	}
+	inst := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
+	inst.ClientOnly = true
+	inst.DryRun = true
+	inst.Replace = true // no release history to check: there is no cluster
+	inst.ReleaseName = st.Name
+	inst.Namespace = st.Namespace
+	rel, err := inst.RunWithContext(ctx, ch, vals)
+	if err != nil {
+		return nil, phases.Errorf("Cannot Render Release", "Rendering release %s of %s client-side: %v.", st.Name, c.Addr, err)
+	}
+	objs, err := p.parseManifest(manifestOf(rel), st.Namespace, nil)
+	if err != nil {
+		return nil, phases.Errorf("Cannot Parse Manifest", "The rendered manifest of release %s: %v.", st.Name, err)
+	}
+	return &rendered{chart: ch, values: vals, objects: objs}, nil
+}
+
 // manifestOf is a release's manifest with its hooks.
 func manifestOf(rel *release.Release) string {
 	var b strings.Builder
@@ -227,8 +256,7 @@ func planRelease(ctx context.Context, c *call, st relAttrs, _ *sdk.Prior[release
 		if !isNoKubeconfig(diags) {
 			return relPlan{Diagnostics: diags}
 		}
-		fmt.Fprintf(&b, "release %s/%s: chart %s; the cluster cannot be reached yet (the kubeconfig is written by an earlier step): rendered, diffed and checked against PodSecurity at apply\n", st.Namespace, st.Name, st.Chart)
-		return relPlan{Diff: b.String()}
+		return p.planOffline(ctx, c, st)
 	}
 	cfg, h, diags := openRelease(cl, st.Namespace, st.Name, nil)
 	if diags.HasErrors() {
@@ -279,6 +307,38 @@ func planRelease(ctx context.Context, c *call, st relAttrs, _ *sdk.Prior[release
 		*priv.Base = h.last.Version
 	}
 	return relPlan{Diff: b.String(), Private: priv, Diagnostics: diags}
+}
+
+// planOffline plans a release whose cluster does not exist yet (its
+// kubeconfig is written by an earlier step): what could disqualify it is
+// tested now, before anything is applied. The chart is rendered
+// client-side and its pod templates checked against the levels the
+// namespaces will have; only the live diff waits for the cluster. The
+// diff starts with the SDK's deferred marker: run plans the step again
+// against the cluster before applying it, and that fresh diff (an upgrade
+// where a release already exists) may differ from this one.
+func (p *Provider) planOffline(ctx context.Context, c *call, st relAttrs) relPlan {
+	r, diags := p.renderOffline(ctx, c, st)
+	if diags.HasErrors() {
+		return relPlan{Diagnostics: diags}
+	}
+	lines, diags := p.preflight(ctx, nil, st, r.objects)
+	if diags.HasErrors() {
+		return relPlan{Diagnostics: diags}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: the live diff; the cluster cannot be reached yet (the kubeconfig is written by an earlier step), so the release was rendered client-side and checked against PodSecurity now\n", sdk.UnknownText)
+	fmt.Fprintf(&b, "release %s/%s: install chart %s (live diff deferred until the cluster exists)\n", st.Namespace, st.Name, chartName(r.chart))
+	for _, l := range lines {
+		b.WriteString(l + "\n")
+	}
+	for _, k := range slices.Sorted(maps.Keys(st.SetSensitive)) {
+		fmt.Fprintf(&b, "set_sensitive %s = %s\n", k, phases.Redacted)
+	}
+	d := diffObjects(nil, r.objects)
+	fmt.Fprintf(&b, "objects: %d rendered, to add unless the cluster already has them\n", d.added)
+	b.WriteString(d.text.String())
+	return relPlan{Diff: b.String(), Diagnostics: diags}
 }
 
 type relApply = sdk.Apply[releasePrivate, releaseInverse]
