@@ -825,3 +825,47 @@ func TestOnlyYesAccepted(t *testing.T) {
 		}
 	}
 }
+
+// A provider block may use a step's outputs: the graph shows the edge it
+// adds to the provider's steps, labelled, and validate refuses a reference
+// to a step of a phase that runs later, with the file and line.
+func TestProviderFromStepOutputs(t *testing.T) {
+	t.Parallel()
+	dir := runbook(t, map[string]string{"main.hcl": `
+provider "talos" "node" {
+  version   = "v1.13.3"
+  endpoints = ["10.0.0.${exec.boot.exit_code}"]
+}
+phase "platform" {
+  step "exec" "boot" { command = ["true"] }
+  step "talos_kubeconfig" "admin" { path = "kubeconfig" }
+}
+`})
+	run(t, dir, 0, "validate")
+	r := run(t, dir, 0, "graph")
+	if want := `"exec.boot" -> "talos_kubeconfig.admin" [label = "provider talos.node", style = bold];`; !strings.Contains(r.stdout, want) {
+		t.Errorf("graph lacks %s: %s", want, r)
+	}
+	if r := run(t, dir, 0, "graph", "--format", "svg"); !strings.Contains(r.stdout, `data-from="exec.boot" data-to="talos_kubeconfig.admin" data-label="provider talos.node"`) {
+		t.Errorf("svg: %s", r)
+	}
+
+	later := runbook(t, map[string]string{"main.hcl": `
+provider "talos" "node" {
+  version   = "v1.13.3"
+  endpoints = ["10.0.0.${exec.boot.exit_code}"]
+}
+phase "platform" {
+  step "talos_kubeconfig" "admin" { path = "kubeconfig" }
+}
+phase "later" {
+  step "exec" "boot" { command = ["true"] }
+}
+`})
+	r = run(t, later, 1, "validate")
+	for _, want := range []string{"Provider Configured from a Later Step", "main.hcl line 4", "exec.boot"} {
+		if !strings.Contains(r.stderr+r.stdout, want) {
+			t.Errorf("validate lacks %q: %s", want, r)
+		}
+	}
+}
