@@ -869,3 +869,32 @@ phase "later" {
 		}
 	}
 }
+
+// The plan of a provider configured from a step that has not run: its
+// steps are deferred, naming the step, and the provider is not configured
+// with unknown values (which would fail: it has no socket yet).
+func TestProviderFromStepOutputsPlan(t *testing.T) {
+	t.Parallel()
+	dir := runbook(t, map[string]string{"main.hcl": `
+provider "incus" "host" {
+  socket = "/nonexistent/incus-${exec.boot.exit_code}.socket"
+}
+phase "platform" {
+  step "exec" "boot" { command = ["true"] }
+  step "incus_snapshot" "s" {
+    instance = "old"
+    name     = "before"
+  }
+}
+`})
+	r := run(t, dir, 0, "plan")
+	for _, want := range []string{"incus.host", "(known after exec.boot)", "incus_snapshot.s"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("plan lacks %q: %s", want, r)
+		}
+	}
+	r = run(t, dir, 0, "plan", "--json")
+	if !strings.Contains(r.stdout, `"deferred": true`) || !strings.Contains(r.stdout, `"known_after"`) {
+		t.Errorf("plan --json: %s", r)
+	}
+}
