@@ -196,3 +196,43 @@ func TestProviderNotReadyFailsTheStep(t *testing.T) {
 		t.Errorf("node configured with unknown values: %v", got)
 	}
 }
+
+// Rollback configures the provider from the recorded outputs (once) and
+// undoes its steps before the step its block uses.
+func TestRollbackConfiguresProviderFromRecordedOutputs(t *testing.T) {
+	t.Parallel()
+	h := newLazyHarness(t)
+	e, st := h.open()
+	plan, diags := e.Plan(context.Background(), engine.PlanOptions{})
+	if diags.HasErrors() {
+		t.Fatal(diags.Err())
+	}
+	if err := e.Run(context.Background(), context.Background(), plan, engine.RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	st.Close()
+
+	e, st = h.open()
+	rp, err := e.PlanRollback(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Rollback(context.Background(), context.Background(), rp); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := h.configures(), []string{"10.0.0.9 boot applied x", "10.0.0.9 boot applied x"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Configure calls = %q, want %q", got, want)
+	}
+	for _, name := range []string{"config", "kubeconfig"} {
+		if n := h.node.Reverted("fake_step." + name); n != 1 {
+			t.Errorf("%s reverted %d times", name, n)
+		}
+		if rec, _ := st.Step(addr(name)); rec == nil || rec.Status != state.Reverted {
+			t.Errorf("%s: %+v", name, rec)
+		}
+	}
+	if rec, _ := st.Step(addr("boot")); rec == nil || rec.Status != state.Reverted {
+		t.Errorf("boot: %+v", rec)
+	}
+}
