@@ -8,6 +8,10 @@
 // it (knownafter.go): a plan says which step each deferred value waits
 // for, and run plans such a step again once that step has run.
 //
+// A provider whose block uses step outputs is configured at its first use
+// (lazyprovider.go), once, with the outputs known then; until they are,
+// its steps plan as deferred, naming the steps the provider waits for.
+//
 // The engine knows providers only through providers.Interface, the state
 // only through state.Manager and the runbook only as phases values: it
 // never imports a concrete provider, HCL, or a view (tests/deps

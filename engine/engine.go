@@ -41,18 +41,22 @@ type Engine struct {
 	hooks       *hooks
 	parallelism int
 	providers   map[string]providers.Interface // by ProviderConfig.Key()
+	lazy        map[string]*lazyProvider       // those configured at first use
 	steps       map[phases.Address]*phases.Step
 	phaseOrder  []*phases.Phase // e.order.list
 	order       *phaseOrder
 }
 
-// New instantiates and configures every provider the runbook declares.
+// New instantiates every provider the runbook declares and configures
+// those whose blocks use no step outputs; the others are configured at
+// their first use (lazyprovider.go).
 func New(ctx context.Context, opts Options) (*Engine, phases.Diagnostics) {
 	e := &Engine{
 		runbook:     opts.Runbook,
 		state:       opts.State,
 		parallelism: opts.Parallelism,
 		providers:   map[string]providers.Interface{},
+		lazy:        map[string]*lazyProvider{},
 		steps:       map[phases.Address]*phases.Step{},
 	}
 	if e.parallelism <= 0 {
@@ -86,6 +90,11 @@ func New(ctx context.Context, opts Options) (*Engine, phases.Diagnostics) {
 			continue
 		}
 		p := f()
+		if len(pc.DependsOn) > 0 {
+			e.providers[pc.Key()] = p
+			e.lazy[pc.Key()] = &lazyProvider{pc: pc}
+			continue
+		}
 		cfg := cty.EmptyObjectVal
 		if pc.Config != nil {
 			v, d := pc.Config.Evaluate(nil)

@@ -221,8 +221,16 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 				diags = append(diags, d...)
 				if !d.HasErrors() {
 					sp.KnownAfter = waitsFor(cfg, after)
-					resp := e.provider(c).Plan(ctx, providers.PlanRequest{Type: c.Addr.Type, Addr: c.Addr, Config: cfg, Action: providers.Create})
-					diags = append(diags, withSubject(e.takeDiff(sp, resp), c.Range)...)
+					p, provAfter, pd := e.use(ctx, c, out)
+					diags = append(diags, pd...)
+					switch {
+					case pd.HasErrors():
+					case p == nil:
+						deferProvider(sp, c, provAfter)
+					default:
+						resp := p.Plan(ctx, providers.PlanRequest{Type: c.Addr.Type, Addr: c.Addr, Config: cfg, Action: providers.Create})
+						diags = append(diags, withSubject(e.takeDiff(sp, resp), c.Range)...)
+					}
 				}
 			}
 			pp.Steps = append(pp.Steps, sp)
@@ -253,8 +261,25 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 		return sp, diags
 	}
 	sp.KnownAfter = waitsFor(cfg, after)
+	p, provAfter, pd := e.use(ctx, s, out)
+	diags = append(diags, pd...)
+	if pd.HasErrors() {
+		sp.Action = providers.Create
+		out.pending(s.Addr)
+		return sp, diags
+	}
+	if p == nil {
+		// Its provider waits for steps that will run first: nothing can
+		// be asked of it before, so the whole diff is deferred.
+		sp.Action = providers.Create
+		if rec != nil && rec.Status == state.Done {
+			sp.Action = providers.Update
+		}
+		deferProvider(sp, s, provAfter)
+		out.pending(s.Addr)
+		return sp, diags
+	}
 	sp.InputHash = e.stepInputHash(ctx, s, cfg)
-	p := e.provider(s)
 	prior := priorOf(rec)
 
 	switch {
@@ -304,6 +329,16 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 	sp.Irreversible = e.hooks.redactor.Text(resp.Irreversible)
 	sp.Planned = resp.Private
 	return sp, diags
+}
+
+// deferProvider makes sp the plan of a step whose provider is configured
+// from outputs of steps that have not run yet.
+func deferProvider(sp *StepPlan, s *phases.Step, after []phases.Address) {
+	sp.KnownAfter = union(sp.KnownAfter, after)
+	sp.Deferred = true
+	sp.InputHash = ""
+	sp.Diff = deferredDiff(sp.KnownAfter)
+	sp.Detail = providerWaits(s, after)
 }
 
 // waitsFor is the list of steps a step's inputs wait for, when some of

@@ -204,10 +204,16 @@ func (e *Engine) rollbackPhase(stop, cancel context.Context, ph *phases.Phase, p
 // revert undoes one step with the inverse its record holds.
 func (r *stepRunner) revert(s *phases.Step) bool {
 	e := r.e
-	p := e.provider(s)
 	rec, ok := e.state.Step(s.Addr)
 	if !ok || !needsRevert(rec) {
 		return true
+	}
+	p, provAfter, pd := e.use(r.cancel, s, r.out)
+	if pd.HasErrors() {
+		return r.revertFailed(s, rec, e.redactDiags(pd).Err())
+	}
+	if p == nil {
+		return r.revertFailed(s, rec, providerNotReady(s, provAfter))
 	}
 	cfg, diags := r.out.evaluate(s)
 	if diags.HasErrors() {

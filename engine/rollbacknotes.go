@@ -26,7 +26,11 @@ func (e *Engine) NoteChanges(ctx context.Context, rp *RollbackPlan) {
 			if diags.HasErrors() {
 				continue
 			}
-			read := e.provider(s).Read(ctx, providers.ReadRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec)})
+			p, _, pd := e.use(ctx, s, out)
+			if p == nil || pd.HasErrors() {
+				continue
+			}
+			read := p.Read(ctx, providers.ReadRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec)})
 			if read.Observation == providers.Drifted && !read.Diagnostics.HasErrors() && read.Detail != "" {
 				x.Changed = e.hooks.redactor.Text(read.Detail)
 			}

@@ -317,7 +317,6 @@ func (r *stepRunner) run(s *phases.Step) bool {
 		return false
 	}
 	e := r.e
-	p := e.provider(s)
 	rec, ok := e.state.Step(s.Addr)
 	if !ok {
 		rec = &state.StepRecord{Addr: s.Addr, Phase: s.Phase, Check: s.IsCheck(), Status: state.Pending}
@@ -325,6 +324,15 @@ func (r *stepRunner) run(s *phases.Step) bool {
 	cfg, diags := r.out.evaluate(s)
 	if diags.HasErrors() {
 		return r.fail(s, rec, diags.Err())
+	}
+	// Its provider is configured now if it waited for step outputs: the
+	// steps it waits for are dependencies of s, so they have run.
+	p, provAfter, pd := e.use(r.cancel, s, r.out)
+	if pd.HasErrors() {
+		return r.fail(s, rec, e.redactDiags(pd).Err())
+	}
+	if p == nil {
+		return r.fail(s, rec, providerNotReady(s, provAfter))
 	}
 	hash := e.stepInputHash(r.cancel, s, cfg)
 	sp := r.planned[s.Addr]

@@ -41,6 +41,9 @@ func inputHash(v cty.Value) string {
 // its provider adds through InputDigester (files the attributes name).
 func (e *Engine) stepInputHash(ctx context.Context, s *phases.Step, cfg cty.Value) string {
 	h := inputHash(cfg)
+	if !e.configured(s) {
+		return ""
+	}
 	d, ok := e.provider(s).(providers.InputDigester)
 	if h == "" || !ok {
 		return h

@@ -39,6 +39,10 @@ type ProviderConfig struct {
 	Name   string
 	Config Evaluator
 	Range  Range
+	// DependsOn lists the steps whose outputs the block uses, sorted.
+	// The provider is configured only once they have run, so every step
+	// it runs depends on them too (the loader adds them to Step.DependsOn).
+	DependsOn []Address
 }
 
 // Key is how steps refer to the provider: TYPE.NAME.

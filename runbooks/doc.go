@@ -58,8 +58,12 @@
 // value computed from it.
 //
 // Locals may use variables, other locals and functions, but not step
-// outputs: like variables and provider blocks, they are known before any
-// step runs.
+// outputs: like variables, they are known before any step runs. A
+// provider block may use step outputs (endpoints =
+// [incus_instance.talos.ipv4]): the steps it refers to are recorded in
+// ProviderConfig.DependsOn and added to Step.DependsOn of every step and
+// check the provider runs, so they must run in the same phase or one
+// strictly before; the engine configures the provider when first needed.
 //
 // Names (labels, arguments, references) are normalized to Unicode NFC as
 // the files are parsed, and a block name whose letters come from two

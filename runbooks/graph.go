@@ -152,6 +152,22 @@ func (ld *load) checkStepGraph() {
 				}
 				ld.checkPhaseOrder(d, ld.steps[r.addr], r.rng.hcl())
 			}
+			if d.prov == nil {
+				continue
+			}
+			// The provider's references are dependencies of the step too.
+			for _, r := range d.prov.refs {
+				if reported[r.addr] {
+					continue
+				}
+				reported[r.addr] = true
+				if j, same := index[r.addr]; same {
+					rngs.add(g, i, j, r.rng)
+					ld.checkCheckOrder(d, members[j], r.rng.hcl())
+					continue
+				}
+				ld.checkProviderOrder(d, ld.steps[r.addr], r.rng.hcl())
+			}
 		}
 		for _, cyc := range g.Cycles() {
 			var names, path []string
@@ -199,6 +215,27 @@ func (ld *load) checkPhaseOrder(d, dep *stepDecl, rng hcl.Range) {
 		Summary:  "Dependency on Unordered Phase",
 		Detail: fmt.Sprintf("The %s %s in phase %q depends on %s, which belongs to phase %q, but nothing makes phase %q run before phase %q. Add phase.%s to the after argument of phase %q.",
 			d.kind(), d.addr(), p, dep.addr(), q, q, p, q, p),
+		Subject: rng.Ptr(),
+	})
+}
+
+// checkProviderOrder reports a provider block that uses the outputs of a
+// step of a phase that does not run strictly before the phase of a step
+// the provider runs: the provider could not be configured for that step.
+func (ld *load) checkProviderOrder(d, dep *stepDecl, rng hcl.Range) {
+	if dep == nil || ld.runsBefore(dep.phase, d.phase) {
+		return
+	}
+	p, q := d.phase.block.Name, dep.phase.block.Name
+	why := fmt.Sprintf("but nothing makes phase %q run before phase %q. Add phase.%s to the after argument of phase %q, or give the step another provider block.", q, p, q, p)
+	if ld.runsBefore(d.phase, dep.phase) {
+		why = fmt.Sprintf("and phase %q runs first, so %s would not have run yet when the provider is needed. Move one of them, or give the step another provider block.", p, dep.addr())
+	}
+	ld.diags = append(ld.diags, &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Provider Configured from a Later Step",
+		Detail: fmt.Sprintf("The provider %s runs the %s %s in phase %q, and its configuration uses %s, which belongs to phase %q, %s",
+			d.prov.cfg.Key(), d.kind(), d.addr(), p, dep.addr(), q, why),
 		Subject: rng.Ptr(),
 	})
 }

@@ -209,6 +209,7 @@ func (ld *load) run() *phases.Runbook {
 
 	ld.declareProviders(provBlocks)
 	ld.declarePhases(phaseBlocks)
+	ld.resolveProviders()
 	ld.resolveSteps()
 	ld.orderPhases()
 	ld.checkStepGraph()

@@ -23,7 +23,11 @@ const (
 
 type providerDecl struct {
 	block *providerBlock
+	attrs map[string]phases.Attribute
 	cfg   *phases.ProviderConfig
+	// refs are the steps the block uses: dependencies of every step the
+	// provider runs.
+	refs []stepRef
 }
 
 // declareProviders checks every provider block against its schema.
@@ -53,25 +57,30 @@ func (ld *load) declareProviders(blocks []*providerBlock) {
 			})
 			continue
 		}
-		ev := ld.staticEvaluator(b.Config, "provider:"+b.Type, schema.Provider.Attributes, "A provider configuration")
-		d := &providerDecl{block: b, cfg: &phases.ProviderConfig{
-			Type: b.Type, Name: b.Name, Config: ev, Range: toRange(b.DefRange),
+		d := &providerDecl{block: b, attrs: schema.Provider.Attributes, cfg: &phases.ProviderConfig{
+			Type: b.Type, Name: b.Name, Range: toRange(b.DefRange),
 		}}
 		ld.providers[key] = d
 		ld.providerOrder = append(ld.providerOrder, d)
 	}
 }
 
-// staticEvaluator checks a body that may use variables, locals and
-// functions but no step outputs, decoding it once to report mistakes.
-func (ld *load) staticEvaluator(body hcl.Body, key string, attrs map[string]phases.Attribute, what string) *evaluator {
-	spec := ld.spec(key, attrs)
-	_, bad, diags := ld.checkRefs(hcldec.Variables(body, spec), false, what)
-	ld.diags = append(ld.diags, diags...)
-	ev := &evaluator{scope: ld.scope, body: body, spec: spec, sensitive: sensitiveNames(attrs)}
-	_, diags = ev.decode(nil)
-	ld.diags = append(ld.diags, dropWithin(diags, bad)...)
-	return ev
+// resolveProviders, once every step is declared, checks the references
+// of each provider block (which may use step outputs: the provider is
+// configured when first used, after those steps ran) and decodes it once
+// with unknown outputs to report mistakes.
+func (ld *load) resolveProviders() {
+	for _, d := range ld.providerOrder {
+		spec := ld.spec("provider:"+d.block.Type, d.attrs)
+		refs, bad, diags := ld.checkRefs(hcldec.Variables(d.block.Config, spec), true, "")
+		ld.diags = append(ld.diags, diags...)
+		d.refs = refs
+		ev := &evaluator{scope: ld.scope, body: d.block.Config, spec: spec, refs: uniqueAddrs(refs), sensitive: sensitiveNames(d.attrs)}
+		_, diags = ev.decode(nil)
+		ld.diags = append(ld.diags, dropWithin(diags, bad)...)
+		d.cfg.Config = ev
+		d.cfg.DependsOn = ev.refs
+	}
 }
 
 type phaseDecl struct {
@@ -95,8 +104,9 @@ type stepDecl struct {
 	step     *phases.Step
 	body     hcl.Body // the attributes left after the meta-arguments
 	provider *hcl.Attribute
-	explicit []stepRef // depends_on entries
-	deps     []stepRef // explicit and referenced, all declared
+	prov     *providerDecl // the block that runs it, nil for an implicit one
+	explicit []stepRef     // depends_on entries
+	deps     []stepRef     // explicit and referenced, all declared
 }
 
 func (d *stepDecl) addr() phases.Address { return d.step.Addr }
@@ -510,7 +520,11 @@ func (ld *load) resolveSteps() {
 		_, diags = ev.decode(nil)
 		ld.diags = append(ld.diags, dropWithin(diags, bad)...)
 		d.step.Config = ev
-		for _, a := range uniqueAddrs(d.deps) {
+		deps := d.deps
+		if d.prov != nil && len(d.prov.refs) > 0 {
+			deps = append(deps[:len(deps):len(deps)], d.prov.refs...)
+		}
+		for _, a := range uniqueAddrs(deps) {
 			if a != d.addr() {
 				d.step.DependsOn = append(d.step.DependsOn, a)
 			}
@@ -581,7 +595,7 @@ func (ld *load) resolveProvider(d *stepDecl) {
 			return
 		}
 		if p, ok := ld.providers[pt+"."+name]; ok {
-			d.step.Provider = p.cfg.Key()
+			d.step.Provider, d.prov = p.cfg.Key(), p
 			return
 		}
 		if name == implicitName && len(blocks) == 0 && implicitOK {
@@ -603,11 +617,11 @@ func (ld *load) resolveProvider(d *stepDecl) {
 
 	switch {
 	case len(blocks) == 1:
-		d.step.Provider = blocks[0].cfg.Key()
+		d.step.Provider, d.prov = blocks[0].cfg.Key(), blocks[0]
 	case len(blocks) > 1:
 		for _, p := range blocks {
 			if p.block.Name == implicitName {
-				d.step.Provider = p.cfg.Key()
+				d.step.Provider, d.prov = p.cfg.Key(), p
 				return
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,6 +25,9 @@ const (
 type graphModel struct {
 	phases []graphPhase
 	edges  [][2]string // step -> step that waits for it
+	// labels says why an edge is there when it is not the step's own
+	// reference: "provider talos.node" for a step the provider's block uses.
+	labels map[[2]string]string
 	order  [][2]string // phase -> phase that runs after it
 }
 
@@ -39,7 +43,11 @@ type graphNode struct {
 }
 
 func buildGraph(rb *phases.Runbook) graphModel {
-	var g graphModel
+	g := graphModel{labels: map[[2]string]string{}}
+	providerDeps := map[string][]phases.Address{}
+	for _, pc := range rb.Providers {
+		providerDeps[pc.Key()] = pc.DependsOn
+	}
 	for _, ph := range rb.Phases {
 		gp := graphPhase{name: ph.Name}
 		all := append(append([]*phases.Step(nil), ph.Steps...), ph.Checks...)
@@ -51,7 +59,11 @@ func buildGraph(rb *phases.Runbook) graphModel {
 			}
 			gp.nodes = append(gp.nodes, n)
 			for _, d := range s.DependsOn {
-				g.edges = append(g.edges, [2]string{d.String(), s.Addr.String()})
+				e := [2]string{d.String(), s.Addr.String()}
+				g.edges = append(g.edges, e)
+				if slices.Contains(providerDeps[s.Provider], d) {
+					g.labels[e] = "provider " + s.Provider
+				}
 			}
 		}
 		sort.Slice(gp.nodes, func(i, j int) bool { return gp.nodes[i].id < gp.nodes[j].id })
@@ -116,6 +128,10 @@ func writeDot(w io.Writer, g graphModel) {
 		fmt.Fprintln(w)
 	}
 	for _, e := range g.edges {
+		if l := g.labels[e]; l != "" {
+			fmt.Fprintf(w, "  %s -> %s [label = %s, style = bold];\n", q(e[0]), q(e[1]), q(l))
+			continue
+		}
 		fmt.Fprintf(w, "  %s -> %s;\n", q(e[0]), q(e[1]))
 	}
 	if len(g.order) > 0 {
@@ -155,7 +171,11 @@ func writeMermaid(w io.Writer, g graphModel) {
 	for _, e := range g.edges {
 		from, ok1 := ids[e[0]]
 		to, ok2 := ids[e[1]]
-		if ok1 && ok2 {
+		switch l := g.labels[e]; {
+		case !ok1 || !ok2:
+		case l != "":
+			fmt.Fprintf(w, "  %s ==>|%s| %s\n", from, label(l), to)
+		default:
 			fmt.Fprintf(w, "  %s --> %s\n", from, to)
 		}
 	}
@@ -289,6 +309,12 @@ func writeSVG(w io.Writer, g graphModel) {
 		}
 		x1, y1, x2, y2 := from.x+from.w, from.y+svgBoxH/2, to.x, to.y+svgBoxH/2
 		mid := (x1 + x2) / 2
+		if l := g.labels[e]; l != "" {
+			// The step waits for what its provider's block uses.
+			fmt.Fprintf(w, `  <g class="edge provider" data-from="%s" data-to="%s" data-label="%s"><title>%s</title><path d="M %d %d C %d %d, %d %d, %d %d" fill="none" stroke="#2a5db0" stroke-width="2" marker-end="url(#arrow)"/><text x="%d" y="%d" text-anchor="middle" font-size="10" fill="#2a5db0">%s</text></g>`+"\n",
+				esc(e[0]), esc(e[1]), esc(l), esc(e[0]+" -> "+e[1]+" ("+l+")"), x1, y1, mid, y1, mid, y2, x2, y2, mid, (y1+y2)/2-4, esc(l))
+			continue
+		}
 		fmt.Fprintf(w, `  <g class="edge" data-from="%s" data-to="%s"><title>%s</title><path d="M %d %d C %d %d, %d %d, %d %d" fill="none" stroke="#444" marker-end="url(#arrow)"/></g>`+"\n",
 			esc(e[0]), esc(e[1]), esc(e[0]+" -> "+e[1]), x1, y1, mid, y1, mid, y2, x2, y2)
 	}

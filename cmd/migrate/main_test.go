@@ -825,3 +825,76 @@ func TestOnlyYesAccepted(t *testing.T) {
 		}
 	}
 }
+
+// A provider block may use a step's outputs: the graph shows the edge it
+// adds to the provider's steps, labelled, and validate refuses a reference
+// to a step of a phase that runs later, with the file and line.
+func TestProviderFromStepOutputs(t *testing.T) {
+	t.Parallel()
+	dir := runbook(t, map[string]string{"main.hcl": `
+provider "talos" "node" {
+  version   = "v1.13.3"
+  endpoints = ["10.0.0.${exec.boot.exit_code}"]
+}
+phase "platform" {
+  step "exec" "boot" { command = ["true"] }
+  step "talos_kubeconfig" "admin" { path = "kubeconfig" }
+}
+`})
+	run(t, dir, 0, "validate")
+	r := run(t, dir, 0, "graph")
+	if want := `"exec.boot" -> "talos_kubeconfig.admin" [label = "provider talos.node", style = bold];`; !strings.Contains(r.stdout, want) {
+		t.Errorf("graph lacks %s: %s", want, r)
+	}
+	if r := run(t, dir, 0, "graph", "--format", "svg"); !strings.Contains(r.stdout, `data-from="exec.boot" data-to="talos_kubeconfig.admin" data-label="provider talos.node"`) {
+		t.Errorf("svg: %s", r)
+	}
+
+	later := runbook(t, map[string]string{"main.hcl": `
+provider "talos" "node" {
+  version   = "v1.13.3"
+  endpoints = ["10.0.0.${exec.boot.exit_code}"]
+}
+phase "platform" {
+  step "talos_kubeconfig" "admin" { path = "kubeconfig" }
+}
+phase "later" {
+  step "exec" "boot" { command = ["true"] }
+}
+`})
+	r = run(t, later, 1, "validate")
+	for _, want := range []string{"Provider Configured from a Later Step", "main.hcl line 4", "exec.boot"} {
+		if !strings.Contains(r.stderr+r.stdout, want) {
+			t.Errorf("validate lacks %q: %s", want, r)
+		}
+	}
+}
+
+// The plan of a provider configured from a step that has not run: its
+// steps are deferred, naming the step, and the provider is not configured
+// with unknown values (which would fail: it has no socket yet).
+func TestProviderFromStepOutputsPlan(t *testing.T) {
+	t.Parallel()
+	dir := runbook(t, map[string]string{"main.hcl": `
+provider "incus" "host" {
+  socket = "/nonexistent/incus-${exec.boot.exit_code}.socket"
+}
+phase "platform" {
+  step "exec" "boot" { command = ["true"] }
+  step "incus_snapshot" "s" {
+    instance = "old"
+    name     = "before"
+  }
+}
+`})
+	r := run(t, dir, 0, "plan")
+	for _, want := range []string{"incus.host", "(known after exec.boot)", "incus_snapshot.s"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("plan lacks %q: %s", want, r)
+		}
+	}
+	r = run(t, dir, 0, "plan", "--json")
+	if !strings.Contains(r.stdout, `"deferred": true`) || !strings.Contains(r.stdout, `"known_after"`) {
+		t.Errorf("plan --json: %s", r)
+	}
+}

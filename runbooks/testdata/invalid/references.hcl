@@ -21,5 +21,5 @@ phase "one" {
 }
 
 provider "talos" "n" {
-  version = talos_kubeconfig.k.path # ERROR: Invalid Reference
+  version = talos_kubeconfig.k.path # ERROR: Reference to Undeclared Step
 }

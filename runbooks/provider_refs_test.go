@@ -1,0 +1,134 @@
+package runbooks_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/runbooks"
+)
+
+// A provider block may use step outputs: the references are recorded on
+// the provider and become dependencies of every step it runs.
+func TestProviderUsesStepOutputs(t *testing.T) {
+	rb := mustLoad(t, map[string]string{"main.hcl": `
+provider "talos" "node" {
+  version   = "v1.13.3"
+  endpoints = ["10.0.0.${exec.boot.exit_code}"]
+}
+phase "platform" {
+  step "exec" "boot" { command = ["true"] }
+  step "talos_kubeconfig" "k" {}
+}
+phase "apps" {
+  step "talos_kubeconfig" "later" {}
+  step "exec" "other" { command = ["true"] }
+}
+`}, runbooks.Options{})
+	var pc *phases.ProviderConfig
+	for _, p := range rb.Providers {
+		if p.Key() == "talos.node" {
+			pc = p
+		}
+	}
+	if pc == nil {
+		t.Fatal("no provider talos.node")
+	}
+	boot := phases.Address{Type: "exec", Name: "boot"}
+	if len(pc.DependsOn) != 1 || pc.DependsOn[0] != boot {
+		t.Fatalf("provider DependsOn = %v, want [exec.boot]", pc.DependsOn)
+	}
+	for _, addr := range []string{"talos_kubeconfig.k", "talos_kubeconfig.later"} {
+		if deps := step(t, rb, addr).DependsOn; len(deps) != 1 || deps[0] != boot {
+			t.Errorf("%s DependsOn = %v, want [exec.boot]", addr, deps)
+		}
+	}
+	if deps := step(t, rb, "exec.other").DependsOn; len(deps) != 0 {
+		t.Errorf("exec.other DependsOn = %v, want none: it is not run by talos.node", deps)
+	}
+	// The block is evaluated with the outputs known at the time.
+	v, diags := pc.Config.Evaluate(map[phases.Address]cty.Value{boot: cty.ObjectVal(map[string]cty.Value{"exit_code": cty.NumberIntVal(7)})})
+	if diags.HasErrors() {
+		t.Fatal(diags.Err())
+	}
+	if got := v.GetAttr("endpoints").Index(cty.NumberIntVal(0)).AsString(); got != "10.0.0.7" {
+		t.Errorf("endpoint = %q, want 10.0.0.7", got)
+	}
+	v, _ = pc.Config.Evaluate(nil)
+	if v.GetAttr("endpoints").IsWhollyKnown() {
+		t.Error("endpoints known before exec.boot ran")
+	}
+}
+
+func TestProviderReferenceErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, src, summary, line string
+		detail                   []string
+	}{
+		{
+			name: "undeclared step",
+			src: `provider "talos" "node" {
+  version   = "v1"
+  endpoints = [exec.nope.exit_code]
+}
+phase "p" {
+  step "exec" "boot" { command = ["true"] }
+  step "talos_kubeconfig" "k" {}
+}
+`,
+			summary: "Reference to Undeclared Step", line: "main.hcl:3",
+			detail: []string{"exec.nope"},
+		},
+		{
+			name: "step of a later phase",
+			src: `provider "talos" "node" {
+  version   = "v1"
+  endpoints = [exec.boot.exit_code]
+}
+phase "first" {
+  step "talos_kubeconfig" "k" {}
+}
+phase "second" {
+  step "exec" "boot" { command = ["true"] }
+}
+`,
+			summary: "Provider Configured from a Later Step", line: "main.hcl:3",
+			detail: []string{"talos.node", "talos_kubeconfig.k", "exec.boot", `phase "first" runs first`},
+		},
+		{
+			name: "its own step",
+			src: `provider "talos" "node" {
+  version = talos_kubeconfig.k.path
+}
+phase "p" {
+  step "talos_kubeconfig" "k" {}
+}
+`,
+			summary: "Dependency Cycle", line: "main.hcl:2",
+			detail: []string{"talos_kubeconfig.k"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, diags := load(t, map[string]string{"main.hcl": tc.src}, runbooks.Options{})
+			var found *phases.Diagnostic
+			for i := range diags {
+				if diags[i].Summary == tc.summary {
+					found = &diags[i]
+				}
+			}
+			if found == nil {
+				t.Fatalf("no %q among %v", tc.summary, diags.Err())
+			}
+			if found.Subject == nil || !strings.HasPrefix(found.Subject.String(), tc.line) {
+				t.Errorf("subject = %v, want %s", found.Subject, tc.line)
+			}
+			for _, want := range tc.detail {
+				if !strings.Contains(found.Detail, want) {
+					t.Errorf("detail %q does not say %q", found.Detail, want)
+				}
+			}
+		})
+	}
+}
