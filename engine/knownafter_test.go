@@ -240,3 +240,25 @@ func TestCheckWaitingForAStepIsPlannedAgain(t *testing.T) {
 		t.Errorf("no StepPlanned event for the check: %+v", h.events)
 	}
 }
+
+// An error that holds whatever the unknown values turn out to be (a
+// PodSecurity violation of a chart rendered before its cluster exists)
+// fails the plan even for a step that waits for another.
+func TestDefiniteErrorOnUnknownInputsFailsThePlan(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.fake.PlanFn = func(_ context.Context, req providers.PlanRequest) providers.PlanResponse {
+		d := phases.Errorf("PodSecurity Violation", "privileged container in a baseline namespace")
+		d[0].Definite = true
+		return providers.PlanResponse{Diagnostics: d}
+	}
+	b := newRB()
+	p := b.phase("platform")
+	b.step(p, "cluster")
+	p.Steps = append(p.Steps, fromOutput(p, "release", "cluster", ""))
+	e, _ := h.open(b.r)
+	_, diags := e.Plan(context.Background(), engine.PlanOptions{})
+	if !diags.HasErrors() || !strings.Contains(diags.Err().Error(), "privileged container") {
+		t.Fatalf("diags = %v, want the violation", diags)
+	}
+}

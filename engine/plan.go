@@ -359,7 +359,7 @@ func (e *Engine) takeDiff(sp *StepPlan, resp providers.PlanResponse) phases.Diag
 	diags, diff := resp.Diagnostics, resp.Diff
 	if len(sp.KnownAfter) > 0 {
 		switch {
-		case diags.HasErrors():
+		case diags.HasErrors() && !definite(diags):
 			var warnings phases.Diagnostics
 			for _, d := range diags {
 				if d.Severity != phases.Error {
@@ -374,6 +374,17 @@ func (e *Engine) takeDiff(sp *StepPlan, resp providers.PlanResponse) phases.Diag
 	}
 	sp.Diff = e.hooks.redactor.Text(diff)
 	return diags
+}
+
+// definite: some error of diags holds whatever the unknown values turn
+// out to be, so the plan must fail now rather than defer.
+func definite(diags phases.Diagnostics) bool {
+	for _, d := range diags {
+		if d.Severity == phases.Error && d.Definite {
+			return true
+		}
+	}
+	return false
 }
 
 func priorOf(rec *state.StepRecord) *providers.Prior {

@@ -45,6 +45,11 @@ type Diagnostic struct {
 	// Values says which values the expression in error had, as sorted
 	// "NAME as VALUE" statements; sensitive values are never among them.
 	Values []string
+	// Definite marks an error that holds whatever the values not known
+	// yet turn out to be (a PodSecurity violation of a chart rendered
+	// before its cluster exists): the plan of a step whose inputs wait
+	// for other steps keeps it, instead of deferring it with the diff.
+	Definite bool
 }
 
 // Diagnostics is a list of problems; it is an error only when one of them
