@@ -1,18 +1,23 @@
 package incus_test
 
 import (
+	"context"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/homelab-migrate/migrate/engine"
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/incus"
 	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
 	"github.com/homelab-migrate/migrate/providers/incus/internal/incustest"
+	"github.com/homelab-migrate/migrate/runbooks"
 )
 
 // netStep is an incus_instance container from the DHCP image with eth0 on
@@ -244,5 +249,57 @@ func TestWaitForValidation(t *testing.T) {
 	s := incus.InstanceSpec{Type: "container", Image: "x", WaitFor: "ipv6", WaitTimeout: "90s"}
 	if d := incus.Normalize(addr, &s); d.HasErrors() {
 		t.Errorf("a valid wait: %v", d.Err())
+	}
+}
+
+// TestAddressThroughEngine: in one run, the step after the instance gets
+// its address (planned as known after apply); a second plan reads the
+// outputs back and changes nothing; rollback deletes the instance.
+func TestAddressThroughEngine(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	name := unique("engine")
+	cleanupInstance(t, c, name)
+	out := filepath.Join(t.TempDir(), "address")
+	dir, err := filepath.Abs("testdata/address")
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemas := map[string]phases.Schema{}
+	for n, f := range factories {
+		schemas[n] = f().Schema()
+	}
+	rb, diags := runbooks.NewLoader(os.DirFS(dir), runbooks.Options{Dir: dir, Schemas: schemas,
+		Vars: []string{"name=" + name, "image=" + incustest.NetImage, "network=" + incustest.Network, "out=" + out}}).Load()
+	if diags.HasErrors() {
+		t.Fatal(diags.Err())
+	}
+	stateDir := t.TempDir()
+	if _, err := runPhase(t, rb, stateDir, "node"); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Fields(string(got))
+	mac := inst(t, c, name).Config["volatile.eth0.hwaddr"]
+	if len(fields) != 3 || !netip.MustParseAddr(fields[0]).Is4() || fields[1] != mac || fields[2] != "Running" {
+		t.Fatalf("the exec step got %q, want an IPv4 address, MAC %s and Running", got, mac)
+	}
+
+	e, done := migration(t, rb, stateDir)
+	again, diags := e.Plan(context.Background(), engine.PlanOptions{Phases: []string{"node"}})
+	done()
+	if diags.HasErrors() || again.HasChanges() {
+		for _, sp := range again.Phases[0].Steps {
+			t.Logf("re-plan %s: %s %s", sp.Addr, sp.ActionName, sp.Detail)
+		}
+		t.Fatalf("re-plan: %v changes=%v", diags.Err(), again.HasChanges())
+	}
+
+	rollbackAll(t, rb, stateDir)
+	if _, _, err := c.Instance(ctxT(t, 10*time.Second), name); !incusapi.IsNotFound(err) {
+		t.Errorf("after rollback the instance is still there (%v)", err)
 	}
 }
