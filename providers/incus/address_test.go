@@ -60,7 +60,10 @@ func TestInstanceAddressOutputs(t *testing.T) {
 	name := unique("addr")
 	cleanupInstance(t, c, name)
 	s := netStep(t, p, name, "", map[string]cty.Value{"wait_for": str("ipv4"), "wait_timeout": str("60s")})
-	r := s.mustApply(s.mustPlan(nil).Private, nil)
+	pl := s.mustPlan(nil)
+	wantContains(t, "the plan", pl.Diff, "then wait up to 60s for an IPv4 address of the first NIC (wait_for)\n  rollback: delete the instance")
+	r := s.mustApply(pl.Private, nil)
+	wantContains(t, "the re-plan", s.mustPlan(priorOf(r)).Diff, "nothing to change\n  then wait up to 60s for an IPv4 address")
 	out := outputs(r.Outputs)
 	ip, err := netip.ParseAddr(out["ipv4"])
 	if err != nil || !ip.Is4() || !ip.IsPrivate() {

@@ -443,10 +443,10 @@ func planInstance(ctx context.Context, c *call, s InstanceSpec, prior instPrior)
 	ch := instanceChanges(s, inst, pv.Config, pv.Devices)
 	priv := instancePrivate{ETag: etag, Exists: true, Planned: true}
 	if len(ch) == 0 {
-		return sdk.Plan[instancePrivate]{Diff: fmt.Sprintf("instance %q (%s, %s) already has the settings the step manages: nothing to change", s.Name, s.Type, strings.ToLower(inst.Status)), Private: priv}
+		return sdk.Plan[instancePrivate]{Diff: fmt.Sprintf("instance %q (%s, %s) already has the settings the step manages: nothing to change", s.Name, s.Type, strings.ToLower(inst.Status)) + waitNote(s), Private: priv}
 	}
 	head := fmt.Sprintf("~ update %s %q (%s) with the ETag read now; a change made meanwhile is refused, not overwritten", s.Type, s.Name, strings.ToLower(inst.Status))
-	return sdk.Plan[instancePrivate]{Diff: renderChanges(head, ch), Private: priv}
+	return sdk.Plan[instancePrivate]{Diff: renderChanges(head, ch) + waitNote(s), Private: priv}
 }
 
 // needsSource refuses to create an instance from nothing.
@@ -472,7 +472,19 @@ func createDiff(s InstanceSpec) string {
 		ch = append(ch, change{'+', fmt.Sprintf("profiles [%s]", strings.Join(s.Profiles, ", "))})
 	}
 	ch = slices.DeleteFunc(ch, func(x change) bool { return x.sign == '~' && strings.HasPrefix(x.text, "profiles:") })
-	return renderChanges(head, ch) + "\n  rollback: delete the instance"
+	return renderChanges(head, ch) + waitNote(s) + "\n  rollback: delete the instance"
+}
+
+// waitNote tells in a plan that apply waits for an address.
+func waitNote(s InstanceSpec) string {
+	if s.WaitFor == "" {
+		return ""
+	}
+	nic := "the first NIC"
+	if s.NIC != "" {
+		nic = "NIC " + s.NIC
+	}
+	return fmt.Sprintf("\n  then wait up to %s for an %s address of %s (wait_for)", orDefault(s.WaitTimeout, "2m"), strings.ToUpper(s.WaitFor[:2])+s.WaitFor[2:], nic)
 }
 
 // --- the cleanup guard
