@@ -2,10 +2,13 @@ package incus_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
 	"github.com/homelab-migrate/migrate/providers/incus/internal/incustest"
 	"github.com/homelab-migrate/migrate/runbooks"
+	"github.com/homelab-migrate/migrate/state"
 )
 
 // netStep is an incus_instance container from the DHCP image with eth0 on
@@ -255,15 +259,27 @@ func TestWaitForValidation(t *testing.T) {
 	}
 }
 
-// TestAddressThroughEngine: in one run, the step after the instance gets
-// its address (planned as known after apply); a second plan reads the
-// outputs back and changes nothing; rollback deletes the instance.
-func TestAddressThroughEngine(t *testing.T) {
-	t.Parallel()
-	c := client(t)
-	name := unique("engine")
-	cleanupInstance(t, c, name)
-	out := filepath.Join(t.TempDir(), "address")
+// profile makes an Incus profile with the given config keys (through the
+// incus CLI: incusapi has no profile endpoints), deleted after every
+// instance the test makes later.
+func profile(t *testing.T, config map[string]string) string {
+	t.Helper()
+	name := unique("prof")
+	if out, err := exec.Command("incus", "profile", "create", name).CombinedOutput(); err != nil {
+		t.Fatalf("incus profile create: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("incus", "profile", "delete", name).Run() })
+	for k, v := range config {
+		if out, err := exec.Command("incus", "profile", "set", name, k, v).CombinedOutput(); err != nil {
+			t.Fatalf("incus profile set: %v: %s", err, out)
+		}
+	}
+	return name
+}
+
+// loadAddress loads testdata/address for instance name, writing to out.
+func loadAddress(t testing.TB, name, prof, out string) *phases.Runbook {
+	t.Helper()
 	dir, err := filepath.Abs("testdata/address")
 	if err != nil {
 		t.Fatal(err)
@@ -273,14 +289,16 @@ func TestAddressThroughEngine(t *testing.T) {
 		schemas[n] = f().Schema()
 	}
 	rb, diags := runbooks.NewLoader(os.DirFS(dir), runbooks.Options{Dir: dir, Schemas: schemas,
-		Vars: []string{"name=" + name, "image=" + incustest.NetImage, "network=" + incustest.Network, "out=" + out}}).Load()
+		Vars: []string{"name=" + name, "image=" + incustest.NetImage, "network=" + incustest.Network, "out=" + out, "profile=" + prof}}).Load()
 	if diags.HasErrors() {
 		t.Fatal(diags.Err())
 	}
-	stateDir := t.TempDir()
-	if _, err := runPhase(t, rb, stateDir, "node"); err != nil {
-		t.Fatalf("run: %v", err)
-	}
+	return rb
+}
+
+// wantHanded checks what the exec step after the instance received.
+func wantHanded(t *testing.T, c *incusapi.Client, name, out string) {
+	t.Helper()
 	got, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
@@ -290,6 +308,24 @@ func TestAddressThroughEngine(t *testing.T) {
 	if len(fields) != 3 || !netip.MustParseAddr(fields[0]).Is4() || fields[1] != mac || fields[2] != "Running" {
 		t.Fatalf("the exec step got %q, want an IPv4 address, MAC %s and Running", got, mac)
 	}
+}
+
+// TestAddressThroughEngine: in one run, the step after the instance gets
+// its address (planned as known after apply); a second plan reads the
+// outputs back and changes nothing; rollback deletes the instance.
+func TestAddressThroughEngine(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	prof := profile(t, nil)
+	name := unique("engine")
+	cleanupInstance(t, c, name)
+	out := filepath.Join(t.TempDir(), "address")
+	rb := loadAddress(t, name, prof, out)
+	stateDir := t.TempDir()
+	if _, err := runPhase(t, rb, stateDir, "node"); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	wantHanded(t, c, name, out)
 
 	e, done := migration(t, rb, stateDir)
 	again, diags := e.Plan(context.Background(), engine.PlanOptions{Phases: []string{"node"}})
@@ -305,4 +341,93 @@ func TestAddressThroughEngine(t *testing.T) {
 	if _, _, err := c.Instance(ctxT(t, 10*time.Second), name); !incusapi.IsNotFound(err) {
 		t.Errorf("after rollback the instance is still there (%v)", err)
 	}
+}
+
+// TestAddressCrashResume kills (SIGKILL) a migrate process while it waits
+// for the address of the instance it created (the guest's profile holds
+// its DHCP back); once the guest asks, the next run adopts the instance
+// without creating it again, waits, and hands the address on.
+func TestAddressCrashResume(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	prof := profile(t, map[string]string{"environment.MIGRATE_DHCP": "none"})
+	name := unique("crash")
+	cleanupInstance(t, c, name)
+	out := filepath.Join(t.TempDir(), "address")
+	dir := t.TempDir()
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperRunAddress$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "MIGRATE_INCUS_ADDRESS_HELPER="+strings.Join([]string{dir, name, prof, out}, ","))
+	log := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Running, on a guest that asks for no lease: the helper is past the
+	// create and the start, and waits for an address that does not come.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if i, _, err := c.Instance(ctxT(t, 10*time.Second), name); err == nil && i.Status == "Running" {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("the helper never started the instance:\n%s", log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if _, err := os.Stat(out); err == nil {
+		t.Fatalf("the exec step ran before the kill; the test proves nothing:\n%s", log)
+	}
+	st, err := state.Open(dir, state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, ok := st.Step(phases.Address{Type: incus.Instance, Name: "node"})
+	st.Close()
+	if !ok || rec.Status != state.Running {
+		t.Fatalf("the killed run left the instance step as %+v", rec)
+	}
+	created := inst(t, c, name).CreatedAt
+
+	// The guest asks for its lease from now on.
+	if out, err := exec.Command("incus", "profile", "unset", prof, "environment.MIGRATE_DHCP").CombinedOutput(); err != nil {
+		t.Fatalf("incus profile unset: %v: %s", err, out)
+	}
+	if err := c.SetState(ctxT(t, 60*time.Second), name, incusapi.InstanceStatePut{Action: "restart", Force: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	rb := loadAddress(t, name, prof, out)
+	plan, err := runPhase(t, rb, dir, "node")
+	if err != nil {
+		t.Fatalf("resumed run: %v", err)
+	}
+	for _, sp := range plan.Phases[0].Steps {
+		t.Logf("resume plan %s: %s (%s)", sp.Addr, sp.ActionName, sp.Detail)
+	}
+	wantHanded(t, c, name, out)
+	if i := inst(t, c, name); !i.CreatedAt.Equal(created) || i.Config[incus.KeyCreatedBy] != "incus_instance.node" {
+		t.Errorf("the resumed run made the instance again: created %v, then %v (%v)", created, i.CreatedAt, i.Config)
+	}
+	rollbackAll(t, rb, dir)
+	if _, _, err := c.Instance(ctxT(t, 10*time.Second), name); !incusapi.IsNotFound(err) {
+		t.Errorf("after rollback the instance is still there (%v)", err)
+	}
+}
+
+// TestHelperRunAddress is the migrate process TestAddressCrashResume kills.
+func TestHelperRunAddress(t *testing.T) {
+	env := os.Getenv("MIGRATE_INCUS_ADDRESS_HELPER")
+	if env == "" {
+		return // not a helper: nothing to do
+	}
+	a := strings.Split(env, ",")
+	_, err := runPhase(t, loadAddress(t, a[1], a[2], a[3]), a[0], "node")
+	fmt.Println("helper finished:", err)
+	os.Exit(0)
 }

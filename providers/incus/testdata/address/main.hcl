@@ -5,6 +5,9 @@ variable "name" {}
 variable "image" {}
 variable "network" {}
 variable "out" {}
+variable "profile" {
+  description = "A profile of the test's, after default (the crash test's holds the guest's DHCP back)."
+}
 
 provider "incus" "host" {}
 
@@ -16,6 +19,7 @@ phase "node" {
     type     = "container"
     image    = var.image
     start    = true
+    profiles = ["default", var.profile]
     devices  = { eth0 = { type = "nic", network = var.network } }
     wait_for = "ipv4"
   }
