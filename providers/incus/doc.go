@@ -17,7 +17,17 @@
 //     shows the config and device diff against the live instance; updates
 //     carry the ETag read at plan time, so a concurrent change is refused,
 //     never overwritten. The inverse deletes what the step created, or
-//     restores the previous config and devices.
+//     restores the previous config and devices. Its outputs are what the
+//     next steps need from a new instance: status, and the ipv4, ipv6
+//     (scope global) and mac of one NIC — the nic device named by nic,
+//     else the first nic device in name order (eth0 before eth1), found
+//     in the guest by its MAC. The guest reports the addresses (a
+//     container; a VM with the Incus agent); for a VM without the agent
+//     the managed network's DHCP lease of that MAC does (address.go).
+//     wait_for = "ipv4" (or "ipv6") makes apply wait for the address up
+//     to wait_timeout (2m), failing with what was last seen; Read fills
+//     the outputs too, and sends a run that stopped before the address
+//     came back to apply (and wait).
 //   - incus_instance_state: stops (or starts) an instance, gracefully with a
 //     timeout and by force only when asked, optionally after a snapshot. A
 //     stopped instance is marked in its own config (user.migrate.*) as kept

@@ -20,3 +20,8 @@ func DecodeInstance(addr phases.Address, cfg cty.Value) (InstanceSpec, phases.Di
 
 // CreateDiff is the plan's text for creating the instance of s.
 func CreateDiff(s InstanceSpec) string { return createDiff(s) }
+
+// Normalize checks a decoded incus_instance step as Validate does.
+func Normalize(addr phases.Address, s *InstanceSpec) phases.Diagnostics {
+	return normalize(addr, s, func(string, ...any) bool { return false })
+}

@@ -35,6 +35,9 @@ type InstanceSpec struct {
 	Start       bool                         `cty:"start" doc:"Start the instance once created."`
 	Description string                       `cty:"description" doc:"The instance description, set at creation."`
 	RetainUntil string                       `cty:"retain_until" doc:"With ensure = \"absent\": the date (YYYY-MM-DD) until which an instance kept for rollback must stay; its deletion is refused until that date has passed."`
+	NIC         string                       `cty:"nic" doc:"The NIC whose addresses the outputs report: a nic device name (or a guest interface name); default the first nic device in name order (eth0 before eth1)."`
+	WaitFor     string                       `cty:"wait_for" doc:"\"ipv4\" or \"ipv6\": apply waits until the NIC has a global address of that family (reported by the guest, or else by a DHCP lease of its managed network), so later steps can use it."`
+	WaitTimeout string                       `cty:"wait_timeout" doc:"How long wait_for waits, such as \"5m\"; default \"2m\"."`
 
 	// ProfilesSet: profiles was given (an empty list clears them).
 	ProfilesSet bool
@@ -43,10 +46,15 @@ type InstanceSpec struct {
 	SensitiveDevices map[string]bool
 }
 
-// instanceOut is the outputs of an incus_instance step.
+// instanceOut is the outputs of an incus_instance step; the status and
+// addresses are those of the last apply or read ("" when none is seen).
 type instanceOut struct {
-	Name string `cty:"name"`
-	Type string `cty:"type"`
+	Name   string `cty:"name"`
+	Type   string `cty:"type"`
+	Status string `cty:"status"`
+	IPv4   string `cty:"ipv4"`
+	IPv6   string `cty:"ipv6"`
+	MAC    string `cty:"mac"`
 }
 
 var instanceStep = &sdk.StepType[*conn, InstanceSpec, instancePrivate, instanceInverse]{
@@ -144,6 +152,19 @@ func normalize(addr phases.Address, s *InstanceSpec, sensitive func(string, ...a
 	}
 	if s.Empty && s.Type == "container" {
 		errorf("Invalid Attribute Value", "%s: empty = true is for virtual machines (installed from an iso device); a container needs an image.", what)
+	}
+	switch s.WaitFor {
+	case "", "ipv4", "ipv6":
+	default:
+		errorf("Invalid Attribute Value", "The \"wait_for\" attribute of %s must be \"ipv4\" or \"ipv6\", not %q.", what, s.WaitFor)
+	}
+	if s.WaitTimeout != "" {
+		if d, err := time.ParseDuration(s.WaitTimeout); err != nil || d <= 0 {
+			errorf("Invalid Attribute Value", "The \"wait_timeout\" attribute of %s must be a duration above zero, such as \"5m\", not %q.", what, s.WaitTimeout)
+		}
+	}
+	if s.WaitFor != "" && s.Ensure == "absent" {
+		diags = append(diags, warning("Attribute Ignored", "wait_for of %s only applies with ensure = \"present\"; it is ignored.", what)...)
 	}
 	if s.RetainUntil != "" {
 		if _, err := time.ParseInLocation(retainLayout, s.RetainUntil, time.Local); err != nil {
@@ -422,10 +443,10 @@ func planInstance(ctx context.Context, c *call, s InstanceSpec, prior instPrior)
 	ch := instanceChanges(s, inst, pv.Config, pv.Devices)
 	priv := instancePrivate{ETag: etag, Exists: true, Planned: true}
 	if len(ch) == 0 {
-		return sdk.Plan[instancePrivate]{Diff: fmt.Sprintf("instance %q (%s, %s) already has the settings the step manages: nothing to change", s.Name, s.Type, strings.ToLower(inst.Status)), Private: priv}
+		return sdk.Plan[instancePrivate]{Diff: fmt.Sprintf("instance %q (%s, %s) already has the settings the step manages: nothing to change", s.Name, s.Type, strings.ToLower(inst.Status)) + waitNote(s), Private: priv}
 	}
 	head := fmt.Sprintf("~ update %s %q (%s) with the ETag read now; a change made meanwhile is refused, not overwritten", s.Type, s.Name, strings.ToLower(inst.Status))
-	return sdk.Plan[instancePrivate]{Diff: renderChanges(head, ch), Private: priv}
+	return sdk.Plan[instancePrivate]{Diff: renderChanges(head, ch) + waitNote(s), Private: priv}
 }
 
 // needsSource refuses to create an instance from nothing.
@@ -451,7 +472,19 @@ func createDiff(s InstanceSpec) string {
 		ch = append(ch, change{'+', fmt.Sprintf("profiles [%s]", strings.Join(s.Profiles, ", "))})
 	}
 	ch = slices.DeleteFunc(ch, func(x change) bool { return x.sign == '~' && strings.HasPrefix(x.text, "profiles:") })
-	return renderChanges(head, ch) + "\n  rollback: delete the instance"
+	return renderChanges(head, ch) + waitNote(s) + "\n  rollback: delete the instance"
+}
+
+// waitNote tells in a plan that apply waits for an address.
+func waitNote(s InstanceSpec) string {
+	if s.WaitFor == "" {
+		return ""
+	}
+	nic := "the first NIC"
+	if s.NIC != "" {
+		nic = "NIC " + s.NIC
+	}
+	return fmt.Sprintf("\n  then wait up to %s for an %s address of %s (wait_for)", orDefault(s.WaitTimeout, "2m"), strings.ToUpper(s.WaitFor[:2])+s.WaitFor[2:], nic)
 }
 
 // --- the cleanup guard
@@ -516,7 +549,7 @@ func readInstance(ctx context.Context, c *call, s InstanceSpec, prior instPrior)
 	}
 	if s.Ensure == "absent" {
 		if inst == nil {
-			return sdk.Read[instanceInverse]{Observation: providers.Present, Outputs: instanceOut{s.Name, s.Type}}
+			return sdk.Read[instanceInverse]{Observation: providers.Present, Outputs: instanceOut{Name: s.Name, Type: s.Type}}
 		}
 		return sdk.Read[instanceInverse]{Observation: providers.Absent, Detail: fmt.Sprintf("instance %q still exists", s.Name)}
 	}
@@ -531,7 +564,16 @@ func readInstance(ctx context.Context, c *call, s InstanceSpec, prior instPrior)
 	if len(ch) > 0 {
 		return sdk.Read[instanceInverse]{Observation: providers.Drifted, Detail: renderChanges(fmt.Sprintf("instance %q differs from the step:", s.Name), ch)}
 	}
-	r := sdk.Read[instanceInverse]{Observation: providers.Present, Outputs: instanceOut{s.Name, inst.Type}}
+	a, d := addresses(ctx, c, s.Name, inst, s.NIC)
+	if d.HasErrors() {
+		return sdk.Read[instanceInverse]{Diagnostics: d}
+	}
+	if a.Status == "Running" && !a.has(s.WaitFor) {
+		// Created, but the run that waited for its address stopped first:
+		// apply again, which waits.
+		return sdk.Read[instanceInverse]{Observation: providers.Drifted, Detail: fmt.Sprintf("instance %q has no %s address yet (wait_for); last seen: %s", s.Name, s.WaitFor, a.Seen)}
+	}
+	r := sdk.Read[instanceInverse]{Observation: providers.Present, Outputs: a.outputs(s.Name, inst.Type)}
 	if prior == nil && inst.Config[KeyCreatedBy] == c.Addr.String() {
 		r.Inverse = deleteInverse(s.Name)
 	}
@@ -591,7 +633,7 @@ func applyInstance(ctx context.Context, c *call, s InstanceSpec, planned instanc
 		}
 		logf(c, "instance %s started", s.Name)
 	}
-	r := instApply{Outputs: instanceOut{s.Name, inst.Type}, Private: managed}
+	r := instApply{Private: managed}
 	switch {
 	case ours:
 		r.Inverse = deleteInverse(s.Name)
@@ -601,6 +643,16 @@ func applyInstance(ctx context.Context, c *call, s InstanceSpec, planned instanc
 		inv.Instance = s.Name
 		r.Inverse = &sdk.Inverse[instanceInverse]{Description: fmt.Sprintf("restore the previous config and devices of instance %s", s.Name), Data: inv}
 	}
+	return withAddresses(ctx, c, s, r)
+}
+
+// withAddresses completes a successful apply with the instance's status
+// and addresses, waiting for the one wait_for names. A failed wait keeps
+// the inverse: the instance is there, and rollback must undo it.
+func withAddresses(ctx context.Context, c *call, s InstanceSpec, r instApply) instApply {
+	a, d := waitAddress(ctx, c, s)
+	r.Diagnostics = append(r.Diagnostics, d...)
+	r.Outputs = a.outputs(s.Name, s.Type)
 	return r
 }
 
@@ -700,7 +752,7 @@ func createInstance(ctx context.Context, c *call, s InstanceSpec, managed instan
 		}
 		logf(c, "instance %s started", s.Name)
 	}
-	return instApply{Outputs: instanceOut{s.Name, s.Type}, Private: managed, Inverse: deleteInverse(s.Name)}
+	return withAddresses(ctx, c, s, instApply{Private: managed, Inverse: deleteInverse(s.Name)})
 }
 
 // setState changes an instance's state; already being there is success.
@@ -731,7 +783,7 @@ func settled(ctx context.Context, c *call, name, action string) bool {
 }
 
 func applyAbsent(ctx context.Context, c *call, s InstanceSpec, inst *incusapi.Instance) instApply {
-	out := instApply{Outputs: instanceOut{s.Name, s.Type}}
+	out := instApply{Outputs: instanceOut{Name: s.Name, Type: s.Type}}
 	if inst == nil {
 		logf(c, "instance %s is already absent", s.Name)
 		return out
@@ -743,7 +795,7 @@ func applyAbsent(ctx context.Context, c *call, s InstanceSpec, inst *incusapi.In
 		return instApply{Diagnostics: apiErr(c, "Cannot Delete Instance", err)}
 	}
 	logf(c, "instance %s deleted; this cannot be undone, rollback leaves it deleted", s.Name)
-	out.Outputs = instanceOut{s.Name, inst.Type}
+	out.Outputs = instanceOut{Name: s.Name, Type: inst.Type}
 	return out
 }
 

@@ -77,8 +77,12 @@ var schema = phases.Schema{
 				"start":        {Type: cty.Bool, Description: "Start the instance once created."},
 				"description":  {Type: cty.String, Description: "The instance description, set at creation."},
 				"retain_until": {Type: cty.String, Description: "With ensure = \"absent\": the date (YYYY-MM-DD) until which an instance kept for rollback must stay; its deletion is refused until that date has passed."},
+				// Added with the address outputs (issue 10).
+				"nic":          {Type: cty.String, Description: "The NIC whose addresses the outputs report: a nic device name (or a guest interface name); default the first nic device in name order (eth0 before eth1)."},
+				"wait_for":     {Type: cty.String, Description: "\"ipv4\" or \"ipv6\": apply waits until the NIC has a global address of that family (reported by the guest, or else by a DHCP lease of its managed network), so later steps can use it."},
+				"wait_timeout": {Type: cty.String, Description: "How long wait_for waits, such as \"5m\"; default \"2m\"."},
 			},
-			Outputs: map[string]cty.Type{"name": cty.String, "type": cty.String},
+			Outputs: map[string]cty.Type{"name": cty.String, "type": cty.String, "status": cty.String, "ipv4": cty.String, "ipv6": cty.String, "mac": cty.String},
 		},
 		incus.InstanceState: {
 			Description: "Stops or starts an instance: gracefully with a timeout (force only when force_after is set), optionally after a snapshot; a stopped instance is kept for rollback, which starts it again.",

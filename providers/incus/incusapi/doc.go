@@ -9,9 +9,9 @@
 // servercerts/ directory. RemoteOptions reads the incus CLI's config.yml so a
 // named remote just works.
 //
-// Endpoints: the server, instances (state, snapshots), certificates, and
-// the custom volumes of a storage pool (volumes.go); updates take the
-// ETag of a read.
+// Endpoints: the server, instances (state, snapshots), certificates, the
+// custom volumes of a storage pool (volumes.go), and the DHCP leases of a
+// managed network (networks.go); updates take the ETag of a read.
 //
 // Behaviour of the real daemon (Incus 6.0) that this client handles:
 //

@@ -26,6 +26,10 @@ var (
 	Image      = Env("INCUS_TEST_IMAGE", "migrate-busybox")
 	HTTPS      = Env("INCUS_HTTPS", "127.0.0.1:8443")
 	ServerCert = Env("INCUS_SERVER_CERT", "/var/lib/incus/server.crt")
+	// Network is a managed bridge with DHCP; NetImage asks it for a lease
+	// on eth0 (see the script for its MIGRATE_DHCP environment switch).
+	Network  = Env("INCUS_TEST_NETWORK", "migratebr0")
+	NetImage = Env("INCUS_TEST_NET_IMAGE", "migrate-busybox-dhcp")
 )
 
 // TB is the part of testing.TB the slot needs.
