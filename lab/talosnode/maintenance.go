@@ -308,6 +308,7 @@ func (n *Node) scheduleInstall(cfg config.Provider, data []byte) {
 
 		installErr := n.installLockedFromMaintenance(cfg, data)
 		if installErr != nil {
+			n.installFailures = append(n.installFailures, installErr.Error())
 			n.logfLocked(facilityUser, "error", "[talos] install failed: %s", installErr)
 		} else {
 			n.logfLocked(facilityKern, "notice", "reboot: Restarting system")
@@ -442,4 +443,13 @@ func (n *Node) Install() (image, disk string) {
 	defer n.mu.Unlock()
 
 	return n.state.InstallImage, n.state.InstallDisk
+}
+
+// InstallFailures returns why installs from maintenance mode failed (oldest
+// first).
+func (n *Node) InstallFailures() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	return append([]string(nil), n.installFailures...)
 }

@@ -231,6 +231,55 @@ func TestMaintenanceInstall(t *testing.T) {
 	}
 }
 
+// An install to a disk the machine does not have fails after the reply (as
+// the installer does); the node comes back in maintenance mode.
+func TestMaintenanceInstallFails(t *testing.T) {
+	n := startNode(t, talosnode.Options{Maintenance: true, Disks: labDisks, RebootDuration: 100 * time.Millisecond})
+	c, ctx := insecure(t, n)
+
+	data, _ := firstConfig(t, "/dev/nvme0n1")
+	if _, err := c.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: data, Mode: machine.ApplyConfigurationRequest_REBOOT}); err != nil {
+		t.Fatal(err)
+	}
+
+	eventually(t, 10*time.Second, "the install fails", func() bool { return len(n.InstallFailures()) == 1 })
+
+	if got := n.InstallFailures()[0]; got != "failed to install: install disk /dev/nvme0n1 not found" {
+		t.Fatalf("install failure: %q", got)
+	}
+
+	// back in maintenance mode: the disks are served again, nothing persisted
+	eventually(t, 10*time.Second, "maintenance mode again", func() bool {
+		_, err := safe.StateListAll[*block.Disk](ctx, c.COSI)
+
+		return err == nil
+	})
+
+	if !n.Maintenance() || len(n.PersistedConfig()) != 0 {
+		t.Fatalf("maintenance %v, persisted %d bytes", n.Maintenance(), len(n.PersistedConfig()))
+	}
+
+	if image, disk := n.Install(); image != "" || disk != "" {
+		t.Fatalf("install recorded: %q %q", image, disk)
+	}
+
+	// and a good config installs
+	data, _ = firstConfig(t, "/dev/sdb")
+	if _, err := c.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: data, Mode: machine.ApplyConfigurationRequest_REBOOT}); err != nil {
+		t.Fatal(err)
+	}
+
+	select {
+	case <-n.Installed():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the node did not come back installed")
+	}
+
+	if _, disk := n.Install(); disk != "/dev/sdb" {
+		t.Fatalf("install disk %q", disk)
+	}
+}
+
 func TestParseDisk(t *testing.T) {
 	d, err := talosnode.ParseDisk("name=/dev/sdb,size=150GiB,model=QEMU HARDDISK,readonly=true")
 	if err != nil || d.Name != "/dev/sdb" || d.Size != "150GiB" || d.Model != "QEMU HARDDISK" || !d.Readonly || d.ID() != "sdb" {

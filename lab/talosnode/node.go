@@ -142,6 +142,8 @@ type Node struct {
 	maintCert   tls.Certificate // self-signed maintenance certificate
 	resources   state.State     // COSI resources: disks
 	installed   chan struct{}   // closed when the installed node serves mTLS
+
+	installFailures []string
 }
 
 var _ machine.MachineServiceServer = (*server)(nil)
