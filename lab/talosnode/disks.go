@@ -165,7 +165,7 @@ func newResources(disks []Disk, systemDisk string) (state.State, error) {
 	}
 
 	for _, d := range disks {
-		if err := st.Create(ctx, d.resource()); err != nil {
+		if err := st.Create(ctx, d.resource(), state.WithCreateOwner("block.DisksController")); err != nil {
 			return nil, fmt.Errorf("disk %s: %w", d.Name, err)
 		}
 	}
@@ -190,7 +190,7 @@ func setSystemDisk(st state.State, disks []Disk, devPath string) error {
 	r.TypedSpec().DiskID = d.ID()
 	r.TypedSpec().DevPath = d.Name
 
-	return st.Create(context.Background(), r)
+	return st.Create(context.Background(), r, state.WithCreateOwner("block.SystemDiskController"))
 }
 
 func findDisk(disks []Disk, devPath string) (Disk, bool) {

@@ -167,7 +167,14 @@
 // version, read (file, missing file), services, bootstrap twice,
 // apply-config --dry-run / --mode=try --timeout / --mode=no-reboot (and the
 // hostname conflict), dmesg, kubeconfig and an unknown --nodes name answer
-// like a node.
+// like a node. In maintenance mode, with talosctl v1.13.0 built from the
+// module proxy (upstream containerd in place of Talos's fork, which the
+// proxy does not serve): version --insecure (the Unimplemented error above),
+// get disks --insecure (table and -o yaml), get systemdisk --insecure
+// (empty), apply-config --insecure --dry-run, --mode=no-reboot (refused)
+// and the apply of `talosctl gen config`'s controlplane.yaml; then, with
+// its talosconfig, version, get disks, get systemdisk, services, bootstrap
+// and dmesg; an insecure client is refused the TLS handshake then.
 //   - No real etcd, kubelet or Kubernetes: ServiceList reports them; the
 //     kubeconfig points at the config's endpoint (Options.Endpoint), where
 //     nothing may listen.

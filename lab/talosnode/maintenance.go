@@ -407,9 +407,7 @@ func (n *Node) installLockedFromMaintenance(cfg config.Provider, data []byte) er
 		return err
 	}
 
-	if cl := cfg.Cluster(); cl != nil && cl.Name() != "" {
-		n.contextName = cl.Name()
-	}
+	n.useClusterName(cfg)
 
 	n.state.Version = tag
 	n.state.InstallImage = image
@@ -452,4 +450,13 @@ func (n *Node) InstallFailures() []string {
 	defer n.mu.Unlock()
 
 	return append([]string(nil), n.installFailures...)
+}
+
+// useClusterName names the talosconfig context and the cluster in logs
+// after the config the node was installed with, not Options.ClusterName.
+func (n *Node) useClusterName(cfg config.Provider) {
+	if cl := cfg.Cluster(); cl != nil && cl.Name() != "" {
+		n.contextName = cl.Name()
+		n.opts.ClusterName = cl.Name()
+	}
 }

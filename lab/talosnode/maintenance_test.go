@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -228,6 +229,16 @@ func TestMaintenanceInstall(t *testing.T) {
 	c2, ctx2 := connect(t, n2)
 	if _, err = c2.Version(ctx2); err != nil {
 		t.Fatal(err)
+	}
+
+	// its own talosconfig names the context after the installed config's cluster
+	if b, err := os.ReadFile(n2.TalosconfigPath()); err != nil || !strings.Contains(string(b), "context: first") {
+		t.Fatalf("talosconfig after restart: %v\n%s", err, b)
+	}
+
+	disks, err := safe.StateListAll[*block.Disk](ctx2, c2.COSI)
+	if err != nil || disks.Len() != 2 || disks.Get(0).Metadata().Owner() != "block.DisksController" {
+		t.Fatalf("disks after restart: %v", err)
 	}
 }
 

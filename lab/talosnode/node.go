@@ -18,6 +18,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/state"
 	cosiserver "github.com/cosi-project/runtime/pkg/state/protobuf/server"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"google.golang.org/grpc"
@@ -243,6 +244,13 @@ func New(opts Options) (*Node, error) {
 
 	if err = n.loadOrCreateConfig(); err != nil {
 		return nil, err
+	}
+
+	if n.state.InstallImage != "" {
+		// installed from maintenance mode: the config's cluster
+		if cfg, err := configloader.NewFromBytes(n.active); err == nil {
+			n.useClusterName(cfg)
+		}
 	}
 
 	if err = n.issueCertificates(); err != nil {
