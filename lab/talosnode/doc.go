@@ -5,6 +5,52 @@
 // the same client code (machinery's client package, a talosconfig, mTLS)
 // against it as against a real node.
 //
+// # Maintenance mode (Options.Maintenance, talos-lab --maintenance)
+//
+// A node started with Maintenance and no persisted config is one booted
+// from the Talos ISO, as machined's maintenance service (Talos v1.13) serves
+// it:
+//
+//   - TLS with a self-signed certificate made at boot, no client
+//     certificate asked for: talosctl --insecure (client.WithTLSConfig with
+//     InsecureSkipVerify) connects; a talosconfig's CA does not verify it.
+//     Every client is os:reader (authz injector in ReadOnly mode; no
+//     SideroLink peer gets os:admin here).
+//   - ApplyConfiguration, opened to readers in maintenance only: modes AUTO,
+//     REBOOT and TRY are taken, others answer Unimplemented "apply
+//     configuration --mode='no-reboot' is not supported in maintenance
+//     mode"; a config that does not parse is "failed to parse config: ...";
+//     it is validated for a metal node that must install (install disk
+//     required), a failure InvalidArgument "configuration validation failed:
+//     ..."; the reply carries only the warnings; a dry run answers "Dry run
+//     summary:\nNode is running in maintenance mode and does not have a
+//     config yet." and changes nothing.
+//   - Version, Upgrade, Reset answer Unimplemented "API is not implemented in
+//     maintenance mode" (they need os:admin): on a real node too, `talosctl
+//     version --insecure` gets this error, so a client cannot learn the
+//     version before the install. Methods readers may not call answer
+//     PermissionDenied "not authorized"; the others Unimplemented.
+//   - The COSI resource API (cosi.resource.State, what talosctl get uses):
+//     Get, List and Watch of block.Disk (namespace runtime, one per disk
+//     of Options.Disks: dev_path, size and pretty_size, model, serial, wwid,
+//     transport, readonly, cdrom, rotational, io/sector size 512) and the
+//     ResourceDefinitions talosctl resolves "disks" with (namespace meta);
+//     no block.SystemDisk before the install (so CEL's system_disk is false
+//     for every disk then). Writes answer PermissionDenied.
+//   - After the first ApplyConfiguration (not a dry run) the reply is sent,
+//     then the maintenance service stops (connection refused), the
+//     "installer" checks machine.install.disk against the disks and the
+//     image's tag, persists the config, records the image and disk
+//     (Install), derives secrets.yaml from the config (the node's PKI is now
+//     the config's) and writes a talosconfig; after RebootDuration the node
+//     serves its installed mTLS API on the same address, running the
+//     installer's tag, with block.SystemDisk naming the install disk;
+//     Installed() is closed then. The talosconfig of the bundle the config
+//     came from works against it. A failed install logs why in dmesg and the
+//     node comes back in maintenance mode without a config.
+//   - A restart of a node that is installed boots it installed, --maintenance
+//     or not (the disk, not the ISO, boots).
+//
 // # What it does like a node
 //
 //   - Identity and TLS. New generates (or loads) Dir/secrets.yaml with
@@ -109,7 +155,9 @@
 //     leaves it empty unless apid proxied the call one-to-many: do not rely
 //     on it.
 //   - With "nodes" naming several aliases of this node, the node answers once.
-//   - Only MachineService is served: no COSI resource API (talosctl get), no
+//   - Only MachineService and, of the resource API, the disks (block.Disk,
+//     block.SystemDisk; readers may Get/List/Watch) are served: no other
+//     resources (talosctl get members, volumestatus ...), no
 //     ImageService or LifecycleService (talosctl v1.13's upgrade uses them
 //     and its --legacy upgrade watches Events), no storage, time, inspect or
 //     cluster services, no Events stream. MachineService.Upgrade (what
@@ -119,7 +167,14 @@
 // version, read (file, missing file), services, bootstrap twice,
 // apply-config --dry-run / --mode=try --timeout / --mode=no-reboot (and the
 // hostname conflict), dmesg, kubeconfig and an unknown --nodes name answer
-// like a node.
+// like a node. In maintenance mode, with talosctl v1.13.0 built from the
+// module proxy (upstream containerd in place of Talos's fork, which the
+// proxy does not serve): version --insecure (the Unimplemented error above),
+// get disks --insecure (table and -o yaml), get systemdisk --insecure
+// (empty), apply-config --insecure --dry-run, --mode=no-reboot (refused)
+// and the apply of `talosctl gen config`'s controlplane.yaml; then, with
+// its talosconfig, version, get disks, get systemdisk, services, bootstrap
+// and dmesg; an insecure client is refused the TLS handshake then.
 //   - No real etcd, kubelet or Kubernetes: ServiceList reports them; the
 //     kubeconfig points at the config's endpoint (Options.Endpoint), where
 //     nothing may listen.
@@ -127,6 +182,16 @@
 //     installed node skips them too) and the sd-boot checks; the Kubernetes
 //     compatibility check uses the version the node reports.
 //   - The kernel log keeps its lines across simulated reboots.
+//   - Maintenance mode: install.diskSelector is not evaluated (the install
+//     fails; give install.disk); no installer is pulled and no disk is
+//     written, the image only has to carry a tag; the install takes
+//     RebootDuration, not minutes; no GenerateConfiguration, StorageService
+//     (BlockDeviceWipe), MetaWrite or network resources; no SideroLink;
+//     the maintenance certificate is a fresh self-signed leaf (a node's has
+//     its own CA), valid for loopback and the hostname; a second apply while
+//     the first installs answers Unavailable (a node has stopped listening
+//     by then). The disks never change (no hotplug, no partitions, no
+//     volumes: UserVolumeConfig is not provisioned).
 //   - Fail and Hang inject faults after routing: with "nodes" metadata an
 //     injected error comes back in the response metadata like any node error.
 package talosnode

@@ -34,6 +34,9 @@ var rules = map[string]role.Set{
 	"/machine.MachineService/ServiceList":        role.MakeSet(role.Admin, role.Operator, role.Reader),
 	"/machine.MachineService/Upgrade":            role.MakeSet(role.Admin),
 	"/machine.MachineService/Version":            role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/cosi.resource.State/Get":                   role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/cosi.resource.State/List":                  role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/cosi.resource.State/Watch":                 role.MakeSet(role.Admin, role.Operator, role.Reader),
 }
 
 // route is how a call reached the node: directly, via "node" (one-to-one

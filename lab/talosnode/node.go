@@ -14,7 +14,11 @@ import (
 	"sync"
 	"time"
 
+	cosiv1alpha1 "github.com/cosi-project/runtime/api/v1alpha1"
+	"github.com/cosi-project/runtime/pkg/state"
+	cosiserver "github.com/cosi-project/runtime/pkg/state/protobuf/server"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"google.golang.org/grpc"
@@ -63,6 +67,14 @@ type Options struct {
 	// takes a moment to start; default DefaultEtcdStartup, negative for
 	// none.
 	EtcdStartup time.Duration
+	// Maintenance starts a node that has no persisted config as one booted
+	// from the Talos ISO: the maintenance API over self-signed TLS until
+	// the first ApplyConfiguration installs it (see maintenance.go). A node
+	// that is installed already boots installed.
+	Maintenance bool
+	// Disks are the machine's disks (block.Disk resources), default
+	// DefaultDisks.
+	Disks []Disk
 }
 
 // ApplyRecord is one entry of the node's apply history (for tests).
@@ -81,6 +93,9 @@ type persistedState struct {
 	Version       string `json:"version"`
 	Bootstrapped  bool   `json:"bootstrapped"`
 	StagedUpgrade string `json:"staged_upgrade,omitempty"`
+	// set by the install from maintenance mode
+	InstallImage string `json:"install_image,omitempty"`
+	InstallDisk  string `json:"install_disk,omitempty"`
 }
 
 type fault struct {
@@ -122,6 +137,14 @@ type Node struct {
 	addr          string
 	serveDone     chan struct{}
 	rebootPending sync.WaitGroup
+
+	maintenance bool            // serving the maintenance API (no config yet)
+	installing  bool            // a config was accepted in maintenance mode
+	maintCert   tls.Certificate // self-signed maintenance certificate
+	resources   state.State     // COSI resources: disks
+	installed   chan struct{}   // closed when the installed node serves mTLS
+
+	installFailures []string
 }
 
 var _ machine.MachineServiceServer = (*server)(nil)
@@ -177,6 +200,17 @@ func New(opts Options) (*Node, error) {
 		faults:      map[string]fault{},
 		kmsgNotify:  make(chan struct{}),
 		created:     time.Now(),
+		installed:   make(chan struct{}),
+	}
+
+	if len(n.opts.Disks) == 0 {
+		n.opts.Disks = DefaultDisks
+	}
+
+	for _, d := range n.opts.Disks {
+		if err = d.check(); err != nil {
+			return nil, fmt.Errorf("talosnode: %w", err)
+		}
 	}
 
 	for _, d := range []string{dir, n.rootDir, filepath.Join(n.rootDir, DataMount), filepath.Join(n.rootDir, filepath.Dir(ConfigPath))} {
@@ -189,12 +223,34 @@ func New(opts Options) (*Node, error) {
 		return nil, err
 	}
 
+	if _, statErr := os.Stat(n.persistedConfigPath()); opts.Maintenance && errors.Is(statErr, os.ErrNotExist) {
+		return n, n.initMaintenance()
+	}
+
+	close(n.installed)
+
+	systemDisk := n.state.InstallDisk
+	if _, ok := findDisk(n.opts.Disks, DefaultInstallDisk); systemDisk == "" && ok {
+		systemDisk = DefaultInstallDisk // installed with the generated config
+	}
+
+	if n.resources, err = newResources(n.opts.Disks, systemDisk); err != nil {
+		return nil, err
+	}
+
 	if err = n.loadOrCreateSecrets(); err != nil {
 		return nil, err
 	}
 
 	if err = n.loadOrCreateConfig(); err != nil {
 		return nil, err
+	}
+
+	if n.state.InstallImage != "" {
+		// installed from maintenance mode: the config's cluster
+		if cfg, err := configloader.NewFromBytes(n.active); err == nil {
+			n.useClusterName(cfg)
+		}
 	}
 
 	if err = n.issueCertificates(); err != nil {
@@ -271,8 +327,9 @@ func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-// Start listens on addr (e.g. "127.0.0.1:0") and serves the machine API with
-// mTLS, then writes the talosconfig for the bound address.
+// Start listens on addr (e.g. "127.0.0.1:0") and serves the machine API:
+// with mTLS, after writing the talosconfig for the bound address, or the
+// maintenance API when the node waits for its first config.
 func (n *Node) Start(addr string) error {
 	n.mu.Lock()
 	if n.server != nil {
@@ -280,41 +337,74 @@ func (n *Node) Start(addr string) error {
 
 		return errors.New("talosnode: already started")
 	}
+
+	err := n.serveLocked(addr)
+	maintenance := n.maintenance
+	srv := n.server
 	n.mu.Unlock()
 
+	if err != nil {
+		return err
+	}
+
+	if !maintenance {
+		if err = n.writeTalosconfig(); err != nil {
+			srv.Stop()
+
+			return err
+		}
+	}
+
+	return nil
+}
+
+// serveLocked listens on addr and serves the API of the node's mode.
+func (n *Node) serveLocked(addr string) error {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
 
-	srv := grpc.NewServer(
-		grpc.Creds(n.transportCredentials()),
-		grpc.MaxRecvMsgSize(constants.GRPCMaxMessageSize),
-		grpc.ChainUnaryInterceptor(n.unaryInterceptor),
-		grpc.ChainStreamInterceptor(n.streamInterceptor),
-	)
-	machine.RegisterMachineServiceServer(srv, &server{n: n})
+	var srv *grpc.Server
 
-	n.mu.Lock()
+	if n.maintenance {
+		srv = grpc.NewServer(
+			grpc.Creds(n.maintenanceCredentials()),
+			grpc.MaxRecvMsgSize(constants.GRPCMaxMessageSize),
+			grpc.ChainUnaryInterceptor(n.maintenanceUnaryInterceptor),
+			grpc.ChainStreamInterceptor(n.maintenanceStreamInterceptor),
+		)
+		machine.RegisterMachineServiceServer(srv, &maintenanceServer{n: n})
+	} else {
+		srv = grpc.NewServer(
+			grpc.Creds(n.transportCredentials()),
+			grpc.MaxRecvMsgSize(constants.GRPCMaxMessageSize),
+			grpc.ChainUnaryInterceptor(n.unaryInterceptor),
+			grpc.ChainStreamInterceptor(n.streamInterceptor),
+		)
+		machine.RegisterMachineServiceServer(srv, &server{n: n})
+	}
+
+	cosiv1alpha1.RegisterStateServer(srv, cosiserver.NewState(state.Filter(n.resources, readOnly)))
+
+	done := make(chan struct{})
 	n.listener = lis
 	n.server = srv
 	n.addr = lis.Addr().String()
-	n.serveDone = make(chan struct{})
-	n.mu.Unlock()
-
-	if err = n.writeTalosconfig(); err != nil {
-		lis.Close() //nolint:errcheck
-
-		return err
-	}
+	n.serveDone = done
 
 	go func() {
-		defer close(n.serveDone)
+		defer close(done)
 
 		srv.Serve(lis) //nolint:errcheck
 	}()
 
-	n.logf(facilityUser, "info", "[talos] apid: listening on %s", n.addr)
+	if n.maintenance {
+		n.logfLocked(facilityUser, "info", "[talos] this machine is reachable at: %s", n.addr)
+		n.logfLocked(facilityUser, "info", "[talos] maintenance mode: waiting for the machine configuration (talosctl apply-config --insecure)")
+	} else {
+		n.logfLocked(facilityUser, "info", "[talos] apid: listening on %s", n.addr)
+	}
 
 	return nil
 }

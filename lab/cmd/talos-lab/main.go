@@ -3,6 +3,13 @@
 // and the secrets bundle its machine config was generated from.
 //
 //	talos-lab --dir DIR --listen 127.0.0.1:50000
+//	talos-lab --dir DIR --maintenance --disk name=/dev/sda,size=32GiB,model=QEMU --disk name=/dev/sdb,size=150GiB
+//
+// With --maintenance a DIR without an installed config starts as a node
+// booted from the Talos ISO: the maintenance API over self-signed TLS
+// (talosctl --insecure), waiting for its first config; it then installs
+// and serves the installed node's mTLS API. --disk (repeated) or
+// --disks-file (a YAML list with the same keys) give the machine's disks.
 //
 // It runs until SIGINT or SIGTERM. The node's config, etcd state, version
 // and simulated filesystem stay in DIR, so a restart keeps them. While it
@@ -42,7 +49,28 @@ func run() error {
 	flag.StringVar(&opts.ClusterName, "cluster-name", talosnode.DefaultClusterName, "cluster name of the initial machine config")
 	flag.StringVar(&opts.Endpoint, "endpoint", talosnode.DefaultEndpoint, "Kubernetes control plane endpoint of the initial machine config")
 	flag.DurationVar(&opts.RebootDuration, "reboot-duration", time.Second, "how long a simulated reboot keeps the API unavailable")
+	flag.BoolVar(&opts.Maintenance, "maintenance", false, "without an installed config, start in maintenance mode (booted from the ISO) and wait for the first config")
+	flag.Func("disk", "a disk of the machine, repeatable: name=/dev/sdb,size=150GiB[,model=...,serial=...,wwid=...,transport=...,readonly=true,cdrom=true,rotational=true] (default: "+talosnode.DefaultDisks[0].Name+" "+talosnode.DefaultDisks[0].Size+")", func(s string) error {
+		d, err := talosnode.ParseDisk(s)
+		opts.Disks = append(opts.Disks, d)
+
+		return err
+	})
+	disksFile := flag.String("disks-file", "", "YAML list of disks (keys as for --disk), instead of --disk")
 	flag.Parse()
+
+	if *disksFile != "" {
+		if len(opts.Disks) > 0 {
+			return fmt.Errorf("--disk and --disks-file exclude each other")
+		}
+
+		disks, err := talosnode.LoadDisks(*disksFile)
+		if err != nil {
+			return err
+		}
+
+		opts.Disks = disks
+	}
 
 	if opts.Dir == "" {
 		flag.Usage()
@@ -72,11 +100,17 @@ func run() error {
 		return err
 	}
 
-	fmt.Printf("talos-lab: Talos %s node %q serving the machine API on %s\n", node.Version(), opts.Hostname, node.Addr())
-	fmt.Printf("talosconfig: %s\n", node.TalosconfigPath())
-	fmt.Printf("secrets:     %s\n", node.SecretsPath())
-	fmt.Printf("version:     %s\n", node.Version())
-	fmt.Printf("node root:   %s (Read serves files under it; virtiofs data at %s)\n", node.Root(), node.Root()+talosnode.DataMount)
+	if node.Maintenance() {
+		fmt.Printf("talos-lab: Talos %s node %q in maintenance mode on %s (talosctl --insecure); waiting for its first config\n", node.Version(), opts.Hostname, node.Addr())
+
+		go func() {
+			<-node.Installed()
+			fmt.Printf("talos-lab: installed Talos %s; serving the machine API with mTLS on %s\n", node.Version(), node.Addr())
+			fmt.Printf("talosconfig: %s\n", node.TalosconfigPath())
+		}()
+	} else {
+		printInstalled(node, opts.Hostname)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -86,4 +120,12 @@ func run() error {
 	fmt.Println("talos-lab: stopping")
 
 	return nil
+}
+
+func printInstalled(node *talosnode.Node, hostname string) {
+	fmt.Printf("talos-lab: Talos %s node %q serving the machine API on %s\n", node.Version(), hostname, node.Addr())
+	fmt.Printf("talosconfig: %s\n", node.TalosconfigPath())
+	fmt.Printf("secrets:     %s\n", node.SecretsPath())
+	fmt.Printf("version:     %s\n", node.Version())
+	fmt.Printf("node root:   %s (Read serves files under it; virtiofs data at %s)\n", node.Root(), node.Root()+talosnode.DataMount)
 }

@@ -1,0 +1,462 @@
+package talosnode
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	stdx509 "crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"github.com/siderolabs/talos/pkg/machinery/role"
+	"go.yaml.in/yaml/v4"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+)
+
+// installMode is the runtime mode of a metal node booted from the ISO: the
+// config must say where to install (RequiresInstall).
+type installMode struct{ metalMode }
+
+func (installMode) RequiresInstall() bool { return true }
+
+// maintenanceRules: in maintenance mode every client is os:reader (machined's
+// authz injector in ReadOnly mode); ApplyConfiguration is opened to readers
+// there only.
+var maintenanceRules = map[string]role.Set{
+	"/machine.MachineService/ApplyConfiguration": role.MakeSet(role.Admin, role.Reader),
+	"/cosi.resource.State/Get":                   role.MakeSet(role.Admin, role.Reader),
+	"/cosi.resource.State/List":                  role.MakeSet(role.Admin, role.Reader),
+	"/cosi.resource.State/Watch":                 role.MakeSet(role.Admin, role.Reader),
+}
+
+// initMaintenance boots the node without a config: no PKI yet, a
+// self-signed certificate for the maintenance API.
+func (n *Node) initMaintenance() error {
+	var err error
+
+	if n.resources, err = newResources(n.opts.Disks, ""); err != nil {
+		return err
+	}
+
+	if n.maintCert, err = selfSignedCertificate(n.opts.Hostname); err != nil {
+		return err
+	}
+
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	n.maintenance = true
+	n.bootTime = time.Now()
+	n.bootCtx, n.rebootCancel = context.WithCancel(context.Background())
+	n.logfLocked(facilityKern, "notice", "Linux version 6.18.0-talos (root@buildkitsandbox) (gcc (GCC) 15.2.0, GNU ld (GNU Binutils) 2.45) #1 SMP")
+	n.logfLocked(facilityUser, "warning", "[talos] talosctl version %s booting (maintenance mode, no machine config)", n.state.Version)
+	n.logfLocked(facilityUser, "warning", "[talos] entering maintenance service")
+
+	return nil
+}
+
+// selfSignedCertificate is the maintenance service's certificate: made at
+// boot, signed by nobody the client knows (talosctl --insecure skips
+// verification).
+func selfSignedCertificate(hostname string) (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+
+	now := time.Now()
+	tmpl := &stdx509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: "maintenance-service"},
+		NotBefore:             now.Add(-time.Minute),
+		NotAfter:              now.Add(24 * time.Hour),
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback},
+		DNSNames:              []string{"localhost", hostname},
+		KeyUsage:              stdx509.KeyUsageDigitalSignature | stdx509.KeyUsageCertSign,
+		ExtKeyUsage:           []stdx509.ExtKeyUsage{stdx509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+
+	der, err := stdx509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
+
+// maintenanceCredentials: TLS with the self-signed certificate, no client
+// certificate asked for.
+func (n *Node) maintenanceCredentials() credentials.TransportCredentials {
+	return credentials.NewTLS(&tls.Config{
+		Certificates: []tls.Certificate{n.maintCert},
+		ClientAuth:   tls.NoClientCert,
+		MinVersion:   tls.VersionTLS12,
+	})
+}
+
+// maintenanceCheck is what runs before a maintenance handler: the node going
+// down for the install, injected faults, the reader-only authorization.
+func (n *Node) maintenanceCheck(ctx context.Context, fullMethod string) error {
+	n.mu.Lock()
+	down := time.Now().Before(n.unavailable)
+	f, faulty := n.faults[methodName(fullMethod)]
+	n.mu.Unlock()
+
+	if down {
+		return status.Error(codes.Unavailable, "maintenance service is shutting down")
+	}
+
+	if faulty {
+		if f.hang {
+			<-ctx.Done()
+
+			return status.FromContextError(ctx.Err()).Err()
+		}
+
+		return f.err
+	}
+
+	allowed, ok := maintenanceRules[fullMethod]
+	if !ok {
+		allowed, ok = rules[fullMethod]
+	}
+
+	if !ok {
+		allowed = role.MakeSet(role.Admin)
+	}
+
+	if !allowed.Includes(role.Reader) {
+		return status.Error(codes.PermissionDenied, "not authorized")
+	}
+
+	return nil
+}
+
+func (n *Node) maintenanceUnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := n.maintenanceCheck(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
+
+	return handler(ctx, req)
+}
+
+func (n *Node) maintenanceStreamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := n.maintenanceCheck(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
+
+	return handler(srv, ss)
+}
+
+// maintenanceServer is machined's maintenance service (Talos v1.13):
+// ApplyConfiguration for anyone; Version, Upgrade, Reset, MetaWrite need
+// os:admin, which only a SideroLink peer gets, so they answer Unimplemented.
+type maintenanceServer struct {
+	machine.UnimplementedMachineServiceServer
+
+	n *Node
+}
+
+var errNotInMaintenance = status.Error(codes.Unimplemented, "API is not implemented in maintenance mode")
+
+// Version implements machine.MachineServiceServer: refused to a client
+// that is not a SideroLink peer (every lab client).
+func (s *maintenanceServer) Version(context.Context, *emptypb.Empty) (*machine.VersionResponse, error) {
+	return nil, errNotInMaintenance
+}
+
+// Upgrade implements machine.MachineServiceServer.
+func (s *maintenanceServer) Upgrade(context.Context, *machine.UpgradeRequest) (*machine.UpgradeResponse, error) {
+	return nil, errNotInMaintenance
+}
+
+// Reset implements machine.MachineServiceServer.
+func (s *maintenanceServer) Reset(context.Context, *machine.ResetRequest) (*machine.ResetResponse, error) {
+	return nil, errNotInMaintenance
+}
+
+// GenerateClientConfiguration implements machine.MachineServiceServer.
+func (s *maintenanceServer) GenerateClientConfiguration(context.Context, *machine.GenerateClientConfigurationRequest) (*machine.GenerateClientConfigurationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "client configuration (talosconfig) can't be generated in the maintenance mode")
+}
+
+// ApplyConfiguration implements machine.MachineServiceServer: the first
+// config. It is validated as for a node that must install, then the node
+// installs and reboots into it.
+func (s *maintenanceServer) ApplyConfiguration(_ context.Context, in *machine.ApplyConfigurationRequest) (*machine.ApplyConfigurationResponse, error) {
+	n := s.n
+
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	rec := ApplyRecord{
+		Time:          time.Now(),
+		Mode:          in.GetMode().String(),
+		EffectiveMode: "INSTALL",
+		DryRun:        in.GetDryRun(),
+		ConfigHash:    hashConfig(in.GetData()),
+	}
+
+	resp, err := n.maintenanceApplyLocked(in)
+	if err != nil {
+		rec.Err = err.Error()
+	}
+
+	n.applies = append(n.applies, rec)
+
+	return resp, err
+}
+
+func (n *Node) maintenanceApplyLocked(in *machine.ApplyConfigurationRequest) (*machine.ApplyConfigurationResponse, error) {
+	//nolint:exhaustive
+	switch in.GetMode() {
+	case machine.ApplyConfigurationRequest_TRY, machine.ApplyConfigurationRequest_REBOOT, machine.ApplyConfigurationRequest_AUTO:
+	default:
+		return nil, status.Errorf(codes.Unimplemented, "apply configuration --mode='%s' is not supported in maintenance mode",
+			strings.ReplaceAll(strings.ToLower(in.GetMode().String()), "_", "-"))
+	}
+
+	cfg, err := configloader.NewFromBytes(in.GetData())
+	if err != nil {
+		return nil, fmt.Errorf("failed to parse config: %w", err)
+	}
+
+	warnings, err := cfg.Validate(installMode{})
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "configuration validation failed: %s", err)
+	}
+
+	reply := &machine.ApplyConfigurationResponse{Messages: []*machine.ApplyConfiguration{{Warnings: warnings}}}
+
+	if in.GetDryRun() {
+		reply.Messages[0].ModeDetails = "Dry run summary:\nNode is running in maintenance mode and does not have a config yet."
+
+		return reply, nil
+	}
+
+	if n.installing {
+		// the maintenance service stops on the first config it takes
+		return nil, status.Error(codes.Unavailable, "maintenance service is shutting down")
+	}
+
+	n.installing = true
+	n.logfLocked(facilityUser, "warning", "[talos] machine configuration applied in maintenance mode {\"config\": \"sha256:%s\"}", hashConfig(in.GetData())[:12])
+	n.scheduleInstall(cfg, append([]byte(nil), in.GetData()...))
+
+	return reply, nil
+}
+
+// scheduleInstall runs the install after the reply is sent: the
+// maintenance service stops (connections refused), the "installer" writes
+// the system disk (the config persisted, the image and disk recorded),
+// and after RebootDuration the installed node serves mTLS with the
+// config's PKI. An install that fails (the install disk is not one of the
+// node's disks, the image has no tag) logs why and the node boots back
+// into maintenance mode, as one booted from the ISO again would.
+func (n *Node) scheduleInstall(cfg config.Provider, data []byte) {
+	n.rebootPending.Add(1)
+
+	go func() {
+		defer n.rebootPending.Done()
+
+		time.Sleep(50 * time.Millisecond)
+
+		n.mu.Lock()
+		if n.stopped {
+			n.mu.Unlock()
+
+			return
+		}
+
+		n.unavailable = time.Now().Add(24 * time.Hour)
+		srv, done, addr := n.server, n.serveDone, n.addr
+		n.mu.Unlock()
+
+		srv.Stop()
+		<-done
+
+		n.mu.Lock()
+		if n.stopped {
+			n.mu.Unlock()
+
+			return
+		}
+
+		installErr := n.installLockedFromMaintenance(cfg, data)
+		if installErr != nil {
+			n.installFailures = append(n.installFailures, installErr.Error())
+			n.logfLocked(facilityUser, "error", "[talos] install failed: %s", installErr)
+		} else {
+			n.logfLocked(facilityKern, "notice", "reboot: Restarting system")
+		}
+		n.mu.Unlock()
+
+		time.Sleep(n.opts.RebootDuration)
+
+		n.mu.Lock()
+		if n.stopped {
+			n.mu.Unlock()
+
+			return
+		}
+
+		if installErr == nil {
+			n.maintenance = false
+			n.bootLocked("installed")
+		} else {
+			n.installing = false
+			n.logfLocked(facilityUser, "warning", "[talos] entering maintenance service")
+		}
+
+		n.unavailable = time.Time{}
+		err := n.serveLocked(addr)
+		n.mu.Unlock()
+
+		if err != nil {
+			n.logf(facilityUser, "error", "[talos] apid: %s", err)
+
+			return
+		}
+
+		if installErr == nil {
+			if err = n.writeTalosconfig(); err != nil {
+				n.logf(facilityUser, "error", "[talos] talosconfig: %s", err)
+			}
+
+			close(n.installed)
+		}
+	}()
+}
+
+// installLockedFromMaintenance is the installer: it checks the install
+// disk and image, then persists what the installed node boots with.
+func (n *Node) installLockedFromMaintenance(cfg config.Provider, data []byte) error {
+	if cfg.Machine() == nil {
+		return errors.New("the config has no machine section")
+	}
+
+	disk := cfg.Machine().Install().Disk()
+	if disk == "" {
+		return errors.New("install.diskSelector is not modelled by the lab node: give install.disk")
+	}
+
+	if _, ok := findDisk(n.opts.Disks, disk); !ok {
+		return fmt.Errorf("failed to install: install disk %s not found", disk)
+	}
+
+	image := cfg.Machine().Install().Image()
+
+	tag, err := imageTag(image)
+	if err != nil {
+		return fmt.Errorf("error validating installer image %q: %w", image, err)
+	}
+
+	n.logfLocked(facilityUser, "warning", "[talos] installing Talos %s from %s to %s", tag, image, disk)
+
+	bundle := secrets.NewBundleFromConfig(secrets.NewClock(), cfg)
+
+	var buf strings.Builder
+
+	enc := yaml.NewEncoder(&buf)
+	if err = enc.Encode(bundle); err != nil {
+		return err
+	}
+
+	if err = enc.Close(); err != nil {
+		return err
+	}
+
+	if err = os.MkdirAll(filepath.Join(n.rootDir, filepath.Dir(ConfigPath)), 0o700); err != nil {
+		return err
+	}
+
+	if err = writeFileAtomic(n.SecretsPath(), []byte(buf.String()), 0o600); err != nil {
+		return err
+	}
+
+	n.bundle = bundle
+	if err = n.issueCertificates(); err != nil {
+		return err
+	}
+
+	if err = setSystemDisk(n.resources, n.opts.Disks, disk); err != nil {
+		return err
+	}
+
+	n.useClusterName(cfg)
+
+	n.state.Version = tag
+	n.state.InstallImage = image
+	n.state.InstallDisk = disk
+
+	if err = n.saveStateLocked(); err != nil {
+		return err
+	}
+
+	// last: a persisted config is what makes the node boot installed
+	return n.persistLocked(data)
+}
+
+// Maintenance reports whether the node serves the maintenance API (it has
+// no config yet).
+func (n *Node) Maintenance() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	return n.maintenance
+}
+
+// Installed is closed once the node serves its installed mTLS API (at once
+// for a node that did not start in maintenance mode).
+func (n *Node) Installed() <-chan struct{} { return n.installed }
+
+// Install returns the installer image and the disk of the install from
+// maintenance mode ("" before it).
+func (n *Node) Install() (image, disk string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	return n.state.InstallImage, n.state.InstallDisk
+}
+
+// InstallFailures returns why installs from maintenance mode failed (oldest
+// first).
+func (n *Node) InstallFailures() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	return append([]string(nil), n.installFailures...)
+}
+
+// useClusterName names the talosconfig context and the cluster in logs
+// after the config the node was installed with, not Options.ClusterName.
+func (n *Node) useClusterName(cfg config.Provider) {
+	if cl := cfg.Cluster(); cl != nil && cl.Name() != "" {
+		n.contextName = cl.Name()
+		n.opts.ClusterName = cl.Name()
+	}
+}
