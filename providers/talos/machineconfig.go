@@ -118,6 +118,9 @@ func decodeMachineConfig(c *call, a talosschema.MachineConfigAttrs) (st mcStep, 
 type planned struct {
 	Nodes    map[string]string `json:"nodes"`
 	Rendered string            `json:"rendered"`
+	// FirstInstall lists the nodes planned in maintenance mode: their
+	// first config installs them.
+	FirstInstall []string `json:"first_install,omitempty"`
 }
 
 type mcPrior = sdk.Prior[planned, inverseData]
@@ -129,7 +132,7 @@ var machineConfigStep = &sdk.StepType[*Provider, talosschema.MachineConfigAttrs,
 	Plan: func(ctx context.Context, sc *handle, a talosschema.MachineConfigAttrs, _ *mcPrior) sdk.Plan[planned] {
 		c := newCall(sc)
 		r := planMachineConfig(ctx, c, a)
-		if c.s.recipient == nil {
+		if c.s.recipient == nil && r.Irreversible == "" {
 			// The previous config is kept only age-encrypted (sealInverse).
 			r.Irreversible = "its previous config can be kept for rollback only age-encrypted, but " + c.s.noKeyWhy + ": set age_identity or " + IdentityEnv
 		}
@@ -171,8 +174,16 @@ func planMachineConfig(ctx context.Context, c *call, a talosschema.MachineConfig
 			diags = append(diags, phases.Errorf("Cannot Write Rendered Config", "Writing the rendered config of %s: %v.", c.addr, err)...)
 		}
 	}
-	ns, d := c.guarded(ctx)
-	if d.HasErrors() {
+	ns, err := c.p.nodes(ctx)
+	if err != nil {
+		return sdk.Plan[planned]{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
+	}
+	if d := c.p.guard(ctx, c, ns); d.HasErrors() {
+		// A node booted from the ISO fails the mTLS dial: is it waiting
+		// for its first config?
+		if m := maintenanceNodes(ctx, ns); len(m) > 0 && len(m) == len(ns) {
+			return c.planFirstInstall(st, r, ns)
+		}
 		return sdk.Plan[planned]{Diagnostics: d}
 	}
 	var b strings.Builder

@@ -1,0 +1,115 @@
+package talos
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"strings"
+
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	coreconfig "github.com/siderolabs/talos/pkg/machinery/config"
+	configconfig "github.com/siderolabs/talos/pkg/machinery/config/config"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers/sdk"
+)
+
+// maintenanceMessage is what a node booted from the ISO answers to Version:
+// it needs os:admin, which no client of the maintenance API has.
+const maintenanceMessage = "API is not implemented in maintenance mode"
+
+// insecureClient connects to addr as talosctl --insecure does: TLS without
+// verifying the server and without a client certificate. Only a node in
+// maintenance mode accepts it; an installed node asks for a certificate.
+func insecureClient(ctx context.Context, addr string) (*client.Client, error) {
+	return client.New(ctx, client.WithEndpoints(addr), client.WithTLSConfig(&tls.Config{InsecureSkipVerify: true})) //nolint:gosec // the maintenance API has no identity to verify
+}
+
+// inMaintenance says whether the node is in maintenance mode: over the
+// insecure connection its Version answers Unimplemented with the
+// maintenance message, exactly as a real node answers talosctl version
+// --insecure.
+func inMaintenance(ctx context.Context, addr string) bool {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
+	c, err := insecureClient(ctx, addr)
+	if err != nil {
+		return false
+	}
+	defer c.Close() //nolint:errcheck
+	_, err = c.Version(ctx)
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.Unimplemented && strings.Contains(st.Message(), maintenanceMessage)
+}
+
+// maintenanceNodes lists the nodes that answer as nodes in maintenance
+// mode. It is asked only after the mTLS version check failed.
+func maintenanceNodes(ctx context.Context, ns []node) []node {
+	var out []node
+	for _, n := range ns {
+		if inMaintenance(ctx, n.name) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// namedByRunbook says whether the address is one the runbook's provider
+// block names (endpoints or nodes), not one taken from a talosconfig: a
+// node in maintenance mode cannot prove who it is, so the first config
+// (with the cluster's secrets) goes only where the runbook says.
+func (s *settings) namedByRunbook(addr string) bool {
+	for _, e := range append(append([]string(nil), s.endpoints...), s.nodes...) {
+		if e == addr || hostOf(e) == hostOf(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// planFirstInstall is the plan of a machine config for nodes in
+// maintenance mode: "install: first config", with what will be written
+// and where.
+func (c *call) planFirstInstall(st mcStep, r *rendered, ns []node) sdk.Plan[planned] {
+	var diags phases.Diagnostics
+	var b strings.Builder
+	b.WriteString("install: first config\n")
+	for _, n := range ns {
+		if !c.s.namedByRunbook(n.name) {
+			diags = append(diags, phases.Errorf("First Install Not Allowed",
+				"Node %s is in maintenance mode (booted from the Talos ISO: self-signed TLS, no client authentication), so it cannot prove who it is, and %s would send it the cluster's secrets. The first config is sent only to an address the runbook names in the talos provider block (endpoints or nodes, e.g. the ipv4 output of the VM a step just created); %s comes from the talosconfig. Name it in the provider block to install it.",
+				n.name, c.addr, n.name)...)
+			continue
+		}
+		fmt.Fprintf(&b, "node %s: maintenance mode (self-signed TLS, no client auth, as talosctl --insecure sees it); first apply allowed only to %s (the address the runbook names)\n", n.name, n.name)
+	}
+	fmt.Fprintf(&b, "install disk: %s\n", c.s.installDisk)
+	fmt.Fprintf(&b, "installer image: %s (schematic %s, pinned version %s)\n", r.image, c.s.schematicID, c.s.version)
+	fmt.Fprintf(&b, "machine config (%s) rendered for Talos %s, Kubernetes %s: %s\n", st.role, c.s.version, c.s.k8sVersion, configSummary(r.cfg))
+	if len(st.patches) > 0 {
+		fmt.Fprintf(&b, "patches: %s\n", strings.Join(st.patches, ", "))
+	}
+	fmt.Fprintf(&b, "rendered config sha256: %s\n", r.hash)
+	fmt.Fprintf(&b, "then: wait for the install and the reboot, continue over mTLS with the talosconfig of the same secrets bundle: version-skew check, verify (%s)\n", st.verify)
+	pl := planned{Nodes: map[string]string{}, Rendered: r.hash}
+	for _, n := range ns {
+		pl.FirstInstall = append(pl.FirstInstall, n.name)
+	}
+	return sdk.Plan[planned]{Diff: b.String(), Private: pl, Diagnostics: diags,
+		Irreversible: "a first install writes Talos to the install disk of a node in maintenance mode; rollback cannot undo it (that takes a wipe and the ISO)"}
+}
+
+// configSummary names the documents of a rendered config, in order.
+func configSummary(cfg coreconfig.Provider) string {
+	var docs []string
+	for _, d := range cfg.Documents() {
+		name := d.Kind()
+		if nd, ok := d.(configconfig.NamedDocument); ok && nd.Name() != "" {
+			name += " " + nd.Name()
+		}
+		docs = append(docs, name)
+	}
+	return fmt.Sprintf("%d documents (%s)", len(docs), strings.Join(docs, ", "))
+}
