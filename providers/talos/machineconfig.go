@@ -182,7 +182,7 @@ func planMachineConfig(ctx context.Context, c *call, a talosschema.MachineConfig
 		// A node booted from the ISO fails the mTLS dial: is it waiting
 		// for its first config?
 		if m := maintenanceNodes(ctx, ns); len(m) > 0 && len(m) == len(ns) {
-			return c.planFirstInstall(st, r, ns)
+			return c.planFirstInstall(ctx, st, r, ns)
 		}
 		return sdk.Plan[planned]{Diagnostics: d}
 	}

@@ -72,7 +72,7 @@ func (s *settings) namedByRunbook(addr string) bool {
 // planFirstInstall is the plan of a machine config for nodes in
 // maintenance mode: "install: first config", with what will be written
 // and where.
-func (c *call) planFirstInstall(st mcStep, r *rendered, ns []node) sdk.Plan[planned] {
+func (c *call) planFirstInstall(ctx context.Context, st mcStep, r *rendered, ns []node) sdk.Plan[planned] {
 	var diags phases.Diagnostics
 	var b strings.Builder
 	b.WriteString("install: first config\n")
@@ -83,6 +83,13 @@ func (c *call) planFirstInstall(st mcStep, r *rendered, ns []node) sdk.Plan[plan
 				n.name, c.addr, n.name)...)
 			continue
 		}
+		disks, err := maintenanceDisks(ctx, n.name)
+		if err != nil {
+			diags = append(diags, phases.Errorf("Cannot Read Disks", "Reading the disks of node %s (maintenance mode), which the first install of %s is checked against, failed: %v.", n.name, c.addr, err)...)
+			continue
+		}
+		diags = append(diags, c.checkDisks(n.name, r, disks)...)
+		fmt.Fprintf(&b, "node %s: disks %s\n", n.name, diskList(disks))
 		fmt.Fprintf(&b, "node %s: maintenance mode (self-signed TLS, no client auth, as talosctl --insecure sees it); first apply allowed only to %s (the address the runbook names)\n", n.name, n.name)
 	}
 	fmt.Fprintf(&b, "install disk: %s\n", c.s.installDisk)

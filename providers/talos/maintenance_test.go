@@ -1,6 +1,7 @@
 package talos_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -109,6 +110,7 @@ func TestPlanFirstInstallOfMaintenanceNode(t *testing.T) {
 		"install disk: /dev/sda\n",
 		"installer image: " + image + " (schematic dc8730aa8cc7bfa5ef7e2b3284248f2631135b2faf4ae11aa997a0c1987b0eee, pinned version v1.13.3)",
 		"HostnameConfig", "ExternalVolumeConfig data", "UserVolumeConfig bulk",
+		"disks /dev/sda (34 GB, QEMU HARDDISK), /dev/sdb (161 GB, QEMU HARDDISK, serial bulk)",
 	} {
 		if !strings.Contains(r.Diff, want) {
 			t.Errorf("the plan lacks %q:\n%s", want, r.Diff)
@@ -147,5 +149,71 @@ func TestInstalledNodeIsNotMaintenance(t *testing.T) {
 	err := r.Diagnostics.Err()
 	if err == nil || strings.Contains(r.Diff, "install: first config") || !strings.Contains(err.Error(), "did not answer its version") {
 		t.Fatalf("Plan = %q, %v; want the version error of today", r.Diff, err)
+	}
+}
+
+// planDiskError plans the brief's patch against a maintenance node with
+// these disks and returns the one error diagnostic.
+func planDiskError(t *testing.T, disks []talosnode.Disk) (summary, detail string, subject string) {
+	t.Helper()
+	l := startMaintenance(t, disks)
+	p := l.provider(t, l.config(false))
+	r := plan(p, talos.MachineConfig, obj(map[string]cty.Value{"patches": strs("patches/node.yaml")}))
+	if len(r.Diagnostics) != 1 {
+		t.Fatalf("want one diagnostic, got %v", r.Diagnostics)
+	}
+	d := r.Diagnostics[0]
+	if d.Subject != nil {
+		subject = d.Subject.Filename + ":" + strconv.Itoa(d.Subject.StartLine)
+	}
+	if a := l.n.Applies(); len(a) != 0 {
+		t.Errorf("plan sent configs to the node: %+v", a)
+	}
+	return d.Summary, d.Detail, subject
+}
+
+const briefSelector = `"!system_disk && disk.size > 149u * GiB && disk.size < 151u * GiB"`
+
+func TestFirstInstallSelectorMatchingNoDisk(t *testing.T) {
+	t.Parallel()
+	sum, detail, at := planDiskError(t, []talosnode.Disk{
+		{Name: "/dev/sda", Size: "32GiB", Model: "QEMU HARDDISK"},
+		{Name: "/dev/sdb", Size: "200GiB", Model: "QEMU HARDDISK"},
+	})
+	if sum != "Disk Selector Must Match One Disk" || at != "patches/node.yaml:23" {
+		t.Errorf("diagnostic %q at %q", sum, at)
+	}
+	for _, want := range []string{`UserVolumeConfig "bulk" at patches/node.yaml:23`, briefSelector, "matches no disk", "/dev/sda (34 GB, QEMU HARDDISK), /dev/sdb (215 GB, QEMU HARDDISK)"} {
+		if !strings.Contains(detail, want) {
+			t.Errorf("detail lacks %q: %s", want, detail)
+		}
+	}
+}
+
+func TestFirstInstallSelectorMatchingTwoDisks(t *testing.T) {
+	t.Parallel()
+	_, detail, at := planDiskError(t, []talosnode.Disk{
+		{Name: "/dev/sda", Size: "32GiB"},
+		{Name: "/dev/sdb", Size: "150GiB", Serial: "one"},
+		{Name: "/dev/sdc", Size: "150GiB", Serial: "two"},
+	})
+	if at != "patches/node.yaml:23" {
+		t.Errorf("subject %q", at)
+	}
+	for _, want := range []string{briefSelector, "matches 2 disks: /dev/sdb (161 GB, serial one), /dev/sdc (161 GB, serial two)"} {
+		if !strings.Contains(detail, want) {
+			t.Errorf("detail lacks %q: %s", want, detail)
+		}
+	}
+}
+
+func TestFirstInstallMissingInstallDisk(t *testing.T) {
+	t.Parallel()
+	sum, detail, _ := planDiskError(t, []talosnode.Disk{
+		{Name: "/dev/vda", Size: "32GiB"},
+		{Name: "/dev/vdb", Size: "150GiB"},
+	})
+	if sum != "Install Disk Not Found" || !strings.Contains(detail, "has no disk /dev/sda") || !strings.Contains(detail, "/dev/vda (34 GB), /dev/vdb (161 GB)") {
+		t.Errorf("%s: %s", sum, detail)
 	}
 }

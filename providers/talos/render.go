@@ -47,6 +47,7 @@ type rendered struct {
 	bytes []byte // what is sent: comments off
 	hash  string // canonical hash
 	image string
+	files []*patchFile // the patches, to name a file and line
 }
 
 // render builds the machine config of a step: the base from the secrets
@@ -122,7 +123,7 @@ func (c *call) render(role string, patchNames []string) (*rendered, phases.Diagn
 	if err != nil {
 		return nil, phases.FromError("Cannot Encode Machine Config", err)
 	}
-	return &rendered{cfg: cfg, bytes: b, hash: hashConfig(cfg), image: image}, nil
+	return &rendered{cfg: cfg, bytes: b, hash: hashConfig(cfg), image: image, files: files}, nil
 }
 
 // hashConfig is the hash of a config's canonical encoding, so that the
