@@ -14,6 +14,14 @@
 //     verify checks while the TRY is pending, then the permanent apply
 //     (NO_REBOOT by default). A failed check leaves the TRY to revert by
 //     itself. The inverse is the previous config, age-encrypted.
+//     A node in maintenance mode (booted from the ISO: self-signed TLS, no
+//     client auth, Version Unimplemented) is found when the mTLS version
+//     check fails; its plan is "install: first config", checked against
+//     the disks it reports (the install disk, each UserVolumeConfig CEL
+//     selector matching exactly one disk, with machinery's DiskLocator
+//     environment), and the config is sent over the insecure API only to
+//     an address the runbook names (maintenance.go, disks.go). The install
+//     has no inverse.
 //   - talos_bootstrap, talos_kubeconfig, talos_read, talos_service_health and
 //     talos_upgrade (the one explicit way to change the Talos version).
 //

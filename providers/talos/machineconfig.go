@@ -276,8 +276,17 @@ func applyMachineConfig(ctx context.Context, sc *handle, a talosschema.MachineCo
 			return mcApply{Diagnostics: phases.Errorf("Cannot Write Rendered Config", "Writing the rendered config of %s: %v.", c.addr, err)}
 		}
 	}
-	ns, d := c.guarded(ctx)
-	if d.HasErrors() {
+	ns, err := c.p.nodes(ctx)
+	if err != nil {
+		return mcApply{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
+	}
+	if d := c.p.guard(ctx, c, ns); d.HasErrors() {
+		if m := maintenanceNodes(ctx, ns); len(m) > 0 && len(m) == len(ns) {
+			if pl.Rendered != "" && len(pl.FirstInstall) == 0 {
+				return mcApply{Diagnostics: phases.Errorf("Node Changed Since Plan", "Node %s is in maintenance mode, but the plan of %s did not say it installs it (the node was reset or booted from the ISO since): make a new plan.", m[0].name, c.addr)}
+			}
+			return c.firstInstall(ctx, st, r, ns)
+		}
 		return mcApply{Diagnostics: d}
 	}
 	inv := inverseData{Nodes: map[string]prevConfig{}}
@@ -415,8 +424,13 @@ func readMachineConfig(ctx context.Context, sc *handle, a talosschema.MachineCon
 	c := newCall(sc)
 	p := c.p
 	if prior == nil {
-		// Never recorded: a run may have stopped during a TRY. Re-running
-		// the ladder is idempotent, so say Absent and let it run.
+		// Never recorded: a run may have stopped during a TRY (the
+		// persisted config is still the old one), or while a first
+		// install rebooted. Only a node that persisted exactly this
+		// config is Present; else re-running the ladder is idempotent.
+		if out, ok := c.persistedAsRendered(ctx, a); ok {
+			return sdk.Read[inverseData]{Observation: providers.Present, Outputs: out, Detail: "never recorded as applied, but every node runs this config (a run stopped after applying it, e.g. during a first install's reboot)"}
+		}
 		return sdk.Read[inverseData]{Observation: providers.Absent, Detail: "never recorded as applied; the ladder runs (again)"}
 	}
 	st, known, diags := decodeMachineConfig(c, a)
@@ -451,6 +465,34 @@ func readMachineConfig(ctx context.Context, sc *handle, a talosschema.MachineCon
 		return sdk.Read[inverseData]{Observation: providers.Drifted, Detail: strings.Join(drift, "\n")}
 	}
 	return sdk.Read[inverseData]{Observation: providers.Present, Outputs: talosschema.MachineConfigOutputs{ConfigHash: r.hash, InstallerImage: r.image}}
+}
+
+// persistedAsRendered says whether every node answers over mTLS and has
+// persisted the config the step renders now.
+func (c *call) persistedAsRendered(ctx context.Context, a talosschema.MachineConfigAttrs) (talosschema.MachineConfigOutputs, bool) {
+	st, known, diags := decodeMachineConfig(c, a)
+	if diags.HasErrors() || !known {
+		return talosschema.MachineConfigOutputs{}, false
+	}
+	r, diags := c.render(st.role, st.patches)
+	if diags.HasErrors() {
+		return talosschema.MachineConfigOutputs{}, false
+	}
+	ns, err := c.p.nodes(ctx)
+	if err != nil || len(ns) == 0 {
+		return talosschema.MachineConfigOutputs{}, false
+	}
+	for _, n := range ns {
+		cur, err := n.currentConfig(ctx)
+		if err != nil {
+			return talosschema.MachineConfigOutputs{}, false
+		}
+		cfg, err := loadConfig(cur)
+		if err != nil || hashConfig(cfg) != r.hash {
+			return talosschema.MachineConfigOutputs{}, false
+		}
+	}
+	return talosschema.MachineConfigOutputs{ConfigHash: r.hash, InstallerImage: r.image}, true
 }
 
 func revertMachineConfig(ctx context.Context, sc *handle, a talosschema.MachineConfigAttrs, u sdk.Undo[inverseData]) phases.Diagnostics {

@@ -5,7 +5,9 @@ import (
 	"crypto/tls"
 	"fmt"
 	"strings"
+	"time"
 
+	machineapi "github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	coreconfig "github.com/siderolabs/talos/pkg/machinery/config"
 	configconfig "github.com/siderolabs/talos/pkg/machinery/config/config"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers/sdk"
+	"github.com/homelab-migrate/migrate/providers/talos/talosschema"
 )
 
 // maintenanceMessage is what a node booted from the ISO answers to Version:
@@ -119,4 +122,79 @@ func configSummary(cfg coreconfig.Provider) string {
 		docs = append(docs, name)
 	}
 	return fmt.Sprintf("%d documents (%s)", len(docs), strings.Join(docs, ", "))
+}
+
+// firstInstall sends the first config to nodes in maintenance mode over
+// the insecure connection (as talosctl apply-config --insecure does),
+// waits for the install and the reboot, then goes on over mTLS with the
+// talosconfig of the same bundle: the version-skew guard and the verify
+// checks. An install cannot be undone: there is no inverse.
+func (c *call) firstInstall(ctx context.Context, st mcStep, r *rendered, ns []node) mcApply {
+	for _, n := range ns {
+		if !c.s.namedByRunbook(n.name) {
+			return mcApply{Diagnostics: phases.Errorf("First Install Not Allowed",
+				"Node %s is in maintenance mode and cannot prove who it is; %s sends the first config (with the cluster's secrets) only to an address the runbook names in the talos provider block (endpoints or nodes), and %s comes from the talosconfig. Nothing was sent.",
+				n.name, c.addr, n.name)}
+		}
+		disks, err := maintenanceDisks(ctx, n.name)
+		if err != nil {
+			return mcApply{Diagnostics: phases.Errorf("Cannot Read Disks", "Reading the disks of node %s (maintenance mode) before the first install of %s failed: %v. Nothing was sent.", n.name, c.addr, err)}
+		}
+		if d := c.checkDisks(n.name, r, disks); d.HasErrors() {
+			return mcApply{Diagnostics: d}
+		}
+		if d := c.sendFirstConfig(ctx, n, r); d.HasErrors() {
+			return mcApply{Diagnostics: d}
+		}
+	}
+	// The shared client failed its handshakes against the maintenance
+	// certificate; a fresh one dials the installed node.
+	_ = c.p.close()
+	ns, err := c.p.nodes(ctx)
+	if err != nil {
+		return mcApply{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
+	}
+	for _, n := range ns {
+		c.log.Printf("node %s: waiting for the install and the reboot (mTLS with the talosconfig)", n.name)
+		if err := waitVersion(ctx, n, ""); err != nil {
+			return mcApply{Diagnostics: phases.Errorf("Node Did Not Come Back", "Node %s did not answer over mTLS after the first install of %s: %v. A failed install leaves it in maintenance mode (its console or dmesg says why).", n.name, c.addr, err)}
+		}
+	}
+	if d := c.p.guard(ctx, c, ns); d.HasErrors() {
+		return mcApply{Diagnostics: d}
+	}
+	for _, n := range ns {
+		checkCtx, cancel := context.WithTimeout(ctx, time.Minute)
+		err := c.verify(checkCtx, n, st.verify)
+		cancel()
+		if err != nil {
+			c.captureDmesg(ctx, n)
+			return mcApply{Diagnostics: phases.Errorf("Verify Failed", "A check of %s failed after the first install of node %s: %v. An install is not undone by itself; the dmesg tail is in the step's log.", c.addr, n.name, err)}
+		}
+		c.log.Printf("node %s: installed; checks passed (%s)", n.name, st.verify)
+	}
+	c.log.Printf("no rollback for %s: a first install cannot be undone", c.addr)
+	return mcApply{Outputs: talosschema.MachineConfigOutputs{ConfigHash: r.hash, InstallerImage: r.image}}
+}
+
+// sendFirstConfig applies the config to one node in maintenance mode.
+func (c *call) sendFirstConfig(ctx context.Context, n node, r *rendered) phases.Diagnostics {
+	actx, cancel := bounded(ctx)
+	defer cancel()
+	ic, err := insecureClient(actx, n.name)
+	if err != nil {
+		return phases.FromError("Cannot Reach Talos", err)
+	}
+	defer ic.Close() //nolint:errcheck
+	c.log.Printf("node %s: maintenance mode: sending the first config (sha256 %s, installer %s, install disk %s)", n.name, r.hash, r.image, c.s.installDisk)
+	resp, err := ic.ApplyConfiguration(actx, &machineapi.ApplyConfigurationRequest{Data: r.bytes, Mode: machineapi.ApplyConfigurationRequest_AUTO})
+	if err != nil {
+		return phases.Errorf("Machine Config Refused", "Node %s (maintenance mode) refused the first config of %s: %v. Nothing was installed.", n.name, c.addr, apiErr("ApplyConfiguration", err))
+	}
+	for _, m := range resp.GetMessages() {
+		for _, w := range m.GetWarnings() {
+			c.log.Printf("node %s: warning: %s", n.name, w)
+		}
+	}
+	return nil
 }

@@ -1,6 +1,8 @@
 package talos_test
 
 import (
+	"bytes"
+	"context"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v4"
 
 	"github.com/homelab-migrate/migrate/lab/talosnode"
+	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/talos"
 )
 
@@ -215,5 +218,73 @@ func TestFirstInstallMissingInstallDisk(t *testing.T) {
 	})
 	if sum != "Install Disk Not Found" || !strings.Contains(detail, "has no disk /dev/sda") || !strings.Contains(detail, "/dev/vda (34 GB), /dev/vdb (161 GB)") {
 		t.Errorf("%s: %s", sum, detail)
+	}
+}
+
+func TestFirstInstallEndToEndThenResumeSeesPresent(t *testing.T) {
+	t.Parallel()
+	l := startMaintenance(t, maintDisks)
+	p := l.provider(t, l.config(false))
+	cfg := obj(map[string]cty.Value{"patches": strs("patches/node.yaml"), "verify": verify([]string{"apid", "machined"}, nil)})
+	pr := plan(p, talos.MachineConfig, cfg)
+	if err := pr.Diagnostics.Err(); err != nil {
+		t.Fatalf("Plan: %v", err)
+	}
+	var log bytes.Buffer
+	r := p.Apply(context.Background(), providers.ApplyRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Planned: pr.Private, Log: &log})
+	if err := r.Diagnostics.Err(); err != nil {
+		t.Fatalf("Apply: %v\n%s", err, log.String())
+	}
+	select {
+	case <-l.n.Installed():
+	default:
+		t.Fatal("the node was not installed")
+	}
+	image, disk := l.n.Install()
+	want := "factory.talos.dev/metal-installer/dc8730aa8cc7bfa5ef7e2b3284248f2631135b2faf4ae11aa997a0c1987b0eee:v1.13.3"
+	if image != want || disk != "/dev/sda" || l.n.Version() != "v1.13.3" {
+		t.Errorf("installed %q on %q, running %s", image, disk, l.n.Version())
+	}
+	if r.Inverse != nil {
+		t.Errorf("a first install has an inverse: %+v", r.Inverse)
+	}
+	for _, w := range []string{"sending the first config", "waiting for the install and the reboot", "installed; checks passed (services healthy: apid, machined)", "a first install cannot be undone"} {
+		if !strings.Contains(log.String(), w) {
+			t.Errorf("the log lacks %q:\n%s", w, log.String())
+		}
+	}
+	assertNoSecrets(t, "the log", log.String(), nil)
+
+	// A run killed during the reboot wait never recorded the step: a new
+	// process reads it as Present and installs nothing again.
+	applies := len(l.n.Applies())
+	p2 := l.provider(t, l.config(false))
+	rr := p2.Read(context.Background(), providers.ReadRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg})
+	if rr.Observation != providers.Present || rr.Diagnostics.HasErrors() {
+		t.Fatalf("Read of the installed node = %v %v: %s", rr.Observation, rr.Diagnostics, rr.Detail)
+	}
+	if !strings.Contains(rr.Outputs.GetAttr("installer_image").AsString(), want) {
+		t.Errorf("outputs: %#v", rr.Outputs)
+	}
+	// and its plan is the mTLS one: no install
+	pr = plan(p2, talos.MachineConfig, cfg)
+	if err := pr.Diagnostics.Err(); err != nil || strings.Contains(pr.Diff, "install: first config") || !strings.Contains(pr.Diff, "No changes.") {
+		t.Errorf("plan after the install: %v\n%s", err, pr.Diff)
+	}
+	if got := l.n.Applies()[applies:]; len(got) != 1 || !got[0].DryRun {
+		t.Errorf("after the install: applies %+v, want the plan's dry run only", got)
+	}
+}
+
+func TestFirstInstallNotPlannedIsRefused(t *testing.T) {
+	t.Parallel()
+	l := startMaintenance(t, maintDisks)
+	p := l.provider(t, l.config(false))
+	cfg := obj(map[string]cty.Value{"patches": strs("patches/node.yaml")})
+	// a plan made when the node was installed (no first install in it)
+	planned := []byte(`{"nodes":{},"rendered":"x"}`)
+	r := p.Apply(context.Background(), providers.ApplyRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Planned: planned, Log: &bytes.Buffer{}})
+	if err := r.Diagnostics.Err(); err == nil || !strings.Contains(err.Error(), "did not say it installs it") || !l.n.Maintenance() {
+		t.Fatalf("Apply = %v; maintenance %v", err, l.n.Maintenance())
 	}
 }
