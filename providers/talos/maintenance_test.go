@@ -119,6 +119,7 @@ func TestPlanFirstInstallOfMaintenanceNode(t *testing.T) {
 			t.Errorf("the plan lacks %q:\n%s", want, r.Diff)
 		}
 	}
+	assertNoSecrets(t, "the plan diff", r.Diff, bundleSecretsOf(t, l.secrets))
 	if !strings.Contains(r.Irreversible, "first install") {
 		t.Errorf("Irreversible = %q, want the first install named", r.Irreversible)
 	}
@@ -253,7 +254,7 @@ func TestFirstInstallEndToEndThenResumeSeesPresent(t *testing.T) {
 			t.Errorf("the log lacks %q:\n%s", w, log.String())
 		}
 	}
-	assertNoSecrets(t, "the log", log.String(), nil)
+	assertNoSecrets(t, "the log", log.String(), bundleSecretsOf(t, l.secrets))
 
 	// A run killed during the reboot wait never recorded the step: a new
 	// process reads it as Present and installs nothing again.

@@ -128,7 +128,13 @@ func (l *lab) provider(t *testing.T, extra map[string]cty.Value) *talos.Provider
 // forms they could leak: tokens, and private keys as in a machine config.
 func (l *lab) bundleSecrets(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile(l.n.SecretsPath())
+	return bundleSecretsOf(t, l.n.SecretsPath())
+}
+
+// bundleSecretsOf lists the secrets of the bundle in a file.
+func bundleSecretsOf(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
