@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/zclconf/go-cty/cty"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/helm"
@@ -14,6 +15,8 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	k := lab(t)
 	nsStep, nsRel := k.namespace(t, "conf"), k.namespace(t, "confrel")
+	node := k.node(t, "conf")
+	k.setReady(t, node, corev1.ConditionTrue, "KubeletReady")
 	providertest.Run(t, providertest.Harness{
 		New:            func() providers.Interface { return helm.New() },
 		ProviderConfig: obj(map[string]cty.Value{"kubeconfig": str(k.path), "default_pod_security": str("baseline")}),
@@ -33,6 +36,7 @@ func TestConformance(t *testing.T) {
 				"set_sensitive":    strMap(map[string]string{"password": "conformance-secret"}),
 				"timeout":          str("1m"),
 			})},
+			{Type: helm.Ready, Config: obj(map[string]cty.Value{"node": str(node), "timeout": str("30s")})},
 		},
 	})
 }

@@ -19,6 +19,11 @@
 //     back to its last deployed revision, or uninstalled when none was,
 //     before the upgrade. Rollback returns to the previous revision, or
 //     uninstalls what the step installed.
+//   - kubernetes_ready (ready.go; a step or a check): waits until the API
+//     server answers /readyz and every node (or the one named) reports
+//     Ready=True, within timeout, and fails naming the last state seen.
+//     The plan does not contact the cluster, whose kubeconfig an earlier
+//     step of the run may write.
 //
 // The PodSecurity preflight: Talos enforces "baseline" on every namespace
 // not labelled otherwise, and a Deployment whose pods violate it is

@@ -95,5 +95,14 @@ var schema = phases.Schema{
 			},
 			Outputs: map[string]cty.Type{"name": cty.String, "namespace": cty.String, "revision": cty.Number, "status": cty.String, "chart_version": cty.String},
 		},
+		helm.Ready: {
+			Description: "Waits until the cluster's API server answers /readyz and every node (or the one named) has the condition Ready=True; fails after timeout with the last state seen. Changes nothing.",
+			Attributes: map[string]phases.Attribute{
+				"node":       {Type: cty.String, Description: "The node to wait for; default every node (at least one must be registered)."},
+				"timeout":    {Type: cty.String, Description: "How long to wait, \"5m\" by default."},
+				"kubeconfig": kubeconfigAttr,
+			},
+			CanCheck: true,
+		},
 	},
 }

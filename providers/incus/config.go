@@ -31,6 +31,8 @@ type settings struct {
 	where string
 	// clientCert is the client certificate's path, for advice on trusting it.
 	clientCert string
+	// dir is the runbook directory: relative paths of steps start there.
+	dir string
 }
 
 // configure turns the provider block into client options. Nothing is
@@ -64,7 +66,7 @@ func configure(req providers.ConfigureRequest) (*settings, phases.Diagnostics) {
 	}
 	remote, configDir, address, socket := b.Remote, b.ConfigDir, b.Address, b.Socket
 	clientCert, clientKey, serverCert := b.ClientCert, b.ClientKey, b.ServerCert
-	s := &settings{}
+	s := &settings{dir: dir}
 	if configDir == "" {
 		configDir = defaultConfigDir()
 	} else {

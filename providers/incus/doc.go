@@ -35,8 +35,10 @@
 //     when asked.
 //   - incus_snapshot: creates, restores or deletes a named snapshot.
 //   - incus_volume: ensures a custom storage volume (pool, size, content
-//     type, config keys); the inverse deletes what it created, or restores
-//     the config it changed.
+//     type, config keys), or imports source_file as an ISO volume
+//     (volume_import.go: the file's SHA-256 is an input and the volume's
+//     mark); the inverse deletes what it created, or restores the config
+//     it changed.
 //
 // The cleanup guard: deleting an instance marked keep_for_rollback is
 // refused at plan time unless the step says retain_until and that date has

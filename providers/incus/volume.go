@@ -19,11 +19,13 @@ type volumeSpec struct {
 	Pool        string            `cty:"pool" doc:"The storage pool, \"default\" by default."`
 	Name        string            `cty:"name" doc:"The volume name; default the step's name."`
 	Size        string            `cty:"size" doc:"The volume size (its size config key), such as \"150GiB\"; the pool's default when unset."`
-	ContentType string            `cty:"content_type" doc:"\"filesystem\" (default) or \"block\" (for a VM's extra disk); it cannot change once created."`
+	ContentType string            `cty:"content_type" doc:"\"filesystem\" (default), \"block\" (for a VM's extra disk) or \"iso\" (with source_file); it cannot change once created."`
+	SourceFile  string            `cty:"source_file" doc:"A file to import as the volume, as incus storage volume import does (content_type \"iso\", the default with it): the Talos ISO need not sit on the host. Relative to the runbook; a changed file plans an update, which imports it again."`
 	Config      map[string]string `cty:"config" doc:"Volume config keys, such as snapshots.schedule; only the keys listed are managed."`
 
 	want map[string]string // Config with size
 	sens map[string]bool   // sensitive keys of want
+	path string            // SourceFile, absolute
 }
 
 // volumeOut is the outputs of an incus_volume step: what a disk device
@@ -55,15 +57,19 @@ var volumeStep = &sdk.StepType[*conn, volumeSpec, struct{}, volumeInverse]{
 	Plan:        planVolume,
 	Apply:       applyVolume,
 	Revert:      revertVolume,
+	Digest:      digestVolume,
 }
 
 func validateVolume(c *call, s *volumeSpec) phases.Diagnostics {
 	var diags phases.Diagnostics
 	s.Pool = orDefault(s.Pool, "default")
 	s.Name = orDefault(s.Name, c.Addr.Name)
+	if s.SourceFile != "" {
+		return append(diags, validateImport(c, s)...)
+	}
 	s.ContentType = orDefault(s.ContentType, "filesystem")
 	if s.ContentType != "filesystem" && s.ContentType != "block" {
-		diags = append(diags, errorf("Invalid Attribute Value", "The \"content_type\" attribute of %s must be \"filesystem\" or \"block\", not %q.", c.Addr, s.ContentType)...)
+		diags = append(diags, errorf("Invalid Attribute Value", "The \"content_type\" attribute of %s must be \"filesystem\" or \"block\" (or \"iso\" with source_file, the file to import), not %q.", c.Addr, s.ContentType)...)
 	}
 	if strings.Contains(s.Name, "/") || strings.Contains(s.Pool, "/") {
 		diags = append(diags, errorf("Invalid Attribute Value", "The volume %q in pool %q of %s: names may not contain \"/\".", s.Name, s.Pool, c.Addr)...)
@@ -112,6 +118,9 @@ func volumeChanges(s volumeSpec, have map[string]string) []change {
 }
 
 func readVolume(ctx context.Context, c *call, s volumeSpec, prior *sdk.Prior[struct{}, volumeInverse]) sdk.Read[volumeInverse] {
+	if s.path != "" {
+		return readImport(ctx, c, s, prior)
+	}
 	v, _, err := getVolume(ctx, c, s)
 	if err != nil {
 		return sdk.Read[volumeInverse]{Diagnostics: apiErr(c, "Cannot Read Volume", err)}
@@ -133,6 +142,9 @@ func readVolume(ctx context.Context, c *call, s volumeSpec, prior *sdk.Prior[str
 }
 
 func planVolume(ctx context.Context, c *call, s volumeSpec, _ *sdk.Prior[struct{}, volumeInverse]) sdk.Plan[struct{}] {
+	if s.path != "" {
+		return planImport(ctx, c, s)
+	}
 	v, _, err := getVolume(ctx, c, s)
 	if err != nil {
 		return sdk.Plan[struct{}]{Diagnostics: apiErr(c, "Cannot Read Volume", err)}
@@ -166,6 +178,9 @@ func deleteVolume(s volumeSpec) *sdk.Inverse[volumeInverse] {
 }
 
 func applyVolume(ctx context.Context, c *call, s volumeSpec, _ struct{}, _ *sdk.Prior[struct{}, volumeInverse]) volApply {
+	if s.path != "" {
+		return applyImport(ctx, c, s)
+	}
 	v, etag, err := getVolume(ctx, c, s)
 	if err != nil {
 		return volApply{Diagnostics: apiErr(c, "Cannot Read Volume", err)}

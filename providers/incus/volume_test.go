@@ -1,7 +1,10 @@
 package incus_test
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -160,4 +163,94 @@ func TestVolumeValidation(t *testing.T) {
 	}
 	r, _ := newStep(t, p, incus.Volume, "v", map[string]cty.Value{"pool": str("no-such-pool-xyz")}).apply(ctxT(t, 30*time.Second), nil, nil)
 	wantDiag(t, r.Diagnostics, "Cannot Create Volume", "incus_volume.v", "no-such-pool-xyz")
+}
+
+// TestVolumeImport: source_file is imported as an ISO volume (the daemon
+// takes any file), its SHA-256 joins the step's inputs and marks the
+// volume; a changed file is seen as drift and imported again; rollback
+// deletes the volume. A volume the step did not import is not replaced.
+func TestVolumeImport(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	p := provider(t, nil)
+	name := unique("iso")
+	cleanupVolume(t, c, name)
+	file := filepath.Join(t.TempDir(), "talos.iso")
+	first := bytes.Repeat([]byte("first image\n"), 1000)
+	if err := os.WriteFile(file, first, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := map[string]cty.Value{"name": str(name), "source_file": str(file)}
+	s := newStep(t, p, incus.Volume, "iso", cfg)
+	digest := func() string {
+		t.Helper()
+		r := p.InputDigest(context.Background(), providers.DigestRequest{Type: incus.Volume, Addr: s.addr, Config: s.cfg})
+		if err := r.Diagnostics.Err(); err != nil || r.Digest == "" {
+			t.Fatalf("InputDigest = %q %v", r.Digest, err)
+		}
+		return r.Digest
+	}
+	d1 := digest()
+	pl := s.mustPlan(nil)
+	wantContains(t, "the import plan", pl.Diff, "+ import source_file "+file+" (12000 bytes, sha256 ", `as iso volume "`+name+`" in pool "default"`, "rollback: delete the volume")
+	created := s.mustApply(pl.Private, nil)
+	v := volume(t, c, name)
+	if v.ContentType != "iso" || v.Config["size"] != "12000" || !strings.HasPrefix(v.Description, "migrate: imported by incus_volume.iso sha256 ") {
+		t.Fatalf("imported volume = %s %v %q", v.ContentType, v.Config, v.Description)
+	}
+	prior := priorOf(created)
+	if r := s.read(prior); r.Observation != providers.Present {
+		t.Fatalf("Read after import: %v %s", r.Observation, r.Detail)
+	}
+	wantContains(t, "the plan after import", s.mustPlan(prior).Diff, "already holds source_file", "nothing to change")
+
+	// A new ISO: another input digest, drift, and a second import.
+	if err := os.WriteFile(file, bytes.Repeat([]byte("second image\n"), 1000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if d2 := digest(); d2 == d1 {
+		t.Fatalf("the input digest did not follow the file: %q", d2)
+	}
+	if r := s.read(prior); r.Observation != providers.Drifted || !strings.Contains(r.Detail, "does not hold source_file") {
+		t.Fatalf("Read after the file changed: %v %s", r.Observation, r.Detail)
+	}
+	pl = s.mustPlan(prior)
+	wantContains(t, "the replace plan", pl.Diff, `~ replace volume "`+name+`"`, "13000 bytes")
+	replaced := s.mustApply(pl.Private, prior)
+	if v := volume(t, c, name); v.Config["size"] != "13000" {
+		t.Fatalf("replaced volume = %v", v.Config)
+	}
+	s.revert(replaced.Inverse)
+	if _, _, err := c.StorageVolume(ctxT(t, 10*time.Second), "default", name); !incusapi.IsNotFound(err) {
+		t.Fatalf("after rollback the volume is still there: %v", err)
+	}
+
+	// A volume of that name migrate did not import is refused, not replaced.
+	if err := c.ImportStorageVolume(ctxT(t, 30*time.Second), "default", name, "iso", bytes.NewReader(first)); err != nil {
+		t.Fatal(err)
+	}
+	wantDiag(t, s.plan(nil).Diagnostics, "Volume Exists", "did not import")
+}
+
+// TestVolumeImportInvalid: an iso volume needs source_file, and an
+// imported one takes neither size nor config; a missing file is named.
+func TestVolumeImportInvalid(t *testing.T) {
+	t.Parallel()
+	p := provider(t, nil)
+	file := filepath.Join(t.TempDir(), "x.iso")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cfg     map[string]cty.Value
+		summary string
+		detail  string
+	}{
+		{map[string]cty.Value{"content_type": str("iso")}, "Invalid Attribute Value", `"iso" with source_file`},
+		{map[string]cty.Value{"source_file": str(file), "size": str("1GiB")}, "Conflicting Attributes", "remove size and config"},
+		{map[string]cty.Value{"source_file": str(file), "content_type": str("block")}, "Invalid Attribute Value", `content_type "block" cannot be imported`},
+		{map[string]cty.Value{"source_file": str(file + ".missing")}, "Cannot Read Source File", "x.iso.missing"},
+	} {
+		wantDiag(t, newStep(t, p, incus.Volume, "bad", tc.cfg).plan(nil).Diagnostics, tc.summary, tc.detail)
+	}
 }

@@ -231,7 +231,34 @@ func applyBootstrap(ctx context.Context, c *call) phases.Diagnostics {
 		return phases.Errorf("Bootstrap Failed", "Bootstrapping etcd on node %s failed: %v.", n.name, apiErr("Bootstrap", err))
 	}
 	c.log.Printf("bootstrap cannot be undone: rollback leaves etcd as it is")
-	return nil
+	return waitEtcd(ctx, c, n)
+}
+
+// waitEtcd waits, within the step's timeout (else serviceWait), until
+// etcd runs healthy on the bootstrapped node, as talos_service_health
+// does: etcd takes a while to start, and the next steps (the kubeconfig,
+// the API server) need it. Only that node is asked: a worker has no etcd.
+func waitEtcd(ctx context.Context, c *call, n node) phases.Diagnostics {
+	parent := ctx
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, serviceWait)
+		defer cancel()
+	}
+	deadline, _ := ctx.Deadline()
+	wait := time.Until(deadline).Round(time.Second)
+	bad, err := c.waitServices(ctx, n, []string{"etcd"})
+	switch {
+	case err == nil && len(bad) == 0:
+		c.log.Printf("node %s: etcd running and healthy", n.name)
+		return nil
+	case errors.Is(parent.Err(), context.Canceled): // an interrupt, not the timeout
+		return phases.Errorf("Etcd Not Healthy", "Stopped while waiting for etcd on %s after the bootstrap: %v. The next run finds the node bootstrapped and waits again.", n.name, parent.Err())
+	case len(bad) == 0:
+		return phases.Errorf("Etcd Not Healthy", "Node %s did not say whether etcd is healthy after the bootstrap: %v.", n.name, apiErr("ServiceList", err))
+	}
+	c.captureDmesg(ctx, n)
+	return phases.Errorf("Etcd Not Healthy", "etcd is bootstrapped on %s but not healthy after waiting %s: %s. The next run finds the node bootstrapped and waits again.", n.name, wait, strings.Join(bad, "; "))
 }
 
 func alreadyBootstrapped(err error) bool {

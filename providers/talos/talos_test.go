@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"filippo.io/age"
+	machineapi "github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/zclconf/go-cty/cty"
 	"go.yaml.in/yaml/v4"
@@ -62,7 +65,15 @@ type lab struct {
 
 func startNode(t *testing.T, version string) *lab {
 	t.Helper()
-	n, err := talosnode.New(talosnode.Options{Dir: t.TempDir(), Version: version, ClusterName: "lab", Hostname: "lab-node"})
+	return startNodeWith(t, talosnode.Options{Version: version})
+}
+
+// startNodeWith starts a lab node with these options (Dir, ClusterName and
+// Hostname are the fixture's).
+func startNodeWith(t *testing.T, opts talosnode.Options) *lab {
+	t.Helper()
+	opts.Dir, opts.ClusterName, opts.Hostname = t.TempDir(), "lab", "lab-node"
+	n, err := talosnode.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -619,18 +630,18 @@ func TestBootstrapKubeconfigServicesRead(t *testing.T) {
 		if r.Inverse != nil {
 			t.Error("bootstrap returned an inverse")
 		}
+		// Right after the bootstrap etcd is still starting, as on a node:
+		// the step is done only when it runs healthy.
+		if i == 0 && (!strings.Contains(log.String(), "waiting for etcd: Preparing") || !strings.Contains(log.String(), "etcd running and healthy")) {
+			t.Errorf("the bootstrap did not wait for etcd:\n%s", log.String())
+		}
 	}
 	if !l.n.Bootstrapped() {
 		t.Error("the node is not bootstrapped")
 	}
-	// Right after the bootstrap etcd is still starting, as on a node: the
-	// check waits until it runs healthy instead of failing at once.
 	var log bytes.Buffer
-	if r := apply(ctx, p, talos.ServiceHealth, svc, &log); r.Diagnostics.HasErrors() {
-		t.Errorf("service health after bootstrap: %v", r.Diagnostics.Err())
-	}
-	if !strings.Contains(log.String(), "waiting for etcd: Preparing") || !strings.Contains(log.String(), "running and healthy") {
-		t.Errorf("service health right after bootstrap did not wait for etcd: %s", log.String())
+	if r := apply(ctx, p, talos.ServiceHealth, svc, &log); r.Diagnostics.HasErrors() || strings.Contains(log.String(), "waiting for") {
+		t.Errorf("service health after bootstrap: %v\n%s", r.Diagnostics.Err(), log.String())
 	}
 
 	kc := obj(map[string]cty.Value{"path": cty.StringVal("out/kubeconfig")})
@@ -786,5 +797,60 @@ func TestInputDigestFollowsPatchFiles(t *testing.T) {
 	unknown := obj(map[string]cty.Value{"patches": cty.UnknownVal(cty.List(cty.String))})
 	if r := p.InputDigest(context.Background(), providers.DigestRequest{Type: talos.MachineConfig, Config: unknown}); !r.Unknown {
 		t.Error("unknown patches must give an unknown digest")
+	}
+}
+
+// TestServiceHealthWaitsForEtcd: bootstrapped behind the provider's back
+// (as talosctl bootstrap would), etcd is still starting: the check waits
+// until it runs healthy instead of failing at once.
+func TestServiceHealthWaitsForEtcd(t *testing.T) {
+	t.Parallel()
+	l := startNode(t, "v1.13.3")
+	p := l.provider(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg, err := clientconfig.Open(l.n.TalosconfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc, err := client.New(ctx, client.WithConfig(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mc.Close()
+	if err := mc.Bootstrap(ctx, &machineapi.BootstrapRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	if r := apply(ctx, p, talos.ServiceHealth, obj(map[string]cty.Value{"services": strs("etcd")}), &log); r.Diagnostics.HasErrors() {
+		t.Errorf("service health after bootstrap: %v", r.Diagnostics.Err())
+	}
+	if !strings.Contains(log.String(), "waiting for etcd: Preparing") || !strings.Contains(log.String(), "running and healthy") {
+		t.Errorf("service health right after bootstrap did not wait for etcd: %s", log.String())
+	}
+}
+
+// TestBootstrapWaitTimesOut: etcd that does not come up within the
+// step's timeout fails the bootstrap, naming its last state; the next
+// run finds the node bootstrapped and waits again.
+func TestBootstrapWaitTimesOut(t *testing.T) {
+	t.Parallel()
+	l := startNodeWith(t, talosnode.Options{Version: "v1.13.3", EtcdStartup: 4 * time.Second})
+	p := l.provider(t, nil)
+	short, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	r := apply(short, p, talos.Bootstrap, cty.EmptyObjectVal, &bytes.Buffer{})
+	if err := r.Diagnostics.Err(); err == nil || !strings.Contains(err.Error(), "Etcd Not Healthy") || !strings.Contains(err.Error(), "etcd: Preparing") {
+		t.Fatalf("bootstrap with etcd still starting: %v", err)
+	}
+	if !l.n.Bootstrapped() {
+		t.Fatal("the node is not bootstrapped")
+	}
+	var log bytes.Buffer
+	if r := apply(context.Background(), p, talos.Bootstrap, cty.EmptyObjectVal, &log); r.Diagnostics.HasErrors() {
+		t.Fatalf("the second bootstrap: %v\n%s", r.Diagnostics.Err(), log.String())
+	}
+	if !strings.Contains(log.String(), "already bootstrapped") || !strings.Contains(log.String(), "etcd running and healthy") {
+		t.Errorf("the second bootstrap did not wait for etcd:\n%s", log.String())
 	}
 }

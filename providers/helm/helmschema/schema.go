@@ -14,6 +14,7 @@ const TypeName = "helm"
 const (
 	Namespace = "kubernetes_namespace"
 	Release   = "helm_release"
+	Ready     = "kubernetes_ready"
 )
 
 // Block is the provider block.
@@ -69,6 +70,17 @@ type ReleaseOutputs struct {
 	ChartVersion string `cty:"chart_version"`
 }
 
+// ReadyDescription describes the kubernetes_ready step type.
+const ReadyDescription = "Waits until the cluster's API server answers /readyz and every node (or the one named) has the condition Ready=True; fails after timeout with the last state seen. Changes nothing."
+
+// ReadyAttrs are the attributes of a kubernetes_ready step (a check, or a
+// step after the bootstrap).
+type ReadyAttrs struct {
+	Node       string `cty:"node" doc:"The node to wait for; default every node (at least one must be registered)."`
+	Timeout    string `cty:"timeout" doc:"How long to wait, \"5m\" by default."`
+	Kubeconfig string `cty:"kubeconfig" doc:"Path to a kubeconfig for this step, relative to the runbook (such as talos_kubeconfig.admin.path); default the provider's."`
+}
+
 // Schema describes the provider block and the step types, derived from
 // the structs above as the provider derives its own.
 var Schema = phases.Schema{
@@ -76,7 +88,14 @@ var Schema = phases.Schema{
 	StepTypes: map[string]phases.StepType{
 		Namespace: step[NamespaceAttrs](NamespaceDescription, NamespaceOutputs{}),
 		Release:   step[ReleaseAttrs](ReleaseDescription, ReleaseOutputs{}),
+		Ready:     check(step[ReadyAttrs](ReadyDescription, nil)),
 	},
+}
+
+// check marks a step type usable in a check block.
+func check(st phases.StepType) phases.StepType {
+	st.CanCheck = true
+	return st
 }
 
 func step[A any](description string, outputs any) phases.StepType {

@@ -188,6 +188,10 @@ type call struct {
 	query  url.Values
 	body   any
 	etag   string
+	// raw, when set, is sent as it is (application/octet-stream) instead
+	// of body, with the extra headers: a file upload.
+	raw     io.Reader
+	headers map[string]string
 }
 
 func (c *Client) target(path string, q url.Values) string {
@@ -216,12 +220,21 @@ func (c *Client) do(ctx context.Context, in call) (*response, http.Header, error
 		}
 		body = bytes.NewReader(b)
 	}
+	if in.raw != nil {
+		body = in.raw
+	}
 	req, err := http.NewRequestWithContext(ctx, in.method, c.target(in.path, in.query), body)
 	if err != nil {
 		return nil, nil, fmt.Errorf("incus: %s %s: %w", in.method, in.path, err)
 	}
-	if body != nil {
+	switch {
+	case in.raw != nil:
+		req.Header.Set("Content-Type", "application/octet-stream")
+	case body != nil:
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range in.headers {
+		req.Header.Set(k, v)
 	}
 	if in.etag != "" {
 		etag := in.etag

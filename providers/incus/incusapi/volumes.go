@@ -2,6 +2,7 @@ package incusapi
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/url"
 )
@@ -17,7 +18,7 @@ type StorageVolume struct {
 	StorageVolumePut
 	Name        string   `json:"name"`
 	Type        string   `json:"type"`
-	ContentType string   `json:"content_type"` // "filesystem" or "block"
+	ContentType string   `json:"content_type"` // "filesystem", "block" or "iso"
 	UsedBy      []string `json:"used_by"`
 }
 
@@ -50,6 +51,17 @@ func (c *Client) CreateStorageVolume(ctx context.Context, pool string, req Stora
 		req.Type = "custom"
 	}
 	return c.mutate(ctx, call{method: http.MethodPost, path: volumesPath(pool), body: req}, "", false)
+}
+
+// ImportStorageVolume creates a custom volume from a file, as `incus
+// storage volume import --type=iso` does: POST
+// /1.0/storage-pools/{pool}/volumes/custom with the file as the body and
+// its name and type in the X-Incus-name and X-Incus-type headers. The
+// daemon sets the volume's size to the file's; an ISO volume's config
+// cannot be changed afterwards (its description can).
+func (c *Client) ImportStorageVolume(ctx context.Context, pool, name, contentType string, file io.Reader) error {
+	return c.mutate(ctx, call{method: http.MethodPost, path: volumesPath(pool), raw: file,
+		headers: map[string]string{"X-Incus-name": name, "X-Incus-type": contentType}}, "", false)
 }
 
 // UpdateStorageVolume replaces a custom volume's config and description;

@@ -1,8 +1,10 @@
 package incusapi
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -39,5 +41,34 @@ func TestStorageVolumes(t *testing.T) {
 	}
 	if _, _, err := c.StorageVolume(ctx, "default", name); !IsNotFound(err) {
 		t.Fatalf("a deleted volume: %v", err)
+	}
+}
+
+// TestImportStorageVolume: a file is imported as an ISO volume of its
+// size; its description can be set though its config cannot; a second
+// import under the same name is refused.
+func TestImportStorageVolume(t *testing.T) {
+	c := socketClient(t)
+	ctx := ctxT(t, 60*time.Second)
+	name := uniqueName("iapi-iso")
+	t.Cleanup(func() { _ = c.DeleteStorageVolume(context.Background(), "default", name) })
+	data := bytes.Repeat([]byte("not really an iso\n"), 4096)
+	if err := c.ImportStorageVolume(ctx, "default", name, "iso", bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	v, etag, err := c.StorageVolume(ctx, "default", name)
+	if err != nil || v.ContentType != "iso" || v.Config["size"] != strconv.Itoa(len(data)) {
+		t.Fatalf("StorageVolume = %+v %v", v, err)
+	}
+	put := v.StorageVolumePut
+	put.Description = "marked"
+	if err := c.UpdateStorageVolume(ctx, "default", name, put, etag); err != nil {
+		t.Fatalf("setting the description of an ISO volume: %v", err)
+	}
+	if v, _, _ := c.StorageVolume(ctx, "default", name); v.Description != "marked" {
+		t.Fatalf("description = %q", v.Description)
+	}
+	if err := c.ImportStorageVolume(ctx, "default", name, "iso", bytes.NewReader(data)); err == nil {
+		t.Fatal("a second import under the same name succeeded")
 	}
 }

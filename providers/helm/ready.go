@@ -1,0 +1,180 @@
+package helm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers/helm/helmschema"
+	"github.com/homelab-migrate/migrate/providers/sdk"
+)
+
+// readyAttrs are a kubernetes_ready step's attributes.
+type readyAttrs = helmschema.ReadyAttrs
+
+// Ready is the kubernetes_ready step type.
+const Ready = helmschema.Ready
+
+const (
+	readyTimeout = 5 * time.Minute
+	// readyPoll is how often the cluster is asked again; each probe has
+	// readyProbe to answer, so a hung API server is a state, not a hang.
+	readyPoll  = time.Second
+	readyProbe = 10 * time.Second
+)
+
+var readyStep = &sdk.StepType[*Provider, readyAttrs, struct{}, struct{}]{
+	Name:        Ready,
+	Description: helmschema.ReadyDescription,
+	CanCheck:    true,
+	Validate:    validateReady,
+	// Plan does not contact the cluster: right after a bootstrap its
+	// kubeconfig may not be written yet.
+	Plan: func(_ context.Context, c *call, a readyAttrs, _ *sdk.Prior[struct{}, struct{}]) sdk.Plan[struct{}] {
+		return sdk.Plan[struct{}]{Diff: fmt.Sprintf("wait up to %s until the API server answers /readyz and %s Ready", orDefault(a.Timeout, "5m"), readyWhat(a))}
+	},
+	Apply: applyReady,
+}
+
+func readyWhat(a readyAttrs) string {
+	if a.Node != "" {
+		return fmt.Sprintf("node %s is", a.Node)
+	}
+	return "every node is"
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func validateReady(c *call, a *readyAttrs) phases.Diagnostics {
+	if a.Timeout == "" {
+		return nil
+	}
+	if d, err := time.ParseDuration(a.Timeout); err != nil || d <= 0 {
+		return phases.Errorf("Invalid Timeout", "timeout of %s must be a positive duration such as \"5m\", not %q.", c.Addr, a.Timeout)
+	}
+	return nil
+}
+
+func applyReady(ctx context.Context, c *call, a readyAttrs, _ struct{}, _ *sdk.Prior[struct{}, struct{}]) sdk.Apply[struct{}, struct{}] {
+	cl, diags := c.Settings.cluster(c, a.Kubeconfig)
+	if diags.HasErrors() {
+		return sdk.Apply[struct{}, struct{}]{Diagnostics: diags}
+	}
+	timeout := readyTimeout
+	if a.Timeout != "" {
+		timeout, _ = time.ParseDuration(a.Timeout)
+	}
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	deadline, _ := ctx.Deadline() // the run's own deadline may come first
+	waited := time.Until(deadline).Round(time.Second)
+	last := ""
+	for {
+		state := readyState(ctx, cl, a.Node)
+		if state == "" {
+			c.Log.Printf("the API server is ready and %s Ready", readyWhat(a))
+			return sdk.Apply[struct{}, struct{}]{Inverse: &sdk.Inverse[struct{}]{Description: "nothing to undo: a check"}}
+		}
+		if ctx.Err() == nil || last == "" { // a probe cut by our deadline says nothing new
+			if state != last {
+				c.Log.Printf("waiting: %s", state)
+			}
+			last = state
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(parent.Err(), context.Canceled) {
+				return sdk.Apply[struct{}, struct{}]{Diagnostics: sdk.Interrupted(c.Addr, parent.Err())}
+			}
+			return sdk.Apply[struct{}, struct{}]{Diagnostics: phases.Errorf("Kubernetes Not Ready", "%s: the cluster was not ready after waiting %s: %s.", c.Addr, waited, last)}
+		case <-time.After(readyPoll):
+		}
+	}
+}
+
+// readyState asks the cluster once; "" means ready, else what is not.
+func readyState(ctx context.Context, cl *cluster, node string) string {
+	ctx, cancel := context.WithTimeout(ctx, readyProbe)
+	defer cancel()
+	body, err := cl.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	if err != nil {
+		if len(body) > 0 {
+			return fmt.Sprintf("the API server is not ready (/readyz: %s)", strings.TrimSpace(clipText(string(body))))
+		}
+		return fmt.Sprintf("the API server does not answer /readyz: %v", err)
+	}
+	var nodes []corev1.Node
+	if node != "" {
+		n, err := cl.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return fmt.Sprintf("node %s is not registered", node)
+		case err != nil:
+			return fmt.Sprintf("node %s cannot be read: %v", node, err)
+		}
+		nodes = []corev1.Node{*n}
+	} else {
+		list, err := cl.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Sprintf("the nodes cannot be listed: %v", err)
+		}
+		if len(list.Items) == 0 {
+			return "no node is registered"
+		}
+		nodes = list.Items
+	}
+	var bad []string
+	for _, n := range nodes {
+		if s := nodeReady(n); s != "" {
+			bad = append(bad, s)
+		}
+	}
+	slices.Sort(bad)
+	return strings.Join(bad, "; ")
+}
+
+// nodeReady is "" for a node whose Ready condition is True, else its state.
+func nodeReady(n corev1.Node) string {
+	for _, c := range n.Status.Conditions {
+		if c.Type != corev1.NodeReady {
+			continue
+		}
+		if c.Status == corev1.ConditionTrue {
+			return ""
+		}
+		s := fmt.Sprintf("node %s: Ready=%s", n.Name, c.Status)
+		var why []string
+		for _, w := range []string{c.Reason, clipText(c.Message)} {
+			if w != "" {
+				why = append(why, w)
+			}
+		}
+		if len(why) > 0 {
+			s += " (" + strings.Join(why, ": ") + ")"
+		}
+		return s
+	}
+	return fmt.Sprintf("node %s: no Ready condition yet", n.Name)
+}
+
+func clipText(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 200 {
+		return s[:200] + "..."
+	}
+	return s
+}
