@@ -1,7 +1,9 @@
 package examples
 
 import (
+	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,11 +20,11 @@ import (
 // firstInstallLab is the lab node booted from the ISO (maintenance mode)
 // and the directory the example reads: the user's own secrets bundle and
 // talosconfig, as talosctl gen secrets / gen config write them.
-func firstInstallLab(t *testing.T) (*talosnode.Node, string) {
+func firstInstallLab(t *testing.T, reboot time.Duration) (*talosnode.Node, string) {
 	t.Helper()
 	lab := t.TempDir()
 	n, err := talosnode.New(talosnode.Options{
-		Dir: filepath.Join(lab, "node"), Maintenance: true, RebootDuration: 300 * time.Millisecond,
+		Dir: filepath.Join(lab, "node"), Maintenance: true, RebootDuration: reboot,
 		Disks: []talosnode.Disk{
 			{Name: "/dev/sda", Size: "32GiB", Model: "QEMU HARDDISK"},
 			{Name: "/dev/sdb", Size: "150GiB", Model: "QEMU HARDDISK"},
@@ -73,7 +75,7 @@ func firstInstallLab(t *testing.T) (*talosnode.Node, string) {
 // be undone.
 func TestFirstInstall(t *testing.T) {
 	t.Parallel()
-	node, lab := firstInstallLab(t)
+	node, lab := firstInstallLab(t, 300*time.Millisecond)
 	dir := copyExample(t, "first-install")
 	vars := []string{"--var", "lab=" + lab, "--state", filepath.Join(lab, "state")}
 
@@ -112,5 +114,78 @@ func TestFirstInstall(t *testing.T) {
 	}
 	if _, err := os.Stat(kubeconfig); !os.IsNotExist(err) {
 		t.Errorf("rollback left the kubeconfig: %v", err)
+	}
+}
+
+// installs counts the configs the node took for real (not dry runs, not
+// refused).
+func installs(n *talosnode.Node) int {
+	c := 0
+	for _, a := range n.Applies() {
+		if !a.DryRun && a.Err == "" {
+			c++
+		}
+	}
+	return c
+}
+
+// TestFirstInstallKilledDuringTheRebootWait: migrate is SIGKILLed while
+// the node installs and reboots; the next run finishes the phase without
+// sending the config a second time.
+func TestFirstInstallKilledDuringTheRebootWait(t *testing.T) {
+	t.Parallel()
+	node, lab := firstInstallLab(t, 4*time.Second)
+	dir := copyExample(t, "first-install")
+	vars := []string{"--var", "lab=" + lab, "--state", filepath.Join(lab, "state")}
+
+	cmd := exec.Command(migrate, append(append([]string{"run", "--all", "--auto-approve"}, vars...), "--runbook", dir, "--no-color")...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.After(2 * time.Minute)
+	for installs(node) == 0 {
+		select {
+		case err := <-exited:
+			t.Fatalf("migrate ended before the node took its config: %v\n%s", err, out.String())
+		case <-deadline:
+			cmd.Process.Kill() //nolint:errcheck
+			t.Fatalf("the node took no config in 2m:\n%s", out.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	select {
+	case <-node.Installed():
+		t.Fatal("the node was back before migrate was killed: the kill did not land in the reboot wait")
+	default:
+	}
+	select {
+	case <-node.Installed():
+	case <-time.After(time.Minute):
+		t.Fatalf("the node did not come back installed (failures %v)", node.InstallFailures())
+	}
+
+	again := run(t, dir, nil, append([]string{"run", "--all", "--auto-approve"}, vars...)...)
+	if !strings.Contains(again, "talos_machine_config.node: done before the last run stopped") {
+		t.Errorf("the resumed run did not see the install as done:\n%s", again)
+	}
+	if n := installs(node); n != 1 {
+		t.Errorf("the node took %d configs, want the one install:\n%s", n, again)
+	}
+	if strings.Contains(again, "sending the first config") {
+		t.Errorf("the resumed run sent the first config again:\n%s", again)
+	}
+	if !node.Bootstrapped() {
+		t.Error("the resumed run did not bootstrap")
+	}
+	if _, err := os.Stat(filepath.Join(lab, "rendered/kubeconfig")); err != nil {
+		t.Errorf("the resumed run wrote no kubeconfig: %v", err)
 	}
 }
