@@ -1,16 +1,16 @@
 # From a node booted from the Talos ISO (maintenance mode) to a cluster and
 # its kubeconfig in ONE run: the first install, the bootstrap, the
 # kubeconfig. The lab's Talos node stands in for the VM (see
-# lab/talosnode/doc.go); start it in maintenance mode first, with the
-# address it listens on written where the runbook looks:
+# lab/talosnode/doc.go); start it in maintenance mode in lab/node (it
+# writes the address it serves on to its "ready" file):
 #
 #   make build
+#   mkdir -p /tmp/first-install
 #   talosctl gen secrets -o /tmp/first-install/secrets.yaml   # your own bundle
 #   talosctl gen config lab https://127.0.0.1:6443 --with-secrets /tmp/first-install/secrets.yaml \
 #       --output-types talosconfig -o /tmp/first-install/talosconfig
 #   bin/talos-lab --maintenance --dir /tmp/first-install/node \
 #       --disk name=/dev/sda,size=32GiB --disk name=/dev/sdb,size=150GiB &
-#   echo 127.0.0.1:50000 > /tmp/first-install/address
 #   bin/migrate plan --runbook examples/first-install --state /tmp/first-install/state --var lab=/tmp/first-install
 #   bin/migrate run --all --runbook examples/first-install --state /tmp/first-install/state --var lab=/tmp/first-install --auto-approve
 #
@@ -21,16 +21,16 @@
 
 variable "lab" {
   type        = string
-  description = "Directory of the secrets bundle, talosconfig, the node's address file; the kubeconfig is written to its rendered/."
+  description = "Directory of your secrets bundle and talosconfig, and node/, the talos-lab --dir; the kubeconfig is written to its rendered/."
 }
 
 phase "platform" {
   description = "Wait for the node booted from the ISO, install Talos, bootstrap, kubeconfig."
 
-  # The node is up when its address is known (a VM's DHCP lease, here the
-  # file the lab's starter wrote).
+  # The node is up when its address is known (a VM's DHCP lease; here the
+  # lab node's ready file).
   step "exec" "node" {
-    command = ["sh", "-c", "until [ -s \"$LAB/address\" ]; do sleep 0.2; done"]
+    command = ["sh", "-c", "until [ -s \"$LAB/node/ready\" ]; do sleep 0.2; done"]
     env     = { LAB = var.lab }
     timeout = "2m"
   }
@@ -59,7 +59,7 @@ phase "platform" {
 provider "talos" "node" {
   # Known only once exec.node has run: the first install goes only to the
   # address the runbook names, never to one from the talosconfig.
-  endpoints        = [exec.node.exit_code == 0 ? trimspace(file("${var.lab}/address")) : "node-not-up"]
+  endpoints        = [exec.node.exit_code == 0 ? trimspace(file("${var.lab}/node/ready")) : "node-not-up"]
   talosconfig      = "${var.lab}/talosconfig"
   secrets          = "${var.lab}/secrets.yaml"
   version          = "v1.13.3" # pinned: the installer image's tag

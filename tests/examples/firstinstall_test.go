@@ -61,7 +61,8 @@ func firstInstallLab(t *testing.T, reboot time.Duration) (*talosnode.Node, strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, text := range map[string][]byte{"secrets.yaml": b, "talosconfig": tb, "address": []byte(n.Addr() + "\n")} {
+	// node/ready is what talos-lab writes once it serves: its address.
+	for name, text := range map[string][]byte{"secrets.yaml": b, "talosconfig": tb, "node/ready": []byte(n.Addr() + "\n")} {
 		if err := os.WriteFile(filepath.Join(lab, name), text, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -75,11 +76,18 @@ func firstInstallLab(t *testing.T, reboot time.Duration) (*talosnode.Node, strin
 // be undone.
 func TestFirstInstall(t *testing.T) {
 	t.Parallel()
-	node, lab := firstInstallLab(t, 300*time.Millisecond)
 	dir := copyExample(t, "first-install")
+	// Before anything exists (no node, no secrets): the plan still exits 0.
+	nothing := filepath.Join(t.TempDir(), "nothing")
+	out := run(t, dir, nil, "plan", "--var", "lab="+nothing, "--state", filepath.Join(nothing, "state"))
+	if !strings.Contains(out, "(known after exec.node)") {
+		t.Errorf("plan before anything exists does not show the deferred address:\n%s", out)
+	}
+
+	node, lab := firstInstallLab(t, 300*time.Millisecond)
 	vars := []string{"--var", "lab=" + lab, "--state", filepath.Join(lab, "state")}
 
-	out := run(t, dir, nil, append([]string{"plan"}, vars...)...)
+	out = run(t, dir, nil, append([]string{"plan"}, vars...)...)
 	if !strings.Contains(out, "(known after exec.node)") {
 		t.Errorf("plan does not show the deferred address:\n%s", out)
 	}
