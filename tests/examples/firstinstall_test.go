@@ -2,6 +2,7 @@ package examples
 
 import (
 	"bytes"
+	"filippo.io/age"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -180,7 +181,17 @@ func TestFirstInstallKilledDuringTheRebootWait(t *testing.T) {
 		t.Fatalf("the node did not come back installed (failures %v)", node.InstallFailures())
 	}
 
-	again := run(t, dir, nil, append([]string{"run", "--all", "--auto-approve"}, vars...)...)
+	// With an age identity, an installed node's config would get an
+	// inverse: the resumed run must still record the first install as one.
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(lab, "age.key"), []byte(id.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"MIGRATE_AGE_IDENTITY=" + filepath.Join(lab, "age.key")}
+	again := run(t, dir, env, append([]string{"run", "--all", "--auto-approve"}, vars...)...)
 	if !strings.Contains(again, "talos_machine_config.node: done before the last run stopped") {
 		t.Errorf("the resumed run did not see the install as done:\n%s", again)
 	}
@@ -195,5 +206,9 @@ func TestFirstInstallKilledDuringTheRebootWait(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(lab, "rendered/kubeconfig")); err != nil {
 		t.Errorf("the resumed run wrote no kubeconfig: %v", err)
+	}
+	rb := run(t, dir, env, append([]string{"rollback", "--auto-approve"}, vars...)...)
+	if !strings.Contains(rb, "! talos_machine_config.node") || installs(node) != 1 {
+		t.Errorf("rollback after the resumed run did not leave the first install as it is (%d configs taken):\n%s", installs(node), rb)
 	}
 }
