@@ -51,10 +51,6 @@ func stripKnownAfter(v cty.Value) (cty.Value, []phases.Address) {
 	return plain.MarkWithPaths(kept), after
 }
 
-// unknownText is what a provider writes for a value it cannot know yet
-// (providers/sdk's UnknownText; the engine imports no provider package).
-const unknownText = "(known after apply)"
-
 // knownAfterText is how a plan shows a value that waits for the steps of
 // after: "(known after exec.first)".
 func knownAfterText(after []phases.Address) string {
@@ -67,14 +63,14 @@ func nameKnownAfter(diff string, after []phases.Address) string {
 	if len(after) == 0 {
 		return diff
 	}
-	return strings.ReplaceAll(diff, unknownText, knownAfterText(after))
+	return strings.ReplaceAll(diff, phases.UnknownText, knownAfterText(after))
 }
 
 // wholeDiffDeferred reports whether a provider deferred its whole diff
 // ("(known after apply): attrs", as providers/sdk writes it for a step
 // type that cannot plan with unknown values).
 func wholeDiffDeferred(diff string) bool {
-	return strings.HasPrefix(diff, unknownText+": ")
+	return strings.HasPrefix(diff, phases.UnknownText+": ")
 }
 
 // deferredDiff is the diff of a step whose provider could not plan it
