@@ -29,6 +29,26 @@ func fromOutput(p *phases.Phase, name, from, prefix string) *phases.Step {
 	}), from)
 }
 
+// waiting is a runbook of one phase, "platform": step first, then step
+// second whose value is prefix followed by first's output value.
+func waiting(first, second, prefix string) *rb {
+	b := newRB()
+	p := b.phase("platform")
+	b.step(p, first)
+	p.Steps = append(p.Steps, fromOutput(p, second, first, prefix))
+	return b
+}
+
+// mustPlan plans every phase of e and fails the test on an error.
+func mustPlan(t *testing.T, e *engine.Engine) *engine.Plan {
+	t.Helper()
+	plan, diags := e.Plan(context.Background(), engine.PlanOptions{})
+	if diags.HasErrors() {
+		t.Fatal(diags.Err())
+	}
+	return plan
+}
+
 // dialling makes the fake provider fail to plan a step whose value is not
 // known, as a provider that dials an address created by an earlier step.
 func dialling(f *fake.Provider) {
@@ -57,15 +77,9 @@ func stepPlan(t *testing.T, p *engine.Plan, name string) *engine.StepPlan {
 func TestPlanNamesTheStepAValueWaitsFor(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	b := newRB()
-	p := b.phase("platform")
-	b.step(p, "first")
-	p.Steps = append(p.Steps, fromOutput(p, "second", "first", "ip="))
+	b := waiting("first", "second", "ip=")
 	e, _ := h.open(b.r)
-	plan, diags := e.Plan(context.Background(), engine.PlanOptions{})
-	if diags.HasErrors() {
-		t.Fatal(diags.Err())
-	}
+	plan := mustPlan(t, e)
 	sp := stepPlan(t, plan, "second")
 	if want := []phases.Address{addr("first")}; !reflect.DeepEqual(sp.KnownAfter, want) {
 		t.Errorf("KnownAfter = %v, want %v", sp.KnownAfter, want)
@@ -86,10 +100,7 @@ func TestProviderErrorOnUnknownInputsDefersTheDiff(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	dialling(h.fake)
-	b := newRB()
-	p := b.phase("platform")
-	b.step(p, "node")
-	p.Steps = append(p.Steps, fromOutput(p, "config", "node", ""))
+	b := waiting("node", "config", "")
 	e, _ := h.open(b.r)
 	plan, diags := e.Plan(context.Background(), engine.PlanOptions{})
 	// node plans with a known value; config cannot be planned yet.
@@ -120,10 +131,7 @@ func TestRunPlansADeferredStepAgainBeforeApplying(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	dialling(h.fake)
-	b := newRB()
-	p := b.phase("platform")
-	b.step(p, "node")
-	p.Steps = append(p.Steps, fromOutput(p, "config", "node", "at-"))
+	b := waiting("node", "config", "at-")
 	if err := h.run(b.r); err != nil {
 		t.Fatal(err)
 	}
@@ -145,15 +153,9 @@ func TestRunPlansADeferredStepAgainBeforeApplying(t *testing.T) {
 func TestSavedPlanContradictedByTheFreshPlanIsRefused(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	b := newRB()
-	p := b.phase("platform")
-	b.step(p, "node")
-	p.Steps = append(p.Steps, fromOutput(p, "config", "node", "at-"))
+	b := waiting("node", "config", "at-")
 	e, st := h.open(b.r)
-	plan, diags := e.Plan(context.Background(), engine.PlanOptions{})
-	if diags.HasErrors() {
-		t.Fatal(diags.Err())
-	}
+	plan := mustPlan(t, e)
 	st.Close()
 	path := filepath.Join(t.TempDir(), "plan.json")
 	if err := engine.WritePlan(path, plan); err != nil {
@@ -191,15 +193,9 @@ func TestSavedPlanContradictedByTheFreshPlanIsRefused(t *testing.T) {
 func TestSavedPlanAgreeingWithTheFreshPlanRuns(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	b := newRB()
-	p := b.phase("platform")
-	b.step(p, "node")
-	p.Steps = append(p.Steps, fromOutput(p, "config", "node", "at-"))
+	b := waiting("node", "config", "at-")
 	e, st := h.open(b.r)
-	plan, diags := e.Plan(context.Background(), engine.PlanOptions{})
-	if diags.HasErrors() {
-		t.Fatal(diags.Err())
-	}
+	plan := mustPlan(t, e)
 	if err := e.Run(context.Background(), context.Background(), plan, engine.RunOptions{SavedPlan: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -219,10 +215,7 @@ func TestCheckWaitingForAStepIsPlannedAgain(t *testing.T) {
 	c.When = phases.CheckAfter
 	p.Checks = append(p.Checks, c)
 	e, st := h.open(b.r)
-	plan, diags := e.Plan(context.Background(), engine.PlanOptions{})
-	if diags.HasErrors() {
-		t.Fatal(diags.Err())
-	}
+	plan := mustPlan(t, e)
 	if sp := stepPlan(t, plan, "up"); sp.Diff != "value: (known after fake_step.node)" {
 		t.Errorf("check diff %q", sp.Diff)
 	}
@@ -252,10 +245,7 @@ func TestDefiniteErrorOnUnknownInputsFailsThePlan(t *testing.T) {
 		d[0].Definite = true
 		return providers.PlanResponse{Diagnostics: d}
 	}
-	b := newRB()
-	p := b.phase("platform")
-	b.step(p, "cluster")
-	p.Steps = append(p.Steps, fromOutput(p, "release", "cluster", ""))
+	b := waiting("cluster", "release", "")
 	e, _ := h.open(b.r)
 	_, diags := e.Plan(context.Background(), engine.PlanOptions{})
 	if !diags.HasErrors() || !strings.Contains(diags.Err().Error(), "privileged container") {
