@@ -129,31 +129,35 @@ func parseJournalLine(b []byte) (journalEntry, error) {
 func replay(s *Snapshot, entries []journalEntry, legacy bool) (int, error) {
 	applied := 0
 	for i, e := range entries {
-		where := fmt.Sprintf("journal line %d (seq %d)", e.line, e.Seq)
 		switch {
 		case e.CRC != "" && e.Lineage != s.Lineage:
-			return applied, fmt.Errorf("%s belongs to another state: its lineage is %s, the snapshot's is %s", where, e.Lineage, s.Lineage)
+			return applied, fmt.Errorf("%s belongs to another state: its lineage is %s, the snapshot's is %s", e.where(), e.Lineage, s.Lineage)
 		case e.Seq <= s.Serial && applied == 0:
 			// Already in the snapshot; if so, the next line is the
 			// snapshot's serial + 1, or there is none and this was it.
 			last := i+1 == len(entries) || entries[i+1].Seq > s.Serial
 			if last && e.Seq != s.Serial {
-				return applied, fmt.Errorf("%s is the last one older than the snapshot, whose serial is %d: the journal does not belong to this snapshot", where, s.Serial)
+				return applied, fmt.Errorf("%s is the last one older than the snapshot, whose serial is %d: the journal does not belong to this snapshot", e.where(), s.Serial)
 			}
 			if !last && entries[i+1].Seq != e.Seq+1 {
-				return applied, fmt.Errorf("%s is followed by seq %d: entries are missing or out of order", where, entries[i+1].Seq)
+				return applied, fmt.Errorf("%s is followed by seq %d: entries are missing or out of order", e.where(), entries[i+1].Seq)
 			}
 			continue
 		case e.Seq != s.Serial+1:
-			return applied, fmt.Errorf("%s follows serial %d: entries are missing or out of order (is the journal from another state?)", where, s.Serial)
+			return applied, fmt.Errorf("%s follows serial %d: entries are missing or out of order (is the journal from another state?)", e.where(), s.Serial)
 		case e.CRC == "" && !legacy:
-			return applied, fmt.Errorf("%s has no checksum, and the snapshot is not of the version that wrote such lines", where)
+			return applied, fmt.Errorf("%s has no checksum, and the snapshot is not of the version that wrote such lines", e.where())
 		}
 		s.Steps[e.Step.Addr.String()] = e.Step
 		s.Serial = e.Seq
 		applied++
 	}
 	return applied, nil
+}
+
+// where names e in an error about it.
+func (e journalEntry) where() string {
+	return fmt.Sprintf("journal line %d (seq %d)", e.line, e.Seq)
 }
 
 func marshalRecord(rec *StepRecord) ([]byte, error) {
