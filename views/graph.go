@@ -260,10 +260,8 @@ func writeSVG(w io.Writer, g graphModel) {
 			h = max(h, len(col)*(svgBoxH+svgGapY)-svgGapY)
 			cx += cw + svgGapX
 		}
+		// A phase without steps: cx-svgGapX+svgPad-x is negative, the title sets the width.
 		fw := max(cx-svgGapX+svgPad-x, len([]rune(title))*svgCharW+2*svgPad)
-		if len(cols) == 0 {
-			fw = len([]rune(title))*svgCharW + 2*svgPad
-		}
 		frames[ph.name] = frame{x: x, w: fw, h: svgHeader + h + 2*svgPad}
 		height = max(height, svgHeader+h+2*svgPad)
 		x += fw + svgPhaseX

@@ -383,13 +383,19 @@ func TestStalePlan(t *testing.T) {
 	}
 }
 
+// approvalRunbook is a runbook of one approval step, approval.dns, that
+// asks message.
+func approvalRunbook(message string) string {
+	return `
+phase "cutover" {
+  step "approval" "dns" { message = "` + message + `" }
+}
+`
+}
+
 func TestApproval(t *testing.T) {
 	t.Parallel()
-	dir := runbook(t, map[string]string{"main.hcl": `
-phase "cutover" {
-  step "approval" "dns" { message = "switch DNS at the registrar" }
-}
-`})
+	dir := runbook(t, map[string]string{"main.hcl": approvalRunbook("switch DNS at the registrar")})
 	r := run(t, dir, 1, "run", "--all", "--auto-approve")
 	if !strings.Contains(r.stdout+r.stderr, "--approve approval.dns") {
 		t.Errorf("approval without --approve: %s", r)
@@ -733,21 +739,13 @@ func TestRunAllOverCompletePhase(t *testing.T) {
 // earlier one.
 func TestFailedApprovalForgetsApprover(t *testing.T) {
 	t.Parallel()
-	dir := runbook(t, map[string]string{"main.hcl": `
-phase "cutover" {
-  step "approval" "dns" { message = "switch DNS" }
-}
-`})
+	dir := runbook(t, map[string]string{"main.hcl": approvalRunbook("switch DNS")})
 	run(t, dir, 0, "run", "--all", "--auto-approve", "--approve", "approval.dns")
 	if _, steps := status(t, dir); steps["approval.dns"].Record["approved_by"] == "" {
 		t.Fatalf("approval.dns: %+v", steps["approval.dns"])
 	}
 	// A new message is a new question: asked again, and not approved.
-	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(`
-phase "cutover" {
-  step "approval" "dns" { message = "switch DNS and MX" }
-}
-`), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(approvalRunbook("switch DNS and MX")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	run(t, dir, 1, "run", "--all", "--auto-approve")

@@ -14,10 +14,8 @@ import (
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
-	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate"
-	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	machinetype "github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"github.com/siderolabs/talos/pkg/machinery/resources/block"
 	"google.golang.org/grpc/codes"
@@ -35,19 +33,7 @@ var labDisks = []talosnode.Disk{
 func firstConfig(t *testing.T, installDisk string) ([]byte, *generate.Input) {
 	t.Helper()
 
-	contract, err := config.ParseContractFromVersion(talosnode.DefaultVersion)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	bundle, err := secrets.NewBundle(secrets.NewClock(), contract)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	in, err := generate.NewInput("first", "https://127.0.0.1:6443", "",
-		generate.WithVersionContract(contract),
-		generate.WithSecretsBundle(bundle),
+	in, err := talosnode.UserInput("first",
 		generate.WithInstallDisk(installDisk),
 		generate.WithInstallImage("factory.talos.dev/metal-installer/abc123:v1.13.3"),
 	)

@@ -10,9 +10,6 @@ import (
 	"time"
 
 	"filippo.io/age"
-	coreconfig "github.com/siderolabs/talos/pkg/machinery/config"
-	"github.com/siderolabs/talos/pkg/machinery/config/generate"
-	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"go.yaml.in/yaml/v4"
 
 	"github.com/homelab-migrate/migrate/lab/talosnode"
@@ -38,19 +35,11 @@ func firstInstallLab(t *testing.T, reboot time.Duration) (*talosnode.Node, strin
 		t.Fatal(err)
 	}
 	t.Cleanup(n.Stop)
-	contract, err := coreconfig.ParseContractFromVersion("v1.13.3")
+	in, err := talosnode.UserInput("lab")
 	if err != nil {
 		t.Fatal(err)
 	}
-	bundle, err := secrets.NewBundle(secrets.NewClock(), contract)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := yaml.Marshal(bundle)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := generate.NewInput("lab", "https://127.0.0.1:6443", "", generate.WithSecretsBundle(bundle), generate.WithVersionContract(contract))
+	b, err := yaml.Marshal(in.Options.SecretsBundle)
 	if err != nil {
 		t.Fatal(err)
 	}
