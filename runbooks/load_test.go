@@ -503,3 +503,21 @@ func TestNoFiles(t *testing.T) {
 		t.Errorf("got %v", diags)
 	}
 }
+
+// For a command that needs only the runbook's shape, a variable given no
+// value is unknown, not a mistake.
+func TestUnsetVarsUnknown(t *testing.T) {
+	files := map[string]string{"main.hcl": `
+variable "needed" {}
+phase "a" {
+  step "exec" "x" { command = ["echo", var.needed] }
+}
+`}
+	if _, diags := load(t, files, runbooks.Options{}); !diags.HasErrors() {
+		t.Fatal("a variable without a value is not reported")
+	}
+	rb, diags := load(t, files, runbooks.Options{UnsetVarsUnknown: true})
+	if diags.HasErrors() || len(rb.Phases) != 1 {
+		t.Fatalf("with UnsetVarsUnknown: %v", diags)
+	}
+}

@@ -33,6 +33,10 @@ type Options struct {
 	// entries set variables, and env() reads it. Nil is an empty
 	// environment.
 	Environ []string
+	// UnsetVarsUnknown leaves a variable given no value unknown instead of
+	// reporting it: for commands that need the runbook's shape, not its
+	// values (validate, graph, status).
+	UnsetVarsUnknown bool
 }
 
 // Loader reads a runbook directory into a *phases.Runbook.

@@ -147,7 +147,9 @@ func (ld *load) assignVariables() {
 
 	var vals = map[string]cty.Value{}
 	for _, v := range ld.varOrder {
-		if v.value.Type() == cty.NilType {
+		if v.value.Type() == cty.NilType && ld.opts.UnsetVarsUnknown {
+			v.value = cty.UnknownVal(v.typ)
+		} else if v.value.Type() == cty.NilType {
 			name := v.block.Name
 			ld.diags = append(ld.diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,

@@ -180,11 +180,10 @@ func (a *app) load(vf varFlags) (*phases.Runbook, error) {
 		Vars:     vf.vars,
 		VarFiles: vf.files,
 		Environ:  os.Environ(),
+
+		UnsetVarsUnknown: vf.optional,
 	})
 	rb, diags := ld.Load()
-	if vf.optional {
-		diags = withoutMissingVars(diags)
-	}
 	// Diagnostics pass the scrubber the engine uses for everything else.
 	scrub := &secret.Scrubber{}
 	scrub.Add(rb.Secrets...)

@@ -4,7 +4,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/homelab-migrate/migrate/engine"
-	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/views"
 )
 
@@ -40,17 +39,4 @@ func (a *app) statusCommand() *cobra.Command {
 	vf.add(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
 	return cmd
-}
-
-// withoutMissingVars drops the errors about variables given no value: the
-// loader leaves them unknown, which is enough to list phases and steps.
-func withoutMissingVars(diags phases.Diagnostics) phases.Diagnostics {
-	var out phases.Diagnostics
-	for _, d := range diags {
-		if d.Severity == phases.Error && d.Summary == "Missing Required Variable" {
-			continue
-		}
-		out = append(out, d)
-	}
-	return out
 }
