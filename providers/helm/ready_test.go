@@ -1,12 +1,10 @@
 package helm_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/helm"
+	"github.com/homelab-migrate/migrate/providers/providertest"
 )
 
 // node registers a Node object (no kubelet runs in the lab: the test plays
@@ -58,24 +57,6 @@ func (k *kube) setReady(t testing.TB, name string, status corev1.ConditionStatus
 	}
 }
 
-// syncBuffer is a log written by Apply while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestKubernetesReady: the check names what it waits for in the plan;
 // it fails after its timeout naming the last state seen (a node not
 // registered, a node NotReady, in the every-node form too); it waits
@@ -110,7 +91,7 @@ func TestKubernetesReady(t *testing.T) {
 	}
 
 	// It waits: the node turns Ready while the step polls.
-	var log syncBuffer
+	var log providertest.SyncBuffer
 	done := make(chan providers.ApplyResponse, 1)
 	go func() {
 		done <- p.Apply(context.Background(), providers.ApplyRequest{Type: helm.Ready, Addr: addr(helm.Ready, "api"),

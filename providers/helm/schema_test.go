@@ -9,6 +9,7 @@ import (
 	"github.com/homelab-migrate/migrate/providers/helm"
 	"github.com/homelab-migrate/migrate/providers/helm/helmschema"
 	"github.com/homelab-migrate/migrate/providers/plugin"
+	"github.com/homelab-migrate/migrate/providers/providertest"
 )
 
 // TestSchemaUnchanged: the schema derived from the attribute structs is
@@ -17,41 +18,16 @@ import (
 // plugin handshake needs the two equal.
 func TestSchemaUnchanged(t *testing.T) {
 	for what, got := range map[string]phases.Schema{"the provider": helm.New().Schema(), "helmschema": helmschema.Schema} {
-		sameBlock(t, what+" provider block", got.Provider.Attributes, schema.Provider.Attributes)
+		providertest.SameAttributes(t, what+" provider block", got.Provider.Attributes, schema.Provider.Attributes)
 		if len(got.StepTypes) != len(schema.StepTypes) {
 			t.Fatalf("%s: %d step types, want %d", what, len(got.StepTypes), len(schema.StepTypes))
 		}
 		for name, want := range schema.StepTypes {
-			g := got.StepTypes[name]
-			if g.Description != want.Description || g.CanCheck != want.CanCheck || g.CheckOnly != want.CheckOnly {
-				t.Errorf("%s %s: %+v, want %+v", what, name, g, want)
-			}
-			sameBlock(t, what+" "+name, g.Attributes, want.Attributes)
-			if len(g.Outputs) != len(want.Outputs) {
-				t.Errorf("%s %s: outputs %v, want %v", what, name, g.Outputs, want.Outputs)
-			}
-			for o, w := range want.Outputs {
-				if !g.Outputs[o].Equals(w) {
-					t.Errorf("%s %s output %s = %v, want %v", what, name, o, g.Outputs[o], w)
-				}
-			}
+			providertest.SameStepType(t, what+" "+name, got.StepTypes[name], want)
 		}
 	}
 	if a, b := plugin.SchemaDigest(helm.New().Schema()), plugin.SchemaDigest(helmschema.Schema); a != b {
 		t.Errorf("the provider's schema digest %s differs from helmschema's %s", a, b)
-	}
-}
-
-func sameBlock(t *testing.T, what string, got, want map[string]phases.Attribute) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Errorf("%s: attributes %v, want %v", what, got, want)
-	}
-	for a, w := range want {
-		g, ok := got[a]
-		if !ok || !g.Type.Equals(w.Type) || g.Required != w.Required || g.Sensitive != w.Sensitive || g.Description != w.Description {
-			t.Errorf("%s.%s = %+v, want %+v", what, a, g, w)
-		}
 	}
 }
 

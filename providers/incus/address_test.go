@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,7 +20,6 @@ import (
 	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
 	"github.com/homelab-migrate/migrate/providers/incus/internal/incustest"
 	"github.com/homelab-migrate/migrate/runbooks"
-	"github.com/homelab-migrate/migrate/state"
 )
 
 // netStep is an incus_instance container from the DHCP image with eth0 on
@@ -356,42 +354,17 @@ func TestAddressCrashResume(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "address")
 	dir := t.TempDir()
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperRunAddress$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "MIGRATE_INCUS_ADDRESS_HELPER="+strings.Join([]string{dir, name, prof, out}, ","))
-	log := &strings.Builder{}
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	// Running, on a guest that asks for no lease: the helper is past the
 	// create and the start, and waits for an address that does not come.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if i, _, err := c.Instance(ctxT(t, 10*time.Second), name); err == nil && i.Status == "Running" {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("the helper never started the instance:\n%s", log)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
+	log := killHelper(t, "TestHelperRunAddress", []string{"MIGRATE_INCUS_ADDRESS_HELPER=" + strings.Join([]string{dir, name, prof, out}, ",")},
+		60*time.Second, 0, "started the instance", func() bool {
+			i, _, err := c.Instance(ctxT(t, 10*time.Second), name)
+			return err == nil && i.Status == "Running"
+		})
 	if _, err := os.Stat(out); err == nil {
 		t.Fatalf("the exec step ran before the kill; the test proves nothing:\n%s", log)
 	}
-	st, err := state.Open(dir, state.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, ok := st.Step(phases.Address{Type: incus.Instance, Name: "node"})
-	st.Close()
-	if !ok || rec.Status != state.Running {
-		t.Fatalf("the killed run left the instance step as %+v", rec)
-	}
+	wantRunning(t, dir, phases.Address{Type: incus.Instance, Name: "node"}, "the instance step")
 	created := inst(t, c, name).CreatedAt
 
 	// The guest asks for its lease from now on.

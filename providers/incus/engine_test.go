@@ -171,43 +171,17 @@ func TestRunbookCrashResume(t *testing.T) {
 	vars := []string{"home_vm=" + home, "matrix_vm=" + matrix, "stop_timeout=4s"}
 	dir := t.TempDir()
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperRunPhase$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "MIGRATE_INCUS_HELPER="+dir, "MIGRATE_INCUS_HELPER_VARS="+strings.Join(vars, ","))
-	out := &strings.Builder{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if i := inst(t, c, home); i.Config[incus.KeyStoppedBy] != "" && i.Status == "Running" {
-			break // the marks are set just before the stop is sent
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("the helper never started the stop:\n%s", out)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	time.Sleep(500 * time.Millisecond)
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
+	killHelper(t, "TestHelperRunPhase", []string{"MIGRATE_INCUS_HELPER=" + dir, "MIGRATE_INCUS_HELPER_VARS=" + strings.Join(vars, ",")},
+		30*time.Second, 500*time.Millisecond, "started the stop", func() bool {
+			i := inst(t, c, home)
+			return i.Config[incus.KeyStoppedBy] != "" && i.Status == "Running" // the marks are set just before the stop is sent
+		})
 	if i := inst(t, c, home); i.Status != "Running" {
 		t.Fatalf("the stop finished before the kill (%s); the test proves nothing", i.Status)
 	}
 
 	rb := loadFixture(t, vars...)
-	st, err := state.Open(dir, state.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, ok := st.Step(phases.Address{Type: incus.InstanceState, Name: "old-home"})
-	st.Close()
-	if !ok || rec.Status != state.Running {
-		t.Fatalf("the killed run left old-home as %+v", rec)
-	}
+	wantRunning(t, dir, phases.Address{Type: incus.InstanceState, Name: "old-home"}, "old-home")
 	start := time.Now()
 	plan, err := runPhase(t, rb, dir, "retire")
 	if err != nil {
@@ -230,6 +204,51 @@ func TestRunbookCrashResume(t *testing.T) {
 		if i := inst(t, c, n); i.Status != "Running" {
 			t.Errorf("%s after rollback: %s", n, i.Status)
 		}
+	}
+}
+
+// killHelper runs the test named run of this binary as a migrate process,
+// with env added to its environment; once ready holds (checked every
+// 20ms, for at most limit, else t fails: the helper never did what) and
+// settle has passed, it kills the process (SIGKILL) and returns its
+// output.
+func killHelper(t *testing.T, run string, env []string, limit, settle time.Duration, what string, ready func() bool) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+run+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env...)
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(limit)
+	for !ready() {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("the helper never %s:\n%s", what, out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(settle)
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	return out.String()
+}
+
+// wantRunning fails t unless the state in dir holds the step at addr as
+// running (a killed run's step); name names it in the message.
+func wantRunning(t *testing.T, dir string, addr phases.Address, name string) {
+	t.Helper()
+	st, err := state.Open(dir, state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, ok := st.Step(addr)
+	st.Close()
+	if !ok || rec.Status != state.Running {
+		t.Fatalf("the killed run left %s as %+v", name, rec)
 	}
 }
 

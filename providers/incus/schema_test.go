@@ -7,44 +7,21 @@ import (
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers/incus"
+	"github.com/homelab-migrate/migrate/providers/providertest"
 )
 
 // TestSchemaUnchanged: the schema derived from the attribute structs is
 // the one written by hand before the SDK, word for word.
 func TestSchemaUnchanged(t *testing.T) {
 	got := incus.New().Schema()
-	sameAttrs(t, "provider block", got.Provider.Attributes, schema.Provider.Attributes)
+	providertest.SameAttributes(t, "provider block", got.Provider.Attributes, schema.Provider.Attributes)
 	for name, want := range schema.StepTypes {
 		g, ok := got.StepTypes[name]
 		if !ok {
 			t.Errorf("step type %s is missing", name)
 			continue
 		}
-		if g.Description != want.Description || g.CanCheck != want.CanCheck || g.CheckOnly != want.CheckOnly {
-			t.Errorf("%s: %+v, want %+v", name, g, want)
-		}
-		sameAttrs(t, name, g.Attributes, want.Attributes)
-		if len(g.Outputs) != len(want.Outputs) {
-			t.Errorf("%s: outputs %v, want %v", name, g.Outputs, want.Outputs)
-		}
-		for o, w := range want.Outputs {
-			if !g.Outputs[o].Equals(w) {
-				t.Errorf("%s output %s = %v, want %v", name, o, g.Outputs[o], w)
-			}
-		}
-	}
-}
-
-func sameAttrs(t *testing.T, what string, got, want map[string]phases.Attribute) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Errorf("%s: attributes %v, want %v", what, got, want)
-	}
-	for a, w := range want {
-		ga, ok := got[a]
-		if !ok || !ga.Type.Equals(w.Type) || ga.Required != w.Required || ga.Sensitive != w.Sensitive || ga.Description != w.Description {
-			t.Errorf("%s.%s = %+v, want %+v", what, a, ga, w)
-		}
+		providertest.SameStepType(t, name, g, want)
 	}
 }
 

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -25,6 +24,7 @@ import (
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/local"
+	"github.com/homelab-migrate/migrate/providers/providertest"
 )
 
 func obj(m map[string]cty.Value) cty.Value { return cty.ObjectVal(m) }
@@ -35,24 +35,6 @@ func strs(s ...string) cty.Value {
 		vs[i] = cty.StringVal(x)
 	}
 	return cty.ListVal(vs)
-}
-
-// syncBuffer is a log writer safe to read while a step writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // modes runs f with and without PID namespaces.
@@ -392,7 +374,7 @@ func TestExecFailStop(t *testing.T) {
 	root := t.TempDir()
 	helper := exec.Command(os.Args[0], "-test.run=^$")
 	helper.Env = append(os.Environ(), helperEnv+"="+root)
-	var stderr syncBuffer
+	var stderr providertest.SyncBuffer
 	helper.Stderr = &stderr
 	if err := helper.Start(); err != nil {
 		t.Fatal(err)
@@ -477,7 +459,7 @@ func TestExecSensitiveNeverPrinted(t *testing.T) {
 	if !strings.Contains(pr.Diff, "TOKEN="+phases.Redacted) || !strings.Contains(pr.Diff, "PLAIN=visible") {
 		t.Errorf("plan diff does not show the env as expected:\n%s", pr.Diff)
 	}
-	var log syncBuffer
+	var log providertest.SyncBuffer
 	r := apply(context.Background(), p, "exec", "secret", cfg, &log)
 	everything := pr.Diff + log.String() + fmt.Sprint(r.Diagnostics) + string(r.Private)
 	if r.Inverse != nil {

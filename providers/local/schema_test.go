@@ -7,40 +7,19 @@ import (
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers/local"
+	"github.com/homelab-migrate/migrate/providers/providertest"
 )
 
 // TestSchemaUnchanged: the schema derived from the attribute structs is
 // the one written by hand before the SDK, word for word.
 func TestSchemaUnchanged(t *testing.T) {
 	got := local.New().Schema()
-	if len(got.Provider.Attributes) != 0 {
-		t.Errorf("provider block attributes: %v", got.Provider.Attributes)
-	}
+	providertest.SameAttributes(t, "provider block", got.Provider.Attributes, schema.Provider.Attributes)
 	if len(got.StepTypes) != len(schema.StepTypes) {
 		t.Fatalf("%d step types, want %d", len(got.StepTypes), len(schema.StepTypes))
 	}
 	for name, want := range schema.StepTypes {
-		g := got.StepTypes[name]
-		if g.Description != want.Description || g.CanCheck != want.CanCheck || g.CheckOnly != want.CheckOnly {
-			t.Errorf("%s: %+v, want %+v", name, g, want)
-		}
-		if len(g.Attributes) != len(want.Attributes) {
-			t.Errorf("%s: attributes %v, want %v", name, g.Attributes, want.Attributes)
-		}
-		for a, w := range want.Attributes {
-			ga, ok := g.Attributes[a]
-			if !ok || !ga.Type.Equals(w.Type) || ga.Required != w.Required || ga.Sensitive != w.Sensitive || ga.Description != w.Description {
-				t.Errorf("%s.%s = %+v, want %+v", name, a, ga, w)
-			}
-		}
-		if len(g.Outputs) != len(want.Outputs) {
-			t.Errorf("%s: outputs %v, want %v", name, g.Outputs, want.Outputs)
-		}
-		for o, w := range want.Outputs {
-			if !g.Outputs[o].Equals(w) {
-				t.Errorf("%s output %s = %v, want %v", name, o, g.Outputs[o], w)
-			}
-		}
+		providertest.SameStepType(t, name, got.StepTypes[name], want)
 	}
 }
 

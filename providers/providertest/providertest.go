@@ -459,3 +459,38 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// SameAttributes reports, as errors of t, where got differs from want:
+// a missing or extra attribute, or one whose type, Required, Sensitive or
+// Description differs. What names the block in the messages.
+func SameAttributes(t testing.TB, what string, got, want map[string]phases.Attribute) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s: attributes %v, want %v", what, got, want)
+	}
+	for a, w := range want {
+		g, ok := got[a]
+		if !ok || !g.Type.Equals(w.Type) || g.Required != w.Required || g.Sensitive != w.Sensitive || g.Description != w.Description {
+			t.Errorf("%s.%s = %+v, want %+v", what, a, g, w)
+		}
+	}
+}
+
+// SameStepType reports, as errors of t, where got differs from want: its
+// description, CanCheck, CheckOnly, attributes (SameAttributes) or
+// outputs. What names the step type in the messages.
+func SameStepType(t testing.TB, what string, got, want phases.StepType) {
+	t.Helper()
+	if got.Description != want.Description || got.CanCheck != want.CanCheck || got.CheckOnly != want.CheckOnly {
+		t.Errorf("%s: %+v, want %+v", what, got, want)
+	}
+	SameAttributes(t, what, got.Attributes, want.Attributes)
+	if len(got.Outputs) != len(want.Outputs) {
+		t.Errorf("%s: outputs %v, want %v", what, got.Outputs, want.Outputs)
+	}
+	for o, w := range want.Outputs {
+		if !got.Outputs[o].Equals(w) {
+			t.Errorf("%s output %s = %#v, want %#v", what, o, got.Outputs[o], w)
+		}
+	}
+}

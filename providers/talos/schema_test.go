@@ -6,6 +6,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers/providertest"
 	"github.com/homelab-migrate/migrate/providers/talos"
 	"github.com/homelab-migrate/migrate/providers/talos/talosschema"
 )
@@ -15,40 +16,22 @@ import (
 // written by hand before the SDK, field by field.
 func TestSchemaUnchanged(t *testing.T) {
 	for what, got := range map[string]phases.Schema{"provider": talos.New().Schema(), "talosschema": talosschema.Schema} {
-		compareBlock(t, what+" provider block", got.Provider.Attributes, schema.Provider.Attributes)
+		providertest.SameAttributes(t, what+" provider block", got.Provider.Attributes, schema.Provider.Attributes)
 		if len(got.StepTypes) != len(schema.StepTypes) {
 			t.Fatalf("%s: %d step types, want %d", what, len(got.StepTypes), len(schema.StepTypes))
 		}
 		for name, want := range schema.StepTypes {
 			g, ok := got.StepTypes[name]
-			if !ok || g.Description != want.Description || g.CanCheck != want.CanCheck || g.CheckOnly != want.CheckOnly {
-				t.Errorf("%s: %s = %+v, want %+v", what, name, g, want)
+			if !ok {
+				t.Errorf("%s: step type %s is missing", what, name)
 			}
-			compareBlock(t, what+" "+name, g.Attributes, want.Attributes)
+			providertest.SameStepType(t, what+" "+name, g, want)
 			if (g.Attributes == nil) != (want.Attributes == nil) {
 				t.Errorf("%s: %s attributes nil = %v, want %v", what, name, g.Attributes == nil, want.Attributes == nil)
 			}
-			if len(g.Outputs) != len(want.Outputs) || (g.Outputs == nil) != (want.Outputs == nil) {
-				t.Errorf("%s: %s outputs %v, want %v", what, name, g.Outputs, want.Outputs)
+			if (g.Outputs == nil) != (want.Outputs == nil) {
+				t.Errorf("%s: %s outputs nil = %v, want %v", what, name, g.Outputs == nil, want.Outputs == nil)
 			}
-			for o, w := range want.Outputs {
-				if !g.Outputs[o].Equals(w) {
-					t.Errorf("%s: %s output %s = %#v, want %#v", what, name, o, g.Outputs[o], w)
-				}
-			}
-		}
-	}
-}
-
-func compareBlock(t *testing.T, what string, got, want map[string]phases.Attribute) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Errorf("%s: attributes %v, want %v", what, got, want)
-	}
-	for a, w := range want {
-		g, ok := got[a]
-		if !ok || !g.Type.Equals(w.Type) || g.Required != w.Required || g.Sensitive != w.Sensitive || g.Description != w.Description {
-			t.Errorf("%s.%s = %+v, want %+v", what, a, g, w)
 		}
 	}
 }
