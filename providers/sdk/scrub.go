@@ -60,6 +60,9 @@ func (sc *scrubber) diags(d phases.Diagnostics) phases.Diagnostics {
 	for i := range d {
 		d[i].Summary = sc.text(d[i].Summary)
 		d[i].Detail = sc.text(d[i].Detail)
+		for j, v := range d[i].Values {
+			d[i].Values[j] = sc.text(v)
+		}
 	}
 	return d
 }
