@@ -16,7 +16,7 @@ import (
 
 // UnknownText stands for a string not known until apply, in the
 // attributes a handler that accepts unknown values is given.
-const UnknownText = "(known after apply)"
+const UnknownText = phases.UnknownText // the engine names the step it waits for
 
 // config is a block's evaluated configuration made ready for decoding:
 // every attribute of the schema present (null when absent) and converted
