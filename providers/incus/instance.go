@@ -758,28 +758,48 @@ func createInstance(ctx context.Context, c *call, s InstanceSpec, managed instan
 // setState changes an instance's state; already being there is success.
 func setState(ctx context.Context, c *call, name string, st incusapi.InstanceStatePut) error {
 	err := c.Settings.c.SetState(ctx, name, st)
-	if incusapi.IsAlreadyInState(err) || err != nil && settled(ctx, c, name, st.Action) {
+	if incusapi.IsAlreadyInState(err) || err != nil && settled(ctx, c, name, st.Action, err) {
 		return nil
 	}
 	return err
 }
 
+// settleWait bounds how long settled watches an instance that a failed
+// change says is already on its way: the daemon's status can lag behind
+// liblxc's by a moment on a busy machine.
+const settleWait = 20 * time.Second
+
 // settled reports whether a state change that failed left the instance
 // where it was asked to go anyway: another change finished first — a stop
-// still in flight in the daemon from a run that was killed, say, which
-// makes ours fail with "container is not running".
-func settled(ctx context.Context, c *call, name, action string) bool {
-	st, err := c.Settings.c.InstanceState(ctx, name)
-	if err != nil {
+// still in flight in the daemon from a run that was killed, say, or an init
+// that exited on its own — which makes ours fail with "container is not
+// running". The daemon may still say Running for a moment after liblxc
+// said so; only then is the status watched for a while.
+func settled(ctx context.Context, c *call, name, action string, err error) bool {
+	want := map[string]string{"stop": "Stopped", "start": "Running"}[action]
+	if want == "" {
 		return false
 	}
-	switch action {
-	case "stop":
-		return st.Status == "Stopped"
-	case "start":
-		return st.Status == "Running"
+	msg := strings.ToLower(err.Error())
+	racing := action == "stop" && strings.Contains(msg, "is not running")
+	deadline := time.Now().Add(settleWait)
+	for {
+		st, err := c.Settings.c.InstanceState(ctx, name)
+		if err != nil {
+			return false
+		}
+		if st.Status == want {
+			return true
+		}
+		if !racing || time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
-	return false
 }
 
 func applyAbsent(ctx context.Context, c *call, s InstanceSpec, inst *incusapi.Instance) instApply {

@@ -366,7 +366,7 @@ func stopInstance(ctx context.Context, c *call, s stateSpec, inst *incusapi.Inst
 		return stateApply{Diagnostics: phases.Errorf("Graceful Stop Timed Out",
 			"%s: instance %q did not shut down within stop_timeout (%s) and is still running; nothing was forced. Set force_after = true on the step to force it off after the timeout, or raise stop_timeout if the guest needs longer.",
 			c.Addr, s.Instance, s.stopTimeout)}
-	case settled(ctx, c, s.Instance, "stop"):
+	case settled(ctx, c, s.Instance, "stop", err):
 		logf(c, "instance %s stopped (a stop already under way finished first)", s.Instance)
 	default:
 		return stateApply{Diagnostics: apiErr(c, "Cannot Stop Instance", err)}
