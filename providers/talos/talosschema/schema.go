@@ -8,6 +8,11 @@ import (
 // TypeName is the provider type under which cmd/migrate registers Factory.
 const TypeName = "talos"
 
+// GenSecretsArg is the argument that makes the talos program write a new
+// secrets bundle to its output instead of serving (migrate secrets gen
+// talos): migrate itself does not carry Talos's libraries.
+const GenSecretsArg = "gen-secrets"
+
 // Step type names.
 const (
 	MachineConfig = "talos_machine_config"
