@@ -239,3 +239,91 @@ func TestSecretsGenTalos(t *testing.T) {
 		t.Errorf("an existing bundle was overwritten, or the refusal does not say why: %s", r)
 	}
 }
+
+// TestEncryptedVarFileCanary: values from an encrypted variables file,
+// auto-loaded beside the runbook or given with --var-file, are secret
+// though their variables do not say sensitive: in no output, plan, state,
+// journal or log; and a problem in such a file names it without a snippet.
+func TestEncryptedVarFileCanary(t *testing.T) {
+	t.Parallel()
+	const auto, given = "AUTO-" + canary, "GIVEN-" + canary
+	dir, keyFile, id := ageRunbook(t, map[string]string{"main.hcl": `
+variable "token" {}
+variable "extra" { default = "none" }
+
+phase "A" {
+  step "exec" "use" {
+    command = ["sh", "-c", "echo token=${var.token} extra=${var.extra}; echo ok > used.txt"]
+    revert  = ["sh", "-c", "echo ${var.token} >/dev/null; rm -f used.txt"]
+  }
+}
+`})
+	write := func(path, clear string) {
+		b, err := agefile.Encrypt([]byte(clear), false, id.Recipient())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(dir, "secrets.auto.hcl.age"), "token = \""+auto+"\"\n")
+	givenFile := filepath.Join(t.TempDir(), "more.hcl.age")
+	write(givenFile, "extra = \""+given+"\"\n")
+	planFile := filepath.Join(dir, "plan.json")
+	id1 := []string{"--age-identity", keyFile}
+	vf := []string{"--var-file", givenFile}
+	var all []result
+	for _, c := range []struct {
+		code int
+		args []string
+	}{
+		{0, append(append(id1, "plan", "--out", planFile), vf...)},
+		{0, append(append(id1, "plan", "--json"), vf...)},
+		{0, append(append(id1, "run", "--plan", planFile, "--json"), vf...)},
+		{0, append(id1, "status", "--json")},
+		{0, append(id1, "state", "show", "--json")},
+		{0, append(append(id1, "rollback", "--auto-approve", "--log-level", "debug"), vf...)},
+	} {
+		r := migrateEnv(t, dir, []string{"MIGRATE_AGE_IDENTITY="}, c.args...)
+		expect(t, r, c.code, c.args...)
+		all = append(all, r)
+	}
+	if !strings.Contains(all[2].stdout, "token=(sensitive value) extra=(sensitive value)") {
+		t.Errorf("the step's output is not redacted as expected: %s", all[2])
+	}
+	for _, r := range all {
+		if strings.Contains(r.stdout+r.stderr, canary) {
+			t.Errorf("the canary leaked into the output: %s", r)
+		}
+	}
+	files := []string{planFile}
+	filepath.WalkDir(filepath.Join(dir, ".migrate"), func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, path)
+		}
+		return nil
+	})
+	for _, f := range files {
+		if b, _ := os.ReadFile(f); bytes.Contains(b, []byte(canary)) {
+			t.Errorf("the canary leaked into %s", f)
+		}
+	}
+	if len(files) < 3 {
+		t.Errorf("want the plan, the state and the logs, got %v", files)
+	}
+
+	// Without an identity: the file is named, and how to give one.
+	r := migrateEnv(t, dir, []string{"MIGRATE_AGE_IDENTITY="}, "plan")
+	expect(t, r, 1, "plan")
+	if !strings.Contains(r.stderr, "secrets.auto.hcl.age") || !strings.Contains(r.stderr, "--age-identity") {
+		t.Errorf("plan without an identity: %s", r)
+	}
+	// A bad line: file and line, no snippet of the clear text.
+	write(filepath.Join(dir, "secrets.auto.hcl.age"), "token = \""+auto+"\"\nextra = [\""+canary+"\",\n")
+	r = migrateEnv(t, dir, []string{"MIGRATE_AGE_IDENTITY=" + keyFile}, "plan")
+	expect(t, r, 1, "plan")
+	if !strings.Contains(r.stderr, "on secrets.auto.hcl.age line 3") || strings.Contains(r.stdout+r.stderr, canary) {
+		t.Errorf("plan with a bad encrypted file: %s", r)
+	}
+}
