@@ -138,11 +138,12 @@ func (a *app) editSecret(path string, recipientFlags []string) error {
 		return err
 	}
 	defer os.RemoveAll(tmpDir)
-	// An interrupt reaches the editor, whose terminal it is; migrate
-	// stays to remove the file, and saves nothing.
-	sigs := make(chan os.Signal, 1)
+	// migrate must live to remove the file: the signals that would stop
+	// it stay caught until it exits. Ctrl-C reaches the editor too, whose
+	// terminal it is, and the editor decides; SIGTERM and SIGHUP are
+	// passed on to it, and what it leaves is not saved.
+	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, stopSignals()...)
-	defer signal.Stop(sigs)
 
 	tmp := filepath.Join(tmpDir, strings.TrimSuffix(filepath.Base(path), agefile.Ext))
 	if err := os.WriteFile(tmp, clear, 0o600); err != nil {
@@ -152,13 +153,25 @@ func (a *app) editSecret(path string, recipientFlags []string) error {
 	cmd := exec.Command(editor[0], append(editor[1:], tmp)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = providers.Environ()
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("the editor %s failed (%v): %s is left as it was", editor[0], err, path)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting the editor %s: %w ($EDITOR names it)", editor[0], err)
 	}
-	select {
-	case <-sigs:
-		return fmt.Errorf("interrupted: %s is left as it was", path)
-	default:
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case sig := <-sigs:
+				if sig != os.Interrupt {
+					cmd.Process.Signal(sig)
+				}
+			}
+		}
+	}()
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("the editor %s failed (%v): %s is left as it was", editor[0], err, path)
 	}
 	edited, err := os.ReadFile(tmp)
 	if err != nil {

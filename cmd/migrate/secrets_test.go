@@ -76,6 +76,10 @@ stat -c %a "$f" > "$MARK/mode"
 stat -c %a "$(dirname "$f")" > "$MARK/dirmode"
 grep -rl "$CLEAR" "$RUNBOOK" "$XDG_RUNTIME_DIR" > "$MARK/found" 2>/dev/null
 if [ -n "$NEW_CONTENT" ]; then printf '%s' "$NEW_CONTENT" > "$f"; fi
+# SIGNAL: signal migrate, as a Ctrl-C or a kill would; migrate passes a
+# SIGTERM on to the editor, which then dies here.
+if [ -n "$SIGNAL" ]; then kill -"$SIGNAL" "$PPID"; fi
+if [ "$SIGNAL" = TERM ]; then while :; do sleep 0.05; done; fi
 exit "${EDIT_EXIT:-0}"
 `
 
@@ -155,6 +159,23 @@ func TestSecretsEncryptEdit(t *testing.T) {
 	if found := readMark(t, mark, "found"); found != tmp {
 		t.Errorf("during the edit the clear text is in %q, want only the temporary file %s", found, tmp)
 	}
+
+	// SIGTERM to migrate: passed on to the editor, nothing saved, the
+	// file removed. Ctrl-C: migrate lives on, the editor decides.
+	r = migrateEnv(t, dir, append(env("token = \"lost\"\n", "0"), "SIGNAL=TERM"), "--age-identity", keyFile, "secrets", "edit", sealedPath)
+	expect(t, r, 1, "secrets", "edit")
+	emptyDir(t, runtime)
+	if after, _ := os.ReadFile(sealedPath); !bytes.Equal(after, before) {
+		t.Error("an edit whose migrate got SIGTERM was saved")
+	}
+	const afterInt = "token = \"after-ctrl-c\"\n"
+	r = migrateEnv(t, dir, append(env(afterInt, "0"), "SIGNAL=INT"), "--age-identity", keyFile, "secrets", "edit", sealedPath)
+	expect(t, r, 0, "secrets", "edit")
+	emptyDir(t, runtime)
+	if got := decryptFile(t, sealedPath, id); got != afterInt {
+		t.Errorf("after a Ctrl-C the editor went on with: %q", got)
+	}
+	before, _ = os.ReadFile(sealedPath)
 
 	// No change: the file is untouched.
 	r = edit(0, "", "0")
