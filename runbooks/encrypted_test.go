@@ -104,9 +104,24 @@ func TestEncryptedVarFileDiagnostics(t *testing.T) {
 		t.Error("the decrypted file is kept for snippets")
 	}
 
+	// A clear file named .age is refused without a word of its content
+	// (age's own error would quote its start).
+	plain := fstest.MapFS{"main.hcl": fsys["main.hcl"], "x.auto.hcl.age": {Data: []byte("token = \"Zq8Lp3Wc\"\n")}}
+	_, diags = runbooks.NewLoader(plain, runbooks.Options{Dir: "/rb", Schemas: testSchemas(),
+		Identities: func() ([]age.Identity, error) { return []age.Identity{id}, nil }}).Load()
+	if text := listDiags(diags); !strings.Contains(text, "x.auto.hcl.age") || !strings.Contains(text, "not age-encrypted") || strings.Contains(text, "Zq8Lp3Wc") {
+		t.Errorf("a clear file named .age: %s", text)
+	}
+
 	_, diags = runbooks.NewLoader(fsys, runbooks.Options{Dir: "/rb", Schemas: testSchemas(),
 		Identities: func() ([]age.Identity, error) { return nil, agefile.ErrNoIdentity }}).Load()
 	if text := listDiags(diags); !strings.Contains(text, "secrets.auto.hcl.age") || !strings.Contains(text, agefile.IdentityEnv) || !strings.Contains(text, "--age-identity") {
 		t.Errorf("without an identity: %s", text)
+	}
+	// validate needs no values: without the identity, a warning only.
+	_, diags = runbooks.NewLoader(fsys, runbooks.Options{Dir: "/rb", Schemas: testSchemas(), UnsetVarsUnknown: true,
+		Identities: func() ([]age.Identity, error) { return nil, agefile.ErrNoIdentity }}).Load()
+	if diags.HasErrors() || !strings.Contains(listDiags(diags), "Cannot Decrypt Variables File") {
+		t.Errorf("validate without an identity: %s", listDiags(diags))
 	}
 }

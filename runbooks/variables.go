@@ -238,11 +238,25 @@ func (ld *load) readVarFile(p string, src []byte, err error, how string) {
 		})
 		return
 	}
-	encrypted := strings.HasSuffix(p, agefile.Ext) || agefile.IsEncrypted(src)
+	encrypted := agefile.IsEncrypted(src)
+	if !encrypted && strings.HasSuffix(p, agefile.Ext) {
+		ld.diags = append(ld.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Variables File Not Encrypted",
+			Detail:   fmt.Sprintf("The file %s %s is named %s but is not age-encrypted, so it is not read: encrypt it with migrate secrets encrypt, or rename it.", p, how, agefile.Ext),
+		})
+		return
+	}
 	if encrypted {
 		if src, err = ld.decrypt(src); err != nil {
+			// validate, graph and status need no values: without the
+			// identity (in CI) the file's variables stay unknown.
+			sev := hcl.DiagError
+			if ld.opts.UnsetVarsUnknown {
+				sev = hcl.DiagWarning
+			}
 			ld.diags = append(ld.diags, &hcl.Diagnostic{
-				Severity: hcl.DiagError,
+				Severity: sev,
 				Summary:  "Cannot Decrypt Variables File",
 				Detail:   fmt.Sprintf("The file %s %s is age-encrypted and cannot be decrypted: %s. Set %s or --age-identity to an identity among its recipients.", p, how, err, agefile.IdentityEnv),
 			})

@@ -117,6 +117,9 @@ func (a *app) editSecret(path string, recipientFlags []string) error {
 	if err != nil {
 		return err
 	}
+	if !agefile.IsEncrypted(sealed) { // age's error would quote its start
+		return fmt.Errorf("%s is not age-encrypted: encrypt it first with migrate secrets encrypt", path)
+	}
 	rs, err := a.recipients(recipientFlags)
 	if err != nil {
 		return err
