@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"filippo.io/age"
 	"github.com/zclconf/go-cty/cty"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/homelab-migrate/migrate/providers/helm/helmschema"
 	"github.com/homelab-migrate/migrate/providers/plugin"
 	"github.com/homelab-migrate/migrate/providers/providertest"
+	"github.com/homelab-migrate/migrate/secret/agefile"
 )
 
 // servePlugin, set in the environment, makes the test binary the helm
@@ -27,6 +29,9 @@ func TestMain(m *testing.M) {
 		os.Exit(plugin.Serve(helm.TypeName, helm.New()))
 	}
 	os.Setenv(servePlugin, "1") // for the programs the tests start
+	// The identity of the encrypted values files of the canary, kept by
+	// the programs as cmd/migrate's helm program keeps it.
+	os.Setenv(providers.AgeIdentityEnv, canaryIdentity.String())
 	os.Exit(m.Run())
 }
 
@@ -47,7 +52,7 @@ func TestCanary(t *testing.T) {
 		new  func() providers.Interface
 	}{
 		{"in process", func() providers.Interface { return helm.New() }},
-		{"through the plugin pipe", plugin.Factory(plugin.Program{Name: helm.TypeName, Command: self, Schema: helmschema.Schema})},
+		{"through the plugin pipe", plugin.Factory(plugin.Program{Name: helm.TypeName, Command: self, Schema: helmschema.Schema, Env: []string{providers.AgeIdentityEnv}})},
 	} {
 		t.Run(via.name, func(t *testing.T) {
 			t.Parallel()
@@ -55,6 +60,8 @@ func TestCanary(t *testing.T) {
 		})
 	}
 }
+
+var canaryIdentity, _ = age.GenerateX25519Identity()
 
 func canary(t *testing.T, k *kube, newProvider func() providers.Interface) {
 	const s = "cnry-helm-7f3a"
@@ -85,7 +92,26 @@ func canary(t *testing.T, k *kube, newProvider func() providers.Interface) {
 			"kubeconfig":       sens(k.path),
 		})
 	}
-	secrets := []string{s, ns, relNS, k.path, valuesFile, "password-" + s}
+	// An encrypted values file: its values are secret though nothing in
+	// the step marks them (the ConfigMap shows message in the diff).
+	const encMessage = "enc-message-" + s
+	sealedFile := filepath.Join(dir, "secret-values.yaml.age")
+	sealed, err := agefile.Encrypt([]byte("message: "+encMessage+"\nreplicas: 0\n"), false, canaryIdentity.Recipient())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sealedFile, sealed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	encrypted := cty.ObjectVal(map[string]cty.Value{
+		"name":             sens("enc-" + s),
+		"chart":            cty.StringVal("charts/app"),
+		"namespace":        sens(relNS),
+		"create_namespace": cty.True,
+		"values_files":     cty.ListVal([]cty.Value{cty.StringVal(valuesFile), cty.StringVal(sealedFile)}),
+		"kubeconfig":       sens(k.path),
+	})
+	secrets := []string{s, ns, relNS, k.path, valuesFile, "password-" + s, encMessage}
 	providertest.Canary(t, providertest.Harness{
 		New:            newProvider,
 		ProviderConfig: obj(map[string]cty.Value{"kubeconfig": str(k.path)}),
@@ -95,6 +121,7 @@ func canary(t *testing.T, k *kube, newProvider func() providers.Interface) {
 		{Type: helm.Namespace, Config: cty.ObjectVal(map[string]cty.Value{"name": sens(ns), "pod_security": sens("bogus-" + s)}), Secrets: secrets},
 		{Type: helm.Release, Config: release("charts/app"), Secrets: secrets},
 		{Type: helm.Release, Config: release("charts/nope-" + s), Secrets: secrets},
+		{Type: helm.Release, Config: encrypted, Secrets: secrets},
 	})
 	// The reverts found the namespace and the release by the names the
 	// step gives, though the state keeps only their place.

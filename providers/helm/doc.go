@@ -43,8 +43,10 @@
 //
 // The kubeconfig is read at first use, not when the provider is
 // configured: an earlier talos_kubeconfig step of the same run may write
-// it. Sensitive values (set_sensitive, and any value marked sensitive) are
-// scrubbed from plans, logs, diagnostics, inverses and state; the release
+// it. Sensitive values (set_sensitive, any value marked sensitive, and the
+// values of age-encrypted values_files, decrypted in memory with
+// MIGRATE_AGE_IDENTITY) are scrubbed from plans, logs, diagnostics,
+// inverses and state; the release
 // record in the cluster holds them, as Helm stores every release's values.
 //
 // The provider is built on providers/sdk, which decodes the attributes

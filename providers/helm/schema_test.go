@@ -61,7 +61,7 @@ var schema = phases.Schema{
 				"version":          {Type: cty.String, Description: "The chart version required; a local chart of another version is refused."},
 				"namespace":        {Type: cty.String, Description: "The release namespace, \"default\" by default."},
 				"values":           {Type: cty.DynamicPseudoType, Description: "Values as an HCL object, merged over values_files."},
-				"values_files":     {Type: cty.List(cty.String), Description: "Values files (YAML), relative to the runbook, merged in order."},
+				"values_files":     {Type: cty.List(cty.String), Description: "Values files (YAML), relative to the runbook, merged in order; an age-encrypted one (named .age) is decrypted in memory and its values are secret."},
 				"set_sensitive":    {Type: cty.Map(cty.String), Sensitive: true, Description: "Values by dot path (\"db.password\"), set last and redacted everywhere."},
 				"create_namespace": {Type: cty.Bool, Description: "Create the namespace when it does not exist."},
 				"atomic":           {Type: cty.Bool, Description: "Roll back (or uninstall) when the install or upgrade fails; implies wait."},

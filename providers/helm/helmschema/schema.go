@@ -52,7 +52,7 @@ type ReleaseAttrs struct {
 	Version         string            `cty:"version" doc:"The chart version required; a local chart of another version is refused."`
 	Namespace       string            `cty:"namespace" doc:"The release namespace, \"default\" by default."`
 	Values          cty.Value         `cty:"values" doc:"Values as an HCL object, merged over values_files."`
-	ValuesFiles     []string          `cty:"values_files" doc:"Values files (YAML), relative to the runbook, merged in order."`
+	ValuesFiles     []string          `cty:"values_files" doc:"Values files (YAML), relative to the runbook, merged in order; an age-encrypted one (named .age) is decrypted in memory and its values are secret."`
 	SetSensitive    map[string]string `cty:"set_sensitive" sensitive:"true" doc:"Values by dot path (\"db.password\"), set last and redacted everywhere."`
 	CreateNamespace bool              `cty:"create_namespace" doc:"Create the namespace when it does not exist."`
 	Atomic          bool              `cty:"atomic" doc:"Roll back (or uninstall) when the install or upgrade fails; implies wait."`
