@@ -84,5 +84,21 @@ var schema = phases.Schema{
 			},
 			Outputs: map[string]cty.Type{"instance": cty.String, "name": cty.String, "before": cty.String},
 		},
+		// Added with issue 11: commands and files inside instances.
+		incus.Exec: {
+			Description: "Runs a command (an argv, no terminal) inside an instance, its output streamed to the log; exactly once across interruptions with creates; rollback runs the revert command.",
+			Attributes: map[string]phases.Attribute{
+				"instance": {Type: cty.String, Required: true, Description: "The instance to run the command in (it must be running)."},
+				"command":  {Type: cty.List(cty.String), Required: true, Description: "The argv to run in the instance; no shell unless the argv asks for one (\"sh\", \"-c\", ...)."},
+				"env":      {Type: cty.Map(cty.String), Description: "Environment variables of the command, besides the daemon's (PATH, HOME, ...)."},
+				"user":     {Type: cty.Number, Description: "The uid the command runs as; 0 (root) by default."},
+				"group":    {Type: cty.Number, Description: "The gid the command runs as; 0 by default."},
+				"cwd":      {Type: cty.String, Description: "The working directory in the instance; it must exist."},
+				"timeout":  {Type: cty.String, Description: "How long the command may run, \"10m\" by default; past it the step fails."},
+				"creates":  {Type: cty.String, Description: "A path in the instance that the command makes: when it exists the command is not run, so a step interrupted after the command finished is not run again."},
+				"revert":   {Type: cty.List(cty.String), Description: "The argv rollback runs in the instance, with the same env, user, group and cwd; without it rollback has nothing to undo."},
+			},
+			Outputs: map[string]cty.Type{"exit_code": cty.Number, "instance": cty.String},
+		},
 	},
 }
