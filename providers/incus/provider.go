@@ -72,7 +72,7 @@ func New() *Provider {
 			}
 			return nil
 		},
-		Steps: []sdk.Step[*conn]{instanceStep, stateStep, snapshotStep, volumeStep, execStep},
+		Steps: []sdk.Step[*conn]{instanceStep, stateStep, snapshotStep, volumeStep, execStep, fileStep},
 		Scrub: func(*conn) *secret.Scrubber { return &secret.Scrubber{Min: minSecret} },
 	}
 }

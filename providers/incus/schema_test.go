@@ -100,5 +100,18 @@ var schema = phases.Schema{
 			},
 			Outputs: map[string]cty.Type{"exit_code": cty.Number, "instance": cty.String},
 		},
+		incus.File: {
+			Description: "Pushes a file or directory tree into an instance, or pulls one out (optionally into an age-encrypted file), with its SHA-256 as an output; rollback removes what it created and puts back what it replaced.",
+			Attributes: map[string]phases.Attribute{
+				"instance":    {Type: cty.String, Required: true, Description: "The instance (running, or a stopped container)."},
+				"direction":   {Type: cty.String, Description: "\"push\" (default: from this machine into the instance) or \"pull\" (from the instance to this machine)."},
+				"source":      {Type: cty.String, Required: true, Description: "Push: a local file or directory, relative to the runbook. Pull: an absolute path in the instance. A directory copies its whole tree."},
+				"destination": {Type: cty.String, Required: true, Description: "Push: an absolute path in the instance. Pull: a local path, relative to the runbook, written 0600; ending in .age (a file only), the content is written age-encrypted to the runbook's .age-recipients and never in clear."},
+				"mode":        {Type: cty.String, Description: "Push: the mode of the files in the instance, in octal such as \"0640\"; default each local file's own."},
+				"uid":         {Type: cty.Number, Description: "Push: the owner (uid) of what is pushed; 0 by default."},
+				"gid":         {Type: cty.Number, Description: "Push: the group (gid) of what is pushed; 0 by default."},
+			},
+			Outputs: map[string]cty.Type{"sha256": cty.String, "size": cty.Number, "files": cty.Number},
+		},
 	},
 }

@@ -45,7 +45,9 @@
 //   - The files API answers a file with its bytes and a directory with the
 //     JSON envelope listing its names; owner, mode and type come in
 //     X-Incus-* headers. It refuses to delete a directory that is not
-//     empty, and to push into a directory that does not exist (404).
+//     empty, and to push into a directory that does not exist (404). An
+//     overwrite keeps the file's mode and owner: the X-Incus-mode, -uid and
+//     -gid headers only apply to a file it creates.
 //   - Plain API errors use real HTTP status codes (404 unknown instance, 412
 //     ETag mismatch, 403 untrusted client over HTTPS).
 package incusapi
