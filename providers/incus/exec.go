@@ -209,6 +209,11 @@ func applyExec(ctx context.Context, c *call, s execSpec, _ struct{}, _ *sdk.Prio
 	if err != nil {
 		return execApply{Diagnostics: apiErr(c, "Cannot Read Instance File", err)}
 	}
+	if !exists && s.Creates != "" {
+		if exists, err = afterRunning(ctx, c, s); err != nil {
+			return execApply{Diagnostics: apiErr(c, "Cannot Read Instance File", err)}
+		}
+	}
 	if exists {
 		logf(c, "skipped: %s exists in instance %s", s.Creates, s.Instance)
 		return execApply{Outputs: execOut{0, s.Instance}, Inverse: execUndo(c, s)}
@@ -216,6 +221,30 @@ func applyExec(ctx context.Context, c *call, s execSpec, _ struct{}, _ *sdk.Prio
 	code, d := runIn(ctx, c, "Command", s.Instance, showArgv(c, "command", s.Command), incusapi.ExecPost{
 		Command: s.Command, Environment: s.Env, User: uint32(s.User), Group: uint32(s.Group), Cwd: s.Cwd}, s.timeout)
 	return execApply{Outputs: execOut{code, s.Instance}, Inverse: execUndo(c, s), Diagnostics: d}
+}
+
+// afterRunning waits for the commands already running in the instance
+// (up to the step's timeout), then looks for creates again: a run killed
+// while its command went on is resumed once that command has ended, so it
+// does not start the command a second time beside the first. The daemon
+// cannot say which step started a command: any record-output exec there
+// is waited for.
+func afterRunning(ctx context.Context, c *call, s execSpec) (bool, error) {
+	running, err := c.Settings.c.RunningExecs(ctx, s.Instance)
+	if err != nil || len(running) == 0 {
+		return false, err
+	}
+	tctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	for _, e := range running {
+		logf(c, "waiting for a command already running in %s (operation %s; perhaps started by a run that was stopped) before looking for %s again", s.Instance, e.Operation, s.Creates)
+		_, _ = c.Settings.c.WaitExec(tctx, &e) // its end is what matters, not its result
+	}
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	exists, _, err := createsExists(ctx, c, s)
+	return exists, err
 }
 
 func revertExec(ctx context.Context, c *call, a execSpec, u sdk.Undo[execInverse]) phases.Diagnostics {

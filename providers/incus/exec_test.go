@@ -221,6 +221,30 @@ func TestExecCrashResume(t *testing.T) {
 	}
 }
 
+// TestExecResumeWhileRunning kills a migrate process while its
+// incus_exec runs and resumes at once, before creates exists: the resumed
+// run waits for the command still running and does not start it again.
+func TestExecResumeWhileRunning(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	name := launch(t, c, "exec-early", true, nil)
+	dir := t.TempDir()
+	killHelper(t, "TestHelperRunExec", []string{"MIGRATE_INCUS_EXEC_HELPER=" + dir + "," + name},
+		60*time.Second, 0, "started the command", func() bool { return readIn(t, c, name, "/root/count") != "" })
+	if readIn(t, c, name, "/root/marker") != "" {
+		t.Fatal("the command finished before the resume; the test proves nothing")
+	}
+	if _, err := runPhase(t, loadExec(t, name), dir, "data"); err != nil {
+		t.Fatalf("resumed run: %v", err)
+	}
+	if got := readIn(t, c, name, "/root/count"); got != "run\n" {
+		t.Errorf("the command ran %d times: %q", strings.Count(got, "run"), got)
+	}
+	if readIn(t, c, name, "/root/marker") != "done\n" {
+		t.Error("after the resumed run the command's marker is missing")
+	}
+}
+
 // TestHelperRunExec is the migrate process TestExecCrashResume kills.
 func TestHelperRunExec(t *testing.T) {
 	env := os.Getenv("MIGRATE_INCUS_EXEC_HELPER")

@@ -173,3 +173,26 @@ func (c *Client) FollowExec(ctx context.Context, e *Exec, stdout, stderr io.Writ
 		}
 	}
 }
+
+// RunningExecs lists the record-output commands (operations of class
+// "task", "Executing command") running in an instance: what a client
+// killed while it waited left behind.
+func (c *Client) RunningExecs(ctx context.Context, name string) ([]Exec, error) {
+	var ops map[string][]Operation
+	if _, err := c.get(ctx, "/1.0/operations", url.Values{"recursion": {"1"}}, &ops); err != nil {
+		return nil, err
+	}
+	var out []Exec
+	for _, op := range ops["running"] {
+		if op.Class != "task" || op.Description != "Executing command" {
+			continue
+		}
+		for _, r := range op.Resources["instances"] {
+			if r == instancePath(name) || strings.HasPrefix(r, instancePath(name)+"?") {
+				out = append(out, Exec{Instance: name, Operation: op.ID, Stdout: "exec_" + op.ID + ".stdout", Stderr: "exec_" + op.ID + ".stderr"})
+				break
+			}
+		}
+	}
+	return out, nil
+}

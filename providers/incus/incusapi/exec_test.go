@@ -47,6 +47,9 @@ func TestExecAndFiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if running, err := c.RunningExecs(ctx, name); err != nil || len(running) != 1 || running[0] != *e {
+			t.Errorf("RunningExecs = %+v, %v; want the one started", running, err)
+		}
 		if err := c.CancelOperation(ctx, e.Operation); !errors.Is(err, ErrNotCancellable) {
 			t.Errorf("CancelOperation of an exec: %v, want ErrNotCancellable", err)
 		}
@@ -76,6 +79,9 @@ func TestExecAndFiles(t *testing.T) {
 		}
 		if out.String() != "bar in /tmp as 7:8\nafter\n" || errOut.String() != "oops\n" {
 			t.Errorf("stdout %q, stderr %q", out.String(), errOut.String())
+		}
+		if running, err := c.RunningExecs(ctx, name); err != nil || len(running) != 0 {
+			t.Errorf("RunningExecs after the end = %+v, %v", running, err)
 		}
 		if _, err := c.ExecOutput(ctx, name, e.Stdout, 0); !IsNotFound(err) {
 			t.Errorf("the output file is still there: %v", err)
