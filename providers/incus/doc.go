@@ -51,7 +51,9 @@
 //     fails the step but may leave the command running (the error says
 //     so). creates, a path in the instance, is looked for through the
 //     files API in Read, Plan and Apply: once it exists the command is
-//     never run again, which makes a resumed run exactly-once. The
+//     never run again; before a run, commands still running in the
+//     instance (a killed run's) are waited for and creates is looked for
+//     again, which makes a resumed run exactly-once. The
 //     inverse runs revert, with the env taken from the configuration
 //     again (never kept in the state).
 //   - incus_file: pushes a local file or tree into an instance, or pulls
@@ -60,7 +62,10 @@
 //     .age-recipients, so the clear bytes never touch the disk). Outputs:
 //     the SHA-256 of the file (of the clear content for .age), or of a
 //     tree's sorted "path sha256" manifest, its size and file count. A
-//     destination with the same content, mode and owner is left alone. A
+//     destination with the same content, mode and owner is left alone (a
+//     directory that is there keeps its own mode and owner); a local
+//     source that is a link is followed, links inside a tree and in the
+//     instance are not copied. A
 //     replaced file is first kept beside itself as PATH.migrate-orig (in
 //     the instance for a push, locally for a pull), so the state holds no
 //     content; the inverse puts it back and removes what was created.

@@ -177,6 +177,9 @@ func hashOf(r io.Reader) (string, int64, error) {
 // files and directories are copied.
 func scanLocal(root string) (tree, error) {
 	var t tree
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r // a link given as the source is followed; links inside are not
+	}
 	err := filepath.WalkDir(root, func(p string, de fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -208,7 +211,7 @@ func scanLocal(root string) (tree, error) {
 		t = append(t, e)
 		return nil
 	})
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) || err == nil && len(t) == 0 {
 		return nil, nil
 	}
 	slices.SortFunc(t, func(a, b entry) int { return strings.Compare(a.rel, b.rel) })
@@ -249,8 +252,8 @@ func scanRemote(ctx context.Context, api *incusapi.Client, inst, root string) (t
 		return nil
 	}
 	err := walk("")
-	if incusapi.IsNotFound(err) && len(t) == 0 {
-		return nil, nil
+	if len(t) == 0 && (err == nil || incusapi.IsNotFound(err)) {
+		return nil, nil // missing, or a symlink
 	}
 	slices.SortFunc(t, func(a, b entry) int { return strings.Compare(a.rel, b.rel) })
 	return t, err
@@ -278,6 +281,7 @@ func (s fileSpec) differs(src, dst tree) []entry {
 		switch {
 		case d == nil || d.dir != e.dir || d.sum != e.sum:
 			out = append(out, e)
+		case e.dir: // a directory that is there keeps its own mode and owner
 		case s.push && (d.mode != e.mode || d.uid != e.uid || d.gid != e.gid):
 			out = append(out, e)
 		}

@@ -141,6 +141,18 @@ func TestFile(t *testing.T) {
 			t.Errorf("b.conf is %+v, want the local mode 0600", fi)
 		}
 		wantContains(t, "second plan", s.mustPlan(priorOf(r)).Diff, "nothing to copy")
+		// Into a directory that is there, with another owner: it keeps
+		// its own, and a second plan has nothing to do.
+		into := newStep(t, p, incus.File, "into", map[string]cty.Value{"instance": str(name), "source": str("conf/sub"), "destination": str("/root"), "uid": cty.NumberIntVal(9)})
+		ri := into.mustApply(into.mustPlan(nil).Private, nil)
+		wantContains(t, "plan into /root", into.mustPlan(priorOf(ri)).Diff, "nothing to copy")
+		if fi := stat(t, c, name, "/root"); fi == nil || fi.UID != 0 {
+			t.Errorf("/root is %+v after a push into it", fi)
+		}
+		into.revert(ri.Inverse)
+		if fi := stat(t, c, name, "/root/b.conf"); fi != nil || stat(t, c, name, "/root") == nil {
+			t.Errorf("the revert of a push into /root left b.conf, or removed /root")
+		}
 		s.revert(r.Inverse)
 		if fi := stat(t, c, name, "/root/conf"); fi != nil {
 			t.Errorf("the pushed tree is still there after the revert: %+v", fi)
@@ -227,6 +239,22 @@ func TestFile(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, "secrets/signing.key.age")); !os.IsNotExist(err) {
 			t.Errorf("the encrypted file is still there after the revert: %v", err)
 		}
+	})
+
+	t.Run("push through a link", func(t *testing.T) {
+		writeFile(t, filepath.Join(dir, "real/target"), "linked\n", 0o644)
+		if err := os.Symlink("real/target", filepath.Join(dir, "link")); err != nil {
+			t.Fatal(err)
+		}
+		s := newStep(t, p, incus.File, "link", map[string]cty.Value{"instance": str(name), "source": str("link"), "destination": str("/root/linked")})
+		r := s.mustApply(s.mustPlan(nil).Private, nil)
+		if got := readIn(t, c, name, "/root/linked"); got != "linked\n" {
+			t.Errorf("/root/linked = %q", got)
+		}
+		s.revert(r.Inverse)
+		// A symlink in the instance is no source to pull.
+		s = newStep(t, p, incus.File, "pull-link", map[string]cty.Value{"instance": str(name), "direction": str("pull"), "source": str("/bin/sh"), "destination": str("sh")})
+		wantDiag(t, s.plan(nil).Diagnostics, "File Not Found", "incus_file.pull-link")
 	})
 
 	t.Run("bad input", func(t *testing.T) {
