@@ -314,6 +314,9 @@ func runIn(ctx context.Context, c *call, what, name, shown string, post incusapi
 
 var errTimeout = errors.New("the step's timeout")
 
+// maxLine is the longest line the log gets in one piece.
+const maxLine = 64 << 10
+
 // tailLines is how many last lines of output a failure shows.
 const tailLines = 8
 
@@ -343,12 +346,15 @@ func (s *streamWriter) Write(p []byte) (int, error) {
 	}
 	buf := append(l.part[s.name], p...)
 	for {
-		i := bytes.IndexByte(buf, '\n')
+		i, skip := bytes.IndexByte(buf, '\n'), 1
+		if i < 0 && len(buf) >= maxLine {
+			i, skip = maxLine, 0 // a line without end is cut, not held forever
+		}
 		if i < 0 {
 			break
 		}
 		l.emit(string(buf[:i]))
-		buf = buf[i+1:]
+		buf = buf[i+skip:]
 	}
 	l.part[s.name] = buf
 	return len(p), nil
