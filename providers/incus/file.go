@@ -358,7 +358,39 @@ func readFile(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[struct{
 	case len(s.differs(src, dst)) > 0:
 		return sdk.Read[fileInverse]{Observation: providers.Drifted, Detail: to + " differs from the source"}
 	}
-	return sdk.Read[fileInverse]{Observation: providers.Present, Outputs: src.summary()}
+	r := sdk.Read[fileInverse]{Observation: providers.Present, Outputs: src.summary()}
+	if prior == nil {
+		r.Inverse = adopted(ctx, c, s, src)
+	}
+	return r
+}
+
+// adopted is the inverse of a copy found done with no record of it (a run
+// stopped before the end of the step was recorded): the files kept as
+// .migrate-orig beside the destination's are put back; what the copy
+// created cannot be told from what was there before, and stays.
+func adopted(ctx context.Context, c *call, s fileSpec, src tree) *sdk.Inverse[fileInverse] {
+	inv := fileInverse{Push: s.push, Instance: s.Instance, Root: s.remote}
+	if !s.push {
+		inv.Root = s.local
+	}
+	for _, e := range src {
+		if e.dir {
+			continue
+		}
+		p := join(inv.Root, e.rel) + origSuffix
+		var err error
+		if s.push {
+			_, err = c.Settings.c.StatFile(ctx, s.Instance, p)
+		} else {
+			_, err = os.Lstat(p)
+		}
+		if err == nil {
+			inv.Replaced = append(inv.Replaced, e.rel)
+		}
+	}
+	_, to := s.where()
+	return &sdk.Inverse[fileInverse]{Description: fmt.Sprintf("put back the files of %s kept as *%s (what the copy created is left: a run stopped before its record)", to, origSuffix), Data: inv}
 }
 
 func planFile(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[struct{}, fileInverse]) sdk.Plan[struct{}] {

@@ -112,6 +112,11 @@ func TestFile(t *testing.T) {
 			t.Errorf("read after apply: %v %s", rd.Observation, rd.Detail)
 		}
 		wantContains(t, "second plan", s.mustPlan(priorOf(r)).Diff, "nothing to copy")
+		// Found done with no record (a run stopped before it): the
+		// adopted inverse still puts back the replaced file.
+		if rd := s.read(nil); rd.Observation != providers.Present || rd.Inverse == nil || !strings.Contains(string(rd.Inverse.Data), `"replaced":[""]`) {
+			t.Errorf("read without a record: %v %+v", rd.Observation, rd.Inverse)
+		}
 		r2 := s.mustApply(nil, priorOf(r))
 		s.revert(r2.Inverse)
 		s.revert(r2.Inverse) // twice is safe
