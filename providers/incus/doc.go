@@ -53,22 +53,23 @@
 //     files API in Read, Plan and Apply: once it exists the command is
 //     never run again; before a run, commands still running in the
 //     instance (a killed run's) are waited for and creates is looked for
-//     again, which makes a resumed run exactly-once. The
-//     inverse runs revert, with the env taken from the configuration
-//     again (never kept in the state).
+//     again, which makes a resumed run exactly-once. The inverse runs
+//     revert, with the env taken from the configuration again (never kept
+//     in the state).
 //   - incus_file: pushes a local file or tree into an instance, or pulls
-//     one out (file.go; local files 0600 through a temporary file and a
-//     rename; into a .age path, encrypted in memory to the runbook's
-//     .age-recipients, so the clear bytes never touch the disk). Outputs:
-//     the SHA-256 of the file (of the clear content for .age), or of a
-//     tree's sorted "path sha256" manifest, its size and file count. A
-//     destination with the same content, mode and owner is left alone (a
-//     directory that is there keeps its own mode and owner); a local
-//     source that is a link is followed, links inside a tree and in the
-//     instance are not copied. A
-//     replaced file is first kept beside itself as PATH.migrate-orig (in
-//     the instance for a push, locally for a pull), so the state holds no
-//     content; the inverse puts it back and removes what was created.
+//     one out (file.go; the trees in file_tree.go). Local files are
+//     written 0600 through a temporary file and a rename; into a .age
+//     path, encrypted in memory to the runbook's .age-recipients, so the
+//     clear bytes never touch the disk. Outputs: the SHA-256 of the file
+//     (of the clear content for .age), or of a tree's sorted "path
+//     sha256" manifest, its size and file count. A destination with the
+//     same content, mode and owner is left alone (a directory that is
+//     there keeps its own mode and owner); a local source that is a link
+//     is followed, links inside a tree and in the instance are not
+//     copied. A replaced file is first kept beside itself as
+//     PATH.migrate-orig (in the instance for a push, locally for a pull),
+//     so the state holds no content; the inverse puts it back and removes
+//     what was created.
 //
 // The cleanup guard: deleting an instance marked keep_for_rollback is
 // refused at plan time unless the step says retain_until and that date has
