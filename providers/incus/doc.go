@@ -47,9 +47,11 @@
 //     migrate is killed (with websockets a lost client can take the
 //     command down half-way), and the output files are followed with
 //     range requests while it runs; no websocket module, no terminal.
-//     The price: Incus refuses to cancel such an operation, so a timeout
-//     fails the step but may leave the command running (the error says
-//     so). creates, a path in the instance, is looked for through the
+//     The price: Incus refuses to cancel such an operation, so past its
+//     timeout the command's processes are found by MIGRATE_EXEC_ID, a
+//     random marker in their environment, and killed by a second command
+//     (sh, grep and kill in the instance; without them the error says the
+//     command may still run). creates, a path in the instance, is looked for through the
 //     files API in Read, Plan and Apply: once it exists the command is
 //     never run again; before a run, commands still running in the
 //     instance (a killed run's) are waited for and creates is looked for

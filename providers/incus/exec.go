@@ -3,6 +3,7 @@ package incus
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -282,6 +283,12 @@ func runIn(ctx context.Context, c *call, what, name, shown string, post incusapi
 			return -1, errorf(what+" Failed", "%s: the cwd %s of %s does not exist in instance %q as a directory (%v); Incus would run the command elsewhere.", c.Addr, post.Cwd, shown, name, err)
 		}
 	}
+	token := rand.Text()
+	post.Environment = maps.Clone(post.Environment)
+	if post.Environment == nil {
+		post.Environment = map[string]string{}
+	}
+	post.Environment[markerEnv] = token
 	e, err := api.StartExec(ctx, name, post)
 	if err != nil {
 		return -1, apiErr(c, "Cannot Run "+what, fmt.Errorf("%s in instance %q: %w", shown, name, err))
@@ -296,12 +303,7 @@ func runIn(ctx context.Context, c *call, what, name, shown string, post incusapi
 	case err != nil && ctx.Err() != nil:
 		return -1, phases.Errorf("Step Interrupted", "%s was stopped while %s ran in instance %q (%v). Incus runs it to its end; the next run looks for creates first, or runs it again.", c.Addr, shown, name, ctx.Err())
 	case err != nil && errors.Is(context.Cause(tctx), errTimeout):
-		detail := "it was cancelled"
-		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		if cerr := api.CancelOperation(cctx, e.Operation); cerr != nil {
-			detail = fmt.Sprintf("the daemon could not cancel it (%v), so it may still be running there (operation %s)", cerr, e.Operation)
-		}
-		ccancel()
+		detail := stop(ctx, api, e, token)
 		return -1, phases.Errorf(what+" Timed Out", "%s: %s in instance %q did not finish within the timeout of %s: %s.%s", c.Addr, shown, name, timeout, detail, out.tail())
 	case err != nil:
 		return -1, apiErr(c, "Cannot Run "+what, fmt.Errorf("%s in instance %q: %w", shown, name, err))
@@ -313,6 +315,39 @@ func runIn(ctx context.Context, c *call, what, name, shown string, post incusapi
 }
 
 var errTimeout = errors.New("the step's timeout")
+
+// markerEnv marks every process of a command run by incus_exec (its
+// children inherit it), so that a command past its timeout can be found
+// and killed: Incus cannot cancel a record-output exec.
+const markerEnv = "MIGRATE_EXEC_ID"
+
+// killScript kills the processes whose environment holds the marker $0
+// (the files API cannot read /proc, which looks empty through it).
+const killScript = `for f in /proc/[0-9]*/environ; do if grep -q "` + markerEnv + `=$0" "$f" 2>/dev/null; then p=${f#/proc/}; kill -9 "${p%/environ}" 2>/dev/null; fi; done`
+
+// stop ends a command past its timeout: the operation is cancelled, or,
+// as Incus refuses that for an exec, its processes are killed by a
+// second command (sh, grep, kill: what nearly every image has). It says
+// what happened, for the diagnostic.
+func stop(ctx context.Context, api *incusapi.Client, e *incusapi.Exec, token string) string {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	cerr := api.CancelOperation(cctx, e.Operation)
+	if cerr == nil {
+		return "it was cancelled"
+	}
+	k, err := api.StartExec(cctx, e.Instance, incusapi.ExecPost{Command: []string{"sh", "-c", killScript, token}})
+	if err == nil {
+		_, err = api.FollowExec(cctx, k, io.Discard, io.Discard, pollEvery)
+	}
+	if err == nil {
+		_, err = api.FollowExec(cctx, e, io.Discard, io.Discard, pollEvery)
+	}
+	if err != nil {
+		return fmt.Sprintf("the daemon cannot cancel it (%v) and its processes could not be killed (%v), so it may still be running there (operation %s)", cerr, err, e.Operation)
+	}
+	return "the daemon cannot cancel it, so its processes were killed (found by " + markerEnv + " in their environment)"
+}
 
 // maxLine is the longest line the log gets in one piece.
 const maxLine = 64 << 10

@@ -144,12 +144,16 @@ func TestExec(t *testing.T) {
 
 	t.Run("timeout", func(t *testing.T) {
 		s := newStep(t, p, incus.Exec, "slow", map[string]cty.Value{
-			"instance": str(name), "command": list("sh", "-c", "echo started; sleep 5"), "timeout": str("1s")})
+			"instance": str(name), "command": list("sh", "-c", "echo started; sleep 60"), "timeout": str("1s")})
 		start := time.Now()
 		r, _ := s.apply(ctxT(t, 60*time.Second), nil, nil)
-		wantDiag(t, r.Diagnostics, "Command Timed Out", "incus_exec.slow", "within the timeout of 1s", "started")
-		if d := time.Since(start); d > 4*time.Second {
+		wantDiag(t, r.Diagnostics, "Command Timed Out", "incus_exec.slow", "within the timeout of 1s", "started", "its processes were killed")
+		if d := time.Since(start); d > 20*time.Second {
 			t.Errorf("the step waited %s for a command with a timeout of 1s", d)
+		}
+		// The command is gone, not left running.
+		if running, err := c.RunningExecs(ctxT(t, 10*time.Second), name); err != nil || len(running) != 0 {
+			t.Errorf("after the timeout, commands still run: %+v %v", running, err)
 		}
 	})
 
