@@ -27,10 +27,11 @@ func TestMain(m *testing.M) {
 		os.Exit(plugin.Serve(helm.TypeName, helm.New()))
 	}
 	os.Setenv(servePlugin, "1") // for the programs the tests start
+	setTestIdentity()
 	os.Exit(m.Run())
 }
 
-// TestCanary: a secret planted in every input of both step types, marked
+// TestCanary: a secret planted in every input of the step types, marked
 // as a sensitive variable marks it (set_sensitive is sensitive by its
 // schema), leaves the provider by no field, log or diagnostic, whether
 // the step succeeds or fails, in process and through the plugin pipe. The
@@ -47,7 +48,7 @@ func TestCanary(t *testing.T) {
 		new  func() providers.Interface
 	}{
 		{"in process", func() providers.Interface { return helm.New() }},
-		{"through the plugin pipe", plugin.Factory(plugin.Program{Name: helm.TypeName, Command: self, Schema: helmschema.Schema})},
+		{"through the plugin pipe", plugin.Factory(plugin.Program{Name: helm.TypeName, Command: self, Schema: helmschema.Schema, Env: []string{providers.AgeIdentityEnv}})},
 	} {
 		t.Run(via.name, func(t *testing.T) {
 			t.Parallel()
@@ -85,7 +86,16 @@ func canary(t *testing.T, k *kube, newProvider func() providers.Interface) {
 			"kubeconfig":       sens(k.path),
 		})
 	}
-	secrets := []string{s, ns, relNS, k.path, valuesFile, "password-" + s}
+	secNS := k.createNamespace(t, "canarysec")
+	ageValue := "age-plaintext-" + s
+	secret := cty.ObjectVal(map[string]cty.Value{
+		"name":       sens("sec-" + s),
+		"namespace":  cty.StringVal(secNS),
+		"data":       cty.MapVal(map[string]cty.Value{"token": cty.StringVal("data-value-" + s)}),
+		"files":      cty.MapVal(map[string]cty.Value{"signing.key": cty.StringVal(ageFile(t, "signing.key", ageValue))}),
+		"kubeconfig": sens(k.path),
+	})
+	secrets := []string{s, ns, relNS, k.path, valuesFile, "password-" + s, "data-value-" + s, ageValue}
 	providertest.Canary(t, providertest.Harness{
 		New:            newProvider,
 		ProviderConfig: obj(map[string]cty.Value{"kubeconfig": str(k.path)}),
@@ -95,12 +105,16 @@ func canary(t *testing.T, k *kube, newProvider func() providers.Interface) {
 		{Type: helm.Namespace, Config: cty.ObjectVal(map[string]cty.Value{"name": sens(ns), "pod_security": sens("bogus-" + s)}), Secrets: secrets},
 		{Type: helm.Release, Config: release("charts/app"), Secrets: secrets},
 		{Type: helm.Release, Config: release("charts/nope-" + s), Secrets: secrets},
+		{Type: helm.Secret, Config: secret, Secrets: secrets},
 	})
 	// The reverts found the namespace and the release by the names the
 	// step gives, though the state keeps only their place.
 	ctx := context.Background()
 	if live, err := k.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err == nil && live.DeletionTimestamp == nil {
 		t.Errorf("namespace %s was not deleted by the revert", ns)
+	}
+	if got := k.secretData(t, secNS, "sec-"+s); got != nil {
+		t.Errorf("Secret sec-%s was not deleted by the revert", s)
 	}
 	if got := k.list(t, relNS); len(got) != 0 {
 		t.Errorf("releases left in %s after the reverts: %v", relNS, got)

@@ -80,5 +80,17 @@ var schema = phases.Schema{
 			},
 			CanCheck: true,
 		},
+		helm.Secret: {
+			Description: "Applies a Kubernetes Secret from sensitive values and files (age-encrypted files are decrypted with MIGRATE_AGE_IDENTITY); its values never reach a plan, a log or the state. Rollback deletes a Secret this step created, else restores the previous one from the copy kept in the cluster as <name>.migrate-orig.",
+			Attributes: map[string]phases.Attribute{
+				"name":       {Type: cty.String, Required: true, Description: "The Secret's name."},
+				"namespace":  {Type: cty.String, Required: true, Description: "The Secret's namespace."},
+				"type":       {Type: cty.String, Description: "The Secret's type, \"Opaque\" by default."},
+				"data":       {Type: cty.Map(cty.String), Sensitive: true, Description: "Keys and their values, redacted everywhere."},
+				"files":      {Type: cty.Map(cty.String), Description: "Keys and the files, relative to the runbook, holding their values; age-encrypted files are decrypted."},
+				"kubeconfig": kubeconfigAttr,
+			},
+			Outputs: map[string]cty.Type{"name": cty.String, "namespace": cty.String, "keys": cty.List(cty.String)},
+		},
 	},
 }
