@@ -52,7 +52,7 @@ func registry() map[string]providers.Factory {
 // pluginPrograms are the providers that run as programs of their own.
 var pluginPrograms = []plugin.Program{
 	{Name: talosschema.TypeName, Command: "migrate-provider-talos", Schema: talosschema.Schema, Env: []string{providers.AgeIdentityEnv}},
-	{Name: helmschema.TypeName, Command: "migrate-provider-helm", Schema: helmschema.Schema},
+	{Name: helmschema.TypeName, Command: "migrate-provider-helm", Schema: helmschema.Schema, Env: []string{providers.AgeIdentityEnv}},
 }
 
 // app holds the global flags and what every command shares: the view, the
