@@ -95,7 +95,14 @@ func canary(t *testing.T, k *kube, newProvider func() providers.Interface) {
 		"files":      cty.MapVal(map[string]cty.Value{"signing.key": cty.StringVal(ageFile(t, "signing.key", ageValue))}),
 		"kubeconfig": sens(k.path),
 	})
-	secrets := []string{s, ns, relNS, k.path, valuesFile, "password-" + s, "data-value-" + s, ageValue}
+	manifestFile := yamlFile(t, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: man-secret\nstringData:\n  token: manifest-value-"+s+"\n")
+	manifest := cty.ObjectVal(map[string]cty.Value{
+		"files":      cty.ListVal([]cty.Value{cty.StringVal(manifestFile)}),
+		"objects":    cty.TupleVal([]cty.Value{configMap("", "man-"+s, map[string]string{"token": "object-value-" + s}).Mark(phases.SensitiveMark)}),
+		"namespace":  cty.StringVal(secNS),
+		"kubeconfig": sens(k.path),
+	})
+	secrets := []string{s, ns, relNS, k.path, valuesFile, "password-" + s, "data-value-" + s, ageValue, "manifest-value-" + s, "object-value-" + s}
 	providertest.Canary(t, providertest.Harness{
 		New:            newProvider,
 		ProviderConfig: obj(map[string]cty.Value{"kubeconfig": str(k.path)}),
@@ -106,12 +113,16 @@ func canary(t *testing.T, k *kube, newProvider func() providers.Interface) {
 		{Type: helm.Release, Config: release("charts/app"), Secrets: secrets},
 		{Type: helm.Release, Config: release("charts/nope-" + s), Secrets: secrets},
 		{Type: helm.Secret, Config: secret, Secrets: secrets},
+		{Type: helm.Manifest, Config: manifest, Secrets: secrets},
 	})
 	// The reverts found the namespace and the release by the names the
 	// step gives, though the state keeps only their place.
 	ctx := context.Background()
 	if live, err := k.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err == nil && live.DeletionTimestamp == nil {
 		t.Errorf("namespace %s was not deleted by the revert", ns)
+	}
+	if got := k.configMapData(t, secNS, "man-"+s); got != nil {
+		t.Errorf("ConfigMap man-%s was not deleted by the revert", s)
 	}
 	if got := k.secretData(t, secNS, "sec-"+s); got != nil {
 		t.Errorf("Secret sec-%s was not deleted by the revert", s)

@@ -37,6 +37,11 @@ func TestConformance(t *testing.T) {
 				"set_sensitive":    strMap(map[string]string{"password": "conformance-secret"}),
 				"timeout":          str("1m"),
 			})},
+			{Type: helm.Manifest, Reversible: true, Config: obj(map[string]cty.Value{
+				"namespace": str(nsSecret),
+				"objects":   cty.TupleVal([]cty.Value{configMap("", "conformance", map[string]string{"mode": "conformance"})}),
+				"wait_for":  str("Ready"),
+			})},
 			{Type: helm.Secret, Reversible: true, Config: obj(map[string]cty.Value{
 				"name":      str("conformance"),
 				"namespace": str(nsSecret),

@@ -129,6 +129,7 @@ var Schema = phases.Schema{
 		Namespace: step[NamespaceAttrs](NamespaceDescription, NamespaceOutputs{}),
 		Release:   step[ReleaseAttrs](ReleaseDescription, ReleaseOutputs{}),
 		Ready:     check(step[ReadyAttrs](ReadyDescription, nil)),
+		Manifest:  step[ManifestAttrs](ManifestDescription, ManifestOutputs{}),
 		Secret:    step[SecretAttrs](SecretDescription, SecretOutputs{}),
 	},
 }
