@@ -83,6 +83,9 @@ type manObj struct {
 	u          *unstructured.Unstructured
 	gvr        k8sschema.GroupVersionResource
 	namespaced bool
+	// crd names the step's own CRD that serves the object's kind, when
+	// the cluster does not serve it yet.
+	crd string
 }
 
 func (o *manObj) id() string { return objID(o.u.GetKind(), o.u.GetNamespace(), o.u.GetName()) }
@@ -255,22 +258,22 @@ func splitYAML(text string) []yamlDoc {
 // earlier step may have installed its CRD), then refused.
 func (p *Provider) mapObjects(c *call, cl *cluster, a manAttrs, objs []*manObj) phases.Diagnostics {
 	var diags phases.Diagnostics
-	reset := false
 	for _, o := range objs {
 		gvk := o.u.GroupVersionKind()
 		namespaced := namespaced(nil, o.u.GetAPIVersion(), gvk.Kind)
 		if cl != nil {
-			m, err := cl.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-			if meta.IsNoMatchError(err) && !reset {
-				if r, ok := cl.mapper.(meta.ResettableRESTMapper); ok {
-					r.Reset()
+			m, err := cl.mapping(gvk)
+			if meta.IsNoMatchError(err) {
+				if crd, gvr, scoped := crdOf(objs, gvk); crd != nil {
+					// Its CRD is one of the step's: applied first.
+					o.gvr, o.crd, o.namespaced = gvr, crd.u.GetName(), scoped
+					o.defaultNamespace(a)
+					continue
 				}
-				reset = true
-				m, err = cl.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 			}
 			if err != nil {
 				if meta.IsNoMatchError(err) {
-					diags = append(diags, phases.Errorf("Unknown Kind", "%s: %s is a %s of apiVersion %s, which the cluster does not know. If it is a custom resource, install its CustomResourceDefinition first, in an earlier step (a kubernetes_manifest or helm_release), and make this step depend on it; else check the apiVersion and kind.", c.Addr, o.src, gvk.Kind, o.u.GetAPIVersion())...)
+					diags = append(diags, phases.Errorf("Unknown Kind", "%s: %s is a %s of apiVersion %s, which the cluster does not know. If it is a custom resource, install its CustomResourceDefinition first (in this step, or an earlier kubernetes_manifest or helm_release step this one depends on); else check the apiVersion and kind.", c.Addr, o.src, gvk.Kind, o.u.GetAPIVersion())...)
 				} else {
 					diags = append(diags, phases.Errorf("Cannot Map Kind", "%s: %s (%s %s): %v.", c.Addr, o.src, o.u.GetAPIVersion(), gvk.Kind, err)...)
 				}
@@ -279,14 +282,55 @@ func (p *Provider) mapObjects(c *call, cl *cluster, a manAttrs, objs []*manObj) 
 			o.gvr, namespaced = m.Resource, m.Scope.Name() == meta.RESTScopeNameNamespace
 		}
 		o.namespaced = namespaced
-		switch {
-		case !namespaced:
-			o.u.SetNamespace("")
-		case o.u.GetNamespace() == "":
-			o.u.SetNamespace(orDefault(a.Namespace, "default"))
-		}
+		o.defaultNamespace(a)
 	}
 	return diags
+}
+
+func (o *manObj) defaultNamespace(a manAttrs) {
+	switch {
+	case !o.namespaced:
+		o.u.SetNamespace("")
+	case o.u.GetNamespace() == "":
+		o.u.SetNamespace(orDefault(a.Namespace, "default"))
+	}
+}
+
+// mapping is the REST mapping of a kind; a kind not found is looked up
+// again after a fresh discovery (its CRD may be new).
+func (cl *cluster) mapping(gvk k8sschema.GroupVersionKind) (*meta.RESTMapping, error) {
+	m, err := cl.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) {
+		if r, ok := cl.mapper.(meta.ResettableRESTMapper); ok {
+			r.Reset()
+			m, err = cl.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		}
+	}
+	return m, err
+}
+
+// crdOf finds, among the step's objects, the CustomResourceDefinition
+// that serves gvk, and the resource and scope it defines.
+func crdOf(objs []*manObj, gvk k8sschema.GroupVersionKind) (*manObj, k8sschema.GroupVersionResource, bool) {
+	for _, o := range objs {
+		if o.u.GetKind() != "CustomResourceDefinition" || o.u.GroupVersionKind().Group != "apiextensions.k8s.io" {
+			continue
+		}
+		group, _, _ := unstructured.NestedString(o.u.Object, "spec", "group")
+		kind, _, _ := unstructured.NestedString(o.u.Object, "spec", "names", "kind")
+		plural, _, _ := unstructured.NestedString(o.u.Object, "spec", "names", "plural")
+		scope, _, _ := unstructured.NestedString(o.u.Object, "spec", "scope")
+		versions, _, _ := unstructured.NestedSlice(o.u.Object, "spec", "versions")
+		if group != gvk.Group || kind != gvk.Kind {
+			continue
+		}
+		for _, v := range versions {
+			if m, _ := v.(map[string]any); m != nil && m["name"] == gvk.Version {
+				return o, k8sschema.GroupVersionResource{Group: group, Version: gvk.Version, Resource: plural}, scope == "Namespaced"
+			}
+		}
+	}
+	return nil, k8sschema.GroupVersionResource{}, false
 }
 
 func (cl *cluster) resource(dyn dynamic.Interface, gvr k8sschema.GroupVersionResource, ns string) dynamic.ResourceInterface {
@@ -432,6 +476,11 @@ func planManifest(ctx context.Context, c *call, a manAttrs, _ *sdk.Prior[struct{
 	var old, planned []*object
 	var irreversible []string
 	for _, o := range objs {
+		if o.crd != "" {
+			u := desired(c, o, nil)
+			planned = append(planned, p.shown(o, u.Object))
+			continue
+		}
 		ri := cl.resource(dyn, o.gvr, o.u.GetNamespace())
 		live, err := getLive(ctx, ri, o.u.GetName())
 		if err != nil {
@@ -554,6 +603,11 @@ func applyManifest(ctx context.Context, c *call, a manAttrs, _ struct{}, prior *
 	inverse := func() *sdk.Inverse[manifestInverse] { return manifestInverseOf(inv) }
 	var outs []string
 	for _, o := range objs {
+		if o.crd != "" {
+			if err := waitEstablished(ctx, c, cl, dyn, o.crd); err != nil {
+				return manApply{Diagnostics: phases.Errorf("Cannot Apply Object", "%s: %s (%s) needs its CustomResourceDefinition %s: %v.", c.Addr, o.id(), o.src, o.crd, err), Inverse: inverse()}
+			}
+		}
 		ri := cl.resource(dyn, o.gvr, o.u.GetNamespace())
 		live, err := getLive(ctx, ri, o.u.GetName())
 		if err != nil {
@@ -590,6 +644,32 @@ func applyManifest(ctx context.Context, c *call, a manAttrs, _ struct{}, prior *
 		}
 	}
 	return manApply{Outputs: helmschema.ManifestOutputs{Objects: outs}, Inverse: inverse()}
+}
+
+var crdResource = k8sschema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// waitEstablished waits (up to a minute) until a CRD the step just
+// applied is Established, then reads discovery again.
+func waitEstablished(ctx context.Context, c *call, cl *cluster, dyn dynamic.Interface, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		crd, err := dyn.Resource(crdResource).Get(ctx, name, metav1.GetOptions{})
+		state := ""
+		if err != nil {
+			state = err.Error()
+		} else if state = condState(crd.Object, "Established"); state == "" {
+			if r, ok := cl.mapper.(meta.ResettableRESTMapper); ok {
+				r.Reset()
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("it is not Established: %s", state)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 func manifestInverseOf(inv manifestInverse) *sdk.Inverse[manifestInverse] {
@@ -770,7 +850,7 @@ func revertManifest(ctx context.Context, c *call, a manAttrs, u sdk.Undo[manifes
 			out = append(out, phases.Errorf("Invalid Inverse", "%s: the recorded object %s cannot be found again.", c.Addr, x.id())...)
 			continue
 		}
-		m, err := cl.mapper.RESTMapping(gv.WithKind(x.Kind).GroupKind(), gv.Version)
+		m, err := cl.mapping(gv.WithKind(x.Kind))
 		if meta.IsNoMatchError(err) {
 			c.Log.Printf("%s: its kind is no longer served: nothing to undo", x.id())
 			continue

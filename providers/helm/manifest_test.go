@@ -408,3 +408,124 @@ func TestManifestBadInput(t *testing.T) {
 		contains(t, c.name, r.Diagnostics.Err().Error(), c.want...)
 	}
 }
+
+// TestManifestResumed: an apply interrupted after its objects were
+// created and run again (no prior in the state) still undoes by deleting
+// them: they carry the step's mark. Read says the same on resume.
+func TestManifestResumed(t *testing.T) {
+	t.Parallel()
+	k := lab(t)
+	p := k.provider(t, nil)
+	ns := k.createNamespace(t, "manres")
+	cfg := manifestCfg(nil, []cty.Value{configMap(ns, "made", map[string]string{"k": "v"})}, nil)
+	mustApply(t, p, helm.Manifest, "res", cfg, nil)
+	rr := read(t, p, helm.Manifest, "res", cfg, nil)
+	again := mustApply(t, p, helm.Manifest, "res", cfg, nil)
+	for what, inv := range map[string]*providers.Inverse{"the second apply": again.Inverse, "the read": rr.Inverse} {
+		if inv == nil || !strings.Contains(string(inv.Data), `"delete":true`) {
+			t.Errorf("%s does not delete the object it created: %+v", what, inv)
+		}
+	}
+	revert(t, p, helm.Manifest, "res", cfg, again.Inverse)
+	if k.configMapData(t, ns, "made") != nil {
+		t.Error("the revert left the object")
+	}
+}
+
+// TestManifestExistingSecret: a Secret that existed and that the step
+// changes is irreversible, said by the plan; its data is not kept in the
+// inverse, and the revert leaves it (it does not delete it).
+func TestManifestExistingSecret(t *testing.T) {
+	t.Parallel()
+	k := lab(t)
+	p := k.provider(t, nil)
+	ns := k.createNamespace(t, "mansec")
+	old := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns}, StringData: map[string]string{"old": "old-secret-4b1d"}}
+	if _, err := k.client.CoreV1().Secrets(ns).Create(context.Background(), old, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	file := yamlFile(t, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\nstringData:\n  new: new-secret-77c0\n")
+	cfg := manifestCfg([]string{file}, nil, map[string]cty.Value{"namespace": str(ns)})
+	r := mustPlan(t, p, helm.Manifest, "sec", cfg)
+	contains(t, "the irreversible reason", r.Irreversible, "rollback cannot restore the data of Secret "+ns+"/db")
+	a := mustApply(t, p, helm.Manifest, "sec", cfg, nil)
+	for _, text := range []string{r.Diff, string(a.Inverse.Data)} {
+		if strings.Contains(text, "old-secret-4b1d") || strings.Contains(text, "new-secret-77c0") {
+			t.Errorf("a value shows: %s", text)
+		}
+	}
+	revert(t, p, helm.Manifest, "sec", cfg, a.Inverse)
+	if got := k.secretData(t, ns, "db"); got["old"] != "old-secret-4b1d" {
+		t.Errorf("the revert removed the Secret that existed: %v", got != nil)
+	}
+}
+
+// TestManifestPlanBeforeCluster: with a kubeconfig an earlier step writes,
+// the plan lists the objects as to add, marked deferred, and checks their
+// pod templates all the same.
+func TestManifestPlanBeforeCluster(t *testing.T) {
+	t.Parallel()
+	k := lab(t)
+	p := k.provider(t, nil)
+	later := filepath.Join(t.TempDir(), "kubeconfig")
+	cfg := manifestCfg(nil, []cty.Value{configMap("media", "settings", map[string]string{"k": "v"})}, map[string]cty.Value{"kubeconfig": str(later)})
+	r := mustPlan(t, p, helm.Manifest, "early", cfg)
+	contains(t, "the plan", r.Diff, "(known after apply)", "+ ConfigMap media/settings")
+	sec := mustPlan(t, p, helm.Secret, "early", obj(map[string]cty.Value{"name": str("s"), "namespace": str("media"), "data": strMap(map[string]string{"k": "v"}), "kubeconfig": str(later)}))
+	contains(t, "the Secret's plan", sec.Diff, "(known after apply)", "+ Secret media/s (keys: k)")
+}
+
+// TestManifestCRDAndResource: a CRD and a resource of its kind in one
+// step: planned as two objects to add, the CRD applied and Established
+// before the resource, both deleted by the revert.
+func TestManifestCRDAndResource(t *testing.T) {
+	t.Parallel()
+	k := lab(t)
+	p := k.provider(t, nil)
+	ns := k.createNamespace(t, "mancrd2")
+	group := fmt.Sprintf("h%06d.migrate.test", rand.IntN(1000000))
+	file := yamlFile(t, fmt.Sprintf(`apiVersion: %[1]s/v1
+kind: Gadget
+metadata:
+  name: g1
+spec:
+  size: 2
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.%[1]s
+spec:
+  group: %[1]s
+  scope: Namespaced
+  names: {plural: gadgets, singular: gadget, kind: Gadget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+`, group))
+	cfg := manifestCfg([]string{file}, nil, map[string]cty.Value{"namespace": str(ns)})
+	r := mustPlan(t, p, helm.Manifest, "gadgets", cfg)
+	contains(t, "the plan", r.Diff, "+ CustomResourceDefinition gadgets."+group, "+ Gadget "+ns+"/g1", "objects: 2 to add")
+	a := mustApply(t, p, helm.Manifest, "gadgets", cfg, nil)
+	var outs []string
+	for _, v := range a.Outputs.GetAttr("objects").AsValueSlice() {
+		outs = append(outs, v.AsString())
+	}
+	if got, want := strings.Join(outs, " "), "CustomResourceDefinition/gadgets."+group+" Gadget/"+ns+"/g1"; got != want {
+		t.Errorf("objects %s, want %s", got, want)
+	}
+	if rr := read(t, p, helm.Manifest, "gadgets", cfg, priorOf(a)); rr.Observation != providers.Present {
+		t.Errorf("Read after apply: %v %s", rr.Observation, rr.Detail)
+	}
+	revert(t, p, helm.Manifest, "gadgets", cfg, a.Inverse)
+	revert(t, p, helm.Manifest, "gadgets", cfg, a.Inverse)
+	raw, err := k.client.Discovery().RESTClient().Get().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets." + group).DoRaw(context.Background())
+	if err == nil && !strings.Contains(string(raw), "deletionTimestamp") {
+		t.Errorf("the revert left the CRD: %s", raw)
+	}
+}
