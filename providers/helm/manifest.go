@@ -2,7 +2,9 @@ package helm
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,6 +50,25 @@ var manifestStep = &sdk.StepType[*Provider, manAttrs, struct{}, manifestInverse]
 	Plan:        planManifest,
 	Apply:       applyManifest,
 	Revert:      revertManifest,
+	// The files' contents join the step's input hash: an edited YAML file
+	// is planned as an update.
+	Digest: func(_ context.Context, c *call, a manAttrs) (string, phases.Diagnostics) {
+		return c.Settings.digestFiles(c, a.Files)
+	},
+}
+
+// digestFiles hashes files as they are on disk (age files encrypted).
+func (p *Provider) digestFiles(c *call, files []string) (string, phases.Diagnostics) {
+	h := sha256.New()
+	for _, f := range files {
+		b, err := os.ReadFile(p.abs(f))
+		if err != nil {
+			return "", phases.Errorf("Cannot Read File", "%s: %v.", c.Addr, err)
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", f, len(b))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // manifestInverse says, object by object in the order applied, what
@@ -789,10 +810,11 @@ func readManifest(ctx context.Context, c *call, a manAttrs, prior *sdk.Prior[str
 	if err != nil {
 		return manRead{Diagnostics: phases.FromError("Cannot Reach Kubernetes", err)}
 	}
-	var missing, outs []string
+	var missing, changed, outs []string
 	var inv manifestInverse
 	for _, o := range objs {
-		live, err := getLive(ctx, cl.resource(dyn, o.gvr, o.u.GetNamespace()), o.u.GetName())
+		ri := cl.resource(dyn, o.gvr, o.u.GetNamespace())
+		live, err := getLive(ctx, ri, o.u.GetName())
 		if err != nil {
 			return manRead{Diagnostics: phases.Errorf("Cannot Read Object", "%s: reading %s: %v.", c.Addr, o.id(), err)}
 		}
@@ -801,6 +823,20 @@ func readManifest(ctx context.Context, c *call, a manAttrs, prior *sdk.Prior[str
 			continue
 		}
 		outs = append(outs, o.output())
+		// Changed outside migrate: the dry run of the step's object
+		// differs from the live one.
+		dry, err := ri.Apply(ctx, o.u.GetName(), desired(c, o, live), metav1.ApplyOptions{FieldManager: fieldManager, DryRun: []string{metav1.DryRunAll}})
+		switch {
+		case apierrors.IsConflict(err):
+			changed = append(changed, o.id()+" (another manager took fields over)")
+		case err == nil:
+			if o.isSecret() {
+				scrubSecretValues(c, live.Object)
+			}
+			if p.shown(o, live.Object).Text != p.shown(o, dry.Object).Text {
+				changed = append(changed, o.id())
+			}
+		}
 		if live.GetAnnotations()[createdBy] == c.Addr.String() {
 			inv.Objects = append(inv.Objects, objUndo{APIVersion: o.u.GetAPIVersion(), Kind: o.u.GetKind(), Namespace: o.u.GetNamespace(), Name: o.u.GetName(), Delete: true})
 		}
@@ -809,6 +845,9 @@ func readManifest(ctx context.Context, c *call, a manAttrs, prior *sdk.Prior[str
 		return manRead{Observation: providers.Absent, Detail: "missing: " + strings.Join(missing, ", ")}
 	}
 	r := manRead{Observation: providers.Present, Outputs: helmschema.ManifestOutputs{Objects: outs}}
+	if len(changed) > 0 {
+		r.Observation, r.Detail = providers.Drifted, "changed outside migrate: "+strings.Join(changed, ", ")
+	}
 	if prior == nil {
 		// Resumed after an apply that was not recorded: the objects it
 		// marked as created are its to delete; the others are left.

@@ -142,6 +142,21 @@ func TestManifestCreateChangeRevert(t *testing.T) {
 		t.Errorf("Read after apply: %v %s", rr.Observation, rr.Detail)
 	}
 
+	edited, _ := k.client.CoreV1().ConfigMaps(ns).Get(context.Background(), "extra", metav1.GetOptions{})
+	edited.Data["k"] = "edited-by-hand"
+	edited, err := k.client.CoreV1().ConfigMaps(ns).Update(context.Background(), edited, metav1.UpdateOptions{FieldManager: "kubectl-edit"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr := read(t, p, helm.Manifest, "app", cfg, priorOf(a))
+	if rr.Observation != providers.Drifted || !strings.Contains(rr.Detail, "changed outside migrate: ConfigMap "+ns+"/extra") {
+		t.Errorf("Read after an edit by hand: %v %s", rr.Observation, rr.Detail)
+	}
+	edited.Data["k"] = "v"
+	if _, err := k.client.CoreV1().ConfigMaps(ns).Update(context.Background(), edited, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+
 	file2 := yamlFile(t, fmt.Sprintf(manifestSecretYAML, "slow", pw2))
 	changed := manifestCfg([]string{file2}, []cty.Value{configMap("", "extra", map[string]string{"k": "v"})}, map[string]cty.Value{"namespace": str(ns)})
 	r = mustPlan(t, p, helm.Manifest, "app", changed)
@@ -527,5 +542,43 @@ spec:
 	raw, err := k.client.Discovery().RESTClient().Get().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets." + group).DoRaw(context.Background())
 	if err == nil && !strings.Contains(string(raw), "deletionTimestamp") {
 		t.Errorf("the revert left the CRD: %s", raw)
+	}
+}
+
+// TestFilesJoinInputDigest: a changed file (a manifest, or a Secret's age
+// file) changes the step's input digest, so the plan says update.
+func TestFilesJoinInputDigest(t *testing.T) {
+	t.Parallel()
+	k := lab(t)
+	p := k.provider(t, nil)
+	file := yamlFile(t, fmt.Sprintf(manifestSecretYAML, "a", "b"))
+	key := ageFile(t, "k.age", "digest-value-one")
+	for _, c := range []struct {
+		typ  string
+		cfg  cty.Value
+		path string
+		next []byte
+	}{
+		{helm.Manifest, manifestCfg([]string{file}, nil, nil), file, []byte(fmt.Sprintf(manifestSecretYAML, "a", "c"))},
+		{helm.Secret, secretCfg("default", "k", nil, map[string]string{"k": key}), key, nil},
+	} {
+		digest := func() string {
+			r := p.InputDigest(context.Background(), providers.DigestRequest{Type: c.typ, Addr: addr(c.typ, "d"), Config: c.cfg})
+			if err := r.Diagnostics.Err(); err != nil || r.Digest == "" {
+				t.Fatalf("%s: InputDigest %q: %v", c.typ, r.Digest, err)
+			}
+			return r.Digest
+		}
+		before := digest()
+		next := c.next
+		if next == nil {
+			next, _ = os.ReadFile(ageFile(t, "k2.age", "digest-value-two"))
+		}
+		if err := os.WriteFile(c.path, next, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if digest() == before {
+			t.Errorf("%s: the digest did not change with the file", c.typ)
+		}
 	}
 }

@@ -51,6 +51,15 @@ var secretStep = &sdk.StepType[*Provider, secretAttrs, struct{}, secretInverse]{
 	Plan:        planSecret,
 	Apply:       applySecret,
 	Revert:      revertSecret,
+	// The files as they are on disk (an age file encrypted) join the
+	// step's input hash: a changed file is planned as an update.
+	Digest: func(_ context.Context, c *call, a secretAttrs) (string, phases.Diagnostics) {
+		var files []string
+		for _, k := range slices.Sorted(maps.Keys(a.Files)) {
+			files = append(files, a.Files[k])
+		}
+		return c.Settings.digestFiles(c, files)
+	},
 }
 
 // secretInverse is a kubernetes_secret step's inverse data: names only.
