@@ -723,7 +723,7 @@ func waitObjects(ctx context.Context, c *call, cl *cluster, dyn dynamic.Interfac
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	for _, o := range objs {
-		if noStatus[o.u.GetKind()] {
+		if noStatus[o.u.GetKind()] || o.u.GetKind() == "CustomResourceDefinition" && a.WaitFor != "Established" {
 			continue
 		}
 		ri := cl.resource(dyn, o.gvr, o.u.GetNamespace())
@@ -736,6 +736,8 @@ func waitObjects(ctx context.Context, c *call, cl *cluster, dyn dynamic.Interfac
 			} else if state = condState(live.Object, a.WaitFor); state == "" {
 				c.Log.Printf("%s is %s", o.id(), a.WaitFor)
 				break
+			} else if why := failed(live.Object); why != "" && a.WaitFor != "Failed" {
+				return phases.Errorf("Object Failed", "%s: %s failed instead of becoming %s: %s.", c.Addr, o.id(), a.WaitFor, why)
 			}
 			if ctx.Err() == nil || last == "" {
 				if state != last {
@@ -789,6 +791,21 @@ func condState(obj map[string]any, cond string) string {
 		return "no status yet"
 	}
 	return strings.Join(parts, "; ")
+}
+
+// failed is the reason and message of a Failed=True condition (a Job's),
+// else "": waiting longer would not help.
+func failed(obj map[string]any) string {
+	conds, _, _ := unstructured.NestedSlice(obj, "status", "conditions")
+	for _, x := range conds {
+		m, _ := x.(map[string]any)
+		if m["type"] == "Failed" && m["status"] == "True" {
+			reason, _ := m["reason"].(string)
+			msg, _ := m["message"].(string)
+			return strings.Trim(reason+": "+clipText(msg), ": ")
+		}
+	}
+	return ""
 }
 
 type manRead = sdk.Read[manifestInverse]

@@ -505,6 +505,8 @@ metadata:
   name: g1
 spec:
   size: 2
+status:  # no status subresource: written as it is
+  conditions: [{type: Ready, status: "True"}]
 ---
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -523,7 +525,7 @@ spec:
         type: object
         x-kubernetes-preserve-unknown-fields: true
 `, group))
-	cfg := manifestCfg([]string{file}, nil, map[string]cty.Value{"namespace": str(ns)})
+	cfg := manifestCfg([]string{file}, nil, map[string]cty.Value{"namespace": str(ns), "wait_for": str("Ready"), "wait_timeout": str("1m")})
 	r := mustPlan(t, p, helm.Manifest, "gadgets", cfg)
 	contains(t, "the plan", r.Diff, "+ CustomResourceDefinition gadgets."+group, "+ Gadget "+ns+"/g1", "objects: 2 to add")
 	a := mustApply(t, p, helm.Manifest, "gadgets", cfg, nil)
@@ -537,6 +539,21 @@ spec:
 	if rr := read(t, p, helm.Manifest, "gadgets", cfg, priorOf(a)); rr.Observation != providers.Present {
 		t.Errorf("Read after apply: %v %s", rr.Observation, rr.Detail)
 	}
+	// A condition Failed=True ends the wait at once, with its reason.
+	broken := manifestCfg(nil, []cty.Value{obj(map[string]cty.Value{
+		"apiVersion": str(group + "/v1"), "kind": str("Gadget"),
+		"metadata": obj(map[string]cty.Value{"name": str("g2"), "namespace": str(ns)}),
+		"status": obj(map[string]cty.Value{"conditions": cty.TupleVal([]cty.Value{obj(map[string]cty.Value{
+			"type": str("Failed"), "status": str("True"), "reason": str("BackoffLimitExceeded"), "message": str("Job has reached the specified backoff limit"),
+		})})}),
+	})}, map[string]cty.Value{"wait_for": str("Complete")})
+	start := time.Now()
+	b := apply(t, p, helm.Manifest, "broken", broken, nil, nil)
+	if !b.Diagnostics.HasErrors() || time.Since(start) > 30*time.Second {
+		t.Fatalf("the wait for a failed object: %v after %s", b.Diagnostics.Err(), time.Since(start))
+	}
+	contains(t, "the failure", b.Diagnostics.Err().Error(), "Gadget "+ns+"/g2 failed instead of becoming Complete: BackoffLimitExceeded: Job has reached the specified backoff limit")
+	revert(t, p, helm.Manifest, "broken", broken, b.Inverse)
 	revert(t, p, helm.Manifest, "gadgets", cfg, a.Inverse)
 	revert(t, p, helm.Manifest, "gadgets", cfg, a.Inverse)
 	raw, err := k.client.Discovery().RESTClient().Get().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets." + group).DoRaw(context.Background())
