@@ -354,7 +354,8 @@ func crdOf(objs []*manObj, gvk k8sschema.GroupVersionKind) (*manObj, k8sschema.G
 	return nil, k8sschema.GroupVersionResource{}, false
 }
 
-func (cl *cluster) resource(dyn dynamic.Interface, gvr k8sschema.GroupVersionResource, ns string) dynamic.ResourceInterface {
+// resourceOf is the client of a resource, namespaced when ns is set.
+func resourceOf(dyn dynamic.Interface, gvr k8sschema.GroupVersionResource, ns string) dynamic.ResourceInterface {
 	if ns == "" {
 		return dyn.Resource(gvr)
 	}
@@ -502,7 +503,7 @@ func planManifest(ctx context.Context, c *call, a manAttrs, _ *sdk.Prior[struct{
 			planned = append(planned, p.shown(o, u.Object))
 			continue
 		}
-		ri := cl.resource(dyn, o.gvr, o.u.GetNamespace())
+		ri := resourceOf(dyn, o.gvr, o.u.GetNamespace())
 		live, err := getLive(ctx, ri, o.u.GetName())
 		if err != nil {
 			return manPlan{Diagnostics: phases.Errorf("Cannot Read Object", "%s: reading %s: %v.", c.Addr, o.id(), err)}
@@ -629,7 +630,7 @@ func applyManifest(ctx context.Context, c *call, a manAttrs, _ struct{}, prior *
 				return manApply{Diagnostics: phases.Errorf("Cannot Apply Object", "%s: %s (%s) needs its CustomResourceDefinition %s: %v.", c.Addr, o.id(), o.src, o.crd, err), Inverse: inverse()}
 			}
 		}
-		ri := cl.resource(dyn, o.gvr, o.u.GetNamespace())
+		ri := resourceOf(dyn, o.gvr, o.u.GetNamespace())
 		live, err := getLive(ctx, ri, o.u.GetName())
 		if err != nil {
 			return manApply{Diagnostics: phases.Errorf("Cannot Read Object", "%s: reading %s: %v.", c.Addr, o.id(), err), Inverse: inverse()}
@@ -726,7 +727,7 @@ func waitObjects(ctx context.Context, c *call, cl *cluster, dyn dynamic.Interfac
 		if noStatus[o.u.GetKind()] || o.u.GetKind() == "CustomResourceDefinition" && a.WaitFor != "Established" {
 			continue
 		}
-		ri := cl.resource(dyn, o.gvr, o.u.GetNamespace())
+		ri := resourceOf(dyn, o.gvr, o.u.GetNamespace())
 		last := ""
 		for {
 			live, err := ri.Get(ctx, o.u.GetName(), metav1.GetOptions{})
@@ -830,7 +831,7 @@ func readManifest(ctx context.Context, c *call, a manAttrs, prior *sdk.Prior[str
 	var missing, changed, outs []string
 	var inv manifestInverse
 	for _, o := range objs {
-		ri := cl.resource(dyn, o.gvr, o.u.GetNamespace())
+		ri := resourceOf(dyn, o.gvr, o.u.GetNamespace())
 		live, err := getLive(ctx, ri, o.u.GetName())
 		if err != nil {
 			return manRead{Diagnostics: phases.Errorf("Cannot Read Object", "%s: reading %s: %v.", c.Addr, o.id(), err)}
@@ -915,7 +916,7 @@ func revertManifest(ctx context.Context, c *call, a manAttrs, u sdk.Undo[manifes
 			out = append(out, phases.Errorf("Cannot Revert Object", "%s: %s: %v.", c.Addr, x.id(), err)...)
 			continue
 		}
-		ri := cl.resource(dyn, m.Resource, x.Namespace)
+		ri := resourceOf(dyn, m.Resource, x.Namespace)
 		if x.Delete {
 			bg := metav1.DeletePropagationBackground
 			if err := ri.Delete(ctx, x.Name, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil && !apierrors.IsNotFound(err) {
