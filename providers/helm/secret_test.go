@@ -19,23 +19,28 @@ import (
 	"github.com/homelab-migrate/migrate/secret/agefile"
 )
 
-// testIdentity is the age identity TestMain puts in MIGRATE_AGE_IDENTITY
-// for every test (and the plugin programs they start).
-var testIdentity *age.X25519Identity
-
+// setTestIdentity puts a new age identity in MIGRATE_AGE_IDENTITY for
+// every test (and the plugin programs they start), unless one is set.
 func setTestIdentity() {
+	if os.Getenv(providers.AgeIdentityEnv) != "" {
+		return
+	}
 	id, err := age.GenerateX25519Identity()
 	if err != nil {
 		panic(err)
 	}
-	testIdentity = id
 	os.Setenv(providers.AgeIdentityEnv, id.String())
 }
 
-// ageFile writes text encrypted to testIdentity (armored) and returns its path.
+// ageFile writes text encrypted (armored) to the identity in
+// MIGRATE_AGE_IDENTITY and returns its path.
 func ageFile(t testing.TB, name, text string) string {
 	t.Helper()
-	b, err := agefile.Encrypt([]byte(text), true, testIdentity.Recipient())
+	ids, err := agefile.Identities("")
+	if err != nil || len(ids) == 0 {
+		t.Fatalf("no age identity in %s: %v", providers.AgeIdentityEnv, err)
+	}
+	b, err := agefile.Encrypt([]byte(text), true, agefile.RecipientOf(ids[0]))
 	if err != nil {
 		t.Fatal(err)
 	}
