@@ -30,12 +30,14 @@ func TestMain(m *testing.M) {
 	}
 	os.Setenv(servePlugin, "1") // for the programs the tests start
 	// The identity of the encrypted values files of the canary, kept by
-	// the programs as cmd/migrate's helm program keeps it.
+	// the programs as cmd/migrate's helm program keeps it; the age files
+	// of kubernetes_secret are sealed to it too (setTestIdentity keeps it).
 	os.Setenv(providers.AgeIdentityEnv, canaryIdentity.String())
+	setTestIdentity()
 	os.Exit(m.Run())
 }
 
-// TestCanary: a secret planted in every input of both step types, marked
+// TestCanary: a secret planted in every input of the step types, marked
 // as a sensitive variable marks it (set_sensitive is sensitive by its
 // schema), leaves the provider by no field, log or diagnostic, whether
 // the step succeeds or fails, in process and through the plugin pipe. The
@@ -111,7 +113,23 @@ func canary(t *testing.T, k *kube, newProvider func() providers.Interface) {
 		"values_files":     cty.ListVal([]cty.Value{cty.StringVal(valuesFile), cty.StringVal(sealedFile)}),
 		"kubeconfig":       sens(k.path),
 	})
-	secrets := []string{s, ns, relNS, k.path, valuesFile, "password-" + s, encMessage}
+	secNS := k.createNamespace(t, "canarysec")
+	ageValue := "age-plaintext-" + s
+	secret := cty.ObjectVal(map[string]cty.Value{
+		"name":       sens("sec-" + s),
+		"namespace":  cty.StringVal(secNS),
+		"data":       cty.MapVal(map[string]cty.Value{"token": cty.StringVal("data-value-" + s)}),
+		"files":      cty.MapVal(map[string]cty.Value{"signing.key": cty.StringVal(ageFile(t, "signing.key", ageValue))}),
+		"kubeconfig": sens(k.path),
+	})
+	manifestFile := yamlFile(t, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: man-secret\nstringData:\n  token: manifest-value-"+s+"\n")
+	manifest := cty.ObjectVal(map[string]cty.Value{
+		"files":      cty.ListVal([]cty.Value{cty.StringVal(manifestFile)}),
+		"objects":    cty.TupleVal([]cty.Value{configMap("", "man-"+s, map[string]string{"token": "object-value-" + s}).Mark(phases.SensitiveMark)}),
+		"namespace":  cty.StringVal(secNS),
+		"kubeconfig": sens(k.path),
+	})
+	secrets := []string{s, ns, relNS, k.path, valuesFile, "password-" + s, "data-value-" + s, ageValue, "manifest-value-" + s, "object-value-" + s, encMessage}
 	providertest.Canary(t, providertest.Harness{
 		New:            newProvider,
 		ProviderConfig: obj(map[string]cty.Value{"kubeconfig": str(k.path)}),
@@ -122,12 +140,20 @@ func canary(t *testing.T, k *kube, newProvider func() providers.Interface) {
 		{Type: helm.Release, Config: release("charts/app"), Secrets: secrets},
 		{Type: helm.Release, Config: release("charts/nope-" + s), Secrets: secrets},
 		{Type: helm.Release, Config: encrypted, Secrets: secrets},
+		{Type: helm.Secret, Config: secret, Secrets: secrets},
+		{Type: helm.Manifest, Config: manifest, Secrets: secrets},
 	})
 	// The reverts found the namespace and the release by the names the
 	// step gives, though the state keeps only their place.
 	ctx := context.Background()
 	if live, err := k.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err == nil && live.DeletionTimestamp == nil {
 		t.Errorf("namespace %s was not deleted by the revert", ns)
+	}
+	if got := k.configMapData(t, secNS, "man-"+s); got != nil {
+		t.Errorf("ConfigMap man-%s was not deleted by the revert", s)
+	}
+	if got := k.secretData(t, secNS, "sec-"+s); got != nil {
+		t.Errorf("Secret sec-%s was not deleted by the revert", s)
 	}
 	if got := k.list(t, relNS); len(got) != 0 {
 		t.Errorf("releases left in %s after the reverts: %v", relNS, got)

@@ -80,5 +80,29 @@ var schema = phases.Schema{
 			},
 			CanCheck: true,
 		},
+		helm.Manifest: {
+			Description: "Applies raw Kubernetes objects (YAML files or HCL objects) with server-side apply (field manager migrate). The plan shows the server-side dry-run diff per object, Secrets' data redacted, and fails when a pod template violates the PodSecurity level of its namespace. Rollback deletes the objects this step created and re-applies the ones it changed as they were (a changed Secret's data cannot be restored).",
+			Attributes: map[string]phases.Attribute{
+				"files":        {Type: cty.List(cty.String), Description: "YAML files relative to the runbook, each of one or more documents."},
+				"objects":      {Type: cty.DynamicPseudoType, Description: "Objects as HCL: a list of { apiVersion, kind, metadata, ... }."},
+				"namespace":    {Type: cty.String, Description: "The namespace of namespaced objects that name none; default \"default\"."},
+				"wait_for":     {Type: cty.String, Description: "A condition to wait for on every object that has a status (\"Available\", \"Bound\", \"Complete\", \"Ready\", \"Established\"): condition type=True, or status.phase."},
+				"wait_timeout": {Type: cty.String, Description: "How long wait_for may take, \"5m\" by default."},
+				"kubeconfig":   kubeconfigAttr,
+			},
+			Outputs: map[string]cty.Type{"objects": cty.List(cty.String)},
+		},
+		helm.Secret: {
+			Description: "Applies a Kubernetes Secret from sensitive values and files (age-encrypted files are decrypted with MIGRATE_AGE_IDENTITY); its values never reach a plan, a log or the state. Rollback deletes a Secret this step created, else restores the previous one from the copy kept in the cluster as <name>.migrate-orig.",
+			Attributes: map[string]phases.Attribute{
+				"name":       {Type: cty.String, Required: true, Description: "The Secret's name."},
+				"namespace":  {Type: cty.String, Required: true, Description: "The Secret's namespace."},
+				"type":       {Type: cty.String, Description: "The Secret's type, \"Opaque\" by default."},
+				"data":       {Type: cty.Map(cty.String), Sensitive: true, Description: "Keys and their values, redacted everywhere."},
+				"files":      {Type: cty.Map(cty.String), Description: "Keys and the files, relative to the runbook, holding their values; age-encrypted files are decrypted."},
+				"kubeconfig": kubeconfigAttr,
+			},
+			Outputs: map[string]cty.Type{"name": cty.String, "namespace": cty.String, "keys": cty.List(cty.String)},
+		},
 	},
 }
