@@ -14,7 +14,7 @@ import (
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	k := lab(t)
-	nsStep, nsRel := k.namespace(t, "conf"), k.namespace(t, "confrel")
+	nsStep, nsRel, nsJob := k.namespace(t, "conf"), k.namespace(t, "confrel"), k.madeNamespace(t, "confjob")
 	node := k.node(t, "conf")
 	k.setReady(t, node, corev1.ConditionTrue, "KubeletReady")
 	providertest.Run(t, providertest.Harness{
@@ -36,6 +36,7 @@ func TestConformance(t *testing.T) {
 				"set_sensitive":    strMap(map[string]string{"password": "conformance-secret"}),
 				"timeout":          str("1m"),
 			})},
+			{Type: helm.Job, Reversible: true, Config: jobConfig(k, nsJob, "conformance", podTemplate(nil, nil), nil)},
 			{Type: helm.Ready, Config: obj(map[string]cty.Value{"node": str(node), "timeout": str("30s")})},
 		},
 	})
