@@ -564,9 +564,6 @@ func (p *Provider) waitJob(ctx context.Context, c *call, cl *cluster, a jobAttrs
 	for {
 		if list, err := cl.client.CoreV1().Pods(a.Namespace).List(ctx, sel); err == nil {
 			pods = list.Items
-			for i := range pods {
-				logs.follow(&pods[i])
-			}
 		}
 		switch classify(j, j.Annotations[annHash]) {
 		case jobComplete:
@@ -576,7 +573,10 @@ func (p *Provider) waitJob(ctx context.Context, c *call, cl *cluster, a jobAttrs
 			return jobApply{Outputs: jobOutputs(a, pod), Private: jobPrivate{Pod: pod}}
 		case jobFailed:
 			logs.stop()
-			return jobApply{Diagnostics: phases.Errorf("Job Failed", "%s", jobFailure(c, a, j, pods, logs))}
+			return jobApply{Diagnostics: phases.Errorf("Job Failed", "%s", jobFailure(parent, c, a, j, pods, logs))}
+		}
+		for i := range pods { // only while it runs: a finished Job's logs were shown
+			logs.follow(&pods[i])
 		}
 		select {
 		case <-ctx.Done():
@@ -615,22 +615,40 @@ func succeededPod(ctx context.Context, cl *cluster, j *batchv1.Job) string {
 
 // jobFailure is the diagnostic of a failed Job: its reason, each failed
 // pod's reason from its status, and the pod's last log lines.
-func jobFailure(c *call, a jobAttrs, j *batchv1.Job, pods []corev1.Pod, logs *jobLogs) string {
+func jobFailure(ctx context.Context, c *call, a jobAttrs, j *batchv1.Job, pods []corev1.Pod, logs *jobLogs) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %s failed (%s).", c.Addr, jobID(a), failedWhy(j))
+	served := false
 	for _, p := range pods {
 		if p.Status.Phase != corev1.PodFailed {
 			continue
 		}
 		fmt.Fprintf(&b, "\nPod %s: %s", p.Name, podWhy(p))
-		if lines := logs.last(p.Name); len(lines) > 0 {
+		lines := logs.last(p.Name)
+		if len(lines) == 0 {
+			lines = tailLogs(ctx, logs.cl, p)
+		}
+		if len(lines) > 0 {
+			served = true
 			fmt.Fprintf(&b, "\nIts last log lines:\n  %s", strings.Join(lines, "\n  "))
 		}
 	}
-	if logs.opened == 0 {
+	if !served && logs.opened == 0 {
 		b.WriteString("\n(" + noLogs + ".)")
 	}
 	return b.String()
+}
+
+// tailLogs asks once for the last lines of a pod that was not followed
+// (it failed between two looks); none when the node serves no logs.
+func tailLogs(ctx context.Context, cl *cluster, p corev1.Pod) []string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	b, err := cl.client.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptr(int64(logTail))}).DoRaw(ctx)
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 }
 
 // podWhy is why a pod failed, from its status.
