@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/helm"
 )
@@ -379,4 +380,24 @@ func hasCondition(j *batchv1.Job, c batchv1.JobConditionType) bool {
 		}
 	}
 	return false
+}
+
+// TestJobPlanRedactsSensitiveEnv: an env value from a sensitive variable
+// is shown redacted in the plan's Job, even one too short for the
+// scrubber to look for in text.
+func TestJobPlanRedactsSensitiveEnv(t *testing.T) {
+	t.Parallel()
+	k := lab(t)
+	p := k.provider(t, nil)
+	ns := k.madeNamespace(t, "jobenv")
+	env := cty.TupleVal([]cty.Value{
+		obj(map[string]cty.Value{"name": str("PGPASSWORD"), "value": str("x9").Mark(phases.SensitiveMark)}),
+		obj(map[string]cty.Value{"name": str("PGUSER"), "value": str("synapse")}),
+	})
+	cfg := jobConfig(k, ns, "restore", podTemplate(nil, map[string]cty.Value{"container": obj(map[string]cty.Value{"env": env})}), nil)
+	r := mustPlan(t, p, helm.Job, "restore", cfg)
+	contains(t, "the plan", r.Diff, "name: PGPASSWORD\n", "value: "+phases.Redacted, "value: synapse")
+	if strings.Contains(r.Diff, "x9") {
+		t.Errorf("the plan shows the sensitive value:\n%s", r.Diff)
+	}
 }
