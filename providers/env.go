@@ -15,7 +15,7 @@ const (
 	// (MIGRATE_VAR_token); read by package runbooks.
 	VarEnvPrefix = "MIGRATE_VAR_"
 	// AgeIdentityEnv holds an age identity or its path; read by the talos
-	// provider.
+	// and helm providers.
 	AgeIdentityEnv = "MIGRATE_AGE_IDENTITY"
 )
 

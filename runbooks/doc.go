@@ -50,11 +50,14 @@
 //	}
 //
 // Variables take their value from, in increasing precedence: the default,
-// MIGRATE_VAR_NAME in Options.Environ, the --var-file files in order, and
-// the --var options in order. Values given as strings (environment, --var)
+// MIGRATE_VAR_NAME in Options.Environ, the *.auto.hcl and *.auto.hcl.age
+// files beside the runbook by name, the --var-file files in order, and
+// the --var options in order. An age-encrypted variables file is decrypted
+// in memory (Options.Identities); its values are sensitive, and its
+// diagnostics name it without quoting it. Values given as strings (environment, --var)
 // are taken literally for primitive types and for variables without a type,
 // and parsed as HCL expressions for collections and objects. A variable
-// with sensitive = true carries phases.SensitiveMark, and so does every
+// with sensitive = true (or set from an encrypted file) carries phases.SensitiveMark, and so does every
 // value computed from it.
 //
 // Locals may use variables, other locals and functions, but not step

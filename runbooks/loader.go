@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"filippo.io/age"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hcldec"
@@ -33,6 +34,9 @@ type Options struct {
 	// entries set variables, and env() reads it. Nil is an empty
 	// environment.
 	Environ []string
+	// Identities opens age-encrypted variables files; nil reads the
+	// identity from MIGRATE_AGE_IDENTITY (agefile.Identities).
+	Identities func() ([]age.Identity, error)
 	// UnsetVarsUnknown leaves a variable given no value unknown instead of
 	// reporting it: for commands that need the runbook's shape, not its
 	// values (validate, graph, status).
@@ -113,10 +117,11 @@ type load struct {
 	stepTypes map[string]stepTypeInfo
 	scope     *scope
 
-	vars     map[string]*variable
-	secrets  []string // plain values of sensitive variables
-	varOrder []*variable
-	locals   map[string]*localValue
+	vars         map[string]*variable
+	autoVarFiles []string // *.auto.hcl and *.auto.hcl.age beside the runbook, by name
+	secrets      []string // plain values of sensitive variables
+	varOrder     []*variable
+	locals       map[string]*localValue
 
 	providers     map[string]*providerDecl // by TYPE.NAME
 	providerOrder []*providerDecl
@@ -244,7 +249,16 @@ func (ld *load) parseFiles() []*rootBody {
 	var roots []*rootBody
 	for _, e := range entries {
 		name := e.Name()
-		if e.IsDir() || !strings.HasSuffix(name, ".hcl") || strings.HasPrefix(name, ".") {
+		if e.IsDir() || strings.HasPrefix(name, ".") {
+			continue
+		}
+		// Terraform's convention: variables files beside the runbook are
+		// read automatically, before --var-file.
+		if strings.HasSuffix(name, ".auto.hcl") || strings.HasSuffix(name, ".auto.hcl.age") {
+			ld.autoVarFiles = append(ld.autoVarFiles, name)
+			continue
+		}
+		if !strings.HasSuffix(name, ".hcl") {
 			continue
 		}
 		src, err := fs.ReadFile(ld.fsys, name)

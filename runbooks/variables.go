@@ -2,10 +2,12 @@ package runbooks
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"sort"
 	"strings"
 
+	"filippo.io/age"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/ext/typeexpr"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -15,6 +17,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/secret/agefile"
 )
 
 const envVarPrefix = "MIGRATE_VAR_"
@@ -45,6 +48,9 @@ type variable struct {
 	// when it has one.
 	from string
 	rng  *hcl.Range
+	// encrypted: the value came from an age-encrypted variables file, so
+	// it is sensitive whatever the block says.
+	encrypted bool
 }
 
 func (ld *load) declareVariables(blocks []*variableBlock) {
@@ -99,7 +105,7 @@ func (ld *load) setVariable(v *variable, raw cty.Value, from string, rng *hcl.Ra
 		})
 		val = cty.UnknownVal(v.typ)
 	}
-	v.value, v.from, v.rng = val, from, rng
+	v.value, v.from, v.rng, v.encrypted = val, from, rng, false
 }
 
 // assignVariables applies values from the environment, variable files and
@@ -118,8 +124,13 @@ func (ld *load) assignVariables() {
 		}
 		ld.setFromString(v, val, "in the environment variable "+k, "<value for "+k+">")
 	}
+	for _, name := range ld.autoVarFiles {
+		src, err := fs.ReadFile(ld.fsys, name)
+		ld.readVarFile(name, src, err, "found beside the runbook")
+	}
 	for _, p := range ld.opts.VarFiles {
-		ld.readVarFile(p)
+		src, err := os.ReadFile(p)
+		ld.readVarFile(p, src, err, "given with --var-file")
 	}
 	for _, opt := range ld.opts.Vars {
 		name, val, ok := strings.Cut(opt, "=")
@@ -160,7 +171,7 @@ func (ld *load) assignVariables() {
 			})
 			v.value = cty.UnknownVal(v.typ)
 		}
-		if v.block.Sensitive {
+		if v.block.Sensitive || v.encrypted {
 			ld.secrets = append(ld.secrets, plainStrings(v.value)...)
 			v.value = v.value.Mark(phases.SensitiveMark)
 		}
@@ -213,36 +224,73 @@ func (ld *load) setFromString(v *variable, s, from, filename string) {
 	ld.setVariable(v, val, from, expr.Range().Ptr())
 }
 
-// readVarFile reads NAME = VALUE assignments from a --var-file (HCL, or
-// JSON when the name ends in .json).
-func (ld *load) readVarFile(p string) {
-	src, err := os.ReadFile(p)
+// readVarFile reads NAME = VALUE assignments from a variables file (HCL,
+// or JSON when the name ends in .json), given with --var-file or found
+// beside the runbook (how says which). An age-encrypted one (named .age,
+// or by its content) is decrypted in memory: its values are sensitive, and
+// its diagnostics name the file and line but never quote it.
+func (ld *load) readVarFile(p string, src []byte, err error, how string) {
 	if err != nil {
 		ld.diags = append(ld.diags, &hcl.Diagnostic{
 			Severity: hcl.DiagError,
 			Summary:  "Cannot Read Variables File",
-			Detail:   fmt.Sprintf("The file %s given with --var-file cannot be read: %s.", p, err),
+			Detail:   fmt.Sprintf("The file %s %s cannot be read: %s.", p, how, err),
 		})
 		return
 	}
+	encrypted := agefile.IsEncrypted(src)
+	if !encrypted && strings.HasSuffix(p, agefile.Ext) {
+		ld.diags = append(ld.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Variables File Not Encrypted",
+			Detail:   fmt.Sprintf("The file %s %s is named %s but is not age-encrypted, so it is not read: encrypt it with migrate secrets encrypt, or rename it.", p, how, agefile.Ext),
+		})
+		return
+	}
+	if encrypted {
+		if src, err = ld.decrypt(src); err != nil {
+			// validate, graph and status need no values: without the
+			// identity (in CI) the file's variables stay unknown.
+			sev := hcl.DiagError
+			if ld.opts.UnsetVarsUnknown {
+				sev = hcl.DiagWarning
+			}
+			ld.diags = append(ld.diags, &hcl.Diagnostic{
+				Severity: sev,
+				Summary:  "Cannot Decrypt Variables File",
+				Detail:   fmt.Sprintf("The file %s %s is age-encrypted and cannot be decrypted: %s. Set %s or --age-identity to an identity among its recipients.", p, how, err, agefile.IdentityEnv),
+			})
+			return
+		}
+	}
+	var diags hcl.Diagnostics
+	add := func(ds hcl.Diagnostics) {
+		if encrypted {
+			ds = hideEncrypted(ds)
+		}
+		diags = append(diags, ds...)
+	}
+	defer func() { ld.diags = append(ld.diags, diags...) }()
 	if d := notText(src, p); d != nil {
-		ld.diags = append(ld.diags, d)
+		add(hcl.Diagnostics{d})
 		return
 	}
 	var f *hcl.File
-	var diags hcl.Diagnostics
-	if strings.HasSuffix(p, ".json") {
-		f, diags = hcljson.Parse(src, p)
+	var ds hcl.Diagnostics
+	if strings.HasSuffix(strings.TrimSuffix(p, agefile.Ext), ".json") {
+		f, ds = hcljson.Parse(src, p)
 	} else {
-		f, diags = hclsyntax.ParseConfig(src, p, hcl.InitialPos)
+		f, ds = hclsyntax.ParseConfig(src, p, hcl.InitialPos)
 	}
-	ld.diags = append(ld.diags, diags...)
+	add(ds)
 	if f == nil || f.Body == nil {
 		return
 	}
-	ld.files[p] = f
-	attrs, diags := f.Body.JustAttributes()
-	ld.diags = append(ld.diags, diags...)
+	if !encrypted { // an encrypted file's bytes are kept from the view's snippets
+		ld.files[p] = f
+	}
+	attrs, ds := f.Body.JustAttributes()
+	add(ds)
 	list := make([]*hcl.Attribute, 0, len(attrs))
 	for _, a := range attrs {
 		list = append(list, a)
@@ -251,22 +299,61 @@ func (ld *load) readVarFile(p string) {
 	for _, a := range list {
 		v, ok := ld.vars[norm.NFC.String(a.Name)]
 		if !ok {
-			ld.diags = append(ld.diags, &hcl.Diagnostic{
+			add(hcl.Diagnostics{{
 				Severity: hcl.DiagWarning,
 				Summary:  "Value for Undeclared Variable",
 				Detail: fmt.Sprintf("The file sets %q, but the runbook declares no such variable, so the value is ignored.%s",
 					a.Name, ld.suggest(a.Name, func() []string { return sortedKeys(ld.vars) })),
 				Subject: a.NameRange.Ptr(),
-			})
+			}})
 			continue
 		}
-		val, diags := a.Expr.Value(nil)
-		ld.diags = append(ld.diags, diags...)
-		if diags.HasErrors() {
+		val, ds := a.Expr.Value(nil)
+		add(ds)
+		if ds.HasErrors() {
 			continue
 		}
+		n := len(ld.diags)
 		ld.setVariable(v, val, "in "+p, a.Expr.Range().Ptr())
+		if encrypted {
+			ld.diags = append(ld.diags[:n], hideEncrypted(ld.diags[n:])...)
+			v.encrypted = true
+		}
 	}
+}
+
+// decrypt opens an age-encrypted variables file with the identity of
+// Options.Identities.
+func (ld *load) decrypt(src []byte) ([]byte, error) {
+	load := ld.opts.Identities
+	if load == nil {
+		load = func() ([]age.Identity, error) { return agefile.Identities("") }
+	}
+	ids, err := load()
+	if err != nil {
+		return nil, err
+	}
+	return agefile.Decrypt(src, ids...)
+}
+
+// encryptedDetail replaces the details of problems in an encrypted file
+// that could quote its clear content.
+const encryptedDetail = "The file is age-encrypted, so its content is not shown here. Correct it with: migrate secrets edit FILE."
+
+// hideEncrypted keeps the summary and place of diagnostics about an
+// encrypted file and drops what could quote it: the parser's details name
+// tokens, not values, and stay; the others are replaced.
+func hideEncrypted(diags hcl.Diagnostics) hcl.Diagnostics {
+	out := make(hcl.Diagnostics, 0, len(diags))
+	for _, d := range diags {
+		c := *d
+		c.Expression, c.EvalContext = nil, nil
+		if d.Expression != nil || d.EvalContext != nil || strings.Contains(d.Detail, `"`) {
+			c.Detail = encryptedDetail
+		}
+		out = append(out, &c)
+	}
+	return out
 }
 
 // validateVariables runs every validation block of every variable whose

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# build-kube.sh: build kube-apiserver and kube-controller-manager from the Go
-# module proxy (no prebuilt binaries can be downloaded here), once, into a
-# cache outside the checkout. Prints the directory holding the binaries.
+# build-kube.sh: build kube-apiserver, kube-controller-manager and
+# kube-scheduler from the Go module proxy (no prebuilt binaries can be
+# downloaded here), and kwok (simulated kubelets) with its stage files, once,
+# into a cache outside the checkout. Prints the directory holding them.
 #
 # k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them
 # with ./staging paths; a consumer must replace each with its release.
@@ -11,21 +12,49 @@ minor=${version#v1.}; minor=${minor%%.*}
 cache=${MIGRATE_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/migrate}/kube-$version
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod
 
-if [ -x "$cache/kube-apiserver" ] && [ -x "$cache/kube-controller-manager" ]; then
+kwok_version=${KWOK_VERSION:-v0.8.0}
+built() { for b in kube-apiserver kube-controller-manager kube-scheduler kwok; do [ -x "$cache/$b" ] || return 1; done; [ -d "$cache/kwok-stages" ]; }
+if built; then
 	echo "$cache"
 	exit 0
 fi
 mkdir -p "$cache"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-echo "build-kube: building Kubernetes $version (a few minutes, once)" >&2
 # quiet CMD...: its output (module downloads, compiler) goes to a log,
 # shown only if it fails.
 quiet() {
 	"$@" >>"$cache/build.log" 2>&1 || { local rc=$?; cat "$cache/build.log" >&2; echo "build-kube: failed: $*" >&2; return $rc; }
 }
 : >"$cache/build.log"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# kwok: its own throwaway module (it resolves its own client-go), and the
+# stage files shipped in its module source: v0.8.0 has no built-in stages.
+if [ ! -x "$cache/kwok" ] || [ ! -d "$cache/kwok-stages" ]; then
+	echo "build-kube: building kwok $kwok_version (a few minutes, once)" >&2
+	mkdir -p "$work/kwok"
+	(
+		cd "$work/kwok"
+		printf 'module migrate.local/kwokbuild\n\ngo 1.26.8\n\nrequire sigs.k8s.io/kwok %s\n' "$kwok_version" >go.mod
+		printf '//go:build tools\n\npackage tools\n\nimport _ "sigs.k8s.io/kwok/cmd/kwok"\n' >tools.go
+		quiet go mod tidy
+		quiet go build -trimpath -ldflags "-s -w" -o "$cache/kwok" sigs.k8s.io/kwok/cmd/kwok
+		src=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+		rm -rf "$cache/kwok-stages.tmp" && mkdir -p "$cache/kwok-stages.tmp"
+		cp "$src/kustomize/stage/node/fast/node-initialize.yaml" \
+			"$src/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml" \
+			"$src/kustomize/stage/pod/fast/pod-ready.yaml" "$src/kustomize/stage/pod/fast/pod-complete.yaml" \
+			"$src/kustomize/stage/pod/fast/pod-delete.yaml" "$cache/kwok-stages.tmp/"
+		chmod 644 "$cache/kwok-stages.tmp"/*
+		rm -rf "$cache/kwok-stages" && mv "$cache/kwok-stages.tmp" "$cache/kwok-stages"
+	)
+fi
+if [ -x "$cache/kube-apiserver" ] && [ -x "$cache/kube-controller-manager" ] && [ -x "$cache/kube-scheduler" ]; then
+	echo "$cache"
+	exit 0
+fi
+cd "$work"
+echo "build-kube: building Kubernetes $version (a few minutes, once)" >&2
 
 cat >go.mod <<MOD
 module migrate.local/kubebuild
@@ -42,6 +71,7 @@ package tools
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 )
 TOOLS
 # The staging modules k8s.io/kubernetes requires at v0.0.0, from its own
@@ -58,4 +88,5 @@ quiet go mod tidy
 ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
 quiet go build -trimpath -ldflags "$ldflags" -o "$cache/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
 quiet go build -trimpath -ldflags "$ldflags" -o "$cache/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager
+quiet go build -trimpath -ldflags "$ldflags" -o "$cache/kube-scheduler" k8s.io/kubernetes/cmd/kube-scheduler
 echo "$cache"

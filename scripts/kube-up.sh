@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# kube-up.sh: a real Kubernetes API server on loopback for the Helm
-# provider's tests: etcd (Debian's etcd-server), kube-apiserver and
-# kube-controller-manager (built from the module proxy by build-kube.sh),
-# with PodSecurity admission configured as Talos configures it (enforce
-# baseline, audit and warn restricted, kube-system exempt). No kubelet:
-# pods stay Pending. Idempotent.
+# kube-up.sh: a real Kubernetes control plane on loopback for the Helm
+# provider's tests: etcd (Debian's etcd-server), kube-apiserver,
+# kube-controller-manager and kube-scheduler (built from the module proxy by
+# build-kube.sh), with PodSecurity admission configured as Talos configures
+# it (enforce baseline, audit and warn restricted, kube-system exempt), and
+# kwok as the kubelet of one simulated node named like the lab's Talos node
+# ($KUBE_NODE_NAME, talos-lab): it turns the node Ready, scheduled pods
+# Running and Ready, and Job pods Succeeded. No container runs: a pod's
+# command is never executed and no logs are served. Idempotent.
 #
 #   scripts/kube-up.sh          install, build and start as needed
 #   scripts/kube-up.sh --down   stop what this script started
@@ -16,6 +19,7 @@ lab=${KUBE_LAB_DIR:-/var/lib/migrate-lab/kube}
 etcd_port=${KUBE_ETCD_PORT:-23790}
 api_port=${KUBE_API_PORT:-16443}
 version=${KUBE_VERSION:-v1.37.2}
+node_name=${KUBE_NODE_NAME:-talos-lab}
 mkdir -p "$lab/pki" "$lab/run"
 log() { echo "kube-up: $*" >&2; }
 # quiet CMD...: its output goes to a log, shown only if it fails.
@@ -37,7 +41,7 @@ stop_pid() { # NAME: TERM, then KILL after a grace period; only our own pid
 if [ "${1:-}" = "--down" ]; then
 	# Controller manager, API server, then etcd: an API server whose etcd
 	# is gone can hang on TERM.
-	stop_pid kube-controller-manager; stop_pid kube-apiserver; stop_pid etcd
+	stop_pid kwok; stop_pid kube-scheduler; stop_pid kube-controller-manager; stop_pid kube-apiserver; stop_pid etcd
 	exit 0
 fi
 # alive NAME: the recorded pid runs, is not a zombie, and is still that
@@ -149,7 +153,7 @@ apiserver_args=(
 # restarted, so that what runs is what this file says.
 if alive kube-apiserver && [ "$(cat "$lab/run/kube-apiserver.args" 2>/dev/null)" != "${apiserver_args[*]}" ]; then
 	log "restarting kube-apiserver: its flags changed"
-	stop_pid kube-controller-manager; stop_pid kube-apiserver
+	stop_pid kwok; stop_pid kube-scheduler; stop_pid kube-controller-manager; stop_pid kube-apiserver
 fi
 if ! alive kube-apiserver; then
 	log "starting kube-apiserver on 127.0.0.1:$api_port"
@@ -176,5 +180,57 @@ if ! alive kube-controller-manager; then
 		</dev/null >"$lab/run/kube-controller-manager.log" 2>&1 &
 	echo $! >"$lab/run/kube-controller-manager.pid"
 fi
+if ! alive kube-scheduler; then
+	log "starting kube-scheduler"
+	setsid "$bin/kube-scheduler" \
+		--kubeconfig "$kubeconfig" --authentication-kubeconfig "$kubeconfig" --authorization-kubeconfig "$kubeconfig" \
+		--leader-elect=false --bind-address 127.0.0.1 --secure-port 0 \
+		</dev/null >"$lab/run/kube-scheduler.log" 2>&1 &
+	echo $! >"$lab/run/kube-scheduler.pid"
+fi
+
+# 5. The node: a Node object as a kubelet would register it, and kwok,
+#    which plays its kubelet (heartbeats, pod status). Talos' single-node
+#    clusters schedule on the control plane: no taint.
+api() { curl -sf --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "$@"; }
+if ! api "https://127.0.0.1:$api_port/api/v1/nodes/$node_name" >/dev/null 2>&1; then
+	log "registering node $node_name"
+	api -X POST -H 'Content-Type: application/json' "https://127.0.0.1:$api_port/api/v1/nodes" -d @- >/dev/null <<NODE
+{"apiVersion": "v1", "kind": "Node",
+ "metadata": {"name": "$node_name",
+   "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+   "labels": {"kubernetes.io/hostname": "$node_name", "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+     "node-role.kubernetes.io/control-plane": "", "type": "kwok"}},
+ "status": {"allocatable": {"cpu": "6", "memory": "24Gi", "pods": "110"},
+   "capacity": {"cpu": "6", "memory": "24Gi", "pods": "110"},
+   "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux", "osImage": "Talos (lab, simulated by kwok)"}}}
+NODE
+fi
+# The stages kwok plays: kwok's own (node ready, pods ready, Job pods
+# complete) and ours in scripts/kwok-stages (a pod that fails on demand).
+kwok_args=(--kubeconfig "$kubeconfig" --manage-single-node "$node_name")
+stage_files=()
+for f in "$bin"/kwok-stages/*.yaml "$here"/kwok-stages/*.yaml; do
+	[ -f "$f" ] && stage_files+=("$f") && kwok_args+=(-c "$f")
+done
+# What kwok runs with: its flags and the content of its stages.
+kwok_id="${kwok_args[*]} $(cat "${stage_files[@]}" | cksum)"
+if alive kwok && [ "$(cat "$lab/run/kwok.args" 2>/dev/null)" != "$kwok_id" ]; then
+	log "restarting kwok: its stages changed"
+	stop_pid kwok
+fi
+if ! alive kwok; then
+	log "starting kwok (the kubelet of $node_name)"
+	echo "$kwok_id" >"$lab/run/kwok.args"
+	setsid "$bin/kwok" "${kwok_args[@]}" </dev/null >"$lab/run/kwok.log" 2>&1 &
+	echo $! >"$lab/run/kwok.pid"
+fi
+for i in $(seq 120); do
+	if api "https://127.0.0.1:$api_port/api/v1/nodes/$node_name" 2>/dev/null | tr -d ' \n' | grep -q '"type":"Ready","status":"True"'; then break; fi
+	if ! alive kwok; then log "kwok exited:"; tail -20 "$lab/run/kwok.log" >&2; exit 1; fi
+	sleep 0.5
+	[ "$i" = 120 ] && { log "node $node_name not Ready after 60s"; tail -20 "$lab/run/kwok.log" >&2; exit 1; }
+done
 echo "KUBECONFIG=$kubeconfig"
 echo "KUBE_VERSION=$version"
+echo "KUBE_NODE=$node_name"

@@ -52,7 +52,7 @@ func registry() map[string]providers.Factory {
 // pluginPrograms are the providers that run as programs of their own.
 var pluginPrograms = []plugin.Program{
 	{Name: talosschema.TypeName, Command: "migrate-provider-talos", Schema: talosschema.Schema, Env: []string{providers.AgeIdentityEnv}},
-	{Name: helmschema.TypeName, Command: "migrate-provider-helm", Schema: helmschema.Schema},
+	{Name: helmschema.TypeName, Command: "migrate-provider-helm", Schema: helmschema.Schema, Env: []string{providers.AgeIdentityEnv}},
 }
 
 // app holds the global flags and what every command shares: the view, the
@@ -62,6 +62,9 @@ type app struct {
 	statePath  string
 	noColor    bool
 	logLevel   string
+	// ageIdentity is --age-identity: a path, put in MIGRATE_AGE_IDENTITY
+	// for the whole command, provider programs included.
+	ageIdentity string
 
 	v     *views.View
 	log   *log.Logger
@@ -80,6 +83,17 @@ func (a *app) setup() error {
 	lvl, err := log.ParseLevel(a.logLevel)
 	if err != nil {
 		return fmt.Errorf("--log-level %q: want debug, info, warn or error", a.logLevel)
+	}
+	if a.ageIdentity != "" {
+		p, err := filepath.Abs(a.ageIdentity)
+		if err == nil {
+			_, err = os.Stat(p)
+		}
+		if err != nil {
+			return fmt.Errorf("--age-identity: %w", err)
+		}
+		// Steps' commands do not inherit it (providers.Environ).
+		os.Setenv(providers.AgeIdentityEnv, p)
 	}
 	a.v = nil // made again now that --no-color is known
 	// The logger gets stderr behind a plain io.Writer: given the terminal

@@ -896,3 +896,51 @@ phase "platform" {
 		t.Errorf("plan --json: %s", r)
 	}
 }
+
+// TestAgeIdentityReachesHelmOnly: the helm provider program inherits
+// MIGRATE_AGE_IDENTITY (kubernetes_secret decrypts age files with it), as
+// the talos one does; an exec step's command does not, nor does either
+// get a runbook variable from the environment.
+func TestAgeIdentityReachesHelmOnly(t *testing.T) {
+	t.Parallel()
+	plugins, out := t.TempDir(), t.TempDir()
+	script := fmt.Sprintf("#!/bin/sh\nprintf '%%s|%%s' \"${MIGRATE_AGE_IDENTITY:-none}\" \"${MIGRATE_VAR_tok:-none}\" > %s/helm\nexit 1\n", out)
+	if err := os.WriteFile(filepath.Join(plugins, "migrate-provider-helm"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	execDir := runbook(t, map[string]string{"main.hcl": fmt.Sprintf(`
+variable "tok" { default = "x" }
+phase "old" {
+  step "exec" "env" {
+    command = ["sh", "-c", "printf '%%s|%%s' \"$${MIGRATE_AGE_IDENTITY:-none}\" \"$${MIGRATE_VAR_tok:-none}\" > %s/exec"]
+  }
+}
+`, out)})
+	helmDir := runbook(t, map[string]string{"main.hcl": `
+variable "tok" { default = "x" }
+phase "new" {
+  step "kubernetes_secret" "key" {
+    namespace = "matrix"
+    name      = "signing-key"
+    data      = { k = var.tok }
+  }
+}
+`})
+	migrateEnv := func(dir string, args ...string) {
+		cmd := exec.Command(bin, append([]string{"--runbook", dir}, args...)...)
+		cmd.Env = append(os.Environ(), "MIGRATE_PLUGIN_DIR="+plugins, "MIGRATE_AGE_IDENTITY=AGE-SECRET-KEY-1TESTONLY", "MIGRATE_VAR_tok=var-value")
+		b, _ := cmd.CombinedOutput()
+		t.Logf("migrate %v:\n%s", args, b)
+	}
+	migrateEnv(execDir, "run", "--all", "--auto-approve")
+	migrateEnv(helmDir, "plan")
+	for file, want := range map[string]string{"exec": "none|none", "helm": "AGE-SECRET-KEY-1TESTONLY|none"} {
+		got, err := os.ReadFile(filepath.Join(out, file))
+		if err != nil {
+			t.Fatalf("%s did not run: %v", file, err)
+		}
+		if string(got) != want {
+			t.Errorf("%s saw %q, want %q", file, got, want)
+		}
+	}
+}

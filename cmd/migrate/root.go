@@ -32,6 +32,7 @@ func (a *app) rootCommand() *cobra.Command {
 	f.StringVar(&a.statePath, "state", "", "the state directory `PATH` (default DIR/.migrate)")
 	f.BoolVar(&a.noColor, "no-color", false, "do not color the output")
 	f.StringVar(&a.logLevel, "log-level", "warn", "log `LEVEL`: debug, info, warn or error")
+	f.StringVar(&a.ageIdentity, "age-identity", "", "the age identity file `PATH` that opens encrypted files (default: $MIGRATE_AGE_IDENTITY)")
 	root.AddCommand(
 		a.validateCommand(),
 		a.planCommand(),
@@ -40,6 +41,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.rollbackCommand(),
 		a.graphCommand(),
 		a.stateCommand(),
+		a.secretsCommand(),
 		a.versionCommand(),
 	)
 	return root

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"filippo.io/age"
 	"github.com/zclconf/go-cty/cty"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/homelab-migrate/migrate/providers/helm/helmschema"
 	"github.com/homelab-migrate/migrate/providers/plugin"
 	"github.com/homelab-migrate/migrate/providers/providertest"
+	"github.com/homelab-migrate/migrate/secret/agefile"
 )
 
 // servePlugin, set in the environment, makes the test binary the helm
@@ -28,10 +30,15 @@ func TestMain(m *testing.M) {
 		os.Exit(plugin.Serve(helm.TypeName, helm.New()))
 	}
 	os.Setenv(servePlugin, "1") // for the programs the tests start
+	// The identity of the encrypted values files of the canary, kept by
+	// the programs as cmd/migrate's helm program keeps it; the age files
+	// of kubernetes_secret are sealed to it too (setTestIdentity keeps it).
+	os.Setenv(providers.AgeIdentityEnv, canaryIdentity.String())
+	setTestIdentity()
 	os.Exit(m.Run())
 }
 
-// TestCanary: a secret planted in every input of both step types, marked
+// TestCanary: a secret planted in every input of the step types, marked
 // as a sensitive variable marks it (set_sensitive is sensitive by its
 // schema), leaves the provider by no field, log or diagnostic, whether
 // the step succeeds or fails, in process and through the plugin pipe. The
@@ -48,7 +55,7 @@ func TestCanary(t *testing.T) {
 		new  func() providers.Interface
 	}{
 		{"in process", func() providers.Interface { return helm.New() }},
-		{"through the plugin pipe", plugin.Factory(plugin.Program{Name: helm.TypeName, Command: self, Schema: helmschema.Schema})},
+		{"through the plugin pipe", plugin.Factory(plugin.Program{Name: helm.TypeName, Command: self, Schema: helmschema.Schema, Env: []string{providers.AgeIdentityEnv}})},
 	} {
 		t.Run(via.name, func(t *testing.T) {
 			t.Parallel()
@@ -56,6 +63,8 @@ func TestCanary(t *testing.T) {
 		})
 	}
 }
+
+var canaryIdentity, _ = age.GenerateX25519Identity()
 
 func canary(t *testing.T, k *kube, newProvider func() providers.Interface) {
 	const s = "cnry-helm-7f3a"
@@ -86,6 +95,41 @@ func canary(t *testing.T, k *kube, newProvider func() providers.Interface) {
 			"kubeconfig":       sens(k.path),
 		})
 	}
+	// An encrypted values file: its values are secret though nothing in
+	// the step marks them (the ConfigMap shows message in the diff).
+	const encMessage = "enc-message-" + s
+	sealedFile := filepath.Join(dir, "secret-values.yaml.age")
+	sealed, err := agefile.Encrypt([]byte("message: "+encMessage+"\nreplicas: 0\n"), false, canaryIdentity.Recipient())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sealedFile, sealed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	encrypted := cty.ObjectVal(map[string]cty.Value{
+		"name":             sens("enc-" + s),
+		"chart":            cty.StringVal("charts/app"),
+		"namespace":        sens(relNS),
+		"create_namespace": cty.True,
+		"values_files":     cty.ListVal([]cty.Value{cty.StringVal(valuesFile), cty.StringVal(sealedFile)}),
+		"kubeconfig":       sens(k.path),
+	})
+	secNS := k.createNamespace(t, "canarysec")
+	ageValue := "age-plaintext-" + s
+	secret := cty.ObjectVal(map[string]cty.Value{
+		"name":       sens("sec-" + s),
+		"namespace":  cty.StringVal(secNS),
+		"data":       cty.MapVal(map[string]cty.Value{"token": cty.StringVal("data-value-" + s)}),
+		"files":      cty.MapVal(map[string]cty.Value{"signing.key": cty.StringVal(ageFile(t, "signing.key", ageValue))}),
+		"kubeconfig": sens(k.path),
+	})
+	manifestFile := yamlFile(t, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: man-secret\nstringData:\n  token: manifest-value-"+s+"\n")
+	manifest := cty.ObjectVal(map[string]cty.Value{
+		"files":      cty.ListVal([]cty.Value{cty.StringVal(manifestFile)}),
+		"objects":    cty.TupleVal([]cty.Value{configMap("", "man-"+s, map[string]string{"token": "object-value-" + s}).Mark(phases.SensitiveMark)}),
+		"namespace":  cty.StringVal(secNS),
+		"kubeconfig": sens(k.path),
+	})
 	jobNS := k.madeNamespace(t, "canaryjob")
 	job := func(annotations map[string]string) cty.Value {
 		env := cty.TupleVal([]cty.Value{cty.ObjectVal(map[string]cty.Value{"name": cty.StringVal("DB_PASSWORD"), "value": sens("pw-" + s)})})
@@ -96,7 +140,7 @@ func canary(t *testing.T, k *kube, newProvider func() providers.Interface) {
 			"timeout":   sens("2m"),
 		})
 	}
-	secrets := []string{s, ns, relNS, jobNS, k.path, valuesFile, "password-" + s}
+	secrets := []string{s, ns, relNS, jobNS, k.path, valuesFile, "password-" + s, "data-value-" + s, ageValue, "manifest-value-" + s, "object-value-" + s, encMessage}
 	providertest.Canary(t, providertest.Harness{
 		New:            newProvider,
 		ProviderConfig: obj(map[string]cty.Value{"kubeconfig": str(k.path)}),
@@ -106,6 +150,9 @@ func canary(t *testing.T, k *kube, newProvider func() providers.Interface) {
 		{Type: helm.Namespace, Config: cty.ObjectVal(map[string]cty.Value{"name": sens(ns), "pod_security": sens("bogus-" + s)}), Secrets: secrets},
 		{Type: helm.Release, Config: release("charts/app"), Secrets: secrets},
 		{Type: helm.Release, Config: release("charts/nope-" + s), Secrets: secrets},
+		{Type: helm.Release, Config: encrypted, Secrets: secrets},
+		{Type: helm.Secret, Config: secret, Secrets: secrets},
+		{Type: helm.Manifest, Config: manifest, Secrets: secrets},
 		{Type: helm.Job, Config: job(nil), Secrets: secrets},
 		{Type: helm.Job, Config: job(map[string]string{"migrate.test/fail": "Failed-" + s}), Secrets: secrets},
 	})
@@ -114,6 +161,12 @@ func canary(t *testing.T, k *kube, newProvider func() providers.Interface) {
 	ctx := context.Background()
 	if live, err := k.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err == nil && live.DeletionTimestamp == nil {
 		t.Errorf("namespace %s was not deleted by the revert", ns)
+	}
+	if got := k.configMapData(t, secNS, "man-"+s); got != nil {
+		t.Errorf("ConfigMap man-%s was not deleted by the revert", s)
+	}
+	if got := k.secretData(t, secNS, "sec-"+s); got != nil {
+		t.Errorf("Secret sec-%s was not deleted by the revert", s)
 	}
 	if got := k.list(t, relNS); len(got) != 0 {
 		t.Errorf("releases left in %s after the reverts: %v", relNS, got)

@@ -16,6 +16,7 @@ func TestConformance(t *testing.T) {
 	k := lab(t)
 	nsStep, nsRel, nsJob := k.namespace(t, "conf"), k.namespace(t, "confrel"), k.madeNamespace(t, "confjob")
 	node := k.node(t, "conf")
+	nsSecret := k.createNamespace(t, "confsec")
 	k.setReady(t, node, corev1.ConditionTrue, "KubeletReady")
 	providertest.Run(t, providertest.Harness{
 		New:            func() providers.Interface { return helm.New() },
@@ -35,6 +36,17 @@ func TestConformance(t *testing.T) {
 				"values":           obj(map[string]cty.Value{"message": str("conformance-message")}),
 				"set_sensitive":    strMap(map[string]string{"password": "conformance-secret"}),
 				"timeout":          str("1m"),
+			})},
+			{Type: helm.Manifest, Reversible: true, Config: obj(map[string]cty.Value{
+				"namespace": str(nsSecret),
+				"objects":   cty.TupleVal([]cty.Value{configMap("", "conformance", map[string]string{"mode": "conformance"})}),
+				"wait_for":  str("Ready"),
+			})},
+			{Type: helm.Secret, Reversible: true, Config: obj(map[string]cty.Value{
+				"name":      str("conformance"),
+				"namespace": str(nsSecret),
+				"data":      strMap(map[string]string{"token": "conformance-token"}),
+				"files":     strMap(map[string]string{"ca.crt": "charts/app/Chart.yaml"}),
 			})},
 			{Type: helm.Job, Reversible: true, Config: jobConfig(k, nsJob, "conformance", podTemplate(nil, nil), nil)},
 			{Type: helm.Ready, Config: obj(map[string]cty.Value{"node": str(node), "timeout": str("30s")})},

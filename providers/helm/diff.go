@@ -112,22 +112,30 @@ func sourceOf(doc string) string {
 // redactSecret replaces every value of a Secret by a keyed fingerprint:
 // two plans of the same run show whether a value changed, never the value.
 func (p *Provider) redactSecret(doc string, m map[string]any) string {
-	for _, field := range []string{"data", "stringData"} {
-		d, ok := m[field].(map[string]any)
-		if !ok {
-			continue
-		}
-		for k, v := range d {
-			mac := hmac.New(sha256.New, p.hmacKey)
-			fmt.Fprint(mac, v)
-			d[k] = fmt.Sprintf("%s #%s", phases.Redacted, hex.EncodeToString(mac.Sum(nil))[:8])
-		}
-	}
+	p.fingerprint(m)
 	b, err := yaml.Marshal(m)
 	if err != nil {
 		return "# Source: " + sourceOf(doc) + "\n" + phases.Redacted
 	}
 	return "# Source: " + sourceOf(doc) + "\n" + string(b)
+}
+
+// fingerprint replaces, in place, every value of a Secret's data and
+// stringData by its keyed fingerprint.
+func (p *Provider) fingerprint(m map[string]any) {
+	for _, field := range []string{"data", "stringData"} {
+		d, ok := m[field].(map[string]any)
+		if !ok {
+			continue
+		}
+		d = maps.Clone(d)
+		for k, v := range d {
+			mac := hmac.New(sha256.New, p.hmacKey)
+			fmt.Fprint(mac, v)
+			d[k] = fmt.Sprintf("%s #%s", phases.Redacted, hex.EncodeToString(mac.Sum(nil))[:8])
+		}
+		m[field] = d
+	}
 }
 
 // manifestDiff is the per-object difference between the deployed and the

@@ -24,6 +24,20 @@
 //     Ready=True, within timeout, and fails naming the last state seen.
 //     The plan does not contact the cluster, whose kubeconfig an earlier
 //     step of the run may write.
+//   - kubernetes_manifest (manifest.go): raw objects from YAML files or
+//     HCL objects, applied with server-side apply (field manager
+//     migrate, never forced). The plan is each object's server-side dry
+//     run diffed against the live object (diff.go, Secrets' values as
+//     keyed fingerprints); pod templates go through the PodSecurity
+//     preflight; wait_for waits for a condition or phase. Rollback
+//     deletes the objects the step created (marked with the annotation
+//     migrate/created-by) and applies the others again as they were; a
+//     Secret's prior is never kept, so its data is not restored.
+//   - kubernetes_secret (secret.go): a Secret from sensitive values and
+//     files, age-encrypted ones decrypted (secret/agefile). Values are
+//     taught to the scrubber and never leave the provider; a Secret that
+//     existed is copied in the cluster to <name>.migrate-orig, which
+//     rollback restores and then deletes.
 //   - kubernetes_job (job.go): a Job run to completion once. The Job
 //     carries the SHA-256 of its inputs (annotation migrate.dev/inputs-hash):
 //     found complete with the same hash it is not run again, found running
@@ -51,8 +65,10 @@
 //
 // The kubeconfig is read at first use, not when the provider is
 // configured: an earlier talos_kubeconfig step of the same run may write
-// it. Sensitive values (set_sensitive, and any value marked sensitive) are
-// scrubbed from plans, logs, diagnostics, inverses and state; the release
+// it. Sensitive values (set_sensitive, any value marked sensitive, and the
+// values of age-encrypted values_files, decrypted in memory with
+// MIGRATE_AGE_IDENTITY) are scrubbed from plans, logs, diagnostics,
+// inverses and state; the release
 // record in the cluster holds them, as Helm stores every release's values.
 //
 // The provider is built on providers/sdk, which decodes the attributes

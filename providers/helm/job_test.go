@@ -24,13 +24,11 @@ import (
 // (no container really starts) and succeeds, or fails when annotated
 // migrate.test/fail (scripts/kwok-stages/pod-fail.yaml).
 
-// madeNamespace creates a namespace for the test, deleted at its end.
+// madeNamespace is createNamespace for pods: it waits for the
+// namespace's default ServiceAccount.
 func (k *kube) madeNamespace(t testing.TB, prefix string) string {
 	t.Helper()
-	ns := k.namespace(t, prefix)
-	if _, err := k.client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	ns := k.createNamespace(t, prefix)
 	// Pods are refused until the controller manager made the default
 	// ServiceAccount, and the Job controller then backs off for seconds.
 	waitFor(t, "the default ServiceAccount of "+ns, func() bool {

@@ -83,8 +83,13 @@ func applyReady(ctx context.Context, c *call, a readyAttrs, _ struct{}, _ *sdk.P
 	deadline, _ := ctx.Deadline() // the run's own deadline may come first
 	waited := time.Until(deadline).Round(time.Second)
 	last := ""
+	// The first probe gets its full readyProbe whatever the timeout: on a
+	// loaded machine a short timeout can pass before one request was even
+	// sent, and the answer would then say nothing about the cluster.
+	probe := parent
 	for {
-		state := readyState(ctx, cl, a.Node)
+		state := readyState(probe, cl, a.Node)
+		probe = ctx
 		if state == "" {
 			c.Log.Printf("the API server is ready and %s Ready", readyWhat(a))
 			return sdk.Apply[struct{}, struct{}]{Inverse: &sdk.Inverse[struct{}]{Description: "nothing to undo: a check"}}

@@ -160,6 +160,8 @@ type rendered struct {
 	chart   *chart.Chart
 	values  map[string]any
 	objects []*object
+	// secretPaths are the values from encrypted values files.
+	secretPaths [][]string
 }
 
 // render renders the chart as the install or upgrade would (a server-side
@@ -170,7 +172,7 @@ func (p *Provider) render(ctx context.Context, c *call, cl *cluster, cfg *action
 	if err != nil {
 		return nil, phases.Errorf("Cannot Load Chart", "%s: %v.", c.Addr, err)
 	}
-	vals, err := p.mergedValues(st)
+	vals, secretPaths, err := p.mergedValues(c, st)
 	if err != nil {
 		return nil, phases.Errorf("Invalid Values", "%s: %v.", c.Addr, err)
 	}
@@ -188,7 +190,7 @@ func (p *Provider) render(ctx context.Context, c *call, cl *cluster, cfg *action
 	if err != nil {
 		return nil, phases.Errorf("Cannot Parse Manifest", "The rendered manifest of release %s: %v.", st.Name, err)
 	}
-	return &rendered{chart: ch, values: vals, objects: objs}, nil
+	return &rendered{chart: ch, values: vals, objects: objs, secretPaths: secretPaths}, nil
 }
 
 // renderOffline renders the chart client-side, as helm template does: no
@@ -199,7 +201,7 @@ func (p *Provider) renderOffline(ctx context.Context, c *call, st relAttrs) (*re
 	if err != nil {
 		return nil, phases.Errorf("Cannot Load Chart", "%s: %v.", c.Addr, err)
 	}
-	vals, err := p.mergedValues(st)
+	vals, _, err := p.mergedValues(c, st)
 	if err != nil {
 		return nil, phases.Errorf("Invalid Values", "%s: %v.", c.Addr, err)
 	}
@@ -292,7 +294,7 @@ func planRelease(ctx context.Context, c *call, st relAttrs, _ *sdk.Prior[release
 	}
 	var old []*object
 	if base != nil {
-		scrubOldValues(c, st, base)
+		scrubOldValues(c, st, base, r.secretPaths)
 		var err error
 		old, err = p.parseManifest(manifestOf(base), st.Namespace, cl.mapper)
 		if err != nil {
@@ -593,11 +595,16 @@ func revertRelease(ctx context.Context, c *call, a relAttrs, u sdk.Undo[releaseI
 const defaultTimeout = 5 * time.Minute
 
 // scrubOldValues adds the values that the deployed revision holds at the
-// step's set_sensitive paths to the scrubber: the old manifest shows them.
-func scrubOldValues(c *call, st relAttrs, base *release.Release) {
+// step's set_sensitive paths and at the paths of its encrypted values
+// files' values to the scrubber: the old manifest shows them.
+func scrubOldValues(c *call, st relAttrs, base *release.Release, secretPaths [][]string) {
+	paths := secretPaths
 	for path := range st.SetSensitive {
+		paths = append(paths, splitPath(path))
+	}
+	for _, path := range paths {
 		var cur any = base.Config
-		for _, k := range splitPath(path) {
+		for _, k := range path {
 			m, ok := cur.(map[string]any)
 			if !ok {
 				cur = nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers/helm/helmschema"
+	"github.com/homelab-migrate/migrate/secret/agefile"
 )
 
 // relAttrs are a helm_release step's attributes.
@@ -137,31 +139,89 @@ func checkDependencies(ch *chart.Chart) error {
 }
 
 // mergedValues are the values files in order, then values, then
-// set_sensitive.
-func (p *Provider) mergedValues(st relAttrs) (map[string]any, error) {
+// set_sensitive. The values of age-encrypted files go to the scrubber,
+// and their paths are returned, to scrub the deployed revision's too.
+func (p *Provider) mergedValues(c *call, st relAttrs) (map[string]any, [][]string, error) {
 	out := map[string]any{}
+	var secretPaths [][]string
 	for _, f := range st.ValuesFiles {
-		b, err := os.ReadFile(p.abs(f))
+		m, encrypted, err := p.readValuesFile(f)
 		if err != nil {
-			return nil, fmt.Errorf("reading values file: %w", err)
+			return nil, nil, err
 		}
-		m := map[string]any{}
-		if err := yaml.Unmarshal(b, &m); err != nil {
-			return nil, fmt.Errorf("values file %s: %w", f, err)
+		if encrypted {
+			walkLeaves(m, nil, func(path []string, v string) {
+				c.Scrub.Add(v)
+				secretPaths = append(secretPaths, path)
+			})
 		}
 		out = mergeMaps(out, m)
 	}
 	vals, err := helmValues(st.Values)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out = mergeMaps(out, vals)
 	for _, path := range slices.Sorted(maps.Keys(st.SetSensitive)) {
 		if err := setPath(out, path, st.SetSensitive[path]); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return out, nil
+	return out, secretPaths, nil
+}
+
+// yamlLine finds the line a YAML error names.
+var yamlLine = regexp.MustCompile(`line (\d+)`)
+
+// readValuesFile reads a values file, decrypting it in memory when it is
+// age-encrypted (with MIGRATE_AGE_IDENTITY, which the program keeps). The
+// errors of an encrypted one name its line, never its content.
+func (p *Provider) readValuesFile(f string) (map[string]any, bool, error) {
+	b, err := os.ReadFile(p.abs(f))
+	if err != nil {
+		return nil, false, fmt.Errorf("reading values file: %w", err)
+	}
+	encrypted := agefile.IsEncrypted(b)
+	if !encrypted && strings.HasSuffix(f, agefile.Ext) {
+		return nil, false, fmt.Errorf("values file %s is named %s but is not age-encrypted: encrypt it (migrate secrets encrypt) or rename it", f, agefile.Ext)
+	}
+	if encrypted {
+		ids, err := agefile.Identities("")
+		if err != nil {
+			return nil, true, fmt.Errorf("values file %s is age-encrypted: %w", f, err)
+		}
+		if b, err = agefile.Decrypt(b, ids...); err != nil {
+			return nil, true, fmt.Errorf("decrypting values file %s: %w", f, err)
+		}
+	}
+	m := map[string]any{}
+	if err := yaml.Unmarshal(b, &m); err != nil {
+		if encrypted {
+			at := ""
+			if l := yamlLine.FindStringSubmatch(err.Error()); l != nil {
+				at = ":" + l[1]
+			}
+			return nil, true, fmt.Errorf("values file %s%s is not valid YAML (the details are not shown, as the file is encrypted: migrate secrets edit %s)", f, at, f)
+		}
+		return nil, false, fmt.Errorf("values file %s: %w", f, err)
+	}
+	return m, encrypted, nil
+}
+
+// walkLeaves calls fn with the path and text of every string leaf of v.
+func walkLeaves(v any, path []string, fn func([]string, string)) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			walkLeaves(e, append(slices.Clone(path), k), fn)
+		}
+	case []any:
+		for i, e := range x {
+			walkLeaves(e, append(slices.Clone(path), fmt.Sprint(i)), fn)
+		}
+	case string:
+		fn(path, x)
+	}
 }
 
 // mergeMaps merges b over a, recursively, as helm merges values files.

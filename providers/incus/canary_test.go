@@ -4,17 +4,21 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"filippo.io/age"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/incus"
+	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
 	"github.com/homelab-migrate/migrate/providers/plugin"
 	"github.com/homelab-migrate/migrate/providers/providertest"
+	"github.com/homelab-migrate/migrate/secret/agefile"
 )
 
 // TestMain: started under the name pluginName (a link to the test
@@ -98,8 +102,24 @@ func canary(t *testing.T, newProvider func() providers.Interface) {
 	if err := os.Mkdir(share, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// incus_exec and incus_file work in a running container of their own.
+	box := launch(t, c, "canary-box", true, nil)
+	dir := t.TempDir()
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, agefile.RecipientsFile), []byte(id.Recipient().String()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "secret.conf"), []byte("token = "+s+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PushFile(ctxT(t, 10*time.Second), box, "/root/key-"+s, incusapi.FilePut{Content: strings.NewReader("key " + s + "\n")}); err != nil {
+		t.Fatal(err)
+	}
 	log := applyLog{mu: &sync.Mutex{}, failed: map[string][]string{}}
-	h := providertest.Harness{New: func() providers.Interface {
+	h := providertest.Harness{Dir: dir, New: func() providers.Interface {
 		l := log
 		l.Interface = newProvider()
 		return l
@@ -121,12 +141,24 @@ func canary(t *testing.T, newProvider func() providers.Interface) {
 		{Type: incus.Volume, Secrets: secret, Config: obj(map[string]cty.Value{
 			"name": sens(vol), "size": sens("16MiB"), "config": cty.MapVal(map[string]cty.Value{"user.token": sens(s)}),
 		})},
+		// The secret as env of a command that prints it, on both streams.
+		{Type: incus.Exec, Secrets: secret, Config: obj(map[string]cty.Value{
+			"instance": str(box), "command": list("sh", "-c", "echo token=$TOKEN; echo $TOKEN >&2"),
+			"env": cty.MapVal(map[string]cty.Value{"TOKEN": sens(s)}), "revert": list("sh", "-c", "echo undo $TOKEN"),
+		})},
+		// A file holding the secret pushed to a secret path, and pulled
+		// back into an age file named after it.
+		{Type: incus.File, Secrets: secret, Config: obj(map[string]cty.Value{"instance": str(box), "source": str("secret.conf"), "destination": sens("/root/" + s)})},
+		{Type: incus.File, Secrets: secret, Config: obj(map[string]cty.Value{"instance": str(box), "direction": str("pull"), "source": sens("/root/key-" + s), "destination": sens("key-" + s + ".age")})},
 		// Failing steps: the daemon's errors name the secret.
+		{Type: incus.Exec, Secrets: secret, Config: obj(map[string]cty.Value{
+			"instance": str(box), "command": list("sh", "-c", "echo bad $TOKEN; exit 4"), "env": cty.MapVal(map[string]cty.Value{"TOKEN": sens(s)}),
+		})},
 		{Type: incus.Instance, Secrets: secret, Config: obj(map[string]cty.Value{"name": sens(s + "-bad"), "type": str("container"), "image": sens("no-image-" + s)})},
 		{Type: incus.InstanceState, Secrets: secret, Config: obj(map[string]cty.Value{"instance": sens(s + "-none"), "state": str("running")})},
 	})
 	// Each case ran twice; only the failing ones failed, each time.
-	want := map[string]int{incus.Instance: 2, incus.InstanceState: 2}
+	want := map[string]int{incus.Instance: 2, incus.InstanceState: 2, incus.Exec: 2}
 	for typ, errs := range log.failed {
 		if len(errs) != want[typ] {
 			t.Errorf("%s: %d failed applies, want %d: %v", typ, len(errs), want[typ], errs)

@@ -2,6 +2,9 @@ package incus_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,7 +30,16 @@ func TestConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	box := launch(t, c, "conf-box", true, nil)
+	local := t.TempDir()
+	if err := os.WriteFile(filepath.Join(local, "push.conf"), []byte("pushed by the conformance suite\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PushFile(ctxT(t, 10*time.Second), box, "/root/pull.conf", incusapi.FilePut{Content: strings.NewReader("pulled\n")}); err != nil {
+		t.Fatal(err)
+	}
 	providertest.Run(t, providertest.Harness{
+		Dir: local,
 		New: func() providers.Interface { return incus.New() },
 		Cases: []providertest.Case{
 			{Type: incus.Instance, Reversible: true, Config: obj(map[string]cty.Value{
@@ -41,6 +53,12 @@ func TestConformance(t *testing.T) {
 			{Type: incus.Snapshot, Reversible: true, Config: obj(map[string]cty.Value{"instance": str(snaps), "name": str("to-restore"), "action": str("restore"), "snapshot_before": cty.True})},
 			{Type: incus.Snapshot, Config: obj(map[string]cty.Value{"instance": str(snaps), "name": str("to-delete"), "action": str("delete")})},
 			{Type: incus.Volume, Reversible: true, Config: obj(map[string]cty.Value{"name": str(vol), "size": str("8MiB")})},
+			{Type: incus.Exec, Reversible: true, Config: obj(map[string]cty.Value{
+				"instance": str(box), "command": list("sh", "-c", "echo run >> /root/runs; touch /root/made"),
+				"creates": str("/root/made"), "revert": list("rm", "-f", "/root/made"), "env": strMap(map[string]string{"A": "b"}),
+			})},
+			{Type: incus.File, Reversible: true, Config: obj(map[string]cty.Value{"instance": str(box), "source": str("push.conf"), "destination": str("/root/push.conf"), "mode": str("0600")})},
+			{Type: incus.File, Reversible: true, Config: obj(map[string]cty.Value{"instance": str(box), "direction": str("pull"), "source": str("/root/pull.conf"), "destination": str("pulled.conf")})},
 		},
 	})
 	// The reverts left things as they were.
@@ -53,5 +71,11 @@ func TestConformance(t *testing.T) {
 	}
 	if _, _, err := c.StorageVolume(context.Background(), "default", vol); !incusapi.IsNotFound(err) {
 		t.Errorf("the created volume was not deleted: %v", err)
+	}
+	if readIn(t, c, box, "/root/runs") != "run\n" || stat(t, c, box, "/root/made") != nil || stat(t, c, box, "/root/push.conf") != nil {
+		t.Errorf("incus_exec ran %q times (want once), or a revert left /root/made or /root/push.conf", readIn(t, c, box, "/root/runs"))
+	}
+	if _, err := os.Stat(filepath.Join(local, "pulled.conf")); !os.IsNotExist(err) {
+		t.Errorf("the pulled file was not removed: %v", err)
 	}
 }

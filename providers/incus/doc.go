@@ -39,6 +39,39 @@
 //     (volume_import.go: the file's SHA-256 is an input and the volume's
 //     mark); the inverse deletes what it created, or restores the config
 //     it changed.
+//   - incus_exec: runs an argv inside an instance (env, user, group, cwd,
+//     timeout), its output streamed to the step's log line by line, its
+//     exit code an output; a non-zero exit fails with the last lines. It
+//     uses the exec API's record-output mode, not its websockets: the
+//     command runs detached in the daemon, so it finishes even when
+//     migrate is killed (with websockets a lost client can take the
+//     command down half-way), and the output files are followed with
+//     range requests while it runs; no websocket module, no terminal.
+//     The price: Incus refuses to cancel such an operation, so past its
+//     timeout the command's processes are found by MIGRATE_EXEC_ID, a
+//     random marker in their environment, and killed by a second command
+//     (sh, grep and kill in the instance; without them the error says the
+//     command may still run). creates, a path in the instance, is looked for through the
+//     files API in Read, Plan and Apply: once it exists the command is
+//     never run again; before a run, commands still running in the
+//     instance (a killed run's) are waited for and creates is looked for
+//     again, which makes a resumed run exactly-once. The inverse runs
+//     revert, with the env taken from the configuration again (never kept
+//     in the state).
+//   - incus_file: pushes a local file or tree into an instance, or pulls
+//     one out (file.go; the trees in file_tree.go). Local files are
+//     written 0600 through a temporary file and a rename; into a .age
+//     path, encrypted in memory to the runbook's .age-recipients, so the
+//     clear bytes never touch the disk. Outputs: the SHA-256 of the file
+//     (of the clear content for .age), or of a tree's sorted "path
+//     sha256" manifest, its size and file count. A destination with the
+//     same content, mode and owner is left alone (a directory that is
+//     there keeps its own mode and owner); a local source that is a link
+//     is followed, links inside a tree and in the instance are not
+//     copied. A replaced file is first kept beside itself as
+//     PATH.migrate-orig (in the instance for a push, locally for a pull),
+//     so the state holds no content; the inverse puts it back and removes
+//     what was created.
 //
 // The cleanup guard: deleting an instance marked keep_for_rollback is
 // refused at plan time unless the step says retain_until and that date has

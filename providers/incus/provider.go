@@ -23,6 +23,8 @@ const (
 	InstanceState = "incus_instance_state"
 	Snapshot      = "incus_snapshot"
 	Volume        = "incus_volume"
+	Exec          = "incus_exec"
+	File          = "incus_file"
 )
 
 // Config keys that migrate keeps on instances it touches, so that the
@@ -70,7 +72,7 @@ func New() *Provider {
 			}
 			return nil
 		},
-		Steps: []sdk.Step[*conn]{instanceStep, stateStep, snapshotStep, volumeStep},
+		Steps: []sdk.Step[*conn]{instanceStep, stateStep, snapshotStep, volumeStep, execStep, fileStep},
 		Scrub: func(*conn) *secret.Scrubber { return &secret.Scrubber{Min: minSecret} },
 	}
 }

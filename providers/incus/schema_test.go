@@ -84,5 +84,34 @@ var schema = phases.Schema{
 			},
 			Outputs: map[string]cty.Type{"instance": cty.String, "name": cty.String, "before": cty.String},
 		},
+		// Added with issue 11: commands and files inside instances.
+		incus.Exec: {
+			Description: "Runs a command (an argv, no terminal) inside an instance, its output streamed to the log; exactly once across interruptions with creates; rollback runs the revert command.",
+			Attributes: map[string]phases.Attribute{
+				"instance": {Type: cty.String, Required: true, Description: "The instance to run the command in (it must be running)."},
+				"command":  {Type: cty.List(cty.String), Required: true, Description: "The argv to run in the instance; no shell unless the argv asks for one (\"sh\", \"-c\", ...)."},
+				"env":      {Type: cty.Map(cty.String), Description: "Environment variables of the command, besides the daemon's (PATH, HOME, ...)."},
+				"user":     {Type: cty.Number, Description: "The uid the command runs as; 0 (root) by default."},
+				"group":    {Type: cty.Number, Description: "The gid the command runs as; 0 by default."},
+				"cwd":      {Type: cty.String, Description: "The working directory in the instance; it must exist."},
+				"timeout":  {Type: cty.String, Description: "How long the command may run, \"10m\" by default; past it the step fails."},
+				"creates":  {Type: cty.String, Description: "A path in the instance that the command makes: when it exists the command is not run, so a step interrupted after the command finished is not run again."},
+				"revert":   {Type: cty.List(cty.String), Description: "The argv rollback runs in the instance, with the same env, user, group and cwd; without it rollback has nothing to undo."},
+			},
+			Outputs: map[string]cty.Type{"exit_code": cty.Number, "instance": cty.String},
+		},
+		incus.File: {
+			Description: "Pushes a file or directory tree into an instance, or pulls one out (optionally into an age-encrypted file), with its SHA-256 as an output; rollback removes what it created and puts back what it replaced.",
+			Attributes: map[string]phases.Attribute{
+				"instance":    {Type: cty.String, Required: true, Description: "The instance (running, or a stopped container)."},
+				"direction":   {Type: cty.String, Description: "\"push\" (default: from this machine into the instance) or \"pull\" (from the instance to this machine)."},
+				"source":      {Type: cty.String, Required: true, Description: "Push: a local file or directory, relative to the runbook. Pull: an absolute path in the instance. A directory copies its whole tree."},
+				"destination": {Type: cty.String, Required: true, Description: "Push: an absolute path in the instance. Pull: a local path, relative to the runbook, written 0600; ending in .age (a file only), the content is written age-encrypted to the runbook's .age-recipients and never in clear."},
+				"mode":        {Type: cty.String, Description: "Push: the mode of the files in the instance, in octal such as \"0640\"; default each local file's own."},
+				"uid":         {Type: cty.Number, Description: "Push: the owner (uid) of what is pushed; 0 by default."},
+				"gid":         {Type: cty.Number, Description: "Push: the group (gid) of what is pushed; 0 by default."},
+			},
+			Outputs: map[string]cty.Type{"sha256": cty.String, "size": cty.Number, "files": cty.Number},
+		},
 	},
 }

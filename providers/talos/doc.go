@@ -13,7 +13,9 @@
 //     a dry run whose diff is the plan, TRY with a timeout, the step's
 //     verify checks while the TRY is pending, then the permanent apply
 //     (NO_REBOOT by default). A failed check leaves the TRY to revert by
-//     itself. The inverse is the previous config, age-encrypted.
+//     itself. The inverse is the previous config, age-encrypted. The
+//     rendered attribute's file is written by Apply only (a plan has no
+//     side effects), secrets redacted unless rendered_secrets = "include".
 //     A node in maintenance mode (booted from the ISO: self-signed TLS, no
 //     client auth, Version Unimplemented) is found when the mTLS version
 //     check fails; its plan is "install: first config", checked against

@@ -10,6 +10,7 @@ import (
 
 	machineapi "github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/config/configdiff"
+	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
@@ -26,6 +27,8 @@ type mcStep struct {
 	try      time.Duration
 	verify   verifySpec
 	rendered string
+	// withSecrets: rendered_secrets = "include".
+	withSecrets bool
 }
 
 // verifySpec is what must hold while the TRY is pending.
@@ -107,6 +110,12 @@ func decodeMachineConfig(c *call, a talosschema.MachineConfigAttrs) (st mcStep, 
 	if !c.Unknown("rendered") { // else nothing is written
 		st.rendered = a.Rendered
 	}
+	if rs, k := setting(c, "rendered_secrets", a.RenderedSecrets, "redact"); k {
+		if rs != "redact" && rs != "include" {
+			diags = append(diags, phases.Errorf("Invalid Attribute Value", "The \"rendered_secrets\" attribute of %s must be \"redact\" or \"include\", not %q.", c.addr, rs)...)
+		}
+		st.withSecrets = rs == "include"
+	}
 	if !c.Unknown("verify") { // else no checks (a revert may not know them)
 		st.verify = verifySpec{services: a.Verify.Services, files: a.Verify.Files, kubernetes: a.Verify.Kubernetes}
 	}
@@ -168,11 +177,6 @@ func planMachineConfig(ctx context.Context, c *call, a talosschema.MachineConfig
 	r, diags := c.render(st.role, st.patches)
 	if diags.HasErrors() {
 		return sdk.Plan[planned]{Diagnostics: diags}
-	}
-	if st.rendered != "" {
-		if err := writePrivate(c.s.abs(st.rendered), r.bytes); err != nil {
-			diags = append(diags, phases.Errorf("Cannot Write Rendered Config", "Writing the rendered config of %s: %v.", c.addr, err)...)
-		}
 	}
 	ns, err := c.p.nodes(ctx)
 	if err != nil {
@@ -271,8 +275,8 @@ func applyMachineConfig(ctx context.Context, sc *handle, a talosschema.MachineCo
 	if diags.HasErrors() {
 		return mcApply{Diagnostics: diags}
 	}
-	if st.rendered != "" {
-		if err := writePrivate(c.s.abs(st.rendered), r.bytes); err != nil {
+	if st.rendered != "" { // only here: plan has no side effects
+		if err := writePrivate(c.s.abs(st.rendered), c.renderedFile(st, r)); err != nil {
 			return mcApply{Diagnostics: phases.Errorf("Cannot Write Rendered Config", "Writing the rendered config of %s: %v.", c.addr, err)}
 		}
 	}
@@ -532,6 +536,20 @@ func revertMachineConfig(ctx context.Context, sc *handle, a talosschema.MachineC
 }
 
 // writePrivate writes a file only its owner can read, making directories.
+// renderedFile is what the rendered attribute's file gets: the config as
+// sent, or by default with its secrets redacted, field by field by the
+// machinery, then by the scrubber for any key it does not know.
+func (c *call) renderedFile(st mcStep, r *rendered) []byte {
+	if st.withSecrets {
+		return r.bytes
+	}
+	b, err := r.cfg.RedactSecrets(phases.Redacted).EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
+	if err != nil {
+		b = r.bytes
+	}
+	return []byte(c.s.scrub.Text(string(b)))
+}
+
 func writePrivate(path string, b []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err

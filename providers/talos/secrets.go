@@ -1,102 +1,53 @@
 package talos
 
 import (
-	"bytes"
 	"encoding/base64"
-	"io"
-	"os"
+	"errors"
 	"regexp"
 	"strings"
 
 	"filippo.io/age"
-	"filippo.io/age/armor"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/secret"
+	"github.com/homelab-migrate/migrate/secret/agefile"
 )
 
 // IdentityEnv names the environment variable holding an age identity
 // ("AGE-SECRET-KEY-...") or the path of an identity file.
 const IdentityEnv = providers.AgeIdentityEnv
 
-const ageHeader = "age-encryption.org/"
-
 // isAgeEncrypted reports whether b is an age file, binary or armored.
-func isAgeEncrypted(b []byte) bool {
-	t := bytes.TrimLeft(b, " \t\r\n")
-	return bytes.HasPrefix(t, []byte(ageHeader)) || bytes.HasPrefix(t, []byte(armor.Header))
-}
+func isAgeEncrypted(b []byte) bool { return agefile.IsEncrypted(b) }
 
-func decrypt(b []byte, id age.Identity) ([]byte, error) {
-	var r io.Reader = bytes.NewReader(bytes.TrimLeft(b, " \t\r\n"))
-	if bytes.HasPrefix(bytes.TrimLeft(b, " \t\r\n"), []byte(armor.Header)) {
-		r = armor.NewReader(r)
-	}
-	dr, err := age.Decrypt(r, id)
-	if err != nil {
-		return nil, err
-	}
-	return io.ReadAll(dr)
-}
+func decrypt(b []byte, id age.Identity) ([]byte, error) { return agefile.Decrypt(b, id) }
 
 // encrypt seals b for the recipient, armored so that it sits in JSON.
 func encrypt(b []byte, r age.Recipient) (string, error) {
-	var buf bytes.Buffer
-	aw := armor.NewWriter(&buf)
-	w, err := age.Encrypt(aw, r)
-	if err != nil {
-		return "", err
-	}
-	if _, err := w.Write(b); err != nil {
-		return "", err
-	}
-	if err := w.Close(); err != nil {
-		return "", err
-	}
-	if err := aw.Close(); err != nil {
-		return "", err
-	}
-	return buf.String(), nil
+	out, err := agefile.Encrypt(b, true, r)
+	return string(out), err
 }
 
 // loadIdentity finds the age identity: the age_identity file, else
 // MIGRATE_AGE_IDENTITY (an identity or a path). With none, why says so.
 func loadIdentity(path string, errf func(summary, format string, args ...any)) (id age.Identity, r age.Recipient, why string) {
-	var text []byte
-	switch env := strings.TrimSpace(os.Getenv(IdentityEnv)); {
-	case path != "":
-		b, err := os.ReadFile(path)
-		if err != nil {
-			errf("Cannot Read Age Identity", "Reading the age identity file: %v.", err)
-			return nil, nil, "the identity file cannot be read"
-		}
-		text = b
-	case strings.HasPrefix(env, "AGE-SECRET-KEY-"):
-		text = []byte(env)
-	case env != "":
-		b, err := os.ReadFile(env)
-		if err != nil {
-			errf("Cannot Read Age Identity", "%s names a file that cannot be read: %v.", IdentityEnv, err)
-			return nil, nil, "the identity file cannot be read"
-		}
-		text = b
-	default:
+	ids, err := agefile.Identities(path)
+	switch {
+	case errors.Is(err, agefile.ErrNoIdentity):
 		return nil, nil, "neither age_identity nor " + IdentityEnv + " is set"
-	}
-	ids, err := age.ParseIdentities(bytes.NewReader(text))
-	if err != nil {
-		// The parser's error may quote the file; say only what is wrong.
+	case errors.Is(err, agefile.ErrInvalidIdentity):
 		errf("Invalid Age Identity", "The age identity cannot be parsed; it must hold lines such as AGE-SECRET-KEY-1...")
 		return nil, nil, "the identity is invalid"
+	case err != nil:
+		msg := err.Error()
+		errf("Cannot Read Age Identity", "%s%s.", strings.ToUpper(msg[:1]), msg[1:])
+		return nil, nil, "the identity file cannot be read"
 	}
 	for _, x := range ids {
-		switch k := x.(type) {
-		case *age.X25519Identity:
-			return k, k.Recipient(), ""
-		case *age.HybridIdentity:
-			return k, k.Recipient(), ""
+		if r := agefile.RecipientOf(x); r != nil {
+			return x, r, ""
 		}
 	}
 	return ids[0], nil, "the identity has no recipient that migrate can encrypt to"

@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -267,12 +269,75 @@ func TestPlanShowsRedactedDryRunDiffWithPinnedImage(t *testing.T) {
 			t.Errorf("Plan made a real apply: %+v", a)
 		}
 	}
-	fi, err := os.Stat(filepath.Join(l.dir, "rendered/controlplane.yaml"))
-	if err != nil {
-		t.Fatalf("rendered config not written: %v", err)
+	if _, err := os.Stat(filepath.Join(l.dir, "rendered")); !os.IsNotExist(err) {
+		t.Errorf("plan wrote the rendered config: %v", err)
 	}
-	if fi.Mode().Perm() != 0o600 {
-		t.Errorf("rendered config mode = %v, want 0600", fi.Mode().Perm())
+}
+
+// tree lists the files under dir with their size and time: what a
+// command without side effects leaves as it was.
+func tree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, _ := d.Info()
+		out[p] = fmt.Sprint(fi.Size(), fi.ModTime().UnixNano(), fi.Mode())
+		return nil
+	})
+	return out
+}
+
+// TestRenderedOnlyDuringApply: plan writes nothing in the runbook's
+// directory; apply writes the rendered config 0600 with the bundle's
+// secrets redacted, or as sent with rendered_secrets = "include".
+func TestRenderedOnlyDuringApply(t *testing.T) {
+	t.Parallel()
+	l := startNode(t, "v1.13.3")
+	p := l.provider(t, nil)
+	bundle := l.bundleSecrets(t)
+	for _, tc := range []struct{ file, secrets string }{{"rendered/redacted.yaml", "redact"}, {"rendered/full.yaml", "include"}} {
+		cfg := obj(map[string]cty.Value{"patches": strs("patches/node.yaml"), "rendered": cty.StringVal(tc.file),
+			"rendered_secrets": cty.StringVal(tc.secrets), "try_timeout": cty.StringVal("10s")})
+		before := tree(t, l.dir)
+		if r := plan(p, talos.MachineConfig, cfg); r.Diagnostics.HasErrors() {
+			t.Fatalf("plan: %v", r.Diagnostics.Err())
+		}
+		if after := tree(t, l.dir); !maps.Equal(before, after) {
+			t.Errorf("plan changed the runbook directory:\nbefore %v\nafter  %v", before, after)
+		}
+		var log bytes.Buffer
+		if r := apply(context.Background(), p, talos.MachineConfig, cfg, &log); r.Diagnostics.HasErrors() {
+			t.Fatalf("apply: %v\n%s", r.Diagnostics.Err(), log.String())
+		}
+		path := filepath.Join(l.dir, tc.file)
+		fi, err := os.Stat(path)
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("rendered config: %v, %v (want mode 0600)", fi, err)
+		}
+		b, _ := os.ReadFile(path)
+		if tc.secrets == "redact" {
+			assertNoSecrets(t, tc.file, string(b), bundle)
+			if !strings.Contains(string(b), "machine:") || !strings.Contains(string(b), phases.Redacted) {
+				t.Errorf("%s is not a redacted machine config:\n%s", tc.file, b)
+			}
+		} else {
+			n := 0
+			for _, s := range bundle {
+				if strings.Contains(string(b), s) {
+					n++
+				}
+			}
+			if !strings.Contains(string(b), bundle[0]) || n < len(bundle)/2 {
+				t.Errorf("%s lacks the bundle's secrets (%d of %d) with rendered_secrets = include", tc.file, n, len(bundle))
+			}
+		}
+	}
+	bad := obj(map[string]cty.Value{"rendered_secrets": cty.StringVal("clear")})
+	if r := plan(p, talos.MachineConfig, bad); !strings.Contains(fmt.Sprint(r.Diagnostics.Err()), `"redact" or "include"`) {
+		t.Errorf("a bad rendered_secrets: %v", r.Diagnostics.Err())
 	}
 }
 

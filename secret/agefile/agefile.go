@@ -31,6 +31,10 @@ const binaryHeader = "age-encryption.org/"
 // ErrNoIdentity: neither an identity file nor IdentityEnv was given.
 var ErrNoIdentity = errors.New("no age identity: set " + IdentityEnv + " to an identity (AGE-SECRET-KEY-1...) or the path of an identity file")
 
+// ErrInvalidIdentity: the identity given does not parse. Its text says
+// only what is wrong, never quoting the identity.
+var ErrInvalidIdentity = errors.New("the age identity cannot be parsed; it must hold lines such as AGE-SECRET-KEY-1...")
+
 // IsEncrypted reports whether b is an age file, binary or armored.
 func IsEncrypted(b []byte) bool {
 	t := bytes.TrimLeft(b, " \t\r\n")
@@ -108,7 +112,7 @@ func Identities(path string) ([]age.Identity, error) {
 	ids, err := age.ParseIdentities(bytes.NewReader(text))
 	if err != nil {
 		// The parser's error may quote the file; say only what is wrong.
-		return nil, errors.New("the age identity cannot be parsed; it must hold lines such as AGE-SECRET-KEY-1...")
+		return nil, ErrInvalidIdentity
 	}
 	return ids, nil
 }

@@ -4,6 +4,8 @@ package examples
 
 import (
 	"bytes"
+	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -128,6 +130,7 @@ func TestTalosPlatform(t *testing.T) {
 	env := []string{"MIGRATE_AGE_IDENTITY=" + identity}
 	vars := []string{"--var", "lab=" + labDir}
 	before := node.Config()
+	treeBefore := tree(t, dir)
 
 	out := run(t, dir, env, append([]string{"plan"}, vars...)...)
 	for _, want := range []string{"config diff", "ExternalVolumeConfig", "metal-installer/dc8730aa8cc7bfa5ef7e2b3284248f2631135b2faf4ae11aa997a0c1987b0eee:v1.13.3"} {
@@ -135,7 +138,21 @@ func TestTalosPlatform(t *testing.T) {
 			t.Errorf("plan lacks %q:\n%s", want, out)
 		}
 	}
+	// plan has no side effects: the rendered config is written by run.
+	if after := tree(t, dir); !maps.Equal(treeBefore, after) {
+		t.Errorf("plan changed the runbook directory:\nbefore %v\nafter  %v", treeBefore, after)
+	}
+	rendered := filepath.Join(labDir, "rendered/controlplane.yaml")
+	if _, err := os.Stat(rendered); !os.IsNotExist(err) {
+		t.Errorf("plan wrote the rendered config: %v", err)
+	}
 	run(t, dir, env, append([]string{"run", "--phase", "platform", "--auto-approve"}, vars...)...)
+	if b, err := os.ReadFile(rendered); err != nil || !strings.Contains(string(b), "(sensitive value)") || strings.Contains(string(b), "PRIVATE KEY") {
+		t.Errorf("run did not write the rendered config with its secrets redacted: %v", err)
+	}
+	if fi, err := os.Stat(rendered); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("rendered config: %v", err)
+	}
 	if !strings.Contains(string(node.Config()), "incus_data") {
 		t.Error("the node does not run the patched config")
 	}
@@ -171,4 +188,20 @@ func TestHomelabIsValid(t *testing.T) {
 	if out := run(t, dir, nil, "graph", "--format", "svg"); !strings.Contains(out, "</svg>") {
 		t.Errorf("graph --format svg without variables: %s", out)
 	}
+}
+
+// tree lists the files under dir with their size, time and mode: what a
+// command without side effects leaves as it was.
+func tree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, _ := d.Info()
+		out[p] = fmt.Sprint(fi.Size(), fi.ModTime().UnixNano(), fi.Mode())
+		return nil
+	})
+	return out
 }

@@ -15,6 +15,8 @@ const (
 	Namespace = "kubernetes_namespace"
 	Release   = "helm_release"
 	Ready     = "kubernetes_ready"
+	Manifest  = "kubernetes_manifest"
+	Secret    = "kubernetes_secret"
 	Job       = "kubernetes_job"
 )
 
@@ -53,7 +55,7 @@ type ReleaseAttrs struct {
 	Version         string            `cty:"version" doc:"The chart version required; a local chart of another version is refused."`
 	Namespace       string            `cty:"namespace" doc:"The release namespace, \"default\" by default."`
 	Values          cty.Value         `cty:"values" doc:"Values as an HCL object, merged over values_files."`
-	ValuesFiles     []string          `cty:"values_files" doc:"Values files (YAML), relative to the runbook, merged in order."`
+	ValuesFiles     []string          `cty:"values_files" doc:"Values files (YAML), relative to the runbook, merged in order; an age-encrypted one (named .age) is decrypted in memory and its values are secret."`
 	SetSensitive    map[string]string `cty:"set_sensitive" sensitive:"true" doc:"Values by dot path (\"db.password\"), set last and redacted everywhere."`
 	CreateNamespace bool              `cty:"create_namespace" doc:"Create the namespace when it does not exist."`
 	Atomic          bool              `cty:"atomic" doc:"Roll back (or uninstall) when the install or upgrade fails; implies wait."`
@@ -80,6 +82,44 @@ type ReadyAttrs struct {
 	Node       string `cty:"node" doc:"The node to wait for; default every node (at least one must be registered)."`
 	Timeout    string `cty:"timeout" doc:"How long to wait, \"5m\" by default."`
 	Kubeconfig string `cty:"kubeconfig" doc:"Path to a kubeconfig for this step, relative to the runbook (such as talos_kubeconfig.admin.path); default the provider's."`
+}
+
+// ManifestDescription describes the kubernetes_manifest step type.
+const ManifestDescription = "Applies raw Kubernetes objects (YAML files or HCL objects) with server-side apply (field manager migrate). The plan shows the server-side dry-run diff per object, Secrets' data redacted, and fails when a pod template violates the PodSecurity level of its namespace. Rollback deletes the objects this step created and re-applies the ones it changed as they were (a changed Secret's data cannot be restored)."
+
+// ManifestAttrs are the attributes of a kubernetes_manifest step.
+type ManifestAttrs struct {
+	Files       []string  `cty:"files" doc:"YAML files relative to the runbook, each of one or more documents."`
+	Objects     cty.Value `cty:"objects" doc:"Objects as HCL: a list of { apiVersion, kind, metadata, ... }."`
+	Namespace   string    `cty:"namespace" doc:"The namespace of namespaced objects that name none; default \"default\"."`
+	WaitFor     string    `cty:"wait_for" doc:"A condition to wait for on every object that has a status (\"Available\", \"Bound\", \"Complete\", \"Ready\", \"Established\"): condition type=True, or status.phase."`
+	WaitTimeout string    `cty:"wait_timeout" doc:"How long wait_for may take, \"5m\" by default."`
+	Kubeconfig  string    `cty:"kubeconfig" doc:"Path to a kubeconfig for this step, relative to the runbook (such as talos_kubeconfig.admin.path); default the provider's."`
+}
+
+// ManifestOutputs are the outputs of a kubernetes_manifest step.
+type ManifestOutputs struct {
+	Objects []string `cty:"objects"`
+}
+
+// SecretDescription describes the kubernetes_secret step type.
+const SecretDescription = "Applies a Kubernetes Secret from sensitive values and files (age-encrypted files are decrypted with MIGRATE_AGE_IDENTITY); its values never reach a plan, a log or the state. Rollback deletes a Secret this step created, else restores the previous one from the copy kept in the cluster as <name>.migrate-orig."
+
+// SecretAttrs are the attributes of a kubernetes_secret step.
+type SecretAttrs struct {
+	Name       string            `cty:"name" required:"true" doc:"The Secret's name."`
+	Namespace  string            `cty:"namespace" required:"true" doc:"The Secret's namespace."`
+	Type       string            `cty:"type" doc:"The Secret's type, \"Opaque\" by default."`
+	Data       map[string]string `cty:"data" sensitive:"true" doc:"Keys and their values, redacted everywhere."`
+	Files      map[string]string `cty:"files" doc:"Keys and the files, relative to the runbook, holding their values; age-encrypted files are decrypted."`
+	Kubeconfig string            `cty:"kubeconfig" doc:"Path to a kubeconfig for this step, relative to the runbook (such as talos_kubeconfig.admin.path); default the provider's."`
+}
+
+// SecretOutputs are the outputs of a kubernetes_secret step: never a value.
+type SecretOutputs struct {
+	Name      string   `cty:"name"`
+	Namespace string   `cty:"namespace"`
+	Keys      []string `cty:"keys"`
 }
 
 // JobDescription describes the kubernetes_job step type.
@@ -112,6 +152,8 @@ var Schema = phases.Schema{
 		Namespace: step[NamespaceAttrs](NamespaceDescription, NamespaceOutputs{}),
 		Release:   step[ReleaseAttrs](ReleaseDescription, ReleaseOutputs{}),
 		Ready:     check(step[ReadyAttrs](ReadyDescription, nil)),
+		Manifest:  step[ManifestAttrs](ManifestDescription, ManifestOutputs{}),
+		Secret:    step[SecretAttrs](SecretDescription, SecretOutputs{}),
 		Job:       step[JobAttrs](JobDescription, JobOutputs{}),
 	},
 }

@@ -340,14 +340,15 @@ func (c *Client) mutate(ctx context.Context, in call, action string, force bool)
 	if op.ID == "" {
 		return fmt.Errorf("incus: %s %s: async answer without an operation", in.method, in.path)
 	}
-	return c.wait(ctx, op, in, action, force)
+	_, err = c.wait(ctx, op, in, action, force)
+	return err
 }
 
 // wait long-polls /1.0/operations/{id}/wait until the operation ends. The
 // wait uses timeout=-1: a timed-out wait is reported by the daemon exactly
 // like a failed operation ("context deadline exceeded"), so the only end of
 // a wait is the operation's, or ctx's (which cancels the request).
-func (c *Client) wait(ctx context.Context, op Operation, in call, action string, force bool) error {
+func (c *Client) wait(ctx context.Context, op Operation, in call, action string, force bool) (*Operation, error) {
 	opPath := "/1.0/operations/" + url.PathEscape(op.ID)
 	fail := func(code int, msg string) error {
 		return &StatusError{StatusCode: code, Message: msg, Method: in.method, Path: in.path,
@@ -362,15 +363,15 @@ func (c *Client) wait(ctx context.Context, op Operation, in call, action string,
 					_, _, _ = c.do(cctx, call{method: http.MethodDelete, path: opPath})
 					cancel()
 				}
-				return fmt.Errorf("incus: %s %s: waiting for operation %s (%s): %w",
+				return nil, fmt.Errorf("incus: %s %s: waiting for operation %s (%s): %w",
 					in.method, in.path, op.ID, op.Description, ctx.Err())
 			}
 			var se *StatusError
 			if !errors.As(err, &se) {
-				return fmt.Errorf("incus: %s %s: waiting for operation %s: %w", in.method, in.path, op.ID, err)
+				return nil, fmt.Errorf("incus: %s %s: waiting for operation %s: %w", in.method, in.path, op.ID, err)
 			}
 			if se.StatusCode == http.StatusNotFound && strings.Contains(se.Message, "Operation not found") {
-				return fmt.Errorf("incus: %s %s: operation %s vanished before its result was read "+
+				return nil, fmt.Errorf("incus: %s %s: operation %s vanished before its result was read "+
 					"(the daemon keeps finished operations ~5 s)", in.method, in.path, op.ID)
 			}
 			if se.Message == "context deadline exceeded" {
@@ -380,30 +381,30 @@ func (c *Client) wait(ctx context.Context, op Operation, in call, action string,
 					continue
 				}
 			}
-			return fail(se.StatusCode, se.Message)
+			return nil, fail(se.StatusCode, se.Message)
 		}
 		var cur Operation
 		if err := json.Unmarshal(r.Metadata, &cur); err != nil {
-			return fmt.Errorf("incus: %s %s: decoding operation %s: %w", in.method, in.path, op.ID, err)
+			return nil, fmt.Errorf("incus: %s %s: decoding operation %s: %w", in.method, in.path, op.ID, err)
 		}
 		switch cur.Status {
 		case "Success":
-			return nil
+			return &cur, nil
 		case "Failure":
 			msg := cur.Err
 			if msg == "" {
 				msg = "operation failed"
 			}
-			return fail(http.StatusBadRequest, msg)
+			return &cur, fail(http.StatusBadRequest, msg)
 		case "Cancelled":
 			msg := "operation cancelled"
 			if cur.Err != "" {
 				msg += ": " + cur.Err
 			}
-			return fail(http.StatusBadRequest, msg)
+			return &cur, fail(http.StatusBadRequest, msg)
 		}
 		if cur.StatusCode >= 200 { // an unknown final status
-			return fail(http.StatusInternalServerError, "operation ended with status "+cur.Status+" "+cur.Err)
+			return &cur, fail(http.StatusInternalServerError, "operation ended with status "+cur.Status+" "+cur.Err)
 		}
 		// Still running (should not happen with timeout=-1): wait again.
 	}

@@ -10,8 +10,9 @@
 // named remote just works.
 //
 // Endpoints: the server, instances (state, snapshots), certificates, the
-// custom volumes of a storage pool (volumes.go), and the DHCP leases of a
-// managed network (networks.go); updates take the ETag of a read.
+// custom volumes of a storage pool (volumes.go), the DHCP leases of a
+// managed network (networks.go), commands run in an instance (exec.go)
+// and its files (files.go); updates take the ETag of a read.
 //
 // Behaviour of the real daemon (Incus 6.0) that this client handles:
 //
@@ -34,6 +35,19 @@
 //     "stop" operation".
 //   - Stopping a stopped instance (or starting a running one) fails with "The
 //     instance is already stopped/running": errors.Is(err, ErrAlreadyInState).
+//   - An exec in record-output mode (no websocket) is an operation of class
+//     "task" that the daemon refuses to cancel ("This operation can't be
+//     cancelled"); it runs to its end even when the client goes away. Its
+//     output files, exec_{operation}.stdout and .stderr under
+//     logs/exec-output/, exist from the start and answer range requests,
+//     so they can be followed while it runs. A missing program fails the
+//     POST itself ("Command not found"); a missing cwd does not fail.
+//   - The files API answers a file with its bytes and a directory with the
+//     JSON envelope listing its names; owner, mode and type come in
+//     X-Incus-* headers. It refuses to delete a directory that is not
+//     empty, and to push into a directory that does not exist (404). An
+//     overwrite keeps the file's mode and owner: the X-Incus-mode, -uid and
+//     -gid headers only apply to a file it creates.
 //   - Plain API errors use real HTTP status codes (404 unknown instance, 412
 //     ETag mismatch, 403 untrusted client over HTTPS).
 package incusapi

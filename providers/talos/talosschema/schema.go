@@ -8,6 +8,11 @@ import (
 // TypeName is the provider type under which cmd/migrate registers Factory.
 const TypeName = "talos"
 
+// GenSecretsArg is the argument that makes the talos program write a new
+// secrets bundle to its output instead of serving (migrate secrets gen
+// talos): migrate itself does not carry Talos's libraries.
+const GenSecretsArg = "gen-secrets"
+
 // Step type names.
 const (
 	MachineConfig = "talos_machine_config"
@@ -43,7 +48,10 @@ type MachineConfigAttrs struct {
 	Mode       *string  `cty:"mode" doc:"\"no-reboot\" (default), \"auto\" or \"reboot\": what the permanent apply may do."`
 	TryTimeout *string  `cty:"try_timeout" doc:"How long the TRY stays before the node reverts it by itself, \"1m\" by default."`
 	Verify     Verify   `cty:"verify" doc:"Checks run while the TRY is pending: services (healthy), files (path -> content, read through the API), kubernetes (the API answers)."`
-	Rendered   string   `cty:"rendered" doc:"Write the rendered config here (mode 0600) for review."`
+	Rendered   string   `cty:"rendered" doc:"Write the rendered config here (mode 0600) for review, during run only (plan writes nothing)."`
+	// RenderedSecrets: the PKI keys and tokens are redacted from the
+	// rendered file unless the user asks for them.
+	RenderedSecrets *string `cty:"rendered_secrets" doc:"\"redact\" (default): the rendered file has its keys, tokens and secrets redacted; \"include\": written as sent to the node."`
 }
 
 // Verify is what must hold while the TRY is pending.

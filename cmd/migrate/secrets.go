@@ -1,0 +1,348 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+
+	"filippo.io/age"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/spf13/cobra"
+
+	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/plugin"
+	"github.com/homelab-migrate/migrate/providers/talos/talosschema"
+	"github.com/homelab-migrate/migrate/secret/agefile"
+)
+
+// secretsCommand groups the commands that keep secrets beside a runbook
+// encrypted with age: what git-crypt users did with a filter, by hand.
+func (a *app) secretsCommand() *cobra.Command {
+	var recipients []string
+	cmd := &cobra.Command{
+		Use:   "secrets",
+		Short: "Encrypt, edit and generate the age-encrypted files beside a runbook",
+		Long: `Files ending in .age beside a runbook are sealed with age to the recipients
+listed in DIR/.age-recipients (one age1... per line), or to --recipient.
+They are opened with the identity in $MIGRATE_AGE_IDENTITY or --age-identity.`,
+	}
+	cmd.PersistentFlags().StringArrayVar(&recipients, "recipient", nil, "seal to this age `RECIPIENT` (age1..., repeatable) instead of DIR/.age-recipients")
+	cmd.AddCommand(a.secretsEncryptCommand(&recipients), a.secretsEditCommand(&recipients), a.secretsGenCommand(&recipients))
+	return cmd
+}
+
+// recipients are --recipient, else those of the runbook directory.
+func (a *app) recipients(flags []string) ([]age.Recipient, error) {
+	if len(flags) == 0 {
+		dir, err := a.dir()
+		if err != nil {
+			return nil, err
+		}
+		return agefile.RunbookRecipients(dir)
+	}
+	var rs []age.Recipient
+	for _, s := range flags {
+		r, err := age.ParseX25519Recipient(s)
+		if err != nil {
+			return nil, fmt.Errorf("--recipient %q: %w", s, err)
+		}
+		rs = append(rs, r)
+	}
+	return rs, nil
+}
+
+func (a *app) secretsEncryptCommand(recipients *[]string) *cobra.Command {
+	var rm bool
+	cmd := &cobra.Command{
+		Use:   "encrypt FILE",
+		Short: "Write FILE.age, FILE sealed to the recipients",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			path := args[0]
+			rs, err := a.recipients(*recipients)
+			if err != nil {
+				return err
+			}
+			clear, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			if agefile.IsEncrypted(clear) {
+				return fmt.Errorf("%s is already age-encrypted", path)
+			}
+			sealed, err := agefile.Encrypt(clear, true, rs...)
+			if err != nil {
+				return err
+			}
+			if err := writeFile(path+agefile.Ext, sealed, false); err != nil {
+				return err
+			}
+			a.view().Note("Wrote %s, sealed to %d recipient(s).", path+agefile.Ext, len(rs))
+			if rm {
+				if err := shred(path); err != nil {
+					return err
+				}
+				a.view().Note("Removed %s.", path)
+				return nil
+			}
+			a.view().Note("%s is still there in clear: delete it (shred -u %s), and keep it out of git.", path, path)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&rm, "rm", false, "overwrite and remove the clear FILE once it is encrypted")
+	return cmd
+}
+
+func (a *app) secretsEditCommand(recipients *[]string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "edit FILE.age",
+		Short: "Decrypt FILE.age to a private temporary file, run $EDITOR on it, and encrypt it again",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return a.editSecret(args[0], *recipients)
+		},
+	}
+}
+
+// editSecret is secrets edit: the clear text exists only in memory and in
+// a 0600 file in a 0700 directory, removed whatever happens.
+func (a *app) editSecret(path string, recipientFlags []string) error {
+	sealed, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if !agefile.IsEncrypted(sealed) { // age's error would quote its start
+		return fmt.Errorf("%s is not age-encrypted: encrypt it first with migrate secrets encrypt", path)
+	}
+	rs, err := a.recipients(recipientFlags)
+	if err != nil {
+		return err
+	}
+	ids, err := agefile.Identities("")
+	if err != nil {
+		return err
+	}
+	clear, err := agefile.Decrypt(sealed, ids...)
+	if err != nil {
+		return fmt.Errorf("decrypting %s: %w", path, err)
+	}
+	base := os.Getenv("XDG_RUNTIME_DIR")
+	if base == "" {
+		base = os.TempDir()
+	}
+	tmpDir, err := os.MkdirTemp(base, "migrate-edit-") // 0700
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmpDir)
+	// migrate must live to remove the file: the signals that would stop
+	// it stay caught until it exits. Ctrl-C reaches the editor too, whose
+	// terminal it is, and the editor decides; SIGTERM and SIGHUP are
+	// passed on to it, and what it leaves is not saved.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, stopSignals()...)
+
+	tmp := filepath.Join(tmpDir, strings.TrimSuffix(filepath.Base(path), agefile.Ext))
+	if err := os.WriteFile(tmp, clear, 0o600); err != nil {
+		return err
+	}
+	editor := editorCommand()
+	cmd := exec.Command(editor[0], append(editor[1:], tmp)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = providers.Environ()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting the editor %s: %w ($EDITOR names it)", editor[0], err)
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case sig := <-sigs:
+				if sig != os.Interrupt {
+					cmd.Process.Signal(sig)
+				}
+			}
+		}
+	}()
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("the editor %s failed (%v): %s is left as it was", editor[0], err, path)
+	}
+	edited, err := os.ReadFile(tmp)
+	if err != nil {
+		return err
+	}
+	if bytes.Equal(edited, clear) {
+		a.view().Note("No change: %s is left as it was.", path)
+		return nil
+	}
+	if name := strings.TrimSuffix(path, agefile.Ext); strings.HasSuffix(name, ".hcl") {
+		if err := checkVarFile(edited, filepath.Base(path)); err != nil {
+			return err
+		}
+	}
+	resealed, err := agefile.Encrypt(edited, !bytes.HasPrefix(bytes.TrimLeft(sealed, " \t\r\n"), []byte("age-encryption.org/")), rs...)
+	if err != nil {
+		return err
+	}
+	if err := writeFile(path, resealed, true); err != nil {
+		return err
+	}
+	a.view().Note("Saved %s, sealed to %d recipient(s).", path, len(rs))
+	return nil
+}
+
+// editorCommand is $EDITOR, else $VISUAL, else vi, split on spaces
+// ("code --wait").
+func editorCommand() []string {
+	for _, k := range []string{"EDITOR", "VISUAL"} {
+		if f := strings.Fields(os.Getenv(k)); len(f) > 0 {
+			return f
+		}
+	}
+	return []string{"vi"}
+}
+
+// checkVarFile refuses an edited variables file that does not parse. The
+// problems name the file and line, never the clear text.
+func checkVarFile(src []byte, name string) error {
+	f, diags := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
+	if !diags.HasErrors() {
+		_, diags = f.Body.JustAttributes()
+	}
+	if !diags.HasErrors() {
+		return nil
+	}
+	var lines []string
+	for _, d := range diags {
+		if d.Severity == hcl.DiagError && d.Subject != nil {
+			lines = append(lines, fmt.Sprintf("%s:%d: %s", name, d.Subject.Start.Line, d.Summary))
+		}
+	}
+	return fmt.Errorf("the edited file is not valid HCL, so it was not saved and the previous one is kept:\n  %s", strings.Join(lines, "\n  "))
+}
+
+func (a *app) secretsGenCommand(recipients *[]string) *cobra.Command {
+	gen := &cobra.Command{Use: "gen", Short: "Generate new secrets, written only encrypted"}
+	var out, version string
+	talos := &cobra.Command{
+		Use:   "talos",
+		Short: "Generate a new Talos secrets bundle, as talosctl gen secrets does, written only encrypted",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			rs, err := a.recipients(*recipients)
+			if err != nil {
+				return err
+			}
+			if out == "" {
+				dir, err := a.dir()
+				if err != nil {
+					return err
+				}
+				out = filepath.Join(dir, "secrets", "secrets.yaml.age")
+			}
+			if _, err := os.Stat(out); err == nil {
+				return fmt.Errorf("%s exists: a new bundle would replace the cluster's keys; remove it first if that is what you want", out)
+			}
+			// The talos program generates it (migrate does not carry
+			// Talos's libraries); it comes back through a pipe.
+			prog, err := plugin.Locate(talosProgram())
+			if err != nil {
+				return err
+			}
+			args := []string{talosschema.GenSecretsArg}
+			if version != "" {
+				args = append(args, version)
+			}
+			cmd := exec.Command(prog, args...)
+			cmd.Env = providers.Environ()
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Run(); err != nil {
+				return fmt.Errorf("generating the secrets bundle: %v: %s", err, strings.TrimSpace(stderr.String()))
+			}
+			sealed, err := agefile.Encrypt(stdout.Bytes(), true, rs...)
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+				return err
+			}
+			if err := writeFile(out, sealed, false); err != nil {
+				return err
+			}
+			a.view().Note("Wrote a new Talos secrets bundle to %s, sealed to %d recipient(s).", out, len(rs))
+			return nil
+		},
+	}
+	talos.Flags().StringVar(&out, "out", "", "the encrypted `FILE` to write (default DIR/secrets/secrets.yaml.age)")
+	talos.Flags().StringVar(&version, "talos-version", "", "the Talos `VERSION` the bundle is for, such as v1.13.3 (default the talos provider's own)")
+	gen.AddCommand(talos)
+	return gen
+}
+
+// talosProgram is the talos provider's program name.
+func talosProgram() string {
+	for _, p := range pluginPrograms {
+		if p.Name == talosschema.TypeName {
+			return p.Command
+		}
+	}
+	return "migrate-provider-talos"
+}
+
+// writeFile writes b to path 0600 through a temporary file beside it, so
+// that path is either the old file or the new one; without replace it
+// fails when path exists.
+func writeFile(path string, b []byte, replace bool) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if replace {
+		return os.Rename(tmp, path)
+	}
+	if err := os.Link(tmp, path); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("%s exists already: not overwriting it", path)
+		}
+		return err
+	}
+	return nil
+}
+
+// shred overwrites a file with zeros before removing it: on most file
+// systems the clear bytes do not survive in the freed blocks.
+func shred(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if f, err := os.OpenFile(path, os.O_WRONLY, 0); err == nil {
+		f.Write(make([]byte, fi.Size()))
+		f.Sync()
+		f.Close()
+	}
+	return os.Remove(path)
+}

@@ -1,0 +1,601 @@
+package incus
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
+	"github.com/homelab-migrate/migrate/providers/sdk"
+	"github.com/homelab-migrate/migrate/secret/agefile"
+)
+
+// fileSpec is an incus_file step: a file or a directory tree copied
+// between the machine running migrate and an instance.
+type fileSpec struct {
+	Instance    string `cty:"instance" required:"true" doc:"The instance (running, or a stopped container)."`
+	Direction   string `cty:"direction" doc:"\"push\" (default: from this machine into the instance) or \"pull\" (from the instance to this machine)."`
+	Source      string `cty:"source" required:"true" doc:"Push: a local file or directory, relative to the runbook. Pull: an absolute path in the instance. A directory copies its whole tree."`
+	Destination string `cty:"destination" required:"true" doc:"Push: an absolute path in the instance. Pull: a local path, relative to the runbook, written 0600; ending in .age (a file only), the content is written age-encrypted to the runbook's .age-recipients and never in clear."`
+	Mode        string `cty:"mode" doc:"Push: the mode of the files in the instance, in octal such as \"0640\"; default each local file's own."`
+	UID         int64  `cty:"uid" doc:"Push: the owner (uid) of what is pushed; 0 by default."`
+	GID         int64  `cty:"gid" doc:"Push: the group (gid) of what is pushed; 0 by default."`
+
+	push   bool
+	mode   fs.FileMode // 0: each local file's own
+	local  string      // the local side, absolute
+	remote string      // the instance side, cleaned
+	age    bool        // a pull into an age-encrypted file
+}
+
+type fileOut struct {
+	SHA256 string `cty:"sha256"`
+	Size   int64  `cty:"size"`
+	Files  int64  `cty:"files"`
+}
+
+// fileInverse is how to undo an incus_file step: paths relative to Root
+// (the destination; "" is Root itself) that the apply created, and those
+// whose previous content it moved aside to PATH.migrate-orig.
+type fileInverse struct {
+	Push     bool     `json:"push,omitempty"`
+	Instance string   `json:"instance,omitempty"`
+	Root     string   `json:"root,omitempty"`
+	Created  []string `json:"created,omitempty"`
+	Replaced []string `json:"replaced,omitempty"`
+}
+
+// origSuffix names the copy of a replaced file, kept beside it (in the
+// instance for a push, locally for a pull) until rollback puts it back:
+// the state never holds a file's content.
+const origSuffix = ".migrate-orig"
+
+type fileApply = sdk.Apply[struct{}, fileInverse]
+
+var fileStep = &sdk.StepType[*conn, fileSpec, struct{}, fileInverse]{
+	Name:        File,
+	Description: "Pushes a file or directory tree into an instance, or pulls one out (optionally into an age-encrypted file), with its SHA-256 as an output; rollback removes what it created and puts back what it replaced.",
+	Outputs:     fileOut{},
+	Validate:    validateFile,
+	Read:        readFile,
+	Plan:        planFile,
+	Apply:       applyFile,
+	Revert:      revertFile,
+	Digest:      digestFile,
+}
+
+func validateFile(c *call, s *fileSpec) phases.Diagnostics {
+	var d phases.Diagnostics
+	bad := func(format string, args ...any) {
+		d = append(d, errorf("Invalid Attribute Value", format, args...)...)
+	}
+	switch orDefault(s.Direction, "push") {
+	case "push":
+		s.push = true
+		s.local, s.remote = s.Source, s.Destination
+	case "pull":
+		s.local, s.remote = s.Destination, s.Source
+		if !c.Null("mode") || !c.Null("uid") || !c.Null("gid") {
+			bad("%s pulls a file: mode, uid and gid are for a push (pulled files are written 0600, owned by the user running migrate); remove them.", c.Addr)
+		}
+		s.age = strings.HasSuffix(s.local, agefile.Ext)
+	default:
+		bad("The \"direction\" attribute of %s must be \"push\" or \"pull\", not %q.", c.Addr, s.Direction)
+	}
+	if !strings.HasPrefix(s.remote, "/") {
+		bad("The path in the instance of %s must be absolute, not %q.", c.Addr, s.remote)
+	}
+	s.remote = path.Clean(s.remote)
+	if s.local == "" {
+		bad("The local path of %s is empty.", c.Addr)
+	}
+	if !filepath.IsAbs(s.local) {
+		s.local = filepath.Join(c.Settings.dir, s.local)
+	}
+	if s.Mode != "" {
+		m, err := strconv.ParseUint(s.Mode, 8, 32)
+		if err != nil || m == 0 || m > 0o7777 {
+			bad("The \"mode\" attribute of %s must be an octal mode such as \"0640\", not %q.", c.Addr, s.Mode)
+		}
+		s.mode = fs.FileMode(m)
+	}
+	if s.UID < 0 || s.GID < 0 || s.UID > 1<<32-1 || s.GID > 1<<32-1 {
+		bad("The uid and gid of %s must be numeric ids from 0 to 4294967295, not %d and %d.", c.Addr, s.UID, s.GID)
+	}
+	return d
+}
+
+// want is what a push makes of a local entry in the instance.
+func (s fileSpec) want(e entry) entry {
+	e.uid, e.gid = s.UID, s.GID
+	if s.mode != 0 && !e.dir {
+		e.mode = s.mode
+	}
+	return e
+}
+
+// differs lists the entries of the source whose counterpart at the
+// destination is missing or not the same (content; for a push also mode
+// and owner); the destination's extra files are left alone.
+func (s fileSpec) differs(src, dst tree) []entry {
+	var out []entry
+	for _, e := range src {
+		if s.push {
+			e = s.want(e)
+		}
+		d := dst.find(e.rel)
+		switch {
+		case d == nil || d.dir != e.dir || d.sum != e.sum:
+			out = append(out, e)
+		case e.dir: // a directory that is there keeps its own mode and owner
+		case s.push && (d.mode != e.mode || d.uid != e.uid || d.gid != e.gid):
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// sides scans the source and the destination; src nil: no source.
+func sides(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[struct{}, fileInverse]) (src, dst tree, err error) {
+	api := c.Settings.c
+	if s.push {
+		if src, err = scanLocal(s.local); err != nil {
+			return nil, nil, err
+		}
+		dst, err = scanRemote(ctx, api, s.Instance, s.remote)
+		return src, dst, err
+	}
+	if src, err = scanRemote(ctx, api, s.Instance, s.remote); err != nil {
+		return nil, nil, err
+	}
+	if !s.age {
+		dst, err = scanLocal(s.local)
+		return src, dst, err
+	}
+	// An encrypted copy cannot be read without the identity: it is the
+	// source's content if the last apply said so and it is still there.
+	if _, err := os.Stat(s.local); err == nil && prior != nil && src != nil && !prior.Outputs.IsNull() &&
+		prior.Outputs.GetAttr("sha256").AsString() == src.summary().SHA256 {
+		dst = src
+	}
+	return src, dst, nil
+}
+
+// where names the two sides for messages: "./x" and "matrix:/etc/x".
+func (s fileSpec) where() (from, to string) {
+	local := s.Source
+	if !s.push {
+		local = s.Destination
+	}
+	if !filepath.IsAbs(local) && !strings.HasPrefix(local, ".") {
+		local = "./" + local
+	}
+	remote := s.Instance + ":" + s.remote
+	if s.push {
+		return local, remote
+	}
+	return remote, local
+}
+
+func noSource(c *call, s fileSpec) phases.Diagnostics {
+	from, _ := s.where()
+	return errorf("File Not Found", "%s: the source %s does not exist (or is neither a file nor a directory).", c.Addr, from)
+}
+
+func scanErr(c *call, err error) phases.Diagnostics {
+	var se *incusapi.StatusError
+	if errors.As(err, &se) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return apiErr(c, "Cannot Read Files", err)
+	}
+	return errorf("Cannot Read Files", "%s: %v.", c.Addr, err)
+}
+
+func readFile(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[struct{}, fileInverse]) sdk.Read[fileInverse] {
+	src, dst, err := sides(ctx, c, s, prior)
+	if err != nil {
+		return sdk.Read[fileInverse]{Diagnostics: scanErr(c, err)}
+	}
+	_, to := s.where()
+	switch {
+	case src == nil:
+		return sdk.Read[fileInverse]{Observation: providers.Unknown, Detail: "the source does not exist"}
+	case dst == nil:
+		return sdk.Read[fileInverse]{Observation: providers.Absent, Detail: to + " does not exist"}
+	case len(s.differs(src, dst)) > 0:
+		return sdk.Read[fileInverse]{Observation: providers.Drifted, Detail: to + " differs from the source"}
+	}
+	r := sdk.Read[fileInverse]{Observation: providers.Present, Outputs: src.summary()}
+	if prior == nil {
+		r.Inverse = adopted(ctx, c, s, src)
+	}
+	return r
+}
+
+// adopted is the inverse of a copy found done with no record of it (a run
+// stopped before the end of the step was recorded): the files kept as
+// .migrate-orig beside the destination's are put back; what the copy
+// created cannot be told from what was there before, and stays.
+func adopted(ctx context.Context, c *call, s fileSpec, src tree) *sdk.Inverse[fileInverse] {
+	inv := fileInverse{Push: s.push, Instance: s.Instance, Root: s.remote}
+	if !s.push {
+		inv.Root = s.local
+	}
+	for _, e := range src {
+		if e.dir {
+			continue
+		}
+		p := join(inv.Root, e.rel) + origSuffix
+		var err error
+		if s.push {
+			_, err = c.Settings.c.StatFile(ctx, s.Instance, p)
+		} else {
+			_, err = os.Lstat(p)
+		}
+		if err == nil {
+			inv.Replaced = append(inv.Replaced, e.rel)
+		}
+	}
+	_, to := s.where()
+	return &sdk.Inverse[fileInverse]{Description: fmt.Sprintf("put back the files of %s kept as *%s (what the copy created is left: a run stopped before its record)", to, origSuffix), Data: inv}
+}
+
+func planFile(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[struct{}, fileInverse]) sdk.Plan[struct{}] {
+	src, dst, err := sides(ctx, c, s, prior)
+	if err != nil {
+		return sdk.Plan[struct{}]{Diagnostics: scanErr(c, err)}
+	}
+	if src == nil {
+		return sdk.Plan[struct{}]{Diagnostics: noSource(c, s)}
+	}
+	from, to := s.where()
+	sum := src.summary()
+	ch := s.differs(src, dst)
+	if len(ch) == 0 {
+		return sdk.Plan[struct{}]{Diff: fmt.Sprintf("%s already has the content of %s (sha256 %s): nothing to copy", to, from, sum.SHA256)}
+	}
+	var b strings.Builder
+	verb := "pull"
+	if s.push {
+		verb = "push"
+	}
+	fmt.Fprintf(&b, "+ %s %s -> %s (", verb, from, to)
+	switch {
+	case s.age:
+		rs, err := agefile.RunbookRecipients(c.Settings.dir)
+		if err != nil {
+			return sdk.Plan[struct{}]{Diagnostics: errorf("No Age Recipients", "%s pulls into %s, an age-encrypted file: %v.", c.Addr, to, err)}
+		}
+		fmt.Fprintf(&b, "age-encrypted to %d recipients", len(rs))
+	case !s.push:
+		b.WriteString("0600")
+	case s.mode != 0:
+		fmt.Fprintf(&b, "%04o, %d:%d", s.mode, s.UID, s.GID)
+	case len(src) == 1:
+		fmt.Fprintf(&b, "%04o, %d:%d", src[0].mode, s.UID, s.GID)
+	default:
+		fmt.Fprintf(&b, "%d:%d", s.UID, s.GID)
+	}
+	fmt.Fprintf(&b, "), %d bytes", sum.Size)
+	if src[0].dir {
+		fmt.Fprintf(&b, " in %d files", sum.Files)
+	}
+	for _, e := range ch {
+		if d := dst.find(e.rel); d != nil && !d.dir && !e.dir {
+			fmt.Fprintf(&b, "\n  ~ replaces %s (kept as %s%s until rollback)", join(s.side(to), e.rel), join(s.side(to), e.rel), origSuffix)
+		}
+	}
+	b.WriteString("\n  rollback: remove what the copy created, put back what it replaced")
+	return sdk.Plan[struct{}]{Diff: b.String()}
+}
+
+// side is the destination's path without the instance name.
+func (s fileSpec) side(to string) string {
+	if s.push {
+		return s.remote
+	}
+	return to
+}
+
+// digestFile adds the local source's SHA-256 to the inputs of a push, so
+// that a changed file plans a new copy.
+func digestFile(_ context.Context, c *call, s fileSpec) (string, phases.Diagnostics) {
+	if !s.push {
+		return "", nil
+	}
+	t, err := scanLocal(s.local)
+	if err != nil || t == nil {
+		return "", nil // Plan says what is wrong
+	}
+	return "source sha256 " + t.summary().SHA256, nil
+}
+
+func applyFile(ctx context.Context, c *call, s fileSpec, _ struct{}, prior *sdk.Prior[struct{}, fileInverse]) fileApply {
+	src, dst, err := sides(ctx, c, s, prior)
+	if err != nil {
+		return fileApply{Diagnostics: scanErr(c, err)}
+	}
+	if src == nil {
+		return fileApply{Diagnostics: noSource(c, s)}
+	}
+	inv := fileInverse{Push: s.push, Instance: s.Instance, Root: s.remote}
+	if !s.push {
+		inv.Root = s.local
+	}
+	if prior != nil && prior.Inverse != nil {
+		inv.Created, inv.Replaced = prior.Inverse.Data.Created, prior.Inverse.Data.Replaced
+	}
+	var d phases.Diagnostics
+	if s.push {
+		d = push(ctx, c, s, src, dst, &inv)
+	} else {
+		d = pull(ctx, c, s, src, dst, &inv)
+	}
+	from, to := s.where()
+	undo := &sdk.Inverse[fileInverse]{Description: fmt.Sprintf("remove what was copied to %s, put back what it replaced", to), Data: inv}
+	if d.HasErrors() {
+		return fileApply{Inverse: undo, Diagnostics: d}
+	}
+	sum := src.summary()
+	logf(c, "%s -> %s: %d files, %d bytes, sha256 %s", from, to, sum.Files, sum.Size, sum.SHA256)
+	return fileApply{Outputs: sum, Inverse: undo}
+}
+
+func addOnce(list *[]string, rel string) {
+	if !slices.Contains(*list, rel) {
+		*list = append(*list, rel)
+	}
+}
+
+func push(ctx context.Context, c *call, s fileSpec, src, dst tree, inv *fileInverse) phases.Diagnostics {
+	api := c.Settings.c
+	for _, e := range s.differs(src, dst) {
+		p := join(s.remote, e.rel)
+		old := dst.find(e.rel)
+		put := incusapi.FilePut{Type: "file", UID: e.uid, GID: e.gid, Mode: e.mode}
+		switch {
+		case old != nil && old.dir != e.dir:
+			return errorf("Cannot Push File", "%s: %s:%s is a %s in the instance, but the source's is not; remove it first.", c.Addr, s.Instance, p, kind(old.dir))
+		case e.dir:
+			put.Type = "directory"
+		case old != nil:
+			// Keep what is replaced beside it, once: an interrupted
+			// apply run again must not save its own copy over it.
+			if _, err := api.StatFile(ctx, s.Instance, p+origSuffix); incusapi.IsNotFound(err) {
+				if err := copyInInstance(ctx, api, s.Instance, p, p+origSuffix, *old); err != nil {
+					return apiErr(c, "Cannot Push File", err)
+				}
+			} else if err != nil {
+				return apiErr(c, "Cannot Push File", err)
+			}
+			if !slices.Contains(inv.Created, e.rel) {
+				addOnce(&inv.Replaced, e.rel)
+			}
+		}
+		if !e.dir {
+			if old != nil {
+				// An overwrite keeps the old mode and owner: replace.
+				if err := api.DeleteFile(ctx, s.Instance, p); err != nil && !incusapi.IsNotFound(err) {
+					return apiErr(c, "Cannot Push File", err)
+				}
+			}
+			f, err := os.Open(filepath.Join(s.local, filepath.FromSlash(e.rel)))
+			if err != nil {
+				return errorf("Cannot Read Source File", "%s: %v.", c.Addr, err)
+			}
+			put.Content = f
+			err = api.PushFile(ctx, s.Instance, p, put)
+			f.Close()
+			if err != nil {
+				return pushErr(c, s, p, err)
+			}
+		} else if old == nil {
+			if err := api.PushFile(ctx, s.Instance, p, put); err != nil {
+				return pushErr(c, s, p, err)
+			}
+		}
+		// A directory that was there keeps its own mode and owner.
+		if old == nil {
+			addOnce(&inv.Created, e.rel)
+		}
+		logf(c, "pushed %s:%s", s.Instance, p)
+	}
+	return nil
+}
+
+// pushErr explains a failed push; a missing parent directory is the
+// usual reason.
+func pushErr(c *call, s fileSpec, p string, err error) phases.Diagnostics {
+	if incusapi.IsNotFound(err) {
+		return errorf("Cannot Push File", "%s: %s:%s cannot be created: its parent directory %s does not exist in the instance (or the instance does not). Create it first (an incus_exec step with mkdir -p), or push into a directory that exists.", c.Addr, s.Instance, p, path.Dir(p))
+	}
+	return apiErr(c, "Cannot Push File", err)
+}
+
+func kind(dir bool) string {
+	if dir {
+		return "directory"
+	}
+	return "file"
+}
+
+// copyInInstance copies a file of the instance to another path, with its
+// mode and owner.
+func copyInInstance(ctx context.Context, api *incusapi.Client, inst, from, to string, e entry) error {
+	_, r, _, err := api.GetFile(ctx, inst, from)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return api.PushFile(ctx, inst, to, incusapi.FilePut{UID: e.uid, GID: e.gid, Mode: e.mode, Content: r})
+}
+
+func pull(ctx context.Context, c *call, s fileSpec, src, dst tree, inv *fileInverse) phases.Diagnostics {
+	api := c.Settings.c
+	failed := func(err error) phases.Diagnostics {
+		var se *incusapi.StatusError
+		if errors.As(err, &se) || ctx.Err() != nil {
+			return apiErr(c, "Cannot Pull File", err)
+		}
+		return errorf("Cannot Pull File", "%s: %v.", c.Addr, err)
+	}
+	if s.age && src[0].dir {
+		return errorf("Cannot Pull File", "%s: %s:%s is a directory; an age-encrypted destination (%s) takes a single file. Pull the files one by one, or into a directory.", c.Addr, s.Instance, s.remote, s.Destination)
+	}
+	for _, e := range s.differs(src, dst) {
+		p := filepath.Join(s.local, filepath.FromSlash(e.rel))
+		info, err := os.Lstat(p)
+		exists := err == nil
+		if exists && info.IsDir() != e.dir {
+			return errorf("Cannot Pull File", "%s: the local %s is a %s, but the source's is not; remove it first.", c.Addr, p, kind(info.IsDir()))
+		}
+		if e.dir {
+			if !exists {
+				if err := os.Mkdir(p, 0o700); err != nil {
+					return failed(err)
+				}
+				addOnce(&inv.Created, e.rel)
+			}
+			continue
+		}
+		if exists {
+			if _, err := os.Lstat(p + origSuffix); errors.Is(err, fs.ErrNotExist) {
+				if err := os.Rename(p, p+origSuffix); err != nil {
+					return failed(err)
+				}
+			}
+			if !slices.Contains(inv.Created, e.rel) {
+				addOnce(&inv.Replaced, e.rel)
+			}
+		} else {
+			addOnce(&inv.Created, e.rel)
+		}
+		if err := pullOne(ctx, c, s, api, join(s.remote, e.rel), p); err != nil {
+			return failed(err)
+		}
+		logf(c, "pulled %s:%s", s.Instance, join(s.remote, e.rel))
+	}
+	return nil
+}
+
+// pullOne writes a file of the instance to a local path, 0600, through a
+// temporary file renamed over it; for an age destination the clear bytes
+// stay in memory and only the encrypted ones are written.
+func pullOne(ctx context.Context, c *call, s fileSpec, api *incusapi.Client, from, to string) error {
+	_, r, _, err := api.GetFile(ctx, s.Instance, from)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	var body io.Reader = r
+	if s.age {
+		clear, err := io.ReadAll(r)
+		if err != nil {
+			return err
+		}
+		rs, err := agefile.RunbookRecipients(c.Settings.dir)
+		if err != nil {
+			return err
+		}
+		sealed, err := agefile.Encrypt(clear, false, rs...)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(sealed)
+	}
+	f, err := os.CreateTemp(filepath.Dir(to), "."+filepath.Base(to)+".tmp-*") // 0600
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	_, err = io.Copy(f, body)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), to)
+}
+
+func revertFile(ctx context.Context, c *call, a fileSpec, u sdk.Undo[fileInverse]) phases.Diagnostics {
+	_ = validateFile(c, &a) // the derived paths; rollback may lack some attributes
+	inv := u.Data
+	root := pick(inv.Root, a.remote)
+	if !inv.Push {
+		root = pick(inv.Root, a.local)
+	}
+	inst := pick(inv.Instance, a.Instance)
+	var warn []string
+	for _, rel := range inv.Replaced {
+		p := join(root, rel)
+		if inv.Push {
+			done, err := restoreInInstance(ctx, c.Settings.c, inst, p)
+			if err != nil {
+				return apiErr(c, "Cannot Restore File", err)
+			}
+			if !done {
+				continue
+			}
+		} else if err := os.Rename(p+origSuffix, p); errors.Is(err, fs.ErrNotExist) {
+			continue // put back before
+		} else if err != nil {
+			return errorf("Cannot Restore File", "%s: %v.", c.Addr, err)
+		}
+		logf(c, "put back %s", p)
+	}
+	for _, rel := range slices.Backward(inv.Created) {
+		p := join(root, rel)
+		var err error
+		if inv.Push {
+			err = c.Settings.c.DeleteFile(ctx, inst, p)
+			if incusapi.IsNotFound(err) {
+				err = nil
+			}
+		} else if err = os.Remove(filepath.FromSlash(p)); errors.Is(err, fs.ErrNotExist) {
+			err = nil
+		}
+		if err != nil {
+			warn = append(warn, fmt.Sprintf("%s (%v)", p, err))
+			continue
+		}
+		logf(c, "removed %s", p)
+	}
+	if len(warn) > 0 {
+		return warning("Copied Files Left", "%s could not remove what it created: %s. A directory that something else wrote into since is kept.", c.Addr, strings.Join(warn, "; "))
+	}
+	return nil
+}
+
+// restoreInInstance puts PATH.migrate-orig back over PATH, with its mode
+// and owner, then removes it; without it (put back before), nothing.
+func restoreInInstance(ctx context.Context, api *incusapi.Client, inst, p string) (bool, error) {
+	fi, r, _, err := api.GetFile(ctx, inst, p+origSuffix)
+	if incusapi.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer r.Close()
+	if err := api.DeleteFile(ctx, inst, p); err != nil && !incusapi.IsNotFound(err) {
+		return false, err
+	}
+	if err := api.PushFile(ctx, inst, p, incusapi.FilePut{UID: fi.UID, GID: fi.GID, Mode: fi.Mode, Content: r}); err != nil {
+		return false, err
+	}
+	return true, api.DeleteFile(ctx, inst, p+origSuffix)
+}
