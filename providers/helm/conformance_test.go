@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/zclconf/go-cty/cty"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/helm"
@@ -15,9 +14,7 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	k := lab(t)
 	nsStep, nsRel, nsJob := k.namespace(t, "conf"), k.namespace(t, "confrel"), k.madeNamespace(t, "confjob")
-	node := k.node(t, "conf")
 	nsSecret := k.createNamespace(t, "confsec")
-	k.setReady(t, node, corev1.ConditionTrue, "KubeletReady")
 	providertest.Run(t, providertest.Harness{
 		New:            func() providers.Interface { return helm.New() },
 		ProviderConfig: obj(map[string]cty.Value{"kubeconfig": str(k.path), "default_pod_security": str("baseline")}),
@@ -49,7 +46,9 @@ func TestConformance(t *testing.T) {
 				"files":     strMap(map[string]string{"ca.crt": "charts/app/Chart.yaml"}),
 			})},
 			{Type: helm.Job, Reversible: true, Config: jobConfig(k, nsJob, "conformance", podTemplate(nil, nil), nil)},
-			{Type: helm.Ready, Config: obj(map[string]cty.Value{"node": str(node), "timeout": str("30s")})},
+			// kwok's node: a node made Ready by hand turns Unknown once the
+			// node controller misses its heartbeats, before the case runs.
+			{Type: helm.Ready, Config: obj(map[string]cty.Value{"node": str("talos-lab"), "timeout": str("30s")})},
 		},
 	})
 }
