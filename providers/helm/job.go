@@ -65,11 +65,14 @@ var jobStep = &sdk.StepType[*Provider, jobAttrs, jobPrivate, jobInverse]{
 	Name:        Job,
 	Description: helmschema.JobDescription,
 	Outputs:     helmschema.JobOutputs{},
-	Validate:    validateJob,
-	Read:        readJob,
-	Plan:        planJob,
-	Apply:       applyJob,
-	Revert:      revertJob,
+	// A kubeconfig written by an earlier step of the run does not defer
+	// the PodSecurity preflight.
+	Unknowns: true,
+	Validate: validateJob,
+	Read:     readJob,
+	Plan:     planJob,
+	Apply:    applyJob,
+	Revert:   revertJob,
 	// A changed job file changes the step's inputs.
 	Digest: func(_ context.Context, c *call, a jobAttrs) (string, phases.Diagnostics) {
 		j, _, diags := buildJob(c, a)
@@ -88,20 +91,21 @@ func validateJob(c *call, a *jobAttrs) phases.Diagnostics {
 	bad := func(summary, format string, args ...any) {
 		diags = append(diags, phases.Errorf(summary, format, args...)...)
 	}
-	if errs := validation.IsDNS1123Label(a.Name); len(errs) > 0 {
+	if errs := validation.IsDNS1123Label(a.Name); len(errs) > 0 && !c.Unknown("name") {
 		bad("Invalid Job Name", "%q is not a valid Job name for %s: %s.", a.Name, c.Addr, strings.Join(errs, "; "))
 	}
-	if errs := validation.IsDNS1123Label(a.Namespace); len(errs) > 0 {
+	if errs := validation.IsDNS1123Label(a.Namespace); len(errs) > 0 && !c.Unknown("namespace") {
 		bad("Invalid Namespace Name", "%q is not a valid namespace for %s: %s.", a.Namespace, c.Addr, strings.Join(errs, "; "))
 	}
 	switch hasJob, hasFile := !c.Null("job"), !c.Null("file"); {
+	case c.Unknown("job") || c.Unknown("file"):
 	case hasJob == hasFile:
 		which := map[bool]string{false: "neither", true: "both"}[hasJob]
 		bad("Invalid Job Source", "%s needs exactly one of job (the Job's spec as an HCL object) and file (a YAML file holding a whole batch/v1 Job); it sets %s.", c.Addr, which)
 	case hasJob && !a.Job.Type().IsObjectType() && !a.Job.Type().IsMapType():
 		bad("Incorrect Attribute Type", "The \"job\" attribute of %s must be an object (the Job's spec), not %s.", c.Addr, a.Job.Type().FriendlyName())
 	}
-	if d, err := time.ParseDuration(a.Timeout); err != nil || d <= 0 {
+	if d, err := time.ParseDuration(a.Timeout); (err != nil || d <= 0) && !c.Unknown("timeout") {
 		bad("Invalid Timeout", "The timeout of %s must be a positive duration such as \"30m\", not %q.", c.Addr, a.Timeout)
 	}
 	if a.BackoffLimit != nil && *a.BackoffLimit < 0 {
@@ -315,7 +319,13 @@ func jobInverseOf(a jobAttrs) *sdk.Inverse[jobInverse] {
 
 type jobRead = sdk.Read[jobInverse]
 
+// jobInputs are the attributes that make the Job.
+var jobInputs = []string{"name", "namespace", "job", "file", "timeout", "backoff_limit"}
+
 func readJob(ctx context.Context, c *call, a jobAttrs, prior *sdk.Prior[jobPrivate, jobInverse]) jobRead {
+	if !known(c, append(jobInputs, "kubeconfig")...) {
+		return jobRead{Observation: providers.Unknown}
+	}
 	cl, diags := c.Settings.cluster(c, a.Kubeconfig)
 	if diags.HasErrors() {
 		return jobRead{Diagnostics: diags}
@@ -377,6 +387,9 @@ func failedWhy(j *batchv1.Job) string {
 type jobPlan = sdk.Plan[jobPrivate]
 
 func planJob(ctx context.Context, c *call, a jobAttrs, _ *sdk.Prior[jobPrivate, jobInverse]) jobPlan {
+	if !known(c, jobInputs...) {
+		return jobPlan{Diff: "Job: inputs known after earlier steps apply; built and checked against PodSecurity at apply\n", Irreversible: jobIrreversible}
+	}
 	p := c.Settings
 	want, shown, diags := buildJob(c, a)
 	if diags.HasErrors() {

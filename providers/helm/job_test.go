@@ -399,3 +399,20 @@ func TestJobPlanRedactsSensitiveEnv(t *testing.T) {
 		t.Errorf("the plan shows the sensitive value:\n%s", r.Diff)
 	}
 }
+
+// TestJobPlanBeforeTheCluster: with a kubeconfig an earlier step writes
+// (not known yet), the plan still builds the Job and checks its pods
+// against PodSecurity; only the live Job is left to the run.
+func TestJobPlanBeforeTheCluster(t *testing.T) {
+	t.Parallel()
+	k := lab(t)
+	p := k.provider(t, nil)
+	later := map[string]cty.Value{"kubeconfig": cty.UnknownVal(cty.String)}
+	r := mustPlan(t, p, helm.Job, "restore", jobConfig(k, "matrix", "restore", podTemplate(nil, nil), later))
+	contains(t, "the plan", r.Diff, "the live Job; the cluster cannot be read yet", "+ Job matrix/restore: create it", "namespace matrix: PodSecurity baseline (the cluster default)")
+	privileged := podTemplate(nil, map[string]cty.Value{"container": obj(map[string]cty.Value{"securityContext": obj(map[string]cty.Value{"privileged": cty.True})})})
+	r = plan(t, p, helm.Job, "restore", jobConfig(k, "matrix", "restore", privileged, later))
+	contains(t, "the plan's error", fmt.Sprint(r.Diagnostics.Err()), "Job matrix/restore, container restore: privileged")
+	r = mustPlan(t, p, helm.Job, "restore", jobConfig(k, "matrix", "restore", podTemplate(nil, nil), map[string]cty.Value{"name": cty.UnknownVal(cty.String)}))
+	contains(t, "the plan of a Job not known yet", r.Diff, "inputs known after earlier steps apply")
+}
