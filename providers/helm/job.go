@@ -443,7 +443,8 @@ func jobYAML(j *batchv1.Job) string {
 	if md, ok := m["metadata"].(map[string]any); ok {
 		delete(md, "creationTimestamp")
 	}
-	if tm, ok := m["spec"].(map[string]any)["template"].(map[string]any); ok {
+	spec, _ := m["spec"].(map[string]any)
+	if tm, ok := spec["template"].(map[string]any); ok {
 		if md, ok := tm["metadata"].(map[string]any); ok {
 			delete(md, "creationTimestamp")
 			if len(md) == 0 {
