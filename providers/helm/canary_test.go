@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"filippo.io/age"
@@ -129,7 +130,17 @@ func canary(t *testing.T, k *kube, newProvider func() providers.Interface) {
 		"namespace":  cty.StringVal(secNS),
 		"kubeconfig": sens(k.path),
 	})
-	secrets := []string{s, ns, relNS, k.path, valuesFile, "password-" + s, "data-value-" + s, ageValue, "manifest-value-" + s, "object-value-" + s, encMessage}
+	jobNS := k.madeNamespace(t, "canaryjob")
+	job := func(annotations map[string]string) cty.Value {
+		env := cty.TupleVal([]cty.Value{cty.ObjectVal(map[string]cty.Value{"name": cty.StringVal("DB_PASSWORD"), "value": sens("pw-" + s)})})
+		return cty.ObjectVal(map[string]cty.Value{
+			"name":      sens("job-" + s),
+			"namespace": sens(jobNS),
+			"job":       markSecret(podTemplate(annotations, map[string]cty.Value{"container": cty.ObjectVal(map[string]cty.Value{"env": env})}), s),
+			"timeout":   sens("2m"),
+		})
+	}
+	secrets := []string{s, ns, relNS, jobNS, k.path, valuesFile, "password-" + s, "data-value-" + s, ageValue, "manifest-value-" + s, "object-value-" + s, encMessage}
 	providertest.Canary(t, providertest.Harness{
 		New:            newProvider,
 		ProviderConfig: obj(map[string]cty.Value{"kubeconfig": str(k.path)}),
@@ -142,6 +153,8 @@ func canary(t *testing.T, k *kube, newProvider func() providers.Interface) {
 		{Type: helm.Release, Config: encrypted, Secrets: secrets},
 		{Type: helm.Secret, Config: secret, Secrets: secrets},
 		{Type: helm.Manifest, Config: manifest, Secrets: secrets},
+		{Type: helm.Job, Config: job(nil), Secrets: secrets},
+		{Type: helm.Job, Config: job(map[string]string{"migrate.test/fail": "Failed-" + s}), Secrets: secrets},
 	})
 	// The reverts found the namespace and the release by the names the
 	// step gives, though the state keeps only their place.
@@ -158,4 +171,16 @@ func canary(t *testing.T, k *kube, newProvider func() providers.Interface) {
 	if got := k.list(t, relNS); len(got) != 0 {
 		t.Errorf("releases left in %s after the reverts: %v", relNS, got)
 	}
+}
+
+// markSecret marks the strings of v that contain secret sensitive, as a
+// sensitive variable interpolated into them would.
+func markSecret(v cty.Value, secret string) cty.Value {
+	out, _ := cty.Transform(v, func(_ cty.Path, v cty.Value) (cty.Value, error) {
+		if v.Type() == cty.String && !v.IsMarked() && v.IsKnown() && !v.IsNull() && strings.Contains(v.AsString(), secret) {
+			return v.Mark(phases.SensitiveMark), nil
+		}
+		return v, nil
+	})
+	return out
 }

@@ -38,6 +38,14 @@
 //     taught to the scrubber and never leave the provider; a Secret that
 //     existed is copied in the cluster to <name>.migrate-orig, which
 //     rollback restores and then deletes.
+//   - kubernetes_job (job.go): a Job run to completion once. The Job
+//     carries the SHA-256 of its inputs (annotation migrate.dev/inputs-hash):
+//     found complete with the same hash it is not run again, found running
+//     it is waited for (a crash or a timeout leaves it running), found
+//     failed or made with other inputs it is deleted (Foreground) and
+//     created anew. Its pods' logs are followed into the step log; a
+//     failure names the pod's reason, exit code and last log lines.
+//     Rollback deletes the Job object; its effect stays.
 //
 // The PodSecurity preflight: Talos enforces "baseline" on every namespace
 // not labelled otherwise, and a Deployment whose pods violate it is
@@ -65,7 +73,8 @@
 //
 // The provider is built on providers/sdk, which decodes the attributes
 // (structs in helmschema), gates, dispatches and scrubs every call; the
-// handlers of each step type are in namespace.go and release.go.
+// handlers of each step type are in namespace.go, release.go, ready.go
+// and job.go.
 //
 // The engine (package engine) drives the provider through
 // providers.Interface. It runs as the plugin program migrate-provider-helm

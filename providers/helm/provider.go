@@ -66,7 +66,7 @@ func New() *Provider {
 		Settings:      helmschema.Block{},
 		ConfigureFunc: p.configure,
 		CloseFunc:     p.close,
-		Steps:         []sdk.Step[*Provider]{namespaceStep, releaseStep, readyStep, manifestStep, secretStep},
+		Steps:         []sdk.Step[*Provider]{namespaceStep, releaseStep, readyStep, manifestStep, secretStep, jobStep},
 		Scrub:         func(*Provider) *secret.Scrubber { return &secret.Scrubber{Min: minSecret} },
 	}
 	return p

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
@@ -351,7 +352,18 @@ func applyRelease(ctx context.Context, c *call, st relAttrs, planned releasePriv
 	if diags.HasErrors() {
 		return relApply{Diagnostics: diags}
 	}
+	// Helm's wait says only "context deadline exceeded" when it gives up:
+	// its last word on what was not ready goes into the error.
+	var notReady struct {
+		sync.Mutex
+		last string
+	}
 	cfg, h, diags := openRelease(cl, st.Namespace, st.Name, func(format string, args ...any) {
+		if strings.Contains(format, "is not ready") {
+			notReady.Lock()
+			notReady.last = strings.TrimSuffix(fmt.Sprintf(format, args...), ".")
+			notReady.Unlock()
+		}
 		if strings.HasPrefix(format, "beginning wait") || strings.HasPrefix(format, "creating") || strings.HasPrefix(format, "Created") || strings.HasPrefix(format, "Deleting") {
 			c.Log.Printf(format, args...)
 		}
@@ -448,7 +460,13 @@ func applyRelease(ctx context.Context, c *call, st relAttrs, planned releasePriv
 		inverse = prior.Inverse
 	}
 	if err != nil {
-		resp := relApply{Diagnostics: phases.Errorf("Release Failed", "Release %s/%s: %v.", st.Namespace, st.Name, err)}
+		notReady.Lock()
+		why := notReady.last
+		notReady.Unlock()
+		if why != "" {
+			why = " Last seen while waiting: " + why + "."
+		}
+		resp := relApply{Diagnostics: phases.Errorf("Release Failed", "Release %s/%s: %v.%s", st.Namespace, st.Name, err, why)}
 		if after, herr := readHistory(cfg, st.Name); herr == nil && after.exists() {
 			resp.Inverse = inverse // something is there to undo
 		}

@@ -104,5 +104,18 @@ var schema = phases.Schema{
 			},
 			Outputs: map[string]cty.Type{"name": cty.String, "namespace": cty.String, "keys": cty.List(cty.String)},
 		},
+		helm.Job: {
+			Description: "Runs a Kubernetes Job to completion, once: a Job of the same name and inputs that already completed is not run again, one still running is waited for. Streams its pods' logs; fails with the pod's reason and last log lines. Rollback deletes the Job object; what it did is not undone.",
+			Attributes: map[string]phases.Attribute{
+				"name":          {Type: cty.String, Required: true, Description: "The Job's name."},
+				"namespace":     {Type: cty.String, Required: true, Description: "The Job's namespace."},
+				"job":           {Type: cty.DynamicPseudoType, Description: "The Job's spec as an HCL object with Kubernetes field names ({ template = { spec = { containers = [...] } } }); exactly one of job and file."},
+				"file":          {Type: cty.String, Description: "A YAML file, relative to the runbook, holding a whole batch/v1 Job; the step's name and namespace win over its own. Exactly one of job and file."},
+				"timeout":       {Type: cty.String, Description: "How long to wait for the Job to complete, \"30m\" by default; a Job still running then is left running, and the next run waits for it."},
+				"backoff_limit": {Type: cty.Number, Description: "How many failed pods the Job retries before it fails (spec.backoffLimit), 0 by default."},
+				"kubeconfig":    kubeconfigAttr,
+			},
+			Outputs: map[string]cty.Type{"name": cty.String, "namespace": cty.String, "succeeded": cty.Bool, "pod": cty.String},
+		},
 	},
 }

@@ -39,6 +39,11 @@ func (c *Call[S]) Sensitive(attr string, keys ...any) bool {
 	return c.cfg.sensitivePath(path(attr, keys))
 }
 
+// SensitivePath reports whether the value at p (a path from the
+// configuration's root, as cty.Walk gives it: GetAttr steps inside
+// objects) is sensitive. Sensitive takes keys; this takes object paths.
+func (c *Call[S]) SensitivePath(p cty.Path) bool { return c.cfg.sensitivePath(p) }
+
 // Unknown reports whether the attribute, or the element at keys inside
 // it, is not wholly known (only handlers with Unknowns see such values).
 func (c *Call[S]) Unknown(attr string, keys ...any) bool {

@@ -17,6 +17,7 @@ const (
 	Ready     = "kubernetes_ready"
 	Manifest  = "kubernetes_manifest"
 	Secret    = "kubernetes_secret"
+	Job       = "kubernetes_job"
 )
 
 // Block is the provider block.
@@ -121,6 +122,28 @@ type SecretOutputs struct {
 	Keys      []string `cty:"keys"`
 }
 
+// JobDescription describes the kubernetes_job step type.
+const JobDescription = "Runs a Kubernetes Job to completion, once: a Job of the same name and inputs that already completed is not run again, one still running is waited for. Streams its pods' logs; fails with the pod's reason and last log lines. Rollback deletes the Job object; what it did is not undone."
+
+// JobAttrs are the attributes of a kubernetes_job step.
+type JobAttrs struct {
+	Name         string    `cty:"name" required:"true" doc:"The Job's name."`
+	Namespace    string    `cty:"namespace" required:"true" doc:"The Job's namespace."`
+	Job          cty.Value `cty:"job" doc:"The Job's spec as an HCL object with Kubernetes field names ({ template = { spec = { containers = [...] } } }); exactly one of job and file."`
+	File         string    `cty:"file" doc:"A YAML file, relative to the runbook, holding a whole batch/v1 Job; the step's name and namespace win over its own. Exactly one of job and file."`
+	Timeout      string    `cty:"timeout" doc:"How long to wait for the Job to complete, \"30m\" by default; a Job still running then is left running, and the next run waits for it."`
+	BackoffLimit *int      `cty:"backoff_limit" doc:"How many failed pods the Job retries before it fails (spec.backoffLimit), 0 by default."`
+	Kubeconfig   string    `cty:"kubeconfig" doc:"Path to a kubeconfig for this step, relative to the runbook (such as talos_kubeconfig.admin.path); default the provider's."`
+}
+
+// JobOutputs are the outputs of a kubernetes_job step.
+type JobOutputs struct {
+	Name      string `cty:"name"`
+	Namespace string `cty:"namespace"`
+	Succeeded bool   `cty:"succeeded"`
+	Pod       string `cty:"pod"`
+}
+
 // Schema describes the provider block and the step types, derived from
 // the structs above as the provider derives its own.
 var Schema = phases.Schema{
@@ -131,6 +154,7 @@ var Schema = phases.Schema{
 		Ready:     check(step[ReadyAttrs](ReadyDescription, nil)),
 		Manifest:  step[ManifestAttrs](ManifestDescription, ManifestOutputs{}),
 		Secret:    step[SecretAttrs](SecretDescription, SecretOutputs{}),
+		Job:       step[JobAttrs](JobDescription, JobOutputs{}),
 	},
 }
 
