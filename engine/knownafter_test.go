@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/zclconf/go-cty/cty"
@@ -250,5 +251,31 @@ func TestDefiniteErrorOnUnknownInputsFailsThePlan(t *testing.T) {
 	_, diags := e.Plan(context.Background(), engine.PlanOptions{})
 	if !diags.HasErrors() || !strings.Contains(diags.Err().Error(), "privileged container") {
 		t.Fatalf("diags = %v, want the violation", diags)
+	}
+}
+
+// TestPlanSaysWhenADependencyChangesFirst: a step planned after one it
+// depends on that changes in the same run is told so (what it reads may not
+// exist yet); a step with no such dependency is not.
+func TestPlanSaysWhenADependencyChangesFirst(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	var mu sync.Mutex
+	after := map[string]bool{}
+	h.fake.PlanFn = func(_ context.Context, req providers.PlanRequest) providers.PlanResponse {
+		mu.Lock()
+		after[req.Addr.Name] = req.AfterChanges
+		mu.Unlock()
+		return providers.PlanResponse{Diff: "x"}
+	}
+	b := newRB()
+	p := b.phase("platform")
+	b.step(p, "export")
+	b.step(p, "pull", "export")
+	b.step(p, "alone")
+	e, _ := h.open(b.r)
+	mustPlan(t, e)
+	if want := map[string]bool{"export": false, "pull": true, "alone": false}; !reflect.DeepEqual(after, want) {
+		t.Errorf("AfterChanges = %v, want %v", after, want)
 	}
 }

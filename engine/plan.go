@@ -126,9 +126,10 @@ func (s *StepPlan) UnmarshalJSON(b []byte) error {
 // outputs is the table of step outputs that evaluation sees; it is read
 // by parallel evaluations while finished steps add to it.
 type outputs struct {
-	mu      sync.RWMutex
-	m       map[phases.Address]cty.Value
-	corrupt map[phases.Address]error // recorded outputs that do not decode
+	mu       sync.RWMutex
+	m        map[phases.Address]cty.Value
+	corrupt  map[phases.Address]error // recorded outputs that do not decode
+	changing map[phases.Address]bool  // steps this plan changes
 }
 
 func (o *outputs) evaluate(s *phases.Step) (cty.Value, phases.Diagnostics) {
@@ -155,8 +156,29 @@ func (o *outputs) set(a phases.Address, v cty.Value) {
 	o.mu.Unlock()
 }
 
-// pending makes a's outputs unknown until a has run.
-func (o *outputs) pending(a phases.Address) { o.set(a, unknownUntil(a)) }
+// pending makes a's outputs unknown until a has run, and a a step that
+// changes.
+func (o *outputs) pending(a phases.Address) {
+	o.mu.Lock()
+	o.m[a] = unknownUntil(a)
+	if o.changing == nil {
+		o.changing = map[phases.Address]bool{}
+	}
+	o.changing[a] = true
+	o.mu.Unlock()
+}
+
+// afterChanges reports whether a step of deps changes in this plan.
+func (o *outputs) afterChanges(deps []phases.Address) bool {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	for _, d := range deps {
+		if o.changing[d] {
+			return true
+		}
+	}
+	return false
+}
 
 // loadOutputs seeds the table with every recorded output; steps that have
 // not run are unknown.
@@ -228,7 +250,8 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 					case p == nil:
 						deferProvider(sp, c, provAfter)
 					default:
-						resp := p.Plan(ctx, providers.PlanRequest{Type: c.Addr.Type, Addr: c.Addr, Config: cfg, Action: providers.Create})
+						resp := p.Plan(ctx, providers.PlanRequest{Type: c.Addr.Type, Addr: c.Addr, Config: cfg, Action: providers.Create,
+							AfterChanges: out.afterChanges(c.DependsOn)})
 						diags = append(diags, withSubject(e.takeDiff(sp, resp), c.Range)...)
 					}
 				}
@@ -324,7 +347,8 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 		}
 	}
 	out.pending(s.Addr)
-	resp := p.Plan(ctx, providers.PlanRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: prior, Action: sp.Action})
+	resp := p.Plan(ctx, providers.PlanRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: prior, Action: sp.Action,
+		AfterChanges: out.afterChanges(s.DependsOn)})
 	diags = append(diags, withSubject(e.takeDiff(sp, resp), s.Range)...)
 	sp.Irreversible = e.hooks.redactor.Text(resp.Irreversible)
 	sp.Planned = resp.Private

@@ -156,6 +156,11 @@ type PlanRequest struct {
 	Prior  *Prior
 	// Action is what the engine intends (Create, Update or Drift).
 	Action Action
+	// AfterChanges says that a step this one depends on changes in this
+	// run before it: what the step reads (a file an earlier step writes,
+	// a path an earlier command creates) may not be there yet, and its
+	// absence is then no error at plan time, only a note in the diff.
+	AfterChanges bool
 }
 
 type PlanResponse struct {

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 
@@ -153,6 +156,21 @@ type secPlan = sdk.Plan[struct{}]
 
 func planSecret(ctx context.Context, c *call, a secretAttrs, _ *sdk.Prior[struct{}, secretInverse]) secPlan {
 	p := c.Settings
+	// A file an earlier step of the run writes (a key pulled from the old
+	// VM) is not there yet: the Secret is planned, its values read when
+	// the step runs.
+	if c.AfterChanges {
+		var later []string
+		for _, k := range slices.Sorted(maps.Keys(a.Files)) {
+			if _, err := os.Stat(p.abs(a.Files[k])); errors.Is(err, fs.ErrNotExist) {
+				later = append(later, fmt.Sprintf("%s (%s)", k, a.Files[k]))
+			}
+		}
+		if len(later) > 0 {
+			return secPlan{Diff: fmt.Sprintf("%s: %s, written by a step this one depends on, read when it runs\n+ %s (keys: %s)\n",
+				sdk.UnknownText, strings.Join(later, ", "), secretID(a), strings.Join(secretKeys(a), ", "))}
+		}
+	}
 	data, diags := p.secretData(c, a)
 	if diags.HasErrors() {
 		return secPlan{Diagnostics: diags}

@@ -233,3 +233,22 @@ func TestSecretAgeFileWithoutIdentity(t *testing.T) {
 	}
 	contains(t, "the error", r.Diagnostics.Err().Error(), "kubernetes_secret.noid", `key "k"`, "is age-encrypted", "MIGRATE_AGE_IDENTITY")
 }
+
+// TestSecretFileWrittenByAnEarlierStep: a file not there yet is an error,
+// unless a step this one depends on changes first (it pulls the key): then
+// the Secret is planned and the file read when the step runs.
+func TestSecretFileWrittenByAnEarlierStep(t *testing.T) {
+	t.Parallel()
+	k := lab(t)
+	p := k.provider(t, nil)
+	missing := filepath.Join(t.TempDir(), "signing.key.age")
+	cfg := secretCfg("default", "later", nil, map[string]string{"signing.key": missing})
+	if r := plan(t, p, helm.Secret, "later", cfg); !r.Diagnostics.HasErrors() {
+		t.Errorf("a missing file with nothing to write it planned: %q", r.Diff)
+	}
+	r := p.Plan(context.Background(), providers.PlanRequest{Type: helm.Secret, Addr: addr(helm.Secret, "later"), Config: cfg, Action: providers.Create, AfterChanges: true})
+	if err := r.Diagnostics.Err(); err != nil {
+		t.Fatalf("after a change that writes it: %v", err)
+	}
+	contains(t, "the plan", r.Diff, "signing.key ("+missing+"), written by a step this one depends on", "+ Secret default/later (keys: signing.key)")
+}

@@ -252,23 +252,29 @@ func adopted(ctx context.Context, c *call, s fileSpec, src tree) *sdk.Inverse[fi
 
 func planFile(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[struct{}, fileInverse]) sdk.Plan[struct{}] {
 	src, dst, err := sides(ctx, c, s, prior)
+	from, to := s.where()
+	verb := "pull"
+	if s.push {
+		verb = "push"
+	}
+	// What an earlier step of the run creates (an export, the instance
+	// itself) is not there yet: the copy is planned, and checked when it
+	// runs.
+	if c.AfterChanges && (src == nil && err == nil || incusapi.IsNotFound(err)) {
+		return sdk.Plan[struct{}]{Diff: fmt.Sprintf("+ %s %s -> %s\n  %s is not there yet: a step this one depends on runs first; the copy is sized when it runs\n  rollback: remove what the copy created, put back what it replaced", verb, from, to, from)}
+	}
 	if err != nil {
 		return sdk.Plan[struct{}]{Diagnostics: scanErr(c, err)}
 	}
 	if src == nil {
 		return sdk.Plan[struct{}]{Diagnostics: noSource(c, s)}
 	}
-	from, to := s.where()
 	sum := src.summary()
 	ch := s.differs(src, dst)
 	if len(ch) == 0 {
 		return sdk.Plan[struct{}]{Diff: fmt.Sprintf("%s already has the content of %s (sha256 %s): nothing to copy", to, from, sum.SHA256)}
 	}
 	var b strings.Builder
-	verb := "pull"
-	if s.push {
-		verb = "push"
-	}
 	fmt.Fprintf(&b, "+ %s %s -> %s (", verb, from, to)
 	switch {
 	case s.age:

@@ -275,3 +275,23 @@ func TestFile(t *testing.T) {
 		wantDiag(t, s.plan(nil).Diagnostics, "File Not Found", "incus_file.missing", "./nothing-here")
 	})
 }
+
+// TestFilePlannedAfterTheStepThatMakesIt: a pull whose source an earlier
+// step of the run creates is planned (and says so); with no such step the
+// missing source is an error.
+func TestFilePlannedAfterTheStepThatMakesIt(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	p := provider(t, nil)
+	name := launch(t, c, "filelater", true, nil)
+	s := newStep(t, p, incus.File, "later", map[string]cty.Value{"instance": str(name), "direction": str("pull"),
+		"source": str("/root/export"), "destination": str(filepath.Join(t.TempDir(), "export"))})
+	wantDiag(t, s.plan(nil).Diagnostics, "File Not Found", name+":/root/export")
+	r := p.Plan(ctxT(t, 60*time.Second), providers.PlanRequest{Type: incus.File, Addr: s.addr, Config: s.cfg, Action: providers.Create, AfterChanges: true})
+	if err := r.Diagnostics.Err(); err != nil {
+		t.Fatalf("after a step that makes it: %v", err)
+	}
+	if !strings.Contains(r.Diff, "+ pull "+name+":/root/export") || !strings.Contains(r.Diff, "is not there yet") {
+		t.Errorf("the plan: %q", r.Diff)
+	}
+}

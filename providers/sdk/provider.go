@@ -186,6 +186,7 @@ func (p *Provider[S]) Plan(ctx context.Context, req providers.PlanRequest) provi
 	if diags != nil {
 		return providers.PlanResponse{Diagnostics: diags}
 	}
+	c.AfterChanges = req.AfterChanges
 	r := s.plan(ctx, c, req)
 	sc := c.scrubber()
 	r.Diff = sc.text(r.Diff)

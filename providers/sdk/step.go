@@ -29,8 +29,11 @@ type Call[S any] struct {
 	Scrub *secret.Scrubber
 	// Approval is the request's, in Apply.
 	Approval providers.Approval
-	cfg      *config
-	sc       *scrubber
+	// AfterChanges is the request's, in Plan: a step this one depends on
+	// changes first, so what it reads may not exist yet.
+	AfterChanges bool
+	cfg          *config
+	sc           *scrubber
 }
 
 // Sensitive reports whether the attribute, or the element at keys (int
