@@ -96,7 +96,9 @@ func TestHomelabMatrixMove(t *testing.T) {
 	t.Cleanup(func() { // whatever happened, the cluster objects of the run go
 		exec.Command(migrate, append([]string{"rollback", "--auto-approve", "--runbook", dir}, flags...)...).Run()
 	})
+	start := time.Now()
 	do("run", "--phase", "ingress-matrix", "--auto-approve", "--approve", "approval.dns")
+	t.Logf("run: %s", time.Since(start))
 
 	// The old instance: Synapse stopped, then the instance stopped with a
 	// snapshot; the export made once.
@@ -139,7 +141,9 @@ func TestHomelabMatrixMove(t *testing.T) {
 		t.Errorf("a plan after the run:\n%s", out)
 	}
 
+	start = time.Now()
 	do("rollback", "--auto-approve")
+	t.Logf("rollback: %s", time.Since(start))
 	if got := incusOut(t, "list", vm, "--format", "csv", "--columns", "s"); strings.TrimSpace(got) != "RUNNING" {
 		t.Errorf("the old matrix instance after rollback: %q", got)
 	}
