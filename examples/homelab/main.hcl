@@ -46,6 +46,18 @@ variable "synapse_registration_secret" {
   description = "Synapse's registration shared secret: never shown, never stored in clear."
 }
 
+variable "matrix_vm" {
+  type        = string
+  default     = "matrix"
+  description = "The old Incus VM running Synapse (Debian's matrix-synapse package, SQLite)."
+}
+
+variable "matrix_url" {
+  type        = string
+  default     = "https://matrix.example.org"
+  description = "Where the homeserver answers from the internet once DNS points at the node."
+}
+
 variable "retain_old_vms_until" {
   type        = string
   default     = "2027-02-01"
@@ -178,38 +190,142 @@ phase "host-services" {
 }
 
 phase "ingress-matrix" {
-  description = "Internet traffic moves together with the Matrix homeserver; the old Matrix VM is stopped, kept for the way back."
+  description = "Internet traffic moves together with the Matrix homeserver and its data; the old Matrix VM is stopped, kept for the way back."
+
+  # Synapse stops first: a database copied while it writes is not a copy.
+  # Rollback starts it again (after the VM itself is started again).
+  step "incus_exec" "stop_synapse" {
+    provider = incus.host
+    instance = var.matrix_vm
+    command  = ["systemctl", "stop", "matrix-synapse"]
+    revert   = ["systemctl", "start", "matrix-synapse"]
+  }
+
+  # A consistent copy of the database and the media store, once: after a
+  # crash the marker says it is done, and it is not dumped a second time.
+  step "incus_exec" "export_synapse" {
+    provider = incus.host
+    instance = var.matrix_vm
+    command = ["sh", "-c", <<-EOT
+      set -e
+      mkdir -p /root/synapse-export
+      sqlite3 /var/lib/matrix-synapse/homeserver.db ".backup /root/synapse-export/homeserver.db"
+      tar -C /var/lib/matrix-synapse -cf /root/synapse-export/media.tar media
+      touch /root/synapse-export/.done
+    EOT
+    ]
+    creates    = "/root/synapse-export/.done"
+    revert     = ["rm", "-rf", "/root/synapse-export"]
+    depends_on = [incus_exec.stop_synapse]
+  }
+
+  # Onto the data share, which the Talos node mounts at /var/mnt/data:
+  # a new directory, Synapse's data directory from now on.
+  step "incus_file" "synapse_data" {
+    provider    = incus.host
+    instance    = var.matrix_vm
+    direction   = "pull"
+    source      = "/root/synapse-export"
+    destination = "${var.zfs_data}/matrix"
+    depends_on  = [incus_exec.export_synapse]
+  }
+
+  # The signing key is the homeserver's identity: it never lands in clear,
+  # neither on disk (pulled straight into an age file) nor in the state.
+  step "incus_file" "signing_key" {
+    provider    = incus.host
+    instance    = var.matrix_vm
+    direction   = "pull"
+    source      = "/etc/matrix-synapse/homeserver.signing.key"
+    destination = "secrets/synapse-signing.key.age"
+    depends_on  = [incus_exec.stop_synapse]
+  }
 
   step "kubernetes_namespace" "matrix" {
     provider     = helm.cluster
     pod_security = "baseline"
   }
 
+  step "kubernetes_secret" "signing_key" {
+    provider   = helm.cluster
+    namespace  = "matrix"
+    name       = "synapse-signing-key"
+    files      = { "homeserver.signing.key" = "secrets/synapse-signing.key.age" }
+    depends_on = [kubernetes_namespace.matrix, incus_file.signing_key]
+  }
+
+  # Synapse's data lives on the data share: a volume the cluster binds to
+  # the directory the export was pulled into.
+  step "kubernetes_manifest" "synapse_storage" {
+    provider     = helm.cluster
+    namespace    = "matrix"
+    files        = ["manifests/synapse-storage.yaml"]
+    wait_for     = "Bound"
+    wait_timeout = "2m"
+    depends_on   = [kubernetes_namespace.matrix]
+  }
+
+  # The restore, once, inside the cluster: the database and media put
+  # where the new Synapse expects them, owned by its user.
+  step "kubernetes_job" "restore_synapse" {
+    provider  = helm.cluster
+    namespace = "matrix"
+    name      = "synapse-restore"
+    file      = "manifests/synapse-restore.yaml"
+    timeout   = "30m"
+    depends_on = [kubernetes_manifest.synapse_storage, incus_file.synapse_data]
+  }
+
   step "helm_release" "synapse" {
-    provider      = helm.cluster
-    chart         = "charts/app"
-    namespace     = "matrix"
-    values        = { image = "matrixdotorg/synapse:v1.120", port = 8008, env = { SYNAPSE_SERVER_NAME = var.matrix_domain } }
+    provider  = helm.cluster
+    chart     = "charts/app"
+    namespace = "matrix"
+    wait      = true
+    timeout   = "10m"
+    values = {
+      image       = "matrixdotorg/synapse:v1.120"
+      port        = 8008
+      env         = { SYNAPSE_SERVER_NAME = var.matrix_domain, SYNAPSE_CONFIG_DIR = "/data" }
+      claims      = { data = { claim = "synapse-data", mountPath = "/data" } }
+      secretFiles = { signing = { secret = "synapse-signing-key", mountPath = "/keys" } }
+    }
     set_sensitive = { "env.SYNAPSE_REGISTRATION_SHARED_SECRET" = var.synapse_registration_secret }
-    depends_on    = [kubernetes_namespace.matrix]
+    depends_on    = [kubernetes_job.restore_synapse, kubernetes_secret.signing_key]
+  }
+
+  step "kubernetes_manifest" "ingress" {
+    provider   = helm.cluster
+    namespace  = "matrix"
+    objects = [{
+      apiVersion = "networking.k8s.io/v1"
+      kind       = "Ingress"
+      metadata   = { name = "synapse" }
+      spec = {
+        rules = [{
+          host = var.matrix_domain
+          http = { paths = [{ path = "/", pathType = "Prefix", backend = { service = { name = "synapse", port = { number = 8008 } } } }] }
+        }]
+      }
+    }]
+    depends_on = [helm_release.synapse]
   }
 
   step "approval" "dns" {
     message    = "Point ${var.matrix_domain} and the home services' records at ${var.node_ip} at the registrar."
-    depends_on = [helm_release.synapse]
+    depends_on = [kubernetes_manifest.ingress]
   }
 
   step "incus_instance_state" "old_matrix" {
     provider          = incus.host
-    instance          = "matrix"
+    instance          = var.matrix_vm
     state             = "stopped"
     snapshot_before   = true
     keep_for_rollback = true
-    depends_on        = [approval.dns]
+    depends_on        = [approval.dns, incus_file.synapse_data, incus_file.signing_key]
   }
 
   check "http_check" "federation" {
-    url     = "https://${var.matrix_domain}/_matrix/federation/v1/version"
+    url     = "${var.matrix_url}/_matrix/federation/v1/version"
     timeout = "5m"
   }
 }

@@ -1,0 +1,303 @@
+package examples
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"filippo.io/age"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclwrite"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/homelab-migrate/migrate/secret/agefile"
+)
+
+// TestHomelabMatrixMove runs the Matrix move of examples/homelab — its
+// ingress-matrix phase, as the example has it — against the real Incus
+// daemon and the real API server (scheduler and kwok included): Synapse
+// stopped in the old instance, its database and media exported once and
+// pulled onto the data share, its signing key pulled straight into an age
+// file and made a Secret, the restore Job completed, the release ready,
+// the Ingress applied, the old instance stopped with a snapshot; then
+// rollback brings the old instance back with Synapse running.
+//
+// The other phases target a Talos node, which does not run here, so the
+// test keeps the one phase and drops the talos provider (onlyPhase). The
+// old "VM" is a busybox container: systemctl and sqlite3 are stand-ins
+// that record what they were asked (the commands the example runs are the
+// real ones of Debian's matrix-synapse package).
+func TestHomelabMatrixMove(t *testing.T) {
+	t.Parallel()
+	kubeconfig := labKubeconfig(t)
+	dir := copyExample(t, "homelab")
+	onlyPhase(t, filepath.Join(dir, "main.hcl"), "ingress-matrix")
+	kc, err := os.ReadFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "secrets/kubeconfig"), kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	signingKey := "ed25519 a_mtst " + canary(t) // the homeserver's identity: a canary
+	ids, err := age.ParseIdentities(bytes.NewReader(must(os.ReadFile(filepath.Join(dir, "secrets/demo-identity.txt")))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Synapse's registration secret comes from the example's encrypted
+	// variables file, read automatically beside the runbook.
+	autoVars, err := agefile.Decrypt(must(os.ReadFile(filepath.Join(dir, "secrets.auto.hcl.age"))), ids...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	regSecret := regexp.MustCompile(`synapse_registration_secret = "([^"]+)"`).FindStringSubmatch(string(autoVars))[1]
+	vm := oldMatrix(t, signingKey)
+	share := t.TempDir()
+	federation := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/_matrix/federation/v1/version" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write([]byte(`{"server":{"name":"Synapse","version":"1.120.0"}}`))
+	}))
+	t.Cleanup(federation.Close)
+
+	env := []string{agefile.IdentityEnv + "=" + filepath.Join(dir, "secrets/demo-identity.txt")}
+	flags := []string{"--var", "matrix_vm=" + vm, "--var", "zfs_data=" + share, "--var", "matrix_url=" + federation.URL}
+	var seen bytes.Buffer // everything migrate printed
+	do := func(args ...string) string {
+		out := run(t, dir, env, append(args, flags...)...)
+		seen.WriteString(out)
+		return out
+	}
+
+	plan := do("plan")
+	for _, want := range []string{"incus_exec.stop_synapse", "incus_file.signing_key", "kubernetes_secret.signing_key",
+		"kubernetes_manifest.synapse_storage", "kubernetes_job.restore_synapse", "helm_release.synapse", "kubernetes_manifest.ingress"} {
+		if !strings.Contains(plan, want) {
+			t.Errorf("the plan lacks %s:\n%s", want, plan)
+		}
+	}
+	t.Cleanup(func() { // whatever happened, the cluster objects of the run go
+		exec.Command(migrate, append([]string{"rollback", "--auto-approve", "--runbook", dir}, flags...)...).Run()
+	})
+	start := time.Now()
+	do("run", "--phase", "ingress-matrix", "--auto-approve", "--approve", "approval.dns")
+	t.Logf("run: %s", time.Since(start))
+
+	// The old instance: Synapse stopped, then the instance stopped with a
+	// snapshot; the export made once.
+	if got := incusOut(t, "list", vm, "--format", "csv", "--columns", "s"); strings.TrimSpace(got) != "STOPPED" {
+		t.Errorf("the old matrix instance after the run: %q", got)
+	}
+	if got := incusOut(t, "snapshot", "list", vm, "--format", "csv"); !strings.Contains(got, "migrate-") {
+		t.Errorf("no snapshot was taken before the stop: %q", got)
+	}
+	// The data share: the database and the media store, as exported.
+	if b, err := os.ReadFile(filepath.Join(share, "matrix/homeserver.db")); err != nil || string(b) != "SQLite format 3\x00 the rooms\n" {
+		t.Errorf("the database on the share: %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(share, "matrix/media.tar")); err != nil {
+		t.Errorf("the media store on the share: %v", err)
+	}
+	// The signing key: only encrypted on disk, and the Secret holds it.
+	sealed, err := os.ReadFile(filepath.Join(dir, "secrets/synapse-signing.key.age"))
+	if err != nil || !agefile.IsEncrypted(sealed) {
+		t.Fatalf("the pulled signing key is not an age file: %v", err)
+	}
+	if clear, err := agefile.Decrypt(sealed, ids...); err != nil || string(clear) != signingKey+"\n" {
+		t.Errorf("the signing key decrypts to %q, %v", clear, err)
+	}
+	if got := kubectlJSON(t, kubeconfig, "/api/v1/namespaces/matrix/secrets/synapse-signing-key"); !strings.Contains(got, `"homeserver.signing.key"`) {
+		t.Errorf("the Secret: %s", got)
+	}
+	for path, want := range map[string]string{
+		"/apis/batch/v1/namespaces/matrix/jobs/synapse-restore":          `"type":"Complete","status":"True"`,
+		"/apis/apps/v1/namespaces/matrix/deployments/synapse":            `"type":"Available","status":"True"`,
+		"/api/v1/namespaces/matrix/persistentvolumeclaims/synapse-data":  `"phase":"Bound"`,
+		"/apis/networking.k8s.io/v1/namespaces/matrix/ingresses/synapse": `"host":"matrix.example.org"`,
+	} {
+		if got := kubectlJSON(t, kubeconfig, path); !strings.Contains(got, want) {
+			t.Errorf("%s lacks %s:\n%s", path, want, got)
+		}
+	}
+	// Run again: nothing to do, nothing exported or restored twice.
+	if out := do("plan"); !strings.Contains(out, "0 to create, 0 to update, 0 drifted") {
+		t.Errorf("a plan after the run:\n%s", out)
+	}
+
+	start = time.Now()
+	do("rollback", "--auto-approve")
+	t.Logf("rollback: %s", time.Since(start))
+	if got := incusOut(t, "list", vm, "--format", "csv", "--columns", "s"); strings.TrimSpace(got) != "RUNNING" {
+		t.Errorf("the old matrix instance after rollback: %q", got)
+	}
+	if got := incusOut(t, "exec", vm, "--", "cat", "/root/synapse.state"); strings.TrimSpace(got) != "running" {
+		t.Errorf("Synapse in the old instance after rollback: %q", got)
+	}
+	if got := incusOut(t, "exec", vm, "--", "cat", "/root/systemctl.calls"); strings.TrimSpace(got) != "stop matrix-synapse\nstart matrix-synapse" {
+		t.Errorf("systemctl was called: %q (once stop, once start)", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "secrets/synapse-signing.key.age")); !os.IsNotExist(err) {
+		t.Errorf("rollback left the pulled key: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(share, "matrix")); !os.IsNotExist(err) {
+		t.Errorf("rollback left the export on the share: %v", err)
+	}
+	if got := kubectlJSON(t, kubeconfig, "/api/v1/persistentvolumes/synapse-data"); got != "" && !strings.Contains(got, `"deletionTimestamp"`) {
+		t.Errorf("rollback left the volume: %s", got)
+	}
+	if got := kubectlJSON(t, kubeconfig, "/api/v1/namespaces/matrix"); got != "" && !strings.Contains(got, `"phase":"Terminating"`) {
+		t.Errorf("rollback left the namespace: %s", got)
+	}
+
+	// The canaries: in nothing migrate printed or left on disk.
+	for _, c := range []string{signingKey, regSecret} {
+		if strings.Contains(seen.String(), c) {
+			t.Errorf("a secret reached the terminal")
+		}
+		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && bytes.Contains(must(os.ReadFile(p)), []byte(c)) {
+				t.Errorf("a secret is in clear in %s", p)
+			}
+			return nil
+		})
+	}
+}
+
+// onlyPhase rewrites a runbook file to keep one phase of it, and no talos
+// provider (nothing of the kept phase may use it).
+func onlyPhase(t *testing.T, path, keep string) {
+	t.Helper()
+	f, diags := hclwrite.ParseConfig(must(os.ReadFile(path)), path, hcl.InitialPos)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	body := f.Body()
+	for _, b := range slices.Clone(body.Blocks()) {
+		l := b.Labels()
+		if b.Type() == "phase" && l[0] != keep || b.Type() == "provider" && l[0] == "talos" {
+			body.RemoveBlock(b)
+		}
+	}
+	if err := os.WriteFile(path, f.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// oldMatrix launches the stand-in of the old matrix VM: Synapse's files
+// where Debian's package keeps them, and systemctl/sqlite3 stand-ins.
+func oldMatrix(t *testing.T, signingKey string) string {
+	t.Helper()
+	b := make([]byte, 4)
+	rand.Read(b)
+	name := "mt-matrix-" + hex.EncodeToString(b)
+	incusOut(t, "launch", image(), name)
+	t.Cleanup(func() { exec.Command("incus", "delete", "--force", name).Run() })
+	files := map[string]struct {
+		body string
+		mode string
+	}{
+		"/var/lib/matrix-synapse/homeserver.db":      {"SQLite format 3\x00 the rooms\n", "0600"},
+		"/var/lib/matrix-synapse/media/local/ab/cd":  {"a picture\n", "0600"},
+		"/etc/matrix-synapse/homeserver.signing.key": {signingKey + "\n", "0600"},
+		"/root/synapse.state":                        {"running\n", "0644"},
+		"/bin/systemctl": {"#!/bin/sh\n# stand-in for systemd: records the calls and the one service's state\n" +
+			"echo \"$*\" >> /root/systemctl.calls\n" +
+			"case \"$1\" in stop) echo stopped > /root/synapse.state;; start) echo running > /root/synapse.state;; esac\n", "0755"},
+		"/bin/sqlite3": {"#!/bin/sh\n# stand-in for sqlite3 DB '.backup DEST'\nexec cp \"$1\" \"${2#.backup }\"\n", "0755"},
+	}
+	for path, f := range files {
+		src := filepath.Join(t.TempDir(), "f")
+		if err := os.WriteFile(src, []byte(f.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		incusOut(t, "file", "push", "-p", "--mode", f.mode, src, name+path)
+	}
+	return name
+}
+
+func image() string {
+	if v := os.Getenv("INCUS_TEST_IMAGE"); v != "" {
+		return v
+	}
+	return "migrate-busybox"
+}
+
+// incusOut runs the incus CLI against the daemon of scripts/incus-up.sh.
+func incusOut(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "incus", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("incus %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// kubectlJSON GETs an API path with the kubeconfig's credentials; the
+// JSON comes back without spaces or newlines, for plain matching. A
+// missing object is "" (rollback checks ask for those).
+func kubectlJSON(t *testing.T, kubeconfig, path string) string {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := cs.Discovery().RESTClient().Get().AbsPath(path).DoRaw(ctx)
+	if apierrors.IsNotFound(err) {
+		return ""
+	}
+	if err != nil {
+		t.Fatalf("GET %s: %v\n%s", path, err, out)
+	}
+	return strings.NewReplacer(" ", "", "\n", "").Replace(string(out))
+}
+
+// labKubeconfig is the kubeconfig scripts/kube-up.sh writes.
+func labKubeconfig(t *testing.T) string {
+	t.Helper()
+	kubeconfig := os.Getenv("KUBECONFIG")
+	if kubeconfig == "" {
+		kubeconfig = "/var/lib/migrate-lab/kube/admin.kubeconfig"
+	}
+	if _, err := os.Stat(kubeconfig); err != nil {
+		t.Fatalf("no kubeconfig (%v): start the API server with scripts/kube-up.sh (make test does)", err)
+	}
+	return kubeconfig
+}
+
+func canary(t *testing.T) string {
+	b := make([]byte, 12)
+	rand.Read(b)
+	return "cnry" + hex.EncodeToString(b)
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
