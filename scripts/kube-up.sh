@@ -213,8 +213,9 @@ stage_files=()
 for f in "$bin"/kwok-stages/*.yaml "$here"/kwok-stages/*.yaml; do
 	[ -f "$f" ] && stage_files+=("$f") && kwok_args+=(-c "$f")
 done
-# What kwok runs with: its flags and the content of its stages.
-kwok_id="${kwok_args[*]} $(cat "${stage_files[@]}" | cksum)"
+# What kwok runs with: the content of its stages (not their paths: a
+# clone elsewhere with the same stages keeps the kwok that runs).
+kwok_id="$node_name $(cat "${stage_files[@]}" | cksum)"
 if alive kwok && [ "$(cat "$lab/run/kwok.args" 2>/dev/null)" != "$kwok_id" ]; then
 	log "restarting kwok: its stages changed"
 	stop_pid kwok
