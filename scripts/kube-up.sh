@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # kube-up.sh: a real Kubernetes control plane on loopback for the Helm
-# provider's tests: etcd (Debian's etcd-server), kube-apiserver,
+# provider's tests: etcd, kube-apiserver,
 # kube-controller-manager and kube-scheduler (built from the module proxy by
 # build-kube.sh), with PodSecurity admission configured as Talos configures
 # it (enforce baseline, audit and warn restricted, kube-system exempt), and
@@ -54,14 +54,7 @@ alive() {
 	ps -o args= -p "$pid" 2>/dev/null | grep -q -- "$1"
 }
 
-# 1. etcd from Debian.
-if ! command -v etcd >/dev/null; then
-	log "installing etcd-server"
-	export DEBIAN_FRONTEND=noninteractive
-	quiet apt-get update -qq
-	quiet apt-get install -y -qq --no-install-recommends etcd-server
-fi
-# 2. The Kubernetes binaries, built once.
+# 1-2. etcd and the Kubernetes binaries, built once.
 bin=$("$here/build-kube.sh")
 
 # 3. PKI: a CA, the API server's serving cert for 127.0.0.1, an admin
@@ -126,14 +119,21 @@ plugins:
       namespaces: [kube-system]
 ADM
 
-# 4. Start what is not running.
+# 4. Start what is not running. An etcd that is not this one (Debian's,
+# run by an older version of this script) is replaced, and everything on
+# it with it: its data stays in its own directory.
+etcd_args=(--name migrate-lab --data-dir "$lab/etcd-v3.6"
+	--listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port"
+	--listen-peer-urls "http://127.0.0.1:$((etcd_port + 1))" --initial-advertise-peer-urls "http://127.0.0.1:$((etcd_port + 1))"
+	--initial-cluster "migrate-lab=http://127.0.0.1:$((etcd_port + 1))")
+if alive etcd && [ "$(cat "$lab/run/etcd.args" 2>/dev/null)" != "$bin/etcd ${etcd_args[*]}" ]; then
+	log "restarting the control plane: its etcd changed"
+	stop_pid kwok; stop_pid kube-scheduler; stop_pid kube-controller-manager; stop_pid kube-apiserver; stop_pid etcd
+fi
 if ! alive etcd; then
 	log "starting etcd on 127.0.0.1:$etcd_port"
-	setsid etcd --name migrate-lab --data-dir "$lab/etcd" \
-		--listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
-		--listen-peer-urls "http://127.0.0.1:$((etcd_port + 1))" --initial-advertise-peer-urls "http://127.0.0.1:$((etcd_port + 1))" \
-		--initial-cluster "migrate-lab=http://127.0.0.1:$((etcd_port + 1))" \
-		</dev/null >"$lab/run/etcd.log" 2>&1 &
+	echo "$bin/etcd ${etcd_args[*]}" >"$lab/run/etcd.args"
+	setsid "$bin/etcd" "${etcd_args[@]}" </dev/null >"$lab/run/etcd.log" 2>&1 &
 	echo $! >"$lab/run/etcd.pid"
 fi
 apiserver_args=(

@@ -403,9 +403,10 @@ func TestWait(t *testing.T) {
 		t.Errorf("status = %s", got)
 	}
 
-	// One replica never becomes ready here: atomic uninstalls it.
+	// One replica that no node may run never becomes ready: atomic
+	// uninstalls it.
 	bad := obj(map[string]cty.Value{"name": str("never"), "chart": str("charts/ready"), "namespace": str(ns), "atomic": cty.True, "timeout": str("3s"),
-		"values": obj(map[string]cty.Value{"replicas": cty.NumberIntVal(1)})})
+		"values": obj(map[string]cty.Value{"replicas": cty.NumberIntVal(1), "nodeSelector": obj(map[string]cty.Value{"migrate.test/none": str("nowhere")})})})
 	r := apply(t, p, helm.Release, "never", bad, nil, nil)
 	if !r.Diagnostics.HasErrors() {
 		t.Fatal("an atomic release that never becomes ready succeeded")

@@ -89,6 +89,12 @@ func applyReady(ctx context.Context, c *call, a readyAttrs, _ struct{}, _ *sdk.P
 	probe := parent
 	for {
 		state := readyState(probe, cl, a.Node)
+		if probe == ctx && time.Until(deadline) < readyPoll/10 {
+			// Cut short by (or refused for) the deadline, e.g. by the
+			// client's rate limiter, which refuses a wait it cannot
+			// finish in time: no news about the cluster.
+			state = last
+		}
 		probe = ctx
 		if state == "" {
 			c.Log.Printf("the API server is ready and %s Ready", readyWhat(a))
