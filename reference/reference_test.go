@@ -2,9 +2,11 @@ package reference
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"testing"
 	"testing/fstest"
+	"unicode"
 
 	"github.com/zclconf/go-cty/cty"
 
@@ -141,4 +143,43 @@ func names(blk block) []string {
 		out = append(out, names(n)...)
 	}
 	return out
+}
+
+// TestLinksLeadToHeadings: every #anchor of the reference is the slug
+// GitHub gives one of its headings.
+func TestLinksLeadToHeadings(t *testing.T) {
+	var b bytes.Buffer
+	if err := Write(&b, schemas); err != nil {
+		t.Fatal(err)
+	}
+	slugs := map[string]bool{}
+	for _, line := range strings.Split(b.String(), "\n") {
+		if h, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " "); ok && strings.HasPrefix(line, "#") {
+			slugs[slug(h)] = true
+		}
+	}
+	links := regexp.MustCompile(`\]\(#([^)]+)\)`).FindAllStringSubmatch(b.String(), -1)
+	if len(links) == 0 {
+		t.Fatal("no #anchor link found")
+	}
+	for _, m := range links {
+		if !slugs[m[1]] {
+			t.Errorf("#%s leads to no heading (headings: %v)", m[1], slugs)
+		}
+	}
+}
+
+// slug is GitHub's anchor of a heading: lower case, punctuation but - and
+// _ dropped, spaces as -.
+func slug(h string) string {
+	var out strings.Builder
+	for _, r := range strings.ToLower(h) {
+		switch {
+		case r == ' ':
+			out.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			out.WriteRune(r)
+		}
+	}
+	return out.String()
 }
