@@ -21,6 +21,10 @@ type StepType struct {
 	CanCheck bool
 	// CheckOnly says the type may only be used in a check block.
 	CheckOnly bool
+	// Rollback says what rollback does to an applied step of this type,
+	// for the reference (migrate docs). Prose only: left out of the
+	// schema's encoding, so the plugin handshake's digest ignores it.
+	Rollback string `json:"-"`
 }
 
 // Block is a set of attributes.

@@ -188,9 +188,11 @@ func writeMermaid(w io.Writer, g graphModel) {
 	}
 }
 
-// SVG layout: phases are columns left to right, in declaration order; in a
-// phase, a step's column is its dependency depth (1 + the deepest step of
-// the same phase it waits for), so edges inside a phase point right.
+// SVG layout: phases are rows top to bottom, in declaration order, so a
+// migration of many phases stays as wide as its widest phase (a picture
+// for a README); in a phase, a step's column is its dependency depth (1 +
+// the deepest step of the same phase it waits for), so edges inside a
+// phase point right and edges between phases point down.
 const (
 	svgBoxH   = 28 // a step's box
 	svgCharW  = 7  // the width of a character of the 12px monospace font
@@ -198,7 +200,7 @@ const (
 	svgGapY   = 12 // between boxes of a column
 	svgPad    = 16 // inside a phase's frame
 	svgHeader = 26 // a phase's title
-	svgPhaseX = 48 // between phases
+	svgPhaseY = 40 // between phases
 )
 
 type svgBox struct{ x, y, w int }
@@ -235,9 +237,9 @@ func writeSVG(w io.Writer, g graphModel) {
 	}
 
 	boxes := map[string]svgBox{}
-	type frame struct{ x, w, h int }
+	type frame struct{ y, h int }
 	frames := map[string]frame{}
-	x, height := svgPad, 0
+	y, width := svgPad, 0
 	for _, ph := range g.phases {
 		var cols [][]graphNode
 		for _, n := range ph.nodes {
@@ -248,29 +250,29 @@ func writeSVG(w io.Writer, g graphModel) {
 			cols[d] = append(cols[d], n)
 		}
 		title := "phase " + ph.name
-		cx, h := x+svgPad, 0
+		cx, h := 2*svgPad, 0
 		for _, col := range cols {
 			cw := 0
 			for _, n := range col {
 				cw = max(cw, len([]rune(n.label))*svgCharW+20)
 			}
 			for i, n := range col {
-				boxes[n.id] = svgBox{x: cx, y: svgPad + svgHeader + i*(svgBoxH+svgGapY), w: cw}
+				boxes[n.id] = svgBox{x: cx, y: y + svgHeader + i*(svgBoxH+svgGapY), w: cw}
 			}
 			h = max(h, len(col)*(svgBoxH+svgGapY)-svgGapY)
 			cx += cw + svgGapX
 		}
-		// A phase without steps: cx-svgGapX+svgPad-x is negative, the title sets the width.
-		fw := max(cx-svgGapX+svgPad-x, len([]rune(title))*svgCharW+2*svgPad)
-		frames[ph.name] = frame{x: x, w: fw, h: svgHeader + h + 2*svgPad}
-		height = max(height, svgHeader+h+2*svgPad)
-		x += fw + svgPhaseX
+		// A phase without steps: cx-svgGapX+svgPad is less than the title's width.
+		width = max(width, cx-svgGapX+svgPad, svgPad+len([]rune(title))*svgCharW+2*svgPad)
+		frames[ph.name] = frame{y: y, h: svgHeader + h + svgPad}
+		y += svgHeader + h + svgPad + svgPhaseY
 	}
-	width := x - svgPhaseX + svgPad
+	height := y - svgPhaseY + svgPad
 	if len(g.phases) == 0 {
-		width = 2 * svgPad
+		height = 2 * svgPad
 	}
-	height += 2 * svgPad
+	fw := width - svgPad // every frame as wide as the widest phase
+	width += svgPad
 
 	esc := func(s string) string {
 		var b strings.Builder
@@ -283,20 +285,8 @@ func writeSVG(w io.Writer, g graphModel) {
 	for _, ph := range g.phases {
 		f := frames[ph.name]
 		fmt.Fprintf(w, `  <g class="phase" data-phase="%s"><title>%s</title>`+"\n", esc(ph.name), esc("phase "+ph.name))
-		fmt.Fprintf(w, `    <rect x="%d" y="%d" width="%d" height="%d" rx="6" fill="#f4f6fa" stroke="#8894a8"/>`+"\n", f.x, svgPad, f.w, f.h)
-		fmt.Fprintf(w, `    <text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", f.x+svgPad, svgPad+18, esc("phase "+ph.name))
-		for _, n := range ph.nodes {
-			b := boxes[n.id]
-			fmt.Fprintf(w, `    <g class="step" data-address="%s"><title>%s</title>`, esc(n.id), esc(n.label))
-			if n.check { // a hexagon, as in the dot output
-				x0, x1, y0, ym, y1 := b.x, b.x+b.w, b.y, b.y+svgBoxH/2, b.y+svgBoxH
-				fmt.Fprintf(w, `<polygon points="%d,%d %d,%d %d,%d %d,%d %d,%d %d,%d" fill="#fff8e6" stroke="#a07a20"/>`,
-					x0, ym, x0+8, y0, x1-8, y0, x1, ym, x1-8, y1, x0+8, y1)
-			} else {
-				fmt.Fprintf(w, `<rect x="%d" y="%d" width="%d" height="%d" rx="3" fill="white" stroke="#333"/>`, b.x, b.y, b.w, svgBoxH)
-			}
-			fmt.Fprintf(w, `<text x="%d" y="%d" text-anchor="middle">%s</text></g>`+"\n", b.x+b.w/2, b.y+svgBoxH/2+4, esc(n.label))
-		}
+		fmt.Fprintf(w, `    <rect x="%d" y="%d" width="%d" height="%d" rx="6" fill="#f4f6fa" stroke="#8894a8"/>`+"\n", svgPad, f.y, fw, f.h)
+		fmt.Fprintf(w, `    <text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", 2*svgPad, f.y+18, esc("phase "+ph.name))
 		fmt.Fprintln(w, "  </g>")
 	}
 	for _, e := range g.edges {
@@ -306,15 +296,20 @@ func writeSVG(w io.Writer, g graphModel) {
 			continue
 		}
 		x1, y1, x2, y2 := from.x+from.w, from.y+svgBoxH/2, to.x, to.y+svgBoxH/2
+		c1x, c1y, c2x, c2y := (x1+x2)/2, y1, (x1+x2)/2, y2
+		if inPhase[e[0]] != inPhase[e[1]] { // down, from the bottom of one box to the top of the other
+			x1, y1, x2, y2 = from.x+from.w/2, from.y+svgBoxH, to.x+to.w/2, to.y
+			c1x, c1y, c2x, c2y = x1, (y1+y2)/2, x2, (y1+y2)/2
+		}
 		mid := (x1 + x2) / 2
 		if l := g.labels[e]; l != "" {
 			// The step waits for what its provider's block uses.
 			fmt.Fprintf(w, `  <g class="edge provider" data-from="%s" data-to="%s" data-label="%s"><title>%s</title><path d="M %d %d C %d %d, %d %d, %d %d" fill="none" stroke="#2a5db0" stroke-width="2" marker-end="url(#arrow)"/><text x="%d" y="%d" text-anchor="middle" font-size="10" fill="#2a5db0">%s</text></g>`+"\n",
-				esc(e[0]), esc(e[1]), esc(l), esc(e[0]+" -> "+e[1]+" ("+l+")"), x1, y1, mid, y1, mid, y2, x2, y2, mid, (y1+y2)/2-4, esc(l))
+				esc(e[0]), esc(e[1]), esc(l), esc(e[0]+" -> "+e[1]+" ("+l+")"), x1, y1, c1x, c1y, c2x, c2y, x2, y2, mid, (y1+y2)/2-4, esc(l))
 			continue
 		}
 		fmt.Fprintf(w, `  <g class="edge" data-from="%s" data-to="%s"><title>%s</title><path d="M %d %d C %d %d, %d %d, %d %d" fill="none" stroke="#444" marker-end="url(#arrow)"/></g>`+"\n",
-			esc(e[0]), esc(e[1]), esc(e[0]+" -> "+e[1]), x1, y1, mid, y1, mid, y2, x2, y2)
+			esc(e[0]), esc(e[1]), esc(e[0]+" -> "+e[1]), x1, y1, c1x, c1y, c2x, c2y, x2, y2)
 	}
 	for _, e := range g.order {
 		from, ok1 := frames[e[0]]
@@ -322,9 +317,24 @@ func writeSVG(w io.Writer, g graphModel) {
 		if !ok1 || !ok2 {
 			continue
 		}
-		y := svgPad + svgHeader/2
+		x := 4 * svgPad
 		fmt.Fprintf(w, `  <g class="phase-order" data-from="%s" data-to="%s"><title>%s</title><path d="M %d %d L %d %d" fill="none" stroke="#8894a8" stroke-dasharray="5 4" marker-end="url(#arrow)"/></g>`+"\n",
-			esc(e[0]), esc(e[1]), esc("phase "+e[1]+" runs after phase "+e[0]), from.x+from.w, y, to.x, y)
+			esc(e[0]), esc(e[1]), esc("phase "+e[1]+" runs after phase "+e[0]), x, from.y+from.h, x, to.y)
+	}
+	// Boxes last, over the edges: a line that passes a box goes behind it.
+	for _, ph := range g.phases {
+		for _, n := range ph.nodes {
+			b := boxes[n.id]
+			fmt.Fprintf(w, `  <g class="step" data-address="%s"><title>%s</title>`, esc(n.id), esc(n.label))
+			if n.check { // a hexagon, as in the dot output
+				x0, x1, y0, ym, y1 := b.x, b.x+b.w, b.y, b.y+svgBoxH/2, b.y+svgBoxH
+				fmt.Fprintf(w, `<polygon points="%d,%d %d,%d %d,%d %d,%d %d,%d %d,%d" fill="#fff8e6" stroke="#a07a20"/>`,
+					x0, ym, x0+8, y0, x1-8, y0, x1, ym, x1-8, y1, x0+8, y1)
+			} else {
+				fmt.Fprintf(w, `<rect x="%d" y="%d" width="%d" height="%d" rx="3" fill="white" stroke="#333"/>`, b.x, b.y, b.w, svgBoxH)
+			}
+			fmt.Fprintf(w, `<text x="%d" y="%d" text-anchor="middle">%s</text></g>`+"\n", b.x+b.w/2, b.y+svgBoxH/2+4, esc(n.label))
+		}
 	}
 	fmt.Fprintln(w, "</svg>")
 }

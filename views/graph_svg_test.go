@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,8 +14,9 @@ import (
 )
 
 // TestGraphSVG: the svg format is well-formed XML with a box for every
-// step and check, a path for every dependency (pointing right, as the
-// layout ranks steps by depth), and one for the order of phases.
+// step and check, a path for every dependency (pointing right inside a
+// phase, as the layout ranks steps by depth; down between phases, which
+// are rows), and one for the order of phases.
 func TestGraphSVG(t *testing.T) {
 	rb := &phases.Runbook{Phases: []*phases.Phase{
 		{Name: "A", Steps: []*phases.Step{
@@ -32,6 +34,7 @@ func TestGraphSVG(t *testing.T) {
 	}
 
 	steps := map[string][2]float64{} // address -> x of its left and right edges
+	tops := map[string]float64{}     // address -> y of its top edge
 	edges := map[string]bool{}
 	order := map[string]bool{}
 	dec := xml.NewDecoder(bytes.NewReader(out.Bytes()))
@@ -67,17 +70,21 @@ func TestGraphSVG(t *testing.T) {
 		case el.Name.Local == "g" && at["class"] == "phase-order":
 			order[at["data-from"]+" -> "+at["data-to"]] = true
 		case (el.Name.Local == "rect" || el.Name.Local == "polygon") && cur != "":
-			var xs []float64
+			var xs, ys []float64
 			if el.Name.Local == "rect" {
 				x, _ := strconv.ParseFloat(at["x"], 64)
 				w, _ := strconv.ParseFloat(at["width"], 64)
-				xs = []float64{x, x + w}
+				y, _ := strconv.ParseFloat(at["y"], 64)
+				xs, ys = []float64{x, x + w}, []float64{y}
 			} else {
 				for _, p := range strings.Fields(at["points"]) {
-					f, _ := strconv.ParseFloat(strings.Split(p, ",")[0], 64)
-					xs = append(xs, f)
+					xy := strings.Split(p, ",")
+					f, _ := strconv.ParseFloat(xy[0], 64)
+					g, _ := strconv.ParseFloat(xy[1], 64)
+					xs, ys = append(xs, f), append(ys, g)
 				}
 			}
+			tops[cur] = slices.Min(ys)
 			lo, hi := xs[0], xs[0]
 			for _, x := range xs {
 				lo, hi = min(lo, x), max(hi, x)
@@ -94,6 +101,12 @@ func TestGraphSVG(t *testing.T) {
 	for _, e := range [][2]string{{"exec.a", "exec.b"}, {"exec.b", "exec.c_with_<odd>_&_name"}, {"exec.a", "exec.c_with_<odd>_&_name"}, {"exec.b", "exec.d"}} {
 		if !edges[e[0]+" -> "+e[1]] {
 			t.Errorf("no edge %s -> %s:\n%s", e[0], e[1], out)
+		}
+		if e[1] == "exec.d" { // in the next phase: the row below
+			if tops[e[0]] >= tops[e[1]] {
+				t.Errorf("%s is not above %s, which waits for it: %v %v", e[0], e[1], tops[e[0]], tops[e[1]])
+			}
+			continue
 		}
 		if steps[e[0]][1] >= steps[e[1]][0] {
 			t.Errorf("%s is not left of %s, which waits for it: %v %v", e[0], e[1], steps[e[0]], steps[e[1]])

@@ -13,7 +13,7 @@ func (a *app) graphCommand() *cobra.Command {
 		Use:   "graph",
 		Short: "Print the runbook's phases, steps and dependencies as a graph",
 		Long: `Print the runbook as a graph: phases as clusters (dot), subgraphs
-(mermaid) or framed columns (svg), steps as nodes, checks as hexagons, an
+(mermaid) or framed rows (svg), steps as nodes, checks as hexagons, an
 edge from each step to the steps that wait for it, and dashed edges for the
 order of phases. The svg format is a picture laid out by migrate itself;
 dot needs Graphviz (dot -Tsvg) to become one.`,

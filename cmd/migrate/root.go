@@ -40,6 +40,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.statusCommand(),
 		a.rollbackCommand(),
 		a.graphCommand(),
+		a.docsCommand(),
 		a.stateCommand(),
 		a.secretsCommand(),
 		a.versionCommand(),

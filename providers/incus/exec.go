@@ -56,6 +56,7 @@ type execApply = sdk.Apply[struct{}, execInverse]
 var execStep = &sdk.StepType[*conn, execSpec, struct{}, execInverse]{
 	Name:        Exec,
 	Description: "Runs a command (an argv, no terminal) inside an instance, its output streamed to the log; exactly once across interruptions with creates; rollback runs the revert command.",
+	Rollback:    "Runs revert in the instance with the same env, user, group and cwd; without revert, nothing (the plan says so).",
 	Outputs:     execOut{},
 	Validate:    validateExec,
 	Read:        readExec,

@@ -66,6 +66,7 @@ type fileApply = sdk.Apply[struct{}, fileInverse]
 var fileStep = &sdk.StepType[*conn, fileSpec, struct{}, fileInverse]{
 	Name:        File,
 	Description: "Pushes a file or directory tree into an instance, or pulls one out (optionally into an age-encrypted file), with its SHA-256 as an output; rollback removes what it created and puts back what it replaced.",
+	Rollback:    "Removes what it created; a file it replaced was kept beside it as NAME.migrate-orig (never in the state) and is put back.",
 	Outputs:     fileOut{},
 	Validate:    validateFile,
 	Read:        readFile,

@@ -60,6 +60,7 @@ type instanceOut struct {
 var instanceStep = &sdk.StepType[*conn, InstanceSpec, instancePrivate, instanceInverse]{
 	Name:        Instance,
 	Description: "Ensures an Incus instance exists with the given type, image (or empty disk), limits, profiles, config and devices; or, with ensure = \"absent\", that it is deleted (refused for instances kept for rollback before retain_until).",
+	Rollback:    "Deletes the instance it created, or restores the previous config and devices; a deletion cannot be undone.",
 	Outputs:     instanceOut{},
 	Validate: func(c *call, s *InstanceSpec) phases.Diagnostics {
 		return normalize(c.Addr, s, c.Sensitive)

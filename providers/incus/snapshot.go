@@ -39,6 +39,7 @@ type (
 var snapshotStep = &sdk.StepType[*conn, snapshotSpec, struct{}, snapshotInverse]{
 	Name:        Snapshot,
 	Description: "Creates, restores or deletes a named snapshot of an instance.",
+	Rollback:    "Deletes a snapshot it created; a restore with snapshot_before restores the snapshot taken first; a deletion cannot be undone.",
 	Outputs:     snapshotOut{},
 	Validate:    validateSnapshot,
 	Read:        readSnapshot,

@@ -46,6 +46,7 @@ type (
 var stateStep = &sdk.StepType[*conn, stateSpec, struct{}, stateInverse]{
 	Name:        InstanceState,
 	Description: "Stops or starts an instance: gracefully with a timeout (force only when force_after is set), optionally after a snapshot; a stopped instance is kept for rollback, which starts it again.",
+	Rollback:    "Puts the instance back in its previous state (a stopped VM is started again, restored from its snapshot with restore_on_rollback).",
 	Outputs:     stateOut{},
 	Validate:    validateState,
 	Read:        readState,

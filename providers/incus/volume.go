@@ -51,6 +51,7 @@ type volApply = sdk.Apply[struct{}, volumeInverse]
 var volumeStep = &sdk.StepType[*conn, volumeSpec, struct{}, volumeInverse]{
 	Name:        Volume,
 	Description: "Ensures a custom storage volume exists in a pool with the given content type, size and config; rollback deletes the volume it created, or restores the config it changed.",
+	Rollback:    "Deletes the volume it created, or restores the config it changed.",
 	Outputs:     volumeOut{},
 	Validate:    validateVolume,
 	Read:        readVolume,

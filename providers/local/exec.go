@@ -35,6 +35,7 @@ type execOutputs struct {
 var execStep = &sdk.StepType[*Provider, execAttrs, none, revertData]{
 	Name:        Exec,
 	Description: "Runs a command given as an argv list; no shell unless the argv asks for one (\"sh\", \"-c\", ...).",
+	Rollback:    "Runs revert (an argv, which must be safe to run twice), skipped when revert_creates exists after an interrupted revert; without revert the step is listed as irreversible.",
 	Outputs:     execOutputs{},
 	CanCheck:    true,
 	Unknowns:    true, // the plan shows what is known of the command

@@ -20,6 +20,7 @@ type approvalOutputs struct {
 var approvalStep = &sdk.StepType[*Provider, approvalAttrs, none, none]{
 	Name:        Approval,
 	Description: "A human gate: asks at the terminal, or needs --approve ADDRESS; records who approved and when.",
+	Rollback:    "Nothing to undo.",
 	Outputs:     approvalOutputs{},
 	Unknowns:    true, // the plan shows the message as far as it is known
 	Plan: func(_ context.Context, _ *call, a approvalAttrs, _ *sdk.Prior[none, none]) sdk.Plan[none] {
@@ -63,6 +64,7 @@ type waitAttrs struct {
 var waitStep = &sdk.StepType[*Provider, waitAttrs, none, none]{
 	Name:        Wait,
 	Description: "A pause of a given duration.",
+	Rollback:    "Nothing to undo.",
 	Unknowns:    true,
 	Validate: func(c *call, a *waitAttrs) phases.Diagnostics {
 		if c.Unknown("duration") {

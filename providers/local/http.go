@@ -58,6 +58,7 @@ type httpOutputs struct {
 var httpStep = &sdk.StepType[*Provider, httpAttrs, none, none]{
 	Name:        HTTPCheck,
 	Description: "Waits until a URL answers an expected HTTP status. Redirects are not followed.",
+	Rollback:    "Nothing to undo.",
 	Outputs:     httpOutputs{},
 	CanCheck:    true,
 	Unknowns:    true, // the plan shows the check as far as it is known

@@ -131,6 +131,8 @@ type Undo[I any] struct {
 type StepType[S, A, P, I any] struct {
 	Name, Description   string
 	CanCheck, CheckOnly bool
+	// Rollback says what rollback does, in a sentence for the reference.
+	Rollback string
 	// Outputs is a struct value or type whose cty tags name the outputs;
 	// those tagged sensitive:"true" are marked so when returned as a struct.
 	Outputs any
@@ -200,7 +202,7 @@ func (t *StepType[S, A, P, I]) schema() (phases.StepType, error) {
 	if err != nil {
 		return st, fmt.Errorf("step type %s: %w", t.Name, err)
 	}
-	st.CanCheck, st.CheckOnly = t.CanCheck, t.CheckOnly
+	st.CanCheck, st.CheckOnly, st.Rollback = t.CanCheck, t.CheckOnly, t.Rollback
 	return st, nil
 }
 

@@ -39,6 +39,7 @@ var rules = []rule{
 	{pkg: "engine", may: []string{"graph", "phases", "providers", "secret", "state"}, never: []string{hcl},
 		why: "the engine knows providers by their interface only, and runbooks only as phases values (HCL belongs to runbooks)"},
 	{pkg: "views", may: []string{"engine", "phases", "providers", "secret", "state"}, why: "views render what the engine and state say"},
+	{pkg: "reference", may: []string{"phases"}, why: "the reference is written from schemas, not from providers"},
 
 	{pkg: "providers", may: []string{"phases"}, why: "the interface every provider implements"},
 	{pkg: "providers/sdk/...", may: []string{"phases", "providers", "providers/sdk/...", "secret"}, why: "the skeleton below every provider"},

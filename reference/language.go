@@ -1,0 +1,97 @@
+package reference
+
+import (
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/homelab-migrate/migrate/phases"
+)
+
+// A block of the runbook language, as the loader (package runbooks)
+// accepts it.
+type block struct {
+	header, description string
+	attrs               map[string]phases.Attribute
+	// types replaces the type column where it is not a value's type.
+	types map[string]string
+	// nested blocks, in the order shown.
+	nested []block
+}
+
+// attr is an optional attribute with a description.
+func attr(ty cty.Type, doc string) phases.Attribute {
+	return phases.Attribute{Type: ty, Description: doc}
+}
+
+func required(ty cty.Type, doc string) phases.Attribute {
+	return phases.Attribute{Type: ty, Required: true, Description: doc}
+}
+
+var references = cty.List(cty.DynamicPseudoType)
+
+// language is the runbook language outside the step types, in the order
+// a runbook usually declares it.
+var language = []block{
+	{
+		header:      `variable "NAME"`,
+		description: "An input of the runbook. Its value comes from, in rising precedence: default, `MIGRATE_VAR_NAME`, the `*.auto.hcl` and `*.auto.hcl.age` files beside the runbook, `--var-file FILE`, `--var NAME=VALUE`. A value read from an age-encrypted file is sensitive.",
+		attrs: map[string]phases.Attribute{
+			"type":        attr(cty.DynamicPseudoType, "A type constraint (string, number, bool, list(string), map(string), object({...}), any); default any."),
+			"default":     attr(cty.DynamicPseudoType, "The value when none is given; without it the variable must be set (validate, graph and status leave it unknown)."),
+			"description": attr(cty.String, "What the variable is for."),
+			"sensitive":   attr(cty.Bool, "Redact the value, and every value computed from it, in plans, logs, state and the terminal; default false."),
+		},
+		types: map[string]string{"type": "type expression"},
+		nested: []block{{
+			header:      "validation",
+			description: "A rule the value must follow (repeatable).",
+			attrs: map[string]phases.Attribute{
+				"condition":     required(cty.Bool, "An expression over the variable that must be true."),
+				"error_message": required(cty.String, "The error shown when it is false."),
+			},
+		}},
+	},
+	{
+		header:      "locals",
+		description: "Named expressions, `NAME = EXPRESSION`, referred to as local.NAME. They may use variables, other locals and functions, not step outputs.",
+	},
+	{
+		header:      `provider "TYPE" "NAME"`,
+		description: "Configures a provider, referred to as TYPE.NAME. Its attributes are the provider's (below, under each provider); they may use step outputs, which makes every step of that provider wait for those steps. Optional when the provider has no required attributes (as local).",
+	},
+	{
+		header:      `phase "NAME"`,
+		description: "A unit that is planned, run and rolled back together; it holds step and check blocks.",
+		attrs: map[string]phases.Attribute{
+			"description": attr(cty.String, "What the phase does."),
+			"after":       attr(references, "The phases it runs after, as [phase.NAME, ...]; default the phase declared before it."),
+		},
+		types: map[string]string{"after": "list of references"},
+	},
+	{
+		header:      `step "TYPE" "NAME"`,
+		description: "One step of a phase, addressed TYPE.NAME (unique in the runbook). Its attributes are its step type's (below) plus the meta-arguments. A reference to another step's output (TYPE.NAME.OUTPUT) is also a dependency.",
+	},
+	{
+		header:      `check "TYPE" "NAME"`,
+		description: "A step type that can be a check (see \"usable as\" below), run before the phase's steps or after them. Its attributes are its type's plus the meta-arguments, when among them.",
+	},
+	{
+		header:      "meta-arguments",
+		description: "An attribute of the step type with the same name wins (http_check's own timeout is not the step's).",
+		attrs: map[string]phases.Attribute{
+			"provider":   attr(cty.DynamicPseudoType, "The provider block that runs the step, as TYPE.NAME; default the only block of that type, or the one named \"default\", or an implicit one when the provider needs no settings."),
+			"depends_on": attr(references, "Steps and checks to wait for, as [TYPE.NAME, ...]; in the same phase or one that runs before."),
+			"timeout":    attr(cty.String, "The longest the step may take, a duration such as \"30s\" or \"5m\"."),
+			"when":       attr(cty.String, "Checks only: \"before\" (the phase does not start until it passes) or \"after\" (the phase is not complete until it passes); default \"after\"."),
+		},
+		types: map[string]string{"provider": "reference", "depends_on": "list of references"},
+		nested: []block{{
+			header:      "retry",
+			description: "Try the step again when it fails.",
+			attrs: map[string]phases.Attribute{
+				"attempts": attr(cty.Number, "Tries in all, 1 to 1000; default 1."),
+				"backoff":  attr(cty.String, "The wait before the second try, doubled after each; default \"1s\"."),
+			},
+		}},
+	},
+}
