@@ -37,7 +37,7 @@ import (
 // rollback brings the old instance back with Synapse running.
 //
 // The other phases target a Talos node, which does not run here, so the
-// test keeps the one phase and drops the talos provider (onlyPhase). The
+// test keeps the one phase and drops the talos provider (keepPhases). The
 // old "VM" is a busybox container: systemctl and sqlite3 are stand-ins
 // that record what they were asked (the commands the example runs are the
 // real ones of Debian's matrix-synapse package).
@@ -45,7 +45,7 @@ func TestHomelabMatrixMove(t *testing.T) {
 	t.Parallel()
 	kubeconfig := labKubeconfig(t)
 	dir := copyExample(t, "homelab")
-	onlyPhase(t, filepath.Join(dir, "main.hcl"), "ingress-matrix")
+	keepPhases(t, filepath.Join(dir, "main.hcl"), "ingress-matrix")
 	kc, err := os.ReadFile(kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -180,9 +180,10 @@ func TestHomelabMatrixMove(t *testing.T) {
 	}
 }
 
-// onlyPhase rewrites a runbook file to keep one phase of it, and no talos
-// provider (nothing of the kept phase may use it).
-func onlyPhase(t *testing.T, path, keep string) {
+// keepPhases rewrites a runbook file to keep only the named phases, and
+// nothing of Talos: no talos provider, no talos_* step or check in the
+// phases kept (the lab's Talos node is not part of these tests).
+func keepPhases(t *testing.T, path string, keep ...string) {
 	t.Helper()
 	f, diags := hclwrite.ParseConfig(must(os.ReadFile(path)), path, hcl.InitialPos)
 	if diags.HasErrors() {
@@ -191,8 +192,15 @@ func onlyPhase(t *testing.T, path, keep string) {
 	body := f.Body()
 	for _, b := range slices.Clone(body.Blocks()) {
 		l := b.Labels()
-		if b.Type() == "phase" && l[0] != keep || b.Type() == "provider" && l[0] == "talos" {
+		switch {
+		case b.Type() == "phase" && !slices.Contains(keep, l[0]), b.Type() == "provider" && l[0] == "talos":
 			body.RemoveBlock(b)
+		case b.Type() == "phase":
+			for _, s := range slices.Clone(b.Body().Blocks()) {
+				if (s.Type() == "step" || s.Type() == "check") && strings.HasPrefix(s.Labels()[0], "talos_") {
+					b.Body().RemoveBlock(s)
+				}
+			}
 		}
 	}
 	if err := os.WriteFile(path, f.Bytes(), 0o644); err != nil {
