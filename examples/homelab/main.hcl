@@ -125,6 +125,9 @@ provider "helm" "cluster" {
   default_pod_security = "baseline"           # what Talos enforces
 }
 
+# The rehearsal's cluster is deleted with its VM: a rollback of the whole
+# move stops at its Job and namespace (their cluster is gone). Roll back
+# the later phases by name (migrate rollback --phase platform --phase ...).
 phase "rehearsal" {
   description = "The disqualifying tests on a throwaway Talos VM: a pod writes to the data share and the node reads it back; the iGPU is visible. Nothing real is touched before this passes."
 
@@ -565,6 +568,8 @@ phase "ingress-matrix" {
       env         = { SYNAPSE_SERVER_NAME = var.matrix_domain, SYNAPSE_CONFIG_DIR = "/data" }
       claims      = { data = { claim = "synapse-data", mountPath = "/data" } }
       secretFiles = { signing = { secret = "synapse-signing-key", mountPath = "/keys" } }
+      probe       = { http = "/health" }
+      resources   = { requests = { cpu = "250m", memory = "512Mi" }, limits = { memory = "2Gi" } }
     }
     set_sensitive = { "env.SYNAPSE_REGISTRATION_SHARED_SECRET" = var.synapse_registration_secret }
     depends_on    = [kubernetes_job.restore_synapse, kubernetes_secret.signing_key]

@@ -142,8 +142,12 @@ func TestHomelabMatrixMove(t *testing.T) {
 	}
 
 	start = time.Now()
-	do("rollback", "--auto-approve")
+	rb := do("rollback", "--auto-approve")
 	t.Logf("rollback: %s", time.Since(start))
+	// The DNS switch was made by hand: the rollback says to switch it back.
+	if want := "Point matrix.example.org back at the old matrix VM"; !strings.Contains(strings.Join(strings.Fields(rb), " "), want) {
+		t.Errorf("the rollback does not ask to switch DNS back (%q):\n%s", want, rb)
+	}
 	if got := incusOut(t, "list", vm, "--format", "csv", "--columns", "s"); strings.TrimSpace(got) != "RUNNING" {
 		t.Errorf("the old matrix instance after rollback: %q", got)
 	}
