@@ -8,6 +8,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclwrite"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/homelab-migrate/migrate/lab/talosnode"
 )
 
 // homelabApps is examples/homelab with only its data-apps and
@@ -89,6 +95,79 @@ func TestHomelabMediaNeedsPrivileged(t *testing.T) {
 	for _, want := range []string{`step "helm_release" "jellyfin"`, `helm release "jellyfin" would create pods that namespace "media" (PodSecurity "baseline") rejects`, "Deployment media/frigate", `container "jellyfin" must not set securityContext.privileged=true`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the plan's failure lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestHomelabRehearsalWithoutGPU: the rehearsal's iGPU check, as the
+// example has it, on a node whose only graphics card is virtual (the old
+// VM's, the brief's discovery) fails the phase with words a person
+// understands. The node is the lab's Talos node, its /proc/modules a
+// virtual GPU's; the check's other steps (the VM, the install) are left
+// out, its provider pointed at the node.
+func TestHomelabRehearsalWithoutGPU(t *testing.T) {
+	t.Parallel()
+	labDir := t.TempDir()
+	node, err := talosnode.New(talosnode.Options{Dir: labDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(node.Stop)
+	modules := filepath.Join(node.Root(), "proc/modules")
+	os.MkdirAll(filepath.Dir(modules), 0o755)
+	if err := os.WriteFile(modules, []byte("virtio_gpu 94208 0 - Live 0x0000000000000000\ndrm_kms_helper 249856 1 virtio_gpu, Live 0x0000000000000000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := copyExample(t, "homelab")
+	path := filepath.Join(dir, "main.hcl")
+	f, diags := hclwrite.ParseConfig(must(os.ReadFile(path)), path, hcl.InitialPos)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	for _, b := range f.Body().Blocks() {
+		l := b.Labels()
+		switch {
+		case b.Type() == "provider" && l[0] == "talos" && l[1] == "rehearsal":
+			b.Body().RemoveAttribute("endpoints") // the talosconfig's: the lab node
+			b.Body().SetAttributeValue("talosconfig", cty.StringVal(filepath.Join(labDir, "talosconfig")))
+			b.Body().SetAttributeValue("secrets", cty.StringVal(filepath.Join(labDir, "secrets.yaml")))
+			b.Body().SetAttributeValue("cluster_endpoint", cty.StringVal("https://127.0.0.1:6443"))
+		case b.Type() == "phase" && l[0] == "rehearsal":
+			for _, s := range b.Body().Blocks() {
+				if s.Type() == "step" && s.Labels()[0] == "talos_read" && s.Labels()[1] == "rehearsal_igpu" {
+					s.Body().RemoveAttribute("depends_on")
+				} else {
+					b.Body().RemoveBlock(s)
+				}
+			}
+		}
+		if b.Type() == "phase" && l[0] != "rehearsal" || b.Type() == "provider" && !(l[0] == "talos" && l[1] == "rehearsal") {
+			f.Body().RemoveBlock(b)
+		}
+	}
+	if err := os.WriteFile(path, f.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := exec.Command(migrate, "run", "--phase", "rehearsal", "--auto-approve", "--runbook", dir, "--no-color")
+	cmd.Env = append(os.Environ(), "MIGRATE_AGE_IDENTITY="+filepath.Join(dir, "secrets/demo-identity.txt"))
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the rehearsal passed on a node without the iGPU:\n%s", out)
+	}
+	text := strings.Join(strings.Fields(string(out)), " ")
+	for _, want := range []string{
+		"talos_read.rehearsal_igpu: No Intel iGPU on the rehearsal node: the i915 driver is not loaded.",
+		"Does the VM have the gpu device (pci 0000:00:02.0)",
+		"decode video on the CPU",
+		`What was read: /proc/modules (`, `does not contain "i915"`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the failure lacks %q:\n%s", want, out)
 		}
 	}
 }
