@@ -171,3 +171,41 @@ func TestHomelabRehearsalWithoutGPU(t *testing.T) {
 		}
 	}
 }
+
+// TestHomelabWholePlan: the plan of the whole move before anything ran,
+// against the real Incus daemon (busybox containers stand in for the
+// three old VMs): every phase plans, the Talos and cluster steps deferred
+// until the VMs exist, and the PodSecurity exceptions are still media,
+// files and ci alone (the rehearsal's throwaway cluster has a media too).
+func TestHomelabWholePlan(t *testing.T) {
+	t.Parallel()
+	dir := copyExample(t, "homelab")
+	iso := filepath.Join(t.TempDir(), "talos.iso")
+	if err := os.WriteFile(iso, []byte("not really an ISO: the plan only hashes it"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vars := []string{"--var", "talos_iso=" + iso, "--var", "zfs_data=" + t.TempDir()}
+	for _, v := range []string{"services", "matrix", "k3s"} {
+		name := "mt-" + v + "-" + canary(t)[4:12]
+		incusOut(t, "launch", image(), name)
+		t.Cleanup(func() { exec.Command("incus", "delete", "--force", name).Run() })
+		vars = append(vars, "--var", v+"_vm="+name)
+	}
+	env := []string{"MIGRATE_AGE_IDENTITY=" + filepath.Join(dir, "secrets/demo-identity.txt")}
+	plan := run(t, dir, env, append([]string{"plan"}, vars...)...)
+	for _, want := range []string{"Phase rehearsal", "Phase platform", "Phase data-apps", "Phase host-services", "Phase ingress-matrix", "Phase cleanup",
+		`import source_file ` + iso, "incus_instance.rehearsal_deleted", "talos_machine_config.node will run: its provider talos.node is configured with values (known after incus_instance.talos)"} {
+		if !strings.Contains(plan, want) {
+			t.Errorf("the plan lacks %q:\n%s", want, plan)
+		}
+	}
+	privileged := map[string]bool{}
+	for _, m := range regexp.MustCompile(`namespace (\S+): PodSecurity (\w+)`).FindAllStringSubmatch(plan, -1) {
+		if m[2] == "privileged" {
+			privileged[m[1]] = true
+		}
+	}
+	if len(privileged) != 3 || !privileged["media"] || !privileged["files"] || !privileged["ci"] {
+		t.Errorf("privileged namespaces in the whole plan: %v, want media, files, ci", privileged)
+	}
+}
