@@ -46,6 +46,17 @@ func TestHomelabMatrixMove(t *testing.T) {
 	kubeconfig := labKubeconfig(t)
 	dir := copyExample(t, "homelab")
 	keepPhases(t, filepath.Join(dir, "main.hcl"), "ingress-matrix")
+	// The namespaces of an earlier run's rollback may still be terminating:
+	// objects made in them now would vanish with them.
+	for _, ns := range []string{"matrix", "ingress"} {
+		deadline := time.Now().Add(5 * time.Minute)
+		for strings.Contains(kubectlJSON(t, kubeconfig, "/api/v1/namespaces/"+ns), `"phase":"Terminating"`) {
+			if time.Now().After(deadline) {
+				t.Fatalf("namespace %s of an earlier run is still terminating after 5m", ns)
+			}
+			time.Sleep(time.Second)
+		}
+	}
 	kc, err := os.ReadFile(kubeconfig)
 	if err != nil {
 		t.Fatal(err)
