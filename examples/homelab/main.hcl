@@ -1,26 +1,40 @@
-# The migration of the brief: a home server's three Incus VMs (home
-# services, Matrix, a k3s playground) replaced by one Talos Linux VM running
-# Kubernetes, in the five phases it was done in. The old VMs are stopped,
-# never deleted, and `migrate rollback` brings them back.
+# The migration of the brief: a home server's three Incus VMs (services:
+# Samba, Jellyfin, Frigate; matrix: Synapse; k3s: a playground) replaced
+# by one Talos Linux VM running Kubernetes. First a rehearsal on a
+# throwaway VM (what could disqualify Talos), then the five phases the
+# move was done in. The old VMs are stopped, never deleted, and
+# `migrate rollback` brings them back.
 #
+#   export MIGRATE_AGE_IDENTITY=secrets/demo-identity.txt   # the DEMO identity
 #   migrate plan --runbook examples/homelab
+#   migrate run  --runbook examples/homelab --phase rehearsal
 #   migrate run  --runbook examples/homelab --phase platform
 #   ...
 #   migrate rollback --runbook examples/homelab
 #
-# Secrets live beside the runbook, age-encrypted (secrets/*.age); patches
-# and charts stay plain so that reviews can read them.
+# Secrets live beside the runbook, age-encrypted (secrets/*.age,
+# secrets.auto.hcl.age); patches, charts and manifests stay plain so that
+# reviews can read them. Against a real home server, change the variables
+# below (the host's paths, the iGPU's PCI address, the domain).
 
-variable "node_ip" {
+variable "hostname" {
   type        = string
-  default     = "10.0.0.50"
-  description = "The Talos VM's address."
+  default     = "talos-home"
+  description = "The Talos node's hostname, set by the HostnameConfig of patches/node.yaml (and the name of its Kubernetes node)."
+  validation {
+    condition     = can(regex("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", var.hostname))
+    error_message = "The hostname must be a DNS label: lower-case letters, digits and dashes."
+  }
+  validation {
+    condition     = can(regex("(?m)^hostname: ${var.hostname}$", file("patches/node.yaml")))
+    error_message = "The HostnameConfig of patches/node.yaml names another hostname: set the same name there and in var.hostname."
+  }
 }
 
 variable "zfs_data" {
   type        = string
   default     = "/tank/data"
-  description = "The host's two-disk ZFS mirror: photos, files, recordings."
+  description = "The host's two-disk ZFS mirror: photos, files, recordings. Shared into the VM by virtiofs (tag incus_data), mounted by Talos at /var/mnt/data."
 }
 
 variable "igpu_pci" {
@@ -32,18 +46,13 @@ variable "igpu_pci" {
 variable "talos_iso" {
   type        = string
   default     = "/var/lib/images/talos-v1.13.3-i915.iso"
-  description = "An Image Factory ISO with the same schematic as the provider's extensions."
+  description = "An Image Factory ISO of the same version and schematic (siderolabs/i915) as the talos providers', on the machine running migrate: imported as a storage volume."
 }
 
-variable "matrix_domain" {
-  type    = string
-  default = "matrix.example.org"
-}
-
-variable "synapse_registration_secret" {
+variable "services_vm" {
   type        = string
-  sensitive   = true
-  description = "Synapse's registration shared secret: never shown, never stored in clear."
+  default     = "services"
+  description = "The old Incus VM of the home services (Samba, Jellyfin, Frigate)."
 }
 
 variable "matrix_vm" {
@@ -52,10 +61,33 @@ variable "matrix_vm" {
   description = "The old Incus VM running Synapse (Debian's matrix-synapse package, SQLite)."
 }
 
+variable "k3s_vm" {
+  type        = string
+  default     = "k3s"
+  description = "The old Incus VM of the k3s playground."
+}
+
+variable "matrix_domain" {
+  type    = string
+  default = "matrix.example.org"
+}
+
 variable "matrix_url" {
   type        = string
   default     = "https://matrix.example.org"
-  description = "Where the homeserver answers from the internet once DNS points at the node."
+  description = "Where the homeserver answers from the internet once DNS points at the home."
+}
+
+variable "forge_url" {
+  type        = string
+  default     = "https://git.example.org"
+  description = "The Gitea/Forgejo instance the CI runner registers with."
+}
+
+variable "synapse_registration_secret" {
+  type        = string
+  sensitive   = true
+  description = "Synapse's registration shared secret (from secrets.auto.hcl.age): never shown, never stored in clear."
 }
 
 variable "retain_old_vms_until" {
@@ -66,23 +98,155 @@ variable "retain_old_vms_until" {
 
 provider "incus" "host" {} # the local socket of the IncusOS host
 
-provider "talos" "node" {
-  endpoints        = [var.node_ip]
+# The throwaway node of the rehearsal, reached at the address its VM gets.
+# The same secrets as the real node: it is deleted at the end of the phase.
+provider "talos" "rehearsal" {
+  endpoints        = [incus_instance.rehearsal.ipv4]
   talosconfig      = "secrets/talosconfig.age"
   secrets          = "secrets/secrets.yaml.age"
-  version          = "v1.13.3" # what the cluster runs: render with THIS version
+  version          = "v1.13.3"
+  cluster_name     = "rehearsal"
+  cluster_endpoint = "https://${incus_instance.rehearsal.ipv4}:6443"
+  extensions       = ["siderolabs/i915"] # the iGPU firmware: what the rehearsal tests
+}
+
+provider "talos" "node" {
+  endpoints        = [incus_instance.talos.ipv4]
+  talosconfig      = "secrets/talosconfig.age"
+  secrets          = "secrets/secrets.yaml.age"
+  version          = "v1.13.3" # what the cluster runs: render with THIS version, never the client's
   cluster_name     = "home"
-  cluster_endpoint = "https://${var.node_ip}:6443"
+  cluster_endpoint = "https://${incus_instance.talos.ipv4}:6443"
   extensions       = ["siderolabs/i915"]
 }
 
 provider "helm" "cluster" {
-  kubeconfig           = "secrets/kubeconfig" # written by talos_kubeconfig.admin
+  kubeconfig           = "secrets/kubeconfig" # written by talos_kubeconfig.admin (0600, git-ignored)
   default_pod_security = "baseline"           # what Talos enforces
 }
 
+# The rehearsal's cluster is deleted with its VM: a rollback of the whole
+# move stops at its Job and namespace (their cluster is gone). Roll back
+# the later phases by name (migrate rollback --phase platform --phase ...).
+phase "rehearsal" {
+  description = "The disqualifying tests on a throwaway Talos VM: a pod writes to the data share and the node reads it back; the iGPU is visible. Nothing real is touched before this passes."
+
+  # The Talos ISO as a storage volume: the rehearsal and the real VM boot it.
+  step "incus_volume" "talos_iso" {
+    provider    = incus.host
+    name        = "talos-v1-13-3-i915"
+    source_file = var.talos_iso
+  }
+
+  step "incus_instance" "rehearsal" {
+    provider = incus.host
+    type     = "virtual-machine"
+    empty    = true
+    cpu      = 2
+    memory   = "4GiB"
+    config   = { "security.secureboot" = "false" } # the Factory's metal ISO is not signed for Secure Boot
+    devices = {
+      root    = { type = "disk", pool = "default", path = "/", size = "16GiB" }
+      data    = { type = "disk", source = var.zfs_data, path = "/var/mnt/data" } # virtiofs tag incus_data
+      igpu    = { type = "gpu", gputype = "physical", pci = var.igpu_pci }
+      install = { type = "disk", pool = incus_volume.talos_iso.pool, source = incus_volume.talos_iso.name, "boot.priority" = "10" }
+    }
+    start        = true
+    wait_for     = "ipv4"
+    wait_timeout = "5m"
+  }
+
+  step "talos_machine_config" "rehearsal" {
+    provider = talos.rehearsal
+    patches  = ["patches/rehearsal.yaml"]
+    verify   = { services = ["apid"] }
+  }
+
+  step "talos_bootstrap" "rehearsal" {
+    provider   = talos.rehearsal
+    depends_on = [talos_machine_config.rehearsal]
+  }
+
+  step "talos_kubeconfig" "rehearsal" {
+    provider   = talos.rehearsal
+    path       = "secrets/rehearsal.kubeconfig"
+    depends_on = [talos_bootstrap.rehearsal]
+  }
+
+  step "kubernetes_ready" "rehearsal" {
+    provider   = helm.cluster
+    kubeconfig = talos_kubeconfig.rehearsal.path
+    timeout    = "10m"
+  }
+
+  # The same exception as the real media namespace: hostPath needs it.
+  step "kubernetes_namespace" "rehearsal_media" {
+    provider     = helm.cluster
+    kubeconfig   = talos_kubeconfig.rehearsal.path
+    name         = "media"
+    pod_security = "privileged"
+    depends_on   = [kubernetes_ready.rehearsal]
+  }
+
+  # The data test of the brief: a pod writes a file on the share...
+  step "kubernetes_job" "rehearsal_write" {
+    provider   = helm.cluster
+    kubeconfig = talos_kubeconfig.rehearsal.path
+    namespace  = "media"
+    name       = "data-share-write"
+    timeout    = "10m"
+    job = {
+      template = { spec = {
+        restartPolicy = "Never"
+        containers = [{
+          name         = "write"
+          image        = "busybox:1.36"
+          command      = ["sh", "-c", "mkdir -p /data/.migrate && echo 'written by a pod of the rehearsal' > /data/.migrate/rehearsal"]
+          volumeMounts = [{ name = "data", mountPath = "/data" }]
+        }]
+        volumes = [{ name = "data", hostPath = { path = "/var/mnt/data", type = "Directory" } }]
+      } }
+    }
+    depends_on = [kubernetes_namespace.rehearsal_media]
+  }
+
+  # ...and the node reads it back through the Talos API (talosctl read).
+  step "talos_read" "rehearsal_data" {
+    provider      = talos.rehearsal
+    path          = "/var/mnt/data/.migrate/rehearsal"
+    expect        = "written by a pod of the rehearsal"
+    error_message = "The data share is not shared between the pods and the node: check the VM's data device (virtiofs, tag incus_data) and the ExternalVolumeConfig of patches/rehearsal.yaml."
+    depends_on    = [kubernetes_job.rehearsal_write]
+  }
+
+  # The GPU test: the i915 driver (the schematic's extension) bound to a
+  # real Intel GPU. The old VM never had one, only a virtual card.
+  step "talos_read" "rehearsal_igpu" {
+    provider      = talos.rehearsal
+    path          = "/proc/modules"
+    contains      = "i915"
+    error_message = "No Intel iGPU on the rehearsal node: the i915 driver is not loaded. Does the VM have the gpu device (pci ${var.igpu_pci}), and does the schematic carry siderolabs/i915? Without it Jellyfin and Frigate decode video on the CPU, as they did on the old VM all along."
+    depends_on    = [talos_machine_config.rehearsal]
+  }
+
+  # Both passed: the throwaway VM goes (this cannot be undone).
+  step "incus_instance" "rehearsal_deleted" {
+    provider   = incus.host
+    name       = "rehearsal"
+    ensure     = "absent"
+    depends_on = [talos_read.rehearsal_data, talos_read.rehearsal_igpu]
+  }
+}
+
 phase "platform" {
-  description = "One Talos VM: the data and the GPU first (what could disqualify Talos), then the whole machine in one file."
+  description = "One Talos VM (the data share, the bulk disk, the iGPU, booted from the ISO volume); the whole machine in one file: first install, bootstrap, kubeconfig."
+
+  # The separate big disk, chosen in the patch by its size (149-151 GiB).
+  step "incus_volume" "bulk" {
+    provider     = incus.host
+    size         = "150GiB"
+    content_type = "block"
+  }
 
   step "incus_instance" "talos" {
     provider = incus.host
@@ -90,24 +254,30 @@ phase "platform" {
     empty    = true
     cpu      = 6
     memory   = "24GiB"
+    config   = { "security.secureboot" = "false" }
     devices = {
+      root    = { type = "disk", pool = "default", path = "/", size = "64GiB" }
       data    = { type = "disk", source = var.zfs_data, path = "/var/mnt/data" } # virtiofs tag incus_data
-      bulk    = { type = "disk", pool = "default", source = "bulk" }             # the 150 GiB disk
+      bulk    = { type = "disk", pool = incus_volume.bulk.pool, source = incus_volume.bulk.name }
       igpu    = { type = "gpu", gputype = "physical", pci = var.igpu_pci }
-      install = { type = "disk", source = var.talos_iso, "boot.priority" = "10" }
+      install = { type = "disk", pool = incus_volume.talos_iso.pool, source = incus_volume.talos_iso.name, "boot.priority" = "10" }
     }
-    start = true
+    start        = true
+    wait_for     = "ipv4"
+    wait_timeout = "5m"
   }
 
+  # The first install (maintenance mode: the plan says "install: first
+  # config", the disks, and that it cannot be undone); later changes of the
+  # patch go through the ladder: dry-run diff, TRY, verify, then no-reboot.
   step "talos_machine_config" "node" {
     provider    = talos.node
     patches     = ["patches/node.yaml"]
     try_timeout = "2m"
     rendered    = "rendered/controlplane.yaml"
     verify = {
-      services = ["apid", "kubelet"]
+      services = ["apid", "machined"]
     }
-    depends_on = [incus_instance.talos]
   }
 
   step "talos_bootstrap" "etcd" {
@@ -121,6 +291,13 @@ phase "platform" {
     depends_on = [talos_bootstrap.etcd]
   }
 
+  step "kubernetes_ready" "node" {
+    provider   = helm.cluster
+    kubeconfig = talos_kubeconfig.admin.path
+    node       = var.hostname
+    timeout    = "10m"
+  }
+
   check "talos_service_health" "control_plane" {
     provider = talos.node
     services = ["etcd", "kubelet", "apid"]
@@ -128,34 +305,84 @@ phase "platform" {
 }
 
 phase "data-apps" {
-  description = "Jellyfin and Frigate with the host's data and the iGPU: their namespace is privileged, in git, on purpose."
+  description = "Jellyfin and Frigate with the host's data, the iGPU and their config on the bulk disk, on fixed NodePorts of the LAN: their namespace is privileged, in git, on purpose."
 
   step "kubernetes_namespace" "media" {
     provider     = helm.cluster
-    kubeconfig   = talos_kubeconfig.admin.path
-    pod_security = "privileged" # hostPath for the ZFS data, /dev/dri for the iGPU
+    pod_security = "privileged" # hostPath for the ZFS data and the bulk disk, /dev/dri for the iGPU
   }
 
   step "helm_release" "jellyfin" {
-    provider   = helm.cluster
-    chart      = "charts/app"
-    namespace  = "media"
-    values     = { image = "jellyfin/jellyfin:10.10", port = 8096, gpu = true, hostData = { media = { path = "/var/mnt/data/media", mountPath = "/media" } } }
+    provider  = helm.cluster
+    chart     = "charts/app"
+    namespace = "media"
+    values = {
+      image      = "jellyfin/jellyfin:10.10.3"
+      port       = 8096
+      nodePort   = 30096 # http://NODE:30096 on the LAN
+      gpu        = true
+      privileged = true # /dev/dri from a hostPath is usable only by a privileged container (no device plugin)
+      hostData = {
+        media  = { path = "/var/mnt/data/media", mountPath = "/media", readOnly = true }
+        config = { path = "/var/mnt/bulk/jellyfin/config", mountPath = "/config", type = "DirectoryOrCreate" }
+        cache  = { path = "/var/mnt/bulk/jellyfin/cache", mountPath = "/cache", type = "DirectoryOrCreate" }
+      }
+      probe     = { http = "/health" }
+      resources = { requests = { cpu = "500m", memory = "1Gi" }, limits = { memory = "4Gi" } }
+    }
     depends_on = [kubernetes_namespace.media]
   }
 
   step "helm_release" "frigate" {
-    provider   = helm.cluster
-    chart      = "charts/app"
-    namespace  = "media"
-    values     = { image = "ghcr.io/blakeblackshear/frigate:0.14", port = 5000, gpu = true, hostData = { recordings = { path = "/var/mnt/data/frigate", mountPath = "/media/frigate" } } }
+    provider  = helm.cluster
+    chart     = "charts/app"
+    namespace = "media"
+    values = {
+      image = "ghcr.io/blakeblackshear/frigate:0.14.1"
+      ports = [
+        { name = "http", port = 5000, nodePort = 30500 }, # the UI and API
+        { name = "rtsp", port = 8554, nodePort = 30554 }, # restreams for the cameras' viewers
+      ]
+      gpu        = true
+      privileged = true
+      shmSize    = "512Mi"
+      env        = { LIBVA_DRIVER_NAME = "iHD" } # VA-API on the iGPU
+      hostData = {
+        recordings = { path = "/var/mnt/data/frigate", mountPath = "/media/frigate" }
+        config     = { path = "/var/mnt/bulk/frigate/config", mountPath = "/config", type = "DirectoryOrCreate" }
+      }
+      probe     = { http = "/api/version" }
+      resources = { requests = { cpu = "1", memory = "1Gi" }, limits = { memory = "4Gi" } }
+    }
+    depends_on = [kubernetes_namespace.media]
+  }
+
+  # A pod of the namespace writes on the share; the node must see it.
+  step "kubernetes_job" "data_probe" {
+    provider  = helm.cluster
+    namespace = "media"
+    name      = "data-share-probe"
+    timeout   = "10m"
+    job = {
+      template = { spec = {
+        restartPolicy = "Never"
+        containers = [{
+          name         = "probe"
+          image        = "busybox:1.36"
+          command      = ["sh", "-c", "mkdir -p /data/.migrate && echo 'written by a pod of media' > /data/.migrate/data-apps"]
+          volumeMounts = [{ name = "data", mountPath = "/data" }]
+        }]
+        volumes = [{ name = "data", hostPath = { path = "/var/mnt/data", type = "Directory" } }]
+      } }
+    }
     depends_on = [kubernetes_namespace.media]
   }
 
   check "talos_read" "data_visible" {
-    provider = talos.node
-    path     = "/var/mnt/data/.probe"
-    expect   = "ok"
+    provider      = talos.node
+    path          = "/var/mnt/data/.migrate/data-apps"
+    expect        = "written by a pod of media"
+    error_message = "What a pod of media wrote on the data share is not on the node: Jellyfin and Frigate would not see the host's data."
   }
 }
 
@@ -164,14 +391,30 @@ phase "host-services" {
 
   step "kubernetes_namespace" "files" {
     provider     = helm.cluster
-    pod_security = "privileged" # Samba serves the ZFS data through hostPath
+    pod_security = "privileged" # Samba serves the ZFS data through hostPath, on the node's port 445
   }
 
+  # SMB clients only speak port 445: Samba takes it on the node's network.
   step "helm_release" "samba" {
-    provider   = helm.cluster
-    chart      = "charts/app"
-    namespace  = "files"
-    values     = { image = "ghcr.io/servercontainers/samba:latest", port = 445, hostData = { share = { path = "/var/mnt/data/files", mountPath = "/shares/files" } } }
+    provider  = helm.cluster
+    chart     = "charts/app"
+    namespace = "files"
+    values = {
+      image       = "ghcr.io/servercontainers/samba:smbd-only-a3.21.0-s4.20.6-r0"
+      hostNetwork = true
+      ports       = [{ name = "smb", port = 445 }]
+      env = {
+        SAMBA_CONF_LOG_LEVEL       = "1"
+        SAMBA_VOLUME_CONFIG_files  = "[files]; path=/shares/files; browseable = yes; read only = no"
+        SAMBA_VOLUME_CONFIG_photos = "[photos]; path=/shares/photos; browseable = yes; read only = yes"
+      }
+      hostData = {
+        files  = { path = "/var/mnt/data/files", mountPath = "/shares/files" }
+        photos = { path = "/var/mnt/data/photos", mountPath = "/shares/photos", readOnly = true }
+      }
+      probe     = { tcp = true }
+      resources = { requests = { cpu = "100m", memory = "128Mi" }, limits = { memory = "512Mi" } }
+    }
     depends_on = [kubernetes_namespace.files]
   }
 
@@ -180,12 +423,33 @@ phase "host-services" {
     pod_security = "privileged" # the runner builds images: raised privileges, its own namespace
   }
 
-  step "helm_release" "ci_runner" {
+  # The registration token, from a file sealed to .age-recipients.
+  step "kubernetes_secret" "ci_runner_token" {
     provider   = helm.cluster
-    chart      = "charts/app"
     namespace  = "ci"
-    values     = { image = "gitea/act_runner:0.2", privileged = true }
+    name       = "ci-runner-token"
+    files      = { token = "secrets/ci-runner-token.age" }
     depends_on = [kubernetes_namespace.ci]
+  }
+
+  step "helm_release" "ci_runner" {
+    provider  = helm.cluster
+    name      = "ci-runner" # a release name is a DNS label: no underscore
+    chart     = "charts/app"
+    namespace = "ci"
+    values = {
+      image      = "gitea/act_runner:0.2.11-dind"
+      ports      = [{ name = "cache", port = 8088 }] # the runner's cache server for the jobs' containers
+      privileged = true                             # its own Docker daemon builds images in the pod: no host socket any more
+      env = {
+        GITEA_INSTANCE_URL = var.forge_url
+        GITEA_RUNNER_NAME  = "home-cluster"
+      }
+      secretEnv = { GITEA_RUNNER_REGISTRATION_TOKEN = { secret = "ci-runner-token", key = "token" } }
+      hostData  = { data = { path = "/var/mnt/bulk/ci-runner", mountPath = "/data", type = "DirectoryOrCreate" } }
+      resources = { requests = { cpu = "500m", memory = "1Gi" }, limits = { memory = "6Gi" } }
+    }
+    depends_on = [kubernetes_secret.ci_runner_token]
   }
 }
 
@@ -241,6 +505,22 @@ phase "ingress-matrix" {
     depends_on  = [incus_exec.stop_synapse]
   }
 
+  # The ingress controller: the router forwards the internet's 80 and 443
+  # to these fixed NodePorts, so it needs no privileged namespace.
+  step "kubernetes_namespace" "ingress" {
+    provider     = helm.cluster
+    pod_security = "baseline"
+  }
+
+  step "helm_release" "ingress" {
+    provider   = helm.cluster
+    name       = "ingress-nginx"
+    chart      = "charts/ingress"
+    namespace  = "ingress"
+    values     = { httpNodePort = 30080, httpsNodePort = 30443 }
+    depends_on = [kubernetes_namespace.ingress]
+  }
+
   step "kubernetes_namespace" "matrix" {
     provider     = helm.cluster
     pod_security = "baseline"
@@ -288,6 +568,8 @@ phase "ingress-matrix" {
       env         = { SYNAPSE_SERVER_NAME = var.matrix_domain, SYNAPSE_CONFIG_DIR = "/data" }
       claims      = { data = { claim = "synapse-data", mountPath = "/data" } }
       secretFiles = { signing = { secret = "synapse-signing-key", mountPath = "/keys" } }
+      probe       = { http = "/health" }
+      resources   = { requests = { cpu = "250m", memory = "512Mi" }, limits = { memory = "2Gi" } }
     }
     set_sensitive = { "env.SYNAPSE_REGISTRATION_SHARED_SECRET" = var.synapse_registration_secret }
     depends_on    = [kubernetes_job.restore_synapse, kubernetes_secret.signing_key]
@@ -301,18 +583,20 @@ phase "ingress-matrix" {
       kind       = "Ingress"
       metadata   = { name = "synapse" }
       spec = {
+        ingressClassName = "nginx"
         rules = [{
           host = var.matrix_domain
           http = { paths = [{ path = "/", pathType = "Prefix", backend = { service = { name = "synapse", port = { number = 8008 } } } }] }
         }]
       }
     }]
-    depends_on = [helm_release.synapse]
+    depends_on = [helm_release.synapse, helm_release.ingress]
   }
 
   step "approval" "dns" {
-    message    = "Point ${var.matrix_domain} and the home services' records at ${var.node_ip} at the registrar."
-    depends_on = [kubernetes_manifest.ingress]
+    message        = "Point ${var.matrix_domain} (and the home services' names) at the home's public address at the registrar, and forward ports 80 and 443 on the router to the Talos node's 30080 and 30443."
+    revert_message = "Point ${var.matrix_domain} back at the old matrix VM at the registrar, and the router's ports 80 and 443 back at it, before the old VM serves again."
+    depends_on     = [kubernetes_manifest.ingress]
   }
 
   step "incus_instance_state" "old_matrix" {
@@ -331,27 +615,30 @@ phase "ingress-matrix" {
 }
 
 phase "cleanup" {
-  description = "The old VMs are stopped, not deleted: a safeguard in case of a way back."
+  description = "The old services and k3s VMs are stopped, not deleted: kept with a snapshot, in case of a way back, until retain_old_vms_until."
 
-  step "incus_instance_state" "old_home" {
-    provider        = incus.host
-    instance        = "home-services"
-    state           = "stopped"
-    snapshot_before = true
+  step "incus_instance_state" "old_services" {
+    provider          = incus.host
+    instance          = var.services_vm
+    state             = "stopped"
+    snapshot_before   = true
+    keep_for_rollback = true
   }
 
   step "incus_instance_state" "old_k3s" {
-    provider        = incus.host
-    instance        = "k3s"
-    state           = "stopped"
-    snapshot_before = true
+    provider          = incus.host
+    instance          = var.k3s_vm
+    state             = "stopped"
+    snapshot_before   = true
+    keep_for_rollback = true
   }
 
-  # Deleting them is refused until retain_until has passed:
+  # Deleting them, later, in a runbook of its own: refused until
+  # retain_until has passed.
   #
-  # step "incus_instance" "delete_old_home" {
+  # step "incus_instance" "delete_old_services" {
   #   provider     = incus.host
-  #   name         = "home-services"
+  #   name         = var.services_vm
   #   ensure       = "absent"
   #   retain_until = var.retain_old_vms_until
   # }

@@ -56,6 +56,7 @@ func TestCanary(t *testing.T) {
 		{Type: "http_check", Config: cty.ObjectVal(map[string]cty.Value{"url": sens(srv.URL + "/?token=" + s), "timeout": cty.StringVal("2s")}), Secrets: []string{s}},
 		{Type: "http_check", Config: cty.ObjectVal(map[string]cty.Value{"url": sens(srv.URL + "/?token=wrong-" + s), "timeout": cty.StringVal("50ms"), "interval": cty.StringVal("10ms")}), Secrets: []string{s}},
 		{Type: "approval", Config: cty.ObjectVal(map[string]cty.Value{"message": sens("say " + s)}), Secrets: []string{s}},
+		{Type: "approval", Config: cty.ObjectVal(map[string]cty.Value{"message": sens("say " + s), "revert_message": sens("undo " + s)}), Secrets: []string{s}},
 		{Type: "wait", Config: cty.ObjectVal(map[string]cty.Value{"duration": sens("1ms")}), Secrets: []string{s}},
 	})
 }

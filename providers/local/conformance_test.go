@@ -28,6 +28,7 @@ func conformanceCases(t *testing.T) []providertest.Case {
 			"timeout": cty.StringVal("5s"),
 		})},
 		{Type: "approval", Reversible: true, Config: obj(map[string]cty.Value{"message": cty.StringVal("switch DNS at the registrar")})},
+		{Type: "approval", Reversible: true, Config: obj(map[string]cty.Value{"message": cty.StringVal("switch DNS at the registrar"), "revert_message": cty.StringVal("switch it back")})},
 		{Type: "wait", Reversible: true, Config: obj(map[string]cty.Value{"duration": cty.StringVal("10ms")})},
 	}
 }

@@ -10,7 +10,8 @@ import (
 )
 
 type approvalAttrs struct {
-	Message string `cty:"message" required:"true" doc:"What the person must have done or agree to."`
+	Message       string `cty:"message" required:"true" doc:"What the person must have done or agree to."`
+	RevertMessage string `cty:"revert_message" doc:"What a person must do by hand when this step is rolled back (switch the DNS back): the rollback plan lists it before anything is undone, and the rollback prints it when it reaches this step."`
 }
 
 type approvalOutputs struct {
@@ -24,9 +25,24 @@ var approvalStep = &sdk.StepType[*Provider, approvalAttrs, none, none]{
 	Outputs:     approvalOutputs{},
 	Unknowns:    true, // the plan shows the message as far as it is known
 	Plan: func(_ context.Context, _ *call, a approvalAttrs, _ *sdk.Prior[none, none]) sdk.Plan[none] {
-		return sdk.Plan[none]{Diff: "ask a person: " + a.Message}
+		diff := "ask a person: " + a.Message
+		if a.RevertMessage != "" {
+			diff += "\n  on rollback: " + a.RevertMessage
+		}
+		return sdk.Plan[none]{Diff: diff}
 	},
-	Apply: applyApproval,
+	Apply:  applyApproval,
+	Revert: revertApproval,
+}
+
+// revertApproval undoes nothing itself: what was done by hand is undone by
+// hand, so it says what, from the runbook (the state keeps no message
+// that may hold a secret; the log is scrubbed).
+func revertApproval(_ context.Context, c *call, a approvalAttrs, _ sdk.Undo[none]) phases.Diagnostics {
+	if a.RevertMessage != "" {
+		c.Log.Printf("by hand, now: %s", a.RevertMessage)
+	}
+	return nil
 }
 
 // applyApproval passes when --approve named the step, or when the person
@@ -50,9 +66,17 @@ func applyApproval(_ context.Context, c *call, a approvalAttrs, _ none, _ *sdk.P
 		return fail(phases.Errorf("Approval Required",
 			"Step %s needs a person: rerun with --approve %s, or run it in a terminal.", c.Addr, c.Addr))
 	}
+	// The rollback plan shows the description before anything is undone.
+	undo := nothingToUndo()
+	switch {
+	case a.RevertMessage != "" && c.Sensitive("revert_message"):
+		undo.Description = "ask a person what its revert_message says (sensitive: shown, redacted, when reached)"
+	case a.RevertMessage != "":
+		undo.Description = "ask a person: " + a.RevertMessage
+	}
 	return sdk.Apply[none, none]{
 		Outputs: approvalOutputs{by},
-		Inverse: nothingToUndo(),
+		Inverse: undo,
 		Record:  map[string]string{"approved_by": by, "approved_at": time.Now().UTC().Format(time.RFC3339)},
 	}
 }

@@ -723,6 +723,39 @@ func TestApproval(t *testing.T) {
 	})
 }
 
+// TestApprovalRevertMessage: what was done by hand is undone by hand; the
+// rollback plan (the inverse's description) and the revert's log say what.
+func TestApprovalRevertMessage(t *testing.T) {
+	t.Parallel()
+	p := configured(t, local.New(), t.TempDir())
+	addr := phases.Address{Type: "approval", Name: "dns"}
+	cfg := obj(map[string]cty.Value{"message": cty.StringVal("point DNS at the node"), "revert_message": cty.StringVal("point DNS back at the old VM")})
+	plan := p.Plan(context.Background(), providers.PlanRequest{Type: "approval", Addr: addr, Config: cfg})
+	if err := plan.Diagnostics.Err(); err != nil || !strings.Contains(plan.Diff, "on rollback: point DNS back at the old VM") {
+		t.Errorf("plan %q, %v: want the rollback's message", plan.Diff, err)
+	}
+	r := p.Apply(context.Background(), providers.ApplyRequest{Type: "approval", Addr: addr, Config: cfg, Approval: providers.Approval{By: "ana@desk"}})
+	if err := r.Diagnostics.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r.Inverse == nil || r.Inverse.Description != "ask a person: point DNS back at the old VM" {
+		t.Fatalf("inverse %+v", r.Inverse)
+	}
+	for range 2 { // a revert runs again when resumed: it only says it again
+		var log bytes.Buffer
+		rv := p.Revert(context.Background(), providers.RevertRequest{Type: "approval", Addr: addr, Config: cfg, Inverse: *r.Inverse, Log: &log})
+		if err := rv.Diagnostics.Err(); err != nil || !strings.Contains(log.String(), "by hand, now: point DNS back at the old VM") {
+			t.Errorf("revert logged %q, %v", log.String(), err)
+		}
+	}
+	// The inverse goes to the state: a sensitive message stays out of it.
+	sens := obj(map[string]cty.Value{"message": cty.StringVal("x"), "revert_message": cty.StringVal("s3cret").Mark(phases.SensitiveMark)})
+	r = p.Apply(context.Background(), providers.ApplyRequest{Type: "approval", Addr: addr, Config: sens, Approval: providers.Approval{By: "ana@desk"}})
+	if r.Inverse == nil || strings.Contains(r.Inverse.Description, "s3cret") || !strings.Contains(r.Inverse.Description, "sensitive") {
+		t.Errorf("inverse with a sensitive revert_message: %+v", r.Inverse)
+	}
+}
+
 func TestWait(t *testing.T) {
 	t.Parallel()
 	p := configured(t, local.New(), t.TempDir())

@@ -55,7 +55,8 @@ var schema = phases.Schema{
 		local.Approval: {
 			Description: "A human gate: asks at the terminal, or needs --approve ADDRESS; records who approved and when.",
 			Attributes: map[string]phases.Attribute{
-				"message": {Type: cty.String, Required: true, Description: "What the person must have done or agree to."},
+				"message":        {Type: cty.String, Required: true, Description: "What the person must have done or agree to."},
+				"revert_message": {Type: cty.String, Description: "What a person must do by hand when this step is rolled back (switch the DNS back): the rollback plan lists it before anything is undone, and the rollback prints it when it reaches this step."},
 			},
 			Outputs: map[string]cty.Type{"approved_by": cty.String},
 		},

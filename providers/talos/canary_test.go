@@ -67,6 +67,7 @@ func TestCanary(t *testing.T) {
 		{Type: talos.Kubeconfig, Config: obj(map[string]cty.Value{"path": sens("out/kubeconfig-" + s)}), Secrets: secrets},
 		{Type: talos.Read, Config: obj(map[string]cty.Value{"path": sens("/var/mnt/data/" + s), "expect": sens(s)}), Secrets: secrets},
 		{Type: talos.Read, Config: obj(map[string]cty.Value{"path": sens("/var/mnt/data/" + s), "contains": sens("not-" + s)}), Secrets: secrets},
+		{Type: talos.Read, Config: obj(map[string]cty.Value{"path": sens("/var/mnt/data/" + s), "contains": sens("not-" + s), "error_message": sens("no iGPU " + s)}), Secrets: secrets},
 		{Type: talos.Read, Config: obj(map[string]cty.Value{"path": sens("/var/mnt/data/missing-" + s)}), Secrets: secrets},
 		// A service name long enough to count as a secret, and healthy:
 		// a missing one would wait for minutes.

@@ -88,9 +88,10 @@ var schema = phases.Schema{
 		talos.Read: {
 			Description: "Reads a file through the Talos API and compares its content.",
 			Attributes: map[string]phases.Attribute{
-				"path":     {Type: cty.String, Required: true, Description: "The file on the node, such as /var/mnt/data/.probe."},
-				"expect":   {Type: cty.String, Description: "The exact content expected, compared with surrounding whitespace trimmed."},
-				"contains": {Type: cty.String, Description: "A string the content must contain."},
+				"path":          {Type: cty.String, Required: true, Description: "The file on the node, such as /var/mnt/data/.probe."},
+				"expect":        {Type: cty.String, Description: "The exact content expected, compared with surrounding whitespace trimmed."},
+				"contains":      {Type: cty.String, Description: "A string the content must contain."},
+				"error_message": {Type: cty.String, Description: "What a failure means, said to a person (\"no iGPU: ...\"): the failure starts with it, then says what was read."},
 			},
 			CanCheck: true,
 		},

@@ -382,6 +382,9 @@ var readStep = &sdk.StepType[*Provider, talosschema.ReadAttrs, none, none]{
 			c.log.Printf("node %s: %s read through the API (%d bytes) as expected", n.name, a.Path, len(got))
 			return nil
 		})
+		if err != nil && a.ErrorMessage != "" {
+			return sdk.Apply[none, none]{Outputs: none{}, Diagnostics: phases.Errorf("Read Check Failed", "%s: %s\nWhat was read: %v.", c.addr, a.ErrorMessage, err)}
+		}
 		if err != nil {
 			return sdk.Apply[none, none]{Outputs: none{}, Diagnostics: phases.Errorf("Read Check Failed", "%v.", err)}
 		}

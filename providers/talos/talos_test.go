@@ -745,6 +745,11 @@ func TestBootstrapKubeconfigServicesRead(t *testing.T) {
 		{cfg: map[string]cty.Value{"contains": cty.StringVal("by a pod")}},
 		{cfg: map[string]cty.Value{"expect": cty.StringVal("something else")}, fail: "not the expected"},
 		{cfg: map[string]cty.Value{"path": cty.StringVal("/var/mnt/data/nope")}, fail: "NotFound"},
+		// The brief's discovery, said so that a person understands it.
+		{cfg: map[string]cty.Value{"contains": cty.StringVal("i915"), "error_message": cty.StringVal("No Intel iGPU on the node")},
+			fail: "talos_read.node: No Intel iGPU on the node\nWhat was read: /var/mnt/data/test.txt (17 bytes) does not contain \"i915\""},
+		{cfg: map[string]cty.Value{"path": cty.StringVal("/var/mnt/data/nope"), "error_message": cty.StringVal("The data share is not mounted")},
+			fail: "The data share is not mounted\nWhat was read:"},
 	} {
 		m := map[string]cty.Value{"path": cty.StringVal("/var/mnt/data/test.txt")}
 		for k, v := range tc.cfg {

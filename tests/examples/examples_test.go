@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -166,27 +167,31 @@ func TestTalosPlatform(t *testing.T) {
 }
 
 // TestHomelabIsValid: the brief's whole migration loads with every
-// provider's schema, and its graph orders the five phases as written.
+// provider's schema and no diagnostic at all, and its graph orders the
+// rehearsal and the five phases as written, in every format.
 func TestHomelabIsValid(t *testing.T) {
 	t.Parallel()
 	dir := copyExample(t, "homelab")
-	env := []string{"MIGRATE_VAR_synapse_registration_secret=CANARY-registration"}
-	if out := run(t, dir, env, "validate"); !strings.Contains(out, "5 phases") {
-		t.Errorf("validate: %s", out)
+	env := []string{"MIGRATE_AGE_IDENTITY=" + filepath.Join(dir, "secrets/demo-identity.txt")}
+	if out := run(t, dir, env, "validate"); !regexp.MustCompile(`^The runbook is valid: 6 phases, \d+ steps\.\n$`).MatchString(out) {
+		t.Errorf("validate with the demo identity, want no diagnostics: %q", out)
 	}
 	out := run(t, dir, env, "graph", "--format", "mermaid")
-	for _, want := range []string{"platform", "data-apps", "host-services", "ingress-matrix", "cleanup", "helm_release.jellyfin"} {
+	for _, want := range []string{"rehearsal", "platform", "data-apps", "host-services", "ingress-matrix", "cleanup", "helm_release.jellyfin", "incus_instance.rehearsal_deleted"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("graph lacks %q:\n%s", want, out)
 		}
 	}
-	if strings.Contains(out, "CANARY") {
-		t.Error("the graph shows a sensitive variable")
+	if strings.Contains(out, "demo-registration") || strings.Contains(out, "AGE-SECRET") {
+		t.Error("the graph shows a secret")
 	}
-	// Reading the runbook's shape needs no variable values.
-	run(t, dir, nil, "validate")
-	if out := run(t, dir, nil, "graph", "--format", "svg"); !strings.Contains(out, "</svg>") {
-		t.Errorf("graph --format svg without variables: %s", out)
+	if out := run(t, dir, env, "graph", "--format", "dot"); !strings.HasPrefix(out, "digraph") || !strings.Contains(out, "kubernetes_job.rehearsal_write") {
+		t.Errorf("graph --format dot: %s", out)
+	}
+	// Reading the runbook's shape needs no identity and no variable values.
+	run(t, dir, []string{"MIGRATE_AGE_IDENTITY="}, "validate")
+	if out := run(t, dir, []string{"MIGRATE_AGE_IDENTITY="}, "graph", "--format", "svg"); !strings.Contains(out, "</svg>") {
+		t.Errorf("graph --format svg without the identity: %s", out)
 	}
 }
 

@@ -201,9 +201,31 @@ func evaluatePod(ev policy.Evaluator, lv psaapi.LevelVersion, meta *metav1.Objec
 		}
 		// Pod-level, or only the combination of containers fails: report the
 		// check once for the pod, with the full detail.
-		out = append(out, Finding{Check: reason, Detail: r.ForbiddenDetail})
+		detail := r.ForbiddenDetail
+		if reason == "hostPath volumes" {
+			detail += hostPaths(spec) // which host directories and devices: the review's question
+		}
+		out = append(out, Finding{Check: reason, Detail: detail})
 	}
 	return out
+}
+
+// hostPaths lists the host paths of a pod's hostPath volumes, in volume
+// order: "; host paths /var/mnt/data/media, /dev/dri".
+func hostPaths(spec *corev1.PodSpec) string {
+	var paths []string
+	for _, v := range spec.Volumes {
+		if v.HostPath != nil && !slices.Contains(paths, v.HostPath.Path) {
+			paths = append(paths, v.HostPath.Path)
+		}
+	}
+	switch len(paths) {
+	case 0:
+		return ""
+	case 1:
+		return "; host path " + paths[0]
+	}
+	return "; host paths " + strings.Join(paths, ", ")
 }
 
 // workload is one pod template found in a document.

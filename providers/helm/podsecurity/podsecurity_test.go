@@ -66,7 +66,7 @@ func TestFindingDetails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f) != 1 || f[0].Container != "" || f[0].Namespace != "media" || f[0].Detail != `volume "dri"` {
+	if len(f) != 1 || f[0].Container != "" || f[0].Namespace != "media" || f[0].Detail != `volume "dri"; host path /dev/dri` {
 		t.Fatalf("/dev/dri: got %#v", f)
 	}
 
@@ -105,7 +105,7 @@ func TestAttribution(t *testing.T) {
 				t.Errorf("detail %q", x.Detail)
 			}
 		case "hostPath volumes":
-			if x.Detail != `volumes "vx", "vy"` {
+			if x.Detail != `volumes "vx", "vy"; host paths /x, /y` {
 				t.Errorf("detail %q", x.Detail)
 			}
 		case "host namespaces":
@@ -227,8 +227,8 @@ func TestMessage(t *testing.T) {
 	t.Log("\n" + msg)
 	for _, want := range []string{
 		`helm release "jellyfin" would create pods that namespace "media" (PodSecurity "baseline") rejects:`,
-		`  - Deployment media/jellyfin: hostPath volumes (volume "media")`,
-		`  - Deployment media/frigate: hostPath volumes (volume "dri")`,
+		`  - Deployment media/jellyfin: hostPath volumes (volume "media"; host path /var/mnt/data/media)`,
+		`  - Deployment media/frigate: hostPath volumes (volume "dri"; host path /dev/dri)`,
 		`  - Deployment media/jellyfin, container jellyfin: privileged (container "jellyfin" must not set securityContext.privileged=true)`,
 		`step "kubernetes_namespace" "media" {`,
 		`pod_security = "privileged"`,

@@ -85,6 +85,8 @@ type ReadAttrs struct {
 	Path     string  `cty:"path" required:"true" doc:"The file on the node, such as /var/mnt/data/.probe."`
 	Expect   *string `cty:"expect" doc:"The exact content expected, compared with surrounding whitespace trimmed."`
 	Contains *string `cty:"contains" doc:"A string the content must contain."`
+	// ErrorMessage: a failed check says what it means for the migration.
+	ErrorMessage string `cty:"error_message" doc:"What a failure means, said to a person (\"no iGPU: ...\"): the failure starts with it, then says what was read."`
 }
 
 // ServiceHealthAttrs is a talos_service_health step.

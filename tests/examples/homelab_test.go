@@ -1,0 +1,211 @@
+package examples
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclwrite"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/homelab-migrate/migrate/lab/talosnode"
+)
+
+// homelabApps is examples/homelab with only its data-apps and
+// host-services phases, against the API server of scripts/kube-up.sh.
+func homelabApps(t *testing.T) (dir string, env []string) {
+	t.Helper()
+	kubeconfig := labKubeconfig(t)
+	dir = copyExample(t, "homelab")
+	keepPhases(t, filepath.Join(dir, "main.hcl"), "data-apps", "host-services")
+	if err := os.WriteFile(filepath.Join(dir, "secrets/kubeconfig"), must(os.ReadFile(kubeconfig)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir, []string{"MIGRATE_AGE_IDENTITY=" + filepath.Join(dir, "secrets/demo-identity.txt")}
+}
+
+// TestHomelabPodSecurityExceptions: the plan of the phases with pods on
+// the host's data lists the PodSecurity exceptions of the brief — media
+// (Jellyfin, Frigate), files (Samba), ci (the runner) — and no other
+// namespace above Talos's baseline.
+func TestHomelabPodSecurityExceptions(t *testing.T) {
+	t.Parallel()
+	dir, env := homelabApps(t)
+	plan := run(t, dir, env, "plan")
+	levels := map[string]string{}
+	for _, m := range regexp.MustCompile(`namespace (\S+): PodSecurity (\w+)`).FindAllStringSubmatch(plan, -1) {
+		levels[m[1]] = m[2]
+	}
+	var privileged []string
+	for ns, level := range levels {
+		if level == "privileged" {
+			privileged = append(privileged, ns)
+		}
+	}
+	slices.Sort(privileged)
+	if !slices.Equal(privileged, []string{"ci", "files", "media"}) {
+		t.Errorf("privileged namespaces in the plan: %v (levels %v), want ci, files, media:\n%s", privileged, levels, plan)
+	}
+	for _, want := range []string{"helm_release.jellyfin", "helm_release.frigate", "kubernetes_job.data_probe", "helm_release.samba",
+		"kubernetes_secret.ci_runner_token", "helm_release.ci_runner", "+ Secret ci/ci-runner-token (keys: token)", "nodePort: 30096"} {
+		if !strings.Contains(plan, want) {
+			t.Errorf("the plan lacks %q:\n%s", want, plan)
+		}
+	}
+	if strings.Contains(plan, "demo-registration-token") {
+		t.Error("the plan shows the runner's registration token")
+	}
+}
+
+// TestHomelabMediaNeedsPrivileged: without its privileged label, the
+// media namespace is Talos's baseline, and the plan fails before anything
+// is applied, naming Jellyfin's host paths and /dev/dri.
+func TestHomelabMediaNeedsPrivileged(t *testing.T) {
+	t.Parallel()
+	dir, env := homelabApps(t)
+	main := filepath.Join(dir, "main.hcl")
+	src := string(must(os.ReadFile(main)))
+	const label = `pod_security = "privileged" # hostPath for the ZFS data and the bulk disk, /dev/dri for the iGPU`
+	if strings.Count(src, label) != 1 {
+		t.Fatalf("the media namespace's label is not in main.hcl once: %q", label)
+	}
+	if err := os.WriteFile(main, []byte(strings.Replace(src, label, `pod_security = "baseline"`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(migrate, "plan", "--runbook", dir, "--no-color")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the plan passed with media at baseline:\n%s", out)
+	}
+	// The terminal's lines are wrapped: read the findings as one text.
+	text := strings.Join(strings.Fields(string(out)), " ")
+	_, finding, _ := strings.Cut(text, "Deployment media/jellyfin: hostPath volumes")
+	finding, _, _ = strings.Cut(finding, " - ")
+	for _, want := range []string{`"dev-dri"`, "/dev/dri", "/var/mnt/data/media", "/var/mnt/bulk/jellyfin/config"} {
+		if !strings.Contains(finding, want) {
+			t.Errorf("Jellyfin's hostPath finding lacks %q: %q\n%s", want, finding, out)
+		}
+	}
+	for _, want := range []string{`step "helm_release" "jellyfin"`, `helm release "jellyfin" would create pods that namespace "media" (PodSecurity "baseline") rejects`, "Deployment media/frigate", `container "jellyfin" must not set securityContext.privileged=true`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the plan's failure lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestHomelabRehearsalWithoutGPU: the rehearsal's iGPU check, as the
+// example has it, on a node whose only graphics card is virtual (the old
+// VM's, the brief's discovery) fails the phase with words a person
+// understands. The node is the lab's Talos node, its /proc/modules a
+// virtual GPU's; the check's other steps (the VM, the install) are left
+// out, its provider pointed at the node.
+func TestHomelabRehearsalWithoutGPU(t *testing.T) {
+	t.Parallel()
+	labDir := t.TempDir()
+	node, err := talosnode.New(talosnode.Options{Dir: labDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(node.Stop)
+	modules := filepath.Join(node.Root(), "proc/modules")
+	os.MkdirAll(filepath.Dir(modules), 0o755)
+	if err := os.WriteFile(modules, []byte("virtio_gpu 94208 0 - Live 0x0000000000000000\ndrm_kms_helper 249856 1 virtio_gpu, Live 0x0000000000000000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := copyExample(t, "homelab")
+	path := filepath.Join(dir, "main.hcl")
+	f, diags := hclwrite.ParseConfig(must(os.ReadFile(path)), path, hcl.InitialPos)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	for _, b := range f.Body().Blocks() {
+		l := b.Labels()
+		switch {
+		case b.Type() == "provider" && l[0] == "talos" && l[1] == "rehearsal":
+			b.Body().RemoveAttribute("endpoints") // the talosconfig's: the lab node
+			b.Body().SetAttributeValue("talosconfig", cty.StringVal(filepath.Join(labDir, "talosconfig")))
+			b.Body().SetAttributeValue("secrets", cty.StringVal(filepath.Join(labDir, "secrets.yaml")))
+			b.Body().SetAttributeValue("cluster_endpoint", cty.StringVal("https://127.0.0.1:6443"))
+		case b.Type() == "phase" && l[0] == "rehearsal":
+			for _, s := range b.Body().Blocks() {
+				if s.Type() == "step" && s.Labels()[0] == "talos_read" && s.Labels()[1] == "rehearsal_igpu" {
+					s.Body().RemoveAttribute("depends_on")
+				} else {
+					b.Body().RemoveBlock(s)
+				}
+			}
+		}
+		if b.Type() == "phase" && l[0] != "rehearsal" || b.Type() == "provider" && !(l[0] == "talos" && l[1] == "rehearsal") {
+			f.Body().RemoveBlock(b)
+		}
+	}
+	if err := os.WriteFile(path, f.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := exec.Command(migrate, "run", "--phase", "rehearsal", "--auto-approve", "--runbook", dir, "--no-color")
+	cmd.Env = append(os.Environ(), "MIGRATE_AGE_IDENTITY="+filepath.Join(dir, "secrets/demo-identity.txt"))
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the rehearsal passed on a node without the iGPU:\n%s", out)
+	}
+	text := strings.Join(strings.Fields(string(out)), " ")
+	for _, want := range []string{
+		"talos_read.rehearsal_igpu: No Intel iGPU on the rehearsal node: the i915 driver is not loaded.",
+		"Does the VM have the gpu device (pci 0000:00:02.0)",
+		"decode video on the CPU",
+		`What was read: /proc/modules (`, `does not contain "i915"`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the failure lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestHomelabWholePlan: the plan of the whole move before anything ran,
+// against the real Incus daemon (busybox containers stand in for the
+// three old VMs): every phase plans, the Talos and cluster steps deferred
+// until the VMs exist, and the PodSecurity exceptions are still media,
+// files and ci alone (the rehearsal's throwaway cluster has a media too).
+func TestHomelabWholePlan(t *testing.T) {
+	t.Parallel()
+	dir := copyExample(t, "homelab")
+	iso := filepath.Join(t.TempDir(), "talos.iso")
+	if err := os.WriteFile(iso, []byte("not really an ISO: the plan only hashes it"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vars := []string{"--var", "talos_iso=" + iso, "--var", "zfs_data=" + t.TempDir()}
+	for _, v := range []string{"services", "matrix", "k3s"} {
+		name := "mt-" + v + "-" + canary(t)[4:12]
+		incusOut(t, "launch", image(), name)
+		t.Cleanup(func() { exec.Command("incus", "delete", "--force", name).Run() })
+		vars = append(vars, "--var", v+"_vm="+name)
+	}
+	env := []string{"MIGRATE_AGE_IDENTITY=" + filepath.Join(dir, "secrets/demo-identity.txt")}
+	plan := run(t, dir, env, append([]string{"plan"}, vars...)...)
+	for _, want := range []string{"Phase rehearsal", "Phase platform", "Phase data-apps", "Phase host-services", "Phase ingress-matrix", "Phase cleanup",
+		`import source_file ` + iso, "incus_instance.rehearsal_deleted", "talos_machine_config.node will run: its provider talos.node is configured with values (known after incus_instance.talos)"} {
+		if !strings.Contains(plan, want) {
+			t.Errorf("the plan lacks %q:\n%s", want, plan)
+		}
+	}
+	privileged := map[string]bool{}
+	for _, m := range regexp.MustCompile(`namespace (\S+): PodSecurity (\w+)`).FindAllStringSubmatch(plan, -1) {
+		if m[2] == "privileged" {
+			privileged[m[1]] = true
+		}
+	}
+	if len(privileged) != 3 || !privileged["media"] || !privileged["files"] || !privileged["ci"] {
+		t.Errorf("privileged namespaces in the whole plan: %v, want media, files, ci", privileged)
+	}
+}
