@@ -21,7 +21,7 @@ type approvalOutputs struct {
 var approvalStep = &sdk.StepType[*Provider, approvalAttrs, none, none]{
 	Name:        Approval,
 	Description: "A human gate: asks at the terminal, or needs --approve ADDRESS; records who approved and when.",
-	Rollback:    "Nothing to undo.",
+	Rollback:    "Nothing to undo in the system; revert_message, when set, is printed when the rollback reaches the step (e.g. \"switch DNS back\").",
 	Outputs:     approvalOutputs{},
 	Unknowns:    true, // the plan shows the message as far as it is known
 	Plan: func(_ context.Context, _ *call, a approvalAttrs, _ *sdk.Prior[none, none]) sdk.Plan[none] {
