@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # build-kube.sh: build kube-apiserver, kube-controller-manager and
 # kube-scheduler from the Go module proxy (no prebuilt binaries can be
-# downloaded here), and kwok (simulated kubelets) with its stage files, once,
-# into a cache outside the checkout. Prints the directory holding them.
+# downloaded here), kwok (simulated kubelets) with its stage files, and etcd
+# (the lab Talos node's, lab/kubecp), once, into a cache outside the
+# checkout. Prints the directory holding them.
 #
 # k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them
 # with ./staging paths; a consumer must replace each with its release.
@@ -13,7 +14,8 @@ cache=${MIGRATE_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/migrate}/kube-$v
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod
 
 kwok_version=${KWOK_VERSION:-v0.8.0}
-built() { for b in kube-apiserver kube-controller-manager kube-scheduler kwok; do [ -x "$cache/$b" ] || return 1; done; [ -d "$cache/kwok-stages" ]; }
+etcd_version=${ETCD_VERSION:-v3.6.9}
+built() { for b in kube-apiserver kube-controller-manager kube-scheduler kwok etcd; do [ -x "$cache/$b" ] || return 1; done; [ -d "$cache/kwok-stages" ]; }
 if built; then
 	echo "$cache"
 	exit 0
@@ -47,6 +49,19 @@ if [ ! -x "$cache/kwok" ] || [ ! -d "$cache/kwok-stages" ]; then
 			"$src/kustomize/stage/pod/fast/pod-delete.yaml" "$cache/kwok-stages.tmp/"
 		chmod 644 "$cache/kwok-stages.tmp"/*
 		rm -rf "$cache/kwok-stages" && mv "$cache/kwok-stages.tmp" "$cache/kwok-stages"
+	)
+fi
+# etcd: a three-line main around etcdmain, in its own throwaway module.
+if [ ! -x "$cache/etcd" ]; then
+	echo "build-kube: building etcd $etcd_version (a minute or two, once)" >&2
+	mkdir -p "$work/etcd"
+	(
+		cd "$work/etcd"
+		printf 'module migrate.local/etcdbuild\n\ngo 1.26.8\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$etcd_version" >go.mod
+		printf 'package main\n\nimport (\n\t"os"\n\n\t"go.etcd.io/etcd/server/v3/etcdmain"\n)\n\nfunc main() { etcdmain.Main(os.Args) }\n' >main.go
+		quiet go mod tidy
+		quiet go build -trimpath -ldflags "-s -w" -o "$cache/etcd.tmp" .
+		mv "$cache/etcd.tmp" "$cache/etcd"
 	)
 fi
 if [ -x "$cache/kube-apiserver" ] && [ -x "$cache/kube-controller-manager" ] && [ -x "$cache/kube-scheduler" ]; then
