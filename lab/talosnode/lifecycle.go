@@ -61,6 +61,8 @@ func (n *Node) bootLocked(reason string) {
 	}
 
 	n.bootLogLocked(reason)
+	n.hardwareLocked()
+	n.startControlPlaneLocked()
 }
 
 // installLocked runs the "installer" of image: the node comes back with the
@@ -137,6 +139,10 @@ func (n *Node) scheduleReboot(reason string) {
 		n.cancelRollbackLocked()
 		n.rebootCancel()
 		n.mu.Unlock()
+
+		if n.opts.ControlPlane != nil {
+			n.opts.ControlPlane.Stop() // the node's Kubernetes goes down with it
+		}
 
 		time.Sleep(n.opts.RebootDuration)
 
