@@ -1,0 +1,122 @@
+package kubecp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+)
+
+// scriptsDir is the checkout's scripts/ (this file is lab/kubecp/binaries.go).
+func scriptsDir() string {
+	_, file, _, _ := runtime.Caller(0) //nolint:dogsled
+
+	return filepath.Join(filepath.Dir(file), "..", "..", "scripts")
+}
+
+var binMu sync.Mutex
+
+// Binaries returns the directory of etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler and kwok, building them with
+// scripts/build-kube.sh the first time (minutes on two cores; cached
+// afterwards). The build's progress and how long it took go to log.
+// MIGRATE_KUBE_BIN names a directory of ready binaries instead.
+func Binaries(ctx context.Context, log func(format string, args ...any)) (string, error) {
+	if dir := os.Getenv("MIGRATE_KUBE_BIN"); dir != "" {
+		return dir, nil
+	}
+
+	if log == nil {
+		log = func(string, ...any) {}
+	}
+
+	binMu.Lock()
+	defer binMu.Unlock()
+
+	script := filepath.Join(scriptsDir(), "build-kube.sh")
+	cmd := exec.CommandContext(ctx, script) //nolint:gosec
+
+	var stdout bytes.Buffer
+
+	cmd.Stdout = &stdout
+
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return "", err
+	}
+
+	start := time.Now()
+	if err = cmd.Start(); err != nil {
+		return "", fmt.Errorf("kubecp: %s: %w", script, err)
+	}
+
+	// The script says what it builds on stderr; while it builds, say
+	// that it still does.
+	building := make(chan struct{}, 1)
+	done := make(chan struct{})
+
+	go func() {
+		tick := time.NewTicker(30 * time.Second)
+		defer tick.Stop()
+
+		seen := false
+
+		for {
+			select {
+			case <-done:
+				return
+			case <-building:
+				seen = true
+			case <-tick.C:
+				if seen {
+					log("kubecp: still building (%s so far)", time.Since(start).Round(time.Second))
+				}
+			}
+		}
+	}()
+
+	built := false
+	var lines []string
+
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		line := sc.Text()
+		lines = append(lines, line)
+
+		if strings.Contains(line, "building") {
+			if !built {
+				log("kubecp: first run: building the control plane's binaries from the Go module proxy, once (they are cached)")
+			}
+
+			built = true
+
+			select {
+			case building <- struct{}{}:
+			default:
+			}
+		}
+
+		log("%s", line)
+	}
+
+	err = cmd.Wait()
+	close(done)
+
+	if err != nil {
+		return "", fmt.Errorf("kubecp: %s failed: %w\n%s", script, err, strings.Join(lines, "\n"))
+	}
+
+	dir := strings.TrimSpace(stdout.String())
+	if built {
+		log("kubecp: binaries built in %s, cached in %s", time.Since(start).Round(time.Second), dir)
+	}
+
+	return dir, nil
+}
