@@ -21,7 +21,12 @@ func scriptsDir() string {
 	return filepath.Join(filepath.Dir(file), "..", "..", "scripts")
 }
 
-var binMu sync.Mutex
+var (
+	binMu sync.Mutex
+	// buildScript and progressEvery are variables for the tests.
+	buildScript   = filepath.Join(scriptsDir(), "build-kube.sh")
+	progressEvery = 30 * time.Second
+)
 
 // Binaries returns the directory of etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler and kwok, building them with
@@ -40,7 +45,7 @@ func Binaries(ctx context.Context, log func(format string, args ...any)) (string
 	binMu.Lock()
 	defer binMu.Unlock()
 
-	script := filepath.Join(scriptsDir(), "build-kube.sh")
+	script := buildScript
 	cmd := exec.CommandContext(ctx, script) //nolint:gosec
 
 	var stdout bytes.Buffer
@@ -63,7 +68,7 @@ func Binaries(ctx context.Context, log func(format string, args ...any)) (string
 	done := make(chan struct{})
 
 	go func() {
-		tick := time.NewTicker(30 * time.Second)
+		tick := time.NewTicker(progressEvery)
 		defer tick.Stop()
 
 		seen := false

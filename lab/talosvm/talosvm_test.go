@@ -337,6 +337,32 @@ func TestVM(t *testing.T) {
 		t.Fatalf("a hostPath pod in default: %v", err)
 	}
 
+	// a reboot takes the node's Kubernetes down and up again, etcd's
+	// data kept: the Node is still there
+	before := vm.KubernetesPIDs()
+	if err = c.Reboot(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	for {
+		pids := vm.KubernetesPIDs()
+		if _, err := k.CoreV1().Nodes().Get(ctx, "lab-node", metav1.GetOptions{}); err == nil && pids["kwok"] != 0 && pids["etcd"] != before["etcd"] {
+			break
+		}
+
+		if ctx.Err() != nil {
+			t.Fatal("Kubernetes not back after a reboot")
+		}
+
+		time.Sleep(time.Second)
+	}
+
+	for name, pid := range before {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("%s (pid %d) of the boot before the reboot still there: %v", name, pid, err)
+		}
+	}
+
 	pids := vm.KubernetesPIDs()
 	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"} {
 		if pids[name] == 0 {
