@@ -33,20 +33,60 @@ var (
 // scripts/build-kube.sh the first time (minutes on two cores; cached
 // afterwards). The build's progress and how long it took go to log.
 // MIGRATE_KUBE_BIN names a directory of ready binaries instead.
+//
+// When ctx ends first, Binaries returns but the build goes on to its end
+// (a build killed half-way could leave a truncated binary in the cache);
+// the next call waits for it.
 func Binaries(ctx context.Context, log func(format string, args ...any)) (string, error) {
 	if dir := os.Getenv("MIGRATE_KUBE_BIN"); dir != "" {
 		return dir, nil
 	}
 
-	if log == nil {
-		log = func(string, ...any) {}
+	var (
+		logMu     sync.Mutex
+		abandoned bool
+	)
+
+	// no logging once the caller is gone (a test's t.Logf would panic)
+	logf := func(format string, args ...any) {
+		logMu.Lock()
+		defer logMu.Unlock()
+
+		if !abandoned && log != nil {
+			log(format, args...)
+		}
 	}
 
-	binMu.Lock()
-	defer binMu.Unlock()
+	type result struct {
+		dir string
+		err error
+	}
 
+	res := make(chan result, 1)
+
+	go func() {
+		binMu.Lock()
+		defer binMu.Unlock()
+
+		dir, err := build(logf)
+		res <- result{dir, err}
+	}()
+
+	select {
+	case r := <-res:
+		return r.dir, r.err
+	case <-ctx.Done():
+		logMu.Lock()
+		abandoned = true
+		logMu.Unlock()
+
+		return "", ctx.Err()
+	}
+}
+
+func build(log func(format string, args ...any)) (string, error) {
 	script := buildScript
-	cmd := exec.CommandContext(ctx, script) //nolint:gosec
+	cmd := exec.Command(script) //nolint:gosec
 
 	var stdout bytes.Buffer
 
@@ -72,7 +112,6 @@ func Binaries(ctx context.Context, log func(format string, args ...any)) (string
 		defer tick.Stop()
 
 		seen := false
-
 		for {
 			select {
 			case <-done:

@@ -66,6 +66,35 @@ func TestBinariesLog(t *testing.T) {
 	}
 }
 
+// A caller gone during the build does not kill it (a half-written binary
+// would stay in the cache): the next call gets what it built.
+func TestBinariesCancelled(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "build.sh")
+	body := "#!/bin/sh\nif [ ! -e " + dir + "/built ]; then echo 'build-kube: building' >&2; sleep 1; touch " + dir + "/built; fi\necho " + dir + "\n"
+
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil { //nolint:gosec
+		t.Fatal(err)
+	}
+
+	oldScript := buildScript
+	buildScript = script
+
+	t.Cleanup(func() { buildScript = oldScript })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+
+	if _, err := Binaries(ctx, t.Logf); err != context.DeadlineExceeded {
+		t.Fatalf("cancelled: %v", err)
+	}
+
+	got, err := Binaries(context.Background(), t.Logf)
+	if _, statErr := os.Stat(filepath.Join(dir, "built")); err != nil || got != dir || statErr != nil {
+		t.Fatalf("after a cancelled call: %q %v %v", got, err, statErr)
+	}
+}
+
 // The real script: every binary Start runs is there.
 func TestBinaries(t *testing.T) {
 	dir, err := Binaries(context.Background(), t.Logf)
