@@ -81,6 +81,7 @@ func (n *Node) installLocked(image string) {
 
 	n.logfLocked(facilityUser, "warning", "[talos] installed %s from %s (was %s)", tag, image, n.state.Version)
 	n.state.Version = tag
+	n.state.Image = image
 	n.saveStateLocked() //nolint:errcheck
 }
 

@@ -128,6 +128,9 @@ type persistedState struct {
 	// set by the install from maintenance mode
 	InstallImage string `json:"install_image,omitempty"`
 	InstallDisk  string `json:"install_disk,omitempty"`
+	// the installer image of the last install or upgrade: its schematic's
+	// extensions are what the node runs
+	Image string `json:"image,omitempty"`
 }
 
 type fault struct {

@@ -52,7 +52,7 @@ func (n *Node) hardwareLocked() {
 		}
 	}
 
-	image := n.state.InstallImage
+	image := n.state.Image // the last install or upgrade
 	if image == "" && cfg.Machine() != nil {
 		image = cfg.Machine().Install().Image()
 	}

@@ -380,6 +380,27 @@ func TestVM(t *testing.T) {
 	}
 }
 
+func TestBootBadInput(t *testing.T) {
+	t.Parallel()
+
+	for _, tc := range []struct {
+		spec talosvm.Spec
+		want string
+	}{
+		{talosvm.Spec{Name: "talos", Addr: "10.0.0.5", Dir: t.TempDir()}, `Addr "10.0.0.5" must be an IPv4 address in 127.0.0.0/8`},
+		{talosvm.Spec{Name: "talos", Addr: "127.0.9.9"}, "Name and Dir are required"},
+		{talosvm.Spec{Name: "talos", Addr: "127.0.9.9", Dir: t.TempDir(), DataDir: "/nonexistent/data"}, "data directory /nonexistent/data is not a directory"},
+	} {
+		if vm, err := talosvm.Boot(context.Background(), tc.spec); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), `VM "talos"`) {
+			if vm != nil {
+				vm.Stop()
+			}
+
+			t.Errorf("Boot(%+v): %v, want %q", tc.spec, err, tc.want)
+		}
+	}
+}
+
 func ready(n *corev1.Node) bool {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
@@ -439,6 +460,28 @@ func TestVMWithoutGPU(t *testing.T) {
 
 			if !tc.share && (err == nil || !strings.Contains(err.Error(), "no such file or directory")) {
 				t.Fatalf("read without the ExternalVolumeConfig: %q %v", got, err)
+			}
+
+			if !tc.gpu {
+				return
+			}
+
+			// the fix: an upgrade to the i915 schematic loads the driver
+			if _, err = c.UpgradeWithOptions(ctx, client.WithUpgradeImage(i915Image), client.WithUpgradeForce(true)); err != nil {
+				t.Fatal(err)
+			}
+
+			for {
+				mods, err := read(ctx, c, "/proc/modules")
+				if err == nil && strings.Contains(mods, "i915 ") {
+					break
+				}
+
+				if ctx.Err() != nil {
+					t.Fatalf("no i915 after the upgrade to the i915 schematic: %q %v", mods, err)
+				}
+
+				time.Sleep(200 * time.Millisecond)
 			}
 		})
 	}
