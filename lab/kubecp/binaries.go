@@ -106,9 +106,16 @@ func build(log func(format string, args ...any)) (string, error) {
 	// that it still does.
 	building := make(chan struct{}, 1)
 	done := make(chan struct{})
+	every := progressEvery
+
+	var progress sync.WaitGroup
+
+	progress.Add(1)
 
 	go func() {
-		tick := time.NewTicker(progressEvery)
+		defer progress.Done()
+
+		tick := time.NewTicker(every)
 		defer tick.Stop()
 
 		seen := false
@@ -152,6 +159,7 @@ func build(log func(format string, args ...any)) (string, error) {
 
 	err = cmd.Wait()
 	close(done)
+	progress.Wait()
 
 	if err != nil {
 		return "", fmt.Errorf("kubecp: %s failed: %w\n%s", script, err, strings.Join(lines, "\n"))

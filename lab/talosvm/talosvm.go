@@ -140,6 +140,10 @@ func schematicID(image string) string {
 // Addr is the machine API's address (Addr:50000).
 func (v *VM) Addr() string { return v.node.Addr() }
 
+// Spec is what the VM was booted with: Boot(ctx, vm.Spec()) after Stop
+// starts it again from its disk.
+func (v *VM) Spec() Spec { return v.spec }
+
 // Node is the lab Talos node the VM runs.
 func (v *VM) Node() *talosnode.Node { return v.node }
 

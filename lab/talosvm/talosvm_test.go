@@ -378,6 +378,32 @@ func TestVM(t *testing.T) {
 			t.Errorf("%s (pid %d) still there after Stop: %v", name, pid, err)
 		}
 	}
+
+	// the VM started again boots from its disk: installed, bootstrapped,
+	// its Kubernetes back with etcd's data
+	spec := vm.Spec()
+	vm, err = talosvm.Boot(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Cleanup(vm.Stop)
+
+	if vm.Node().Maintenance() {
+		t.Fatal("a VM started again is in maintenance mode")
+	}
+
+	for {
+		if _, err := k.CoreV1().Nodes().Get(ctx, "lab-node", metav1.GetOptions{}); err == nil {
+			break
+		}
+
+		if ctx.Err() != nil {
+			t.Fatal("Kubernetes not back after the VM started again")
+		}
+
+		time.Sleep(time.Second)
+	}
 }
 
 func TestBootBadInput(t *testing.T) {
