@@ -110,10 +110,12 @@
 //     before and after a reboot or upgrade to see that the node rebooted, as
 //     talosctl does.
 //   - The VM's devices (lab/talosvm sets them): Options.Shares are virtiofs
-//     shares by tag; at each boot, an ExternalVolumeConfig of virtiofs whose
-//     source is a shared tag mounts that host directory at
-//     /var/mnt/<name> (Read serves it, dmesg says so); a tag no device has
-//     logs the mount failure, and without the document nothing is mounted.
+//     shares by tag; at each boot and each change of the running config
+//     (volume documents apply without a reboot), an ExternalVolumeConfig
+//     of virtiofs whose source is a shared tag mounts that host directory
+//     at /var/mnt/<name> (Read serves it, dmesg says so); a tag no device
+//     has logs the mount failure, and without the document nothing is
+//     mounted.
 //     Options.GPU with an installed image whose extensions
 //     (Options.Extensions) include siderolabs/i915 loads the driver:
 //     /proc/modules lists i915 and dmesg has its "i915 0000:00:02.0: [drm]"

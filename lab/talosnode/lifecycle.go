@@ -302,12 +302,14 @@ func (n *Node) applyLocked(in *machine.ApplyConfigurationRequest, rec *ApplyReco
 		n.rollbackTo = n.active
 		n.rollback = time.AfterFunc(timeout, func() { n.revert(gen) })
 		n.active = data
+		n.mountsLocked()
 	case machine.ApplyConfigurationRequest_NO_REBOOT:
 		if err = n.persistLocked(data); err != nil {
 			return nil, err
 		}
 
 		n.active = data
+		n.mountsLocked()
 	case machine.ApplyConfigurationRequest_STAGED:
 		if err = n.persistLocked(data); err != nil {
 			return nil, err
@@ -342,6 +344,7 @@ func (n *Node) revert(gen int) {
 
 	n.logfLocked(facilityUser, "warning", "[talos] rolling back the configuration")
 	n.active = n.rollbackTo
+	n.mountsLocked()
 	n.applies = append(n.applies, ApplyRecord{Time: time.Now(), Mode: "REVERT", EffectiveMode: "REVERT", ConfigHash: hashConfig(n.rollbackTo)})
 	n.rollback = nil
 	n.rollbackTo = nil

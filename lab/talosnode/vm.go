@@ -29,27 +29,12 @@ const i915Module = "i915 4374528 0 - Live 0x0000000000000000\n"
 // hardwareLocked sets up, for the boot of the running config, what the
 // VM's devices make visible: virtiofs mounts and the GPU driver.
 func (n *Node) hardwareLocked() {
-	n.mounts = map[string]string{}
+	n.mounts = nil
+	n.mountsLocked()
 
 	cfg, err := configloader.NewFromBytes(n.active)
 	if err != nil || n.maintenance {
 		return
-	}
-
-	for _, v := range cfg.ExternalVolumeConfigs() {
-		spec, ok := v.Mount().Virtiofs().Get()
-		if !ok {
-			continue
-		}
-
-		mountPoint := "/var/mnt/" + v.Name()
-		if dir, shared := n.opts.Shares[spec.Source()]; shared {
-			n.mounts[mountPoint] = dir
-			n.logfLocked(facilityUser, "info", "[talos] volume %s mounted at %s (virtiofs %s)", v.Name(), mountPoint, spec.Source())
-		} else {
-			n.logfLocked(facilityKern, "err", "virtio-fs: tag <%s> not found", spec.Source())
-			n.logfLocked(facilityUser, "error", "[talos] volume %s: mount %s failed: no virtiofs device with tag %q", v.Name(), mountPoint, spec.Source())
-		}
 	}
 
 	image := n.state.Image // the last install or upgrade
@@ -79,6 +64,41 @@ func (n *Node) hardwareLocked() {
 	if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
 		os.WriteFile(p, []byte(modules), 0o444) //nolint:errcheck
 	}
+}
+
+// mountsLocked mounts the virtiofs volumes of the running config, as
+// machined's volume controllers do at boot and when the config changes
+// (volume documents apply without a reboot); a volume no longer in the
+// config is unmounted.
+func (n *Node) mountsLocked() {
+	mounts := map[string]string{}
+
+	cfg, err := configloader.NewFromBytes(n.active)
+	if err == nil && !n.maintenance {
+		for _, v := range cfg.ExternalVolumeConfigs() {
+			spec, ok := v.Mount().Virtiofs().Get()
+			if !ok {
+				continue
+			}
+
+			mountPoint := "/var/mnt/" + v.Name()
+			dir, shared := n.opts.Shares[spec.Source()]
+
+			switch {
+			case shared && n.mounts[mountPoint] != dir:
+				n.logfLocked(facilityUser, "info", "[talos] volume %s mounted at %s (virtiofs %s)", v.Name(), mountPoint, spec.Source())
+			case !shared:
+				n.logfLocked(facilityKern, "err", "virtio-fs: tag <%s> not found", spec.Source())
+				n.logfLocked(facilityUser, "error", "[talos] volume %s: mount %s failed: no virtiofs device with tag %q", v.Name(), mountPoint, spec.Source())
+			}
+
+			if shared {
+				mounts[mountPoint] = dir
+			}
+		}
+	}
+
+	n.mounts = mounts
 }
 
 // resolveMount maps a node path to the host directory of the mount it is

@@ -488,6 +488,26 @@ func TestVMWithoutGPU(t *testing.T) {
 				t.Fatalf("read without the ExternalVolumeConfig: %q %v", got, err)
 			}
 
+			if !tc.share {
+				// the volume document added later mounts the share without
+				// a reboot, as volume documents apply live
+				cur, err := read(ctx, c, talosnode.ConfigPath)
+				if err != nil {
+					t.Fatal(err)
+				}
+
+				ext := "---\napiVersion: v1alpha1\nkind: ExternalVolumeConfig\nname: data\nfilesystemType: virtiofs\nmount:\n  virtiofs:\n    tag: incus_data\n"
+
+				resp, err := c.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: []byte(cur + ext), Mode: machine.ApplyConfigurationRequest_AUTO})
+				if err != nil || resp.GetMessages()[0].GetMode() != machine.ApplyConfigurationRequest_NO_REBOOT {
+					t.Fatalf("adding the ExternalVolumeConfig: %v %v", resp, err)
+				}
+
+				if got, err := read(ctx, c, "/var/mnt/data/probe"); err != nil || got != "x" {
+					t.Fatalf("read the share after adding its document: %q %v", got, err)
+				}
+			}
+
 			if !tc.gpu {
 				return
 			}
