@@ -173,4 +173,27 @@ func TestFirstInstallOnLabVM(t *testing.T) {
 	if body, err := k.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil || !strings.EqualFold(string(body), "ok") {
 		t.Fatalf("/readyz with talos_kubeconfig's file: %q %v", body, err)
 	}
+
+	// a later config change verified with `kubernetes = true` asks the
+	// node's real API server
+	l.write(t, "patches/labels.yaml", "machine:\n  nodeLabels:\n    lab: \"yes\"\n")
+
+	v := verify([]string{"apid", "etcd"}, nil).AsValueMap()
+	v["kubernetes"] = cty.True
+	cfg = obj(map[string]cty.Value{"patches": strs("patches/node.yaml", "patches/labels.yaml"), "verify": obj(v)})
+
+	pr = plan(p, talos.MachineConfig, cfg)
+	if err := pr.Diagnostics.Err(); err != nil {
+		t.Fatalf("Plan: %v", err)
+	}
+
+	log.Reset()
+
+	if r := p.Apply(ctx, providers.ApplyRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Planned: pr.Private, Log: &log}); r.Diagnostics.HasErrors() {
+		t.Fatalf("config change: %v\n%s", r.Diagnostics.Err(), log.String())
+	}
+
+	if strings.Contains(log.String(), "Kubernetes check skipped") || !strings.Contains(log.String(), "the Kubernetes API answers") {
+		t.Errorf("the Kubernetes check did not run:\n%s", log.String())
+	}
 }
