@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # build-kube.sh: build kube-apiserver, kube-controller-manager and
 # kube-scheduler from the Go module proxy (no prebuilt binaries can be
-# downloaded here), etcd, and kwok (simulated kubelets) with its stage files,
-# once, into a cache outside the checkout. Prints the directory holding them.
+# downloaded here), kwok (simulated kubelets) with its stage files, and etcd
+# (for the test cluster and the lab Talos node, lab/kubecp), once, into a
+# cache outside the checkout. Prints the directory holding them.
 #
 # k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them
 # with ./staging paths; a consumer must replace each with its release.
@@ -55,14 +56,15 @@ fi
 # watch-list streams of kwok's client fail and fall back to relisting:
 # seconds of delay at every pod transition.
 if [ ! -x "$cache/etcd" ]; then
-	echo "build-kube: building etcd $etcd_version (a minute, once)" >&2
+	echo "build-kube: building etcd $etcd_version (a minute or two, once)" >&2
 	mkdir -p "$work/etcd"
 	(
 		cd "$work/etcd"
 		printf 'module migrate.local/etcdbuild\n\ngo 1.26.8\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$etcd_version" >go.mod
 		printf 'package main\n\nimport (\n\t"os"\n\n\t"go.etcd.io/etcd/server/v3/etcdmain"\n)\n\nfunc main() { etcdmain.Main(os.Args) }\n' >main.go
 		quiet go mod tidy
-		quiet go build -trimpath -ldflags "-s -w" -o "$cache/etcd" .
+		quiet go build -trimpath -ldflags "-s -w" -o "$cache/etcd.tmp" .
+		mv "$cache/etcd.tmp" "$cache/etcd"
 	)
 fi
 if [ -x "$cache/kube-apiserver" ] && [ -x "$cache/kube-controller-manager" ] && [ -x "$cache/kube-scheduler" ]; then

@@ -109,6 +109,21 @@
 //     /proc/sys/kernel/random/boot_id (BootIDPath), new at every boot: read it
 //     before and after a reboot or upgrade to see that the node rebooted, as
 //     talosctl does.
+//   - The VM's devices (lab/talosvm sets them): Options.Shares are virtiofs
+//     shares by tag; at each boot and each change of the running config
+//     (volume documents apply without a reboot), an ExternalVolumeConfig
+//     of virtiofs whose source is a shared tag mounts that host directory
+//     at /var/mnt/<name> (Read serves it, dmesg says so); a tag no device
+//     has logs the mount failure, and without the document nothing is
+//     mounted.
+//     Options.GPU with an installed image whose extensions
+//     (Options.Extensions) include siderolabs/i915 loads the driver:
+//     /proc/modules lists i915 and dmesg has its "i915 0000:00:02.0: [drm]"
+//     lines; otherwise /proc/modules has no i915.
+//   - Options.ControlPlane (lab/kubecp through lab/talosvm) is started by
+//     the bootstrap and at each boot of a bootstrapped node, stopped by a
+//     reboot and by Stop; ServiceList's etcd health is then its real etcd's
+//     (EtcdStartup is not used).
 //   - Bootstrap: the first call creates /var/lib/etcd/member and etcd runs
 //     (ServiceList: etcd Running, healthy; before: etcd "Preparing", health
 //     unknown). Right after the bootstrap etcd stays "Preparing" for
@@ -175,9 +190,9 @@
 // and the apply of `talosctl gen config`'s controlplane.yaml; then, with
 // its talosconfig, version, get disks, get systemdisk, services, bootstrap
 // and dmesg; an insecure client is refused the TLS handshake then.
-//   - No real etcd, kubelet or Kubernetes: ServiceList reports them; the
-//     kubeconfig points at the config's endpoint (Options.Endpoint), where
-//     nothing may listen.
+//   - Without Options.ControlPlane, no real etcd, kubelet or Kubernetes:
+//     ServiceList reports them; the kubeconfig points at the config's
+//     endpoint (Options.Endpoint), where nothing may listen.
 //   - Validation skips the install-disk selector and disk matching (an
 //     installed node skips them too) and the sd-boot checks; the Kubernetes
 //     compatibility check uses the version the node reports.

@@ -61,6 +61,8 @@ func (n *Node) bootLocked(reason string) {
 	}
 
 	n.bootLogLocked(reason)
+	n.hardwareLocked()
+	n.startControlPlaneLocked()
 }
 
 // installLocked runs the "installer" of image: the node comes back with the
@@ -79,6 +81,7 @@ func (n *Node) installLocked(image string) {
 
 	n.logfLocked(facilityUser, "warning", "[talos] installed %s from %s (was %s)", tag, image, n.state.Version)
 	n.state.Version = tag
+	n.state.Image = image
 	n.saveStateLocked() //nolint:errcheck
 }
 
@@ -137,6 +140,10 @@ func (n *Node) scheduleReboot(reason string) {
 		n.cancelRollbackLocked()
 		n.rebootCancel()
 		n.mu.Unlock()
+
+		if n.opts.ControlPlane != nil {
+			n.opts.ControlPlane.Stop() // the node's Kubernetes goes down with it
+		}
 
 		time.Sleep(n.opts.RebootDuration)
 
@@ -295,12 +302,14 @@ func (n *Node) applyLocked(in *machine.ApplyConfigurationRequest, rec *ApplyReco
 		n.rollbackTo = n.active
 		n.rollback = time.AfterFunc(timeout, func() { n.revert(gen) })
 		n.active = data
+		n.mountsLocked()
 	case machine.ApplyConfigurationRequest_NO_REBOOT:
 		if err = n.persistLocked(data); err != nil {
 			return nil, err
 		}
 
 		n.active = data
+		n.mountsLocked()
 	case machine.ApplyConfigurationRequest_STAGED:
 		if err = n.persistLocked(data); err != nil {
 			return nil, err
@@ -335,6 +344,7 @@ func (n *Node) revert(gen int) {
 
 	n.logfLocked(facilityUser, "warning", "[talos] rolling back the configuration")
 	n.active = n.rollbackTo
+	n.mountsLocked()
 	n.applies = append(n.applies, ApplyRecord{Time: time.Now(), Mode: "REVERT", EffectiveMode: "REVERT", ConfigHash: hashConfig(n.rollbackTo)})
 	n.rollback = nil
 	n.rollbackTo = nil

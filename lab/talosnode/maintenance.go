@@ -411,6 +411,7 @@ func (n *Node) installLockedFromMaintenance(cfg config.Provider, data []byte) er
 
 	n.state.Version = tag
 	n.state.InstallImage = image
+	n.state.Image = image
 	n.state.InstallDisk = disk
 
 	if err = n.saveStateLocked(); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/state"
 	cosiserver "github.com/cosi-project/runtime/pkg/state/protobuf/server"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	talosconfig "github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
@@ -75,6 +76,37 @@ type Options struct {
 	// Disks are the machine's disks (block.Disk resources), default
 	// DefaultDisks.
 	Disks []Disk
+	// Addresses are the node's own IP addresses (besides loopback): its
+	// certificates name them, as on a node.
+	Addresses []string
+	// Shares are the VM's virtiofs shares: tag -> host directory. An
+	// ExternalVolumeConfig of type virtiofs whose source is a tag mounts
+	// that directory at /var/mnt/<name> (Read serves it); without one
+	// nothing is mounted.
+	Shares map[string]string
+	// GPU: the VM has the iGPU (0000:00:02.0). Its driver (i915 in
+	// /proc/modules, its [drm] lines in dmesg) loads only when the
+	// installed image's schematic carries siderolabs/i915 (Extensions).
+	GPU bool
+	// Extensions returns the system extensions an installer image carries
+	// (the Image Factory's view of its schematic); nil knows none.
+	Extensions func(installImage string) []string
+	// ControlPlane runs the node's Kubernetes after the bootstrap (and at
+	// each boot of a bootstrapped node); its etcd's health is what
+	// ServiceList reports. Nil: etcd is simulated (EtcdStartup).
+	ControlPlane ControlPlane
+}
+
+// ControlPlane is what runs on a bootstrapped node (lab/kubecp).
+type ControlPlane interface {
+	// Start starts it for the running machine config, in the background,
+	// with etcd's data in etcdDir. A second Start while it runs does
+	// nothing.
+	Start(cfg talosconfig.Config, etcdDir string)
+	// EtcdHealthy reports whether etcd answers healthy.
+	EtcdHealthy(ctx context.Context) bool
+	// Stop stops it and waits; safe to call when not started.
+	Stop()
 }
 
 // ApplyRecord is one entry of the node's apply history (for tests).
@@ -96,6 +128,9 @@ type persistedState struct {
 	// set by the install from maintenance mode
 	InstallImage string `json:"install_image,omitempty"`
 	InstallDisk  string `json:"install_disk,omitempty"`
+	// the installer image of the last install or upgrade: its schematic's
+	// extensions are what the node runs
+	Image string `json:"image,omitempty"`
 }
 
 type fault struct {
@@ -145,6 +180,7 @@ type Node struct {
 	installed   chan struct{}   // closed when the installed node serves mTLS
 
 	installFailures []string
+	mounts          map[string]string // mount point under "/" -> host directory (virtiofs)
 }
 
 var _ machine.MachineServiceServer = (*server)(nil)
@@ -527,6 +563,10 @@ func (n *Node) Stop() {
 	}
 
 	n.rebootPending.Wait()
+
+	if n.opts.ControlPlane != nil {
+		n.opts.ControlPlane.Stop()
+	}
 }
 
 func hashConfig(b []byte) string {

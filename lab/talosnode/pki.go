@@ -143,7 +143,7 @@ func (n *Node) issueCertificates() error {
 
 	kp, err := x509.NewKeyPair(ca,
 		x509.CommonName(n.opts.Hostname),
-		x509.IPAddresses([]net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback}),
+		x509.IPAddresses(n.certIPs()),
 		x509.DNSNames([]string{"localhost", n.opts.Hostname}),
 		x509.NotBefore(now.Add(-time.Minute)),
 		x509.NotAfter(now.Add(365*24*time.Hour)),
@@ -274,4 +274,18 @@ func adminKubeconfig(cfg talosconfig.Config) ([]byte, error) {
 	})
 
 	return buf.Bytes(), err
+}
+
+// certIPs are the IP addresses of the apid certificate: loopback and the
+// node's own addresses (Options.Addresses), as apid's certificate names the
+// node's IPs.
+func (n *Node) certIPs() []net.IP {
+	ips := []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback}
+	for _, a := range n.opts.Addresses {
+		if ip := net.ParseIP(a); ip != nil {
+			ips = append(ips, ip)
+		}
+	}
+
+	return ips
 }

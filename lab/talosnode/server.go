@@ -88,7 +88,12 @@ func (s *server) Read(in *machine.ReadRequest, srv machine.MachineService_ReadSe
 		rel = "."
 	}
 
-	root, err := os.OpenRoot(s.n.rootDir)
+	base := s.n.rootDir
+	if dir, inMount, ok := s.n.resolveMount(p); ok {
+		base, rel = dir, inMount // a virtiofs share: the host directory
+	}
+
+	root, err := os.OpenRoot(base)
 	if err != nil {
 		return err
 	}
@@ -188,6 +193,7 @@ func (s *server) Bootstrap(context.Context, *machine.BootstrapRequest) (*machine
 	n.logfLocked(facilityUser, "warning", "[talos] bootstrap request received")
 	n.logfLocked(facilityUser, "warning", "[talos] service[etcd](Running): Health check successful")
 	n.logfLocked(facilityUser, "warning", "[talos] etcd bootstrapped, cluster %q", n.opts.ClusterName)
+	n.startControlPlaneLocked()
 
 	return &machine.BootstrapResponse{Messages: []*machine.Bootstrap{{}}}, nil
 }
@@ -278,8 +284,10 @@ func (s *server) ServiceList(context.Context, *emptypb.Empty) (*machine.ServiceL
 	n.mu.Lock()
 	bootstrapped := n.state.Bootstrapped
 	boot := n.bootTime
-	etcdStarting := time.Now().Before(n.etcdSince)
+	since := n.etcdSince
 	n.mu.Unlock()
+
+	etcdRunning := n.etcdHealthy(bootstrapped, since)
 
 	running := func(id string) *machine.ServiceInfo {
 		return &machine.ServiceInfo{
@@ -298,7 +306,7 @@ func (s *server) ServiceList(context.Context, *emptypb.Empty) (*machine.ServiceL
 		services = append(services, running(id))
 	}
 
-	if bootstrapped && !etcdStarting {
+	if etcdRunning {
 		services = append(services, running("etcd"))
 	} else {
 		services = append(services, &machine.ServiceInfo{

@@ -1,0 +1,33 @@
+// Package talosvm is what a VM booted from the Talos ISO is in the lab home
+// server: the lab's Incus server (lab/incushost) calls Boot when it starts a
+// VM with the Talos ISO attached, and Stop when it stops it.
+//
+// Boot starts a lab Talos node (lab/talosnode) in maintenance mode on
+// Spec.Addr:50000, a loopback address of 127.0.0.0/8 the caller picks (on
+// Linux every address of 127/8 is local without setup), with the VM's
+// disks. What its devices give the node:
+//
+//   - The `data` disk device (virtiofs, tag incus_data) is Spec.DataDir:
+//     after the install, a machine config with an ExternalVolumeConfig of
+//     virtiofs on that tag (examples/homelab/patches/node.yaml) makes the
+//     node's /var/mnt/<name> that directory (Read serves it). Without the
+//     document nothing is mounted.
+//   - The `gpu` device (Spec.GPU): the i915 driver loads (i915 in
+//     /proc/modules, its "[drm]" lines in dmesg) only when the installed
+//     image's schematic carries siderolabs/i915. The node knows the
+//     schematic from the installer image of its config
+//     (…/metal-installer/<schematic id>:<version>, what the talos provider
+//     writes from its extensions), looked up in the schematics this lab's
+//     "Image Factory" knows (KnownSchematics, Spec.Schematics). So a VM
+//     without the gpu device reproduces the brief's discovery: no driver,
+//     whatever the schematic.
+//
+// After the bootstrap, the node's Kubernetes is real (lab/kubecp): etcd,
+// kube-apiserver on Addr:6443, controller manager, scheduler, and kwok as
+// the kubelet of a Node named after the config's hostname. The binaries are
+// built once (scripts/build-kube.sh); the first Boot that bootstraps says so
+// on Spec.Log with progress and how long it took. The kubeconfig the node's
+// Kubeconfig RPC returns reaches it when the config's cluster endpoint is
+// https://Addr:6443 (Endpoint). A reboot of the node stops and restarts its
+// Kubernetes; Stop stops all of it.
+package talosvm

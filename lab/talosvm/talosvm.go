@@ -1,0 +1,300 @@
+package talosvm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/homelab-migrate/migrate/lab/kubecp"
+	"github.com/homelab-migrate/migrate/lab/talosnode"
+	"github.com/homelab-migrate/migrate/providers/talos"
+	talosconfig "github.com/siderolabs/talos/pkg/machinery/config"
+)
+
+// APIPort is the Talos machine API's port.
+const APIPort = 50000
+
+// DataTag is the virtiofs tag of the VM's `data` disk device.
+const DataTag = "incus_data"
+
+// Spec is a VM booted from the Talos ISO.
+type Spec struct {
+	Name    string           // the VM's name: the node's hostname until its config names one
+	Addr    string           // IPv4 in 127.0.0.0/8: machine API on :50000, Kubernetes on :6443
+	Dir     string           // working directory (node/, kube/)
+	Disks   []talosnode.Disk // from the VM's disk devices
+	DataDir string           // host directory of the `data` virtiofs device; "" when none
+	GPU     bool             // a `gpu` device is attached
+	// Schematics adds schematic ID -> official extensions to
+	// KnownSchematics (a schematic the lab's Image Factory knows).
+	Schematics map[string][]string
+	// RebootDuration of the node (talosnode.Options); 0 for its default.
+	RebootDuration time.Duration
+	Log            func(format string, args ...any) // the lab's log; nil for none
+}
+
+// KnownSchematics are the schematics of official extensions the lab knows
+// by ID: the brief's (i915) and i915 with intel-ucode.
+func KnownSchematics() map[string][]string {
+	m := map[string][]string{}
+	for _, ext := range [][]string{
+		{"siderolabs/i915"},
+		{"siderolabs/i915", "siderolabs/intel-ucode"},
+		{"siderolabs/intel-ucode", "siderolabs/i915"},
+	} {
+		m[talos.ExtensionsSchematicID(ext...)] = ext
+	}
+
+	return m
+}
+
+// VM is a booted Talos VM.
+type VM struct {
+	spec Spec
+	node *talosnode.Node
+	kube *kube
+}
+
+// Endpoint is the Kubernetes endpoint of a VM at addr, for its machine
+// config (cluster.controlPlane.endpoint).
+func Endpoint(addr string) string { return fmt.Sprintf("https://%s:%d", addr, kubecp.APIPort) }
+
+// Boot starts the VM's node in maintenance mode (or installed, when Dir
+// holds an installed node).
+func Boot(_ context.Context, spec Spec) (*VM, error) {
+	ip := net.ParseIP(spec.Addr).To4()
+	if ip == nil || !ip.IsLoopback() {
+		return nil, fmt.Errorf("talosvm: VM %q: Addr %q must be an IPv4 address in 127.0.0.0/8", spec.Name, spec.Addr)
+	}
+
+	if spec.Dir == "" || spec.Name == "" {
+		return nil, fmt.Errorf("talosvm: VM %q: Name and Dir are required", spec.Name)
+	}
+
+	if spec.Log == nil {
+		spec.Log = func(string, ...any) {}
+	}
+
+	schematics := KnownSchematics()
+	for id, ext := range spec.Schematics {
+		schematics[id] = ext
+	}
+
+	shares := map[string]string{}
+	if spec.DataDir != "" {
+		if fi, err := os.Stat(spec.DataDir); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("talosvm: VM %q: data directory %s is not a directory", spec.Name, spec.DataDir)
+		}
+
+		shares[DataTag] = spec.DataDir
+	}
+
+	k := &kube{spec: spec}
+	node, err := talosnode.New(talosnode.Options{
+		Dir:            filepath.Join(spec.Dir, "node"),
+		Hostname:       spec.Name,
+		Endpoint:       Endpoint(spec.Addr),
+		Addresses:      []string{spec.Addr},
+		Maintenance:    true,
+		Disks:          spec.Disks,
+		Shares:         shares,
+		GPU:            spec.GPU,
+		Extensions:     func(image string) []string { return schematics[schematicID(image)] },
+		ControlPlane:   k,
+		RebootDuration: spec.RebootDuration,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("talosvm: VM %q: %w", spec.Name, err)
+	}
+
+	if err = node.Start(net.JoinHostPort(spec.Addr, fmt.Sprint(APIPort))); err != nil {
+		node.Stop()
+
+		return nil, fmt.Errorf("talosvm: VM %q: %w", spec.Name, err)
+	}
+
+	spec.Log("talosvm: VM %s booted from the Talos ISO: machine API on %s", spec.Name, node.Addr())
+
+	return &VM{spec: spec, node: node, kube: k}, nil
+}
+
+// schematicID is the schematic of an Image Factory installer image
+// (<host>/<kind>-installer/<id>:<tag>), "" for another image.
+func schematicID(image string) string {
+	ref, _, _ := strings.Cut(image, "@")
+	ref, _, _ = strings.Cut(ref[strings.LastIndex(ref, "/")+1:], ":")
+
+	if i := strings.LastIndex(image, "/"); i < 0 || !strings.HasSuffix(image[:i], "installer") {
+		return ""
+	}
+
+	return ref
+}
+
+// Addr is the machine API's address (Addr:50000).
+func (v *VM) Addr() string { return v.node.Addr() }
+
+// Spec is what the VM was booted with: Boot(ctx, vm.Spec()) after Stop
+// starts it again from its disk.
+func (v *VM) Spec() Spec { return v.spec }
+
+// Node is the lab Talos node the VM runs.
+func (v *VM) Node() *talosnode.Node { return v.node }
+
+// WaitKubernetes waits until the Kubernetes started by the bootstrap runs
+// (API ready, kwok started) and returns the error that stopped it if any;
+// it returns at once when nothing was started.
+func (v *VM) WaitKubernetes(ctx context.Context) error { return v.kube.wait(ctx) }
+
+// KubernetesPIDs are the process ids of the node's running Kubernetes
+// components by name (empty before the bootstrap and after Stop).
+func (v *VM) KubernetesPIDs() map[string]int {
+	v.kube.mu.Lock()
+	defer v.kube.mu.Unlock()
+
+	if v.kube.cp == nil {
+		return map[string]int{}
+	}
+
+	return v.kube.cp.PIDs()
+}
+
+// Stop stops the node and its Kubernetes (kwok, scheduler, controller
+// manager, API server, etcd). Its Dir stays: Boot on it again boots the
+// installed node.
+func (v *VM) Stop() { v.node.Stop() }
+
+// kube is the node's talosnode.ControlPlane: kubecp, started in the
+// background (the Bootstrap RPC answers at once, as on a node).
+type kube struct {
+	spec Spec
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+	cp     *kubecp.ControlPlane
+	err    error
+}
+
+func (k *kube) Start(cfg talosconfig.Config, etcdDir string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+
+	if k.done != nil {
+		return
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	k.cancel, k.done, k.err = cancel, done, nil
+
+	go func() {
+		defer close(done)
+
+		cp, err := k.start(ctx, cfg, etcdDir)
+		if err != nil && ctx.Err() == nil {
+			k.spec.Log("talosvm: VM %s: Kubernetes did not start: %v", k.spec.Name, err)
+		}
+
+		k.mu.Lock()
+		k.cp, k.err = cp, err
+		k.mu.Unlock()
+	}()
+}
+
+func (k *kube) start(ctx context.Context, cfg talosconfig.Config, etcdDir string) (*kubecp.ControlPlane, error) {
+	cluster := cfg.Cluster()
+	if cluster == nil || cluster.ServiceAccount() == nil {
+		return nil, errors.New("the machine config has no cluster section")
+	}
+
+	bin, err := kubecp.Binaries(ctx, k.spec.Log)
+	if err != nil {
+		return nil, err
+	}
+
+	start := time.Now()
+
+	cp, err := kubecp.Start(ctx, kubecp.Config{
+		Dir:               filepath.Join(k.spec.Dir, "kube"),
+		EtcdDir:           etcdDir,
+		Addr:              k.spec.Addr,
+		NodeName:          hostname(cfg, k.spec.Name),
+		Bin:               bin,
+		CA:                cluster.IssuingCA(),
+		ServiceAccountKey: cluster.ServiceAccount().Key,
+		Log:               k.spec.Log,
+	})
+	if err == nil {
+		k.spec.Log("talosvm: VM %s: Kubernetes API ready on %s after %s", k.spec.Name, Endpoint(k.spec.Addr), time.Since(start).Round(time.Second))
+	}
+
+	return cp, err
+}
+
+// hostname is the node's hostname by its config: a HostnameConfig
+// document, else machine.network.hostname, else the VM's name.
+func hostname(cfg talosconfig.Config, fallback string) string {
+	if h := cfg.NetworkHostnameConfig(); h != nil && h.Hostname() != "" {
+		return h.Hostname()
+	}
+
+	return fallback
+}
+
+func (k *kube) wait(ctx context.Context) error {
+	k.mu.Lock()
+	done := k.done
+	k.mu.Unlock()
+
+	if done == nil {
+		return nil
+	}
+
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-done:
+	}
+
+	k.mu.Lock()
+	defer k.mu.Unlock()
+
+	return k.err
+}
+
+func (k *kube) EtcdHealthy(ctx context.Context) bool {
+	k.mu.Lock()
+	started := k.done != nil
+	k.mu.Unlock()
+
+	return started && kubecp.EtcdHealthy(ctx, k.spec.Addr)
+}
+
+func (k *kube) Stop() {
+	k.mu.Lock()
+	cancel, done := k.cancel, k.done
+	k.mu.Unlock()
+
+	if done == nil {
+		return
+	}
+
+	cancel()
+	<-done
+
+	k.mu.Lock()
+	cp := k.cp
+	k.cp, k.done = nil, nil
+	k.mu.Unlock()
+
+	if cp != nil {
+		cp.Stop()
+	}
+}

@@ -1,0 +1,199 @@
+package talos_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"filippo.io/age"
+	coreconfig "github.com/siderolabs/talos/pkg/machinery/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"github.com/zclconf/go-cty/cty"
+	"go.yaml.in/yaml/v4"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/homelab-migrate/migrate/lab/talosvm"
+	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/talos"
+)
+
+// TestFirstInstallOnLabVM runs the platform steps the brief's runbook runs
+// against a lab VM booted from the ISO: the first install with the brief's
+// patch, talos_read of the data share and of the iGPU's module, the
+// bootstrap (its wait sees the real etcd), and a kubeconfig that reaches
+// the node's real API server.
+func TestFirstInstallOnLabVM(t *testing.T) {
+	t.Parallel()
+
+	data := t.TempDir()
+	if err := os.WriteFile(filepath.Join(data, ".probe"), []byte("on the host's RAID\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// a loopback address of its own, whose node ports are free
+	var addr string
+	for addr == "" {
+		cand := fmt.Sprintf("127.%d.%d.%d", 100+rand.IntN(100), rand.IntN(256), 2+rand.IntN(250))
+		free := true
+		for _, port := range []string{"50000", "6443", "2379", "2380"} {
+			l, err := net.Listen("tcp", net.JoinHostPort(cand, port))
+			if err != nil {
+				free = false
+				break
+			}
+			l.Close() //nolint:errcheck
+		}
+		if free {
+			addr = cand
+		}
+	}
+
+	vm, err := talosvm.Boot(context.Background(), talosvm.Spec{
+		Name: "talos", Addr: addr, Dir: t.TempDir(), Disks: maintDisks, DataDir: data, GPU: true,
+		RebootDuration: 200 * time.Millisecond, Log: t.Logf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Cleanup(vm.Stop)
+
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	l := &maintLab{lab: &lab{n: vm.Node(), dir: t.TempDir(), id: id}}
+	l.write(t, "identity.txt", id.String()+"\n")
+	l.write(t, "patches/node.yaml", briefPatch)
+
+	contract, err := coreconfig.ParseContractFromVersion("v1.13.3")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	bundle, err := secrets.NewBundle(secrets.NewClock(), contract)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	b, err := yaml.Marshal(bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	l.secrets = l.write(t, "secrets.yaml", string(b))
+
+	in, err := generate.NewInput("lab", talosvm.Endpoint(addr), "", generate.WithSecretsBundle(bundle), generate.WithVersionContract(contract))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tc, err := in.Talosconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tc.Contexts[tc.Context].Endpoints = []string{vm.Addr()}
+
+	tb, err := tc.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	l.talosconfig = l.write(t, "talosconfig", string(tb))
+
+	conf := l.config(false)
+	conf["cluster_endpoint"] = cty.StringVal(talosvm.Endpoint(addr))
+	p := l.provider(t, conf)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+
+	cfg := obj(map[string]cty.Value{"patches": strs("patches/node.yaml"), "verify": verify([]string{"apid", "machined"}, nil)})
+	pr := plan(p, talos.MachineConfig, cfg)
+	if err := pr.Diagnostics.Err(); err != nil {
+		t.Fatalf("Plan: %v", err)
+	}
+
+	var log bytes.Buffer
+	if r := p.Apply(ctx, providers.ApplyRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Planned: pr.Private, Log: &log}); r.Diagnostics.HasErrors() {
+		t.Fatalf("first install: %v\n%s", r.Diagnostics.Err(), log.String())
+	}
+
+	for path, want := range map[string]string{"/var/mnt/data/.probe": "on the host's RAID", "/proc/modules": "i915 "} {
+		r := apply(ctx, p, talos.Read, obj(map[string]cty.Value{"path": cty.StringVal(path), "contains": cty.StringVal(want)}), &bytes.Buffer{})
+		if err := r.Diagnostics.Err(); err != nil {
+			t.Errorf("talos_read %s: %v", path, err)
+		}
+	}
+
+	log.Reset()
+
+	if r := apply(ctx, p, talos.Bootstrap, cty.EmptyObjectVal, &log); r.Diagnostics.HasErrors() {
+		t.Fatalf("bootstrap: %v\n%s", r.Diagnostics.Err(), log.String())
+	}
+
+	if !vm.Node().Bootstrapped() || !strings.Contains(log.String(), "etcd") {
+		t.Fatalf("bootstrap: node bootstrapped %v, log:\n%s", vm.Node().Bootstrapped(), log.String())
+	}
+
+	if r := apply(ctx, p, talos.Kubeconfig, obj(map[string]cty.Value{"path": cty.StringVal("rendered/kubeconfig")}), &bytes.Buffer{}); r.Diagnostics.HasErrors() {
+		t.Fatalf("kubeconfig: %v", r.Diagnostics.Err())
+	}
+
+	if err := vm.WaitKubernetes(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	kc, err := os.ReadFile(filepath.Join(l.dir, "rendered/kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	rc, err := clientcmd.RESTConfigFromKubeConfig(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	k, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if body, err := k.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil || !strings.EqualFold(string(body), "ok") {
+		t.Fatalf("/readyz with talos_kubeconfig's file: %q %v", body, err)
+	}
+
+	// a later config change verified with `kubernetes = true` asks the
+	// node's real API server
+	l.write(t, "patches/labels.yaml", "machine:\n  nodeLabels:\n    lab: \"yes\"\n")
+
+	v := verify([]string{"apid", "etcd"}, nil).AsValueMap()
+	v["kubernetes"] = cty.True
+	cfg = obj(map[string]cty.Value{"patches": strs("patches/node.yaml", "patches/labels.yaml"), "verify": obj(v)})
+
+	pr = plan(p, talos.MachineConfig, cfg)
+	if err := pr.Diagnostics.Err(); err != nil {
+		t.Fatalf("Plan: %v", err)
+	}
+
+	log.Reset()
+
+	if r := p.Apply(ctx, providers.ApplyRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Planned: pr.Private, Log: &log}); r.Diagnostics.HasErrors() {
+		t.Fatalf("config change: %v\n%s", r.Diagnostics.Err(), log.String())
+	}
+
+	if strings.Contains(log.String(), "Kubernetes check skipped") || !strings.Contains(log.String(), "the Kubernetes API answers") {
+		t.Errorf("the Kubernetes check did not run:\n%s", log.String())
+	}
+}
