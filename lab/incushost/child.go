@@ -1,0 +1,195 @@
+package incushost
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// The child side of an exec: started again as the lab's own executable
+// with childEnv set, it is root in its user namespace and PID 1 of its
+// PID namespace. It never returns to the program's main.
+func init() {
+	if os.Getenv(childEnv) == "1" {
+		childMain()
+	}
+}
+
+// hostDirs are bind-mounted read-only into a rootfs that lacks them, so
+// that ordinary commands (sh, tar, cp) exist in any instance; a host
+// symlink (/bin -> usr/bin on a merged-/usr system) becomes the same
+// symlink in the rootfs.
+var hostDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32"}
+
+var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+func childMain() {
+	status := os.NewFile(3, "status")
+	die := func(format string, args ...any) {
+		fmt.Fprintf(status, format, args...)
+		os.Exit(127)
+	}
+	if len(os.Args) < 2 {
+		die("incushost child: no spec")
+	}
+	var spec childSpec
+	if err := json.Unmarshal([]byte(os.Args[1]), &spec); err != nil {
+		die("incushost child: %v", err)
+	}
+	if err := mounts(spec.Root); err != nil {
+		die("the lab could not prepare the instance's mounts: %v", err)
+	}
+	if err := syscall.Chroot(spec.Root); err != nil {
+		die("chroot: %v", err)
+	}
+	if spec.Cwd == "" || syscall.Chdir(spec.Cwd) != nil { // a missing cwd does not fail, as on the daemon
+		_ = syscall.Chdir("/")
+	}
+	if spec.GID != 0 || spec.UID != 0 {
+		if err := syscall.Setgroups(nil); err != nil {
+			die("setgroups: %v", err)
+		}
+		if err := syscall.Setgid(int(spec.GID)); err != nil {
+			die("setgid %d: %v", spec.GID, err)
+		}
+		if err := syscall.Setuid(int(spec.UID)); err != nil {
+			die("setuid %d: %v", spec.UID, err)
+		}
+	}
+	path := lookPath(spec.Command[0], spec.Env)
+	if path == "" {
+		die("Command not found")
+	}
+	syscall.CloseOnExec(3)
+	err := syscall.Exec(path, spec.Command, spec.Env)
+	die("Failed to run %s: %v", spec.Command[0], err)
+}
+
+// lookPath finds a command in the (new) root as a shell would.
+func lookPath(name string, env []string) string {
+	executable := func(p string) bool {
+		st, err := os.Stat(p)
+		return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
+	}
+	if strings.Contains(name, "/") {
+		if executable(name) {
+			return name
+		}
+		return ""
+	}
+	path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, d := range filepath.SplitList(path) {
+		if p := filepath.Join(d, name); executable(p) {
+			return p
+		}
+	}
+	return ""
+}
+
+func mounts(root string) error {
+	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("making / private: %w", err)
+	}
+	for _, d := range hostDirs {
+		fi, err := os.Lstat(d)
+		if err != nil {
+			continue
+		}
+		in := filepath.Join(root, d)
+		if fi.Mode()&os.ModeSymlink != 0 {
+			if _, err := os.Lstat(in); os.IsNotExist(err) {
+				target, _ := os.Readlink(d)
+				_ = os.Symlink(target, in)
+			}
+			continue
+		}
+		if err := bindHostDir(d, in); err != nil {
+			return err
+		}
+	}
+	dev := filepath.Join(root, "dev")
+	_ = os.MkdirAll(dev, 0o755)
+	for _, n := range devices {
+		p := filepath.Join(dev, n)
+		if _, err := os.Lstat(p); os.IsNotExist(err) {
+			if f, err := os.Create(p); err == nil {
+				f.Close()
+			}
+		}
+		_ = syscall.Mount("/dev/"+n, p, "", syscall.MS_BIND, "")
+	}
+	proc := filepath.Join(root, "proc")
+	if _, err := os.Stat(proc); err == nil {
+		_ = syscall.Mount("proc", proc, "proc", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "")
+	}
+	return nil
+}
+
+// bindHostDir mounts a host directory read-only where the rootfs has no
+// such directory or an empty one; inside /usr it goes one level down, so
+// that the rootfs's own /usr/local stays.
+func bindHostDir(host, in string) error {
+	fi, err := os.Lstat(in)
+	switch {
+	case os.IsNotExist(err):
+		if err := os.MkdirAll(in, 0o755); err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	case !fi.IsDir():
+		return nil // the rootfs's own file or symlink wins
+	default:
+		ents, _ := os.ReadDir(in)
+		if len(ents) > 0 {
+			if host != "/usr" {
+				return nil
+			}
+			subs, _ := os.ReadDir(host)
+			for _, e := range subs {
+				if e.IsDir() && e.Name() != "local" {
+					if err := bindHostDir(filepath.Join(host, e.Name()), filepath.Join(in, e.Name())); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}
+	}
+	if err := syscall.Mount(host, in, "", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind-mounting %s: %w", host, err)
+	}
+	// Read-only, keeping the flags the source mount has locked.
+	var st syscall.Statfs_t
+	flags := uintptr(syscall.MS_BIND | syscall.MS_REMOUNT | syscall.MS_RDONLY)
+	if syscall.Statfs(host, &st) == nil {
+		for _, f := range []uintptr{syscall.MS_NOSUID, syscall.MS_NODEV, syscall.MS_NOEXEC, syscall.MS_NOATIME, syscall.MS_NODIRATIME, syscall.MS_RELATIME} {
+			if uintptr(st.Flags)&stFlag(f) != 0 {
+				flags |= f
+			}
+		}
+	}
+	if err := syscall.Mount("", in, "", flags, ""); err != nil {
+		// Never leave the host's directory writable to the command.
+		return fmt.Errorf("making %s read-only: %w", host, err)
+	}
+	return nil
+}
+
+// stFlag maps an MS_ flag to statfs's ST_ flag.
+func stFlag(ms uintptr) uintptr {
+	switch ms {
+	case syscall.MS_RELATIME:
+		return 4096 // ST_RELATIME
+	default: // ST_NOSUID..ST_NODIRATIME have the MS_ values
+		return ms
+	}
+}

@@ -1,0 +1,58 @@
+// Package incushost is the lab's Incus host: a server of the Incus REST
+// API in one Go process, speaking what providers/incus/incusapi speaks
+// (the daemon's envelope, operations, ETags, errors worded as the daemon
+// words them), so that the incus provider and its tests run against it as
+// against a real daemon.
+//
+//	s, _ := incushost.New(incushost.Options{Dir: dir, Seed: true, BootVM: hook})
+//	s.Listen(dir + "/unix.socket")          // trusted, as the daemon's socket
+//	s.ServeHTTPS("127.0.0.1:8443")          // client certificates
+//	defer s.Close()
+//
+// Layout of Dir: instances/NAME/{meta.json,rootfs/,logs/,snapshots/SNAP/},
+// images/ALIAS/rootfs/ (an image is a directory tree, copied as a new
+// instance's rootfs: ImportImage, Skeleton, Busybox), storage/POOL/ (custom
+// volumes; an imported ISO's bytes), certs/ (trusted clients) and the
+// server's certificate. Seed creates the lab-base image and the brief's
+// three old VMs (services, matrix, k3s), running, with a user.lab key.
+//
+// Commands (exec, record-output mode) run for real: the lab starts its
+// own executable again (an init function of this package takes over when
+// MIGRATE_INCUSHOST_CHILD is set) in new user, mount and PID namespaces;
+// that child bind-mounts the host's /usr (and /bin, /lib... where the
+// host has them as directories) read-only where the rootfs lacks them,
+// binds /dev/null and friends, mounts /proc, chroots into the rootfs and
+// execs the command as PID 1 of its namespace. Stopping the instance
+// kills that PID 1, and with it everything the command started.
+//
+// VMs: an instance of type virtual-machine with a disk whose source is an
+// ISO volume boots through Options.BootVM when started (VMSpec: disks with
+// sizes, the shared directory, the gpu device, its 127.0.1.N address,
+// reported as eth0's inet address) and its Guest is stopped on stop.
+//
+// Differences from the real daemon (Incus 6.0), on purpose or by lack:
+//
+//   - A "running" container has no init process and no processes of its
+//     own: it only runs what is exec'ed into it. A graceful stop therefore
+//     never times out, raw.lxc (lxc.signal.halt) means nothing, state
+//     reports no memory or CPU use.
+//   - A VM without an ISO disk (the old VMs) behaves as a container; a VM
+//     booted through BootVM runs no commands (no agent) and its files are
+//     its rootfs directory's, not the guest's.
+//   - Mount points the child needs (/usr or /usr/bin..., /dev/null...,
+//     symlinks bin -> usr/bin where the host has them) are created in the
+//     rootfs when absent, and stay visible through the files API.
+//   - Networks: one managed network (Options.Network, "labbr0"), no DHCP:
+//     every instance has a 127.0.1.N address from its creation; a running
+//     instance reports it on each NIC (and a booted VM on eth0), and the
+//     network's leases list it by the NIC's MAC.
+//   - Storage: one pool, "default"; volumes other than ISOs hold no bytes.
+//   - Images: only local aliases (no image endpoints, no remote images).
+//   - Operations cannot be cancelled ("This operation can't be
+//     cancelled"), as a record-output exec on the daemon.
+//   - Owners: as root, the lab keeps the uids and gids of files (the user
+//     namespace maps 0-65535 to the same IDs); as another user, every file
+//     is that user's and an exec's root is that user.
+//   - Restarting the lab process: instances keep their status, but a VM
+//     booted through BootVM is Stopped (its guest died with the process).
+package incushost
