@@ -269,19 +269,24 @@ func (s *Server) createInstance(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	op := s.ops.start("task", "Creating instance", map[string][]string{"instances": {"/1.0/instances/" + in.Name}},
 		func(*operation) (map[string]any, error) {
-			err := s.makeInstance(in, src, req.Start)
-			if err != nil {
+			if err := s.makeInstance(in, src); err != nil {
 				s.mu.Lock()
 				delete(s.instances, in.Name)
 				s.mu.Unlock()
 				_ = os.RemoveAll(in.dir)
+				return nil, err
 			}
-			return nil, err
+			if !req.Start {
+				return nil, nil
+			}
+			s.mu.Lock() // a failed start leaves the instance created, as the daemon does
+			defer s.mu.Unlock()
+			return nil, s.startLocked(in)
 		})
 	s.ops.async(w, op)
 }
 
-func (s *Server) makeInstance(in *instance, src string, start bool) error {
+func (s *Server) makeInstance(in *instance, src string) error {
 	if err := os.MkdirAll(filepath.Join(in.dir, "logs"), 0o755); err != nil {
 		return err
 	}
@@ -300,9 +305,6 @@ func (s *Server) makeInstance(in *instance, src string, start bool) error {
 		return err
 	}
 	s.logf("incus lab: created %s %s", in.Type, in.Name)
-	if start {
-		return s.startLocked(in)
-	}
 	return nil
 }
 

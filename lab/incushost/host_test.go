@@ -1,0 +1,298 @@
+package incushost_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/homelab-migrate/migrate/lab/incushost"
+	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
+)
+
+func TestHTTPSTrustsOnlyKnownClients(t *testing.T) {
+	s, local := lab(t, incushost.Options{})
+	addr, err := s.ServeHTTPS("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crt, key := clientCert(t)
+	c, err := incusapi.New(incusapi.Options{URL: addr.String(), ClientCert: crt, ClientKey: key, ServerCert: s.CertPEM()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var untrusted *incusapi.UntrustedError
+	if _, err := c.Server(ctxT(t)); !errors.As(err, &untrusted) {
+		t.Fatalf("GET /1.0 by an unknown client: %v", err)
+	}
+	if _, err := c.Instances(ctxT(t)); !errors.As(err, &untrusted) || !strings.Contains(err.Error(), "does not trust") {
+		t.Fatalf("a list by an unknown client: %v", err)
+	}
+	if err := local.AddCertificate(ctxT(t), "test", crt); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := c.Server(ctxT(t))
+	if err != nil || srv.Auth != "trusted" {
+		t.Fatalf("GET /1.0 by a trusted client: %+v %v", srv, err)
+	}
+	launch(t, c, "box", true)
+	if code, out, _ := run(t, c, "box", "echo", "over https"); code != 0 || out != "over https\n" {
+		t.Fatalf("exec over HTTPS: %d %q", code, out)
+	}
+	// Another server certificate than the pinned one is refused.
+	other, err := incushost.New(incushost.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong, _ := incusapi.New(incusapi.Options{URL: addr.String(), ClientCert: crt, ClientKey: key, ServerCert: other.CertPEM()})
+	var certErr *incusapi.ServerCertError
+	if _, err := wrong.Server(ctxT(t)); !errors.As(err, &certErr) {
+		t.Fatalf("a wrong pinned certificate: %v", err)
+	}
+	fp, _ := incusapi.CertificateFingerprint(crt)
+	if err := local.DeleteCertificate(ctxT(t), fp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Instances(ctxT(t)); !errors.As(err, &untrusted) {
+		t.Fatalf("after the certificate was removed: %v", err)
+	}
+}
+
+// raw sends a request on the socket and decodes the envelope.
+func raw(t *testing.T, sock, method, path string, body string) (int, map[string]any) {
+	t.Helper()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	req, _ := http.NewRequestWithContext(ctxT(t), method, "http://lab"+path, strings.NewReader(body))
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return resp.StatusCode, out
+}
+
+func TestOperationsFailAtWaitAndVanish(t *testing.T) {
+	dir := t.TempDir()
+	_, c := lab(t, incushost.Options{Dir: dir, OperationTTL: 300 * time.Millisecond})
+	sock := filepath.Join(dir, "unix.socket")
+	launch(t, c, "box", false)
+	code, env := raw(t, sock, "PUT", "/1.0/instances/box/state", `{"action":"stop","timeout":-1}`)
+	if code != http.StatusAccepted || env["type"] != "async" {
+		t.Fatalf("a state change: %d %v", code, env)
+	}
+	op := env["operation"].(string)
+	code, env = raw(t, sock, "GET", op+"/wait?timeout=-1", "")
+	if code != http.StatusOK || env["type"] != "error" || env["error"] != "The instance is already stopped" || env["error_code"] != float64(400) {
+		t.Fatalf("the wait of a failed stop: %d %v", code, env)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if code, _ = raw(t, sock, "GET", op, ""); code == http.StatusNotFound {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a finished operation did not vanish")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The ETag header, and If-Match on PATCH.
+	i, etag, err := c.Instance(ctxT(t), "box")
+	if err != nil || etag == "" {
+		t.Fatalf("no ETag: %v", err)
+	}
+	_ = i
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	req, _ := http.NewRequest("PATCH", "http://lab/1.0/instances/box", strings.NewReader(`{"config":{"user.x":"1"}}`))
+	req.Header.Set("If-Match", `"not-`+etag[1:])
+	resp, err := hc.Do(req)
+	if err != nil || resp.StatusCode != http.StatusPreconditionFailed {
+		t.Fatalf("a PATCH with a wrong If-Match: %v %v", resp, err)
+	}
+	resp.Body.Close()
+}
+
+func TestSeedMakesTheOldVMs(t *testing.T) {
+	dir := t.TempDir()
+	s, c := lab(t, incushost.Options{Dir: dir, Seed: true})
+	for _, name := range incushost.OldVMs {
+		i := inst(t, c, name)
+		if i.Status != "Running" || i.Type != "virtual-machine" || i.Config["user.lab"] == "" {
+			t.Fatalf("old VM %s: %s %s %v", name, i.Status, i.Type, i.Config)
+		}
+	}
+	if code, out, _ := run(t, c, "k3s", "cat", "/etc/rancher/k3s/k3s.yaml"); code != 0 || !strings.Contains(out, "server: https://") {
+		t.Fatalf("k3s.yaml: %d %q", code, out)
+	}
+	// Synapse's stand-ins: systemctl records, sqlite3 backs up.
+	if code, _, errs := run(t, c, "matrix", "systemctl", "stop", "matrix-synapse"); code != 0 {
+		t.Fatalf("systemctl stop: %d %s", code, errs)
+	}
+	if code, _, errs := run(t, c, "matrix", "sqlite3", "/var/lib/matrix-synapse/homeserver.db", ".backup /root/backup.db"); code != 0 {
+		t.Fatalf("sqlite3 .backup: %d %s", code, errs)
+	}
+	if code, out, _ := run(t, c, "matrix", "cat", "/root/systemctl.calls", "/root/backup.db"); code != 0 || out != "stop matrix-synapse\nSQLite format 3\x00 the rooms\n" {
+		t.Fatalf("the stand-ins' traces: %d %q", code, out)
+	}
+	if code, out, _ := run(t, c, "services", "cat", "/etc/samba/smb.conf"); code != 0 || !strings.Contains(out, "[media]") {
+		t.Fatalf("smb.conf: %d %q", code, out)
+	}
+	// A second start keeps what is there.
+	if err := c.SetState(ctxT(t), "k3s", incusapi.InstanceStatePut{Action: "stop", Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s2, err := incushost.New(incushost.Options{Dir: dir, Seed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	sock := filepath.Join(t.TempDir(), "s")
+	if err := s2.Listen(sock); err != nil {
+		t.Fatal(err)
+	}
+	c2, _ := incusapi.New(incusapi.Options{Socket: sock})
+	if i := inst(t, c2, "k3s"); i.Status != "Stopped" {
+		t.Fatalf("the stopped k3s after a restart of the lab: %s", i.Status)
+	}
+	if code, out, _ := run(t, c2, "matrix", "cat", "/root/systemctl.calls"); code != 0 || out != "stop matrix-synapse\n" {
+		t.Fatalf("matrix after a restart of the lab: %d %q", code, out)
+	}
+}
+
+type fakeGuest struct {
+	mu      sync.Mutex
+	stopped int
+}
+
+func (g *fakeGuest) Stop() error {
+	g.mu.Lock()
+	g.stopped++
+	g.mu.Unlock()
+	return nil
+}
+
+func TestISOVMsBootThroughTheHook(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		specs []incushost.VMSpec
+		guest = &fakeGuest{}
+	)
+	boot := func(_ context.Context, spec incushost.VMSpec) (incushost.Guest, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		specs = append(specs, spec)
+		return guest, nil
+	}
+	_, c := lab(t, incushost.Options{BootVM: boot})
+	ctx := ctxT(t)
+	if err := c.ImportStorageVolume(ctx, "default", "talos-iso", "iso", strings.NewReader("an ISO image")); err != nil {
+		t.Fatal(err)
+	}
+	v, etag, err := c.StorageVolume(ctx, "default", "talos-iso")
+	if err != nil || v.ContentType != "iso" || v.Config["size"] != "12" {
+		t.Fatalf("the imported ISO: %+v %v", v, err)
+	}
+	put := v.StorageVolumePut
+	put.Description = "marked"
+	if err := c.UpdateStorageVolume(ctx, "default", "talos-iso", put, etag); err != nil {
+		t.Fatal(err)
+	}
+	put.Config = map[string]string{"size": "1"}
+	if err := c.UpdateStorageVolume(ctx, "default", "talos-iso", put, ""); err == nil {
+		t.Fatal("an ISO volume's config was changed")
+	}
+	if err := c.CreateStorageVolume(ctx, "default", incusapi.StorageVolumesPost{Name: "bulk", ContentType: "block",
+		StorageVolumePut: incusapi.StorageVolumePut{Config: map[string]string{"size": "150GiB"}}}); err != nil {
+		t.Fatal(err)
+	}
+	share := t.TempDir()
+	err = c.CreateInstance(ctx, incusapi.InstancesPost{Name: "talos", Type: "virtual-machine", Source: incusapi.InstanceSource{Type: "none"},
+		InstancePut: incusapi.InstancePut{Devices: map[string]map[string]string{
+			"root": {"type": "disk", "path": "/", "pool": "default", "size": "20GiB"},
+			"iso":  {"type": "disk", "pool": "default", "source": "talos-iso", "boot.priority": "10"},
+			"bulk": {"type": "disk", "pool": "default", "source": "bulk"},
+			"data": {"type": "disk", "source": share, "path": "/var/mnt/data"},
+			"gpu":  {"type": "gpu", "gputype": "physical"},
+			"eth0": {"type": "nic", "network": "labbr0"},
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteStorageVolume(ctx, "default", "bulk"); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("deleting a volume in use: %v", err)
+	}
+	if err := c.SetState(ctx, "talos", incusapi.InstanceStatePut{Action: "start"}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if len(specs) != 1 {
+		t.Fatalf("BootVM calls: %d", len(specs))
+	}
+	spec := specs[0]
+	mu.Unlock()
+	if !spec.GPU || spec.DataShare != share || spec.ISO == "" || !strings.HasPrefix(spec.IPv4, "127.0.1.") {
+		t.Fatalf("the VM's spec: %+v", spec)
+	}
+	sizes := map[string]int64{}
+	for _, d := range spec.Disks {
+		sizes[d.Device] = d.Size
+	}
+	if sizes["root"] != 20<<30 || sizes["bulk"] != 150<<30 || sizes["iso"] != 12 {
+		t.Fatalf("the disks' sizes: %v", sizes)
+	}
+	st, err := c.InstanceState(ctx, "talos")
+	if err != nil || len(st.Network["eth0"].Addresses) == 0 || st.Network["eth0"].Addresses[0].Address != spec.IPv4 {
+		t.Fatalf("the VM's eth0: %+v %v", st, err)
+	}
+	leases, err := c.NetworkLeases(ctx, "labbr0")
+	found := false
+	for _, l := range leases {
+		found = found || l.Address == spec.IPv4
+	}
+	if err != nil || !found {
+		t.Fatalf("the network's leases: %v %v", leases, err)
+	}
+	if err := c.SetState(ctx, "talos", incusapi.InstanceStatePut{Action: "stop", Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if guest.stopped != 1 {
+		t.Fatalf("the guest was stopped %d times", guest.stopped)
+	}
+	if err := c.DeleteInstance(ctx, "talos"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteStorageVolume(ctx, "default", "bulk"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestISOVMWithoutAHookFailsToStart(t *testing.T) {
+	_, c := lab(t, incushost.Options{})
+	ctx := ctxT(t)
+	if err := c.ImportStorageVolume(ctx, "default", "iso", "iso", strings.NewReader("x")); err != nil {
+		t.Fatal(err)
+	}
+	err := c.CreateInstance(ctx, incusapi.InstancesPost{Name: "vm", Type: "virtual-machine", Source: incusapi.InstanceSource{Type: "none"}, Start: true,
+		InstancePut: incusapi.InstancePut{Devices: map[string]map[string]string{"iso": {"type": "disk", "pool": "default", "source": "iso"}}}})
+	if err == nil || !strings.Contains(err.Error(), "no BootVM hook") {
+		t.Fatalf("an ISO VM without a hook: %v", err)
+	}
+	if i := inst(t, c, "vm"); i.Status != "Stopped" {
+		t.Fatalf("a VM whose start failed: %s", i.Status)
+	}
+}
