@@ -6,15 +6,17 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 )
 
-// The child side of an exec: started again as the lab's own executable
+// The init side (see init.go): started again as the lab's own executable
 // with childEnv set, it is root in its user namespace and PID 1 of its
 // PID namespace. It never returns to the program's main.
 func init() {
 	if os.Getenv(childEnv) == "1" {
-		childMain()
+		initMain()
 	}
 }
 
@@ -26,18 +28,16 @@ var hostDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32"}
 
 var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
-func childMain() {
-	status := os.NewFile(3, "status")
+const ctrlFD = 3
+
+func initMain() {
 	die := func(format string, args ...any) {
-		fmt.Fprintf(status, format, args...)
-		os.Exit(127)
+		_, _ = syscall.Write(ctrlFD, fmt.Appendf(nil, format, args...))
+		os.Exit(1)
 	}
-	if len(os.Args) < 2 {
-		die("incushost child: no spec")
-	}
-	var spec childSpec
-	if err := json.Unmarshal([]byte(os.Args[1]), &spec); err != nil {
-		die("incushost child: %v", err)
+	var spec initSpec
+	if len(os.Args) < 2 || json.Unmarshal([]byte(os.Args[1]), &spec) != nil {
+		die("incushost init: no spec")
 	}
 	if err := mounts(spec.Root); err != nil {
 		die("the lab could not prepare the instance's mounts: %v", err)
@@ -45,27 +45,106 @@ func childMain() {
 	if err := syscall.Chroot(spec.Root); err != nil {
 		die("chroot: %v", err)
 	}
-	if spec.Cwd == "" || syscall.Chdir(spec.Cwd) != nil { // a missing cwd does not fail, as on the daemon
-		_ = syscall.Chdir("/")
+	_ = syscall.Chdir("/")
+	devnull, err := syscall.Open("/dev/null", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		die("/dev/null: %v", err)
 	}
-	if spec.GID != 0 || spec.UID != 0 {
-		if err := syscall.Setgroups(nil); err != nil {
-			die("setgroups: %v", err)
+	syscall.CloseOnExec(ctrlFD)
+	_, _ = syscall.Write(ctrlFD, []byte("ready"))
+
+	var mu sync.Mutex
+	waiting := map[int]*os.File{} // pid -> reply socket
+	go func() {                   // PID 1 reaps every process, its commands' orphans too
+		for {
+			var ws syscall.WaitStatus
+			pid, err := syscall.Wait4(-1, &ws, 0, nil)
+			if err != nil {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			mu.Lock()
+			if f := waiting[pid]; f != nil {
+				code := ws.ExitStatus()
+				if ws.Signaled() {
+					code = 128 + int(ws.Signal())
+				}
+				send(f, reply{Exit: &code})
+				f.Close()
+				delete(waiting, pid)
+			}
+			mu.Unlock()
 		}
-		if err := syscall.Setgid(int(spec.GID)); err != nil {
-			die("setgid %d: %v", spec.GID, err)
+	}()
+	buf, oob := make([]byte, 4<<20), make([]byte, syscall.CmsgSpace(3*4))
+	for {
+		n, oobn, _, _, err := syscall.Recvmsg(ctrlFD, buf, oob, 0)
+		if err == syscall.EINTR {
+			continue
 		}
-		if err := syscall.Setuid(int(spec.UID)); err != nil {
-			die("setuid %d: %v", spec.UID, err)
+		if err != nil || n == 0 {
+			os.Exit(0) // the lab is gone
 		}
+		msgs, _ := syscall.ParseSocketControlMessage(oob[:oobn])
+		if len(msgs) == 0 {
+			continue
+		}
+		fds, _ := syscall.ParseUnixRights(&msgs[0])
+		if len(fds) != 3 {
+			for _, fd := range fds {
+				syscall.Close(fd)
+			}
+			continue
+		}
+		for _, fd := range fds {
+			syscall.CloseOnExec(fd)
+		}
+		var req execSpec
+		replyTo := os.NewFile(uintptr(fds[0]), "reply")
+		if err := json.Unmarshal(buf[:n], &req); err != nil || len(req.Command) == 0 {
+			send(replyTo, reply{Error: "bad exec request"})
+			replyTo.Close()
+		} else {
+			mu.Lock()
+			start(req, spec.NoSetGrps, devnull, fds, replyTo, waiting)
+			mu.Unlock()
+		}
+		syscall.Close(fds[1])
+		syscall.Close(fds[2])
 	}
-	path := lookPath(spec.Command[0], spec.Env)
+}
+
+func send(f *os.File, r reply) {
+	b, _ := json.Marshal(r)
+	_, _ = f.Write(append(b, '\n'))
+}
+
+// start forks the command; the caller holds the lock the reaper takes,
+// so that the reaper never sees a pid before it is waited for.
+func start(req execSpec, noSetGroups bool, devnull int, fds []int, replyTo *os.File, waiting map[int]*os.File) {
+	path := lookPath(req.Command[0], req.Env)
 	if path == "" {
-		die("Command not found")
+		send(replyTo, reply{Error: "Command not found"})
+		replyTo.Close()
+		return
 	}
-	syscall.CloseOnExec(3)
-	err := syscall.Exec(path, spec.Command, spec.Env)
-	die("Failed to run %s: %v", spec.Command[0], err)
+	dir := req.Cwd
+	if st, err := os.Stat(dir); dir == "" || err != nil || !st.IsDir() { // a missing cwd does not fail, as on the daemon
+		dir = "/"
+	}
+	sys := &syscall.SysProcAttr{Setsid: true}
+	if req.UID != 0 || req.GID != 0 {
+		sys.Credential = &syscall.Credential{Uid: req.UID, Gid: req.GID, Groups: []uint32{}, NoSetGroups: noSetGroups}
+	}
+	pid, err := syscall.ForkExec(path, req.Command, &syscall.ProcAttr{Dir: dir, Env: req.Env,
+		Files: []uintptr{uintptr(devnull), uintptr(fds[1]), uintptr(fds[2])}, Sys: sys})
+	if err != nil {
+		send(replyTo, reply{Error: fmt.Sprintf("Failed to run %s: %v", req.Command[0], err)})
+		replyTo.Close()
+		return
+	}
+	waiting[pid] = replyTo
+	send(replyTo, reply{PID: pid})
 }
 
 // lookPath finds a command in the (new) root as a shell would.
@@ -92,104 +171,4 @@ func lookPath(name string, env []string) string {
 		}
 	}
 	return ""
-}
-
-func mounts(root string) error {
-	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("making / private: %w", err)
-	}
-	for _, d := range hostDirs {
-		fi, err := os.Lstat(d)
-		if err != nil {
-			continue
-		}
-		in := filepath.Join(root, d)
-		if fi.Mode()&os.ModeSymlink != 0 {
-			if _, err := os.Lstat(in); os.IsNotExist(err) {
-				target, _ := os.Readlink(d)
-				_ = os.Symlink(target, in)
-			}
-			continue
-		}
-		if err := bindHostDir(d, in); err != nil {
-			return err
-		}
-	}
-	dev := filepath.Join(root, "dev")
-	_ = os.MkdirAll(dev, 0o755)
-	for _, n := range devices {
-		p := filepath.Join(dev, n)
-		if _, err := os.Lstat(p); os.IsNotExist(err) {
-			if f, err := os.Create(p); err == nil {
-				f.Close()
-			}
-		}
-		_ = syscall.Mount("/dev/"+n, p, "", syscall.MS_BIND, "")
-	}
-	proc := filepath.Join(root, "proc")
-	if _, err := os.Stat(proc); err == nil {
-		_ = syscall.Mount("proc", proc, "proc", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "")
-	}
-	return nil
-}
-
-// bindHostDir mounts a host directory read-only where the rootfs has no
-// such directory or an empty one; inside /usr it goes one level down, so
-// that the rootfs's own /usr/local stays.
-func bindHostDir(host, in string) error {
-	fi, err := os.Lstat(in)
-	switch {
-	case os.IsNotExist(err):
-		if err := os.MkdirAll(in, 0o755); err != nil {
-			return err
-		}
-	case err != nil:
-		return err
-	case !fi.IsDir():
-		return nil // the rootfs's own file or symlink wins
-	default:
-		ents, _ := os.ReadDir(in)
-		if len(ents) > 0 {
-			if host != "/usr" {
-				return nil
-			}
-			subs, _ := os.ReadDir(host)
-			for _, e := range subs {
-				if e.IsDir() && e.Name() != "local" {
-					if err := bindHostDir(filepath.Join(host, e.Name()), filepath.Join(in, e.Name())); err != nil {
-						return err
-					}
-				}
-			}
-			return nil
-		}
-	}
-	if err := syscall.Mount(host, in, "", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
-		return fmt.Errorf("bind-mounting %s: %w", host, err)
-	}
-	// Read-only, keeping the flags the source mount has locked.
-	var st syscall.Statfs_t
-	flags := uintptr(syscall.MS_BIND | syscall.MS_REMOUNT | syscall.MS_RDONLY)
-	if syscall.Statfs(host, &st) == nil {
-		for _, f := range []uintptr{syscall.MS_NOSUID, syscall.MS_NODEV, syscall.MS_NOEXEC, syscall.MS_NOATIME, syscall.MS_NODIRATIME, syscall.MS_RELATIME} {
-			if uintptr(st.Flags)&stFlag(f) != 0 {
-				flags |= f
-			}
-		}
-	}
-	if err := syscall.Mount("", in, "", flags, ""); err != nil {
-		// Never leave the host's directory writable to the command.
-		return fmt.Errorf("making %s read-only: %w", host, err)
-	}
-	return nil
-}
-
-// stFlag maps an MS_ flag to statfs's ST_ flag.
-func stFlag(ms uintptr) uintptr {
-	switch ms {
-	case syscall.MS_RELATIME:
-		return 4096 // ST_RELATIME
-	default: // ST_NOSUID..ST_NODIRATIME have the MS_ values
-		return ms
-	}
 }

@@ -16,14 +16,16 @@
 // server's certificate. Seed creates the lab-base image and the brief's
 // three old VMs (services, matrix, k3s), running, with a user.lab key.
 //
-// Commands (exec, record-output mode) run for real: the lab starts its
-// own executable again (an init function of this package takes over when
-// MIGRATE_INCUSHOST_CHILD is set) in new user, mount and PID namespaces;
-// that child bind-mounts the host's /usr (and /bin, /lib... where the
-// host has them as directories) read-only where the rootfs lacks them,
-// binds /dev/null and friends, mounts /proc, chroots into the rootfs and
-// execs the command as PID 1 of its namespace. Stopping the instance
-// kills that PID 1, and with it everything the command started.
+// Commands (exec, record-output mode) run for real. A running container
+// has an init: the lab's executable started again (an init function of
+// this package takes over when MIGRATE_INCUSHOST_CHILD is set) in new
+// user, mount and PID namespaces, that bind-mounts the host's /usr (and
+// /bin, /lib... where the host has them as directories) read-only where
+// the rootfs lacks them, binds /dev/null and friends, mounts /proc,
+// chroots into the rootfs and then forks each command it is sent (with
+// its stdout and stderr files over a unix socket), reaping them as PID 1.
+// The commands of an instance thus see each other in /proc; stopping the
+// instance kills its init, and with it everything it started.
 //
 // VMs: an instance of type virtual-machine with a disk whose source is an
 // ISO volume boots through Options.BootVM when started (VMSpec: disks with
@@ -32,10 +34,11 @@
 //
 // Differences from the real daemon (Incus 6.0), on purpose or by lack:
 //
-//   - A "running" container has no init process and no processes of its
-//     own: it only runs what is exec'ed into it. A graceful stop therefore
-//     never times out, raw.lxc (lxc.signal.halt) means nothing, state
-//     reports no memory or CPU use.
+//   - A running container's init is the lab's, not the image's
+//     /sbin/init: nothing runs but what is exec'ed into it. A graceful
+//     stop therefore never times out (raw.lxc, lxc.signal.halt, means
+//     nothing), state reports no memory or CPU use, and a failing image
+//     init cannot make a start fail.
 //   - A VM without an ISO disk (the old VMs) behaves as a container; a VM
 //     booted through BootVM runs no commands (no agent) and its files are
 //     its rootfs directory's, not the guest's.

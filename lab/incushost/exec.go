@@ -3,32 +3,21 @@ package incushost
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
+	"maps"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
-	"syscall"
 	"time"
 )
 
-// A command runs in the instance's rootfs as a child of this process in
-// new user, mount and PID namespaces: the lab's executable is started
-// again (childEnv set, see child.go), makes its mounts, chroots into the
-// rootfs and execs the command, which is PID 1 of its namespace, so that
-// killing it ends everything it started.
-
-type run struct {
-	cmd *exec.Cmd
-}
-
-// killExecs kills the instance's commands (a stop); the caller holds s.mu.
+// killExecs kills the instance's init, and with it every command (a
+// stop); the caller holds s.mu.
 func (in *instance) killExecs() {
-	for _, r := range in.execs {
-		_ = r.cmd.Process.Kill()
+	if in.init != nil {
+		in.init.kill()
+		in.init = nil
 	}
 }
 
@@ -39,18 +28,6 @@ type execPost struct {
 	Group       uint32            `json:"group"`
 	Cwd         string            `json:"cwd"`
 }
-
-// childSpec is what the child is told, as JSON in its argv.
-type childSpec struct {
-	Root    string   `json:"root"`
-	Cwd     string   `json:"cwd"`
-	Command []string `json:"command"`
-	Env     []string `json:"env"`
-	UID     uint32   `json:"uid"`
-	GID     uint32   `json:"gid"`
-}
-
-const childEnv = "MIGRATE_INCUSHOST_CHILD"
 
 var outputRE = regexp.MustCompile(`^exec_[0-9a-f-]+\.(stdout|stderr)$`)
 
@@ -76,8 +53,12 @@ func (s *Server) postExec(w http.ResponseWriter, r *http.Request) {
 	if err == nil && !in.Running {
 		err = errf(http.StatusBadRequest, "Instance is not running")
 	}
-	if err == nil && in.guest != nil {
+	if err == nil && in.init == nil {
 		err = errf(http.StatusBadRequest, "VM %q runs a guest of its own (no agent): the lab cannot run commands in it", in.Name)
+	}
+	var init *initProc
+	if err == nil {
+		init = in.init
 	}
 	s.mu.Unlock()
 	if err != nil {
@@ -94,7 +75,7 @@ func (s *Server) postExec(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusInternalServerError, "%v", err)
 		return
 	}
-	cmd, err := s.startChild(in, req, stdout, stderr)
+	proc, err := init.exec(execSpec{Command: req.Command, Env: execEnv(req), Cwd: req.Cwd, UID: req.User, GID: req.Group}, stdout, stderr)
 	stdout.Close()
 	stderr.Close()
 	if err != nil {
@@ -105,89 +86,37 @@ func (s *Server) postExec(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	if in.execs == nil {
-		in.execs = map[string]*run{}
+		in.execs = map[string]bool{}
 	}
-	in.execs[id] = &run{cmd: cmd}
-	running := in.Running
+	in.execs[id] = true
 	s.mu.Unlock()
-	if !running { // stopped while it started
-		_ = cmd.Process.Kill()
-	}
 	base := "/1.0/instances/" + in.Name + "/logs/exec-output/"
 	meta := map[string]any{"output": map[string]string{"1": base + outName, "2": base + errName}}
 	op := s.ops.startID(id, "task", "Executing command", map[string][]string{"instances": {"/1.0/instances/" + in.Name}}, meta,
 		func(*operation) (map[string]any, error) {
-			_ = cmd.Wait()
+			code := proc.wait()
 			s.mu.Lock()
 			delete(in.execs, id)
 			s.mu.Unlock()
-			code := cmd.ProcessState.ExitCode()
-			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				code = 128 + int(ws.Signal())
-			}
 			return map[string]any{"return": code}, nil
 		})
 	s.ops.async(w, op)
 }
 
-// startChild starts the command and returns once it runs, or with the
-// reason it could not ("Command not found", as the daemon says it).
-func (s *Server) startChild(in *instance, req execPost, stdout, stderr *os.File) (*exec.Cmd, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
+// execEnv is the command's environment: the daemon's defaults, then the
+// request's.
+func execEnv(req execPost) []string {
 	env := map[string]string{"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8"}
 	if req.User != 0 {
 		env["HOME"] = "/"
 	}
-	for k, v := range req.Environment {
-		env[k] = v
-	}
-	spec := childSpec{Root: in.rootfs(), Cwd: req.Cwd, Command: req.Command, UID: req.User, GID: req.Group}
+	maps.Copy(env, req.Environment)
+	var out []string
 	for k, v := range env {
-		spec.Env = append(spec.Env, k+"="+v)
+		out = append(out, k+"="+v)
 	}
-	sort.Strings(spec.Env)
-	b, _ := json.Marshal(spec)
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	defer pr.Close()
-	cmd := exec.Command(self, string(b))
-	cmd.Env = []string{childEnv + "=1"}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.ExtraFiles = []*os.File{pw}
-	cmd.SysProcAttr = namespaces()
-	if err := cmd.Start(); err != nil {
-		pw.Close()
-		return nil, fmt.Errorf("starting the command in new namespaces: %w", err)
-	}
-	pw.Close()
-	msg, _ := io.ReadAll(pr) // empty: the exec succeeded (the pipe closed on exec)
-	if len(msg) > 0 {
-		_ = cmd.Wait()
-		return nil, errf(http.StatusBadRequest, "%s", msg)
-	}
-	return cmd, nil
-}
-
-// namespaces: the child is root in a new user namespace (the same IDs as
-// the lab's when it runs as root; only its own user otherwise), with
-// mounts and PIDs of its own.
-func namespaces() *syscall.SysProcAttr {
-	a := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID,
-		Pdeathsig: syscall.SIGKILL}
-	if os.Geteuid() == 0 {
-		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 65536}}
-		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 65536}}
-		a.GidMappingsEnableSetgroups = true
-	} else {
-		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
-		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
-	}
-	return a
+	sort.Strings(out)
+	return out
 }
 
 func (s *Server) execOutput(w http.ResponseWriter, r *http.Request) {

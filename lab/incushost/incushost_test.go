@@ -73,6 +73,10 @@ func TestStopKillsRunningCommands(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// The instance's commands share its init's PID namespace: one sees another.
+	if code, out, _ := run(t, c, "box", "pidof", "sleep"); code != 0 || out == "" {
+		t.Fatalf("pidof sleep from a second command: %d %q", code, out)
+	}
 	if err := c.CancelOperation(ctxT(t), e.Operation); !errors.Is(err, incusapi.ErrNotCancellable) {
 		t.Fatalf("cancelling an exec: %v", err)
 	}

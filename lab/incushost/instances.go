@@ -37,7 +37,8 @@ type instance struct {
 
 	dir   string
 	guest Guest           // a booted VM's guest
-	execs map[string]*run // running commands by operation ID
+	init  *initProc       // a running container's init
+	execs map[string]bool // running commands by operation ID
 }
 
 type snapshot struct {
@@ -505,6 +506,12 @@ func (s *Server) startLocked(in *instance) error {
 			return fmt.Errorf("Failed to boot VM %q: %w", in.Name, err)
 		}
 		in.guest = g
+	} else if in.init == nil {
+		p, err := startInit(in)
+		if err != nil {
+			return err
+		}
+		in.init = p
 	}
 	in.Running = true
 	in.LastUsedAt = time.Now().UTC()

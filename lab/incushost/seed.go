@@ -24,6 +24,9 @@ func (s *Server) ImportImage(alias, rootfs string) error {
 	if err := copyTree(rootfs, filepath.Join(tmp, "rootfs")); err != nil {
 		return fmt.Errorf("incushost: importing image %s: %w", alias, err)
 	}
+	if err := os.Chmod(filepath.Join(tmp, "rootfs"), 0o755); err != nil { // a temp dir's 0700 would lock users out
+		return err
+	}
 	_ = os.RemoveAll(dir)
 	return os.Rename(tmp, dir)
 }

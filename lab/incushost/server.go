@@ -100,6 +100,16 @@ func New(opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
+	s.mu.Lock()
+	for _, in := range s.instances { // the inits died with the last process
+		if in.Running && in.init == nil && in.guest == nil {
+			if in.init, err = startInit(in); err != nil {
+				s.logf("incus lab: %s: %v; it is stopped", in.Name, err)
+				in.Running = false
+			}
+		}
+	}
+	s.mu.Unlock()
 	s.handler = s.routes()
 	return s, nil
 }
