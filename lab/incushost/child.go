@@ -39,7 +39,7 @@ func initMain() {
 	if len(os.Args) < 2 || json.Unmarshal([]byte(os.Args[1]), &spec) != nil {
 		die("incushost init: no spec")
 	}
-	if err := mounts(spec.Root); err != nil {
+	if err := mounts(spec.Root, spec.Binds); err != nil {
 		die("the lab could not prepare the instance's mounts: %v", err)
 	}
 	if err := syscall.Chroot(spec.Root); err != nil {

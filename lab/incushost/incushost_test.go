@@ -3,6 +3,8 @@ package incushost_test
 import (
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -244,5 +246,28 @@ func TestFilesAPI(t *testing.T) {
 	}
 	if _, _, _, err := c.GetFile(ctx, "box", "/root/out/passwd"); err == nil {
 		t.Fatal("a symlink led out of the rootfs")
+	}
+}
+
+func TestDiskDevicesAreBindMounts(t *testing.T) {
+	_, c := lab(t, incushost.Options{})
+	share := t.TempDir()
+	err := c.CreateInstance(ctxT(t), incusapi.InstancesPost{Name: "box", Type: "container", Start: true,
+		Source: incusapi.InstanceSource{Type: "image", Alias: image},
+		InstancePut: incusapi.InstancePut{Devices: map[string]map[string]string{"data": {"type": "disk", "source": share, "path": "/var/mnt/data"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := run(t, c, "box", "sh", "-c", "echo from-the-instance > /var/mnt/data/f"); code != 0 {
+		t.Fatalf("writing to the share: %d %s", code, errs)
+	}
+	if b, err := os.ReadFile(filepath.Join(share, "f")); err != nil || string(b) != "from-the-instance\n" {
+		t.Fatalf("the share on the host: %q %v", b, err)
+	}
+	err = c.CreateInstance(ctxT(t), incusapi.InstancesPost{Name: "broken", Type: "container",
+		Source: incusapi.InstanceSource{Type: "image", Alias: image},
+		InstancePut: incusapi.InstancePut{Devices: map[string]map[string]string{"data": {"type": "disk", "source": "/nonexistent/lab", "path": "/mnt"}}}})
+	if err == nil || !strings.Contains(err.Error(), `Missing source path "/nonexistent/lab"`) {
+		t.Fatalf("a disk without its source: %v", err)
 	}
 }

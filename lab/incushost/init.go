@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 )
@@ -30,6 +33,25 @@ type initProc struct {
 type initSpec struct {
 	Root      string `json:"root"`
 	NoSetGrps bool   `json:"no_setgroups"`
+	Binds     []bind `json:"binds"`
+}
+
+// bind is a disk device of a container whose source is a host path.
+type bind struct {
+	Source   string `json:"source"`
+	Path     string `json:"path"`
+	ReadOnly bool   `json:"readonly"`
+}
+
+func binds(in *instance) []bind {
+	var out []bind
+	for _, name := range slices.Sorted(maps.Keys(in.Devices)) {
+		d := in.Devices[name]
+		if d["type"] == "disk" && strings.HasPrefix(d["source"], "/") && strings.HasPrefix(d["path"], "/") {
+			out = append(out, bind{Source: d["source"], Path: d["path"], ReadOnly: d["readonly"] == "true"})
+		}
+	}
+	return out
 }
 
 // execSpec is one command, sent to the init with its reply socket,
@@ -63,7 +85,7 @@ func startInit(in *instance) (*initProc, error) {
 		ctrl.Close()
 		return nil, err
 	}
-	b, _ := json.Marshal(initSpec{Root: in.rootfs(), NoSetGrps: os.Geteuid() != 0})
+	b, _ := json.Marshal(initSpec{Root: in.rootfs(), NoSetGrps: os.Geteuid() != 0, Binds: binds(in)})
 	cmd := exec.Command(self, string(b))
 	cmd.Env = []string{childEnv + "=1"}
 	cmd.ExtraFiles = []*os.File{theirs}

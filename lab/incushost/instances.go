@@ -35,10 +35,11 @@ type instance struct {
 	IPv4         string                       `json:"ipv4"`
 	Snapshots    []*snapshot                  `json:"snapshots"`
 
-	dir   string
-	guest Guest           // a booted VM's guest
-	init  *initProc       // a running container's init
-	execs map[string]bool // running commands by operation ID
+	dir    string
+	guest  Guest           // a booted VM's guest
+	forced chan struct{}   // closed by a stop, to end a graceful stop that waits
+	init   *initProc       // a running container's init
+	execs  map[string]bool // running commands by operation ID
 }
 
 type snapshot struct {
@@ -270,7 +271,11 @@ func (s *Server) createInstance(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	op := s.ops.start("task", "Creating instance", map[string][]string{"instances": {"/1.0/instances/" + in.Name}},
 		func(*operation) (map[string]any, error) {
-			if err := s.makeInstance(in, src); err != nil {
+			err := checkDisks(in)
+			if err == nil {
+				err = s.makeInstance(in, src)
+			}
+			if err != nil {
 				s.mu.Lock()
 				delete(s.instances, in.Name)
 				s.mu.Unlock()
@@ -465,6 +470,11 @@ func (s *Server) putState(w http.ResponseWriter, r *http.Request) {
 	}
 	s.ops.async(w, s.ops.start("task", desc, map[string][]string{"instances": {"/1.0/instances/" + in.Name}},
 		func(*operation) (map[string]any, error) {
+			if req.Action == "stop" && !req.Force {
+				if stopped, err := s.deafStop(in, req.Timeout); stopped || err != nil {
+					return nil, err
+				}
+			}
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			switch req.Action {
@@ -507,6 +517,9 @@ func (s *Server) startLocked(in *instance) error {
 		}
 		in.guest = g
 	} else if in.init == nil {
+		if err := checkDisks(in); err != nil {
+			return err
+		}
 		p, err := startInit(in)
 		if err != nil {
 			return err
@@ -522,6 +535,10 @@ func (s *Server) startLocked(in *instance) error {
 // stopLocked kills the instance's commands and stops its guest.
 func (s *Server) stopLocked(in *instance) error {
 	in.killExecs()
+	if in.forced != nil {
+		close(in.forced)
+		in.forced = nil
+	}
 	if in.guest != nil {
 		if err := in.guest.Stop(); err != nil {
 			return fmt.Errorf("Failed stopping VM %q: %w", in.Name, err)
@@ -531,4 +548,52 @@ func (s *Server) stopLocked(in *instance) error {
 	in.Running = false
 	s.logf("incus lab: stopped %s", in.Name)
 	return in.save()
+}
+
+// deafStop: an instance whose raw.lxc sets lxc.signal.halt to a signal
+// other than SIGPWR stands for a guest whose init ignores it: a graceful
+// stop waits for its timeout (or a forced stop) and fails as the daemon's
+// does, the instance still running. Any other graceful stop goes on at once.
+func (s *Server) deafStop(in *instance, timeout int) (stopped bool, err error) {
+	s.mu.Lock()
+	halt := ""
+	for _, line := range strings.Split(in.Config["raw.lxc"], "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok && strings.TrimSpace(k) == "lxc.signal.halt" {
+			halt = strings.TrimSpace(v)
+		}
+	}
+	if !in.Running || halt == "" || halt == "SIGPWR" {
+		s.mu.Unlock()
+		return false, nil
+	}
+	if in.forced == nil {
+		in.forced = make(chan struct{})
+	}
+	forced := in.forced
+	s.mu.Unlock()
+	if timeout < 0 || timeout > 600 {
+		timeout = 600 // the daemon's cap
+	}
+	select {
+	case <-forced: // a forced stop ended it
+		return true, nil
+	case <-s.closeCtx.Done():
+		return false, errf(http.StatusInternalServerError, "the lab is shutting down")
+	case <-time.After(time.Duration(timeout) * time.Second):
+		return false, errf(http.StatusInternalServerError, "Failed shutting down instance, status is %q: context deadline exceeded", "Running")
+	}
+}
+
+// checkDisks: a disk device's host source must exist, as the daemon
+// checks on create and start.
+func checkDisks(in *instance) error {
+	for _, name := range slices.Sorted(maps.Keys(in.Devices)) {
+		d := in.Devices[name]
+		if d["type"] == "disk" && strings.HasPrefix(d["source"], "/") {
+			if _, err := os.Stat(d["source"]); err != nil {
+				return errf(http.StatusBadRequest, "Failed to start device %q: Missing source path %q", name, d["source"])
+			}
+		}
+	}
+	return nil
 }

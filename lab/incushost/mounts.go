@@ -9,7 +9,7 @@ import (
 
 // mounts prepares the rootfs in the init's own mount namespace: the
 // host's command directories read-only, /dev's harmless nodes, /proc.
-func mounts(root string) error {
+func mounts(root string, binds []bind) error {
 	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("making / private: %w", err)
 	}
@@ -40,6 +40,11 @@ func mounts(root string) error {
 			}
 		}
 		_ = syscall.Mount("/dev/"+n, p, "", syscall.MS_BIND, "")
+	}
+	for _, b := range binds { // disk devices: a bind mount, as the daemon's for a container
+		if err := bindDevice(root, b); err != nil {
+			return err
+		}
 	}
 	proc := filepath.Join(root, "proc")
 	if _, err := os.Stat(proc); err == nil {
@@ -107,4 +112,35 @@ func stFlag(ms uintptr) uintptr {
 	default: // ST_NOSUID..ST_NODIRATIME have the MS_ values
 		return ms
 	}
+}
+
+func bindDevice(root string, b bind) error {
+	st, err := os.Stat(b.Source)
+	if err != nil {
+		return fmt.Errorf("Missing source path %q", b.Source)
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	rel := filepath.Clean(b.Path)[1:]
+	if st.IsDir() {
+		err = r.MkdirAll(rel, 0o755)
+	} else if _, serr := r.Stat(rel); serr != nil {
+		err = r.WriteFile(rel, nil, 0o644)
+	}
+	if err != nil {
+		return fmt.Errorf("mount point %s: %w", b.Path, err)
+	}
+	// In the init's own mount namespace: a symlink in the path can only
+	// misplace the mount there, never on the host.
+	target := filepath.Join(root, rel)
+	if err := syscall.Mount(b.Source, target, "", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind-mounting %s at %s: %w", b.Source, b.Path, err)
+	}
+	if b.ReadOnly {
+		return syscall.Mount("", target, "", syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_RDONLY, "")
+	}
+	return nil
 }

@@ -354,7 +354,7 @@ func (s *Server) routes() http.Handler {
 func (s *Server) getServer(w http.ResponseWriter, r *http.Request) {
 	meta := map[string]any{"api_version": "1.0", "api_status": "stable", "public": false,
 		"auth_methods": []string{"tls"}, "auth": "untrusted",
-		"api_extensions": []string{"instances", "custom_volume_iso", "container_exec_recording", "network_leases"}}
+		"api_extensions": []string{"etag", "instances", "custom_volume_iso", "container_exec_recording", "network_leases"}}
 	if s.isTrusted(r) {
 		meta["auth"] = "trusted"
 		meta["environment"] = map[string]any{
