@@ -253,7 +253,7 @@ func TestDiskDevicesAreBindMounts(t *testing.T) {
 	_, c := lab(t, incushost.Options{})
 	share := t.TempDir()
 	err := c.CreateInstance(ctxT(t), incusapi.InstancesPost{Name: "box", Type: "container", Start: true,
-		Source: incusapi.InstanceSource{Type: "image", Alias: image},
+		Source:      incusapi.InstanceSource{Type: "image", Alias: image},
 		InstancePut: incusapi.InstancePut{Devices: map[string]map[string]string{"data": {"type": "disk", "source": share, "path": "/var/mnt/data"}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -265,7 +265,7 @@ func TestDiskDevicesAreBindMounts(t *testing.T) {
 		t.Fatalf("the share on the host: %q %v", b, err)
 	}
 	err = c.CreateInstance(ctxT(t), incusapi.InstancesPost{Name: "broken", Type: "container",
-		Source: incusapi.InstanceSource{Type: "image", Alias: image},
+		Source:      incusapi.InstanceSource{Type: "image", Alias: image},
 		InstancePut: incusapi.InstancePut{Devices: map[string]map[string]string{"data": {"type": "disk", "source": "/nonexistent/lab", "path": "/mnt"}}}})
 	if err == nil || !strings.Contains(err.Error(), `Missing source path "/nonexistent/lab"`) {
 		t.Fatalf("a disk without its source: %v", err)

@@ -14,11 +14,13 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 )
@@ -114,6 +116,13 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
+type logWriter struct{ s *Server }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.s.logf("incus lab: %s", strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
 func (s *Server) logf(format string, args ...any) {
 	if s.opts.Logf != nil {
 		s.opts.Logf(format, args...)
@@ -165,7 +174,8 @@ func (s *Server) Listen(socket string) error {
 }
 
 func (s *Server) serve(l net.Listener, _ *tls.Config) error {
-	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 30 * time.Second}
+	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog: log.New(logWriter{s}, "", 0)} // an untrusted TLS client is no news
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()

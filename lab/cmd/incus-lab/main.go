@@ -1,7 +1,6 @@
 // Command incus-lab serves the lab's Incus host (package lab/incushost) on
 // a unix socket and over HTTPS, with the test images the provider's suite
-// uses (busybox trees), and writes its server certificate where
-// INCUS_SERVER_CERT (or --server-cert) says.
+// uses (busybox trees); its server certificate is DIR/server.crt.
 //
 //	incus-lab --dir DIR [--seed] [--https 127.0.0.1:8444]              # serves until SIGINT/SIGTERM
 //	incus-lab --dir DIR -- go test ./providers/incus/...               # runs the command against it
@@ -38,8 +37,8 @@ func main() {
 func run() (int, error) {
 	dir := flag.String("dir", "", "the lab host's directory (instances, images, volumes, certificates); required")
 	socket := flag.String("socket", "", "unix socket to serve (default DIR/unix.socket)")
-	https := flag.String("https", "127.0.0.1:8444", "address to serve HTTPS on (empty: none)")
-	cert := flag.String("server-cert", os.Getenv("INCUS_SERVER_CERT"), "where to write the server certificate (default DIR/server.crt, where it is kept)")
+	https := flag.String("https", "127.0.0.1:0", "address to serve HTTPS on (port 0: any free one; empty: none)")
+	cert := flag.String("server-cert", "", "where to write a copy of the server certificate (default: none; DIR/server.crt is where it is kept)")
 	seed := flag.Bool("seed", false, "create the old VMs (services, matrix, k3s) when absent")
 	images := flag.String("images", "migrate-busybox,migrate-busybox-dhcp", "comma-separated image aliases to make as busybox trees when absent")
 	flag.Parse()
