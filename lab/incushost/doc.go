@@ -28,9 +28,11 @@
 // instance kills its init, and with it everything it started.
 //
 // VMs: an instance of type virtual-machine with a disk whose source is an
-// ISO volume boots through Options.BootVM when started (VMSpec: disks with
-// sizes, the shared directory, the gpu device, its 127.0.1.N address,
-// reported as eth0's inet address) and its Guest is stopped on stop.
+// ISO (an iso volume, or a host file named *.iso) boots through
+// Options.BootVM when started (VMSpec: config, disks with sizes, the
+// shared directory, whether a gpu device is attached, its 127.0.1.N
+// address, reported as eth0's inet address) and its Guest is stopped on
+// stop (and when the lab closes).
 //
 // Differences from the real daemon (Incus 6.0), on purpose or by lack:
 //
@@ -42,7 +44,9 @@
 //   - A VM without an ISO disk (the old VMs) behaves as a container; a VM
 //     booted through BootVM runs no commands (no agent) and its files are
 //     its rootfs directory's, not the guest's.
-//   - Mount points the child needs (/usr or /usr/bin..., /dev/null...,
+//   - Disk devices of a container are bind mounts made when it starts
+//     (a device added while it runs is there from its next start).
+//   - Mount points the init needs (/usr or /usr/bin..., /dev/null...,
 //     symlinks bin -> usr/bin where the host has them) are created in the
 //     rootfs when absent, and stay visible through the files API.
 //   - Networks: one managed network (Options.Network, "labbr0"), no DHCP:

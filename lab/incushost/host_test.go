@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -134,6 +135,9 @@ func TestSeedMakesTheOldVMs(t *testing.T) {
 		if i.Status != "Running" || i.Type != "virtual-machine" || i.Config["user.lab"] == "" {
 			t.Fatalf("old VM %s: %s %s %v", name, i.Status, i.Type, i.Config)
 		}
+	}
+	if st, err := c.InstanceState(ctxT(t), "matrix"); err != nil || len(st.Network["eth0"].Addresses) == 0 {
+		t.Fatalf("the old matrix VM's eth0: %+v %v", st, err)
 	}
 	if code, out, _ := run(t, c, "k3s", "cat", "/etc/rancher/k3s/k3s.yaml"); code != 0 || !strings.Contains(out, "server: https://") {
 		t.Fatalf("k3s.yaml: %d %q", code, out)
@@ -278,6 +282,22 @@ func TestISOVMsBootThroughTheHook(t *testing.T) {
 	}
 	if err := c.DeleteStorageVolume(ctx, "default", "bulk"); err != nil {
 		t.Fatal(err)
+	}
+	// An ISO file of the host as the disk's source boots too.
+	iso := filepath.Join(t.TempDir(), "metal-amd64.iso")
+	if err := os.WriteFile(iso, []byte("an ISO file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = c.CreateInstance(ctx, incusapi.InstancesPost{Name: "talos2", Type: "virtual-machine", Source: incusapi.InstanceSource{Type: "none"}, Start: true,
+		InstancePut: incusapi.InstancePut{Config: map[string]string{"limits.cpu": "6"},
+			Devices: map[string]map[string]string{"install": {"type": "disk", "source": iso, "boot.priority": "10"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(specs) != 2 || specs[1].ISO != iso || specs[1].GPU || specs[1].Config["limits.cpu"] != "6" {
+		t.Fatalf("the second VM's spec: %+v", specs[len(specs)-1])
 	}
 }
 

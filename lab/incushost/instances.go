@@ -501,13 +501,16 @@ func (s *Server) putState(w http.ResponseWriter, r *http.Request) {
 // startLocked starts an instance: a container (or a VM without an ISO)
 // is only marked running; a VM booting an ISO gets its guest from BootVM.
 func (s *Server) startLocked(in *instance) error {
+	if err := checkDisks(in); err != nil {
+		return err
+	}
 	if s.needsBoot(in) {
 		spec, err := s.vmSpec(in)
 		if err != nil {
 			return err
 		}
 		if s.opts.BootVM == nil {
-			return errf(http.StatusBadRequest, "The lab cannot boot VM %q from ISO volume %q: no BootVM hook", in.Name, spec.ISO)
+			return errf(http.StatusBadRequest, "The lab cannot boot VM %q from %s: no BootVM hook", in.Name, spec.ISO)
 		}
 		ctx, cancel := context.WithTimeout(s.closeCtx, 5*time.Minute)
 		g, err := s.opts.BootVM(ctx, spec)
@@ -517,9 +520,6 @@ func (s *Server) startLocked(in *instance) error {
 		}
 		in.guest = g
 	} else if in.init == nil {
-		if err := checkDisks(in); err != nil {
-			return err
-		}
 		p, err := startInit(in)
 		if err != nil {
 			return err

@@ -162,8 +162,9 @@ func (s *Server) seedVM(name string) error {
 	now := time.Now().UTC()
 	s.mu.Lock()
 	in := &instance{Name: name, Type: "virtual-machine", Architecture: "x86_64", Description: "the old " + name + " VM (lab)",
-		Config:  map[string]string{"user.lab": "old-vm", "limits.cpu": "2", "limits.memory": "2GiB"},
-		Devices: map[string]map[string]string{}, Profiles: []string{"default"}, CreatedAt: now,
+		Config:   map[string]string{"user.lab": "old-vm", "limits.cpu": "2", "limits.memory": "2GiB"},
+		Devices:  map[string]map[string]string{"eth0": {"type": "nic", "network": s.opts.Network, "name": "eth0"}},
+		Profiles: []string{"default"}, CreatedAt: now,
 		dir: filepath.Join(s.dir, "instances", name), IPv4: fmt.Sprintf("127.0.1.%d", s.nextIP)}
 	s.nextIP++
 	s.mu.Unlock()
@@ -191,6 +192,7 @@ func (s *Server) seedVM(name string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	setVolatile(in)
 	s.instances[name] = in
 	s.logf("incus lab: seeded the old VM %s", name)
 	return s.startLocked(in)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +13,8 @@ import (
 // VMSpec is what the BootVM hook is told of a virtual machine it boots.
 type VMSpec struct {
 	Name string
+	// Config is the instance's config (limits.cpu, limits.memory...).
+	Config map[string]string
 	// Devices are the instance's devices as configured.
 	Devices map[string]map[string]string
 	// Disks are its disk devices, sorted by name.
@@ -48,27 +51,36 @@ type Guest interface {
 	Stop() error
 }
 
-// isoDisk returns the ISO volume a VM boots from; the caller holds s.mu.
-func (s *Server) isoDisk(in *instance) *volume {
+// isoFile returns the ISO a VM boots from: an ISO volume's file, or a
+// disk whose source is a host file named *.iso; the caller holds s.mu.
+func (s *Server) isoFile(in *instance) string {
 	if in.Type != "virtual-machine" {
-		return nil
+		return ""
 	}
-	for _, d := range in.Devices {
+	for _, name := range slices.Sorted(maps.Keys(in.Devices)) {
+		d := in.Devices[name]
 		if d["type"] != "disk" || d["source"] == "" {
 			continue
 		}
+		if isISOPath(d["source"]) {
+			return d["source"]
+		}
 		if v := s.volumes[orStr(d["pool"], pool)+"/"+d["source"]]; v != nil && v.ContentType == "iso" {
-			return v
+			return s.volPath(v.Pool, v.Name, ".iso")
 		}
 	}
-	return nil
+	return ""
 }
 
-func (s *Server) needsBoot(in *instance) bool { return s.isoDisk(in) != nil }
+func isISOPath(p string) bool {
+	return strings.HasPrefix(p, "/") && strings.HasSuffix(strings.ToLower(p), ".iso")
+}
+
+func (s *Server) needsBoot(in *instance) bool { return s.isoFile(in) != "" }
 
 // vmSpec describes a VM for BootVM; the caller holds s.mu.
 func (s *Server) vmSpec(in *instance) (VMSpec, error) {
-	spec := VMSpec{Name: in.Name, Devices: maps.Clone(in.Devices), IPv4: in.IPv4}
+	spec := VMSpec{Name: in.Name, Config: maps.Clone(in.Config), Devices: maps.Clone(in.Devices), IPv4: in.IPv4}
 	devs := in.expandedDevices()
 	for _, name := range slices.Sorted(maps.Keys(devs)) {
 		d := devs[name]
@@ -85,6 +97,12 @@ func (s *Server) vmSpec(in *instance) (VMSpec, error) {
 				disk.Size = n
 			}
 			switch {
+			case isISOPath(d["source"]):
+				disk.ISO, disk.File = true, d["source"]
+				if st, err := os.Stat(d["source"]); err == nil && disk.Size == 0 {
+					disk.Size = st.Size()
+				}
+				spec.ISO = disk.File
 			case strings.HasPrefix(d["source"], "/"):
 				disk.Shared = true
 				if spec.DataShare == "" {
