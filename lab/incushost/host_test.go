@@ -202,7 +202,8 @@ func TestISOVMsBootThroughTheHook(t *testing.T) {
 		specs = append(specs, spec)
 		return guest, nil
 	}
-	_, c := lab(t, incushost.Options{BootVM: boot})
+	dir := t.TempDir()
+	s, c := lab(t, incushost.Options{Dir: dir, BootVM: boot})
 	ctx := ctxT(t)
 	if err := c.ImportStorageVolume(ctx, "default", "talos-iso", "iso", strings.NewReader("an ISO image")); err != nil {
 		t.Fatal(err)
@@ -293,6 +294,24 @@ func TestISOVMsBootThroughTheHook(t *testing.T) {
 			Devices: map[string]map[string]string{"install": {"type": "disk", "source": iso, "boot.priority": "10"}}}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A lab started again: the VM's guest died with the last one.
+	s.Close()
+	if guest.stopped != 2 {
+		t.Fatalf("Close stopped %d guests in all, want 2", guest.stopped)
+	}
+	s2, err := incushost.New(incushost.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	sock := filepath.Join(t.TempDir(), "s")
+	if err := s2.Listen(sock); err != nil {
+		t.Fatal(err)
+	}
+	c2, _ := incusapi.New(incusapi.Options{Socket: sock})
+	if i := inst(t, c2, "talos2"); i.Status != "Stopped" {
+		t.Fatalf("a booted VM after a restart of the lab: %s", i.Status)
 	}
 	mu.Lock()
 	defer mu.Unlock()

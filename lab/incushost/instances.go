@@ -111,6 +111,9 @@ func (in *instance) api() map[string]any {
 // load reads the instances and volumes kept in Dir. A VM that was running
 // with a guest is stopped: its guest died with the last process.
 func (s *Server) load() error {
+	if err := s.loadVolumes(); err != nil { // first: an ISO volume says which VMs boot
+		return err
+	}
 	dirs, _ := filepath.Glob(filepath.Join(s.dir, "instances", "*", "meta.json"))
 	for _, f := range dirs {
 		b, err := os.ReadFile(f)
@@ -128,14 +131,26 @@ func (s *Server) load() error {
 		s.instances[in.Name] = in
 		s.useIP(in.IPv4)
 	}
-	return s.loadVolumes()
+	return nil
 }
 
+// ipFor is the n-th address the lab gives: 127.0.1.1 on, 250 a block.
+func ipFor(n int) string { return fmt.Sprintf("127.0.%d.%d", 1+(n-1)/250, 1+(n-1)%250) }
+
 func (s *Server) useIP(ip string) {
-	var n int
-	if _, err := fmt.Sscanf(ip, "127.0.1.%d", &n); err == nil && n >= s.nextIP {
-		s.nextIP = n + 1
+	var a, b int
+	if _, err := fmt.Sscanf(ip, "127.0.%d.%d", &a, &b); err == nil {
+		if n := (a-1)*250 + b; n >= s.nextIP {
+			s.nextIP = n + 1
+		}
 	}
+}
+
+// newIP takes the next address; the caller holds s.mu.
+func (s *Server) newIP() string {
+	ip := ipFor(s.nextIP)
+	s.nextIP++
+	return ip
 }
 
 var nameRE = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9-]{0,62}$`)
@@ -261,8 +276,7 @@ func (s *Server) createInstance(w http.ResponseWriter, r *http.Request) {
 	in := &instance{Name: req.Name, Type: req.Type, Description: req.Description, Architecture: "x86_64",
 		Config: orEmpty(req.Config), Devices: orEmptyDevices(req.Devices), Profiles: req.Profiles,
 		Ephemeral: req.Ephemeral, CreatedAt: now, dir: filepath.Join(s.dir, "instances", req.Name),
-		IPv4: fmt.Sprintf("127.0.1.%d", s.nextIP)}
-	s.nextIP++
+		IPv4: s.newIP()}
 	if in.Profiles == nil {
 		in.Profiles = []string{"default"}
 	}

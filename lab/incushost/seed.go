@@ -165,8 +165,7 @@ func (s *Server) seedVM(name string) error {
 		Config:   map[string]string{"user.lab": "old-vm", "limits.cpu": "2", "limits.memory": "2GiB"},
 		Devices:  map[string]map[string]string{"eth0": {"type": "nic", "network": s.opts.Network, "name": "eth0"}},
 		Profiles: []string{"default"}, CreatedAt: now,
-		dir: filepath.Join(s.dir, "instances", name), IPv4: fmt.Sprintf("127.0.1.%d", s.nextIP)}
-	s.nextIP++
+		dir: filepath.Join(s.dir, "instances", name), IPv4: s.newIP()}
 	s.mu.Unlock()
 	if err := os.MkdirAll(filepath.Join(in.dir, "logs"), 0o755); err != nil {
 		return err
