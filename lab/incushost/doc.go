@@ -55,6 +55,10 @@
 //     network's leases list it by the NIC's MAC.
 //   - Storage: one pool, "default"; volumes other than ISOs hold no bytes.
 //   - Images: only local aliases (no image endpoints, no remote images).
+//     Profiles: config and devices, no project.
+//   - The incus CLI gets as far as what needs no websocket and no event
+//     stream (`incus profile create` works; `incus list` wants
+//     api_filtering, `incus exec` and `incus file` websockets or SFTP).
 //   - Operations cannot be cancelled ("This operation can't be
 //     cancelled"), as a record-output exec on the daemon.
 //   - Owners: as root, the lab keeps the uids and gids of files (the user

@@ -335,3 +335,35 @@ func TestISOVMWithoutAHookFailsToStart(t *testing.T) {
 		t.Fatalf("a VM whose start failed: %s", i.Status)
 	}
 }
+
+func TestProfilesAddTheirDevices(t *testing.T) {
+	dir := t.TempDir()
+	_, c := lab(t, incushost.Options{Dir: dir})
+	sock := filepath.Join(dir, "unix.socket")
+	if code, env := raw(t, sock, "POST", "/1.0/profiles", `{"name":"net","devices":{"eth0":{"type":"nic","network":"labbr0"}}}`); code != http.StatusOK {
+		t.Fatalf("POST /1.0/profiles: %d %v", code, env)
+	}
+	err := c.CreateInstance(ctxT(t), incusapi.InstancesPost{Name: "box", Type: "container", Start: true,
+		Source:      incusapi.InstanceSource{Type: "image", Alias: image},
+		InstancePut: incusapi.InstancePut{Profiles: []string{"default", "net"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := inst(t, c, "box")
+	if i.ExpandedDevices["eth0"]["network"] != "labbr0" || i.ExpandedDevices["root"]["path"] != "/" || i.Config["volatile.eth0.hwaddr"] == "" {
+		t.Fatalf("the instance of a profile: %+v", i)
+	}
+	st, err := c.InstanceState(ctxT(t), "box")
+	if err != nil || st.Network["eth0"].Hwaddr != i.Config["volatile.eth0.hwaddr"] || len(st.Network["eth0"].Addresses) != 1 {
+		t.Fatalf("eth0 of the profile: %+v %v", st, err)
+	}
+	if code, _ := raw(t, sock, "DELETE", "/1.0/profiles/net", ""); code != http.StatusBadRequest {
+		t.Fatalf("deleting a profile in use: %d", code)
+	}
+	err = c.CreateInstance(ctxT(t), incusapi.InstancesPost{Name: "other", Type: "container",
+		Source:      incusapi.InstanceSource{Type: "image", Alias: image},
+		InstancePut: incusapi.InstancePut{Profiles: []string{"nosuch"}}})
+	if !incusapi.IsNotFound(err) {
+		t.Fatalf("an unknown profile: %v", err)
+	}
+}

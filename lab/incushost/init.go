@@ -43,10 +43,10 @@ type bind struct {
 	ReadOnly bool   `json:"readonly"`
 }
 
-func binds(in *instance) []bind {
+func binds(devs map[string]map[string]string) []bind {
 	var out []bind
-	for _, name := range slices.Sorted(maps.Keys(in.Devices)) {
-		d := in.Devices[name]
+	for _, name := range slices.Sorted(maps.Keys(devs)) {
+		d := devs[name]
 		if d["type"] == "disk" && strings.HasPrefix(d["source"], "/") && strings.HasPrefix(d["path"], "/") {
 			out = append(out, bind{Source: d["source"], Path: d["path"], ReadOnly: d["readonly"] == "true"})
 		}
@@ -73,7 +73,7 @@ type reply struct {
 
 const childEnv = "MIGRATE_INCUSHOST_CHILD"
 
-func startInit(in *instance) (*initProc, error) {
+func startInit(in *instance, devs map[string]map[string]string) (*initProc, error) {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -85,7 +85,7 @@ func startInit(in *instance) (*initProc, error) {
 		ctrl.Close()
 		return nil, err
 	}
-	b, _ := json.Marshal(initSpec{Root: in.rootfs(), NoSetGrps: os.Geteuid() != 0, Binds: binds(in)})
+	b, _ := json.Marshal(initSpec{Root: in.rootfs(), NoSetGrps: os.Geteuid() != 0, Binds: binds(devs)})
 	cmd := exec.Command(self, string(b))
 	cmd.Env = []string{childEnv + "=1"}
 	cmd.ExtraFiles = []*os.File{theirs}

@@ -90,21 +90,13 @@ func (in *instance) status() (string, int) {
 	return "Stopped", 102
 }
 
-// expandedDevices adds the default profile's root disk.
-func (in *instance) expandedDevices() map[string]map[string]string {
-	out := map[string]map[string]string{"root": {"type": "disk", "path": "/", "pool": "default"}}
-	for k, v := range in.Devices {
-		out[k] = v
-	}
-	return out
-}
-
-func (in *instance) api() map[string]any {
+func (s *Server) instAPI(in *instance) map[string]any {
 	st, code := in.status()
+	cfg, devs := s.expanded(in)
 	return map[string]any{"name": in.Name, "type": in.Type, "status": st, "status_code": code,
 		"description": in.Description, "architecture": in.Architecture, "config": in.Config,
 		"devices": in.Devices, "profiles": in.Profiles, "ephemeral": in.Ephemeral, "stateful": in.Stateful,
-		"expanded_config": in.Config, "expanded_devices": in.expandedDevices(),
+		"expanded_config": cfg, "expanded_devices": devs,
 		"created_at": in.CreatedAt, "last_used_at": in.LastUsedAt, "location": "none", "project": "default"}
 }
 
@@ -188,7 +180,7 @@ func (s *Server) listInstances(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("recursion") != "" && r.URL.Query().Get("recursion") != "0" {
 		out := []map[string]any{}
 		for _, n := range names {
-			out = append(out, s.instances[n].api())
+			out = append(out, s.instAPI(s.instances[n]))
 		}
 		syncOK(w, out)
 		return
@@ -209,7 +201,7 @@ func (s *Server) getInstance(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("ETag", `"`+in.etag()+`"`)
-	syncOK(w, in.api())
+	syncOK(w, s.instAPI(in))
 }
 
 func hwaddr() string {
@@ -218,9 +210,10 @@ func hwaddr() string {
 	return fmt.Sprintf("00:16:3e:%02x:%02x:%02x", b[0], b[1], b[2])
 }
 
-// setVolatile gives each NIC a MAC, as the daemon does.
-func setVolatile(in *instance) {
-	for name, d := range in.Devices {
+// setVolatile gives each NIC a MAC, as the daemon does; the caller holds s.mu.
+func (s *Server) setVolatile(in *instance) {
+	_, devs := s.expanded(in)
+	for name, d := range devs {
 		if d["type"] == "nic" && in.Config["volatile."+name+".hwaddr"] == "" && d["hwaddr"] == "" {
 			in.Config["volatile."+name+".hwaddr"] = hwaddr()
 		}
@@ -267,6 +260,13 @@ func (s *Server) createInstance(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
+	for _, p := range req.Profiles {
+		if s.profiles[p] == nil {
+			s.mu.Unlock()
+			fail(w, http.StatusNotFound, "Profile %q not found", p)
+			return
+		}
+	}
 	if s.instances[req.Name] != nil {
 		s.mu.Unlock()
 		fail(w, http.StatusConflict, "Instance %q already exists", req.Name)
@@ -280,12 +280,12 @@ func (s *Server) createInstance(w http.ResponseWriter, r *http.Request) {
 	if in.Profiles == nil {
 		in.Profiles = []string{"default"}
 	}
-	setVolatile(in)
+	s.setVolatile(in)
 	s.instances[in.Name] = in // reserved: the copy below runs unlocked
 	s.mu.Unlock()
 	op := s.ops.start("task", "Creating instance", map[string][]string{"instances": {"/1.0/instances/" + in.Name}},
 		func(*operation) (map[string]any, error) {
-			err := checkDisks(in)
+			err := s.checkDisks(in)
 			if err == nil {
 				err = s.makeInstance(in, src)
 			}
@@ -390,7 +390,7 @@ func (s *Server) putInstance(w http.ResponseWriter, r *http.Request) {
 				in.Profiles = req.Profiles
 			}
 		}
-		setVolatile(in)
+		s.setVolatile(in)
 		return nil, in.save()
 	}))
 }
@@ -438,7 +438,8 @@ func (s *Server) getState(w http.ResponseWriter, r *http.Request) {
 func (s *Server) interfaces(in *instance) map[string]any {
 	out := map[string]any{"lo": map[string]any{"addresses": []map[string]string{{"family": "inet", "address": "127.0.0.1", "netmask": "8", "scope": "local"}},
 		"hwaddr": "", "host_name": "", "mtu": 65536, "state": "up", "type": "loopback"}}
-	for name, d := range in.expandedDevices() {
+	cfg, devs := s.expanded(in)
+	for name, d := range devs {
 		if d["type"] != "nic" {
 			continue
 		}
@@ -448,7 +449,7 @@ func (s *Server) interfaces(in *instance) map[string]any {
 		}
 		mac := d["hwaddr"]
 		if mac == "" {
-			mac = in.Config["volatile."+name+".hwaddr"]
+			mac = cfg["volatile."+name+".hwaddr"]
 		}
 		out[guest] = map[string]any{"addresses": []map[string]string{{"family": "inet", "address": in.IPv4, "netmask": "8", "scope": "global"}},
 			"hwaddr": mac, "host_name": "lab" + name, "mtu": 1500, "state": "up", "type": "broadcast"}
@@ -515,7 +516,7 @@ func (s *Server) putState(w http.ResponseWriter, r *http.Request) {
 // startLocked starts an instance: a container (or a VM without an ISO)
 // is only marked running; a VM booting an ISO gets its guest from BootVM.
 func (s *Server) startLocked(in *instance) error {
-	if err := checkDisks(in); err != nil {
+	if err := s.checkDisks(in); err != nil {
 		return err
 	}
 	if s.needsBoot(in) {
@@ -534,7 +535,8 @@ func (s *Server) startLocked(in *instance) error {
 		}
 		in.guest = g
 	} else if in.init == nil {
-		p, err := startInit(in)
+		_, devs := s.expanded(in)
+		p, err := startInit(in, devs)
 		if err != nil {
 			return err
 		}
@@ -571,7 +573,8 @@ func (s *Server) stopLocked(in *instance) error {
 func (s *Server) deafStop(in *instance, timeout int) (stopped bool, err error) {
 	s.mu.Lock()
 	halt := ""
-	for _, line := range strings.Split(in.Config["raw.lxc"], "\n") {
+	cfg, _ := s.expanded(in)
+	for _, line := range strings.Split(cfg["raw.lxc"], "\n") {
 		if k, v, ok := strings.Cut(line, "="); ok && strings.TrimSpace(k) == "lxc.signal.halt" {
 			halt = strings.TrimSpace(v)
 		}
@@ -600,9 +603,10 @@ func (s *Server) deafStop(in *instance, timeout int) (stopped bool, err error) {
 
 // checkDisks: a disk device's host source must exist, as the daemon
 // checks on create and start.
-func checkDisks(in *instance) error {
-	for _, name := range slices.Sorted(maps.Keys(in.Devices)) {
-		d := in.Devices[name]
+func (s *Server) checkDisks(in *instance) error {
+	_, devs := s.expanded(in)
+	for _, name := range slices.Sorted(maps.Keys(devs)) {
+		d := devs[name]
 		if d["type"] == "disk" && strings.HasPrefix(d["source"], "/") {
 			if _, err := os.Stat(d["source"]); err != nil {
 				return errf(http.StatusBadRequest, "Failed to start device %q: Missing source path %q", name, d["source"])

@@ -191,7 +191,7 @@ func (s *Server) seedVM(name string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	setVolatile(in)
+	s.setVolatile(in)
 	s.instances[name] = in
 	s.logf("incus lab: seeded the old VM %s", name)
 	return s.startLocked(in)

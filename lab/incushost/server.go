@@ -53,7 +53,8 @@ type Server struct {
 	mu        sync.Mutex
 	instances map[string]*instance
 	volumes   map[string]*volume // "pool/name"
-	trusted   map[string][]byte  // fingerprint -> DER
+	profiles  map[string]*profile
+	trusted   map[string][]byte // fingerprint -> DER
 	nextIP    int
 
 	ops *operations
@@ -94,6 +95,9 @@ func New(opts Options) (*Server, error) {
 	if err := s.loadCert(); err != nil {
 		return nil, err
 	}
+	if err := s.loadProfiles(); err != nil {
+		return nil, err
+	}
 	if err := s.load(); err != nil {
 		return nil, err
 	}
@@ -105,7 +109,8 @@ func New(opts Options) (*Server, error) {
 	s.mu.Lock()
 	for _, in := range s.instances { // the inits died with the last process
 		if in.Running && in.init == nil && in.guest == nil {
-			if in.init, err = startInit(in); err != nil {
+			_, devs := s.expanded(in)
+			if in.init, err = startInit(in, devs); err != nil {
 				s.logf("incus lab: %s: %v; it is stopped", in.Name, err)
 				in.Running = false
 			}
@@ -347,6 +352,7 @@ func (s *Server) routes() http.Handler {
 	s.instanceRoutes(mux)
 	s.opRoutes(mux)
 	s.volumeRoutes(mux)
+	s.profileRoutes(mux)
 	mux.HandleFunc("POST /1.0/certificates", s.postCertificate)
 	mux.HandleFunc("GET /1.0/certificates", s.getCertificates)
 	mux.HandleFunc("DELETE /1.0/certificates/{fp}", s.deleteCertificate)

@@ -13,9 +13,8 @@ import (
 // VMSpec is what the BootVM hook is told of a virtual machine it boots.
 type VMSpec struct {
 	Name string
-	// Config is the instance's config (limits.cpu, limits.memory...).
-	Config map[string]string
-	// Devices are the instance's devices as configured.
+	// Config and Devices are the instance's, over its profiles'.
+	Config  map[string]string
 	Devices map[string]map[string]string
 	// Disks are its disk devices, sorted by name.
 	Disks []Disk
@@ -57,8 +56,9 @@ func (s *Server) isoFile(in *instance) string {
 	if in.Type != "virtual-machine" {
 		return ""
 	}
-	for _, name := range slices.Sorted(maps.Keys(in.Devices)) {
-		d := in.Devices[name]
+	_, devs := s.expanded(in)
+	for _, name := range slices.Sorted(maps.Keys(devs)) {
+		d := devs[name]
 		if d["type"] != "disk" || d["source"] == "" {
 			continue
 		}
@@ -80,8 +80,8 @@ func (s *Server) needsBoot(in *instance) bool { return s.isoFile(in) != "" }
 
 // vmSpec describes a VM for BootVM; the caller holds s.mu.
 func (s *Server) vmSpec(in *instance) (VMSpec, error) {
-	spec := VMSpec{Name: in.Name, Config: maps.Clone(in.Config), Devices: maps.Clone(in.Devices), IPv4: in.IPv4}
-	devs := in.expandedDevices()
+	cfg, devs := s.expanded(in)
+	spec := VMSpec{Name: in.Name, Config: cfg, Devices: devs, IPv4: in.IPv4}
 	for _, name := range slices.Sorted(maps.Keys(devs)) {
 		d := devs[name]
 		switch d["type"] {

@@ -64,7 +64,8 @@ func (s *Server) loadVolumes() error {
 func (s *Server) usedBy(v *volume) []string {
 	out := []string{}
 	for _, n := range slices.Sorted(maps.Keys(s.instances)) {
-		for _, d := range s.instances[n].Devices {
+		_, devs := s.expanded(s.instances[n])
+		for _, d := range devs {
 			if d["type"] == "disk" && d["source"] == v.Name && orStr(d["pool"], pool) == v.Pool {
 				out = append(out, "/1.0/instances/"+n)
 				break
@@ -261,9 +262,10 @@ func (s *Server) getLeases(w http.ResponseWriter, r *http.Request) {
 	out := []map[string]string{{"hostname": s.opts.Network + ".gw", "address": "127.0.1.254", "type": "gateway"}}
 	for _, n := range slices.Sorted(maps.Keys(s.instances)) {
 		in := s.instances[n]
-		for dev, d := range in.Devices {
+		cfg, devs := s.expanded(in)
+		for dev, d := range devs {
 			if d["type"] == "nic" && (d["network"] == s.opts.Network || d["parent"] == s.opts.Network) && in.Running {
-				out = append(out, map[string]string{"hostname": n, "hwaddr": orStr(d["hwaddr"], in.Config["volatile."+dev+".hwaddr"]),
+				out = append(out, map[string]string{"hostname": n, "hwaddr": orStr(d["hwaddr"], cfg["volatile."+dev+".hwaddr"]),
 					"address": in.IPv4, "type": "dynamic"})
 			}
 		}

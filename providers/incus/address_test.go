@@ -318,7 +318,6 @@ func wantHanded(t *testing.T, c *incusapi.Client, name, out string) {
 // outputs back and changes nothing; rollback deletes the instance.
 func TestAddressThroughEngine(t *testing.T) {
 	t.Parallel()
-	incustest.SkipInLab(t, "has no profiles (the test makes one with the incus CLI)")
 	c := client(t)
 	prof := profile(t, nil)
 	name := unique("engine")
@@ -353,7 +352,7 @@ func TestAddressThroughEngine(t *testing.T) {
 // without creating it again, waits, and hands the address on.
 func TestAddressCrashResume(t *testing.T) {
 	t.Parallel()
-	incustest.SkipInLab(t, "has no profiles (the test makes one with the incus CLI) and no DHCP to withhold an address")
+	incustest.SkipInLab(t, "has no DHCP to withhold an address from (MIGRATE_DHCP=none is the test image's init's, which the lab does not run)")
 	c := client(t)
 	prof := profile(t, map[string]string{"environment.MIGRATE_DHCP": "none"})
 	name := unique("crash")
