@@ -133,8 +133,13 @@ func start(req execSpec, noSetGroups bool, devnull int, fds []int, replyTo *os.F
 		dir = "/"
 	}
 	sys := &syscall.SysProcAttr{Setsid: true}
+	if (req.UID != 0 || req.GID != 0) && noSetGroups {
+		send(replyTo, reply{Error: fmt.Sprintf("the lab runs without root: its instances have only user and group 0 (asked for %d:%d)", req.UID, req.GID)})
+		replyTo.Close()
+		return
+	}
 	if req.UID != 0 || req.GID != 0 {
-		sys.Credential = &syscall.Credential{Uid: req.UID, Gid: req.GID, Groups: []uint32{}, NoSetGroups: noSetGroups}
+		sys.Credential = &syscall.Credential{Uid: req.UID, Gid: req.GID, Groups: []uint32{}}
 	}
 	pid, err := syscall.ForkExec(path, req.Command, &syscall.ProcAttr{Dir: dir, Env: req.Env,
 		Files: []uintptr{uintptr(devnull), uintptr(fds[1]), uintptr(fds[2])}, Sys: sys})

@@ -62,8 +62,11 @@
 //   - Operations cannot be cancelled ("This operation can't be
 //     cancelled"), as a record-output exec on the daemon.
 //   - Owners: as root, the lab keeps the uids and gids of files (the user
-//     namespace maps 0-65535 to the same IDs); as another user, every file
-//     is that user's and an exec's root is that user.
+//     namespace maps 0-65535 to the same IDs). Run as another user (no
+//     root needed: tried as nobody), every file is that user's, the
+//     files API ignores uid and gid, a command may only run as user 0
+//     (that user, mapped) and /proc may not be mountable (a container's
+//     masked /proc), so the commands of an instance do not see each other.
 //   - Restarting the lab process: instances keep their status, but a VM
 //     booted through BootVM is Stopped (its guest died with the process).
 package incushost
