@@ -166,15 +166,30 @@ func TestSeedMakesTheOldVMs(t *testing.T) {
 	}
 	defer s2.Close()
 	sock := filepath.Join(t.TempDir(), "s")
-	if err := s2.Listen(sock); err != nil {
-		t.Fatal(err)
-	}
+	served := make(chan error, 1)
+	go func() { served <- s2.Serve(sock) }() // Serve blocks until Close
 	c2, _ := incusapi.New(incusapi.Options{Socket: sock})
+	deadline := time.Now().Add(30 * time.Second)
+	for _, err := c2.Server(ctxT(t)); err != nil; _, err = c2.Server(ctxT(t)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Serve never answered: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if i := inst(t, c2, "k3s"); i.Status != "Stopped" {
 		t.Fatalf("the stopped k3s after a restart of the lab: %s", i.Status)
 	}
 	if code, out, _ := run(t, c2, "matrix", "cat", "/root/systemctl.calls"); code != 0 || out != "stop matrix-synapse\n" {
 		t.Fatalf("matrix after a restart of the lab: %d %q", code, out)
+	}
+	s2.Close()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("Serve after Close: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Serve did not return after Close")
 	}
 }
 
