@@ -413,4 +413,3 @@ func (s *Server) deleteInstance(w http.ResponseWriter, r *http.Request) {
 			return nil, os.RemoveAll(in.dir)
 		}))
 }
-
