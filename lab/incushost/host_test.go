@@ -152,6 +152,19 @@ func TestSeedMakesTheOldVMs(t *testing.T) {
 	if code, out, _ := run(t, c, "matrix", "cat", "/root/systemctl.calls", "/root/backup.db"); code != 0 || out != "stop matrix-synapse\nSQLite format 3\x00 the rooms\n" {
 		t.Fatalf("the stand-ins' traces: %d %q", code, out)
 	}
+	// The homelab's export of Synapse's data, as examples/homelab runs it.
+	export := "set -e\nmkdir -p /root/synapse-export\n" +
+		"sqlite3 /var/lib/matrix-synapse/homeserver.db \".backup /root/synapse-export/homeserver.db\"\n" +
+		"tar -C /var/lib/matrix-synapse -cf /root/synapse-export/media.tar media\ntouch /root/synapse-export/.done\n"
+	if code, _, errs := run(t, c, "matrix", "sh", "-c", export); code != 0 {
+		t.Fatalf("the export: %d %s", code, errs)
+	}
+	if code, out, _ := run(t, c, "matrix", "tar", "-tf", "/root/synapse-export/media.tar"); code != 0 || !strings.Contains(out, "media/local_content/ab/cd/ef") {
+		t.Fatalf("the media archive: %d %q", code, out)
+	}
+	if _, _, names, err := c.GetFile(ctxT(t), "matrix", "/root/synapse-export"); err != nil || len(names) != 3 {
+		t.Fatalf("the export directory: %v %v", names, err)
+	}
 	if code, out, _ := run(t, c, "services", "cat", "/etc/samba/smb.conf"); code != 0 || !strings.Contains(out, "[media]") {
 		t.Fatalf("smb.conf: %d %q", code, out)
 	}
