@@ -56,9 +56,10 @@
 //   - Storage: one pool, "default"; volumes other than ISOs hold no bytes.
 //   - Images: only local aliases (no image endpoints, no remote images).
 //     Profiles: config and devices, no project.
-//   - The incus CLI gets as far as what needs no websocket and no event
-//     stream (`incus profile create` works; `incus list` wants
-//     api_filtering, `incus exec` and `incus file` websockets or SFTP).
+//   - The incus CLI gets as far as what needs no websocket, no event
+//     stream and no server-side filter (`incus profile create` works;
+//     `incus list` wants api_filtering, `incus start` /1.0/events,
+//     `incus exec` and `incus file` websockets or SFTP).
 //   - Operations cannot be cancelled ("This operation can't be
 //     cancelled"), as a record-output exec on the daemon.
 //   - Owners: as root, the lab keeps the uids and gids of files (the user

@@ -109,6 +109,11 @@ func TestOperationsFailAtWaitAndVanish(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// recursion=2: each instance with its state and snapshots.
+	if code, env := raw(t, sock, "GET", "/1.0/instances?recursion=2", ""); code != http.StatusOK ||
+		env["metadata"].([]any)[0].(map[string]any)["state"].(map[string]any)["status"] != "Stopped" {
+		t.Fatalf("the full list: %d %v", code, env)
+	}
 	// The ETag header, and If-Match on PATCH.
 	i, etag, err := c.Instance(ctxT(t), "box")
 	if err != nil || etag == "" {

@@ -176,10 +176,19 @@ func (s *Server) listInstances(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	names := slices.Sorted(maps.Keys(s.instances))
-	if r.URL.Query().Get("recursion") != "" && r.URL.Query().Get("recursion") != "0" {
+	if rec := r.URL.Query().Get("recursion"); rec != "" && rec != "0" {
 		out := []map[string]any{}
 		for _, n := range names {
-			out = append(out, s.instAPI(s.instances[n]))
+			in := s.instances[n]
+			a := s.instAPI(in)
+			if rec == "2" { // the full view `incus list` asks for
+				snaps := []map[string]any{}
+				for _, sn := range in.Snapshots {
+					snaps = append(snaps, in.snapAPI(sn))
+				}
+				a["state"], a["snapshots"], a["backups"] = s.stateAPI(in), snaps, []any{}
+			}
+			out = append(out, a)
 		}
 		syncOK(w, out)
 		return

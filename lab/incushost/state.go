@@ -22,6 +22,11 @@ func (s *Server) getState(w http.ResponseWriter, r *http.Request) {
 		failErr(w, err)
 		return
 	}
+	syncOK(w, s.stateAPI(in))
+}
+
+// stateAPI is GET .../state; the caller holds s.mu.
+func (s *Server) stateAPI(in *instance) map[string]any {
 	st, code := in.status()
 	out := map[string]any{"status": st, "status_code": code, "pid": 0, "processes": 0,
 		"cpu": map[string]any{"usage": 0}, "memory": map[string]any{"usage": 0}}
@@ -29,7 +34,7 @@ func (s *Server) getState(w http.ResponseWriter, r *http.Request) {
 		out["pid"], out["processes"] = os.Getpid(), len(in.execs)
 		out["network"] = s.interfaces(in)
 	}
-	syncOK(w, out)
+	return out
 }
 
 // interfaces is what a running instance reports: lo, and each NIC with
