@@ -400,3 +400,47 @@ func TestProfilesAddTheirDevices(t *testing.T) {
 		t.Fatalf("an unknown profile: %v", err)
 	}
 }
+
+func TestTheLabAnswersWhileAVMBoots(t *testing.T) {
+	release := make(chan struct{})
+	booting := make(chan struct{}, 1)
+	boot := func(ctx context.Context, spec incushost.VMSpec) (incushost.Guest, error) {
+		booting <- struct{}{}
+		select {
+		case <-release:
+			return &fakeGuest{}, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	_, c := lab(t, incushost.Options{BootVM: boot})
+	iso := filepath.Join(t.TempDir(), "talos.iso")
+	if err := os.WriteFile(iso, []byte("iso"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := c.CreateInstance(ctxT(t), incusapi.InstancesPost{Name: "vm", Type: "virtual-machine", Source: incusapi.InstanceSource{Type: "none"},
+		InstancePut: incusapi.InstancePut{Devices: map[string]map[string]string{"install": {"type": "disk", "source": iso}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan error, 1)
+	go func() { started <- c.SetState(ctxT(t), "vm", incusapi.InstanceStatePut{Action: "start"}) }()
+	<-booting
+	// While the hook works: reads answer, a second start and a delete are refused.
+	if i := inst(t, c, "vm"); i.Status != "Stopped" {
+		t.Fatalf("a booting VM: %s", i.Status)
+	}
+	if err := c.SetState(ctxT(t), "vm", incusapi.InstanceStatePut{Action: "start"}); err == nil || !strings.Contains(err.Error(), "already starting") {
+		t.Fatalf("a second start during the boot: %v", err)
+	}
+	if err := c.DeleteInstance(ctxT(t), "vm"); err == nil {
+		t.Fatal("a booting VM was deleted")
+	}
+	close(release)
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	if i := inst(t, c, "vm"); i.Status != "Running" {
+		t.Fatalf("a booted VM: %s", i.Status)
+	}
+}

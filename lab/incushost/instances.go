@@ -34,11 +34,12 @@ type instance struct {
 	IPv4         string                       `json:"ipv4"`
 	Snapshots    []*snapshot                  `json:"snapshots"`
 
-	dir    string
-	guest  Guest           // a booted VM's guest
-	forced chan struct{}   // closed by a stop, to end a graceful stop that waits
-	init   *initProc       // a running container's init
-	execs  map[string]bool // running commands by operation ID
+	dir     string
+	guest   Guest           // a booted VM's guest
+	forced  chan struct{}   // closed by a stop, to end a graceful stop that waits
+	booting bool            // BootVM runs, s.mu released
+	init    *initProc       // a running container's init
+	execs   map[string]bool // running commands by operation ID
 }
 
 type snapshot struct {
@@ -411,7 +412,7 @@ func (s *Server) deleteInstance(w http.ResponseWriter, r *http.Request) {
 		failErr(w, err)
 		return
 	}
-	if in.Running {
+	if in.Running || in.booting {
 		fail(w, http.StatusBadRequest, "Instance is running")
 		return
 	}

@@ -118,7 +118,8 @@ func (s *Server) putState(w http.ResponseWriter, r *http.Request) {
 }
 
 // startLocked starts an instance: a container (or a VM without an ISO)
-// is only marked running; a VM booting an ISO gets its guest from BootVM.
+// gets its init; a VM booting an ISO gets its guest from BootVM, called
+// with s.mu released.
 func (s *Server) startLocked(in *instance) error {
 	if err := s.checkDisks(in); err != nil {
 		return err
@@ -131,11 +132,23 @@ func (s *Server) startLocked(in *instance) error {
 		if s.opts.BootVM == nil {
 			return errf(http.StatusBadRequest, "The lab cannot boot VM %q from %s: no BootVM hook", in.Name, spec.ISO)
 		}
+		if in.booting {
+			return errf(http.StatusBadRequest, "The instance is already starting")
+		}
+		// A boot takes its time: the lab answers other calls meanwhile.
+		in.booting = true
+		s.mu.Unlock()
 		ctx, cancel := context.WithTimeout(s.closeCtx, 5*time.Minute)
 		g, err := s.opts.BootVM(ctx, spec)
 		cancel()
+		s.mu.Lock()
+		in.booting = false
 		if err != nil {
 			return fmt.Errorf("Failed to boot VM %q: %w", in.Name, err)
+		}
+		if s.instances[in.Name] != in || s.closing { // deleted, or the lab closed, while it booted
+			_ = g.Stop()
+			return errf(http.StatusBadRequest, "VM %q went away while it booted", in.Name)
 		}
 		in.guest = g
 	} else if in.init == nil {
