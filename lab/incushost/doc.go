@@ -5,8 +5,8 @@
 // against a real daemon.
 //
 //	s, _ := incushost.New(incushost.Options{Dir: dir, Seed: true, BootVM: hook})
-//	s.Listen(dir + "/unix.socket")          // trusted, as the daemon's socket
-//	s.ServeHTTPS("127.0.0.1:8443")          // client certificates
+//	s.Listen(dir + "/unix.socket")          // trusted, as the daemon's socket (Serve: the same, blocking)
+//	addr, _ := s.ServeHTTPS("127.0.0.1:0")  // client certificates; pin s.CertPEM()
 //	defer s.Close()
 //
 // Layout of Dir: instances/NAME/{meta.json,rootfs/,logs/,snapshots/SNAP/},

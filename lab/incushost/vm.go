@@ -45,7 +45,10 @@ type Disk struct {
 	Shared bool
 }
 
-// Guest is a booted VM; Stop ends it (the VM stopped or deleted).
+// Guest is a booted VM; Stop ends it (the VM stopped, or the lab closed).
+// Stop is called with the lab's lock held: it should return promptly.
+// BootVM is called without it, with a context that ends when the lab
+// closes (or after 5 minutes).
 type Guest interface {
 	Stop() error
 }
