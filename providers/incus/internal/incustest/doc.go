@@ -1,7 +1,8 @@
 // Package incustest holds what the Incus tests of providers/incus and
 // providers/incus/incusapi share: where the daemon started by
-// scripts/incus-up.sh is, and a machine-wide limit on how many tests talk
-// to it at once.
+// scripts/incus-up.sh is, whether it is the lab's Incus host instead
+// (Lab, SkipInLab: `make test-incus-lab`), and a machine-wide limit on how
+// many tests talk to it at once.
 //
 // The limit exists because incusd (6.0.4 here) can stall when several
 // tests create, start, stop, snapshot and re-trust at once soon after it

@@ -113,3 +113,20 @@ func acquire(dir string, n int, wait time.Duration) (*os.File, error) {
 		time.Sleep(25 * time.Millisecond)
 	}
 }
+
+// Lab reports whether the tests run against the lab's Incus host
+// (lab/incushost, started by lab/cmd/incus-lab, which sets INCUS_LAB=1)
+// instead of the real daemon. A test skips under the lab only for what
+// lab/incushost's package doc lists as a difference, and says why.
+func Lab() bool { return os.Getenv("INCUS_LAB") != "" }
+
+// SkipInLab skips t under the lab, saying why.
+func SkipInLab(t interface {
+	Helper()
+	Skipf(string, ...any)
+}, why string) {
+	t.Helper()
+	if Lab() {
+		t.Skipf("the lab's Incus host %s (see lab/incushost's package doc)", why)
+	}
+}

@@ -1,0 +1,179 @@
+package incushost
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The init side (see init.go): started again as the lab's own executable
+// with childEnv set, it is root in its user namespace and PID 1 of its
+// PID namespace. It never returns to the program's main.
+func init() {
+	if os.Getenv(childEnv) == "1" {
+		initMain()
+	}
+}
+
+// hostDirs are bind-mounted read-only into a rootfs that lacks them, so
+// that ordinary commands (sh, tar, cp) exist in any instance; a host
+// symlink (/bin -> usr/bin on a merged-/usr system) becomes the same
+// symlink in the rootfs.
+var hostDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32"}
+
+var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+const ctrlFD = 3
+
+func initMain() {
+	die := func(format string, args ...any) {
+		_, _ = syscall.Write(ctrlFD, fmt.Appendf(nil, format, args...))
+		os.Exit(1)
+	}
+	var spec initSpec
+	if len(os.Args) < 2 || json.Unmarshal([]byte(os.Args[1]), &spec) != nil {
+		die("incushost init: no spec")
+	}
+	if err := mounts(spec.Root, spec.Binds); err != nil {
+		die("the lab could not prepare the instance's mounts: %v", err)
+	}
+	if err := syscall.Chroot(spec.Root); err != nil {
+		die("chroot: %v", err)
+	}
+	_ = syscall.Chdir("/")
+	devnull, err := syscall.Open("/dev/null", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		die("/dev/null: %v", err)
+	}
+	syscall.CloseOnExec(ctrlFD)
+	_, _ = syscall.Write(ctrlFD, []byte("ready"))
+
+	var mu sync.Mutex
+	waiting := map[int]*os.File{} // pid -> reply socket
+	go func() {                   // PID 1 reaps every process, its commands' orphans too
+		for {
+			var ws syscall.WaitStatus
+			pid, err := syscall.Wait4(-1, &ws, 0, nil)
+			if err != nil {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			mu.Lock()
+			if f := waiting[pid]; f != nil {
+				code := ws.ExitStatus()
+				if ws.Signaled() {
+					code = 128 + int(ws.Signal())
+				}
+				send(f, reply{Exit: &code})
+				f.Close()
+				delete(waiting, pid)
+			}
+			mu.Unlock()
+		}
+	}()
+	buf, oob := make([]byte, 4<<20), make([]byte, syscall.CmsgSpace(3*4))
+	for {
+		n, oobn, _, _, err := syscall.Recvmsg(ctrlFD, buf, oob, 0)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			os.Exit(0) // the lab is gone
+		}
+		msgs, _ := syscall.ParseSocketControlMessage(oob[:oobn])
+		if len(msgs) == 0 {
+			continue
+		}
+		fds, _ := syscall.ParseUnixRights(&msgs[0])
+		if len(fds) != 3 {
+			for _, fd := range fds {
+				syscall.Close(fd)
+			}
+			continue
+		}
+		for _, fd := range fds {
+			syscall.CloseOnExec(fd)
+		}
+		var req execSpec
+		replyTo := os.NewFile(uintptr(fds[0]), "reply")
+		if err := json.Unmarshal(buf[:n], &req); err != nil || len(req.Command) == 0 {
+			send(replyTo, reply{Error: "bad exec request"})
+			replyTo.Close()
+		} else {
+			mu.Lock()
+			start(req, spec.NoSetGrps, devnull, fds, replyTo, waiting)
+			mu.Unlock()
+		}
+		syscall.Close(fds[1])
+		syscall.Close(fds[2])
+	}
+}
+
+func send(f *os.File, r reply) {
+	b, _ := json.Marshal(r)
+	_, _ = f.Write(append(b, '\n'))
+}
+
+// start forks the command; the caller holds the lock the reaper takes,
+// so that the reaper never sees a pid before it is waited for.
+func start(req execSpec, noSetGroups bool, devnull int, fds []int, replyTo *os.File, waiting map[int]*os.File) {
+	path := lookPath(req.Command[0], req.Env)
+	if path == "" {
+		send(replyTo, reply{Error: "Command not found"})
+		replyTo.Close()
+		return
+	}
+	dir := req.Cwd
+	if st, err := os.Stat(dir); dir == "" || err != nil || !st.IsDir() { // a missing cwd does not fail, as on the daemon
+		dir = "/"
+	}
+	sys := &syscall.SysProcAttr{Setsid: true}
+	if (req.UID != 0 || req.GID != 0) && noSetGroups {
+		send(replyTo, reply{Error: fmt.Sprintf("the lab runs without root: its instances have only user and group 0 (asked for %d:%d)", req.UID, req.GID)})
+		replyTo.Close()
+		return
+	}
+	if req.UID != 0 || req.GID != 0 {
+		sys.Credential = &syscall.Credential{Uid: req.UID, Gid: req.GID, Groups: []uint32{}}
+	}
+	pid, err := syscall.ForkExec(path, req.Command, &syscall.ProcAttr{Dir: dir, Env: req.Env,
+		Files: []uintptr{uintptr(devnull), uintptr(fds[1]), uintptr(fds[2])}, Sys: sys})
+	if err != nil {
+		send(replyTo, reply{Error: fmt.Sprintf("Failed to run %s: %v", req.Command[0], err)})
+		replyTo.Close()
+		return
+	}
+	waiting[pid] = replyTo
+	send(replyTo, reply{PID: pid})
+}
+
+// lookPath finds a command in the (new) root as a shell would.
+func lookPath(name string, env []string) string {
+	executable := func(p string) bool {
+		st, err := os.Stat(p)
+		return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
+	}
+	if strings.Contains(name, "/") {
+		if executable(name) {
+			return name
+		}
+		return ""
+	}
+	path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, d := range filepath.SplitList(path) {
+		if p := filepath.Join(d, name); executable(p) {
+			return p
+		}
+	}
+	return ""
+}

@@ -1,0 +1,73 @@
+// Package incushost is the lab's Incus host: a server of the Incus REST
+// API in one Go process, speaking what providers/incus/incusapi speaks
+// (the daemon's envelope, operations, ETags, errors worded as the daemon
+// words them), so that the incus provider and its tests run against it as
+// against a real daemon.
+//
+//	s, _ := incushost.New(incushost.Options{Dir: dir, Seed: true, BootVM: hook})
+//	s.Listen(dir + "/unix.socket")          // trusted, as the daemon's socket (Serve: the same, blocking)
+//	addr, _ := s.ServeHTTPS("127.0.0.1:0")  // client certificates; pin s.CertPEM()
+//	defer s.Close()
+//
+// Layout of Dir: instances/NAME/{meta.json,rootfs/,logs/,snapshots/SNAP/},
+// images/ALIAS/rootfs/ (an image is a directory tree, copied as a new
+// instance's rootfs: ImportImage, Skeleton, Busybox), storage/POOL/ (custom
+// volumes; an imported ISO's bytes), certs/ (trusted clients) and the
+// server's certificate. Seed creates the lab-base image and the brief's
+// three old VMs (services, matrix, k3s), running, with a user.lab key.
+//
+// Commands (exec, record-output mode) run for real. A running container
+// has an init: the lab's executable started again (an init function of
+// this package takes over when MIGRATE_INCUSHOST_CHILD is set) in new
+// user, mount and PID namespaces, that bind-mounts the host's /usr (and
+// /bin, /lib... where the host has them as directories) read-only where
+// the rootfs lacks them, binds /dev/null and friends, mounts /proc,
+// chroots into the rootfs and then forks each command it is sent (with
+// its stdout and stderr files over a unix socket), reaping them as PID 1.
+// The commands of an instance thus see each other in /proc; stopping the
+// instance kills its init, and with it everything it started.
+//
+// VMs: an instance of type virtual-machine with a disk whose source is an
+// ISO (an iso volume, or a host file named *.iso) boots through
+// Options.BootVM when started (VMSpec: config, disks with sizes, the
+// shared directory, whether a gpu device is attached, its 127.0.1.N
+// address, reported as eth0's inet address) and its Guest is stopped on
+// stop (and when the lab closes).
+//
+// Differences from the real daemon (Incus 6.0), on purpose or by lack:
+//
+//   - A running container's init is the lab's, not the image's
+//     /sbin/init: nothing runs but what is exec'ed into it. A graceful
+//     stop therefore never times out (raw.lxc, lxc.signal.halt, means
+//     nothing), state reports no memory or CPU use, and a failing image
+//     init cannot make a start fail.
+//   - A VM without an ISO disk (the old VMs) behaves as a container; a VM
+//     booted through BootVM runs no commands (no agent) and its files are
+//     its rootfs directory's, not the guest's.
+//   - Disk devices of a container are bind mounts made when it starts
+//     (a device added while it runs is there from its next start).
+//   - Mount points the init needs (/usr or /usr/bin..., /dev/null...,
+//     symlinks bin -> usr/bin where the host has them) are created in the
+//     rootfs when absent, and stay visible through the files API.
+//   - Networks: one managed network (Options.Network, "labbr0"), no DHCP:
+//     every instance has a 127.0.1.N address from its creation; a running
+//     instance reports it on each NIC (and a booted VM on eth0), and the
+//     network's leases list it by the NIC's MAC.
+//   - Storage: one pool, "default"; volumes other than ISOs hold no bytes.
+//   - Images: only local aliases (no image endpoints, no remote images).
+//     Profiles: config and devices, no project.
+//   - The incus CLI gets as far as what needs no websocket, no event
+//     stream and no server-side filter (`incus profile create` works;
+//     `incus list` wants api_filtering, `incus start` /1.0/events,
+//     `incus exec` and `incus file` websockets or SFTP).
+//   - Operations cannot be cancelled ("This operation can't be
+//     cancelled"), as a record-output exec on the daemon.
+//   - Owners: as root, the lab keeps the uids and gids of files (the user
+//     namespace maps 0-65535 to the same IDs). Run as another user (no
+//     root needed: tried as nobody), every file is that user's, the
+//     files API ignores uid and gid, a command may only run as user 0
+//     (that user, mapped) and /proc may not be mountable (a container's
+//     masked /proc), so the commands of an instance do not see each other.
+//   - Restarting the lab process: instances keep their status, but a VM
+//     booted through BootVM is Stopped (its guest died with the process).
+package incushost

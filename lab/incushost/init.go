@@ -1,0 +1,198 @@
+package incushost
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// initProc is a running instance's init: the lab's executable started
+// again (childEnv set, see child.go) in new user, mount and PID
+// namespaces, where it mounted what commands need, chrooted into the
+// rootfs and waits for commands to start. Every command of the instance
+// is its child, so they see each other in /proc, and killing it (a stop)
+// kills them all.
+type initProc struct {
+	cmd  *exec.Cmd
+	ctrl *os.File // SOCK_SEQPACKET: one request (and its fds) per message
+	mu   sync.Mutex
+	done chan struct{}
+}
+
+// initSpec is what the init is told, as JSON in its argv.
+type initSpec struct {
+	Root      string `json:"root"`
+	NoSetGrps bool   `json:"no_setgroups"`
+	Binds     []bind `json:"binds"`
+}
+
+// bind is a disk device of a container whose source is a host path.
+type bind struct {
+	Source   string `json:"source"`
+	Path     string `json:"path"`
+	ReadOnly bool   `json:"readonly"`
+}
+
+func binds(devs map[string]map[string]string) []bind {
+	var out []bind
+	for _, name := range slices.Sorted(maps.Keys(devs)) {
+		d := devs[name]
+		if d["type"] == "disk" && strings.HasPrefix(d["source"], "/") && strings.HasPrefix(d["path"], "/") {
+			out = append(out, bind{Source: d["source"], Path: d["path"], ReadOnly: d["readonly"] == "true"})
+		}
+	}
+	return out
+}
+
+// execSpec is one command, sent to the init with its reply socket,
+// stdout and stderr.
+type execSpec struct {
+	Command []string `json:"command"`
+	Env     []string `json:"env"`
+	Cwd     string   `json:"cwd"`
+	UID     uint32   `json:"uid"`
+	GID     uint32   `json:"gid"`
+}
+
+// reply is one line from the init about a command.
+type reply struct {
+	PID   int    `json:"pid,omitempty"`
+	Error string `json:"error,omitempty"`
+	Exit  *int   `json:"exit,omitempty"`
+}
+
+const childEnv = "MIGRATE_INCUSHOST_CHILD"
+
+func startInit(in *instance, devs map[string]map[string]string) (*initProc, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	ctrl, theirs := os.NewFile(uintptr(fds[0]), "init-ctrl"), os.NewFile(uintptr(fds[1]), "init-ctrl")
+	defer theirs.Close()
+	self, err := os.Executable()
+	if err != nil {
+		ctrl.Close()
+		return nil, err
+	}
+	b, _ := json.Marshal(initSpec{Root: in.rootfs(), NoSetGrps: os.Geteuid() != 0, Binds: binds(devs)})
+	cmd := exec.Command(self, string(b))
+	cmd.Env = []string{childEnv + "=1"}
+	cmd.ExtraFiles = []*os.File{theirs}
+	if log, err := os.OpenFile(filepath.Join(in.dir, "logs", "init.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
+		cmd.Stdout, cmd.Stderr = log, log
+		defer log.Close()
+	}
+	cmd.SysProcAttr = namespaces()
+	if err := cmd.Start(); err != nil {
+		ctrl.Close()
+		return nil, fmt.Errorf("starting the instance's init in new namespaces: %w", err)
+	}
+	theirs.Close()
+	p := &initProc{cmd: cmd, ctrl: ctrl, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	buf := make([]byte, 4096)
+	n, err := ctrl.Read(buf)
+	if err != nil || string(buf[:n]) != "ready" {
+		p.kill()
+		msg := string(buf[:max(n, 0)])
+		if err != nil {
+			msg = err.Error()
+		}
+		return nil, fmt.Errorf("the instance's init did not start: %s", msg)
+	}
+	return p, nil
+}
+
+// kill ends the init and every command of the instance.
+func (p *initProc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+	p.ctrl.Close()
+}
+
+// namespaces: the init is root in a new user namespace (the same IDs as
+// the lab's when it runs as root; only its own user otherwise), with
+// mounts and PIDs of its own.
+func namespaces() *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID,
+		Pdeathsig: syscall.SIGKILL}
+	if os.Geteuid() == 0 {
+		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 65536}}
+		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 65536}}
+		a.GidMappingsEnableSetgroups = true
+	} else {
+		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+	}
+	return a
+}
+
+// running is a started command: its reply socket says when it ends.
+type running struct {
+	r *bufio.Reader
+	f *os.File
+}
+
+// exec starts a command through the init; the error is the daemon's
+// wording when the program does not exist ("Command not found").
+func (p *initProc) exec(spec execSpec, stdout, stderr *os.File) (*running, error) {
+	pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	mine := os.NewFile(uintptr(pair[0]), "exec-reply")
+	b, _ := json.Marshal(spec)
+	p.mu.Lock()
+	err = syscall.Sendmsg(int(p.ctrl.Fd()), b, syscall.UnixRights(pair[1], int(stdout.Fd()), int(stderr.Fd())), nil, 0)
+	p.mu.Unlock()
+	syscall.Close(pair[1])
+	if err != nil {
+		mine.Close()
+		return nil, fmt.Errorf("the instance's init is gone: %w", err)
+	}
+	r := &running{r: bufio.NewReader(mine), f: mine}
+	first, err := r.next()
+	switch {
+	case err != nil:
+		mine.Close()
+		return nil, errors.New("the instance stopped while the command started")
+	case first.Error != "":
+		mine.Close()
+		return nil, errf(http.StatusBadRequest, "%s", first.Error)
+	}
+	return r, nil
+}
+
+func (r *running) next() (reply, error) {
+	var rep reply
+	line, err := r.r.ReadBytes('\n')
+	if err != nil {
+		return rep, err
+	}
+	return rep, json.Unmarshal(line, &rep)
+}
+
+// wait returns the command's exit code; 137 (SIGKILL) when its instance
+// stopped under it.
+func (r *running) wait() int {
+	defer r.f.Close()
+	rep, err := r.next()
+	if err != nil || rep.Exit == nil {
+		return 128 + int(syscall.SIGKILL)
+	}
+	return *rep.Exit
+}

@@ -1,0 +1,154 @@
+package incushost
+
+import (
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// VMSpec is what the BootVM hook is told of a virtual machine it boots.
+type VMSpec struct {
+	Name string
+	// Config and Devices are the instance's, over its profiles'.
+	Config  map[string]string
+	Devices map[string]map[string]string
+	// Disks are its disk devices, sorted by name.
+	Disks []Disk
+	// ISO is the path of the ISO file it boots from.
+	ISO string
+	// DataShare is the host directory of its first shared directory (a
+	// disk device whose source is a host path, virtiofs on a real host);
+	// empty without one.
+	DataShare string
+	// GPU: a device of type gpu is attached.
+	GPU bool
+	// IPv4 is the address the lab gives it (127.0.1.N), reported as eth0's.
+	IPv4 string
+}
+
+// Disk is a disk device of a VM.
+type Disk struct {
+	Device string // the device's name
+	Path   string // where it is mounted in the guest ("/" for root, "" for a block disk)
+	Pool   string
+	Source string // a volume's name, or a host path for a shared directory
+	// Size in bytes: the device's size, else its volume's; 0 when unknown.
+	Size int64
+	// File is the volume's file on the host (an ISO); empty otherwise.
+	File string
+	ISO  bool
+	// Shared: Source is a host directory.
+	Shared bool
+}
+
+// Guest is a booted VM; Stop ends it (the VM stopped, or the lab closed).
+// Stop is called with the lab's lock held: it should return promptly.
+// BootVM is called without it, with a context that ends when the lab
+// closes (or after 5 minutes).
+type Guest interface {
+	Stop() error
+}
+
+// isoFile returns the ISO a VM boots from: an ISO volume's file, or a
+// disk whose source is a host file named *.iso; the caller holds s.mu.
+func (s *Server) isoFile(in *instance) string {
+	if in.Type != "virtual-machine" {
+		return ""
+	}
+	_, devs := s.expanded(in)
+	for _, name := range slices.Sorted(maps.Keys(devs)) {
+		d := devs[name]
+		if d["type"] != "disk" || d["source"] == "" {
+			continue
+		}
+		if isISOPath(d["source"]) {
+			return d["source"]
+		}
+		if v := s.volumes[orStr(d["pool"], pool)+"/"+d["source"]]; v != nil && v.ContentType == "iso" {
+			return s.volPath(v.Pool, v.Name, ".iso")
+		}
+	}
+	return ""
+}
+
+func isISOPath(p string) bool {
+	return strings.HasPrefix(p, "/") && strings.HasSuffix(strings.ToLower(p), ".iso")
+}
+
+func (s *Server) needsBoot(in *instance) bool { return s.isoFile(in) != "" }
+
+// vmSpec describes a VM for BootVM; the caller holds s.mu.
+func (s *Server) vmSpec(in *instance) (VMSpec, error) {
+	cfg, devs := s.expanded(in)
+	spec := VMSpec{Name: in.Name, Config: cfg, Devices: devs, IPv4: in.IPv4}
+	for _, name := range slices.Sorted(maps.Keys(devs)) {
+		d := devs[name]
+		switch d["type"] {
+		case "gpu":
+			spec.GPU = true
+		case "disk":
+			disk := Disk{Device: name, Path: d["path"], Pool: d["pool"], Source: d["source"]}
+			if sz := d["size"]; sz != "" {
+				n, err := parseSize(sz)
+				if err != nil {
+					return spec, errf(http.StatusBadRequest, "Device %q of VM %q: %v", name, in.Name, err)
+				}
+				disk.Size = n
+			}
+			switch {
+			case isISOPath(d["source"]):
+				disk.ISO, disk.File = true, d["source"]
+				if st, err := os.Stat(d["source"]); err == nil && disk.Size == 0 {
+					disk.Size = st.Size()
+				}
+				spec.ISO = disk.File
+			case strings.HasPrefix(d["source"], "/"):
+				disk.Shared = true
+				if spec.DataShare == "" {
+					spec.DataShare = d["source"]
+				}
+			case d["source"] != "":
+				disk.Pool = orStr(d["pool"], pool)
+				v := s.volumes[disk.Pool+"/"+d["source"]]
+				if v == nil {
+					return spec, errf(http.StatusBadRequest, "Device %q of VM %q: no volume %q in pool %q", name, in.Name, d["source"], disk.Pool)
+				}
+				if disk.Size == 0 && v.Config["size"] != "" {
+					disk.Size, _ = parseSize(v.Config["size"])
+				}
+				if v.ContentType == "iso" {
+					disk.ISO, disk.File = true, s.volPath(v.Pool, v.Name, ".iso")
+					spec.ISO = disk.File
+				}
+			}
+			spec.Disks = append(spec.Disks, disk)
+		}
+	}
+	return spec, nil
+}
+
+// parseSize reads Incus sizes: bytes, or a number with kB/MB/GB/TB
+// (powers of 1000) or KiB/MiB/GiB/TiB (powers of 1024).
+func parseSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"kB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	mult := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("bad size %q", s)
+	}
+	return n * mult, nil
+}
