@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -204,6 +205,17 @@ func homelabPatch(t *testing.T) []byte {
 	return b
 }
 
+// homelabHostname is the hostname the homelab patch's HostnameConfig
+// sets: the name of the Node kwok registers.
+func homelabHostname(t *testing.T) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^hostname:\s*(\S+)`).FindSubmatch(homelabPatch(t))
+	if m == nil {
+		t.Fatal("the homelab patch sets no hostname")
+	}
+	return string(m[1])
+}
+
 var i915Image = talos.InstallerImage(talos.ExtensionsSchematicID("siderolabs/i915"), "v1.13.3")
 
 // TestVM is the whole way of the brief's node: ISO boot, first install
@@ -222,8 +234,9 @@ func TestVM(t *testing.T) {
 		t.Fatal("a VM booted from the ISO is not in maintenance mode")
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	node := homelabHostname(t)
 
 	c := install(t, ctx, vm, i915Image, homelabPatch(t))
 
@@ -310,13 +323,13 @@ func TestVM(t *testing.T) {
 	// kwok, the node's kubelet, keeps the Node named by the config's
 	// HostnameConfig Ready
 	for {
-		n, err := k.CoreV1().Nodes().Get(ctx, "lab-node", metav1.GetOptions{})
+		n, err := k.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err == nil && ready(n) {
 			break
 		}
 
 		if ctx.Err() != nil {
-			t.Fatalf("node lab-node not Ready: %v", err)
+			t.Fatalf("node %s not Ready: %v", node, err)
 		}
 
 		time.Sleep(time.Second)
@@ -346,7 +359,7 @@ func TestVM(t *testing.T) {
 
 	for {
 		pids := vm.KubernetesPIDs()
-		if _, err := k.CoreV1().Nodes().Get(ctx, "lab-node", metav1.GetOptions{}); err == nil && pids["kwok"] != 0 && pids["etcd"] != before["etcd"] {
+		if _, err := k.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err == nil && pids["kwok"] != 0 && pids["etcd"] != before["etcd"] {
 			break
 		}
 
@@ -394,7 +407,7 @@ func TestVM(t *testing.T) {
 	}
 
 	for {
-		if _, err := k.CoreV1().Nodes().Get(ctx, "lab-node", metav1.GetOptions{}); err == nil {
+		if _, err := k.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err == nil {
 			break
 		}
 
