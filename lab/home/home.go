@@ -33,11 +33,15 @@ const FederationPath = "/_matrix/federation/v1/version"
 type Options struct {
 	Dir string    // everything lives here; created when absent
 	Log io.Writer // what the lab does (VM boots, the Kubernetes build); nil for none
+	// Env is added to Env and lab.env (KEY=VALUE): what the lab's user
+	// needs beside the lab, e.g. the demo's MIGRATE_AGE_IDENTITY.
+	Env []string
 }
 
 // Home is a running lab home server.
 type Home struct {
 	dir   string
+	extra []string
 	logMu sync.Mutex
 	log   io.Writer
 
@@ -56,11 +60,16 @@ func Start(ctx context.Context, o Options) (*Home, error) {
 	if o.Dir == "" {
 		return nil, errors.New("lab: Options.Dir is empty")
 	}
+	for _, kv := range o.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" || strings.ContainsAny(kv, "\n") {
+			return nil, fmt.Errorf("lab: Options.Env: %q is not one KEY=VALUE line", kv)
+		}
+	}
 	dir, err := filepath.Abs(o.Dir)
 	if err != nil {
 		return nil, err
 	}
-	h := &Home{dir: dir, log: o.Log, vms: map[string]*talosvm.VM{}}
+	h := &Home{dir: dir, extra: o.Env, log: o.Log, vms: map[string]*talosvm.VM{}}
 	if h.log == nil {
 		h.log = io.Discard
 	}
@@ -240,15 +249,15 @@ func (h *Home) VM(name string) *talosvm.VM {
 // Env is what a shell exports to drive examples/homelab against the lab:
 // the incus provider's default socket is the lab's (INCUS_DIR; INCUS_SOCKET
 // too, which wins over it), and the example's variables that name the
-// host's paths and the homeserver's URL.
+// host's paths and the homeserver's URL; then Options.Env.
 func (h *Home) Env() []string {
-	return []string{
+	return append([]string{
 		"INCUS_DIR=" + filepath.Join(h.dir, "incus"),
 		"INCUS_SOCKET=" + h.Socket(),
 		"MIGRATE_VAR_zfs_data=" + h.DataDir(),
 		"MIGRATE_VAR_talos_iso=" + h.ISO(),
 		"MIGRATE_VAR_matrix_url=" + h.fedURL,
-	}
+	}, h.extra...)
 }
 
 func writeEnv(path string, env []string) error {

@@ -27,7 +27,7 @@ func TestHome(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	var log strings.Builder
-	h, err := Start(ctx, Options{Dir: dir, Log: &log})
+	h, err := Start(ctx, Options{Dir: dir, Log: &log, Env: []string{"MIGRATE_AGE_IDENTITY=/demo/identity.txt"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,8 @@ func TestHome(t *testing.T) {
 	}
 
 	want := map[string]string{"INCUS_DIR": filepath.Join(dir, "incus"), "INCUS_SOCKET": filepath.Join(dir, "incus", "unix.socket"),
-		"MIGRATE_VAR_zfs_data": filepath.Join(dir, "data"), "MIGRATE_VAR_talos_iso": filepath.Join(dir, "images", ISOName)}
+		"MIGRATE_VAR_zfs_data": filepath.Join(dir, "data"), "MIGRATE_VAR_talos_iso": filepath.Join(dir, "images", ISOName),
+		"MIGRATE_AGE_IDENTITY": "/demo/identity.txt"}
 	for k, v := range want {
 		if env[k] != v {
 			t.Errorf("Env %s=%q, want %q", k, env[k], v)
@@ -168,10 +169,14 @@ func TestDisks(t *testing.T) {
 	}
 }
 
-// TestStartRefusesEmptyDir: Options.Dir is required.
-func TestStartRefusesEmptyDir(t *testing.T) {
+// TestStartRefusesBadOptions: Options.Dir is required, Options.Env lines
+// are KEY=VALUE.
+func TestStartRefusesBadOptions(t *testing.T) {
 	if _, err := Start(context.Background(), Options{}); err == nil {
 		t.Error("Start without a Dir succeeded")
+	}
+	if _, err := Start(context.Background(), Options{Dir: t.TempDir(), Env: []string{"NOEQUALS"}}); err == nil || !strings.Contains(err.Error(), "NOEQUALS") {
+		t.Errorf("Start with a bad Env line: %v", err)
 	}
 }
 
