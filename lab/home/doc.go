@@ -20,7 +20,8 @@
 // its creation, in creation order; a Talos VM listens on it (machine API
 // :50000, Kubernetes :6443), and the example reaches it through its
 // instance's ipv4 attribute, so no variable names it. Two labs on one
-// machine therefore give the same addresses: run one at a time.
+// machine give the same addresses, unless one takes another
+// Options.AddressBlock (127.B.1.N).
 //
 // The federation endpoint answers GET /_matrix/federation/v1/version with
 // 200 and Synapse's body, or 503 after FailFederation(true): the demo's

@@ -33,6 +33,9 @@ const FederationPath = "/_matrix/federation/v1/version"
 type Options struct {
 	Dir string    // everything lives here; created when absent
 	Log io.Writer // what the lab does (VM boots, the Kubernetes build); nil for none
+	// AddressBlock is the Incus host's (incushost.Options): 0 gives the
+	// instances 127.0.1.N; a lab beside another one takes another block.
+	AddressBlock int
 	// Env is added to Env and lab.env (KEY=VALUE): what the lab's user
 	// needs beside the lab, e.g. the demo's MIGRATE_AGE_IDENTITY.
 	Env []string
@@ -92,7 +95,8 @@ func Start(ctx context.Context, o Options) (*Home, error) {
 		f.Close()
 	}
 
-	h.incus, err = incushost.New(incushost.Options{Dir: filepath.Join(dir, "incus"), Seed: true, BootVM: h.bootVM, Logf: h.logf})
+	h.incus, err = incushost.New(incushost.Options{Dir: filepath.Join(dir, "incus"), Seed: true, BootVM: h.bootVM, Logf: h.logf,
+		AddressBlock: o.AddressBlock})
 	if err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}

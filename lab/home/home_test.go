@@ -2,6 +2,7 @@ package home
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -27,7 +28,9 @@ func TestHome(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	var log strings.Builder
-	h, err := Start(ctx, Options{Dir: dir, Log: &log, Env: []string{"MIGRATE_AGE_IDENTITY=/demo/identity.txt"}})
+	// A block of its own: a demo or another lab on the machine may run.
+	block := 100 + os.Getpid()%150
+	h, err := Start(ctx, Options{Dir: dir, Log: &log, AddressBlock: block, Env: []string{"MIGRATE_AGE_IDENTITY=/demo/identity.txt"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +123,7 @@ func TestHome(t *testing.T) {
 		addr = a.Address
 	}
 	spec := vm.Spec()
-	if spec.Addr != addr || !strings.HasPrefix(addr, "127.0.1.") || spec.DataDir != h.DataDir() || !spec.GPU {
+	if spec.Addr != addr || !strings.HasPrefix(addr, fmt.Sprintf("127.%d.1.", block)) || spec.DataDir != h.DataDir() || !spec.GPU {
 		t.Errorf("the VM's spec %+v, want its eth0 address %q, the data dir and the gpu", spec, addr)
 	}
 	if !slices.Equal(spec.Disks, []talosnode.Disk{{Name: "/dev/sda", Size: strconv.Itoa(16 << 30), Model: "QEMU HARDDISK", Serial: "incus_root", Transport: "scsi"}}) {
