@@ -31,6 +31,7 @@ func (a *app) labCommand() *cobra.Command {
 		Short: "The lab home server: an Incus host with the old VMs, Talos VMs and their Kubernetes, in one process",
 	}
 	var dir string
+	var block int
 	serve := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the lab home server until Ctrl-C or SIGTERM",
@@ -41,8 +42,9 @@ their bootstrap), the host's data directory, the Talos ISO and the Matrix
 federation endpoint of examples/homelab. In another shell,
 eval "$(migrate lab env)" points migrate at it.`,
 		Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error { return a.labServe(dir) },
+		RunE: func(*cobra.Command, []string) error { return a.labServe(dir, block) },
 	}
+	serve.Flags().IntVar(&block, "address-block", 0, "the VMs get addresses 127.`B`.1.N (0: 127.0.1.N); another block lets two labs run side by side")
 	env := &cobra.Command{
 		Use:   "env",
 		Short: "Print the export lines that point migrate and examples/homelab at a running lab",
@@ -66,14 +68,14 @@ eval "$(migrate lab env)" points migrate at it.`,
 	return lab
 }
 
-func (a *app) labServe(dir string) error {
+func (a *app) labServe(dir string, block int) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if _, err := home.ReadEnv(dir); err == nil {
 		return fmt.Errorf("a lab already runs in %s: stop it first, or give another --dir", dir)
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "lab: "+format+"\n", args...) }
-	h, err := home.Start(ctx, home.Options{Dir: dir, Log: prefixWriter{}})
+	h, err := home.Start(ctx, home.Options{Dir: dir, Log: prefixWriter{}, AddressBlock: block})
 	if err != nil {
 		return err
 	}
