@@ -76,6 +76,10 @@ func Start(ctx context.Context, o Options) (*Home, error) {
 	if h.log == nil {
 		h.log = io.Discard
 	}
+	// Its socket runs commands in the old VMs: the lab's user's only.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("lab: %w", err)
+	}
 	for _, d := range []string{"incus", "data", "images", "vms"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return nil, fmt.Errorf("lab: %w", err)
