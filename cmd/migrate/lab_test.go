@@ -28,3 +28,14 @@ func TestLabEnvWithoutLab(t *testing.T) {
 		t.Errorf("lab env without a lab: %v\n%s", err, out)
 	}
 }
+
+// TestLabServeWithoutProgram: without migrate-lab beside migrate or in
+// PATH, `lab serve` says where it looked and how to build it.
+func TestLabServeWithoutProgram(t *testing.T) {
+	cmd := exec.Command(bin, "lab", "serve", "--dir", t.TempDir())
+	cmd.Env = []string{"PATH=/nonexistent", "HOME=" + t.TempDir()}
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "migrate-lab") || !strings.Contains(string(out), "go install ./cmd/migrate-lab") {
+		t.Errorf("lab serve without migrate-lab: %v\n%s", err, out)
+	}
+}

@@ -1,4 +1,5 @@
-// Package home is the lab home server of `migrate lab serve` and the demo:
+// Package home is the lab home server of `migrate lab serve` (the program
+// cmd/migrate-lab) and the demo:
 // the lab's Incus host (lab/incushost) holding the brief's three old VMs,
 // whose VMs booted from the Talos ISO become lab Talos nodes
 // (lab/talosvm, with a real Kubernetes after the bootstrap), the host's
@@ -13,8 +14,8 @@
 // what INCUS_DIR points the incus provider at), data/ (the host's data,
 // the example's zfs_data, shared into the VMs), images/ (the Talos ISO: an
 // empty placeholder, the lab boots no real image), vms/NAME/ (each Talos
-// VM's node and Kubernetes) and lab.env (Env, 0600, for `migrate lab
-// env`; removed by Close).
+// VM's node and Kubernetes) and lab.env (Env, for `migrate lab env`:
+// lab/labenv; removed by Close).
 //
 // Addresses: the Incus host gives every instance a 127.0.1.N address at
 // its creation, in creation order; a Talos VM listens on it (machine API

@@ -16,12 +16,10 @@ import (
 	"time"
 
 	"github.com/homelab-migrate/migrate/lab/incushost"
+	"github.com/homelab-migrate/migrate/lab/labenv"
 	"github.com/homelab-migrate/migrate/lab/talosnode"
 	"github.com/homelab-migrate/migrate/lab/talosvm"
 )
-
-// EnvFile is the file of Dir holding Env, one KEY=VALUE a line.
-const EnvFile = "lab.env"
 
 // ISOName is the Talos ISO's file name under Dir/images.
 const ISOName = "talos-v1.13.3-i915.iso"
@@ -58,15 +56,11 @@ type Home struct {
 	vms map[string]*talosvm.VM
 }
 
-// Start assembles the lab in o.Dir and serves it until Close.
+// Start assembles the lab in o.Dir and serves it until Close; bad
+// Options.Env lines are refused.
 func Start(ctx context.Context, o Options) (*Home, error) {
 	if o.Dir == "" {
 		return nil, errors.New("lab: Options.Dir is empty")
-	}
-	for _, kv := range o.Env {
-		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" || strings.ContainsAny(kv, "\n") {
-			return nil, fmt.Errorf("lab: Options.Env: %q is not one KEY=VALUE line", kv)
-		}
 	}
 	dir, err := filepath.Abs(o.Dir)
 	if err != nil {
@@ -108,9 +102,9 @@ func Start(ctx context.Context, o Options) (*Home, error) {
 		h.Close()
 		return nil, err
 	}
-	if err := writeEnv(filepath.Join(dir, EnvFile), h.Env()); err != nil {
+	if err := labenv.Write(dir, h.Env()); err != nil {
 		h.Close()
-		return nil, err
+		return nil, fmt.Errorf("lab: %w", err)
 	}
 	return h, nil
 }
@@ -226,7 +220,7 @@ func disks(devs []incushost.Disk) []talosnode.Disk {
 func (h *Home) Dir() string { return h.dir }
 
 // Socket is the Incus host's unix socket.
-func (h *Home) Socket() string { return filepath.Join(h.dir, "incus", "unix.socket") }
+func (h *Home) Socket() string { return labenv.Socket(h.dir) }
 
 // HTTPSAddr is the Incus host's HTTPS address; its certificate is
 // Dir/incus/server.crt.
@@ -268,47 +262,12 @@ func (h *Home) Env() []string {
 	}, h.extra...)
 }
 
-func writeEnv(path string, env []string) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(strings.Join(env, "\n")+"\n"), 0o600); err != nil {
-		return fmt.Errorf("lab: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("lab: %w", err)
-	}
-	return nil
-}
-
-// ReadEnv reads the Env a running lab in dir wrote; an error says so when
-// no lab runs there (no lab.env, or its Incus socket does not answer).
-func ReadEnv(dir string) ([]string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, EnvFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("no lab runs in %s (no %s there): start one with `migrate lab serve --dir %s`", dir, EnvFile, dir)
-	}
-	if err != nil {
-		return nil, err
-	}
-	c, err := net.DialTimeout("unix", filepath.Join(dir, "incus", "unix.socket"), 5*time.Second)
-	if err != nil {
-		return nil, fmt.Errorf("no lab runs in %s (its Incus socket does not answer: %v): start one with `migrate lab serve --dir %s`", dir, err, dir)
-	}
-	c.Close()
-	var env []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			env = append(env, l)
-		}
-	}
-	return env, nil
-}
-
 // Close stops the Talos VMs (and their Kubernetes), then the Incus host
 // (the old VMs' inits) and the federation endpoint, and removes lab.env.
 // The directory stays: Start on it again finds the VMs as they were (a
 // Talos VM stopped).
 func (h *Home) Close() error {
-	os.Remove(filepath.Join(h.dir, EnvFile))
+	labenv.Remove(h.dir)
 	h.mu.Lock()
 	vms := h.vms
 	h.vms = map[string]*talosvm.VM{}

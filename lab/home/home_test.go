@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/homelab-migrate/migrate/lab/incushost"
+	"github.com/homelab-migrate/migrate/lab/labenv"
 	"github.com/homelab-migrate/migrate/lab/talosnode"
 	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
 )
@@ -76,11 +77,11 @@ func TestHome(t *testing.T) {
 	if fi, err := os.Stat(env["MIGRATE_VAR_talos_iso"]); err != nil || !fi.Mode().IsRegular() {
 		t.Errorf("the ISO: %v", err)
 	}
-	if fi, err := os.Stat(filepath.Join(dir, EnvFile)); err != nil || fi.Mode().Perm() != 0o600 {
+	if fi, err := os.Stat(filepath.Join(dir, labenv.File)); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("lab.env: %v (want mode 0600)", err)
 	}
-	if got, err := ReadEnv(dir); err != nil || !slices.Equal(got, h.Env()) {
-		t.Errorf("ReadEnv = %v, %v; want %v", got, err, h.Env())
+	if got, err := labenv.Read(dir); err != nil || !slices.Equal(got, h.Env()) {
+		t.Errorf("labenv.Read = %v, %v; want %v", got, err, h.Env())
 	}
 
 	fed := env["MIGRATE_VAR_matrix_url"] + FederationPath
@@ -142,11 +143,11 @@ func TestHome(t *testing.T) {
 	if kids := children(t); len(kids) > 0 {
 		t.Errorf("processes left after Close: %v", kids)
 	}
-	if _, err := os.Stat(filepath.Join(dir, EnvFile)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dir, labenv.File)); !os.IsNotExist(err) {
 		t.Errorf("lab.env after Close: %v", err)
 	}
-	if _, err := ReadEnv(dir); err == nil || !strings.Contains(err.Error(), "no lab runs in "+dir) {
-		t.Errorf("ReadEnv after Close: %v", err)
+	if _, err := labenv.Read(dir); err == nil || !strings.Contains(err.Error(), "no lab runs in "+dir) {
+		t.Errorf("labenv.Read after Close: %v", err)
 	}
 	if c, err := net.DialTimeout("tcp", net.JoinHostPort(addr, "50000"), time.Second); err == nil {
 		c.Close()
