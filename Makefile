@@ -12,9 +12,9 @@ SETUP_LOG ?= $(or $(TMPDIR),/tmp)/migrate-setup.log
 
 .PHONY: build test test-incus-lab race services services-down modules unit lint vet fmt-check depcheck bench fuzz golden demo lab clean
 
-## build: migrate, the provider programs beside it, and the lab's Talos node.
+## build: migrate, the provider programs and the lab (migrate-lab) beside it, and the lab's Talos node.
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/migrate ./cmd/migrate-provider-talos ./cmd/migrate-provider-helm ./lab/cmd/talos-lab
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/migrate ./cmd/migrate-provider-talos ./cmd/migrate-provider-helm ./cmd/migrate-lab ./lab/cmd/talos-lab
 
 ## test: everything CI checks: formatting, vet, the dependency rules, every
 ## test, against the real servers the tests need (installed and started here).

@@ -43,6 +43,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.docsCommand(),
 		a.stateCommand(),
 		a.secretsCommand(),
+		a.labCommand(),
 		a.versionCommand(),
 	)
 	return root

@@ -50,7 +50,8 @@
 //     symlinks bin -> usr/bin where the host has them) are created in the
 //     rootfs when absent, and stay visible through the files API.
 //   - Networks: one managed network (Options.Network, "labbr0"), no DHCP:
-//     every instance has a 127.0.1.N address from its creation; a running
+//     every instance has a 127.0.1.N address (127.B.x.y with
+//     Options.AddressBlock B) from its creation; a running
 //     instance reports it on each NIC (and a booted VM on eth0), and the
 //     network's leases list it by the NIC's MAC.
 //   - Storage: one pool, "default"; volumes other than ISOs hold no bytes.

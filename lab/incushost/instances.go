@@ -126,12 +126,15 @@ func (s *Server) load() error {
 	return nil
 }
 
-// ipFor is the n-th address the lab gives: 127.0.1.1 on, 250 a block.
-func ipFor(n int) string { return fmt.Sprintf("127.0.%d.%d", 1+(n-1)/250, 1+(n-1)%250) }
+// ipFor is the n-th address the lab gives in its block (127.block.0.0/16):
+// 127.block.1.1 on, 250 a third octet.
+func ipFor(block, n int) string {
+	return fmt.Sprintf("127.%d.%d.%d", block, 1+(n-1)/250, 1+(n-1)%250)
+}
 
 func (s *Server) useIP(ip string) {
-	var a, b int
-	if _, err := fmt.Sscanf(ip, "127.0.%d.%d", &a, &b); err == nil {
+	var blk, a, b int
+	if _, err := fmt.Sscanf(ip, "127.%d.%d.%d", &blk, &a, &b); err == nil && blk == s.opts.AddressBlock {
 		if n := (a-1)*250 + b; n >= s.nextIP {
 			s.nextIP = n + 1
 		}
@@ -140,7 +143,7 @@ func (s *Server) useIP(ip string) {
 
 // newIP takes the next address; the caller holds s.mu.
 func (s *Server) newIP() string {
-	ip := ipFor(s.nextIP)
+	ip := ipFor(s.opts.AddressBlock, s.nextIP)
 	s.nextIP++
 	return ip
 }

@@ -38,6 +38,10 @@ type Options struct {
 	Seed bool
 	// Network is the one managed network (default "labbr0").
 	Network string
+	// AddressBlock B: instances get addresses of 127.B.0.0/16 (0, the
+	// default: 127.0.1.1 on). Labs side by side on one machine take
+	// different blocks, or their Talos VMs' ports meet.
+	AddressBlock int
 	// OperationTTL is how long a finished operation stays readable (default 5 s,
 	// as the real daemon).
 	OperationTTL time.Duration
@@ -75,6 +79,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Network == "" {
 		opts.Network = "labbr0"
+	}
+	if opts.AddressBlock < 0 || opts.AddressBlock > 255 {
+		return nil, fmt.Errorf("incushost: Options.AddressBlock %d is not in 0-255", opts.AddressBlock)
 	}
 	if opts.OperationTTL == 0 {
 		opts.OperationTTL = 5 * time.Second

@@ -24,8 +24,8 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	migrate = filepath.Join(dir, "migrate")
-	// The Talos and Helm providers run as plugin programs, found beside migrate.
-	if out, err := exec.Command("go", "build", "-o", dir+"/", "../../cmd/migrate", "../../cmd/migrate-provider-talos", "../../cmd/migrate-provider-helm").CombinedOutput(); err != nil {
+	// The Talos and Helm providers and the lab run as programs found beside migrate.
+	if out, err := exec.Command("go", "build", "-o", dir+"/", "../../cmd/migrate", "../../cmd/migrate-provider-talos", "../../cmd/migrate-provider-helm", "../../cmd/migrate-lab").CombinedOutput(); err != nil {
 		os.Stderr.Write(out)
 		os.Exit(1)
 	}

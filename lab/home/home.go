@@ -1,0 +1,283 @@
+package home
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/homelab-migrate/migrate/lab/incushost"
+	"github.com/homelab-migrate/migrate/lab/labenv"
+	"github.com/homelab-migrate/migrate/lab/talosnode"
+	"github.com/homelab-migrate/migrate/lab/talosvm"
+)
+
+// ISOName is the Talos ISO's file name under Dir/images.
+const ISOName = "talos-v1.13.3-i915.iso"
+
+// FederationPath is what the example's http_check asks of matrix_url.
+const FederationPath = "/_matrix/federation/v1/version"
+
+// Options configure a Home.
+type Options struct {
+	Dir string    // everything lives here; created when absent
+	Log io.Writer // what the lab does (VM boots, the Kubernetes build); nil for none
+	// AddressBlock is the Incus host's (incushost.Options): 0 gives the
+	// instances 127.0.1.N; a lab beside another one takes another block.
+	AddressBlock int
+	// Env is added to Env and lab.env (KEY=VALUE): what the lab's user
+	// needs beside the lab, e.g. the demo's MIGRATE_AGE_IDENTITY.
+	Env []string
+}
+
+// Home is a running lab home server.
+type Home struct {
+	dir   string
+	extra []string
+	logMu sync.Mutex
+	log   io.Writer
+
+	incus      *incushost.Server
+	httpsAddr  string
+	federation *http.Server
+	fedURL     string
+	failFed    atomic.Bool
+
+	mu  sync.Mutex
+	vms map[string]*talosvm.VM
+}
+
+// Start assembles the lab in o.Dir and serves it until Close; bad
+// Options.Env lines are refused.
+func Start(ctx context.Context, o Options) (*Home, error) {
+	if o.Dir == "" {
+		return nil, errors.New("lab: Options.Dir is empty")
+	}
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	h := &Home{dir: dir, extra: o.Env, log: o.Log, vms: map[string]*talosvm.VM{}}
+	if h.log == nil {
+		h.log = io.Discard
+	}
+	// Its socket runs commands in the old VMs: the lab's user's only.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("lab: %w", err)
+	}
+	for _, d := range []string{"incus", "data", "images", "vms"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return nil, fmt.Errorf("lab: %w", err)
+		}
+	}
+	// The old VMs' data lands here during the move; the apps' hostPaths
+	// (media, files, photos, frigate) are directories of the share.
+	for _, d := range []string{"media", "files", "photos", "frigate"} {
+		if err := os.MkdirAll(filepath.Join(dir, "data", d), 0o755); err != nil {
+			return nil, fmt.Errorf("lab: %w", err)
+		}
+	}
+	iso := filepath.Join(dir, "images", ISOName)
+	if f, err := os.OpenFile(iso, os.O_CREATE|os.O_WRONLY, 0o644); err != nil {
+		return nil, fmt.Errorf("lab: %w", err)
+	} else {
+		f.Close()
+	}
+
+	h.incus, err = incushost.New(incushost.Options{Dir: filepath.Join(dir, "incus"), Seed: true, BootVM: h.bootVM, Logf: h.logf,
+		AddressBlock: o.AddressBlock})
+	if err != nil {
+		return nil, fmt.Errorf("lab: %w", err)
+	}
+	if err := h.serve(ctx); err != nil {
+		h.Close()
+		return nil, err
+	}
+	if err := labenv.Write(dir, h.Env()); err != nil {
+		h.Close()
+		return nil, fmt.Errorf("lab: %w", err)
+	}
+	return h, nil
+}
+
+func (h *Home) serve(ctx context.Context) error {
+	if err := h.incus.Listen(h.Socket()); err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	addr, err := h.incus.ServeHTTPS("127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	h.httpsAddr = addr.String()
+	if err := os.WriteFile(filepath.Join(h.dir, "incus", "server.crt"), h.incus.CertPEM(), 0o644); err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("lab: federation endpoint: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+FederationPath, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if h.failFed.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, `{"errcode":"M_UNKNOWN","error":"the lab's federation failure is switched on"}`)
+			return
+		}
+		io.WriteString(w, `{"server":{"name":"Synapse","version":"1.120.0"}}`)
+	})
+	h.federation = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	h.fedURL = "http://" + l.Addr().String()
+	go h.federation.Serve(l)
+	return nil
+}
+
+func (h *Home) logf(format string, args ...any) {
+	h.logMu.Lock()
+	defer h.logMu.Unlock()
+	fmt.Fprintf(h.log, strings.TrimSuffix(format, "\n")+"\n", args...)
+}
+
+// bootVM is the Incus host's BootVM: the VM becomes a lab Talos node on
+// the address the host gave it.
+func (h *Home) bootVM(ctx context.Context, spec incushost.VMSpec) (incushost.Guest, error) {
+	vm, err := talosvm.Boot(ctx, talosvm.Spec{
+		Name:    spec.Name,
+		Addr:    spec.IPv4,
+		Dir:     filepath.Join(h.dir, "vms", spec.Name),
+		Disks:   disks(spec.Disks),
+		DataDir: spec.DataShare,
+		GPU:     spec.GPU,
+		Log:     h.logf,
+	})
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	h.vms[spec.Name] = vm
+	h.mu.Unlock()
+	return guest{h, spec.Name, vm}, nil
+}
+
+type guest struct {
+	h    *Home
+	name string
+	vm   *talosvm.VM
+}
+
+func (g guest) Stop() error {
+	g.vm.Stop()
+	g.h.mu.Lock()
+	if g.h.vms[g.name] == g.vm {
+		delete(g.h.vms, g.name)
+	}
+	g.h.mu.Unlock()
+	return nil
+}
+
+// disks are what the node sees of the VM's disk devices, as on Incus:
+// SCSI disks named sda, sdb... (the root disk first), serial
+// incus_<device>, and the ISO as a read-only CD-ROM. Shared directories
+// are virtiofs, not disks.
+func disks(devs []incushost.Disk) []talosnode.Disk {
+	devs = append([]incushost.Disk(nil), devs...)
+	sort.SliceStable(devs, func(i, j int) bool { return devs[i].Path == "/" && devs[j].Path != "/" })
+	var out []talosnode.Disk
+	sd, sr := 0, 0
+	for _, d := range devs {
+		switch {
+		case d.Shared:
+		case d.ISO:
+			if d.Size > 0 { // the lab's placeholder ISO is empty: no medium
+				out = append(out, talosnode.Disk{Name: fmt.Sprintf("/dev/sr%d", sr), Size: fmt.Sprint(d.Size),
+					Model: "QEMU CD-ROM", Serial: "incus_" + d.Device, Transport: "scsi", Readonly: true, CDROM: true})
+				sr++
+			}
+		default:
+			size := "10GiB" // Incus's default root size
+			if d.Size > 0 {
+				size = fmt.Sprint(d.Size)
+			}
+			out = append(out, talosnode.Disk{Name: "/dev/sd" + string(rune('a'+sd)), Size: size,
+				Model: "QEMU HARDDISK", Serial: "incus_" + d.Device, Transport: "scsi"})
+			sd++
+		}
+	}
+	return out
+}
+
+// Dir is the lab's directory.
+func (h *Home) Dir() string { return h.dir }
+
+// Socket is the Incus host's unix socket.
+func (h *Home) Socket() string { return labenv.Socket(h.dir) }
+
+// HTTPSAddr is the Incus host's HTTPS address; its certificate is
+// Dir/incus/server.crt.
+func (h *Home) HTTPSAddr() string { return h.httpsAddr }
+
+// Incus is the lab's Incus host.
+func (h *Home) Incus() *incushost.Server { return h.incus }
+
+// DataDir is the host's data directory (the example's zfs_data).
+func (h *Home) DataDir() string { return filepath.Join(h.dir, "data") }
+
+// ISO is the Talos ISO file (the example's talos_iso).
+func (h *Home) ISO() string { return filepath.Join(h.dir, "images", ISOName) }
+
+// MatrixURL is the federation endpoint's base URL (the example's matrix_url).
+func (h *Home) MatrixURL() string { return h.fedURL }
+
+// FailFederation makes the federation endpoint answer 503 (true) or 200.
+func (h *Home) FailFederation(fail bool) { h.failFed.Store(fail) }
+
+// VM is the running Talos VM of that name, nil when none runs.
+func (h *Home) VM(name string) *talosvm.VM {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.vms[name]
+}
+
+// Env is what a shell exports to drive examples/homelab against the lab:
+// the incus provider's default socket is the lab's (INCUS_DIR; INCUS_SOCKET
+// too, which wins over it), and the example's variables that name the
+// host's paths and the homeserver's URL; then Options.Env.
+func (h *Home) Env() []string {
+	return append([]string{
+		"INCUS_DIR=" + filepath.Join(h.dir, "incus"),
+		"INCUS_SOCKET=" + h.Socket(),
+		"MIGRATE_VAR_zfs_data=" + h.DataDir(),
+		"MIGRATE_VAR_talos_iso=" + h.ISO(),
+		"MIGRATE_VAR_matrix_url=" + h.fedURL,
+	}, h.extra...)
+}
+
+// Close stops the Talos VMs (and their Kubernetes), then the Incus host
+// (the old VMs' inits) and the federation endpoint, and removes lab.env.
+// The directory stays: Start on it again finds the VMs as they were (a
+// Talos VM stopped).
+func (h *Home) Close() error {
+	labenv.Remove(h.dir)
+	h.mu.Lock()
+	vms := h.vms
+	h.vms = map[string]*talosvm.VM{}
+	h.mu.Unlock()
+	for _, vm := range vms {
+		vm.Stop()
+	}
+	err := h.incus.Close()
+	if h.federation != nil {
+		h.federation.Close()
+	}
+	return err
+}

@@ -1,0 +1,226 @@
+package home
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/homelab-migrate/migrate/lab/incushost"
+	"github.com/homelab-migrate/migrate/lab/labenv"
+	"github.com/homelab-migrate/migrate/lab/talosnode"
+	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
+)
+
+// TestHome: a lab home server holds the three old VMs, running, behind
+// its socket; its env points at it; the federation endpoint answers and
+// fails on demand; a VM booted from the ISO is a Talos node on the
+// address the Incus host gave it; Close leaves no process and no lab.env.
+func TestHome(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	var log strings.Builder
+	// A block of its own: a demo or another lab on the machine may run.
+	block := 100 + os.Getpid()%150
+	h, err := Start(ctx, Options{Dir: dir, Log: &log, AddressBlock: block, Env: []string{"MIGRATE_AGE_IDENTITY=/demo/identity.txt"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			h.Close()
+		}
+	}()
+
+	// The incus provider's client finds the socket through INCUS_DIR alone.
+	env := envMap(h.Env())
+	t.Setenv("INCUS_SOCKET", "")
+	t.Setenv("INCUS_DIR", env["INCUS_DIR"])
+	c, err := incusapi.New(incusapi.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	list, err := c.Instances(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var running []string
+	for _, in := range list {
+		if in.Status == "Running" {
+			running = append(running, in.Name)
+		}
+	}
+	slices.Sort(running)
+	if !slices.Equal(running, []string{"k3s", "matrix", "services"}) {
+		t.Errorf("running instances %v, want the three old VMs", running)
+	}
+
+	want := map[string]string{"INCUS_DIR": filepath.Join(dir, "incus"), "INCUS_SOCKET": filepath.Join(dir, "incus", "unix.socket"),
+		"MIGRATE_VAR_zfs_data": filepath.Join(dir, "data"), "MIGRATE_VAR_talos_iso": filepath.Join(dir, "images", ISOName),
+		"MIGRATE_AGE_IDENTITY": "/demo/identity.txt"}
+	for k, v := range want {
+		if env[k] != v {
+			t.Errorf("Env %s=%q, want %q", k, env[k], v)
+		}
+	}
+	if fi, err := os.Stat(env["MIGRATE_VAR_talos_iso"]); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("the ISO: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, labenv.File)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("lab.env: %v (want mode 0600)", err)
+	}
+	if got, err := labenv.Read(dir); err != nil || !slices.Equal(got, h.Env()) {
+		t.Errorf("labenv.Read = %v, %v; want %v", got, err, h.Env())
+	}
+
+	fed := env["MIGRATE_VAR_matrix_url"] + FederationPath
+	if code, body := get(t, fed); code != 200 || !strings.Contains(body, "Synapse") {
+		t.Errorf("federation: %d %s", code, body)
+	}
+	h.FailFederation(true)
+	if code, _ := get(t, fed); code != 503 {
+		t.Errorf("federation with the failure on: %d, want 503", code)
+	}
+	h.FailFederation(false)
+	if code, _ := get(t, fed); code != 200 {
+		t.Errorf("federation with the failure off: %d, want 200", code)
+	}
+
+	// A VM with the Talos ISO boots as a lab Talos node on its address.
+	err = c.CreateInstance(ctx, incusapi.InstancesPost{Name: "talos", Type: "virtual-machine", Source: incusapi.InstanceSource{Type: "none"},
+		InstancePut: incusapi.InstancePut{Devices: map[string]map[string]string{
+			"root":    {"type": "disk", "pool": "default", "path": "/", "size": "16GiB"},
+			"data":    {"type": "disk", "source": h.DataDir(), "path": "/var/mnt/data"},
+			"igpu":    {"type": "gpu", "gputype": "physical", "pci": "0000:00:02.0"},
+			"install": {"type": "disk", "source": h.ISO(), "boot.priority": "10"},
+		}}})
+	if err == nil {
+		err = c.SetState(ctx, "talos", incusapi.InstanceStatePut{Action: "start"})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := h.VM("talos")
+	if vm == nil {
+		t.Fatalf("no Talos VM after the start; log:\n%s", log.String())
+	}
+	st, err := c.InstanceState(ctx, "talos")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ""
+	for _, a := range st.Network["eth0"].Addresses {
+		addr = a.Address
+	}
+	spec := vm.Spec()
+	if spec.Addr != addr || !strings.HasPrefix(addr, fmt.Sprintf("127.%d.1.", block)) || spec.DataDir != h.DataDir() || !spec.GPU {
+		t.Errorf("the VM's spec %+v, want its eth0 address %q, the data dir and the gpu", spec, addr)
+	}
+	if !slices.Equal(spec.Disks, []talosnode.Disk{{Name: "/dev/sda", Size: strconv.Itoa(16 << 30), Model: "QEMU HARDDISK", Serial: "incus_root", Transport: "scsi"}}) {
+		t.Errorf("the VM's disks: %+v", spec.Disks)
+	}
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort(addr, "50000"), 10*time.Second)
+	if err != nil {
+		t.Fatalf("the node's machine API: %v", err)
+	}
+	conn.Close()
+
+	closed = true
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if kids := children(t); len(kids) > 0 {
+		t.Errorf("processes left after Close: %v", kids)
+	}
+	if _, err := os.Stat(filepath.Join(dir, labenv.File)); !os.IsNotExist(err) {
+		t.Errorf("lab.env after Close: %v", err)
+	}
+	if _, err := labenv.Read(dir); err == nil || !strings.Contains(err.Error(), "no lab runs in "+dir) {
+		t.Errorf("labenv.Read after Close: %v", err)
+	}
+	if c, err := net.DialTimeout("tcp", net.JoinHostPort(addr, "50000"), time.Second); err == nil {
+		c.Close()
+		t.Error("the node still answers after Close")
+	}
+}
+
+// TestDisks: what a node sees of its VM's disk devices.
+func TestDisks(t *testing.T) {
+	got := disks([]incushost.Disk{
+		{Device: "bulk", Source: "bulk", Pool: "default", Size: 150 << 30},
+		{Device: "data", Source: "/tank/data", Path: "/var/mnt/data", Shared: true},
+		{Device: "install", ISO: true, Size: 100 << 20},
+		{Device: "root", Path: "/", Pool: "default"},
+	})
+	want := []talosnode.Disk{
+		{Name: "/dev/sda", Size: "10GiB", Model: "QEMU HARDDISK", Serial: "incus_root", Transport: "scsi"},
+		{Name: "/dev/sdb", Size: strconv.Itoa(150 << 30), Model: "QEMU HARDDISK", Serial: "incus_bulk", Transport: "scsi"},
+		{Name: "/dev/sr0", Size: strconv.Itoa(100 << 20), Model: "QEMU CD-ROM", Serial: "incus_install", Transport: "scsi", Readonly: true, CDROM: true},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("disks:\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+// TestStartRefusesBadOptions: Options.Dir is required, Options.Env lines
+// are KEY=VALUE.
+func TestStartRefusesBadOptions(t *testing.T) {
+	if _, err := Start(context.Background(), Options{}); err == nil {
+		t.Error("Start without a Dir succeeded")
+	}
+	if _, err := Start(context.Background(), Options{Dir: t.TempDir(), Env: []string{"NOEQUALS"}}); err == nil || !strings.Contains(err.Error(), "NOEQUALS") {
+		t.Errorf("Start with a bad Env line: %v", err)
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func envMap(env []string) map[string]string {
+	m := map[string]string{}
+	for _, e := range env {
+		k, v, _ := strings.Cut(e, "=")
+		m[k] = v
+	}
+	return m
+}
+
+// children are the test process's child processes still alive (zombies
+// count: nobody waited for them).
+func children(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	me := strconv.Itoa(os.Getpid())
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(fields) > 1 && fields[1] == me {
+			out = append(out, s[:strings.LastIndexByte(s, ')')+1])
+		}
+	}
+	return out
+}
