@@ -599,3 +599,53 @@ func TestFilesJoinInputDigest(t *testing.T) {
 		}
 	}
 }
+
+// TestManifestWaitForAvailableAndComplete: against the test cluster's
+// scheduler and kwok node, a Deployment's pods become ready and a Job's
+// complete, so wait_for "Available" and "Complete" end when the real
+// controllers say so.
+func TestManifestWaitForAvailableAndComplete(t *testing.T) {
+	t.Parallel()
+	k := lab(t)
+	p := k.provider(t, nil)
+	ns := k.createNamespace(t, "manwait")
+	deployment := yamlFile(t, `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: busybox:1.36}]
+`)
+	job := yamlFile(t, `apiVersion: batch/v1
+kind: Job
+metadata:
+  name: once
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: once, image: busybox:1.36, command: ["true"]}]
+`)
+	for _, c := range []struct{ file, cond, want string }{
+		{deployment, "Available", "Deployment " + ns + "/web is Available"},
+		{job, "Complete", "Job " + ns + "/once is Complete"},
+	} {
+		var log bytes.Buffer
+		cfg := manifestCfg([]string{c.file}, nil, map[string]cty.Value{"namespace": str(ns), "wait_for": str(c.cond), "wait_timeout": str("3m")})
+		a := apply(t, p, helm.Manifest, "w"+strings.ToLower(c.cond), cfg, nil, &log)
+		if err := a.Diagnostics.Err(); err != nil {
+			t.Fatalf("wait_for %s: %v\n%s", c.cond, err, log.String())
+		}
+		contains(t, "the log of wait_for "+c.cond, log.String(), c.want)
+	}
+	d, err := k.client.AppsV1().Deployments(ns).Get(context.Background(), "web", metav1.GetOptions{})
+	if err != nil || d.Status.AvailableReplicas != 2 {
+		t.Errorf("after wait_for Available: %v, %d available", err, d.Status.AvailableReplicas)
+	}
+}
