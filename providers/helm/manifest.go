@@ -461,6 +461,9 @@ func planManifest(ctx context.Context, c *call, a manAttrs, _ *sdk.Prior[struct{
 	if diags.HasErrors() {
 		return manPlan{Diagnostics: diags}
 	}
+	if diags := checkWaitFor(c, a, objs); diags.HasErrors() {
+		return manPlan{Diagnostics: diags}
+	}
 	cl, diags := p.cluster(c, a.Kubeconfig)
 	if cl == nil && !isNoKubeconfig(diags) {
 		return manPlan{Diagnostics: diags}
@@ -710,6 +713,40 @@ var noStatus = map[string]bool{
 	"NetworkPolicy": true, "Ingress": true, "IngressClass": true, "StorageClass": true,
 	"PriorityClass": true, "LimitRange": true, "ResourceQuota": true, "Endpoints": true,
 	"EndpointSlice": true, "PodDisruptionBudget": true,
+}
+
+// conditionsOf are the conditions (or, for a PVC, the phases) the built-in
+// kinds report: a wait_for one of them never reports waits out its
+// timeout, so the plan refuses it.
+var conditionsOf = map[string][]string{
+	"Deployment":            {"Available", "Progressing", "ReplicaFailure"},
+	"ReplicaSet":            {"ReplicaFailure"},
+	"StatefulSet":           {},
+	"DaemonSet":             {},
+	"Job":                   {"Complete", "Failed", "Suspended", "SuccessCriteriaMet", "FailureTarget"},
+	"Pod":                   {"Ready", "PodScheduled", "Initialized", "ContainersReady", "PodReadyToStartContainers"},
+	"PersistentVolumeClaim": {"Bound", "Pending", "Lost", "Resizing", "FileSystemResizePending"},
+	"PersistentVolume":      {"Available", "Bound", "Released", "Failed"},
+}
+
+// checkWaitFor refuses a wait_for that a built-in kind of the step never
+// reports (a Job waited on for "Available"), naming the kind's own.
+func checkWaitFor(c *call, a manAttrs, objs []*manObj) phases.Diagnostics {
+	if a.WaitFor == "" {
+		return nil
+	}
+	for _, o := range objs {
+		known, ok := conditionsOf[o.u.GetKind()]
+		if !ok || slices.Contains(known, a.WaitFor) {
+			continue
+		}
+		has := "no condition migrate can wait for"
+		if len(known) > 0 {
+			has = "only " + strings.Join(known, ", ")
+		}
+		return phases.Errorf("Invalid Wait Condition", "%s waits for %q on every object, but %s %s never reports it (it has %s). Put objects that report different conditions in steps of their own, each with its own wait_for.", c.Addr, a.WaitFor, o.u.GetKind(), o.u.GetName(), has)
+	}
+	return nil
 }
 
 // waitObjects waits until every object with a status has the condition

@@ -648,4 +648,13 @@ spec:
 	if err != nil || d.Status.AvailableReplicas != 2 {
 		t.Errorf("after wait_for Available: %v, %d available", err, d.Status.AvailableReplicas)
 	}
+
+	// A condition the Job never reports is refused by the plan, not
+	// waited out.
+	both := manifestCfg([]string{deployment, job}, nil, map[string]cty.Value{"namespace": str(ns), "wait_for": str("Available")})
+	r := plan(t, p, helm.Manifest, "both", both)
+	if !r.Diagnostics.HasErrors() {
+		t.Fatalf("wait_for Available over a Job planned: %q", r.Diff)
+	}
+	contains(t, "the error", r.Diagnostics.Err().Error(), "Invalid Wait Condition", `"Available"`, "Job once never reports it", "Complete")
 }
