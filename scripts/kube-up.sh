@@ -208,16 +208,20 @@ NODE
 fi
 # The stages kwok plays: kwok's own (node ready, pods ready, Job pods
 # complete) and ours in scripts/kwok-stages (a pod that fails on demand).
-kwok_args=(--kubeconfig "$kubeconfig" --manage-single-node "$node_name")
+# --node-lease-duration-seconds: kwok renews the node's Lease, as a kubelet
+# does. Without it the node's only heartbeat is the stage's status update
+# every 10-20 minutes, the node lifecycle controller marks the node (and
+# its pods) not ready in between, and a ready Deployment flaps.
+kwok_args=(--kubeconfig "$kubeconfig" --manage-single-node "$node_name" --node-lease-duration-seconds 40)
 stage_files=()
 for f in "$bin"/kwok-stages/*.yaml "$here"/kwok-stages/*.yaml; do
 	[ -f "$f" ] && stage_files+=("$f") && kwok_args+=(-c "$f")
 done
 # What kwok runs with: the content of its stages (not their paths: a
 # clone elsewhere with the same stages keeps the kwok that runs).
-kwok_id="$node_name $(cat "${stage_files[@]}" | cksum)"
+kwok_id="$node_name lease 40 $(cat "${stage_files[@]}" | cksum)"
 if alive kwok && [ "$(cat "$lab/run/kwok.args" 2>/dev/null)" != "$kwok_id" ]; then
-	log "restarting kwok: its stages changed"
+	log "restarting kwok: its flags or stages changed"
 	stop_pid kwok
 fi
 if ! alive kwok; then

@@ -164,7 +164,10 @@ func (c *ControlPlane) start(ctx context.Context) error {
 
 	cfg.logf("kubecp: starting kwok, the kubelet of node %s", cfg.NodeName)
 
-	args := []string{"--kubeconfig", c.kubeconfig, "--manage-single-node", cfg.NodeName}
+	// The node's Lease renewed as a kubelet renews it: otherwise the node
+	// lifecycle controller marks the node and its pods not ready between
+	// the stage's rare status heartbeats (see scripts/kube-up.sh).
+	args := []string{"--kubeconfig", c.kubeconfig, "--manage-single-node", cfg.NodeName, "--node-lease-duration-seconds", "40"}
 	stages, _ := filepath.Glob(filepath.Join(cfg.Bin, "kwok-stages", "*.yaml"))    //nolint:errcheck
 	ours, _ := filepath.Glob(filepath.Join(scriptsDir(), "kwok-stages", "*.yaml")) //nolint:errcheck
 
