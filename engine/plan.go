@@ -161,9 +161,6 @@ func (o *outputs) set(a phases.Address, v cty.Value) {
 func (o *outputs) pending(a phases.Address) {
 	o.mu.Lock()
 	o.m[a] = unknownUntil(a)
-	if o.changing == nil {
-		o.changing = map[phases.Address]bool{}
-	}
 	o.changing[a] = true
 	o.mu.Unlock()
 }
@@ -183,7 +180,7 @@ func (o *outputs) afterChanges(deps []phases.Address) bool {
 // loadOutputs seeds the table with every recorded output; steps that have
 // not run are unknown.
 func (e *Engine) loadOutputs(snap *state.Snapshot) *outputs {
-	o := &outputs{m: make(map[phases.Address]cty.Value, len(e.steps)), corrupt: map[phases.Address]error{}}
+	o := &outputs{m: make(map[phases.Address]cty.Value, len(e.steps)), corrupt: map[phases.Address]error{}, changing: map[phases.Address]bool{}}
 	for addr := range e.steps {
 		o.m[addr] = unknownUntil(addr)
 		rec := snap.Steps[addr.String()]

@@ -180,12 +180,13 @@ func (s *Server) listInstances(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	names := slices.Sorted(maps.Keys(s.instances))
-	if rec := r.URL.Query().Get("recursion"); rec != "" && rec != "0" {
+	if recursive(r) {
+		full := r.URL.Query().Get("recursion") == "2" // the view `incus list` asks for
 		out := []map[string]any{}
 		for _, n := range names {
 			in := s.instances[n]
 			a := s.instAPI(in)
-			if rec == "2" { // the full view `incus list` asks for
+			if full {
 				snaps := []map[string]any{}
 				for _, sn := range in.Snapshots {
 					snaps = append(snaps, in.snapAPI(sn))

@@ -86,7 +86,7 @@ func (s *Server) profileRoutes(mux *http.ServeMux) {
 		defer s.mu.Unlock()
 		var out []any
 		for _, n := range slices.Sorted(maps.Keys(s.profiles)) {
-			if q := r.URL.Query().Get("recursion"); q != "" && q != "0" {
+			if recursive(r) {
 				out = append(out, s.profileAPI(s.profiles[n]))
 			} else {
 				out = append(out, "/1.0/profiles/"+n)

@@ -352,6 +352,13 @@ func failErr(w http.ResponseWriter, err error) {
 	fail(w, http.StatusInternalServerError, "%v", err)
 }
 
+// recursive reports whether a listing asks for objects (?recursion=1 or
+// more) rather than their URLs.
+func recursive(r *http.Request) bool {
+	q := r.URL.Query().Get("recursion")
+	return q != "" && q != "0"
+}
+
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /1.0", s.getServer)

@@ -36,7 +36,7 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 		failErr(w, err)
 		return
 	}
-	if q := r.URL.Query().Get("recursion"); q != "" && q != "0" {
+	if recursive(r) {
 		out := []map[string]any{}
 		for _, sn := range in.Snapshots {
 			out = append(out, in.snapAPI(sn))
@@ -51,17 +51,26 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	syncOK(w, out)
 }
 
-func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// snapOf finds the instance and snapshot a request names, or answers
+// the error; the caller holds s.mu.
+func (s *Server) snapOf(w http.ResponseWriter, r *http.Request) (*instance, *snapshot) {
 	in, err := s.lookup(r.PathValue("name"))
 	if err != nil {
 		failErr(w, err)
-		return
+		return nil, nil
 	}
 	sn := in.findSnap(r.PathValue("snap"))
 	if sn == nil {
 		fail(w, http.StatusNotFound, "Snapshot not found")
+	}
+	return in, sn
+}
+
+func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in, sn := s.snapOf(w, r)
+	if sn == nil {
 		return
 	}
 	syncOK(w, in.snapAPI(sn))
@@ -115,14 +124,8 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
 func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	in, err := s.lookup(r.PathValue("name"))
-	if err != nil {
-		failErr(w, err)
-		return
-	}
-	sn := in.findSnap(r.PathValue("snap"))
+	in, sn := s.snapOf(w, r)
 	if sn == nil {
-		fail(w, http.StatusNotFound, "Snapshot not found")
 		return
 	}
 	in.Snapshots = slices.DeleteFunc(in.Snapshots, func(x *snapshot) bool { return x == sn })

@@ -162,7 +162,7 @@ func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) {
 		if v.Pool != r.PathValue("pool") {
 			continue
 		}
-		if q := r.URL.Query().Get("recursion"); q != "" && q != "0" {
+		if recursive(r) {
 			out = append(out, s.volAPI(v))
 		} else {
 			out = append(out, "/1.0/storage-pools/"+v.Pool+"/volumes/custom/"+v.Name)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
 	"filippo.io/age"
 	corev1 "k8s.io/api/core/v1"
@@ -120,7 +121,7 @@ func (p *Provider) secretData(c *call, a secretAttrs) (map[string][]byte, phases
 	for k, v := range a.Data {
 		out[k] = []byte(v)
 	}
-	ids := func() ([]age.Identity, error) { return agefile.Identities("") }
+	ids := sync.OnceValues(func() ([]age.Identity, error) { return agefile.Identities("") }) // read once for all the files
 	for _, k := range slices.Sorted(maps.Keys(a.Files)) {
 		b, err := agefile.ReadFile(p.abs(a.Files[k]), ids)
 		if err != nil {

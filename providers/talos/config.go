@@ -23,6 +23,7 @@ import (
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/sdk"
 	"github.com/homelab-migrate/migrate/providers/talos/talosschema"
+	"github.com/homelab-migrate/migrate/secret/agefile"
 )
 
 // settings is the evaluated provider block, with its files loaded.
@@ -248,13 +249,13 @@ func (s *settings) readSecretFile(p, what string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the %s: %w", what, err)
 	}
-	if !isAgeEncrypted(b) {
+	if !agefile.IsEncrypted(b) {
 		return b, nil
 	}
 	if s.identity == nil {
 		return nil, fmt.Errorf("the %s %s is age-encrypted and no age identity is configured: set age_identity in the provider block or MIGRATE_AGE_IDENTITY (%s)", what, p, s.noKeyWhy)
 	}
-	plain, err := decrypt(b, s.identity)
+	plain, err := agefile.Decrypt(b, s.identity)
 	if err != nil {
 		return nil, fmt.Errorf("decrypting the %s %s: %w", what, p, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/sdk"
 	"github.com/homelab-migrate/migrate/providers/talos/talosschema"
+	"github.com/homelab-migrate/migrate/secret/agefile"
 )
 
 // mcStep is a decoded talos_machine_config step.
@@ -523,7 +524,7 @@ func revertMachineConfig(ctx context.Context, sc *handle, a talosschema.MachineC
 		if !ok {
 			continue
 		}
-		prev, err := decrypt([]byte(pc.Config), c.s.identity)
+		prev, err := agefile.Decrypt([]byte(pc.Config), c.s.identity)
 		if err != nil {
 			return phases.Errorf("Cannot Decrypt Previous Config", "The previous config of node %s cannot be decrypted with the configured age identity: %v.", n.name, err)
 		}

@@ -46,6 +46,14 @@ func startMaintenance(t *testing.T, disks []talosnode.Disk) *maintLab {
 	if !n.Maintenance() {
 		t.Fatal("the lab node is not in maintenance mode")
 	}
+	return newMaintLab(t, n, "https://127.0.0.1:6443")
+}
+
+// newMaintLab writes what a runbook against node n needs: an age identity,
+// the brief's patch, a new secrets bundle, and a talosconfig that names n
+// (its cluster endpoint: endpoint).
+func newMaintLab(t *testing.T, n *talosnode.Node, endpoint string) *maintLab {
+	t.Helper()
 	id, err := age.GenerateX25519Identity()
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +75,7 @@ func startMaintenance(t *testing.T, disks []talosnode.Disk) *maintLab {
 		t.Fatal(err)
 	}
 	l.secrets = l.write(t, "secrets.yaml", string(b))
-	in, err := generate.NewInput("lab", "https://127.0.0.1:6443", "", generate.WithSecretsBundle(bundle), generate.WithVersionContract(contract))
+	in, err := generate.NewInput("lab", endpoint, "", generate.WithSecretsBundle(bundle), generate.WithVersionContract(contract))
 	if err != nil {
 		t.Fatal(err)
 	}

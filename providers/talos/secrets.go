@@ -19,11 +19,6 @@ import (
 // ("AGE-SECRET-KEY-...") or the path of an identity file.
 const IdentityEnv = providers.AgeIdentityEnv
 
-// isAgeEncrypted reports whether b is an age file, binary or armored.
-func isAgeEncrypted(b []byte) bool { return agefile.IsEncrypted(b) }
-
-func decrypt(b []byte, id age.Identity) ([]byte, error) { return agefile.Decrypt(b, id) }
-
 // encrypt seals b for the recipient, armored so that it sits in JSON.
 func encrypt(b []byte, r age.Recipient) (string, error) {
 	out, err := agefile.Encrypt(b, true, r)

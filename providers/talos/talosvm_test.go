@@ -12,12 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"filippo.io/age"
-	coreconfig "github.com/siderolabs/talos/pkg/machinery/config"
-	"github.com/siderolabs/talos/pkg/machinery/config/generate"
-	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/zclconf/go-cty/cty"
-	"go.yaml.in/yaml/v4"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -67,50 +62,7 @@ func TestFirstInstallOnLabVM(t *testing.T) {
 
 	t.Cleanup(vm.Stop)
 
-	id, err := age.GenerateX25519Identity()
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	l := &maintLab{lab: &lab{n: vm.Node(), dir: t.TempDir(), id: id}}
-	l.write(t, "identity.txt", id.String()+"\n")
-	l.write(t, "patches/node.yaml", briefPatch)
-
-	contract, err := coreconfig.ParseContractFromVersion("v1.13.3")
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	bundle, err := secrets.NewBundle(secrets.NewClock(), contract)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	b, err := yaml.Marshal(bundle)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	l.secrets = l.write(t, "secrets.yaml", string(b))
-
-	in, err := generate.NewInput("lab", talosvm.Endpoint(addr), "", generate.WithSecretsBundle(bundle), generate.WithVersionContract(contract))
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	tc, err := in.Talosconfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	tc.Contexts[tc.Context].Endpoints = []string{vm.Addr()}
-
-	tb, err := tc.Bytes()
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	l.talosconfig = l.write(t, "talosconfig", string(tb))
+	l := newMaintLab(t, vm.Node(), talosvm.Endpoint(addr))
 
 	conf := l.config(false)
 	conf["cluster_endpoint"] = cty.StringVal(talosvm.Endpoint(addr))
