@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -94,7 +95,7 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
 	if req.Name == "" {
 		req.Name = fmt.Sprintf("snap%d", len(in.Snapshots))
 	}
-	if !nameRE.MatchString(req.Name) {
+	if !validSnapshotName(req.Name) {
 		fail(w, http.StatusBadRequest, "Invalid snapshot name %q", req.Name)
 		return
 	}
@@ -178,4 +179,11 @@ func (s *Server) restore(in *instance, name string) error {
 		return s.startLocked(in)
 	}
 	return nil
+}
+
+// validSnapshotName is the daemon's rule, looser than an instance's: any
+// name but one with a slash or a path element of its own ("migrate-
+// old_matrix-1796110050" is valid; underscores are common).
+func validSnapshotName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00") && len(name) <= 255
 }

@@ -22,14 +22,14 @@ func TestInstanceStateLifecycle(t *testing.T) {
 	c := client(t)
 	p := provider(t, nil)
 	name := launch(t, c, "oldvm", true, map[string]string{"user.app": "jellyfin"})
-	s := newStep(t, p, incus.InstanceState, "old-home", map[string]cty.Value{
+	s := newStep(t, p, incus.InstanceState, "old_home", map[string]cty.Value{
 		"instance": str(name), "state": str("stopped"), "snapshot_before": cty.True,
 		"restore_on_rollback": cty.True, "force_after": cty.True, "stop_timeout": str("20s"),
 	})
 	pl := s.mustPlan(nil)
 	wantContains(t, "the stop diff", pl.Diff,
 		`~ stop instance "`+name+`" (running -> stopped): gracefully within 20s, then by force`,
-		"+ snapshot migrate-old-home-", `+ config user.migrate.keep_for_rollback = "true"`,
+		"+ snapshot migrate-old_home-", `+ config user.migrate.keep_for_rollback = "true"`,
 		"rollback: restore the snapshot, then start it again")
 	r := s.mustApply(pl.Private, nil)
 	i := inst(t, c, name)
@@ -37,13 +37,13 @@ func TestInstanceStateLifecycle(t *testing.T) {
 		t.Fatalf("status after stop = %s", i.Status)
 	}
 	snap := r.Outputs.GetAttr("snapshot").AsString()
-	if !strings.HasPrefix(snap, "migrate-old-home-") || !slices.Contains(snapshots(t, c, name), snap) {
+	if !strings.HasPrefix(snap, "migrate-old_home-") || !slices.Contains(snapshots(t, c, name), snap) {
 		t.Fatalf("snapshot output %q, snapshots %v", snap, snapshots(t, c, name))
 	}
 	if got := r.Outputs.GetAttr("previous_state").AsString(); got != "running" {
 		t.Errorf("previous_state = %q", got)
 	}
-	if i.Config[incus.KeyKeepForRollback] != "true" || i.Config[incus.KeyStoppedBy] != "incus_instance_state.old-home" || i.Config[incus.KeySnapshot] != snap {
+	if i.Config[incus.KeyKeepForRollback] != "true" || i.Config[incus.KeyStoppedBy] != "incus_instance_state.old_home" || i.Config[incus.KeySnapshot] != snap {
 		t.Errorf("marks = %v", i.Config)
 	}
 	if _, err := time.Parse(time.RFC3339, i.Config[incus.KeyStoppedAt]); err != nil {
