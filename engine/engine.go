@@ -43,7 +43,8 @@ type Engine struct {
 	providers   map[string]providers.Interface // by ProviderConfig.Key()
 	lazy        map[string]*lazyProvider       // those configured at first use
 	steps       map[phases.Address]*phases.Step
-	phaseOrder  []*phases.Phase // e.order.list
+	discardedBy map[phases.Address][]phases.Address // Step.Discards, inverted
+	phaseOrder  []*phases.Phase                     // e.order.list
 	order       *phaseOrder
 }
 
@@ -58,6 +59,7 @@ func New(ctx context.Context, opts Options) (*Engine, phases.Diagnostics) {
 		providers:   map[string]providers.Interface{},
 		lazy:        map[string]*lazyProvider{},
 		steps:       map[phases.Address]*phases.Step{},
+		discardedBy: map[phases.Address][]phases.Address{},
 	}
 	if e.parallelism <= 0 {
 		e.parallelism = DefaultParallelism
@@ -69,6 +71,9 @@ func New(ctx context.Context, opts Options) (*Engine, phases.Diagnostics) {
 	}
 	for _, s := range opts.Runbook.AllSteps() {
 		e.steps[s.Addr] = s
+		for _, d := range s.Discards {
+			e.discardedBy[d] = append(e.discardedBy[d], s.Addr)
+		}
 	}
 	var diags phases.Diagnostics
 	order, err := orderPhases(opts.Runbook.Phases)

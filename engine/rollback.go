@@ -39,6 +39,10 @@ type RevertEntry struct {
 	// Changed says what was changed outside migrate since the step ran,
 	// which undoing it discards too (see NoteChanges).
 	Changed string `json:"changed_outside,omitempty"`
+	// GoneWith, when set, is the done step that discarded this one's
+	// effects (phases.Step.Discards): nothing is left to undo, and the
+	// rollback only records it as reverted.
+	GoneWith *phases.Address `json:"gone_with,omitempty"`
 }
 
 // HasChanges reports whether the rollback would undo anything.
@@ -112,7 +116,11 @@ func (e *Engine) PlanRollback(names []string) (*RollbackPlan, error) {
 				if rec.Inverse != nil && rec.Inverse.Description != "" {
 					desc = rec.Inverse.Description
 				}
-				pr.Revert = append(pr.Revert, RevertEntry{Addr: s.Addr, Description: desc})
+				entry := RevertEntry{Addr: s.Addr, Description: desc}
+				if by, gone := e.goneWith(s.Addr, snap); gone {
+					entry.GoneWith, entry.Description = &by, "nothing to undo: it went with "+by.String()
+				}
+				pr.Revert = append(pr.Revert, entry)
 			case rec != nil && rec.Status == state.Done:
 				pr.Irreversible = append(pr.Irreversible, s.Addr)
 			}
@@ -208,6 +216,11 @@ func (r *stepRunner) revert(s *phases.Step) bool {
 	if !ok || !needsRevert(rec) {
 		return true
 	}
+	if by, gone := e.goneWith(s.Addr, e.state.Snapshot()); gone {
+		// Its effects went with the step that discarded them (the VM it
+		// was made in): no provider is asked, its host may be gone too.
+		return r.reverted(s, rec, "nothing to undo: it went with "+by.String())
+	}
 	p, provAfter, pd := e.use(r.cancel, s, r.out)
 	if pd.HasErrors() {
 		return r.revertFailed(s, rec, e.redactDiags(pd).Err())
@@ -241,15 +254,15 @@ func (r *stepRunner) revert(s *phases.Step) bool {
 	if diags.HasErrors() {
 		return r.revertFailed(s, rec, diags.Err())
 	}
-	return r.reverted(s, rec)
+	return r.reverted(s, rec, "")
 }
 
-func (r *stepRunner) reverted(s *phases.Step, rec *state.StepRecord) bool {
+func (r *stepRunner) reverted(s *phases.Step, rec *state.StepRecord, message string) bool {
 	rec.Inverse = nil
 	rec.Outputs = nil
 	rec.InputHash = ""
 	rec.LastError = ""
-	if !r.transition(s, rec, state.Reverted, Event{Kind: StepReverted}) {
+	if !r.transition(s, rec, state.Reverted, Event{Kind: StepReverted, Message: message}) {
 		return false
 	}
 	r.out.set(s.Addr, cty.DynamicVal)
@@ -260,4 +273,15 @@ func (r *stepRunner) revertFailed(s *phases.Step, rec *state.StepRecord, err err
 	rec.LastError = err.Error()
 	r.transition(s, rec, state.RevertFailed, Event{Kind: StepFailed, Error: strings.TrimSpace(rec.LastError), Message: "rollback"})
 	return false
+}
+
+// goneWith is the step whose discards list addr and that is done (not
+// reverted): what addr made went with it.
+func (e *Engine) goneWith(addr phases.Address, snap *state.Snapshot) (phases.Address, bool) {
+	for _, by := range e.discardedBy[addr] {
+		if rec := snap.Steps[by.String()]; rec != nil && rec.Status == state.Done {
+			return by, true
+		}
+	}
+	return phases.Address{}, false
 }

@@ -68,8 +68,12 @@ type Step struct {
 	// DependsOn holds explicit depends_on entries and every step the
 	// step's attributes refer to, deduplicated and sorted.
 	DependsOn []Address
-	Timeout   time.Duration
-	Retry     RetryPolicy
+	// Discards lists the steps whose effects this step destroys with its
+	// own (what was made inside a VM it deletes): once it is done, a
+	// rollback has nothing to undo for them. They run before it.
+	Discards []Address
+	Timeout  time.Duration
+	Retry    RetryPolicy
 	// When is set only for checks.
 	When   CheckWhen
 	Config Evaluator

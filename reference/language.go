@@ -81,10 +81,11 @@ var language = []block{
 		attrs: map[string]phases.Attribute{
 			"provider":   attr(cty.DynamicPseudoType, "The provider block that runs the step, as TYPE.NAME; default the only block of that type, or the one named \"default\", or an implicit one when the provider needs no settings."),
 			"depends_on": attr(references, "Steps and checks to wait for, as [TYPE.NAME, ...]; in the same phase or one that runs before."),
+			"discards":   attr(references, "Steps only: the steps whose effects this one destroys with its own (what was made inside the VM it deletes), as [TYPE.NAME, ...]; steps it depends on, or of an earlier phase. Once it is done, a rollback has nothing to undo for them: it marks them reverted without asking their provider, whose host may be gone."),
 			"timeout":    attr(cty.String, "The longest the step may take, a duration such as \"30s\" or \"5m\"."),
 			"when":       attr(cty.String, "Checks only: \"before\" (the phase does not start until it passes) or \"after\" (the phase is not complete until it passes); default \"after\"."),
 		},
-		types: map[string]string{"provider": "reference", "depends_on": "list of references"},
+		types: map[string]string{"provider": "reference", "depends_on": "list of references", "discards": "list of references"},
 		nested: []block{{
 			header:      "retry",
 			description: "Try the step again when it fails.",

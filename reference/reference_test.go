@@ -117,6 +117,10 @@ phase "two" {
       backoff  = "2s"
     }
   }
+  step "alpha_thing" "gone" {
+    token    = "t"
+    discards = [alpha_thing.a]
+  }
 }
 `
 	for _, blk := range language {

@@ -289,3 +289,62 @@ func (ld *load) build() *phases.Runbook {
 	}
 	return rb
 }
+
+// resolveDiscards checks each step's discards: steps whose effects the
+// step destroys with its own (what was made inside a VM it deletes), so
+// that a rollback has nothing to undo for them once it is done. Each must
+// be a step (a check changes nothing) that has run before it: an earlier
+// phase, or a step it depends on, directly or not.
+func (ld *load) resolveDiscards() {
+	for _, d := range ld.allSteps {
+		if d.dup || len(d.discards) == 0 {
+			continue
+		}
+		var ok []stepRef
+		for _, r := range d.discards {
+			target := ld.steps[r.addr]
+			var detail string
+			switch {
+			case target == nil:
+				ld.diags = append(ld.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Reference to Undeclared Step", Detail: ld.undeclaredStepDetail(r.addr), Subject: r.rng.Ptr()})
+				continue
+			case target == d:
+				detail = fmt.Sprintf("The step %s cannot discard itself: list the steps whose effects it destroys with its own.", d.addr())
+			case target.isCheck:
+				detail = fmt.Sprintf("%s is a check: it changes nothing, so there is nothing for %s to discard. Remove it from discards.", r.addr, d.addr())
+			case target.phase == d.phase && !ld.dependsOn(d, r.addr):
+				detail = fmt.Sprintf("The step %s discards %s, but does not depend on it: it could run first, and destroy nothing of it. Add %s to its depends_on (or refer to its outputs).", d.addr(), r.addr, r.addr)
+			case target.phase != d.phase && !ld.runsBefore(target.phase, d.phase):
+				detail = fmt.Sprintf("The step %s in phase %q discards %s of phase %q, which does not run before it. Discard only what has run before: a step of an earlier phase, or one it depends on.",
+					d.addr(), d.phase.block.Name, r.addr, target.phase.block.Name)
+			default:
+				ok = append(ok, r)
+				continue
+			}
+			ld.diags = append(ld.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid discards Entry", Detail: detail, Subject: r.rng.Ptr()})
+		}
+		d.step.Discards = uniqueAddrs(ok)
+	}
+}
+
+// dependsOn reports whether d depends on addr, directly or through other
+// steps of its phase.
+func (ld *load) dependsOn(d *stepDecl, addr phases.Address) bool {
+	seen := map[phases.Address]bool{}
+	stack := append([]phases.Address(nil), d.step.DependsOn...)
+	for len(stack) > 0 {
+		a := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if a == addr {
+			return true
+		}
+		if seen[a] {
+			continue
+		}
+		seen[a] = true
+		if dep := ld.steps[a]; dep != nil && dep.phase == d.phase {
+			stack = append(stack, dep.step.DependsOn...)
+		}
+	}
+	return false
+}

@@ -521,3 +521,39 @@ phase "a" {
 		t.Fatalf("with UnsetVarsUnknown: %v", diags)
 	}
 }
+
+// TestDiscards: a step's discards become Step.Discards, sorted, whether
+// the discarded steps are its dependencies or steps of an earlier phase.
+func TestDiscards(t *testing.T) {
+	t.Parallel()
+	rb := mustLoad(t, map[string]string{"main.hcl": `
+phase "one" {
+  step "exec" "iso" {
+    command = ["true"]
+  }
+}
+phase "two" {
+  step "exec" "vm" {
+    command = ["true"]
+  }
+  step "exec" "job" {
+    command = ["echo", exec.vm.exit_code]
+  }
+  step "exec" "delete" {
+    command    = ["true"]
+    depends_on = [exec.job]
+    discards   = [exec.job, exec.vm, exec.iso]
+  }
+}
+`}, runbooks.Options{})
+	var got []string
+	for _, a := range step(t, rb, "exec.delete").Discards {
+		got = append(got, a.String())
+	}
+	if want := []string{"exec.iso", "exec.job", "exec.vm"}; !slices.Equal(got, want) {
+		t.Errorf("Discards = %q, want %q", got, want)
+	}
+	if d := step(t, rb, "exec.job").Discards; d != nil {
+		t.Errorf("a step without discards has %v", d)
+	}
+}

@@ -222,6 +222,7 @@ func (ld *load) run() *phases.Runbook {
 	ld.resolveSteps()
 	ld.orderPhases()
 	ld.checkStepGraph()
+	ld.resolveDiscards()
 
 	return ld.build()
 }

@@ -107,6 +107,7 @@ type stepDecl struct {
 	prov     *providerDecl // the block that runs it, nil for an implicit one
 	explicit []stepRef     // depends_on entries
 	deps     []stepRef     // explicit and referenced, all declared
+	discards []stepRef     // discards entries (steps only)
 }
 
 func (d *stepDecl) addr() phases.Address { return d.step.Addr }
@@ -162,8 +163,8 @@ func (ld *load) declarePhases(blocks []*phaseBlock) {
 // timeout is the provider's, not the step's.
 func metaSchema(st phases.StepType, isCheck bool) *hcl.BodySchema {
 	s := &hcl.BodySchema{}
-	for _, name := range []string{"provider", "depends_on", "timeout", "when"} {
-		if name == "when" && !isCheck {
+	for _, name := range []string{"provider", "depends_on", "discards", "timeout", "when"} {
+		if name == "when" && !isCheck || name == "discards" && isCheck {
 			continue
 		}
 		if _, shadowed := st.Attributes[name]; !shadowed {
@@ -273,7 +274,10 @@ func (ld *load) declareStep(pd *phaseDecl, b *stepBlock, isCheck bool) {
 	}
 	d.provider = content.Attributes["provider"]
 	if a := content.Attributes["depends_on"]; a != nil {
-		d.explicit = ld.decodeDependsOn(a)
+		d.explicit = ld.decodeStepRefs(a)
+	}
+	if a := content.Attributes["discards"]; a != nil {
+		d.discards = ld.decodeStepRefs(a)
 	}
 	if a := content.Attributes["timeout"]; a != nil {
 		if dur, ok := ld.duration(a.Expr, "timeout", true); ok {
@@ -443,9 +447,10 @@ func (ld *load) decodeRetry(blk *hcl.Block) phases.RetryPolicy {
 	return p
 }
 
-// decodeDependsOn reads depends_on = [TYPE.NAME, ...]. A leading "step."
-// is accepted too (depends_on = [step.exec.a]).
-func (ld *load) decodeDependsOn(a *hcl.Attribute) []stepRef {
+// decodeStepRefs reads a list of steps, depends_on = [TYPE.NAME, ...] (or
+// discards). A leading "step." is accepted too (depends_on =
+// [step.exec.a]).
+func (ld *load) decodeStepRefs(a *hcl.Attribute) []stepRef {
 	exprs, diags := hcl.ExprList(a.Expr)
 	ld.diags = append(ld.diags, diags...)
 	refs := make([]stepRef, 0, len(exprs))
@@ -454,8 +459,8 @@ func (ld *load) decodeDependsOn(a *hcl.Attribute) []stepRef {
 		if diags.HasErrors() {
 			ld.diags = append(ld.diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
-				Summary:  "Invalid depends_on Reference",
-				Detail:   "Each depends_on entry names a step or check as TYPE.NAME, as in depends_on = [exec.backup], without quotes.",
+				Summary:  "Invalid " + a.Name + " Reference",
+				Detail:   fmt.Sprintf("Each %s entry names a step or check as TYPE.NAME, as in %s = [exec.backup], without quotes.", a.Name, a.Name),
 				Subject:  e.Range().Ptr(),
 			})
 			continue
@@ -468,8 +473,8 @@ func (ld *load) decodeDependsOn(a *hcl.Attribute) []stepRef {
 		if len(tr) != 2 {
 			ld.diags = append(ld.diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
-				Summary:  "Invalid depends_on Reference",
-				Detail:   "Each depends_on entry names a whole step or check as TYPE.NAME, as in depends_on = [exec.backup], not one of its outputs.",
+				Summary:  "Invalid " + a.Name + " Reference",
+				Detail:   fmt.Sprintf("Each %s entry names a whole step or check as TYPE.NAME, as in %s = [exec.backup], not one of its outputs.", a.Name, a.Name),
 				Subject:  e.Range().Ptr(),
 			})
 			continue

@@ -26,15 +26,25 @@ func (v *View) RollbackPlan(p *engine.RollbackPlan) {
 		}
 		fmt.Fprintln(w)
 	}
-	revert := 0
+	revert, gone := 0, 0
 	for _, ph := range p.Phases {
-		revert += len(ph.Revert)
+		for _, r := range ph.Revert {
+			if r.GoneWith != nil {
+				gone++
+			} else {
+				revert++
+			}
+		}
 		if len(ph.Revert) == 0 {
 			fmt.Fprintf(w, "%s %s: %s\n\n", st.bold("Phase"), st.bold(ph.Name), st.dim("nothing to undo"))
 			continue
 		}
 		fmt.Fprintf(w, "%s %s\n", st.bold("Phase"), st.bold(ph.Name))
 		for _, r := range ph.Revert {
+			if r.GoneWith != nil {
+				fmt.Fprintf(w, "  %s\n", st.dim("· "+r.Addr.String()+": nothing to undo, it went with "+r.GoneWith.String()))
+				continue
+			}
 			fmt.Fprintf(w, "  %s will be undone: %s\n", st.yellow("- "+r.Addr.String()), firstLine(r.Description))
 			if rest := restLines(r.Description); rest != "" {
 				fmt.Fprint(w, indent(rest, "      "))
@@ -45,6 +55,10 @@ func (v *View) RollbackPlan(p *engine.RollbackPlan) {
 			}
 		}
 		fmt.Fprintln(w)
+	}
+	if gone > 0 {
+		fmt.Fprintf(w, "%s %d to undo, %d gone with what removed them, %d cannot be undone.\n", st.bold("Rollback:"), revert, gone, irr)
+		return
 	}
 	fmt.Fprintf(w, "%s %d to undo, %d cannot be undone.\n", st.bold("Rollback:"), revert, irr)
 }

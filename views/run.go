@@ -314,6 +314,9 @@ func (b *runBase) eventLines(st styles, e engine.Event, live bool) string {
 		if e.Duration > 0 {
 			dur = " (" + fmtDuration(e.Duration) + ")"
 		}
+		if e.Message != "" { // e.g. nothing to undo: it went with the VM
+			dur = " (" + e.Message + ")"
+		}
 		if live {
 			return fmt.Sprintf("%s %s reverted%s\n", st.green("↺"), name, st.dim(dur))
 		}

@@ -429,3 +429,25 @@ func TestFailureOutputNotRepeated(t *testing.T) {
 		t.Errorf("an output line not shown was dropped:\n%s", got)
 	}
 }
+
+// TestRollbackPlanGoneWith: a step whose effects went with a later step
+// (discards) is listed as having nothing to undo, and counted apart.
+func TestRollbackPlanGoneWith(t *testing.T) {
+	v, out, _ := newView()
+	del := addr("incus_instance.rehearsal_deleted")
+	rp := &engine.RollbackPlan{Phases: []*engine.PhaseRollbackPlan{{Name: "rehearsal", Revert: []engine.RevertEntry{
+		{Addr: addr("kubernetes_job.write"), Description: "nothing to undo: it went with " + del.String(), GoneWith: &del},
+		{Addr: addr("incus_volume.iso"), Description: "delete volume iso"},
+	}}}}
+	v.RollbackPlan(rp)
+	got := out.String()
+	for _, want := range []string{"  · kubernetes_job.write: nothing to undo, it went with incus_instance.rehearsal_deleted\n",
+		"  - incus_volume.iso will be undone: delete volume iso\n", "Rollback: 1 to undo, 1 gone with what removed them, 0 cannot be undone.\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("rollback plan lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "kubernetes_job.write will be undone") {
+		t.Errorf("a step gone with another is listed as to undo:\n%s", got)
+	}
+}

@@ -125,9 +125,9 @@ provider "helm" "cluster" {
   default_pod_security = "baseline"           # what Talos enforces
 }
 
-# The rehearsal's cluster is deleted with its VM: a rollback of the whole
-# move stops at its Job and namespace (their cluster is gone). Roll back
-# the later phases by name (migrate rollback --phase platform --phase ...).
+# The rehearsal's cluster is deleted with its VM, and with it what was
+# made inside it: the VM's deletion discards those steps, so a rollback
+# records them as reverted instead of asking a cluster that is gone.
 phase "rehearsal" {
   description = "The disqualifying tests on a throwaway Talos VM: a pod writes to the data share and the node reads it back; the iGPU is visible. Nothing real is touched before this passes."
 
@@ -229,12 +229,17 @@ phase "rehearsal" {
     depends_on    = [talos_machine_config.rehearsal]
   }
 
-  # Both passed: the throwaway VM goes (this cannot be undone).
+  # Both passed: the throwaway VM goes (this cannot be undone), and all
+  # that was made inside it: a rollback has nothing to undo there.
   step "incus_instance" "rehearsal_deleted" {
     provider   = incus.host
     name       = "rehearsal"
     ensure     = "absent"
     depends_on = [talos_read.rehearsal_data, talos_read.rehearsal_igpu]
+    discards = [
+      talos_machine_config.rehearsal, talos_bootstrap.rehearsal,
+      kubernetes_namespace.rehearsal_media, kubernetes_job.rehearsal_write,
+    ]
   }
 }
 

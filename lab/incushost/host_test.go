@@ -328,12 +328,13 @@ func TestISOVMsBootThroughTheHook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A lab started again: the VM's guest died with the last one.
+	// A lab started again: the VM's guest died with the last one, and it
+	// boots again, as the daemon restarts what ran when it stopped.
 	s.Close()
 	if guest.stopped != 2 {
 		t.Fatalf("Close stopped %d guests in all, want 2", guest.stopped)
 	}
-	s2, err := incushost.New(incushost.Options{Dir: dir})
+	s2, err := incushost.New(incushost.Options{Dir: dir, BootVM: boot})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,13 +344,16 @@ func TestISOVMsBootThroughTheHook(t *testing.T) {
 		t.Fatal(err)
 	}
 	c2, _ := incusapi.New(incusapi.Options{Socket: sock})
-	if i := inst(t, c2, "talos2"); i.Status != "Stopped" {
+	if i := inst(t, c2, "talos2"); i.Status != "Running" {
 		t.Fatalf("a booted VM after a restart of the lab: %s", i.Status)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(specs) != 2 || specs[1].ISO != iso || specs[1].GPU || specs[1].Config["limits.cpu"] != "6" {
+	if len(specs) != 3 || specs[1].ISO != iso || specs[1].GPU || specs[1].Config["limits.cpu"] != "6" {
 		t.Fatalf("the second VM's spec: %+v", specs[len(specs)-1])
+	}
+	if specs[2].ISO != iso || specs[2].Name != "talos2" {
+		t.Fatalf("the VM booted again with %+v", specs[2])
 	}
 }
 

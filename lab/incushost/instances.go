@@ -100,8 +100,8 @@ func (s *Server) instAPI(in *instance) map[string]any {
 		"created_at": in.CreatedAt, "last_used_at": in.LastUsedAt, "location": "none", "project": "default"}
 }
 
-// load reads the instances and volumes kept in Dir. A VM that was running
-// with a guest is stopped: its guest died with the last process.
+// load reads the instances and volumes kept in Dir; New starts again
+// those that were running.
 func (s *Server) load() error {
 	if err := s.loadVolumes(); err != nil { // first: an ISO volume says which VMs boot
 		return err
@@ -117,9 +117,6 @@ func (s *Server) load() error {
 			return fmt.Errorf("incushost: %s: %w", f, err)
 		}
 		in.dir = filepath.Dir(f)
-		if in.Running && s.needsBoot(in) {
-			in.Running = false
-		}
 		s.instances[in.Name] = in
 		s.useIP(in.IPv4)
 	}

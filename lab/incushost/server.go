@@ -114,12 +114,14 @@ func New(opts Options) (*Server, error) {
 		}
 	}
 	s.mu.Lock()
-	for _, in := range s.instances { // the inits died with the last process
+	// What ran when the last process ended starts again, as the daemon
+	// restarts the instances it stopped with it: containers get a new
+	// init, VMs booting an ISO boot again (their node from its disk).
+	for _, in := range s.instances {
 		if in.Running && in.init == nil && in.guest == nil {
-			_, devs := s.expanded(in)
-			if in.init, err = startInit(in, devs); err != nil {
+			in.Running = false
+			if err := s.startLocked(in); err != nil {
 				s.logf("incus lab: %s: %v; it is stopped", in.Name, err)
-				in.Running = false
 			}
 		}
 	}
