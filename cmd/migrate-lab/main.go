@@ -4,6 +4,10 @@
 // link the lab's Talos and Kubernetes libraries.
 //
 //	migrate-lab --dir D [--address-block B]     # serves until SIGINT/SIGTERM
+//
+// SIGUSR1 makes the Matrix federation endpoint fail (503), as a homeserver
+// unreachable from the internet; SIGUSR2 heals it. `migrate demo` injects
+// its failure so; a person can too (kill -USR1 PID).
 package main
 
 import (
@@ -15,7 +19,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/homelab-migrate/migrate/lab/home"
 	"github.com/homelab-migrate/migrate/lab/kubecp"
@@ -50,11 +53,22 @@ func run() error {
 	// (once, cached) rather than while a phase waits for them.
 	go func() {
 		logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "lab: "+format+"\n", args...) }
-		start := time.Now()
-		if _, err := kubecp.Binaries(ctx, logf); err != nil && ctx.Err() == nil {
+		if dir, err := kubecp.Binaries(ctx, logf); err != nil && ctx.Err() == nil {
 			logf("the Kubernetes binaries could not be built: %v (a Talos VM's bootstrap will try again)", err)
-		} else if err == nil && time.Since(start) > time.Second {
-			logf("the Kubernetes binaries are ready")
+		} else if err == nil {
+			logf("the Kubernetes binaries are ready in %s", dir) // migrate demo waits for this line
+		}
+	}()
+	faults := make(chan os.Signal, 1)
+	signal.Notify(faults, syscall.SIGUSR1, syscall.SIGUSR2)
+	go func() {
+		for sig := range faults {
+			h.FailFederation(sig == syscall.SIGUSR1)
+			if sig == syscall.SIGUSR1 {
+				fmt.Fprintf(os.Stderr, "lab: the federation endpoint %s now fails (SIGUSR1)\n", h.MatrixURL()+home.FederationPath)
+			} else {
+				fmt.Fprintf(os.Stderr, "lab: the federation endpoint %s answers again (SIGUSR2)\n", h.MatrixURL()+home.FederationPath)
+			}
 		}
 	}()
 	envFlag := ""

@@ -44,6 +44,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.stateCommand(),
 		a.secretsCommand(),
 		a.labCommand(),
+		a.demoCommand(),
 		a.versionCommand(),
 	)
 	return root

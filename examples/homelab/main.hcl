@@ -78,6 +78,12 @@ variable "matrix_url" {
   description = "Where the homeserver answers from the internet once DNS points at the home."
 }
 
+variable "federation_wait" {
+  type        = string
+  default     = "5m"
+  description = "How long the federation check waits for the homeserver to answer from the internet (DNS and the router's forwards take effect)."
+}
+
 variable "forge_url" {
   type        = string
   default     = "https://git.example.org"
@@ -615,7 +621,7 @@ phase "ingress-matrix" {
 
   check "http_check" "federation" {
     url     = "${var.matrix_url}/_matrix/federation/v1/version"
-    timeout = "5m"
+    timeout = var.federation_wait
   }
 }
 

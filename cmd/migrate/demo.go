@@ -1,0 +1,515 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/charmbracelet/lipgloss"
+	"github.com/spf13/cobra"
+
+	"github.com/homelab-migrate/migrate/examples"
+	"github.com/homelab-migrate/migrate/lab/labenv"
+	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
+	"github.com/homelab-migrate/migrate/providers/plugin"
+)
+
+const demoHelp = `Run the whole migration of examples/homelab against the lab home server,
+with the commands a person types, and show the way back:
+
+  1. start the lab (migrate lab serve): an Incus host with the old VMs
+     services, matrix and k3s, the host's data, the Talos ISO;
+  2. migrate plan;
+  3. migrate run --phase ... for each phase, with live progress;
+  4. a failure injected in ingress-matrix: the homeserver does not answer
+     from the internet, the federation check fails, migrate status shows
+     where it stopped; the failure heals and the same command resumes;
+  5. migrate status: every phase done;
+  6. migrate rollback: every phase undone, the three old VMs running again
+     with their data; migrate status.
+
+The runbook is copied to DIR/homelab (the example as migrate carries it),
+the lab lives in DIR/lab, its log in DIR/lab.log. The first run builds
+the lab's Kubernetes binaries from the Go module proxy (several minutes,
+once: they are cached). It needs the programs beside migrate: make build
+puts migrate-lab and the provider programs in bin/.
+
+With --keep the lab stays up at the end, with the migration rolled back,
+and the demo prints what to type to drive it by hand.`
+
+type demoOptions struct {
+	dir   string
+	keep  bool
+	block int
+}
+
+func (a *app) demoCommand() *cobra.Command {
+	var o demoOptions
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Migrate examples/homelab against the lab home server, fail it, resume it, roll it back",
+		Long:  demoHelp,
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return a.demo(c.Context(), o)
+		},
+	}
+	cmd.Flags().StringVar(&o.dir, "dir", "", "the demo's directory `DIR`, new or empty (default: a new temporary directory, removed at the end unless --keep)")
+	cmd.Flags().BoolVar(&o.keep, "keep", false, "leave the lab running at the end and print how to drive it")
+	cmd.Flags().IntVar(&o.block, "address-block", 9, "the lab's VMs get addresses 127.`B`.1.N: another block than a lab serve beside it (0)")
+	return cmd
+}
+
+// demoPhases are examples/homelab's phases, in order.
+var demoPhases = []string{"rehearsal", "platform", "data-apps", "host-services", "ingress-matrix", "cleanup"}
+
+// demoVMs are the old VMs and a file of each that must be there after
+// the rollback.
+var demoVMs = []struct{ name, file string }{
+	{"services", "/var/lib/jellyfin/config/system.xml"},
+	{"matrix", "/var/lib/matrix-synapse/homeserver.db"},
+	{"k3s", "/etc/rancher/k3s/k3s.yaml"},
+}
+
+type demo struct {
+	a       *app
+	o       demoOptions
+	dir     string // the demo's directory
+	runbook string // dir/homelab
+	lab     string // dir/lab
+	labLog  string // dir/lab.log
+	self    string // this migrate
+	env     []string
+	labCmd  *exec.Cmd
+	labDone chan struct{}
+	bold    lipgloss.Style
+	dim     lipgloss.Style
+	start   time.Time
+}
+
+func (a *app) demo(ctx context.Context, o demoOptions) (err error) {
+	// Ctrl-C reaches the migrate the demo runs (it stops where the state
+	// says); the demo itself only stops the lab then.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	d := &demo{a: a, o: o, start: time.Now(), bold: lipgloss.NewStyle(), dim: lipgloss.NewStyle()}
+	if a.colorOn(os.Stdout) {
+		d.bold = d.bold.Bold(true).Foreground(lipgloss.Color("12"))
+		d.dim = d.dim.Faint(true)
+	}
+	if d.self, err = os.Executable(); err != nil {
+		return err
+	}
+	if err := d.prepare(); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil || ctx.Err() != nil {
+			if !o.keep {
+				d.stopLab()
+			}
+			fmt.Printf("\nThe demo stopped: its files stay in %s (the lab's log: %s).\n", d.dir, d.labLog)
+			if ctx.Err() != nil && err == nil {
+				err = errInterrupted
+			}
+			return
+		}
+		if o.keep {
+			d.keepHint()
+			return
+		}
+		d.stopLab()
+		if o.dir == "" {
+			os.RemoveAll(d.dir)
+		}
+	}()
+	if err := d.startLab(ctx); err != nil {
+		return err
+	}
+	return d.script(ctx)
+}
+
+// errInterrupted: the demo was stopped by a signal (exit 130).
+var errInterrupted = &codeError{code: exitInterrupted, err: errors.New("the demo was interrupted")}
+
+// prepare makes the demo's directory and copies the example into it.
+func (d *demo) prepare() error {
+	d.dir = d.o.dir
+	if d.dir == "" {
+		dir, err := os.MkdirTemp("", "migrate-demo-")
+		if err != nil {
+			return err
+		}
+		d.dir = dir
+	} else {
+		abs, err := filepath.Abs(d.dir)
+		if err != nil {
+			return err
+		}
+		d.dir = abs
+		if ents, err := os.ReadDir(d.dir); err == nil && len(ents) > 0 {
+			return fmt.Errorf("--dir %s is not empty: give a new or empty directory (the demo writes its runbook, lab and state there)", d.dir)
+		}
+		if err := os.MkdirAll(d.dir, 0o700); err != nil {
+			return err
+		}
+	}
+	d.runbook, d.lab, d.labLog = filepath.Join(d.dir, "homelab"), filepath.Join(d.dir, "lab"), filepath.Join(d.dir, "lab.log")
+	return copyFS(examples.Homelab(), d.runbook)
+}
+
+// copyFS writes fsys under dir; the demo's age identity is private (0600).
+func copyFS(fsys fs.FS, dir string) error {
+	return fs.WalkDir(fsys, ".", func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(dir, filepath.FromSlash(p))
+		if e.IsDir() {
+			return os.MkdirAll(dst, 0o755)
+		}
+		b, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return err
+		}
+		mode := os.FileMode(0o644)
+		if strings.HasPrefix(p, "secrets/") {
+			mode = 0o600
+		}
+		return os.WriteFile(dst, b, mode)
+	})
+}
+
+// startLab runs migrate-lab in the background, its output in lab.log, and
+// waits until it serves and its Kubernetes binaries are ready (built the
+// first time, with the build's progress shown).
+func (d *demo) startLab(ctx context.Context) error {
+	prog, err := plugin.Locate(labProgram)
+	if err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(d.labLog, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	d.labCmd = exec.Command(prog, "--dir", d.lab, "--address-block", strconv.Itoa(d.o.block))
+	d.labCmd.Stdout, d.labCmd.Stderr = logf, logf
+	// Its own session: a Ctrl-C at the terminal is the demo's to handle;
+	// without --keep it goes when the demo goes, however that ends.
+	d.labCmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if !d.o.keep {
+		d.labCmd.SysProcAttr.Pdeathsig = syscall.SIGTERM
+	}
+	d.say("Starting the lab home server in %s (an Incus host with the old VMs services, matrix and k3s; its log: %s)", d.lab, d.labLog)
+	if err := d.labCmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", prog, err)
+	}
+	d.labDone = make(chan struct{})
+	go func() {
+		_ = d.labCmd.Wait()
+		close(d.labDone)
+	}()
+
+	log, err := os.Open(d.labLog)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	lines := bufio.NewReader(log)
+	var partial string
+	var env []string
+	deadline := time.Now().Add(60 * time.Minute) // a cold build on a slow machine
+	for tick := time.NewTicker(200 * time.Millisecond); ; {
+		for {
+			s, err := lines.ReadString('\n')
+			partial += s
+			if err != nil {
+				break
+			}
+			line := strings.TrimSpace(partial)
+			partial = ""
+			switch {
+			case strings.Contains(line, "the Kubernetes binaries are ready"):
+				if env == nil {
+					env, _ = labenv.Read(d.lab) //nolint:errcheck // checked below
+				}
+				if env != nil {
+					d.env = d.environ(env)
+					return nil
+				}
+			case strings.Contains(line, "could not be built"):
+				return fmt.Errorf("the lab could not build its Kubernetes binaries: %s (see %s)", line, d.labLog)
+			case strings.Contains(line, "kubecp: first run"), strings.Contains(line, "kubecp: still building"), strings.Contains(line, "kubecp: binaries built"):
+				fmt.Println(d.dim.Render("  " + strings.TrimPrefix(line, "lab: kubecp: ")))
+			}
+		}
+		if env == nil {
+			env, _ = labenv.Read(d.lab) //nolint:errcheck // not yet up
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-d.labDone:
+			return fmt.Errorf("the lab stopped: %s", lastLines(d.labLog, 5))
+		case <-tick.C:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the lab was not ready after an hour (see %s)", d.labLog)
+		}
+	}
+}
+
+// environ is the demo's environment for migrate: the lab's variables, the
+// demo identity, and a short wait for the federation check.
+func (d *demo) environ(lab []string) []string {
+	env := append(os.Environ(), lab...)
+	return append(env,
+		"MIGRATE_AGE_IDENTITY="+filepath.Join(d.runbook, "secrets", "demo-identity.txt"),
+		"MIGRATE_VAR_federation_wait=15s")
+}
+
+// script is what the demo shows, in order.
+func (d *demo) script(ctx context.Context) error {
+	d.say("The plan of the whole migration: nothing is changed before it is shown")
+	if err := d.migrate(ctx, false, "plan"); err != nil {
+		return err
+	}
+	for _, ph := range demoPhases[:4] {
+		d.say("Phase %s", ph)
+		if err := d.migrate(ctx, false, "run", "--phase", ph, "--auto-approve"); err != nil {
+			return err
+		}
+	}
+	ingress := []string{"run", "--phase", "ingress-matrix", "--auto-approve", "--approve", "approval.dns"}
+	d.say("Phase ingress-matrix, with a failure injected: the homeserver does not answer from the internet")
+	if err := d.labSignal(syscall.SIGUSR1); err != nil {
+		return err
+	}
+	if err := d.migrate(ctx, true, ingress...); err != nil {
+		return err
+	}
+	if err := d.wantStatus(ctx, "ingress-matrix", "http_check.federation", "failed"); err != nil {
+		return err
+	}
+	d.say("migrate status says where it stopped")
+	if err := d.migrate(ctx, false, "status"); err != nil {
+		return err
+	}
+	d.say("The failure heals (DNS has propagated): the same command resumes where it stopped")
+	if err := d.labSignal(syscall.SIGUSR2); err != nil {
+		return err
+	}
+	if err := d.migrate(ctx, false, ingress...); err != nil {
+		return err
+	}
+	d.say("Phase cleanup: the old VMs stopped, with a snapshot, kept")
+	if err := d.migrate(ctx, false, "run", "--phase", "cleanup", "--auto-approve"); err != nil {
+		return err
+	}
+	if err := d.migrate(ctx, false, "status"); err != nil {
+		return err
+	}
+	d.say("And the way back: every phase undone, the old VMs started again")
+	if err := d.migrate(ctx, false, "rollback", "--auto-approve"); err != nil {
+		return err
+	}
+	if err := d.oldVMsBack(ctx); err != nil {
+		return err
+	}
+	if err := d.migrate(ctx, false, "status"); err != nil {
+		return err
+	}
+	d.say("The demo is complete in %s: every phase done, a failure found and resumed, every phase rolled back, the old VMs running with their data.",
+		time.Since(d.start).Round(time.Second))
+	return nil
+}
+
+// say narrates: what comes next, as a heading.
+func (d *demo) say(format string, args ...any) {
+	fmt.Println()
+	fmt.Println(d.bold.Render("▶ " + fmt.Sprintf(format, args...)))
+}
+
+// migrate runs this migrate in the runbook's directory, on the terminal
+// (its live progress as a person sees it). wantFail: it must fail.
+func (d *demo) migrate(ctx context.Context, wantFail bool, args ...string) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if d.a.noColor {
+		args = append(args, "--no-color")
+	}
+	fmt.Println(d.dim.Render("$ migrate " + strings.Join(args, " ")))
+	cmd := exec.Command(d.self, args...) // not CommandContext: a Ctrl-C reaches it from the terminal
+	cmd.Dir, cmd.Env = d.runbook, d.env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
+	err := cmd.Run()
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case wantFail && err == nil:
+		return fmt.Errorf("migrate %s succeeded, but the injected failure should have stopped it", strings.Join(args, " "))
+	case wantFail:
+		return nil
+	case err != nil:
+		return fmt.Errorf("migrate %s: %w", strings.Join(args, " "), err)
+	}
+	return nil
+}
+
+// wantStatus checks, through migrate status --json, that step addr of
+// phase has status want.
+func (d *demo) wantStatus(ctx context.Context, phase, addr, want string) error {
+	cmd := exec.CommandContext(ctx, d.self, "status", "--json")
+	cmd.Dir, cmd.Env = d.runbook, d.env
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("migrate status --json: %w", err)
+	}
+	var st struct {
+		Phases []struct {
+			Name  string `json:"name"`
+			Steps []struct {
+				Address string `json:"address"`
+				Status  string `json:"status"`
+			} `json:"steps"`
+		} `json:"phases"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		return fmt.Errorf("migrate status --json: %w", err)
+	}
+	for _, ph := range st.Phases {
+		for _, s := range ph.Steps {
+			if ph.Name == phase && s.Address == addr {
+				if s.Status != want {
+					return fmt.Errorf("%s is %s, not %s as the injected failure should have left it", addr, s.Status, want)
+				}
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("migrate status does not list %s in phase %s", addr, phase)
+}
+
+// oldVMsBack shows, through the lab's Incus API, the three old VMs
+// running with their data, and Synapse active in matrix again.
+func (d *demo) oldVMsBack(ctx context.Context) error {
+	d.say("The old VMs, read from the lab's Incus host")
+	c, err := incusapi.New(incusapi.Options{Socket: labenv.Socket(d.lab)})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for _, vm := range demoVMs {
+		in, _, err := c.Instance(ctx, vm.name)
+		if err != nil {
+			return err
+		}
+		if in.Status != "Running" {
+			return fmt.Errorf("the old VM %s is %s after the rollback", vm.name, in.Status)
+		}
+		fi, err := c.StatFile(ctx, vm.name, vm.file)
+		if err != nil {
+			return fmt.Errorf("the old VM %s after the rollback: %s: %w", vm.name, vm.file, err)
+		}
+		fmt.Printf("  %-9s %s  %s (%s %v)\n", vm.name, in.Status, vm.file, fi.Type, fi.Mode)
+	}
+	e, err := c.StartExec(ctx, "matrix", incusapi.ExecPost{Command: []string{"systemctl", "is-active", "matrix-synapse"}})
+	if err != nil {
+		return err
+	}
+	code, err := c.WaitExec(ctx, e)
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return fmt.Errorf("matrix-synapse is not active in the old VM matrix after the rollback (systemctl is-active exited %d)", code)
+	}
+	fmt.Println("  matrix    systemctl is-active matrix-synapse: active")
+	return nil
+}
+
+// labSignal sends the lab a signal (SIGUSR1: the federation fails;
+// SIGUSR2: it heals).
+func (d *demo) labSignal(sig syscall.Signal) error {
+	if err := d.labCmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("signalling the lab: %w", err)
+	}
+	// It says so in its log: wait for the line, so the run sees the change.
+	want := "now fails"
+	if sig == syscall.SIGUSR2 {
+		want = "answers again"
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(lastLines(d.labLog, 20), want) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the lab did not take signal %v (see %s)", sig, d.labLog)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil
+}
+
+// stopLab ends the lab: SIGTERM, then SIGKILL after a minute.
+func (d *demo) stopLab() {
+	if d.labCmd == nil || d.labCmd.Process == nil {
+		return
+	}
+	_ = d.labCmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.labDone:
+	case <-time.After(time.Minute):
+		_ = d.labCmd.Process.Kill()
+		<-d.labDone
+	}
+}
+
+// keepHint says how to drive the lab left running.
+func (d *demo) keepHint() {
+	fmt.Printf(`
+The lab keeps running (pid %d), with the migration rolled back. To drive it by hand:
+
+  eval "$(migrate lab env --dir %s)"
+  export MIGRATE_AGE_IDENTITY=%s
+  cd %s
+  migrate plan
+  migrate run --phase rehearsal      # then platform, data-apps, host-services, ...
+  migrate status
+  migrate rollback
+
+Stop it with: kill %d   (its log: %s)
+`, d.labCmd.Process.Pid, d.lab, filepath.Join(d.runbook, "secrets", "demo-identity.txt"), d.runbook, d.labCmd.Process.Pid, d.labLog)
+}
+
+// lastLines is the end of a file, n lines at most.
+func lastLines(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > 64<<10 {
+		_, _ = f.Seek(-64<<10, io.SeekEnd)
+	}
+	b, _ := io.ReadAll(f)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
