@@ -1,0 +1,230 @@
+package talosvm_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// kubeClient is a client of the node's Kubernetes through the kubeconfig
+// of its Talos API.
+func kubeClient(t *testing.T, ctx context.Context, c *client.Client) kubernetes.Interface {
+	t.Helper()
+
+	kc, err := c.Kubeconfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	rc, err := clientcmd.RESTConfigFromKubeConfig(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	k, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	return k
+}
+
+// privileged creates a namespace where hostPath pods are admitted.
+func privileged(t *testing.T, ctx context.Context, k kubernetes.Interface, name string) {
+	t.Helper()
+
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pod-security.kubernetes.io/enforce": "privileged"}}}
+	if _, err := k.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var dataDir = corev1.HostPathDirectory
+
+// runJob creates a Job of one pod (no retry) and returns it once it is
+// complete or failed, with its pod.
+func runJob(t *testing.T, ctx context.Context, k kubernetes.Interface, ns, name string, spec corev1.PodSpec) (*batchv1.Job, *corev1.Pod) {
+	t.Helper()
+
+	spec.RestartPolicy = corev1.RestartPolicyNever
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: new(int32),
+			Template:     corev1.PodTemplateSpec{Spec: spec},
+		},
+	}
+
+	if _, err := k.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	for {
+		j, err := k.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		for _, c := range j.Status.Conditions {
+			if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+				pods, err := k.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + name})
+				if err != nil || len(pods.Items) != 1 {
+					t.Fatalf("the pods of job %s: %v %v", name, pods, err)
+				}
+
+				return j, &pods.Items[0]
+			}
+		}
+
+		if ctx.Err() != nil {
+			t.Fatalf("job %s neither complete nor failed: %+v", name, j.Status)
+		}
+
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+func jobCondition(j *batchv1.Job) batchv1.JobConditionType {
+	for _, c := range j.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return c.Type
+		}
+	}
+
+	return ""
+}
+
+// testJobs: the node runs the commands of Job pods (lab/kubecp), with
+// their hostPath, claim and emptyDir volumes, as the homelab's rehearsal
+// and Synapse restore need.
+func testJobs(t *testing.T, ctx context.Context, k kubernetes.Interface, c *client.Client, data string) {
+	t.Helper()
+	privileged(t, ctx, k, "jobs")
+
+	// the Synapse restore's claim: bound to a hostPath PV on the share
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "matrix"},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName:       "manual",
+			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/mnt/data/matrix"}},
+		},
+	}
+	if _, err := k.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	manual := "manual"
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "matrix"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: &manual, VolumeName: "matrix",
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	if _, err := k.CoreV1().PersistentVolumeClaims("jobs").Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	j, pod := runJob(t, ctx, k, "jobs", "rehearsal-write", corev1.PodSpec{
+		InitContainers: []corev1.Container{{Name: "init", Image: "busybox", Command: []string{"sh", "-c", "echo from the init container > /work/init"},
+			VolumeMounts: []corev1.VolumeMount{{Name: "work", MountPath: "/work"}}}},
+		Containers: []corev1.Container{{Name: "write", Image: "busybox",
+			Command: []string{"sh", "-c"},
+			Args: []string{`set -e; mkdir -p /var/mnt/data/.migrate; cat /work/init > /var/mnt/data/.migrate/rehearsal
+				echo "$GREETING" >> /var/mnt/data/.migrate/rehearsal
+				mkdir /restore/media && echo restored > /restore/media/file && chown -R 991:991 /restore
+				echo done`},
+			Env: []corev1.EnvVar{{Name: "GREETING", Value: "hello from the pod"}},
+			VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/var/mnt/data"}, {Name: "restore", MountPath: "/restore"},
+				{Name: "work", MountPath: "/work"}}}},
+		Volumes: []corev1.Volume{
+			{Name: "data", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/mnt/data", Type: &dataDir}}},
+			{Name: "restore", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "matrix"}}},
+			{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		},
+	})
+	if jobCondition(j) != batchv1.JobComplete || pod.Status.Phase != corev1.PodSucceeded {
+		t.Fatalf("job %v, pod %s %s %+v", j.Status.Conditions, pod.Status.Phase, pod.Status.Message, pod.Status.ContainerStatuses)
+	}
+
+	if st := pod.Status.ContainerStatuses; len(st) != 1 || st[0].State.Terminated == nil || st[0].State.Terminated.Reason != "Completed" || st[0].State.Terminated.Message != "done\n" {
+		t.Errorf("container statuses %+v", st)
+	}
+
+	want := "from the init container\nhello from the pod\n"
+	if b, err := os.ReadFile(filepath.Join(data, ".migrate/rehearsal")); err != nil || string(b) != want {
+		t.Errorf("the pod's file in the VM's data dir: %q %v", b, err)
+	}
+
+	if got, err := read(ctx, c, "/var/mnt/data/.migrate/rehearsal"); err != nil || got != want {
+		t.Errorf("the pod's file through the Talos API: %q %v", got, err)
+	}
+
+	if fi, err := os.Stat(filepath.Join(data, "matrix/media/file")); err != nil || fi.Sys().(*syscall.Stat_t).Uid != 991 { //nolint:forcetypeassert
+		t.Errorf("the restored file on the claim's PV, chowned to 991: %v %v", fi, err)
+	}
+
+	// a failing command: the Job fails, its exit code in the pod's status
+	j, pod = runJob(t, ctx, k, "jobs", "exit-3", corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "fail", Image: "busybox", Command: []string{"sh", "-c", "echo about to fail >&2; exit 3"}}},
+	})
+	if jobCondition(j) != batchv1.JobFailed || pod.Status.Phase != corev1.PodFailed {
+		t.Fatalf("job %v, pod %s", j.Status.Conditions, pod.Status.Phase)
+	}
+
+	if st := pod.Status.ContainerStatuses; len(st) != 1 || st[0].State.Terminated == nil || st[0].State.Terminated.ExitCode != 3 ||
+		st[0].State.Terminated.Reason != "Error" || st[0].State.Terminated.Message != "about to fail\n" {
+		t.Errorf("container statuses %+v", st)
+	}
+
+	// what the lab cannot do fails the pod, saying so
+	for name, spec := range map[string]corev1.PodSpec{
+		"value-from": {Containers: []corev1.Container{{Name: "c", Image: "busybox", Command: []string{"true"},
+			Env: []corev1.EnvVar{{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{Key: "k", LocalObjectReference: corev1.LocalObjectReference{Name: "s"}}}}}}}},
+		"no-command": {Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+		"config-map": {Containers: []corev1.Container{{Name: "c", Image: "busybox", Command: []string{"true"}}},
+			Volumes: []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}}},
+	} {
+		want := map[string]string{"value-from": "env TOKEN uses valueFrom, which the lab's node cannot resolve",
+			"no-command": "the lab's node runs no images", "config-map": `volume "cfg" is of a kind the lab's node cannot mount`}[name]
+
+		j, pod := runJob(t, ctx, k, "jobs", name, spec)
+		if jobCondition(j) != batchv1.JobFailed || pod.Status.Phase != corev1.PodFailed || !strings.Contains(podMessage(pod), want) {
+			t.Errorf("job %s: %v, pod %s %q, want %q", name, j.Status.Conditions, pod.Status.Phase, podMessage(pod), want)
+		}
+	}
+}
+
+// podMessage is the pod's message, else its first container's.
+func podMessage(pod *corev1.Pod) string {
+	if pod.Status.Message != "" {
+		return pod.Status.Message
+	}
+
+	for _, st := range pod.Status.ContainerStatuses {
+		if t := st.State.Terminated; t != nil {
+			return t.Message
+		}
+
+		if w := st.State.Waiting; w != nil {
+			return w.Message
+		}
+	}
+
+	return ""
+}
