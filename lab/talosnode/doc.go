@@ -193,6 +193,9 @@
 // and the apply of `talosctl gen config`'s controlplane.yaml; then, with
 // its talosconfig, version, get disks, get systemdisk, services, bootstrap
 // and dmesg; an insecure client is refused the TLS handshake then.
+//   - With Options.ControlPlane (lab/talosvm's lab/kubecp), no kubelet
+//     but kwok: only Job pods' commands run, from the host's /usr, in a
+//     sandbox (lab/sandbox); see lab/kubecp.
 //   - Without Options.ControlPlane, no real etcd, kubelet or Kubernetes:
 //     ServiceList reports them; the kubeconfig points at the config's
 //     endpoint (Options.Endpoint), where nothing may listen.
