@@ -228,3 +228,65 @@ func podMessage(pod *corev1.Pod) string {
 
 	return ""
 }
+
+// startInterrupted starts a Job whose pod runs until the node reboots; the
+// returned check says that, the node back, the pod failed as on a node
+// that rebooted, its command run once (never again for the same pod).
+func startInterrupted(t *testing.T, ctx context.Context, k kubernetes.Interface, data string) func(*testing.T) {
+	t.Helper()
+
+	spec := corev1.PodSpec{
+		RestartPolicy: corev1.RestartPolicyNever,
+		Containers: []corev1.Container{{Name: "long", Image: "busybox", Command: []string{"sh", "-c", "echo started >> /data/starts; sleep 600"},
+			VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
+		Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/mnt/data", Type: &dataDir}}}},
+	}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "interrupted"}, Spec: batchv1.JobSpec{BackoffLimit: new(int32), Template: corev1.PodTemplateSpec{Spec: spec}}}
+
+	if _, err := k.BatchV1().Jobs("jobs").Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	starts := filepath.Join(data, "starts")
+	for {
+		if _, err := os.Stat(starts); err == nil {
+			break
+		}
+
+		if ctx.Err() != nil {
+			t.Fatal("the interrupted job's command never started")
+		}
+
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	return func(t *testing.T) {
+		t.Helper()
+
+		for {
+			j, err := k.BatchV1().Jobs("jobs").Get(ctx, "interrupted", metav1.GetOptions{})
+			if err == nil && jobCondition(j) != "" {
+				pods, err := k.CoreV1().Pods("jobs").List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=interrupted"})
+				if err != nil || len(pods.Items) != 1 {
+					t.Fatalf("the pods of the interrupted job: %v %v", pods, err)
+				}
+
+				if pod := pods.Items[0]; jobCondition(j) != batchv1.JobFailed || pod.Status.Reason != "NodeShutdown" {
+					t.Errorf("the job running across a reboot: %v, pod %s %s %q", j.Status.Conditions, pod.Status.Phase, pod.Status.Reason, pod.Status.Message)
+				}
+
+				break
+			}
+
+			if ctx.Err() != nil {
+				t.Fatal("the job running across a reboot neither complete nor failed")
+			}
+
+			time.Sleep(300 * time.Millisecond)
+		}
+
+		if b, err := os.ReadFile(starts); err != nil || string(b) != "started\n" {
+			t.Errorf("the interrupted command's starts: %q %v", b, err)
+		}
+	}
+}

@@ -352,6 +352,7 @@ func TestVM(t *testing.T) {
 	}
 
 	testJobs(t, ctx, k, c, data)
+	interrupted := startInterrupted(t, ctx, k, data)
 
 	// a reboot takes the node's Kubernetes down and up again, etcd's
 	// data kept: the Node is still there
@@ -372,6 +373,8 @@ func TestVM(t *testing.T) {
 
 		time.Sleep(time.Second)
 	}
+
+	interrupted(t)
 
 	for name, pid := range before {
 		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
