@@ -56,7 +56,9 @@
 // after the other instead of side by side, no restart (restartPolicy
 // OnFailure is Never), no $(VAR) expansion in command and args, no
 // service account token mounted, no network namespace (the host's
-// network), no resource limits, no probes. A pod the lab cannot run fails
+// network), no resource limits, no probes, securityContext ignored (the
+// commands run as root of their user namespace, with every capability but
+// CAP_SYS_ADMIN and CAP_SYS_CHROOT). A pod the lab cannot run fails
 // saying so: volumes other than hostPath, a claim bound to a hostPath PV
 // and emptyDir (FailedMount), env valueFrom or envFrom, a container
 // without command (CreateContainerConfigError). The commands run as root
