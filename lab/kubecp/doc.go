@@ -30,7 +30,8 @@
 // which scripts/kwok-stages/pod-fail.yaml fails) and runs each container's
 // command and args, init containers first, one after the other, each in
 // lab/sandbox: chrooted in its own directory under Dir/pods/UID, with the
-// host's /usr, the pod's volumes at their mountPaths and its env values.
+// host's /usr, the pod's volumes at their mountPaths and its env values
+// ($(VAR) expanded in command, args and env, as kubelet does).
 // hostPath volumes are where the node path lives on the host (a virtiofs
 // share, or under the node's root), type-checked as kubelet checks them
 // (Directory must exist: "hostPath type check failed: PATH is not a
@@ -39,7 +40,9 @@
 // directory. Then it writes the pod's status (a merge patch of
 // pods/NAME/status): Succeeded or Failed, each container terminated with
 // its exit code, reason Completed or Error and the last KiB of its output
-// as message; the Job controller completes or fails the Job. The output is
+// as message (whatever its terminationMessagePolicy: a kubelet reads
+// /dev/termination-log, and the output only on error with
+// FallbackToLogsOnError); the Job controller completes or fails the Job. The output is
 // kept in Dir/logs/pods/NS_NAME.log. A pod is bounded by its
 // activeDeadlineSeconds or 30 minutes (DeadlineExceeded). Its result is
 // kept in Dir/pods/UID before the status is written: a control plane
@@ -54,9 +57,9 @@
 // Job pods run (above), and not as a kubelet runs them: no image (the
 // command must exist in the host's /usr, /bin, /sbin), containers one
 // after the other instead of side by side, no restart (restartPolicy
-// OnFailure is Never), no $(VAR) expansion in command and args, no
-// service account token mounted, no network namespace (the host's
-// network), no resource limits, no probes, securityContext ignored (the
+// OnFailure is Never), no service account token mounted, no network
+// namespace (the host's network), no resource limits, no probes, no logs
+// served to the API server (pods/log), securityContext ignored (the
 // commands run as root of their user namespace, with every capability but
 // CAP_SYS_ADMIN and CAP_SYS_CHROOT). A pod the lab cannot run fails
 // saying so: volumes other than hostPath, a claim bound to a hostPath PV

@@ -138,6 +138,14 @@ func (c *ControlPlane) runPod(ctx context.Context, pod corev1.Pod) {
 		if ctx.Err() != nil {
 			return // stopped: the next start fails it
 		}
+
+		// the containers' roots and emptyDirs end with the pod; the binds
+		// were in the sandboxes' mount namespaces only: plain directories here
+		for _, d := range []string{"containers", "volumes"} {
+			if err := os.RemoveAll(filepath.Join(dir, d)); err != nil {
+				c.cfg.logf("kubecp: pod %s/%s: %v", pod.Namespace, pod.Name, err)
+			}
+		}
 	}
 
 	b, _ = json.Marshal(res) //nolint:errcheck
@@ -280,19 +288,24 @@ func containerSpec(pod *corev1.Pod, ctr corev1.Container, root string, volumes m
 	}
 
 	env := []string{"HOSTNAME=" + pod.Name, "HOME=/root"}
-	hasPath := false
+	vars := map[string]string{}
 
 	for _, e := range ctr.Env {
 		if e.ValueFrom != nil {
 			return sandbox.Spec{}, fmt.Errorf("container %q: env %s uses valueFrom, which the lab's node cannot resolve: give a value", ctr.Name, e.Name)
 		}
 
-		hasPath = hasPath || e.Name == "PATH"
-		env = append(env, e.Name+"="+e.Value)
+		vars[e.Name] = expand(e.Value, vars)
+		env = append(env, e.Name+"="+vars[e.Name])
 	}
 
-	if !hasPath {
+	if _, ok := vars["PATH"]; !ok {
 		env = append(env, defaultPath)
+	}
+
+	argv := make([]string, 0, len(ctr.Command)+len(ctr.Args))
+	for _, a := range append(slices.Clone(ctr.Command), ctr.Args...) {
+		argv = append(argv, expand(a, vars))
 	}
 
 	var binds []sandbox.Bind
@@ -327,7 +340,7 @@ func containerSpec(pod *corev1.Pod, ctr corev1.Container, root string, volumes m
 		return sandbox.Spec{}, err
 	}
 
-	return sandbox.Spec{Root: root, Binds: binds, Argv: append(slices.Clone(ctr.Command), ctr.Args...), Env: env, Dir: ctr.WorkingDir}, nil
+	return sandbox.Spec{Root: root, Binds: binds, Argv: argv, Env: env, Dir: ctr.WorkingDir}, nil
 }
 
 // volumes are the host directories (or files) of the pod's volumes, by
@@ -484,6 +497,35 @@ func (c *ControlPlane) writeStatus(ctx context.Context, pod *corev1.Pod, res pod
 
 	return c.do(ctx, http.MethodPatch, "/api/v1/namespaces/"+pod.Namespace+"/pods/"+pod.Name+"/status",
 		"application/merge-patch+json", bytes.NewReader(b), nil)
+}
+
+// expand replaces $(NAME) in s by NAME's value, as kubelet expands command,
+// args and env: "$$" is "$", and a name not in vars stays as written.
+func expand(s string, vars map[string]string) string {
+	var b strings.Builder
+
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] != '$' || i+1 == len(s):
+			b.WriteByte(s[i])
+		case s[i+1] == '$':
+			b.WriteByte('$')
+			i++
+		case s[i+1] == '(' && strings.IndexByte(s[i+2:], ')') >= 0:
+			end := i + 2 + strings.IndexByte(s[i+2:], ')')
+			if v, ok := vars[s[i+2:end]]; ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString(s[i : end+1])
+			}
+
+			i = end
+		default:
+			b.WriteByte('$')
+		}
+	}
+
+	return b.String()
 }
 
 // tailBuffer keeps the last tailSize bytes written to it.

@@ -109,7 +109,7 @@ func jobCondition(j *batchv1.Job) batchv1.JobConditionType {
 // testJobs: the node runs the commands of Job pods (lab/kubecp), with
 // their hostPath, claim and emptyDir volumes, as the homelab's rehearsal
 // and Synapse restore need.
-func testJobs(t *testing.T, ctx context.Context, k kubernetes.Interface, c *client.Client, data string) {
+func testJobs(t *testing.T, ctx context.Context, k kubernetes.Interface, c *client.Client, data, vmDir string) {
 	t.Helper()
 	privileged(t, ctx, k, "jobs")
 
@@ -145,11 +145,11 @@ func testJobs(t *testing.T, ctx context.Context, k kubernetes.Interface, c *clie
 			VolumeMounts: []corev1.VolumeMount{{Name: "work", MountPath: "/work"}}}},
 		Containers: []corev1.Container{{Name: "write", Image: "busybox",
 			Command: []string{"sh", "-c"},
-			Args: []string{`set -e; mkdir -p /var/mnt/data/.migrate; cat /work/init > /var/mnt/data/.migrate/rehearsal
+			Args: []string{`set -e; mkdir -p $(DIR); cat /work/init > /var/mnt/data/.migrate/rehearsal
 				echo "$GREETING" >> /var/mnt/data/.migrate/rehearsal
 				mkdir /restore/media && echo restored > /restore/media/file && chown -R 991:991 /restore
 				echo done`},
-			Env: []corev1.EnvVar{{Name: "GREETING", Value: "hello from the pod"}},
+			Env: []corev1.EnvVar{{Name: "GREETING", Value: "hello from the pod"}, {Name: "DIR", Value: "/var/mnt/data/.migrate"}}, // $(DIR): kubelet's expansion
 			VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/var/mnt/data"}, {Name: "restore", MountPath: "/restore"},
 				{Name: "work", MountPath: "/work"}}}},
 		Volumes: []corev1.Volume{
@@ -173,6 +173,18 @@ func testJobs(t *testing.T, ctx context.Context, k kubernetes.Interface, c *clie
 
 	if got, err := read(ctx, c, "/var/mnt/data/.migrate/rehearsal"); err != nil || got != want {
 		t.Errorf("the pod's file through the Talos API: %q %v", got, err)
+	}
+
+	// what the pod ran in is gone, its result kept (never run twice)
+	podDir := filepath.Join(vmDir, "kube", "pods", string(pod.UID))
+	if _, err := os.Stat(filepath.Join(podDir, "result.json")); err != nil {
+		t.Errorf("the pod's result: %v", err)
+	}
+
+	for _, d := range []string{"containers", "volumes"} {
+		if _, err := os.Stat(filepath.Join(podDir, d)); !os.IsNotExist(err) {
+			t.Errorf("the pod's %s still there: %v", d, err)
+		}
 	}
 
 	if fi, err := os.Stat(filepath.Join(data, "matrix/media/file")); err != nil || fi.Sys().(*syscall.Stat_t).Uid != 991 { //nolint:forcetypeassert

@@ -351,7 +351,7 @@ func TestVM(t *testing.T) {
 		t.Fatalf("a hostPath pod in default: %v", err)
 	}
 
-	testJobs(t, ctx, k, c, data)
+	testJobs(t, ctx, k, c, data, vm.Spec().Dir)
 	interrupted := startInterrupted(t, ctx, k, data)
 
 	// a reboot takes the node's Kubernetes down and up again, etcd's
