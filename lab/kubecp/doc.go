@@ -44,7 +44,9 @@
 // /dev/termination-log, and the output only on error with
 // FallbackToLogsOnError); the Job controller completes or fails the Job. The output is
 // kept in Dir/logs/pods/NS_NAME.log. A pod is bounded by its
-// activeDeadlineSeconds or 30 minutes (DeadlineExceeded). Its result is
+// activeDeadlineSeconds or 30 minutes (DeadlineExceeded, counted from
+// when its first command starts); a pod deleted while it runs has its
+// commands killed. Its result is
 // kept in Dir/pods/UID before the status is written: a control plane
 // started again writes it again and never runs a pod twice; a pod that was
 // running when the control plane stopped fails (NodeShutdown), as on a

@@ -63,16 +63,20 @@ func cannot(reason, format string, args ...any) error {
 func (c *ControlPlane) runPods(ctx context.Context) {
 	defer c.runners.Done()
 
-	started := map[string]bool{} // pod UIDs being run
+	started := map[string]context.CancelFunc{} // pods being run, by UID
 	done := make(chan string)
 	query := "/api/v1/pods?fieldSelector=" + url.QueryEscape("spec.nodeName="+c.cfg.NodeName+",status.phase=Running")
 
 	for {
 		var list corev1.PodList
 		if err := c.do(ctx, http.MethodGet, query, "application/json", nil, &list); err == nil {
+			listed := map[string]bool{}
+
 			for _, pod := range list.Items {
 				uid := string(pod.UID)
-				if started[uid] || !ownedByJob(&pod) || pod.DeletionTimestamp != nil {
+				listed[uid] = pod.DeletionTimestamp == nil
+
+				if started[uid] != nil || !ownedByJob(&pod) || pod.DeletionTimestamp != nil {
 					continue
 				}
 
@@ -80,13 +84,14 @@ func (c *ControlPlane) runPods(ctx context.Context) {
 					continue // the pod-fail stage's (scripts/kwok-stages)
 				}
 
-				started[uid] = true
+				podCtx, cancel := context.WithCancel(ctx)
+				started[uid] = cancel
 
 				c.runners.Add(1)
 
 				go func() {
 					defer c.runners.Done()
-					c.runPod(ctx, pod)
+					c.runPod(ctx, podCtx, pod)
 
 					select {
 					case done <- uid:
@@ -94,12 +99,21 @@ func (c *ControlPlane) runPods(ctx context.Context) {
 					}
 				}()
 			}
+
+			// a pod deleted (or being deleted) while it runs is killed, as
+			// kubelet kills its containers
+			for uid, cancel := range started {
+				if !listed[uid] {
+					cancel()
+				}
+			}
 		}
 
 		select {
 		case <-ctx.Done():
 			return
 		case uid := <-done:
+			started[uid]()
 			delete(started, uid) // a pod still Running on the next list: its status is written again
 		case <-time.After(PollInterval):
 		}
@@ -111,8 +125,8 @@ func ownedByJob(pod *corev1.Pod) bool {
 }
 
 // runPod runs the pod once (its result kept in Dir/pods/UID) and writes
-// its status.
-func (c *ControlPlane) runPod(ctx context.Context, pod corev1.Pod) {
+// its status. ctx is the runner's, podCtx ends too when the pod is deleted.
+func (c *ControlPlane) runPod(ctx, podCtx context.Context, pod corev1.Pod) {
 	dir := filepath.Join(c.cfg.Dir, "pods", string(pod.UID))
 	resultFile := filepath.Join(dir, "result.json")
 
@@ -134,9 +148,13 @@ func (c *ControlPlane) runPod(ctx context.Context, pod corev1.Pod) {
 			return
 		}
 
-		res = c.runPodOnce(ctx, &pod, dir)
+		res = c.runPodOnce(podCtx, &pod, dir)
 		if ctx.Err() != nil {
 			return // stopped: the next start fails it
+		}
+
+		if podCtx.Err() != nil {
+			res = failed(&pod, "Killed", "the pod was deleted while it ran: its commands were killed")
 		}
 
 		// the containers' roots and emptyDirs end with the pod; the binds
@@ -151,6 +169,10 @@ func (c *ControlPlane) runPod(ctx context.Context, pod corev1.Pod) {
 	b, _ = json.Marshal(res) //nolint:errcheck
 	if err := os.WriteFile(resultFile, b, 0o600); err != nil {
 		c.cfg.logf("kubecp: pod %s/%s: %v", pod.Namespace, pod.Name, err)
+	}
+
+	if podCtx.Err() != nil {
+		return // deleted: no status to write
 	}
 
 	if err := c.writeStatus(ctx, &pod, res); err != nil && ctx.Err() == nil {

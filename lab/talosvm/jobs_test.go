@@ -204,6 +204,23 @@ func testJobs(t *testing.T, ctx context.Context, k kubernetes.Interface, c *clie
 		t.Errorf("container statuses %+v", st)
 	}
 
+	// a Job deleted while its pod runs: the command is killed
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "deleted"}, Spec: batchv1.JobSpec{BackoffLimit: new(int32),
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "c", Image: "busybox", Command: []string{"sh", "-c", "sleep 567"}}}}}}}
+	if _, err := k.BatchV1().Jobs("jobs").Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	waitFor(t, ctx, "the deleted job's command to start", func() bool { return sleeping("567") })
+
+	background := metav1.DeletePropagationBackground
+	if err := k.BatchV1().Jobs("jobs").Delete(ctx, "deleted", metav1.DeleteOptions{PropagationPolicy: &background}); err != nil {
+		t.Fatal(err)
+	}
+
+	waitFor(t, ctx, "the deleted job's command to be killed", func() bool { return !sleeping("567") })
+
 	// what the lab cannot do fails the pod, saying so
 	for name, spec := range map[string]corev1.PodSpec{
 		"value-from": {Containers: []corev1.Container{{Name: "c", Image: "busybox", Command: []string{"true"},
@@ -300,5 +317,29 @@ func startInterrupted(t *testing.T, ctx context.Context, k kubernetes.Interface,
 		if b, err := os.ReadFile(starts); err != nil || string(b) != "started\n" {
 			t.Errorf("the interrupted command's starts: %q %v", b, err)
 		}
+	}
+}
+
+// sleeping says whether a process runs `sleep SECONDS`.
+func sleeping(seconds string) bool {
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline") //nolint:errcheck
+	for _, f := range cmdlines {
+		if b, err := os.ReadFile(f); err == nil && string(b) == "sleep\x00"+seconds+"\x00" {
+			return true
+		}
+	}
+
+	return false
+}
+
+func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+
+	for !cond() {
+		if ctx.Err() != nil {
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		}
+
+		time.Sleep(200 * time.Millisecond)
 	}
 }
