@@ -204,6 +204,14 @@ func testJobs(t *testing.T, ctx context.Context, k kubernetes.Interface, c *clie
 		t.Errorf("container statuses %+v", st)
 	}
 
+	// a pod past its activeDeadlineSeconds is killed and fails
+	two := int64(2)
+	j, pod = runJob(t, ctx, k, "jobs", "deadline", corev1.PodSpec{ActiveDeadlineSeconds: &two,
+		Containers: []corev1.Container{{Name: "c", Image: "busybox", Command: []string{"sleep", "60"}}}})
+	if jobCondition(j) != batchv1.JobFailed || pod.Status.Reason != "DeadlineExceeded" || !strings.Contains(pod.Status.Message, "longer than the specified deadline") {
+		t.Errorf("a pod past its deadline: %v, pod %s %s %q", j.Status.Conditions, pod.Status.Phase, pod.Status.Reason, pod.Status.Message)
+	}
+
 	// a Job deleted while its pod runs: the command is killed
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "deleted"}, Spec: batchv1.JobSpec{BackoffLimit: new(int32),
 		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
