@@ -4,11 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/homelab-migrate/migrate/lab/sandbox"
 )
 
 // The init side (see init.go): started again as the lab's own executable
@@ -19,14 +19,6 @@ func init() {
 		initMain()
 	}
 }
-
-// hostDirs are bind-mounted read-only into a rootfs that lacks them, so
-// that ordinary commands (sh, tar, cp) exist in any instance; a host
-// symlink (/bin -> usr/bin on a merged-/usr system) becomes the same
-// symlink in the rootfs.
-var hostDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32"}
-
-var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
 const ctrlFD = 3
 
@@ -39,7 +31,7 @@ func initMain() {
 	if len(os.Args) < 2 || json.Unmarshal([]byte(os.Args[1]), &spec) != nil {
 		die("incushost init: no spec")
 	}
-	if err := mounts(spec.Root, spec.Binds); err != nil {
+	if err := sandbox.Mount(spec.Root, spec.Binds); err != nil {
 		die("the lab could not prepare the instance's mounts: %v", err)
 	}
 	if err := syscall.Chroot(spec.Root); err != nil {
@@ -122,7 +114,7 @@ func send(f *os.File, r reply) {
 // start forks the command; the caller holds the lock the reaper takes,
 // so that the reaper never sees a pid before it is waited for.
 func start(req execSpec, noSetGroups bool, devnull int, fds []int, replyTo *os.File, waiting map[int]*os.File) {
-	path := lookPath(req.Command[0], req.Env)
+	path := sandbox.LookPath(req.Command[0], req.Env)
 	if path == "" {
 		send(replyTo, reply{Error: "Command not found"})
 		replyTo.Close()
@@ -150,30 +142,4 @@ func start(req execSpec, noSetGroups bool, devnull int, fds []int, replyTo *os.F
 	}
 	waiting[pid] = replyTo
 	send(replyTo, reply{PID: pid})
-}
-
-// lookPath finds a command in the (new) root as a shell would.
-func lookPath(name string, env []string) string {
-	executable := func(p string) bool {
-		st, err := os.Stat(p)
-		return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
-	}
-	if strings.Contains(name, "/") {
-		if executable(name) {
-			return name
-		}
-		return ""
-	}
-	path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-	for _, e := range env {
-		if v, ok := strings.CutPrefix(e, "PATH="); ok {
-			path = v
-		}
-	}
-	for _, d := range filepath.SplitList(path) {
-		if p := filepath.Join(d, name); executable(p) {
-			return p
-		}
-	}
-	return ""
 }

@@ -22,8 +22,9 @@
 // user, mount and PID namespaces, that bind-mounts the host's /usr (and
 // /bin, /lib... where the host has them as directories) read-only where
 // the rootfs lacks them, binds /dev/null and friends, mounts /proc,
-// chroots into the rootfs and then forks each command it is sent (with
-// its stdout and stderr files over a unix socket), reaping them as PID 1.
+// chroots into the rootfs (the mounts and namespaces are lab/sandbox's)
+// and then forks each command it is sent (with its stdout and stderr
+// files over a unix socket), reaping them as PID 1.
 // The commands of an instance thus see each other in /proc; stopping the
 // instance kills its init, and with it everything it started.
 //

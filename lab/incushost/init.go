@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/homelab-migrate/migrate/lab/sandbox"
 )
 
 // initProc is a running instance's init: the lab's executable started
@@ -31,24 +33,18 @@ type initProc struct {
 
 // initSpec is what the init is told, as JSON in its argv.
 type initSpec struct {
-	Root      string `json:"root"`
-	NoSetGrps bool   `json:"no_setgroups"`
-	Binds     []bind `json:"binds"`
+	Root      string         `json:"root"`
+	NoSetGrps bool           `json:"no_setgroups"`
+	Binds     []sandbox.Bind `json:"binds"`
 }
 
-// bind is a disk device of a container whose source is a host path.
-type bind struct {
-	Source   string `json:"source"`
-	Path     string `json:"path"`
-	ReadOnly bool   `json:"readonly"`
-}
-
-func binds(devs map[string]map[string]string) []bind {
-	var out []bind
+// binds are the disk devices of a container whose source is a host path.
+func binds(devs map[string]map[string]string) []sandbox.Bind {
+	var out []sandbox.Bind
 	for _, name := range slices.Sorted(maps.Keys(devs)) {
 		d := devs[name]
 		if d["type"] == "disk" && strings.HasPrefix(d["source"], "/") && strings.HasPrefix(d["path"], "/") {
-			out = append(out, bind{Source: d["source"], Path: d["path"], ReadOnly: d["readonly"] == "true"})
+			out = append(out, sandbox.Bind{Source: d["source"], Path: d["path"], ReadOnly: d["readonly"] == "true"})
 		}
 	}
 	return out
@@ -93,7 +89,7 @@ func startInit(in *instance, devs map[string]map[string]string) (*initProc, erro
 		cmd.Stdout, cmd.Stderr = log, log
 		defer log.Close()
 	}
-	cmd.SysProcAttr = namespaces()
+	cmd.SysProcAttr = sandbox.Namespaces()
 	if err := cmd.Start(); err != nil {
 		ctrl.Close()
 		return nil, fmt.Errorf("starting the instance's init in new namespaces: %w", err)
@@ -122,23 +118,6 @@ func (p *initProc) kill() {
 	_ = p.cmd.Process.Kill()
 	<-p.done
 	p.ctrl.Close()
-}
-
-// namespaces: the init is root in a new user namespace (the same IDs as
-// the lab's when it runs as root; only its own user otherwise), with
-// mounts and PIDs of its own.
-func namespaces() *syscall.SysProcAttr {
-	a := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID,
-		Pdeathsig: syscall.SIGKILL}
-	if os.Geteuid() == 0 {
-		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 65536}}
-		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 65536}}
-		a.GidMappingsEnableSetgroups = true
-	} else {
-		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
-		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
-	}
-	return a
 }
 
 // running is a started command: its reply socket says when it ends.

@@ -2,7 +2,8 @@
 // (lab/talosnode through lab/talosvm) after its bootstrap: real processes,
 // no simulation. etcd, kube-apiserver, kube-controller-manager,
 // kube-scheduler and kwok (the node's kubelet: it registers no container
-// runtime, it turns the Node Ready and pods Running) are the binaries
+// runtime, it turns the Node Ready and pods Running; the commands of Job
+// pods run in lab/sandbox, see below) are the binaries
 // scripts/build-kube.sh builds from the Go module proxy into a cache,
 // once (Binaries).
 //
@@ -22,7 +23,51 @@
 // no zombie stays. The processes are started with a parent-death signal:
 // a test or lab killed hard does not leave them running.
 //
+// Job pods run for real when Config.HostPath is set (lab/talosvm sets it
+// to the node's): kwok turns the node's pods Running but runs nothing, so
+// the control plane itself (jobs.go) polls the Running pods of its node
+// that a Job owns (every 300ms; not those annotated migrate.test/fail,
+// which scripts/kwok-stages/pod-fail.yaml fails) and runs each container's
+// command and args, init containers first, one after the other, each in
+// lab/sandbox: chrooted in its own directory under Dir/pods/UID, with the
+// host's /usr, the pod's volumes at their mountPaths and its env values
+// ($(VAR) expanded in command, args and env, as kubelet does).
+// hostPath volumes are where the node path lives on the host (a virtiofs
+// share, or under the node's root), type-checked as kubelet checks them
+// (Directory must exist: "hostPath type check failed: PATH is not a
+// directory"; DirectoryOrCreate and an empty type create it); a
+// persistentVolumeClaim is its bound PV's hostPath; an emptyDir a new
+// directory. Then it writes the pod's status (a merge patch of
+// pods/NAME/status): Succeeded or Failed, each container terminated with
+// its exit code, reason Completed or Error and the last KiB of its output
+// as message (whatever its terminationMessagePolicy: a kubelet reads
+// /dev/termination-log, and the output only on error with
+// FallbackToLogsOnError); the Job controller completes or fails the Job. The output is
+// kept in Dir/logs/pods/NS_NAME.log. A pod is bounded by its
+// activeDeadlineSeconds or 30 minutes (DeadlineExceeded, counted from
+// when its first command starts); a pod deleted while it runs has its
+// commands killed. Its result is
+// kept in Dir/pods/UID before the status is written: a control plane
+// started again writes it again and never runs a pod twice; a pod that was
+// running when the control plane stopped fails (NodeShutdown), as on a
+// node that rebooted. Without Config.HostPath, kwok's pod-complete stage
+// marks Job pods Succeeded without running anything.
+//
 // Differences from a real node: etcd without TLS; one client certificate
 // (system:masters) for the controller manager, scheduler and kwok; no
-// kube-proxy, CoreDNS, flannel or kubelet (kwok runs no container).
+// kube-proxy, CoreDNS, flannel or kubelet. kwok runs no container: only
+// Job pods run (above), and not as a kubelet runs them: no image (the
+// command must exist in the host's /usr, /bin, /sbin), containers one
+// after the other instead of side by side, no restart (restartPolicy
+// OnFailure is Never), no service account token mounted, no network
+// namespace (the host's network), no resource limits, no probes, no logs
+// served to the API server (pods/log), securityContext ignored (the
+// commands run as root of their user namespace, with every capability but
+// CAP_SYS_ADMIN and CAP_SYS_CHROOT). A pod the lab cannot run fails
+// saying so: volumes other than hostPath, a claim bound to a hostPath PV
+// and emptyDir (FailedMount), env valueFrom or envFrom, a container
+// without command (CreateContainerConfigError). The commands run as root
+// in a user namespace: as root on the host, uids 0-65535 are the host's
+// (chown works); as another user only that user is mapped, so a chown to
+// another uid fails (Synapse's restore chowns to 991).
 package kubecp

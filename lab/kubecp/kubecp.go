@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -45,6 +46,11 @@ type Config struct {
 	// ServiceAccountKey is the machine config's service account key (PEM).
 	ServiceAccountKey []byte
 	Log               func(format string, args ...any) // progress; nil for none
+	// HostPath maps a node path to where it lives on the host (the
+	// node's HostPath). With it, the control plane runs the commands of
+	// the node's Job pods (jobs.go) instead of kwok's pod-complete stage
+	// marking them Succeeded; nil runs no pod.
+	HostPath func(nodePath string) (string, error)
 }
 
 // ControlPlane is a running control plane.
@@ -53,6 +59,8 @@ type ControlPlane struct {
 	procs      []*proc // in start order
 	kubeconfig string
 	api        *http.Client
+	stopPods   context.CancelFunc // ends the pod runner (jobs.go)
+	runners    sync.WaitGroup     // the pod runner and its pods
 }
 
 type proc struct {
@@ -172,10 +180,27 @@ func (c *ControlPlane) start(ctx context.Context) error {
 	ours, _ := filepath.Glob(filepath.Join(scriptsDir(), "kwok-stages", "*.yaml")) //nolint:errcheck
 
 	for _, f := range append(stages, ours...) {
+		if cfg.HostPath != nil && filepath.Base(f) == "pod-complete.yaml" {
+			continue // the pod runner ends Job pods, having run them
+		}
+
 		args = append(args, "-c", f)
 	}
 
-	return c.run("kwok", args...)
+	if err := c.run("kwok", args...); err != nil {
+		return err
+	}
+
+	if cfg.HostPath != nil {
+		podCtx, stop := context.WithCancel(context.Background())
+		c.stopPods = stop
+
+		c.runners.Add(1)
+
+		go c.runPods(podCtx)
+	}
+
+	return nil
 }
 
 // run starts one binary with its output in Dir/logs/NAME.log.
@@ -279,6 +304,12 @@ func (c *ControlPlane) get(ctx context.Context, path string) error {
 }
 
 func (c *ControlPlane) call(ctx context.Context, method, path string, body io.Reader) error {
+	return c.do(ctx, method, path, "application/json", body, nil)
+}
+
+// do sends a request to the API server as the control plane's admin and
+// decodes the answer into out (unless nil).
+func (c *ControlPlane) do(ctx context.Context, method, path, contentType string, body io.Reader, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 
@@ -287,7 +318,7 @@ func (c *ControlPlane) call(ctx context.Context, method, path string, body io.Re
 		return err
 	}
 
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", contentType)
 
 	resp, err := c.api.Do(req)
 	if err != nil {
@@ -298,6 +329,10 @@ func (c *ControlPlane) call(ctx context.Context, method, path string, body io.Re
 	b, _ := io.ReadAll(resp.Body) //nolint:errcheck
 	if resp.StatusCode >= 300 {
 		return &httpError{code: resp.StatusCode, body: strings.TrimSpace(string(b))}
+	}
+
+	if out != nil {
+		return json.Unmarshal(b, out)
 	}
 
 	return nil
@@ -354,6 +389,11 @@ func (c *ControlPlane) registerNode(ctx context.Context) error {
 // controller manager, API server, etcd): TERM, KILL after 15s, each
 // reaped. Safe to call twice.
 func (c *ControlPlane) Stop() {
+	if c.stopPods != nil {
+		c.stopPods() // its pods killed, their status left for the next start
+		c.runners.Wait()
+	}
+
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		p := c.procs[i]
 

@@ -105,7 +105,8 @@
 //     directory is Unknown "path must be a regular file". ".." is resolved
 //     lexically and stops at the node's "/", so no host file is reachable; a
 //     symlink that leads out of Root() is PermissionDenied. Root() has
-//     var/mnt/data (the virtiofs volume of the brief) and
+//     var/mnt/data (the virtiofs volume of the brief) when the node is no
+//     VM (Options.Shares nil: a VM's /var/mnt is its shares'), and
 //     /proc/sys/kernel/random/boot_id (BootIDPath), new at every boot: read it
 //     before and after a reboot or upgrade to see that the node rebooted, as
 //     talosctl does.
@@ -115,7 +116,9 @@
 //     of virtiofs whose source is a shared tag mounts that host directory
 //     at /var/mnt/<name> (Read serves it, dmesg says so); a tag no device
 //     has logs the mount failure, and without the document nothing is
-//     mounted.
+//     mounted. HostPath maps a node path to the host (a share's directory
+//     or under Root()), refusing ".." and symlinks out of them: lab/kubecp
+//     mounts pods' hostPath volumes so.
 //     Options.GPU with an installed image whose extensions
 //     (Options.Extensions) include siderolabs/i915 loads the driver:
 //     /proc/modules lists i915 and dmesg has its "i915 0000:00:02.0: [drm]"
@@ -190,6 +193,9 @@
 // and the apply of `talosctl gen config`'s controlplane.yaml; then, with
 // its talosconfig, version, get disks, get systemdisk, services, bootstrap
 // and dmesg; an insecure client is refused the TLS handshake then.
+//   - With Options.ControlPlane (lab/talosvm's lab/kubecp), no kubelet
+//     but kwok: only Job pods' commands run, from the host's /usr, in a
+//     sandbox (lab/sandbox); see lab/kubecp.
 //   - Without Options.ControlPlane, no real etcd, kubelet or Kubernetes:
 //     ServiceList reports them; the kubeconfig points at the config's
 //     endpoint (Options.Endpoint), where nothing may listen.

@@ -39,7 +39,8 @@ const (
 	ConfigPath = "/system/state/config.yaml"
 	// BootIDPath holds a new random id at every (simulated) boot, as on Linux.
 	BootIDPath = "/proc/sys/kernel/random/boot_id"
-	// DataMount is the simulated virtiofs mount (ExternalVolumeConfig) created under Root.
+	// DataMount is the simulated virtiofs mount (ExternalVolumeConfig) created under Root
+	// of a node without Options.Shares.
 	DataMount = "/var/mnt/data"
 )
 
@@ -82,7 +83,8 @@ type Options struct {
 	// Shares are the VM's virtiofs shares: tag -> host directory. An
 	// ExternalVolumeConfig of type virtiofs whose source is a tag mounts
 	// that directory at /var/mnt/<name> (Read serves it); without one
-	// nothing is mounted.
+	// nothing is mounted. A node with no Shares (nil: not a VM) has an
+	// empty DataMount directory under its root instead.
 	Shares map[string]string
 	// GPU: the VM has the iGPU (0000:00:02.0). Its driver (i915 in
 	// /proc/modules, its [drm] lines in dmesg) loads only when the
@@ -249,7 +251,12 @@ func New(opts Options) (*Node, error) {
 		}
 	}
 
-	for _, d := range []string{dir, n.rootDir, filepath.Join(n.rootDir, DataMount), filepath.Join(n.rootDir, filepath.Dir(ConfigPath))} {
+	dirs := []string{dir, n.rootDir, filepath.Join(n.rootDir, filepath.Dir(ConfigPath))}
+	if opts.Shares == nil { // a VM's shares say what /var/mnt holds, as on a node
+		dirs = append(dirs, filepath.Join(n.rootDir, DataMount))
+	}
+
+	for _, d := range dirs {
 		if err = os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
 		}

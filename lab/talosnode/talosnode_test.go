@@ -978,3 +978,45 @@ func TestUpgradeStagedAndRefused(t *testing.T) {
 		t.Errorf("version %s after the reboot", n.Version())
 	}
 }
+
+// TestHostPath: where a node path lives on the host (lab/kubecp mounts
+// it into the pods it runs), never out of the node's filesystem.
+func TestHostPath(t *testing.T) {
+	n := startNode(t, talosnode.Options{})
+	root, err := filepath.EvalSymlinks(n.Root())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err = os.MkdirAll(filepath.Join(root, "var/lib/app"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, link := range []struct{ target, name string }{{"/etc", "var/etc"}, {"lib/app", "var/app"}, {"../../..", "var/lib/up"}} {
+		if err = os.Symlink(link.target, filepath.Join(root, link.name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for p, want := range map[string]string{
+		"/var/mnt/data":         filepath.Join(root, "var/mnt/data"),
+		"/var/lib/app/new/file": filepath.Join(root, "var/lib/app/new/file"), // need not exist
+		"/var/app/x":            filepath.Join(root, "var/lib/app/x"),        // a symlink inside the node's filesystem
+		"/":                     root,
+	} {
+		if got, err := n.HostPath(p); err != nil || got != want {
+			t.Errorf("HostPath(%s) = %q, %v; want %s", p, got, err, want)
+		}
+	}
+
+	for p, want := range map[string]string{
+		"var/lib":                 "is not absolute",
+		"/var/mnt/../../etc":      `".." is not allowed`,
+		"/var/etc/passwd":         "a symlink leads out of the node's filesystem",
+		"/var/lib/up/escaped/dir": "a symlink leads out of the node's filesystem",
+	} {
+		if got, err := n.HostPath(p); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("HostPath(%s) = %q, %v; want an error with %q", p, got, err, want)
+		}
+	}
+}

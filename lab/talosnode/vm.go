@@ -2,6 +2,7 @@ package talosnode
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path"
 	"path/filepath"
@@ -157,4 +158,53 @@ func (n *Node) etcdHealthy(bootstrapped bool, since time.Time) bool {
 	}
 
 	return !time.Now().Before(since)
+}
+
+// HostPath is where the absolute node path p lives on the host: under a
+// virtiofs mount, in the shared host directory; else under the node's
+// root directory (Root). The path need not exist; a path with ".." or
+// whose existing part goes through a symlink pointing out of that
+// directory is refused, so that what a pod mounts stays the node's.
+func (n *Node) HostPath(p string) (string, error) {
+	if !path.IsAbs(p) {
+		return "", fmt.Errorf("node path %q is not absolute", p)
+	}
+
+	if slices.Contains(strings.Split(p, "/"), "..") {
+		return "", fmt.Errorf("node path %q: \"..\" is not allowed", p)
+	}
+
+	p = path.Clean(p)
+	base, rel := n.rootDir, strings.TrimPrefix(p, "/")
+
+	if dir, in, ok := n.resolveMount(p); ok {
+		base, rel = dir, in
+	}
+
+	realBase, err := filepath.EvalSymlinks(base)
+	if err != nil {
+		return "", fmt.Errorf("node path %s: %w", p, err)
+	}
+
+	// the longest part that exists, its symlinks resolved, then the rest
+	existing, rest := filepath.Join(realBase, rel), ""
+	for existing != realBase {
+		if _, err := os.Lstat(existing); err == nil {
+			break
+		}
+
+		rest = filepath.Join(filepath.Base(existing), rest)
+		existing = filepath.Dir(existing)
+	}
+
+	resolved, err := filepath.EvalSymlinks(existing)
+	if err != nil {
+		return "", fmt.Errorf("node path %s: %w", p, err)
+	}
+
+	if r, err := filepath.Rel(realBase, resolved); err != nil || r == ".." || strings.HasPrefix(r, "../") {
+		return "", fmt.Errorf("node path %s: a symlink leads out of the node's filesystem (to %s)", p, resolved)
+	}
+
+	return filepath.Join(resolved, rest), nil
 }

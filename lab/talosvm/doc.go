@@ -30,4 +30,12 @@
 // Kubeconfig RPC returns reaches it when the config's cluster endpoint is
 // https://Addr:6443 (Endpoint). A reboot of the node stops and restarts its
 // Kubernetes; Stop stops all of it.
+//
+// The node runs the commands of its Job pods (lab/kubecp, given the node's
+// HostPath): a hostPath /var/mnt/data is the `data` share once the
+// ExternalVolumeConfig mounted it, so a Job writes a file there that the
+// host's data directory and the node's Read both see; before (or without
+// the device) /var/mnt/data does not exist on the node and a hostPath of
+// type Directory fails the pod with kubelet's type-check message. No image
+// is pulled: the commands are the host's (see lab/kubecp's doc).
 package talosvm

@@ -113,6 +113,8 @@ func Boot(_ context.Context, spec Spec) (*VM, error) {
 		return nil, fmt.Errorf("talosvm: VM %q: %w", spec.Name, err)
 	}
 
+	k.hostPath = node.HostPath // the node's paths, for its pods' hostPath volumes
+
 	if err = node.Start(net.JoinHostPort(spec.Addr, fmt.Sprint(APIPort))); err != nil {
 		node.Stop()
 
@@ -173,7 +175,8 @@ func (v *VM) Stop() { v.node.Stop() }
 // kube is the node's talosnode.ControlPlane: kubecp, started in the
 // background (the Bootstrap RPC answers at once, as on a node).
 type kube struct {
-	spec Spec
+	spec     Spec
+	hostPath func(string) (string, error)
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -229,6 +232,7 @@ func (k *kube) start(ctx context.Context, cfg talosconfig.Config, etcdDir string
 		Bin:               bin,
 		CA:                cluster.IssuingCA(),
 		ServiceAccountKey: cluster.ServiceAccount().Key,
+		HostPath:          k.hostPath,
 		Log:               k.spec.Log,
 	})
 	if err == nil {

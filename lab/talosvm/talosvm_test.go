@@ -22,6 +22,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate"
 	machinetype "github.com/siderolabs/talos/pkg/machinery/config/machine"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -234,7 +235,7 @@ func TestVM(t *testing.T) {
 		t.Fatal("a VM booted from the ISO is not in maintenance mode")
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	node := homelabHostname(t)
 
@@ -350,6 +351,9 @@ func TestVM(t *testing.T) {
 		t.Fatalf("a hostPath pod in default: %v", err)
 	}
 
+	testJobs(t, ctx, k, c, data, vm.Spec().Dir)
+	interrupted := startInterrupted(t, ctx, k, data)
+
 	// a reboot takes the node's Kubernetes down and up again, etcd's
 	// data kept: the Node is still there
 	before := vm.KubernetesPIDs()
@@ -369,6 +373,8 @@ func TestVM(t *testing.T) {
 
 		time.Sleep(time.Second)
 	}
+
+	interrupted(t)
 
 	for name, pid := range before {
 		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
@@ -502,6 +508,32 @@ func TestVMWithoutGPU(t *testing.T) {
 			}
 
 			if !tc.share {
+				// no share, no /var/mnt/data on the node: a pod that needs
+				// the directory fails as kubelet's type check fails it
+				if err := c.Bootstrap(ctx, &machine.BootstrapRequest{}); err != nil {
+					t.Fatal(err)
+				}
+
+				if err := vm.WaitKubernetes(ctx); err != nil {
+					t.Fatal(err)
+				}
+
+				k := kubeClient(t, ctx, c)
+				privileged(t, ctx, k, "jobs")
+
+				writer := func(name string) (*batchv1.Job, *corev1.Pod) {
+					return runJob(t, ctx, k, "jobs", name, corev1.PodSpec{
+						Containers: []corev1.Container{{Name: "c", Image: "busybox", Command: []string{"sh", "-c", "echo from the pod > /data/pod"},
+							VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
+						Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/mnt/data", Type: &dataDir}}}},
+					})
+				}
+
+				j, pod := writer("without-share")
+				if want := "hostPath type check failed: /var/mnt/data is not a directory"; jobCondition(j) != batchv1.JobFailed || !strings.Contains(podMessage(pod), want) {
+					t.Fatalf("a hostPath Directory job without the share: %v, pod %s %q", j.Status.Conditions, pod.Status.Phase, podMessage(pod))
+				}
+
 				// the volume document added later mounts the share without
 				// a reboot, as volume documents apply live
 				cur, err := read(ctx, c, talosnode.ConfigPath)
@@ -518,6 +550,14 @@ func TestVMWithoutGPU(t *testing.T) {
 
 				if got, err := read(ctx, c, "/var/mnt/data/probe"); err != nil || got != "x" {
 					t.Fatalf("read the share after adding its document: %q %v", got, err)
+				}
+
+				if j, pod := writer("with-share"); jobCondition(j) != batchv1.JobComplete {
+					t.Fatalf("the job once the share is mounted: %v, pod %s %q", j.Status.Conditions, pod.Status.Phase, podMessage(pod))
+				}
+
+				if b, err := os.ReadFile(filepath.Join(data, "pod")); err != nil || string(b) != "from the pod\n" {
+					t.Fatalf("the pod's file in the share: %q %v", b, err)
 				}
 			}
 

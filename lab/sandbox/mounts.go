@@ -1,4 +1,4 @@
-package incushost
+package sandbox
 
 import (
 	"fmt"
@@ -7,13 +7,31 @@ import (
 	"syscall"
 )
 
-// mounts prepares the rootfs in the init's own mount namespace: the
-// host's command directories read-only, /dev's harmless nodes, /proc.
-func mounts(root string, binds []bind) error {
+// HostDirs are bind-mounted read-only into a root that lacks them, so
+// that ordinary commands (sh, tar, cp) exist in any root; a host symlink
+// (/bin -> usr/bin on a merged-/usr system) becomes the same symlink in
+// the root.
+var HostDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32"}
+
+// Devices are the harmless nodes of /dev bound into a root.
+var Devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// Bind is a host path (a directory or a file) mounted at Path in the root.
+type Bind struct {
+	Source   string `json:"source"`
+	Path     string `json:"path"`
+	ReadOnly bool   `json:"readonly"`
+}
+
+// Mount prepares root in the caller's own mount namespace (see
+// Namespaces): the host's command directories read-only, /dev's
+// harmless nodes, the binds, /proc. Never call it in the lab's own
+// namespace: the mounts would be the host's.
+func Mount(root string, binds []Bind) error {
 	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("making / private: %w", err)
 	}
-	for _, d := range hostDirs {
+	for _, d := range HostDirs {
 		fi, err := os.Lstat(d)
 		if err != nil {
 			continue
@@ -32,7 +50,7 @@ func mounts(root string, binds []bind) error {
 	}
 	dev := filepath.Join(root, "dev")
 	_ = os.MkdirAll(dev, 0o755)
-	for _, n := range devices {
+	for _, n := range Devices {
 		p := filepath.Join(dev, n)
 		if _, err := os.Lstat(p); os.IsNotExist(err) {
 			if f, err := os.Create(p); err == nil {
@@ -41,7 +59,7 @@ func mounts(root string, binds []bind) error {
 		}
 		_ = syscall.Mount("/dev/"+n, p, "", syscall.MS_BIND, "")
 	}
-	for _, b := range binds { // disk devices: a bind mount, as the daemon's for a container
+	for _, b := range binds { // as the daemon binds a container's disk devices
 		if err := bindDevice(root, b); err != nil {
 			return err
 		}
@@ -114,7 +132,7 @@ func stFlag(ms uintptr) uintptr {
 	}
 }
 
-func bindDevice(root string, b bind) error {
+func bindDevice(root string, b Bind) error {
 	st, err := os.Stat(b.Source)
 	if err != nil {
 		return fmt.Errorf("Missing source path %q", b.Source)
@@ -133,7 +151,7 @@ func bindDevice(root string, b bind) error {
 	if err != nil {
 		return fmt.Errorf("mount point %s: %w", b.Path, err)
 	}
-	// In the init's own mount namespace: a symlink in the path can only
+	// In the caller's own mount namespace: a symlink in the path can only
 	// misplace the mount there, never on the host.
 	target := filepath.Join(root, rel)
 	if err := syscall.Mount(b.Source, target, "", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
