@@ -6,7 +6,6 @@ LDFLAGS := -X main.version=$(VERSION)
 export GOTOOLCHAIN := local
 
 LAB_DIR ?= /tmp/talos-lab
-DEMO_DIR ?= /tmp/migrate-quickstart
 # Where the noisy output of the set-up steps goes; shown only when one fails.
 SETUP_LOG ?= $(or $(TMPDIR),/tmp)/migrate-setup.log
 
@@ -91,10 +90,10 @@ fuzz:
 golden:
 	$(GO) test -count=1 ./... -update
 
-## demo: the quick start's migration, its lab and state in $(DEMO_DIR).
+## demo: migrate demo: the whole move of examples/homelab against the lab
+## home server, a failure, the resumed run, the rollback (see README.md).
 demo: build
-	./bin/migrate run --all --runbook examples/quickstart --state $(DEMO_DIR)/state \
-		--var lab=$(DEMO_DIR)/lab --auto-approve --approve approval.cleanup
+	./bin/migrate demo $(DEMO_FLAGS)
 
 ## lab: the lab's Talos node in the foreground (Ctrl-C stops it), in $(LAB_DIR).
 lab: build

@@ -109,6 +109,13 @@ func (a *app) demo(ctx context.Context, o demoOptions) (err error) {
 		d.bold = d.bold.Bold(true).Foreground(lipgloss.Color("12"))
 		d.dim = d.dim.Faint(true)
 	}
+	if os.Geteuid() != 0 {
+		// The lab maps only its user's own uid into the namespaces it runs
+		// commands in: Synapse's restore Job (chown -R 991:991, as on a
+		// real node) would fail half-way through. Say so before starting.
+		return errors.New("migrate demo needs root: the Matrix move's restore Job gives Synapse's data to its user (chown 991), and as another user the lab can map only your own uid. " +
+			"Run it as root (sudo make demo), or drive the lab yourself: migrate lab serve, then the phases up to host-services (see README.md, The lab)")
+	}
 	if d.self, err = os.Executable(); err != nil {
 		return err
 	}

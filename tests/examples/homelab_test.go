@@ -9,11 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclwrite"
-	"github.com/zclconf/go-cty/cty"
-
-	"github.com/homelab-migrate/migrate/lab/talosnode"
+	"github.com/homelab-migrate/migrate/lab/home"
 )
 
 // homelabApps is examples/homelab with only its data-apps and
@@ -99,76 +95,56 @@ func TestHomelabMediaNeedsPrivileged(t *testing.T) {
 	}
 }
 
-// TestHomelabRehearsalWithoutGPU: the rehearsal's iGPU check, as the
-// example has it, on a node whose only graphics card is virtual (the old
-// VM's, the brief's discovery) fails the phase with words a person
-// understands. The node is the lab's Talos node, its /proc/modules a
-// virtual GPU's; the check's other steps (the VM, the install) are left
-// out, its provider pointed at the node.
+// TestHomelabRehearsalWithoutGPU: the brief's discovery, reproduced. The
+// rehearsal phase of the example runs against the lab home server with
+// its VM's gpu device removed (the old VM never had the real iGPU): the
+// VM boots from the ISO, installs, bootstraps, its Job writes on the data
+// share and the node reads it back, and then the iGPU check fails the
+// phase with words a person understands. The throwaway VM is not deleted:
+// nothing after a failed check runs.
 func TestHomelabRehearsalWithoutGPU(t *testing.T) {
 	t.Parallel()
-	labDir := t.TempDir()
-	node, err := talosnode.New(talosnode.Options{Dir: labDir})
+	h, err := home.Start(t.Context(), home.Options{Dir: filepath.Join(t.TempDir(), "lab"), AddressBlock: 22})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := node.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(node.Stop)
-	modules := filepath.Join(node.Root(), "proc/modules")
-	os.MkdirAll(filepath.Dir(modules), 0o755)
-	if err := os.WriteFile(modules, []byte("virtio_gpu 94208 0 - Live 0x0000000000000000\ndrm_kms_helper 249856 1 virtio_gpu, Live 0x0000000000000000\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { h.Close() })
 
 	dir := copyExample(t, "homelab")
 	path := filepath.Join(dir, "main.hcl")
-	f, diags := hclwrite.ParseConfig(must(os.ReadFile(path)), path, hcl.InitialPos)
-	if diags.HasErrors() {
-		t.Fatal(diags)
+	src := string(must(os.ReadFile(path)))
+	const igpu = "      igpu    = { type = \"gpu\", gputype = \"physical\", pci = var.igpu_pci }\n"
+	rehearsal := strings.Index(src, `step "incus_instance" "rehearsal"`)
+	at := strings.Index(src[rehearsal:], igpu)
+	if rehearsal < 0 || at < 0 {
+		t.Fatalf("the example's rehearsal VM has no igpu device line %q", igpu)
 	}
-	for _, b := range f.Body().Blocks() {
-		l := b.Labels()
-		switch {
-		case b.Type() == "provider" && l[0] == "talos" && l[1] == "rehearsal":
-			b.Body().RemoveAttribute("endpoints") // the talosconfig's: the lab node
-			b.Body().SetAttributeValue("talosconfig", cty.StringVal(filepath.Join(labDir, "talosconfig")))
-			b.Body().SetAttributeValue("secrets", cty.StringVal(filepath.Join(labDir, "secrets.yaml")))
-			b.Body().SetAttributeValue("cluster_endpoint", cty.StringVal("https://127.0.0.1:6443"))
-		case b.Type() == "phase" && l[0] == "rehearsal":
-			for _, s := range b.Body().Blocks() {
-				if s.Type() == "step" && s.Labels()[0] == "talos_read" && s.Labels()[1] == "rehearsal_igpu" {
-					s.Body().RemoveAttribute("depends_on")
-				} else {
-					b.Body().RemoveBlock(s)
-				}
-			}
-		}
-		if b.Type() == "phase" && l[0] != "rehearsal" || b.Type() == "provider" && !(l[0] == "talos" && l[1] == "rehearsal") {
-			f.Body().RemoveBlock(b)
-		}
-	}
-	if err := os.WriteFile(path, f.Bytes(), 0o644); err != nil {
+	src = src[:rehearsal+at] + src[rehearsal+at+len(igpu):]
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
 
 	cmd := exec.Command(migrate, "run", "--phase", "rehearsal", "--auto-approve", "--runbook", dir, "--no-color")
-	cmd.Env = append(os.Environ(), "MIGRATE_AGE_IDENTITY="+filepath.Join(dir, "secrets/demo-identity.txt"))
+	cmd.Env = append(append(os.Environ(), h.Env()...), "MIGRATE_AGE_IDENTITY="+filepath.Join(dir, "secrets/demo-identity.txt"))
 	out, err := cmd.CombinedOutput()
 	if err == nil {
-		t.Fatalf("the rehearsal passed on a node without the iGPU:\n%s", out)
+		t.Fatalf("the rehearsal passed on a VM without the iGPU:\n%s", out)
 	}
 	text := strings.Join(strings.Fields(string(out)), " ")
 	for _, want := range []string{
+		"/var/mnt/data/.migrate/rehearsal read through the API (34 bytes) as expected", // the data test passed
 		"talos_read.rehearsal_igpu: No Intel iGPU on the rehearsal node: the i915 driver is not loaded.",
 		"Does the VM have the gpu device (pci 0000:00:02.0)",
 		"decode video on the CPU",
 		`What was read: /proc/modules (`, `does not contain "i915"`,
+		"incus_instance.rehearsal_deleted: skipped",
 	} {
 		if !strings.Contains(text, want) {
-			t.Errorf("the failure lacks %q:\n%s", want, out)
+			t.Errorf("the rehearsal's output lacks %q:\n%s", want, out)
 		}
+	}
+	if h.VM("rehearsal") == nil {
+		t.Error("the throwaway VM is gone after a failed rehearsal")
 	}
 }
 

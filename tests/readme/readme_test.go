@@ -120,7 +120,8 @@ func processesMentioning(s string) []int {
 // written, except that /tmp/ becomes a directory of this test's own, so
 // that a run never meets a reader's walk-through (the quick start's lab,
 // whose default is in the runbook, is moved there with MIGRATE_VAR_lab,
-// and the Makefile's directories with DEMO_DIR and LAB_DIR).
+// and the Makefile's lab node with LAB_DIR; make demo uses a temporary
+// directory of its own).
 func TestREADMECommands(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {
@@ -149,7 +150,7 @@ func TestREADMECommands(t *testing.T) {
 	cmd := exec.CommandContext(ctx, "bash", "-c", script.String())
 	cmd.Dir = src
 	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "MIGRATE_VAR_lab="+tmp+"/migrate-quickstart/lab",
-		"DEMO_DIR="+tmp+"/make-demo", "LAB_DIR="+tmp+"/make-lab", "NO_COLOR=1")
+		"LAB_DIR="+tmp+"/make-lab", "NO_COLOR=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var out bytes.Buffer
 	// A command that hangs until the deadline says where: the process

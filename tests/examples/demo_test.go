@@ -1,0 +1,82 @@
+package examples
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestDemo runs `migrate demo` as `make demo` does, in a directory of its
+// own: it exits 0 after every phase of examples/homelab ran against the
+// lab, the injected federation failure stopped ingress-matrix and the
+// same command resumed it, every phase was rolled back and the three old
+// VMs run again with their data. No process of its lab is left.
+func TestDemo(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "demo")
+	cmd := exec.Command(migrate, "demo", "--dir", dir, "--address-block", "21", "--no-color")
+	cmd.Env = append(os.Environ(), "MIGRATE_AGE_IDENTITY=", "INCUS_SOCKET=", "INCUS_DIR=")
+	out, err := cmd.CombinedOutput()
+	text := string(out)
+	if err != nil {
+		t.Fatalf("migrate demo: %v\n%s\nthe lab's log ends:\n%s", err, tail(text, 80), tail(string(must(os.ReadFile(filepath.Join(dir, "lab.log")))), 40))
+	}
+	// In this order: the plan, every phase, the failure, the resumed run,
+	// the rollback, the old VMs.
+	order := []string{
+		"$ migrate plan",
+		"Phase rehearsal complete",
+		"Phase platform complete",
+		"Phase data-apps complete",
+		"Phase host-services complete",
+		"check http_check.federation: failed",
+		"Phase ingress-matrix failed",
+		"Phase ingress-matrix: failed", // the status
+		"Phase ingress-matrix complete",
+		"Phase cleanup complete",
+		"Rollback complete",
+		"services  Running",
+		"matrix    Running",
+		"k3s       Running",
+		"systemctl is-active matrix-synapse: active",
+		"Phase rehearsal: rolled back", // the last status
+		"The demo is complete",
+	}
+	at := 0
+	for _, want := range order {
+		i := strings.Index(text[at:], want)
+		if i < 0 {
+			t.Fatalf("the demo's output lacks %q after position %d:\n%s", want, at, tail(text, 120))
+		}
+		at += i + len(want)
+	}
+	// The rehearsal's Job ran on the lab's node: its file is on the data
+	// share, read back through the Talos API.
+	for _, want := range []string{"Job media/data-share-write completed", "/var/mnt/data/.migrate/rehearsal read through the API",
+		"kubernetes_job.rehearsal_write: reverted (nothing to undo: it went with incus_instance.rehearsal_deleted)"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the demo's output lacks %q", want)
+		}
+	}
+	if got := string(must(os.ReadFile(filepath.Join(dir, "lab", "data", ".migrate", "rehearsal")))); got != "written by a pod of the rehearsal\n" {
+		t.Errorf("the rehearsal's file on the data share: %q", got)
+	}
+	if m := regexp.MustCompile(`(?m)^Error:`).FindAllString(text, -1); len(m) != 1 {
+		t.Errorf("the demo printed %d errors, want the one of the injected failure:\n%s", len(m), text)
+	}
+	if procs := processesMentioning(filepath.Join(dir, "lab")); len(procs) > 0 {
+		t.Errorf("processes of the demo's lab left: %v", procs)
+	}
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
