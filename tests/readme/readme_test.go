@@ -194,7 +194,7 @@ func TestREADMECommands(t *testing.T) {
 	}
 
 	// The walk-throughs wrote where the README says, nothing into the tree.
-	for _, p := range []string{"migrate-quickstart/state/state.json", "make-demo/lab/old-vm/STOPPED", "talos-lab/state/state.json", "talos-lab/rendered/kubeconfig"} {
+	for _, p := range []string{"migrate-quickstart/state/state.json", "talos-lab/state/state.json", "talos-lab/rendered/kubeconfig"} {
 		if _, err := os.Stat(filepath.Join(tmp, p)); err != nil {
 			t.Errorf("a walk-through did not write %s: %v", p, err)
 		}
