@@ -13,9 +13,11 @@
 // Layout of Dir: incus/ (the Incus host; incus/unix.socket is its socket,
 // what INCUS_DIR points the incus provider at), data/ (the host's data,
 // the example's zfs_data, shared into the VMs), images/ (the Talos ISO: an
-// empty placeholder, the lab boots no real image), vms/NAME/ (each Talos
-// VM's node and Kubernetes) and lab.env (Env, for `migrate lab env`:
-// lab/labenv; removed by Close).
+// empty placeholder, the lab boots no real image) and lab.env (Env, for
+// `migrate lab env`: lab/labenv; removed by Close). Each Talos VM's node
+// and Kubernetes live in its instance's directory
+// (incus/instances/NAME/guest/): deleting the instance deletes them, and
+// a new VM of the same name boots from an empty disk.
 //
 // Addresses: the Incus host gives every instance a 127.0.1.N address at
 // its creation, in creation order; a Talos VM listens on it (machine API

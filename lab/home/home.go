@@ -74,7 +74,7 @@ func Start(ctx context.Context, o Options) (*Home, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
-	for _, d := range []string{"incus", "data", "images", "vms"} {
+	for _, d := range []string{"incus", "data", "images"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return nil, fmt.Errorf("lab: %w", err)
 		}
@@ -152,9 +152,10 @@ func (h *Home) logf(format string, args ...any) {
 // the address the host gave it.
 func (h *Home) bootVM(ctx context.Context, spec incushost.VMSpec) (incushost.Guest, error) {
 	vm, err := talosvm.Boot(ctx, talosvm.Spec{
-		Name:    spec.Name,
-		Addr:    spec.IPv4,
-		Dir:     filepath.Join(h.dir, "vms", spec.Name),
+		Name: spec.Name,
+		Addr: spec.IPv4,
+		Dir:  spec.Dir, // deleted with the instance
+
 		Disks:   disks(spec.Disks),
 		DataDir: spec.DataShare,
 		GPU:     spec.GPU,

@@ -136,6 +136,24 @@ func TestHome(t *testing.T) {
 	}
 	conn.Close()
 
+	// Its disks are the instance's: deleted with it, so that a new VM of
+	// the same name boots from an empty disk, as on Incus.
+	if !strings.HasPrefix(spec.Dir, filepath.Join(dir, "incus")+"/") {
+		t.Errorf("the VM keeps its node in %s, outside its instance", spec.Dir)
+	}
+	if _, err := os.Stat(spec.Dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetState(ctx, "talos", incusapi.InstanceStatePut{Action: "stop", Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteInstance(ctx, "talos"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(spec.Dir); !os.IsNotExist(err) {
+		t.Errorf("the VM's node after the instance's deletion: %v", err)
+	}
+
 	closed = true
 	if err := h.Close(); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +29,10 @@ type VMSpec struct {
 	GPU bool
 	// IPv4 is the address the lab gives it (127.0.1.N), reported as eth0's.
 	IPv4 string
+	// Dir is where the guest keeps what is on its disks: inside the
+	// instance's directory, so that it goes when the instance is deleted
+	// (a new VM of the same name starts from an empty disk).
+	Dir string
 }
 
 // Disk is a disk device of a VM.
@@ -84,7 +89,7 @@ func (s *Server) needsBoot(in *instance) bool { return s.isoFile(in) != "" }
 // vmSpec describes a VM for BootVM; the caller holds s.mu.
 func (s *Server) vmSpec(in *instance) (VMSpec, error) {
 	cfg, devs := s.expanded(in)
-	spec := VMSpec{Name: in.Name, Config: cfg, Devices: devs, IPv4: in.IPv4}
+	spec := VMSpec{Name: in.Name, Config: cfg, Devices: devs, IPv4: in.IPv4, Dir: filepath.Join(in.dir, "guest")}
 	for _, name := range slices.Sorted(maps.Keys(devs)) {
 		d := devs[name]
 		switch d["type"] {
