@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
+	"os"
+	"path/filepath"
+
 	"github.com/spf13/cobra"
 
-	"github.com/homelab-migrate/migrate/state"
+	"github.com/homelab-migrate/migrate/phases"
 )
 
 func (a *app) stateCommand() *cobra.Command {
@@ -17,16 +21,17 @@ func (a *app) stateCommand() *cobra.Command {
 		Short: "Print the state snapshot as JSON, and who holds the lock",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) (err error) {
-			dir, err := a.stateDir()
+			ctx := context.Background()
+			b, err := a.stateBackend()
 			if err != nil {
 				return err
 			}
-			st, err := a.openState(false)
+			st, err := a.openBackend(ctx, b, false)
 			if err != nil {
 				return err
 			}
 			defer a.closeState(st, &err)
-			lock, err := state.ReadLock(dir)
+			lock, err := a.readLock(ctx, b)
 			if err != nil {
 				a.view().Warn("cannot read the lock: %v", err)
 			}
@@ -39,14 +44,15 @@ func (a *app) stateCommand() *cobra.Command {
 		Short: "Remove the lock left by a process that is gone",
 		Long: `Remove the state lock with the given ID (state show prints it). It is
 refused while the process holding the lock is alive: stop that process
-instead, as two writers would corrupt the state.`,
+instead, as two writers would corrupt the state. In etcd, a dead holder's
+lock also goes by itself once its lease expires (lock_ttl).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			dir, err := a.stateDir()
+			b, err := a.stateBackend()
 			if err != nil {
 				return err
 			}
-			if err := state.Unlock(dir, args[0]); err != nil {
+			if err := a.unlock(context.Background(), b, args[0]); err != nil {
 				return err
 			}
 			a.view().Unlocked(args[0])
@@ -55,4 +61,26 @@ instead, as two writers would corrupt the state.`,
 	}
 	cmd.AddCommand(show, unlock)
 	return cmd
+}
+
+// stateBackend is the backend of the state commands. They take no --var:
+// the runbook (its variables from MIGRATE_VAR_NAME) is read for its
+// backend block only when neither --backend nor MIGRATE_BACKEND chose one
+// and the directory holds a runbook; otherwise the state is local.
+func (a *app) stateBackend() (*phases.BackendConfig, error) {
+	if a.backendURL != "" || os.Getenv(backendEnv) != "" {
+		return a.backendFor(nil)
+	}
+	dir, err := a.dir()
+	if err != nil {
+		return a.backendFor(nil)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "*.hcl")); len(files) == 0 {
+		return a.backendFor(nil)
+	}
+	rb, err := a.load(varFlags{optional: true})
+	if err != nil {
+		return nil, err
+	}
+	return a.backendFor(rb)
 }
