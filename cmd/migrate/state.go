@@ -13,7 +13,7 @@ import (
 func (a *app) stateCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "state",
-		Short: "Inspect the state or break a dead holder's lock",
+		Short: "Inspect the state, break a dead holder's lock, move the state between backends",
 	}
 	var asJSON bool
 	show := &cobra.Command{
@@ -60,6 +60,7 @@ lock also goes by itself once its lease expires (lock_ttl).`,
 		},
 	}
 	cmd.AddCommand(show, unlock)
+	cmd.AddCommand(a.moveCommands()...)
 	return cmd
 }
 
