@@ -65,7 +65,7 @@ var language = []block{
 			"key":       attr(cty.String, "The client certificate's private key (PEM file), with cert."),
 			"username":  attr(cty.String, "The etcd user, with password."),
 			"password":  {Type: cty.String, Sensitive: true, Description: "The etcd user's password; better a sensitive variable or MIGRATE_ETCD_PASSWORD than text in the runbook. Never shown, logged or stored."},
-			"lock_ttl":  attr(cty.String, "How long the lock outlives a holder that died (its lease), a duration of at least \"1s\"; default \"30s\"."),
+			"lock_ttl":  attr(cty.String, "How long the lock outlives a holder that died (its lease), a duration of at least \"2s\"; default \"30s\"."),
 		},
 	},
 	{

@@ -26,9 +26,9 @@ type backendBlock struct {
 // BackendTypes are the backend types a backend block may name.
 var BackendTypes = []string{"etcd", "local"}
 
-// minLockTTL is the shortest lease etcd grants as asked: it lengthens
+// MinLockTTL is the shortest lease etcd grants as asked: it lengthens
 // shorter ones to its election timeout.
-const minLockTTL = time.Second
+const MinLockTTL = 2 * time.Second
 
 var etcdBackendSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "endpoints", Required: true},
@@ -126,11 +126,11 @@ func (ld *load) etcdBackend(b *backendBlock) *phases.BackendConfig {
 	}
 	if a, ok := content.Attributes["lock_ttl"]; ok {
 		if d, ok := ld.duration(a.Expr, "lock_ttl", false); ok {
-			if d < minLockTTL {
+			if d < MinLockTTL {
 				ld.diags = append(ld.diags, &hcl.Diagnostic{
 					Severity: hcl.DiagError,
 					Summary:  "Invalid Duration",
-					Detail:   fmt.Sprintf("The lock_ttl must be at least %s: etcd grants no shorter lease. It is how long the lock outlives a holder that died.", minLockTTL),
+					Detail:   fmt.Sprintf("The lock_ttl must be at least %s: etcd grants no shorter lease. It is how long the lock outlives a holder that died.", MinLockTTL),
 					Subject:  a.Expr.Range().Ptr(),
 				})
 			} else {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/runbooks"
 	"github.com/homelab-migrate/migrate/state"
 )
 
@@ -23,11 +24,17 @@ const (
 	passwordEnv = "MIGRATE_ETCD_PASSWORD"
 )
 
+// minLockTTL is etcd's shortest lease.
+const minLockTTL = runbooks.MinLockTTL
+
 // stateStore is the state as the commands use it, local or in etcd.
 type stateStore interface {
 	state.Manager
 	Lineage() string
 	LockInfo() *state.LockInfo
+	// Import replaces the whole state (state push and pull), refusing,
+	// unless force, a target of another lineage or a newer serial.
+	Import(snap *state.Snapshot, force bool) error
 }
 
 var _ stateStore = (*state.Local)(nil)
@@ -94,8 +101,8 @@ func parseBackend(s, what string) (*phases.BackendConfig, error) {
 			b.Username = v
 		case "lock_ttl":
 			d, err := time.ParseDuration(v)
-			if err != nil || d < time.Second {
-				return nil, bad("lock_ttl=%s: want a duration of at least 1s, such as 30s", v)
+			if err != nil || d < minLockTTL {
+				return nil, bad("lock_ttl=%s: want a duration of at least %s, such as 30s", v, minLockTTL)
 			}
 			b.LockTTL = d
 		case "password":
@@ -198,8 +205,9 @@ func (a *app) openBackend(ctx context.Context, b *phases.BackendConfig, writable
 		st, err = state.Open(dir, opts)
 	}
 	if err != nil {
+		// etcdstate's errors name the endpoints themselves.
 		var le *state.LockedError
-		if b.Type == "etcd" && !errors.As(err, &le) {
+		if b.Type == "etcd" && !errors.As(err, &le) && !strings.Contains(err.Error(), b.Endpoints[0]) {
 			err = fmt.Errorf("state in %s: %w", describe(b, dir), err)
 		}
 		return nil, err

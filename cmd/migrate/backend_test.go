@@ -35,7 +35,7 @@ func TestParseBackend(t *testing.T) {
 		"etcd://h:1/p/?password=s3cret-canary": "MIGRATE_ETCD_PASSWORD",
 		"etcd://h:1":                           "no key prefix",
 		"etcd://h:1,/p/":                       "empty endpoint",
-		"etcd://h:1/p/?lock_ttl=10ms":          "at least 1s",
+		"etcd://h:1/p/?lock_ttl=10ms":          "at least 2s",
 		"etcd://h:1/p/?cert=c.pem":             "both cert and key",
 		"etcd://h:1/p/?colour=blue":            `unknown parameter "colour"`,
 		"consul://h:1/p/":                      `unknown backend "consul"`,

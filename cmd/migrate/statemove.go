@@ -7,15 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/homelab-migrate/migrate/phases"
-	"github.com/homelab-migrate/migrate/state"
 )
-
-// importer is a state that can be replaced whole (state push and pull).
-type importer interface {
-	// Import refuses, unless force, a target of another lineage that is
-	// not empty, or whose serial is newer than snap's.
-	Import(snap *state.Snapshot, force bool) error
-}
 
 // moveCommands are state push and state pull: the state copied between
 // the configured backend and another (local to etcd when a team grows).
@@ -99,12 +91,8 @@ func (a *app) move(src, dst *phases.BackendConfig, force bool) (err error) {
 		return err
 	}
 	defer a.closeState(d, &err)
-	imp, ok := d.(importer)
-	if !ok {
-		return fmt.Errorf("the state in %s cannot be replaced", to)
-	}
 	snap := s.Snapshot()
-	if err := imp.Import(snap, force); err != nil {
+	if err := d.Import(snap, force); err != nil {
 		return fmt.Errorf("copying the state to %s: %w", to, err)
 	}
 	a.view().Note("Copied the state (lineage %s, serial %d, %d steps) from %s to %s.", snap.Lineage, snap.Serial, len(snap.Steps), from, to)
