@@ -167,6 +167,8 @@ func (c Config) explain(ctx context.Context, err error, tlsCfg *tls.Config) erro
 		return fmt.Errorf("%s: authentication failed for user %q: wrong username or password", c.where(), c.Username)
 	case errors.Is(err, rpctypes.ErrUserEmpty) || errors.Is(err, rpctypes.ErrInvalidAuthToken):
 		return fmt.Errorf("%s: the cluster requires authentication: set username and password", c.where())
+	case errors.Is(err, rpctypes.ErrPermissionDenied) && c.Username == "":
+		return fmt.Errorf("%s: permission denied: the cluster requires authentication: set username and password (or use a client certificate whose CN is a user allowed the prefix)", c.where())
 	case errors.Is(err, rpctypes.ErrPermissionDenied):
 		return fmt.Errorf("%s: user %q may not read or write the keys under the prefix: grant its role readwrite on the prefix", c.where(), c.Username)
 	case ctx.Err() != nil:

@@ -43,10 +43,10 @@ type Store struct {
 	// write compares it.
 	headRev    int64
 	journal    int // entries since the snapshot
-	lastSeq    uint64
 	open       *batch
 	flushing   bool
 	persisting int
+	snapping   bool // a Persist, Import or Close is writing
 	// unsure is a write whose outcome is not known yet: settled before
 	// any other write.
 	unsure *pending
@@ -65,7 +65,7 @@ type pending struct {
 
 type batch struct {
 	recs  []*state.StepRecord
-	ops   []clientv3.Op
+	steps [][]byte // their JSON
 	bytes int
 	last  uint64
 	probe string // the last entry's key, and its value
@@ -97,7 +97,6 @@ func Open(ctx context.Context, cfg Config, opts state.Options) (*Store, error) {
 		if s.snap == nil {
 			s.snap = &state.Snapshot{Version: state.CurrentVersion, Steps: map[string]*state.StepRecord{}}
 		}
-		s.lastSeq = s.snap.Serial
 		return s, nil
 	}
 	info := *opts.Lock
@@ -133,7 +132,6 @@ func (s *Store) load(ctx context.Context) error {
 	} else {
 		s.snap, s.gen = l.snap, l.gen
 	}
-	s.lastSeq = s.snap.Serial
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.persistLocked()
@@ -205,25 +203,20 @@ func (s *Store) append(rec *state.StepRecord) error {
 		}
 		break
 	}
+	// Sequence numbers are given when the batch is written, after the
+	// last confirmed one.
+	entry := len(step) + 200
+	if entry > maxTxnBytes {
+		return fmt.Errorf("checkpoint %s: the record is %d bytes, over the %d an etcd request may carry", rec.Addr, len(step), maxTxnBytes)
+	}
 	b := s.open
 	if b == nil {
 		b = &batch{}
 		s.open = b
 	}
-	s.lastSeq++
-	entry := state.EncodeEntry(s.lastSeq, s.snap.Lineage, time.Now(), step)
-	if len(entry) > maxTxnBytes {
-		s.lastSeq--
-		if len(b.recs) == 0 {
-			s.open = nil
-		}
-		return fmt.Errorf("checkpoint %s: the record is %d bytes, over the %d an etcd request may carry", rec.Addr, len(entry), maxTxnBytes)
-	}
-	b.probe, b.val = s.prefix+journalKey(s.lastSeq), entry
-	b.ops = append(b.ops, clientv3.OpPut(b.probe, string(entry)))
-	b.bytes += len(entry)
+	b.steps = append(b.steps, step)
+	b.bytes += entry
 	b.recs = append(b.recs, c)
-	b.last = s.lastSeq
 	for !b.done {
 		if !s.flushing && s.open == b {
 			s.flush(b)
@@ -235,7 +228,7 @@ func (s *Store) append(rec *state.StepRecord) error {
 }
 
 func (b *batch) fits(n int) bool {
-	return len(b.recs) == 0 || (len(b.recs) < maxTxnOps && b.bytes+n+200 <= maxTxnBytes)
+	return len(b.recs) == 0 || (len(b.recs) < maxTxnOps && b.bytes+n <= maxTxnBytes)
 }
 
 // flush commits b, with s.mu held on entry and exit (not during the
@@ -246,7 +239,15 @@ func (s *Store) flush(b *batch) {
 	err := s.settleLocked()
 	var rev int64
 	if err == nil {
-		ops := append(b.ops, s.headOp(b.last))
+		var ops []clientv3.Op
+		now := time.Now()
+		for i, step := range b.steps {
+			seq := s.snap.Serial + uint64(i) + 1
+			b.probe, b.val = s.prefix+journalKey(seq), state.EncodeEntry(seq, s.snap.Lineage, now, step)
+			ops = append(ops, clientv3.OpPut(b.probe, string(b.val)))
+		}
+		b.last = s.snap.Serial + uint64(len(b.steps))
+		ops = append(ops, s.headOp(b.last))
 		s.mu.Unlock()
 		rev, err = s.commit(fmt.Sprintf("checkpoint %s", b.recs[len(b.recs)-1].Addr), ops, b.probe, b.val)
 		s.mu.Lock()
@@ -259,12 +260,6 @@ func (s *Store) flush(b *batch) {
 		if errors.Is(err, errUnsure) {
 			s.unsure = &pending{b.probe, b.val, func(rev int64) { s.applyLocked(b, rev) }}
 		}
-		s.lastSeq = s.snap.Serial
-		if s.open != nil {
-			// Their sequence numbers followed b's: refused too.
-			s.open.done, s.open.err = true, err
-			s.open = nil
-		}
 	}
 	b.done, b.err = true, err
 	s.cond.Broadcast()
@@ -275,7 +270,6 @@ func (s *Store) applyLocked(b *batch, rev int64) {
 		s.snap.Steps[r.Addr.String()] = r
 	}
 	s.snap.Serial = b.last
-	s.lastSeq = b.last
 	s.headRev = rev
 	s.journal += len(b.recs)
 }
@@ -452,19 +446,20 @@ func (s *Store) Persist() error {
 	if s.closed {
 		return state.ErrClosed
 	}
-	s.waitIdle()
-	defer s.cond.Broadcast()
+	defer s.waitIdle()()
 	return s.persistLocked()
 }
 
 // waitIdle waits, with s.mu held, until no checkpoint is being written,
-// and holds new ones back meanwhile.
-func (s *Store) waitIdle() {
+// and holds new ones back until the returned func is called (s.mu held;
+// the persist that follows releases s.mu during its requests).
+func (s *Store) waitIdle() func() {
 	s.persisting++
-	for s.flushing || s.open != nil {
+	for s.flushing || s.open != nil || s.snapping {
 		s.cond.Wait()
 	}
-	s.persisting--
+	s.snapping = true
+	return func() { s.snapping = false; s.persisting--; s.cond.Broadcast() }
 }
 
 func (s *Store) persistLocked() error {
@@ -557,8 +552,7 @@ func (s *Store) Import(snap *state.Snapshot, force bool) error {
 	if s.closed {
 		return state.ErrClosed
 	}
-	s.waitIdle()
-	defer s.cond.Broadcast()
+	defer s.waitIdle()()
 	if s.lost != nil {
 		return s.lost
 	}
@@ -569,7 +563,7 @@ func (s *Store) Import(snap *state.Snapshot, force bool) error {
 		return err
 	}
 	err = s.writeSnapshot(in, func(rev int64, gen string) {
-		s.snap, s.gen, s.headRev, s.journal, s.lastSeq = in, gen, rev, 0, in.Serial
+		s.snap, s.gen, s.headRev, s.journal = in, gen, rev, 0
 	})
 	if err != nil {
 		return fmt.Errorf("import: %w", err)
@@ -591,8 +585,9 @@ func (s *Store) Close() error {
 		s.mu.Unlock()
 		return nil
 	}
-	s.waitIdle()
+	idle := s.waitIdle()
 	err := s.persistLocked()
+	idle()
 	s.closed = true
 	s.cond.Broadcast()
 	s.mu.Unlock()
