@@ -148,7 +148,11 @@ func (a *app) backendFor(rb *phases.Runbook) (*phases.BackendConfig, error) {
 	default:
 		b = &phases.BackendConfig{Type: "local"}
 	}
-	return a.withPassword(b), nil
+	b = a.withPassword(b)
+	if b.Type == "etcd" && b.Username != "" && b.Password == "" {
+		return nil, fmt.Errorf("%s: user %q needs a password: set %s (or password in the runbook's backend block)", describe(b, ""), b.Username, passwordEnv)
+	}
+	return b, nil
 }
 
 // withPassword gives an etcd backend the password of MIGRATE_ETCD_PASSWORD.

@@ -346,3 +346,88 @@ func TestEtcdPasswordNowhere(t *testing.T) {
 		t.Errorf("a failed login does not name the endpoints: %s", r)
 	}
 }
+
+// plan and status read the state while a run holds the lock; a run whose
+// lock is taken away (state unlock) starts no further step and says why.
+func TestEtcdReadersAndLostLock(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	dir := runbook(t, map[string]string{"main.hcl": etcdBlock(c.Config(), "migrate/lost/", "30s") + `
+phase "p" {
+  step "exec" "slow" {
+    command = ["sh", "-c", "touch started; while [ ! -e go ]; do sleep 0.05; done"]
+  }
+  step "exec" "next" {
+    command    = ["touch", "next.ran"]
+    depends_on = [exec.slow]
+  }
+}
+`})
+	cmd, out, errb := start(t, dir, "run", "--all", "--auto-approve")
+	waitFile(t, filepath.Join(dir, "started"), out, errb)
+	if _, steps := status(t, dir); steps["exec.slow"].Status != "running" {
+		t.Errorf("status during the run: %+v", steps["exec.slow"])
+	}
+	r := run(t, dir, 0, "plan")
+	if !strings.Contains(r.stdout, "exec.next") {
+		t.Errorf("plan during the run: %s", r)
+	}
+	r = run(t, dir, 0, "state", "show", "--json")
+	var doc struct {
+		Lock *struct {
+			ID string `json:"id"`
+		} `json:"lock"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || doc.Lock == nil {
+		t.Fatalf("state show --json: %v: %s", err, r)
+	}
+	run(t, dir, 0, "state", "unlock", doc.Lock.ID)
+	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+	err := cmd.Wait()
+	if err == nil {
+		t.Fatalf("the run whose lock was removed succeeded:\n%s\n%s", out, errb)
+	}
+	if !strings.Contains(out.String()+errb.String(), "state lock lost") {
+		t.Errorf("the run does not say it lost its lock:\n%s\n%s", out, errb)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "next.ran")); err == nil {
+		t.Error("a step started after the lock was lost")
+	}
+	// The next run finishes the work.
+	run(t, dir, 0, "run", "--all", "--auto-approve")
+	if _, err := os.Stat(filepath.Join(dir, "next.ran")); err != nil {
+		t.Error("exec.next did not run on resume")
+	}
+}
+
+// TLS with a client certificate and authentication, all from the URL and
+// MIGRATE_ETCD_PASSWORD; an unreachable cluster names its endpoints.
+func TestEtcdTLSAuthURL(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1, TLS: true, Auth: true})
+	cfg := c.Config()
+	dir := runbook(t, map[string]string{"main.hcl": twoPhases})
+	url := etcdURL(cfg, cfg.Prefix)
+	if strings.Contains(url, cfg.Password) {
+		t.Fatal("the URL holds the password")
+	}
+	pw := []string{"MIGRATE_ETCD_PASSWORD=" + cfg.Password}
+	r := migrateEnv(t, dir, pw, "--backend", url, "run", "--all", "--auto-approve")
+	expect(t, r, 0, "run")
+	r = migrateEnv(t, dir, pw, "--backend", url, "status", "--json")
+	expect(t, r, 0, "status")
+	if !strings.Contains(r.stdout, `"status": "complete"`) {
+		t.Errorf("status: %s", r)
+	}
+	// Without the password: refused, saying so, naming the endpoints.
+	r = migrate(t, dir, "--backend", url, "status")
+	expect(t, r, 1, "status")
+	if !strings.Contains(r.stderr, hosts(cfg)[0]) || !strings.Contains(r.stderr, "MIGRATE_ETCD_PASSWORD") {
+		t.Errorf("no password: %s", r)
+	}
+	r = migrate(t, dir, "--backend", "etcd://127.0.0.1:1/migrate/x/", "status")
+	expect(t, r, 1, "status")
+	if !strings.Contains(r.stderr, "127.0.0.1:1") {
+		t.Errorf("unreachable: %s", r)
+	}
+}
