@@ -42,10 +42,12 @@ func (a *app) stateCommand() *cobra.Command {
 	unlock := &cobra.Command{
 		Use:   "unlock ID",
 		Short: "Remove the lock left by a process that is gone",
-		Long: `Remove the state lock with the given ID (state show prints it). It is
-refused while the process holding the lock is alive: stop that process
-instead, as two writers would corrupt the state. In etcd, a dead holder's
-lock also goes by itself once its lease expires (lock_ttl).`,
+		Long: `Remove the state lock with the given ID (state show prints it). For
+local files it is refused while the process holding the lock is alive:
+stop that process instead. In etcd a dead holder's lock also goes by itself
+once its lease expires (lock_ttl); unlocking it sooner is not refused, since
+a holder on another machine cannot be seen: if it still runs, it stops at
+its next checkpoint, saying it lost the lock.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			b, err := a.stateBackend()
