@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -67,18 +69,15 @@ its next checkpoint, saying it lost the lock.`,
 }
 
 // stateBackend is the backend of the state commands. They take no --var:
-// the runbook (its variables from MIGRATE_VAR_NAME) is read for its
+// the runbook (its variables from MIGRATE_VAR_NAME) is loaded for its
 // backend block only when neither --backend nor MIGRATE_BACKEND chose one
-// and the directory holds a runbook; otherwise the state is local.
+// and a file of the runbook has one; otherwise the state is local.
 func (a *app) stateBackend() (*phases.BackendConfig, error) {
 	if a.backendURL != "" || os.Getenv(backendEnv) != "" {
 		return a.backendFor(nil)
 	}
 	dir, err := a.dir()
-	if err != nil {
-		return a.backendFor(nil)
-	}
-	if files, _ := filepath.Glob(filepath.Join(dir, "*.hcl")); len(files) == 0 {
+	if err != nil || !hasBackendBlock(dir) {
 		return a.backendFor(nil)
 	}
 	rb, err := a.load(varFlags{optional: true})
@@ -86,4 +85,22 @@ func (a *app) stateBackend() (*phases.BackendConfig, error) {
 		return nil, err
 	}
 	return a.backendFor(rb)
+}
+
+var backendBlockRE = regexp.MustCompile(`(?m)^\s*backend\s*"`)
+
+// hasBackendBlock says whether a runbook file in dir seems to declare a
+// backend: loading a big runbook takes a second, and state show of a
+// local state needs none of it.
+func hasBackendBlock(dir string) bool {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.hcl"))
+	for _, f := range files {
+		if strings.HasSuffix(f, ".auto.hcl") {
+			continue
+		}
+		if b, err := os.ReadFile(f); err == nil && backendBlockRE.Match(b) {
+			return true
+		}
+	}
+	return false
 }
