@@ -238,7 +238,7 @@ func (s *Store) flush(b *batch) {
 	s.cond.Broadcast()
 	err := s.settleLocked()
 	var rev int64
-	if err == nil {
+	for try := 0; err == nil; try++ {
 		var ops []clientv3.Op
 		now := time.Now()
 		for i, step := range b.steps {
@@ -251,6 +251,10 @@ func (s *Store) flush(b *batch) {
 		s.mu.Unlock()
 		rev, err = s.commit(fmt.Sprintf("checkpoint %s", b.recs[len(b.recs)-1].Addr), ops, b.probe, b.val)
 		s.mu.Lock()
+		if !errors.Is(err, errStale) || try == 2 {
+			break
+		}
+		err = s.resyncLocked()
 	}
 	s.flushing = false
 	s.txns++
@@ -284,6 +288,14 @@ func (s *Store) settleLocked() error {
 	s.mu.Unlock()
 	applied, rev, err := s.check(context.Background(), p.probe, p.val)
 	s.mu.Lock()
+	if errors.Is(err, errStale) {
+		// Committed, then written over by a later try of this holder:
+		// what etcd holds is the truth.
+		if err = s.resyncLocked(); err == nil {
+			s.unsure = nil
+		}
+		return err
+	}
 	if err != nil {
 		return err
 	}
@@ -299,6 +311,26 @@ func (s *Store) headOp(serial uint64) clientv3.Op {
 	return clientv3.OpPut(s.prefix+keyHead, string(h))
 }
 
+// errStale: the state changed since this holder read it, while the lock
+// is still its own (a write given up on was committed later).
+var errStale = errors.New("the state changed under this holder (a write it gave up on was committed later): read it again")
+
+// resyncLocked reads the state again after errStale (s.mu held, released
+// while reading).
+func (s *Store) resyncLocked() error {
+	s.mu.Unlock()
+	l, err := s.read(context.Background())
+	s.mu.Lock()
+	if err != nil {
+		return err
+	}
+	if l.snap == nil || l.snap.Lineage != s.snap.Lineage {
+		return s.unusable(keyMeta, errors.New("the state this holder wrote is gone"), "")
+	}
+	s.snap, s.gen, s.headRev, s.journal = l.snap, l.gen, l.headRev, l.journal
+	return nil
+}
+
 // errUnsure marks a write whose outcome is not known.
 var errUnsure = errors.New("etcd did not confirm the write")
 
@@ -310,7 +342,7 @@ var errUnsure = errors.New("etcd did not confirm the write")
 func (s *Store) commit(what string, ops []clientv3.Op, probe string, val []byte) (int64, error) {
 	deadline := time.Now().Add(s.cfg.requestTimeout())
 	for {
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		ctx, cancel := s.attempt(context.Background(), deadline)
 		resp, err := s.cli.Txn(ctx).If(s.lockCmp(), clientv3.Compare(clientv3.ModRevision(s.prefix+keyHead), "=", s.headRev)).
 			Then(ops...).Commit()
 		cancel()
@@ -318,21 +350,46 @@ func (s *Store) commit(what string, ops []clientv3.Op, probe string, val []byte)
 			if resp.Succeeded {
 				return resp.Header.Revision, nil
 			}
-			return 0, fmt.Errorf("%s: %w", what, s.refused())
+			// Refused: perhaps because an earlier try was committed.
+			applied, rev, cerr := s.check(context.Background(), probe, val)
+			switch {
+			case applied:
+				return rev, nil
+			case cerr == nil:
+				cerr = s.refused()
+			}
+			return 0, fmt.Errorf("%s: %w", what, cerr)
 		}
 		if !maybeApplied(err) {
 			return 0, fmt.Errorf("%s: %w", what, s.requestErr("writing", err))
 		}
 		applied, rev, cerr := s.check(context.Background(), probe, val)
 		switch {
+		case errors.Is(cerr, errStale) || errors.Is(cerr, ErrLockLost):
+			return 0, fmt.Errorf("%s: %w", what, cerr)
 		case cerr != nil:
-			return 0, fmt.Errorf("%s: %w (%v); the next write finds out whether it was committed: %w", what, errUnsure, s.requestErr("writing", err), cerr)
+			return 0, fmt.Errorf("%s: %w: %v (the next write finds out whether it was committed)", what, errUnsure, s.requestErr("writing", err))
 		case applied:
 			return rev, nil
 		case time.Now().After(deadline):
-			return 0, fmt.Errorf("%s: %w (not committed; the state is unchanged)", what, s.requestErr("writing", err))
+			// Not committed yet, but it could still be.
+			return 0, fmt.Errorf("%s: %w: %v (the next write finds out whether it was committed)", what, errUnsure, s.requestErr("writing", err))
 		}
 	}
+}
+
+// attempt bounds one try of a write: a proposal lost with a leader that
+// died waits out the server's timeout (7s) otherwise, while its outcome
+// can be read back and the write tried again at once.
+func (s *Store) attempt(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(ctx, minTime(deadline, time.Now().Add(max(s.cfg.requestTimeout()/4, time.Second))))
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // maybeApplied says whether a failed request may have been committed.
@@ -352,9 +409,20 @@ func maybeApplied(err error) bool {
 func (s *Store) check(ctx context.Context, probe string, val []byte) (bool, int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.requestTimeout())
 	defer cancel()
-	resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(s.prefix+keyHead), clientv3.OpGet(probe)).Commit()
-	if err != nil {
-		return false, 0, s.requestErr("reading back a write", err)
+	var resp *clientv3.TxnResponse
+	var err error
+	for {
+		// A leader election, a member going away: try again while time
+		// remains.
+		resp, err = s.cli.Txn(ctx).Then(clientv3.OpGet(s.prefix+keyHead), clientv3.OpGet(probe)).Commit()
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return false, 0, s.requestErr("reading back a write", err)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	hk, pk := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
 	var headRev int64
@@ -379,11 +447,15 @@ func (s *Store) lockCmp() clientv3.Cmp {
 
 // refused says why a guarded transaction failed, and marks the lock lost.
 func (s *Store) refused() error {
-	why := "the state changed under this holder: another writer holds the lock now"
+	why := "a write was refused and the lock could not be read back"
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.requestTimeout())
 	defer cancel()
 	if resp, err := s.cli.Get(ctx, s.prefix+keyLock); err == nil {
 		switch {
+		case len(resp.Kvs) > 0 && clientv3.LeaseID(resp.Kvs[0].Lease) == s.lease:
+			// Only this holder writes, so the change is its own: an
+			// earlier try that etcd committed after it was given up.
+			return errStale
 		case len(resp.Kvs) == 0:
 			why = "the lock's lease expired or the lock was removed (migrate state unlock)"
 		case clientv3.LeaseID(resp.Kvs[0].Lease) != s.lease:
@@ -420,7 +492,7 @@ func (s *Store) requestErr(doing string, err error) error {
 func (s *Store) guarded(ctx context.Context, ops ...clientv3.Op) (int64, error) {
 	deadline := time.Now().Add(s.cfg.requestTimeout())
 	for {
-		tctx, cancel := context.WithDeadline(ctx, deadline)
+		tctx, cancel := s.attempt(ctx, deadline)
 		resp, err := s.cli.Txn(tctx).If(s.lockCmp()).Then(ops...).Commit()
 		cancel()
 		switch {
