@@ -7,7 +7,10 @@ import "time"
 // runbook.
 type BackendConfig struct {
 	// Type is "local" or "etcd".
-	Type      string
+	Type string
+	// Path is a local backend's directory; empty is the default (beside
+	// the runbook, or --state).
+	Path      string
 	Endpoints []string
 	// Prefix is the etcd key prefix the state lives under.
 	Prefix string

@@ -59,7 +59,7 @@ func parseBackend(s, what string) (*phases.BackendConfig, error) {
 		if err != nil {
 			return nil, bad("%v", err)
 		}
-		return &phases.BackendConfig{Type: "local", Prefix: abs}, nil
+		return &phases.BackendConfig{Type: "local", Path: abs}, nil
 	case !strings.HasPrefix(s, "etcd://"):
 		scheme, _, _ := strings.Cut(s, ":")
 		return nil, bad("unknown backend %q: want local, local:PATH or etcd://HOST:PORT,.../PREFIX/?ca=...&cert=...&key=...&user=...&lock_ttl=...", scheme)
@@ -177,8 +177,8 @@ func (a *app) readPasswordEnv() {
 // localDir is the directory of a local backend; also where an etcd
 // backend's commands keep their logs.
 func (a *app) localDir(b *phases.BackendConfig) (string, error) {
-	if b != nil && b.Type == "local" && b.Prefix != "" {
-		return b.Prefix, nil
+	if b != nil && b.Type == "local" && b.Path != "" {
+		return b.Path, nil
 	}
 	return a.stateDir()
 }

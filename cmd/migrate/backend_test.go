@@ -24,10 +24,10 @@ func TestParseBackend(t *testing.T) {
 	if b, err := parseBackend("etcd://u@h:1/p/", "x"); err != nil || b.Username != "u" || b.Prefix != "p/" {
 		t.Errorf("%+v %v", b, err)
 	}
-	if b, err := parseBackend("local", "x"); err != nil || b.Type != "local" || b.Prefix != "" {
+	if b, err := parseBackend("local", "x"); err != nil || b.Type != "local" || b.Path != "" {
 		t.Errorf("%+v %v", b, err)
 	}
-	if b, err := parseBackend("local:st", "x"); err != nil || b.Type != "local" || b.Prefix != filepath.Join(wd, "st") {
+	if b, err := parseBackend("local:st", "x"); err != nil || b.Type != "local" || b.Path != filepath.Join(wd, "st") {
 		t.Errorf("%+v %v", b, err)
 	}
 	for url, want := range map[string]string{
