@@ -11,7 +11,9 @@ import (
 type Runbook struct {
 	// Dir is the directory the runbook was loaded from; relative paths in
 	// step attributes are resolved against it.
-	Dir       string
+	Dir string
+	// Backend is the backend block; nil means the local default.
+	Backend   *BackendConfig
 	Providers []*ProviderConfig
 	Phases    []*Phase
 	// Secrets holds the plain values of sensitive variables, so that the

@@ -55,6 +55,20 @@ var language = []block{
 		description: "Named expressions, `NAME = EXPRESSION`, referred to as local.NAME. They may use variables, other locals and functions, not step outputs.",
 	},
 	{
+		header:      `backend "etcd"`,
+		description: "Where the state and its lock live; at most one block. Without it (or with `backend \"local\" {}`) they are files in `.migrate/` beside the runbook (`--state` moves them). With etcd, a team or CI runners share one state: the lock is an etcd lease held while a command runs, so a holder that dies loses it after `lock_ttl`. Its values may use variables and locals, not step outputs. `--backend URL` or `MIGRATE_BACKEND` overrides the block, and `MIGRATE_ETCD_PASSWORD` gives the password.",
+		attrs: map[string]phases.Attribute{
+			"endpoints": required(cty.List(cty.String), "The members' client addresses, as [\"127.0.0.1:2379\", ...]; https:// with ca."),
+			"prefix":    required(cty.String, "The key prefix the state lives under, such as \"migrate/homelab/\"; one per runbook."),
+			"ca":        attr(cty.String, "The CA certificate (PEM file) that verifies the members: TLS on. Relative paths are from the runbook directory."),
+			"cert":      attr(cty.String, "A client certificate (PEM file), with key."),
+			"key":       attr(cty.String, "The client certificate's private key (PEM file), with cert."),
+			"username":  attr(cty.String, "The etcd user, with password."),
+			"password":  {Type: cty.String, Sensitive: true, Description: "The etcd user's password; better a sensitive variable or MIGRATE_ETCD_PASSWORD than text in the runbook. Never shown, logged or stored."},
+			"lock_ttl":  attr(cty.String, "How long the lock outlives a holder that died (its lease), a duration of at least \"2s\"; default \"30s\"."),
+		},
+	},
+	{
 		header:      `provider "TYPE" "NAME"`,
 		description: "Configures a provider, referred to as TYPE.NAME. Its attributes are the provider's (below, under each provider); they may use step outputs, which makes every step of that provider wait for those steps. Optional when the provider has no required attributes (as local).",
 	},

@@ -96,6 +96,16 @@ variable "v" {
   }
 }
 locals { l = var.v }
+backend "etcd" {
+  endpoints = ["127.0.0.1:2379"]
+  prefix    = "migrate/${local.l}/"
+  ca        = "ca.pem"
+  cert      = "client.pem"
+  key       = "client-key.pem"
+  username  = "migrate"
+  password  = "p"
+  lock_ttl  = "30s"
+}
 provider "alpha" "main" { endpoint = local.l }
 phase "one" {
   description = "first"

@@ -68,6 +68,11 @@
 // check the provider runs, so they must run in the same phase or one
 // strictly before; the engine configures the provider when first needed.
 //
+// A backend "etcd" block (at most one; the local files without it) says
+// where the state lives: Runbook.Backend. Like locals it may use variables,
+// not step outputs; its password may be sensitive, the other values may
+// not (they are shown in messages), and it joins Runbook.Secrets.
+//
 // Names (labels, arguments, references) are normalized to Unicode NFC as
 // the files are parsed, and a block name whose letters come from two
 // scripts is refused: names that look alike are one name or an error.

@@ -151,6 +151,7 @@ type rootBody struct {
 	Locals    []*localsBlock   `hcl:"locals,block"`
 	Providers []*providerBlock `hcl:"provider,block"`
 	Phases    []*phaseBlock    `hcl:"phase,block"`
+	Backends  []*backendBlock  `hcl:"backend,block"`
 }
 
 type localsBlock struct {
@@ -195,12 +196,14 @@ func (ld *load) run() *phases.Runbook {
 		localBlocks []*localsBlock
 		provBlocks  []*providerBlock
 		phaseBlocks []*phaseBlock
+		backends    []*backendBlock
 	)
 	for _, r := range roots {
 		varBlocks = append(varBlocks, r.Variables...)
 		localBlocks = append(localBlocks, r.Locals...)
 		provBlocks = append(provBlocks, r.Providers...)
 		phaseBlocks = append(phaseBlocks, r.Phases...)
+		backends = append(backends, r.Backends...)
 	}
 
 	ld.scope = &scope{stepTypes: ld.stepTypes, vars: cty.EmptyObjectVal, locals: cty.EmptyObjectVal, unknown: map[string]cty.Value{}}
@@ -215,6 +218,7 @@ func (ld *load) run() *phases.Runbook {
 	ld.assignVariables()
 	ld.evalLocals(localBlocks)
 	ld.validateVariables()
+	backend := ld.declareBackend(backends)
 
 	ld.declareProviders(provBlocks)
 	ld.declarePhases(phaseBlocks)
@@ -224,7 +228,9 @@ func (ld *load) run() *phases.Runbook {
 	ld.checkStepGraph()
 	ld.resolveDiscards()
 
-	return ld.build()
+	rb := ld.build()
+	rb.Backend = backend
+	return rb
 }
 
 // parseFiles reads and parses every *.hcl file at the root of the fs.FS, in

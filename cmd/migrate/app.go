@@ -65,6 +65,12 @@ type app struct {
 	// ageIdentity is --age-identity: a path, put in MIGRATE_AGE_IDENTITY
 	// for the whole command, provider programs included.
 	ageIdentity string
+	// backendURL is --backend: where the state lives, overriding
+	// MIGRATE_BACKEND and the runbook's backend block.
+	backendURL string
+	// etcdPassword is MIGRATE_ETCD_PASSWORD, taken out of the
+	// environment at start (see readPasswordEnv).
+	etcdPassword string
 
 	v     *views.View
 	log   *log.Logger
@@ -95,6 +101,7 @@ func (a *app) setup() error {
 		// Steps' commands do not inherit it (providers.Environ).
 		os.Setenv(providers.AgeIdentityEnv, p)
 	}
+	a.readPasswordEnv()
 	a.v = nil // made again now that --no-color is known
 	// The logger gets stderr behind a plain io.Writer: given the terminal
 	// itself, it would query the terminal's colors and wait seconds for an
@@ -125,6 +132,11 @@ func (a *app) view() *views.View {
 			Width:       width,
 			Interactive: isTerminal(os.Stdout) && os.Getenv("TERM") != "dumb",
 		})
+		if a.etcdPassword != "" {
+			scrub := &secret.Scrubber{}
+			scrub.Add(a.etcdPassword)
+			a.v.SetScrubber(scrub.Text)
+		}
 	}
 	return a.v
 }
@@ -198,6 +210,9 @@ func (a *app) load(vf varFlags) (*phases.Runbook, error) {
 		UnsetVarsUnknown: vf.optional,
 	})
 	rb, diags := ld.Load()
+	if a.etcdPassword != "" {
+		rb.Secrets = append(rb.Secrets, a.etcdPassword)
+	}
 	// Diagnostics pass the scrubber the engine uses for everything else.
 	scrub := &secret.Scrubber{}
 	scrub.Add(rb.Secrets...)
@@ -211,30 +226,21 @@ func (a *app) load(vf varFlags) (*phases.Runbook, error) {
 	return rb, nil
 }
 
-// openState opens the state read-only, or with the lock for a command
-// that writes.
-func (a *app) openState(writable bool) (*state.Local, error) {
-	dir, err := a.stateDir()
+// openState opens the state of the runbook (its backend block, unless
+// --backend or MIGRATE_BACKEND say otherwise) read-only, or with the lock
+// for a command that writes.
+func (a *app) openState(ctx context.Context, rb *phases.Runbook, writable bool) (stateStore, *phases.BackendConfig, error) {
+	b, err := a.backendFor(rb)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	opts := state.Options{MigrateVersion: version}
-	if writable {
-		opts.Lock = state.NewLockInfo(commandLine(os.Args))
-	}
-	st, err := state.Open(dir, opts)
-	if err != nil {
-		return nil, err
-	}
-	if writable {
-		a.logger().Info("state locked", "dir", dir, "id", st.LockInfo().ID)
-	}
-	return st, nil
+	st, err := a.openBackend(ctx, b, writable)
+	return st, b, err
 }
 
 // closeState persists and unlocks; a failure is shown at once and turns
 // success into exit code 1.
-func (a *app) closeState(st *state.Local, err *error) {
+func (a *app) closeState(st stateStore, err *error) {
 	if cerr := st.Close(); cerr != nil {
 		a.view().Error(fmt.Errorf("saving the state: %w", cerr))
 		if *err == nil {
@@ -450,7 +456,7 @@ func interrupted(stop context.Context, err error) error {
 // contexts and the engine.
 type session struct {
 	a            *app
-	st           *state.Local
+	st           stateStore
 	rv           views.RunView
 	stop, cancel context.Context
 	release      func()
@@ -465,7 +471,7 @@ func (a *app) openSession(vf varFlags, json, rollback bool, parallelism int) (*s
 	if err != nil {
 		return nil, err
 	}
-	st, err := a.openState(true)
+	st, b, err := a.openState(context.Background(), rb, true)
 	if err != nil {
 		return nil, err
 	}
@@ -473,7 +479,13 @@ func (a *app) openSession(vf varFlags, json, rollback bool, parallelism int) (*s
 	if rollback {
 		command = "rollback"
 	}
-	lg, err := state.OpenLog(st.Dir(), command)
+	// The log stays on this machine, in the local state directory, even
+	// when the state is in etcd.
+	dir, err := a.localDir(b)
+	var lg *state.Log
+	if err == nil {
+		lg, err = state.OpenLog(dir, command)
+	}
 	if err != nil {
 		a.closeState(st, &err)
 		return nil, err

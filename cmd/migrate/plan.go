@@ -43,13 +43,13 @@ func (a *app) plan(o planFlags) (err error) {
 	if err != nil {
 		return err
 	}
-	st, err := a.openState(false)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals()...)
+	defer stop()
+	st, _, err := a.openState(ctx, rb, false)
 	if err != nil {
 		return err
 	}
 	defer a.closeState(st, &err)
-	ctx, stop := signal.NotifyContext(context.Background(), stopSignals()...)
-	defer stop()
 	e, err := a.engine(ctx, rb, st, 0, nil)
 	if err != nil {
 		return err

@@ -1,15 +1,21 @@
 package main
 
 import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
 	"github.com/spf13/cobra"
 
-	"github.com/homelab-migrate/migrate/state"
+	"github.com/homelab-migrate/migrate/phases"
 )
 
 func (a *app) stateCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "state",
-		Short: "Inspect the state or break a dead holder's lock",
+		Short: "Inspect the state, break a dead holder's lock, move the state between backends",
 	}
 	var asJSON bool
 	show := &cobra.Command{
@@ -17,16 +23,17 @@ func (a *app) stateCommand() *cobra.Command {
 		Short: "Print the state snapshot as JSON, and who holds the lock",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) (err error) {
-			dir, err := a.stateDir()
+			ctx := context.Background()
+			b, err := a.stateBackend()
 			if err != nil {
 				return err
 			}
-			st, err := a.openState(false)
+			st, err := a.openBackend(ctx, b, false)
 			if err != nil {
 				return err
 			}
 			defer a.closeState(st, &err)
-			lock, err := state.ReadLock(dir)
+			lock, err := a.readLock(ctx, b)
 			if err != nil {
 				a.view().Warn("cannot read the lock: %v", err)
 			}
@@ -37,16 +44,19 @@ func (a *app) stateCommand() *cobra.Command {
 	unlock := &cobra.Command{
 		Use:   "unlock ID",
 		Short: "Remove the lock left by a process that is gone",
-		Long: `Remove the state lock with the given ID (state show prints it). It is
-refused while the process holding the lock is alive: stop that process
-instead, as two writers would corrupt the state.`,
+		Long: `Remove the state lock with the given ID (state show prints it). For
+local files it is refused while the process holding the lock is alive:
+stop that process instead. In etcd a dead holder's lock also goes by itself
+once its lease expires (lock_ttl); unlocking it sooner is not refused, since
+a holder on another machine cannot be seen: if it still runs, it stops at
+its next checkpoint, saying it lost the lock.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			dir, err := a.stateDir()
+			b, err := a.stateBackend()
 			if err != nil {
 				return err
 			}
-			if err := state.Unlock(dir, args[0]); err != nil {
+			if err := a.unlock(context.Background(), b, args[0]); err != nil {
 				return err
 			}
 			a.view().Unlocked(args[0])
@@ -54,5 +64,43 @@ instead, as two writers would corrupt the state.`,
 		},
 	}
 	cmd.AddCommand(show, unlock)
+	cmd.AddCommand(a.moveCommands()...)
 	return cmd
+}
+
+// stateBackend is the backend of the state commands. They take no --var:
+// the runbook (its variables from MIGRATE_VAR_NAME) is loaded for its
+// backend block only when neither --backend nor MIGRATE_BACKEND chose one
+// and a file of the runbook has one; otherwise the state is local.
+func (a *app) stateBackend() (*phases.BackendConfig, error) {
+	if a.backendURL != "" || os.Getenv(backendEnv) != "" {
+		return a.backendFor(nil)
+	}
+	dir, err := a.dir()
+	if err != nil || !hasBackendBlock(dir) {
+		return a.backendFor(nil)
+	}
+	rb, err := a.load(varFlags{optional: true})
+	if err != nil {
+		return nil, err
+	}
+	return a.backendFor(rb)
+}
+
+var backendBlockRE = regexp.MustCompile(`(?m)^\s*backend\s*"`)
+
+// hasBackendBlock says whether a runbook file in dir seems to declare a
+// backend: loading a big runbook takes a second, and state show of a
+// local state needs none of it.
+func hasBackendBlock(dir string) bool {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.hcl"))
+	for _, f := range files {
+		if strings.HasSuffix(f, ".auto.hcl") {
+			continue
+		}
+		if b, err := os.ReadFile(f); err == nil && backendBlockRE.Match(b) {
+			return true
+		}
+	}
+	return false
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+
 	"github.com/spf13/cobra"
 
 	"github.com/homelab-migrate/migrate/engine"
@@ -19,7 +21,7 @@ func (a *app) statusCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			st, err := a.openState(false)
+			st, _, err := a.openState(context.Background(), rb, false)
 			if err != nil {
 				return err
 			}

@@ -34,6 +34,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/homelab-migrate/migrate/state/etcdstate/etcdtest"
 )
 
 var migrateBin string
@@ -96,6 +98,9 @@ type world struct {
 	steps         []step
 	migratePIDs   map[int]bool    // every migrate run or rollback started
 	orphans       map[string]bool // pid files already reported
+	// etcd: the runbook keeps its state in etcd (a backend block), whose
+	// lock is a lease that outlives a killed holder by its TTL.
+	etcd bool
 }
 
 func (w *world) path(parts ...string) string {
@@ -104,8 +109,9 @@ func (w *world) path(parts ...string) string {
 
 // newWorld makes three phases of parallel chains of steps, with edges
 // across chains, each step sleeping 20-80 ms.
-func newWorld(t *testing.T, rng *rand.Rand) *world {
-	w := &world{root: t.TempDir(), migratePIDs: map[int]bool{}, orphans: map[string]bool{}}
+// backend, when not empty, is a backend block put in the runbook.
+func newWorld(t *testing.T, rng *rand.Rand, backend string) *world {
+	w := &world{root: t.TempDir(), migratePIDs: map[int]bool{}, orphans: map[string]bool{}, etcd: backend != ""}
 	w.runbook = w.path("runbook")
 	for _, d := range []string{"runbook", "pids", "runs", "effects", "reverts", "removed"} {
 		if err := os.MkdirAll(w.path(d), 0o755); err != nil {
@@ -113,6 +119,7 @@ func newWorld(t *testing.T, rng *rand.Rand) *world {
 		}
 	}
 	var b strings.Builder
+	b.WriteString(backend)
 	n := 0
 	for _, ph := range []struct {
 		name  string
@@ -376,8 +383,24 @@ func (w *world) assertNoSurvivors(t *testing.T, when string) {
 	}
 }
 
-// lockHolder returns the pid recorded in the state's lock file, 0 if none.
-func (w *world) lockHolder() int {
+// lockHolder returns the pid recorded in the state's lock file (in etcd:
+// of the lock's holder), 0 if none.
+func (w *world) lockHolder(t *testing.T) int {
+	if w.etcd {
+		out, errOut, err := w.migrate("state", "show", "--json")
+		var doc struct {
+			Lock *struct {
+				PID int `json:"pid"`
+			} `json:"lock"`
+		}
+		if err != nil || json.Unmarshal(out, &doc) != nil {
+			t.Fatalf("migrate state show --json: %v\n%s%s", err, out, errOut)
+		}
+		if doc.Lock == nil {
+			return 0
+		}
+		return doc.Lock.PID
+	}
 	data, err := os.ReadFile(filepath.Join(w.runbook, ".migrate", "lock"))
 	if err != nil {
 		return 0
@@ -505,8 +528,23 @@ func loop(t *testing.T, w *world, rng *rand.Rand, name string, observe func(st m
 		if iter > 100 {
 			t.Fatalf("%s did not finish after %d attempts", name, iter-1)
 		}
-		holder := w.lockHolder()
+		holder := w.lockHolder(t)
+		if w.etcd && holder != 0 {
+			// The killed holder's lease lives on until its TTL: a run
+			// now would be refused (as it should). Wait for it to go.
+			if !w.migratePIDs[holder] {
+				t.Fatalf("the lock is held by pid %d, not a migrate this test started", holder)
+			}
+			deadline := time.Now().Add(60 * time.Second)
+			for w.lockHolder(t) != 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("the lease of killed pid %d did not expire within 60s", holder)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
 		d := time.Duration(50+rng.IntN(351)) * time.Millisecond
+
 		killed, pid := w.startKill(t, iter, d, args...)
 		if holder != 0 && holder != pid {
 			// It started although a killed process left its lock file.
@@ -523,7 +561,7 @@ func loop(t *testing.T, w *world, rng *rand.Rand, name string, observe func(st m
 			t.FailNow()
 		}
 		if !killed {
-			t.Logf("%s: finished at attempt %d after %d kills; %d runs started over a lock file left by a killed process", name, iter, kills, staleLocks)
+			t.Logf("%s: finished at attempt %d after %d kills; %d runs started over a lock left by a killed process", name, iter, kills, staleLocks)
 			if kills > 0 && staleLocks == 0 {
 				t.Errorf("%s: no run started over a killed process's lock file: the lock was not exercised", name)
 			}
@@ -549,14 +587,36 @@ func TestKillAndResume(t *testing.T) {
 		seeds = []uint64{seed}
 	}
 	for i, seed := range seeds {
-		t.Run(fmt.Sprintf("round-%d", i+1), func(t *testing.T) { killAndResume(t, seed) })
+		t.Run(fmt.Sprintf("round-%d", i+1), func(t *testing.T) { killAndResume(t, seed, "") })
 	}
 }
 
-func killAndResume(t *testing.T, seed uint64) {
+// TestKillAndResumeEtcd is the same scenario with the state in etcd
+// (issue 13): every attempt is a new process, as another machine would
+// be, and a killed holder's lock goes only when its lease (lock_ttl 2s)
+// expires. One round: each kill costs a lease.
+func TestKillAndResumeEtcd(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3})
+	cfg := c.Config()
+	var eps []string
+	for _, e := range cfg.Endpoints {
+		eps = append(eps, strconv.Quote(e))
+	}
+	backend := fmt.Sprintf("backend \"etcd\" {\n  endpoints = [%s]\n  prefix    = %q\n  lock_ttl  = \"2s\"\n}\n", strings.Join(eps, ", "), cfg.Prefix)
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("CRASH_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("CRASH_SEED: %v", err)
+		}
+	}
+	killAndResume(t, seed, backend)
+}
+
+func killAndResume(t *testing.T, seed uint64, backend string) {
 	t.Logf("seed %d (rerun with CRASH_SEED=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	w := newWorld(t, rng)
+	w := newWorld(t, rng, backend)
 	defer func() {
 		if t.Failed() {
 			t.Logf("runbook:\n%s", must(os.ReadFile(filepath.Join(w.runbook, "main.hcl"))))

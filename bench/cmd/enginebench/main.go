@@ -34,6 +34,7 @@ type config struct {
 	waits, planSteps   int
 	rssSteps           int
 	terraform          bool
+	etcd               bool
 	keep               bool
 }
 
@@ -46,6 +47,7 @@ func main() {
 	flag.IntVar(&c.planSteps, "plan-steps", 5000, "exec steps in the timed plan")
 	flag.IntVar(&c.rssSteps, "rss-steps", 10000, "exec steps in the plan whose peak RSS is measured")
 	flag.BoolVar(&c.terraform, "terraform", true, "compare with terraform apply (skipped when terraform is not in PATH)")
+	flag.BoolVar(&c.etcd, "etcd", true, "also run the DAG and the wait steps with the state in a three-member loopback etcd cluster")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory")
 	flag.Parse()
 	if err := run(c); err != nil {
@@ -60,6 +62,7 @@ type row struct{ what, figure, goal, verdict string }
 type bench struct {
 	config
 	tmp, bin string
+	etcdc    *cluster // nil without -etcd
 	rows     []row
 	notes    []string
 }
@@ -86,6 +89,13 @@ func run(c config) error {
 		return fmt.Errorf("go build ./cmd/migrate: %w", err)
 	}
 	fmt.Fprintf(os.Stderr, "%s, %d CPUs, load average %s\n", runtime.Version(), runtime.NumCPU(), loadavg())
+	if c.etcd {
+		fmt.Fprintln(os.Stderr, "starting a three-member etcd cluster on loopback")
+		if b.etcdc, err = startCluster(tmp, 3); err != nil {
+			return err
+		}
+		defer b.etcdc.stop()
+	}
 	for _, f := range []func() error{b.overhead, b.checkpoints, b.plan} {
 		if err := f(); err != nil {
 			return err
@@ -99,7 +109,7 @@ func run(c config) error {
 // through terraform.
 func (b *bench) overhead() error {
 	levels := gen.Levels(b.steps, b.width)
-	var idealT, migT []time.Duration
+	var idealT, migT, etcdT []time.Duration
 	for rep := 0; rep < b.reps; rep++ {
 		log := filepath.Join(b.tmp, fmt.Sprintf("ideal-%d.log", rep))
 		fmt.Fprintf(os.Stderr, "overhead %d/%d: ideal executor\n", rep+1, b.reps)
@@ -126,6 +136,25 @@ func (b *bench) overhead() error {
 		if err := checkLog(log, b.steps); err != nil {
 			return err
 		}
+
+		if b.etcdc == nil {
+			continue
+		}
+		dir = filepath.Join(b.tmp, fmt.Sprintf("exec-etcd-%d", rep))
+		log = filepath.Join(dir, "steps.log")
+		if err := gen.ExecLevels(dir, b.steps, b.width, log); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "overhead %d/%d: migrate run, state in etcd\n", rep+1, b.reps)
+		res, err = b.migrate("run", "--all", "--auto-approve", "--parallelism", fmt.Sprint(b.width), "--runbook", dir,
+			"--backend", b.etcdc.url(fmt.Sprintf("bench/exec-%d", rep)))
+		if err != nil {
+			return err
+		}
+		etcdT = append(etcdT, res.wall)
+		if err := checkLog(log, b.steps); err != nil {
+			return err
+		}
 	}
 	mi, mm := median(idealT), median(migT)
 	ratio := float64(mm) / float64(mi)
@@ -134,6 +163,12 @@ func (b *bench) overhead() error {
 	b.add(row{"  engine overhead: migrate / ideal (medians)", fmt.Sprintf("%.3f (%+.1f%%)", ratio, (ratio-1)*100), "<= 1.05", verdict(ratio <= 1.05)})
 	best := float64(slices.Min(migT)) / float64(slices.Min(idealT))
 	b.add(row{"  the same with the fastest of each (less noise)", fmt.Sprintf("%.3f (%+.1f%%)", best, (best-1)*100), "", ""})
+	if len(etcdT) > 0 {
+		me := median(etcdT)
+		r := float64(me) / float64(mm)
+		b.add(row{fmt.Sprintf("migrate run --all, state in etcd (3 loopback members; median of %d: %s)", b.reps, durs(etcdT)), secs(me), "", ""})
+		b.add(row{"  etcd / local backend (medians)", fmt.Sprintf("%.2fx", r), "<= 1.5x", verdict(r <= 1.5)})
+	}
 
 	if !b.terraform {
 		b.notes = append(b.notes, "terraform comparison skipped (-terraform=false)")
@@ -182,6 +217,14 @@ func (b *bench) checkpoints() error {
 		return err
 	}
 	b.add(row{fmt.Sprintf("migrate run --all, %d wait 0s steps in one phase", b.waits), secs(res.wall), "< 3s", verdict(res.wall < 3*time.Second)})
+	if b.etcdc != nil {
+		fmt.Fprintf(os.Stderr, "checkpoints: %d wait steps, state in etcd\n", b.waits)
+		res, err := b.migrate("run", "--all", "--auto-approve", "--runbook", dir, "--backend", b.etcdc.url("bench/waits"))
+		if err != nil {
+			return err
+		}
+		b.add(row{"  the same, state in etcd (3 loopback members)", secs(res.wall), "< 10s", verdict(res.wall < 10*time.Second)})
+	}
 
 	show, err := b.migrate("state", "show", "--json", "--runbook", dir)
 	if err != nil {

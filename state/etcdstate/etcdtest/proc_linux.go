@@ -1,0 +1,11 @@
+package etcdtest
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// dieWithParent: a member never outlives a test binary that was killed.
+func dieWithParent(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
