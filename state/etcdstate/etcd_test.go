@@ -416,6 +416,14 @@ func TestClearErrors(t *testing.T) {
 			}
 		}
 	})
+	t.Run("PasswordNeverPrinted", func(t *testing.T) {
+		cfg := etcdstate.Config{Endpoints: []string{"127.0.0.1:2379"}, Prefix: "m/", Username: "u", Password: "hunter2-canary"}
+		for _, f := range []string{"%v", "%+v", "%#v", "%s"} {
+			if out := fmt.Sprintf(f, cfg); strings.Contains(out, "hunter2-canary") || !strings.Contains(out, "(sensitive)") {
+				t.Errorf("%s of a Config: %s", f, out)
+			}
+		}
+	})
 	t.Run("Unreachable", func(t *testing.T) {
 		var eps []string
 		for range 2 {
@@ -429,7 +437,7 @@ func TestClearErrors(t *testing.T) {
 		cfg := etcdstate.Config{Endpoints: eps, Prefix: "migrate/x/", DialTimeout: time.Second}
 		start := time.Now()
 		_, err := etcdstate.Open(ctx, cfg, statetest.Writer("migrate run"))
-		if err == nil || !strings.Contains(err.Error(), "tried "+eps[0]+": connect: connection refused; "+eps[1]+": connect: connection refused") {
+		if err == nil || !strings.Contains(err.Error(), "tried "+eps[0]+", "+eps[1]+": connect: connection refused") {
 			t.Fatalf("Open of unreachable endpoints: %v", err)
 		}
 		if d := time.Since(start); d > 20*time.Second {
