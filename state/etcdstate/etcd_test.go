@@ -373,11 +373,18 @@ func Test10000Steps(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// No value grows with the number of steps.
+	// No value grows with the number of steps: the snapshot is in chunks.
+	chunks := 0
 	for k, v := range dump(t, c.Client(), cfg.Prefix) {
 		if len(v) > 512<<10 {
 			t.Errorf("%s is %d bytes", k, len(v))
 		}
+		if strings.HasPrefix(k, cfg.Prefix+"snapshot/") && k != cfg.Prefix+"snapshot/meta" {
+			chunks++
+		}
+	}
+	if chunks < 3 {
+		t.Errorf("the snapshot of %d steps is in %d chunks", steps, chunks)
 	}
 	rstart := time.Now()
 	r, err := etcdstate.Open(ctx, cfg, statetest.Writer("migrate run"))
