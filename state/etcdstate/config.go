@@ -219,7 +219,11 @@ func (c Config) diagnose(tlsCfg *tls.Config) string {
 		}
 		out = append(out, strings.Join(eps[why], ", ")+": "+say)
 	}
-	return "tried " + strings.Join(out, "; ")
+	msg := "tried " + strings.Join(out, "; ")
+	if _, ok := eps[""]; ok {
+		msg += "; has the cluster lost its quorum (a majority of members must be up)?"
+	}
+	return msg
 }
 
 // probe says what is wrong with endpoint ep, "" if nothing is seen.
