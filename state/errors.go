@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -28,7 +29,11 @@ type UnusableError struct {
 }
 
 func (e *UnusableError) Error() string {
-	msg := fmt.Sprintf("state file %s is unusable: %v", e.Path, e.Err)
+	what := "state file"
+	if strings.HasPrefix(e.Path, "etcd ") {
+		what = "state in" // a key of state/etcdstate
+	}
+	msg := fmt.Sprintf("%s %s is unusable: %v", what, e.Path, e.Err)
 	if e.Hint != "" {
 		msg += "; " + e.Hint
 	}

@@ -34,6 +34,20 @@ type Config struct {
 	DialTimeout        time.Duration // 0: 5s
 }
 
+// String describes c without its password, so that printing a Config
+// (%v, %+v) never shows the secret.
+func (c Config) String() string {
+	pw := ""
+	if c.Password != "" {
+		pw = " password=(sensitive)"
+	}
+	return fmt.Sprintf("etcd{endpoints=%v prefix=%q ca=%q cert=%q key=%q username=%q%s lock_ttl=%v dial_timeout=%v}",
+		c.Endpoints, c.Prefix, c.CA, c.Cert, c.Key, c.Username, pw, c.LockTTL, c.DialTimeout)
+}
+
+// GoString is String, for %#v.
+func (c Config) GoString() string { return c.String() }
+
 const (
 	defaultLockTTL     = 30 * time.Second
 	defaultDialTimeout = 5 * time.Second
@@ -185,42 +199,59 @@ func (c Config) explain(ctx context.Context, err error, tlsCfg *tls.Config) erro
 
 // diagnose connects to each endpoint to say why none answered.
 func (c Config) diagnose(tlsCfg *tls.Config) string {
-	var why []string
-	reached := 0
+	var order []string
+	eps := map[string][]string{} // reason -> endpoints
 	for _, ep := range c.Endpoints {
-		host := ep
-		if i := strings.Index(host, "://"); i >= 0 {
-			host = host[i+3:]
+		why := probe(ep, tlsCfg)
+		if _, ok := eps[why]; !ok {
+			order = append(order, why)
 		}
-		host = strings.TrimSuffix(host, "/")
-		conn, err := net.DialTimeout("tcp", host, 2*time.Second)
-		if err != nil {
-			why = append(why, fmt.Sprintf("%s: %v", ep, unwrapNet(err)))
-			continue
-		}
-		conn.SetDeadline(time.Now().Add(2 * time.Second))
-		probe := tlsCfg
-		if probe == nil {
-			probe = &tls.Config{InsecureSkipVerify: true} // only to see whether it speaks TLS
-		} else {
-			probe = probe.Clone()
-			probe.ServerName, _, _ = net.SplitHostPort(host)
-		}
-		herr := tls.Client(conn, probe).Handshake()
-		conn.Close()
-		switch {
-		case tlsCfg == nil && herr == nil:
-			why = append(why, fmt.Sprintf("%s speaks TLS: set ca (and cert and key if it asks for a client certificate)", ep))
-		case tlsCfg != nil && herr != nil:
-			why = append(why, fmt.Sprintf("%s: TLS handshake failed: %v (check ca, cert and key)", ep, herr))
-		default:
-			reached++
-		}
+		eps[why] = append(eps[why], ep)
 	}
-	if reached == len(c.Endpoints) {
+	if len(order) == 1 && order[0] == "" {
 		return "every endpoint accepts connections: the cluster may have lost its quorum (a majority of members must be up)"
 	}
-	return "tried " + strings.Join(why, "; ")
+	var out []string
+	for _, why := range order {
+		say := why
+		if say == "" {
+			say = "accepts connections"
+		}
+		out = append(out, strings.Join(eps[why], ", ")+": "+say)
+	}
+	msg := "tried " + strings.Join(out, "; ")
+	if _, ok := eps[""]; ok {
+		msg += "; has the cluster lost its quorum (a majority of members must be up)?"
+	}
+	return msg
+}
+
+// probe says what is wrong with endpoint ep, "" if nothing is seen.
+func probe(ep string, tlsCfg *tls.Config) string {
+	host := ep
+	if i := strings.Index(host, "://"); i >= 0 {
+		host = host[i+3:]
+	}
+	host = strings.TrimSuffix(host, "/")
+	conn, err := net.DialTimeout("tcp", host, 2*time.Second)
+	if err != nil {
+		return unwrapNet(err).Error()
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(2 * time.Second))
+	cfg := &tls.Config{InsecureSkipVerify: true} // only to see whether it speaks TLS
+	if tlsCfg != nil {
+		cfg = tlsCfg.Clone()
+		cfg.ServerName, _, _ = net.SplitHostPort(host)
+	}
+	err = tls.Client(conn, cfg).Handshake()
+	switch {
+	case tlsCfg == nil && err == nil:
+		return "speaks TLS: set ca (and cert and key if it asks for a client certificate)"
+	case tlsCfg != nil && err != nil:
+		return fmt.Sprintf("TLS handshake failed: %v (check ca, cert and key)", err)
+	}
+	return ""
 }
 
 func unwrapNet(err error) error {

@@ -313,6 +313,11 @@ func TestQuorumLost(t *testing.T) {
 		t.Fatalf("Checkpoint without quorum: %v, want an error saying so and naming the endpoints", err)
 	}
 	t.Log(err)
+	_, err = etcdstate.Open(context.Background(), cfg, state.Options{})
+	if err == nil || !strings.Contains(err.Error(), "quorum") || !strings.Contains(err.Error(), cfg.Endpoints[1]+", "+cfg.Endpoints[2]+": connect: connection refused") {
+		t.Fatalf("Open without quorum: %v, want an error saying so and naming the endpoints down", err)
+	}
+	t.Log(err)
 	if got := s.Snapshot(); got.Serial != 2 || got.Steps["exec.b"].Status != state.Running {
 		t.Fatalf("a failed checkpoint shows in the state: serial %d", got.Serial)
 	}
@@ -373,11 +378,18 @@ func Test10000Steps(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// No value grows with the number of steps.
+	// No value grows with the number of steps: the snapshot is in chunks.
+	chunks := 0
 	for k, v := range dump(t, c.Client(), cfg.Prefix) {
 		if len(v) > 512<<10 {
 			t.Errorf("%s is %d bytes", k, len(v))
 		}
+		if strings.HasPrefix(k, cfg.Prefix+"snapshot/") && k != cfg.Prefix+"snapshot/meta" {
+			chunks++
+		}
+	}
+	if chunks < 3 {
+		t.Errorf("the snapshot of %d steps is in %d chunks", steps, chunks)
 	}
 	rstart := time.Now()
 	r, err := etcdstate.Open(ctx, cfg, statetest.Writer("migrate run"))
@@ -416,6 +428,14 @@ func TestClearErrors(t *testing.T) {
 			}
 		}
 	})
+	t.Run("PasswordNeverPrinted", func(t *testing.T) {
+		cfg := etcdstate.Config{Endpoints: []string{"127.0.0.1:2379"}, Prefix: "m/", Username: "u", Password: "hunter2-canary"}
+		for _, f := range []string{"%v", "%+v", "%#v", "%s"} {
+			if out := fmt.Sprintf(f, cfg); strings.Contains(out, "hunter2-canary") || !strings.Contains(out, "(sensitive)") {
+				t.Errorf("%s of a Config: %s", f, out)
+			}
+		}
+	})
 	t.Run("Unreachable", func(t *testing.T) {
 		var eps []string
 		for range 2 {
@@ -429,7 +449,7 @@ func TestClearErrors(t *testing.T) {
 		cfg := etcdstate.Config{Endpoints: eps, Prefix: "migrate/x/", DialTimeout: time.Second}
 		start := time.Now()
 		_, err := etcdstate.Open(ctx, cfg, statetest.Writer("migrate run"))
-		if err == nil || !strings.Contains(err.Error(), "tried "+eps[0]+": connect: connection refused; "+eps[1]+": connect: connection refused") {
+		if err == nil || !strings.Contains(err.Error(), "tried "+eps[0]+", "+eps[1]+": connect: connection refused") {
 			t.Fatalf("Open of unreachable endpoints: %v", err)
 		}
 		if d := time.Since(start); d > 20*time.Second {
@@ -460,4 +480,63 @@ func TestClearErrors(t *testing.T) {
 			t.Fatalf("a refused Open left its lock: %v %v", info, err)
 		}
 	})
+}
+
+// TestDamageRefused: a damaged chunk or journal entry is refused, naming
+// its key, and left as it is.
+func TestDamageRefused(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	ctx := context.Background()
+	cli := c.Client()
+	for _, what := range []string{"snapshot/", "journal/"} {
+		t.Run(strings.TrimSuffix(what, "/"), func(t *testing.T) {
+			cfg := prefixed(t, c)
+			cfg.LockTTL = 2 * time.Second
+			s, err := etcdstate.Open(ctx, cfg, statetest.Writer("migrate run"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			statetest.Checkpoint(t, s, statetest.Rec("exec.a", state.Done))
+			if what == "journal/" {
+				etcdstate.Crash(s) // the entry stays in the journal
+			} else {
+				s.Close()
+			}
+			var key string
+			for k := range dump(t, cli, cfg.Prefix) {
+				if strings.HasPrefix(k, cfg.Prefix+what) && k != cfg.Prefix+"snapshot/meta" {
+					key = k
+				}
+			}
+			v := dump(t, cli, cfg.Prefix)[key]
+			i := strings.Index(v, "exec.a") + 5
+			damaged := v[:i] + "b" + v[i+1:]
+			if _, err := cli.Put(ctx, key, damaged); err != nil {
+				t.Fatal(err)
+			}
+			before := dump(t, cli, cfg.Prefix)
+			for _, opts := range []state.Options{{}, statetest.Writer("migrate run")} {
+				var deadline = time.Now().Add(60 * time.Second)
+				for {
+					_, err = etcdstate.Open(ctx, cfg, opts)
+					var le *state.LockedError
+					if !errors.As(err, &le) || time.Now().After(deadline) {
+						break // the crashed holder's lease expired
+					}
+					time.Sleep(200 * time.Millisecond)
+				}
+				var ue *state.UnusableError
+				if !errors.As(err, &ue) || !strings.Contains(err.Error(), key[:strings.LastIndex(key, "/")]) {
+					t.Fatalf("Open of a damaged %s: %v, want an UnusableError naming %s", what, err, key)
+				}
+			}
+			t.Log(err)
+			after := dump(t, cli, cfg.Prefix)
+			delete(after, cfg.Prefix+"lock")
+			delete(before, cfg.Prefix+"lock")
+			if fmt.Sprint(after) != fmt.Sprint(before) {
+				t.Fatal("a refused Open changed the state")
+			}
+		})
+	}
 }
