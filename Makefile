@@ -37,7 +37,7 @@ test-incus-lab:
 ## race: the packages that run goroutines, again under the race detector
 ## (a concurrency test without it passes even with its lock removed);
 ## ~22 s once built.
-RACE_PKGS := ./engine/ ./state/ ./secret/ ./providers/plugin/ ./providers/local/
+RACE_PKGS := ./engine/ ./state/ ./state/etcdstate/ ./secret/ ./providers/plugin/ ./providers/local/
 race:
 	$(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
 
@@ -78,6 +78,7 @@ depcheck:
 ## bench: the engine and state figures reported in the issues (see bench/README.md).
 bench: services
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./state/ ./providers/local/
+	$(GO) test -run '^$$' -bench Checkpoint -benchtime 2000x -count 1 ./state/etcdstate/
 	$(GO) test -run '^$$' -bench 'StopStartCycle|PlanRelease|Evaluate20' -benchtime 5x -count 1 \
 		./providers/incus/ ./providers/incus/incusapi/ ./providers/helm/ ./providers/helm/podsecurity/
 	$(GO) run ./bench/cmd/enginebench
