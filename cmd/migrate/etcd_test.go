@@ -431,3 +431,100 @@ func TestEtcdTLSAuthURL(t *testing.T) {
 		t.Errorf("unreachable: %s", r)
 	}
 }
+
+// gatedStep is an exec step that says it started, waits for the file
+// go-NAME, then makes its effect once (creates: a resume does not redo it).
+func gatedStep(name, dependsOn string) string {
+	dep := ""
+	if dependsOn != "" {
+		dep = "\n    depends_on = [exec." + dependsOn + "]"
+	}
+	return fmt.Sprintf(`
+  step "exec" %[1]q {
+    command = ["sh", "-c", "touch %[1]s.started; i=0; while [ ! -e go-%[1]s ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done; echo run >> %[1]s.runs; mkdir %[1]s.effect"]
+    creates = "%[1]s.effect"%[2]s
+  }
+`, name, dep)
+}
+
+// A run goes on while one member of three is killed and restarted; a run
+// that loses the quorum stops with a clear message, its state intact, and
+// the same command resumes once the members are back: every step's
+// effect made once.
+func TestEtcdRunThroughMemberLossAndQuorumLoss(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3})
+	dir := runbook(t, map[string]string{"main.hcl": etcdBlock(c.Config(), "migrate/members/", "5s") +
+		"phase \"one\" {" + gatedStep("a", "") + gatedStep("b", "a") + gatedStep("c", "b") + "}\n" +
+		"phase \"two\" {" + gatedStep("d", "") + gatedStep("e", "d") + "}\n"})
+	gate := func(name string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, "go-"+name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// One member of three killed while a step runs, restarted while the
+	// next one runs: the run does not notice.
+	cmd, out, errb := start(t, dir, "run", "--phase", "one", "--auto-approve")
+	waitFile(t, filepath.Join(dir, "a.started"), out, errb)
+	c.Kill(0)
+	gate("a")
+	waitFile(t, filepath.Join(dir, "b.started"), out, errb)
+	c.Restart(0)
+	c.WaitReady(0)
+	gate("b")
+	gate("c")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the run with a member killed and restarted: %v\n%s%s", err, out, errb)
+	}
+
+	// Two of three killed while a step runs: its checkpoint cannot be
+	// written, and the run stops saying why.
+	cmd, out, errb = start(t, dir, "run", "--phase", "two", "--auto-approve")
+	waitFile(t, filepath.Join(dir, "d.started"), out, errb)
+	c.Kill(1)
+	c.Kill(2)
+	gate("d")
+	gate("e")
+	stopped := make(chan error, 1)
+	go func() { stopped <- cmd.Wait() }()
+	select {
+	case err := <-stopped:
+		if err == nil {
+			t.Fatalf("the run succeeded without a quorum:\n%s%s", out, errb)
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("the run without a quorum did not stop in 3 minutes:\n%s%s", out, errb)
+	}
+	t.Logf("the run without a quorum said:\n%s", errb)
+	if msg := errb.String(); !strings.Contains(msg, "quorum") {
+		t.Errorf("the run that lost the quorum does not say so:\n%s", msg)
+	}
+	c.Restart(1)
+	c.Restart(2)
+	c.WaitReady(1)
+	c.WaitReady(2)
+	// The lease of the stopped run may outlive it: the same command is
+	// refused as locked until it expires, then resumes.
+	deadline := time.Now().Add(2 * time.Minute)
+	r := migrate(t, dir, "run", "--phase", "two", "--auto-approve")
+	for r.code != 0 {
+		if time.Now().After(deadline) || !strings.Contains(r.stderr, "locked") {
+			t.Fatalf("the run did not resume once the quorum was back: %s", r)
+		}
+		time.Sleep(500 * time.Millisecond)
+		r = migrate(t, dir, "run", "--phase", "two", "--auto-approve")
+	}
+	for _, name := range []string{"a", "b", "c", "d", "e"} {
+		if b, _ := os.ReadFile(filepath.Join(dir, name+".runs")); string(b) != "run\n" {
+			t.Errorf("%s.runs = %q, want one run", name, b)
+		}
+	}
+	phases, steps := status(t, dir)
+	for _, ph := range []string{"one", "two"} {
+		if phases[ph] != "complete" {
+			t.Errorf("phase %s is %s, steps %+v", ph, phases[ph], steps)
+		}
+	}
+}
