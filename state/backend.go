@@ -21,6 +21,8 @@ func PrepareRecord(rec *StepRecord) (*StepRecord, []byte, error) {
 		return nil, nil, fmt.Errorf("checkpoint: %w", err)
 	}
 	if len(rec.LastError) > maxRecordErrorBytes {
+		// The engine cuts errors with a pointer to its log; this is for
+		// any other caller.
 		c := *rec
 		c.LastError = CutError(rec.LastError, "")
 		rec = &c

@@ -2,7 +2,6 @@ package state
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -296,29 +295,12 @@ func (l *Local) append(rec *StepRecord, sync bool) error {
 	if l.journal == nil {
 		return ErrReadOnly
 	}
-	if rec == nil {
-		return errors.New("checkpoint: nil record")
-	}
-	if err := validateRecord(rec); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	if len(rec.LastError) > maxRecordErrorBytes {
-		// The engine cuts errors with a pointer to its log; this is for
-		// any other caller.
-		c := *rec
-		c.LastError = CutError(rec.LastError, "")
-		rec = &c
-	}
-	step, err := marshalRecord(rec)
+	// The record as JSON reads it back (invalid UTF-8 replaced, as the
+	// journal has it), so that a snapshot's checksum, taken of what is
+	// written, matches what is read; it is also a deep copy.
+	c, step, err := PrepareRecord(rec)
 	if err != nil {
 		return err
-	}
-	// Keep the record as JSON reads it back (invalid UTF-8 replaced, as
-	// the journal has it), so that a snapshot's checksum, taken of what is
-	// written, matches what is read; it is also a deep copy.
-	c := new(StepRecord)
-	if err := json.Unmarshal(step, c); err != nil {
-		return fmt.Errorf("checkpoint %s: %w", rec.Addr, err)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
