@@ -75,9 +75,17 @@ func TestStopKillsRunningCommands(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	// The instance's commands share its init's PID namespace: one sees another.
-	if code, out, _ := run(t, c, "box", "pidof", "sleep"); code != 0 || out == "" {
-		t.Fatalf("pidof sleep from a second command: %d %q", code, out)
+	// The instance's commands share its init's PID namespace: one sees
+	// another (once sh, which said "started", has started sleep).
+	for {
+		code, out, _ := run(t, c, "box", "pidof", "sleep")
+		if code == 0 && out != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pidof sleep from a second command: %d %q", code, out)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	if err := c.CancelOperation(ctxT(t), e.Operation); !errors.Is(err, incusapi.ErrNotCancellable) {
 		t.Fatalf("cancelling an exec: %v", err)
