@@ -117,7 +117,7 @@ func (e *Engine) PlanRollback(names []string) (*RollbackPlan, error) {
 					desc = rec.Inverse.Description
 				}
 				entry := RevertEntry{Addr: s.Addr, Description: desc}
-				if by, gone := e.goneWith(s.Addr, snap); gone {
+				if by, gone := e.goneWith(s.Addr, func(a phases.Address) *state.StepRecord { return snap.Steps[a.String()] }); gone {
 					entry.GoneWith, entry.Description = &by, "nothing to undo: it went with "+by.String()
 				}
 				pr.Revert = append(pr.Revert, entry)
@@ -216,7 +216,7 @@ func (r *stepRunner) revert(s *phases.Step) bool {
 	if !ok || !needsRevert(rec) {
 		return true
 	}
-	if by, gone := e.goneWith(s.Addr, e.state.Snapshot()); gone {
+	if by, gone := e.goneWith(s.Addr, func(a phases.Address) *state.StepRecord { rec, _ := e.state.Step(a); return rec }); gone {
 		// Its effects went with the step that discarded them (the VM it
 		// was made in): no provider is asked, its host may be gone too.
 		return r.reverted(s, rec, "nothing to undo: it went with "+by.String())
@@ -276,10 +276,12 @@ func (r *stepRunner) revertFailed(s *phases.Step, rec *state.StepRecord, err err
 }
 
 // goneWith is the step whose discards list addr and that is done (not
-// reverted): what addr made went with it.
-func (e *Engine) goneWith(addr phases.Address, snap *state.Snapshot) (phases.Address, bool) {
+// reverted): what addr made went with it. record reads a step's record
+// (one record: a whole snapshot per reverted step would copy the state
+// each time).
+func (e *Engine) goneWith(addr phases.Address, record func(phases.Address) *state.StepRecord) (phases.Address, bool) {
 	for _, by := range e.discardedBy[addr] {
-		if rec := snap.Steps[by.String()]; rec != nil && rec.Status == state.Done {
+		if rec := record(by); rec != nil && rec.Status == state.Done {
 			return by, true
 		}
 	}

@@ -310,17 +310,18 @@ func (b *runBase) eventLines(st styles, e engine.Event, live bool) string {
 		}
 		return mark(st.dim("-"), "") + st.dim(fmt.Sprintf("%s: skipped: %s", name, msg)) + "\n"
 	case engine.StepReverted:
-		dur := ""
-		if e.Duration > 0 {
-			dur = " (" + fmtDuration(e.Duration) + ")"
-		}
-		if e.Message != "" { // e.g. nothing to undo: it went with the VM
-			dur = " (" + e.Message + ")"
+		// Why nothing was undone (it went with the VM), else how long.
+		note := ""
+		switch {
+		case e.Message != "":
+			note = " (" + e.Message + ")"
+		case e.Duration > 0:
+			note = " (" + fmtDuration(e.Duration) + ")"
 		}
 		if live {
-			return fmt.Sprintf("%s %s reverted%s\n", st.green("↺"), name, st.dim(dur))
+			return fmt.Sprintf("%s %s reverted%s\n", st.green("↺"), name, st.dim(note))
 		}
-		return fmt.Sprintf("%s: reverted%s\n", name, dur)
+		return fmt.Sprintf("%s: reverted%s\n", name, note)
 	}
 	return ""
 }
