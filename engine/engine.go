@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/zclconf/go-cty/cty"
 
@@ -46,6 +47,9 @@ type Engine struct {
 	discardedBy map[phases.Address][]phases.Address // Step.Discards, inverted
 	phaseOrder  []*phases.Phase                     // e.order.list
 	order       *phaseOrder
+
+	rebaseMu    sync.Mutex
+	rebaseTypes map[string]bool // "provider type" -> its schema says Rebase
 }
 
 // New instantiates every provider the runbook declares and configures

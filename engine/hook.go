@@ -45,7 +45,12 @@ type Event struct {
 	Attempt  int            `json:"attempt,omitempty"`
 	Duration time.Duration  `json:"duration_ns,omitempty"`
 	Message  string         `json:"message,omitempty"`
-	Error    string         `json:"error,omitempty"`
+	// Reason, on a StepPlanned event, says why a step the plan took as
+	// done is planned again now (its record describes a world since
+	// replaced; read again, it is no longer done); empty when the plan
+	// waited for its inputs.
+	Reason string `json:"reason,omitempty"`
+	Error  string `json:"error,omitempty"`
 	// Record is the step's new record when the event changes it; the
 	// StateHook makes it durable. It is not part of the JSON stream.
 	Record *state.StepRecord `json:"-"`
@@ -161,7 +166,11 @@ func logText(e Event) []byte {
 	switch {
 	case e.Kind == StepPlanned:
 		// A diff: on lines of its own, like an error.
-		b.WriteString(": planned now that its inputs are known")
+		if e.Reason != "" {
+			b.WriteString(": planned again: " + e.Reason)
+		} else {
+			b.WriteString(": planned now that its inputs are known")
+		}
 		if d := strings.TrimRight(e.Message, "\n"); d != "" {
 			b.WriteString("\n  " + strings.ReplaceAll(d, "\n", "\n  "))
 		}

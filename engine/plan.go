@@ -67,6 +67,11 @@ type StepPlan struct {
 	// Deferred: the provider could not plan the step before its inputs are
 	// known; the whole diff waits for the steps of KnownAfter.
 	Deferred bool `json:"deferred,omitempty"`
+	// Recheck: the step is done and its provider finds it so, but steps it
+	// depends on change in this run first (they may make what it acts
+	// on: the VM a delete deletes). Run reads it again once they are
+	// done, and runs it if it is no longer done.
+	Recheck []phases.Address `json:"recheck,omitempty"`
 	// InputHash is the hash of the inputs the plan was made with, empty
 	// when they depend on steps that have not run yet.
 	InputHash string          `json:"input_hash,omitempty"`
@@ -130,6 +135,7 @@ type outputs struct {
 	m        map[phases.Address]cty.Value
 	corrupt  map[phases.Address]error // recorded outputs that do not decode
 	changing map[phases.Address]bool  // steps this plan changes
+	recheck  map[phases.Address]bool  // steps read again after those they depend on
 }
 
 func (o *outputs) evaluate(s *phases.Step) (cty.Value, phases.Diagnostics) {
@@ -165,6 +171,26 @@ func (o *outputs) pending(a phases.Address) {
 	o.mu.Unlock()
 }
 
+// changesBefore lists the steps of deps that change in this plan, or
+// that are read again after steps that do.
+func (o *outputs) changesBefore(deps []phases.Address) []phases.Address {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	var out []phases.Address
+	for _, d := range deps {
+		if o.changing[d] || o.recheck[d] {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func (o *outputs) markRecheck(a phases.Address) {
+	o.mu.Lock()
+	o.recheck[a] = true
+	o.mu.Unlock()
+}
+
 // afterChanges reports whether a step of deps changes in this plan.
 func (o *outputs) afterChanges(deps []phases.Address) bool {
 	o.mu.RLock()
@@ -180,7 +206,7 @@ func (o *outputs) afterChanges(deps []phases.Address) bool {
 // loadOutputs seeds the table with every recorded output; steps that have
 // not run are unknown.
 func (e *Engine) loadOutputs(snap *state.Snapshot) *outputs {
-	o := &outputs{m: make(map[phases.Address]cty.Value, len(e.steps)), corrupt: map[phases.Address]error{}, changing: map[phases.Address]bool{}}
+	o := &outputs{m: make(map[phases.Address]cty.Value, len(e.steps)), corrupt: map[phases.Address]error{}, changing: map[phases.Address]bool{}, recheck: map[phases.Address]bool{}}
 	for addr := range e.steps {
 		o.m[addr] = unknownUntil(addr)
 		rec := snap.Steps[addr.String()]
@@ -218,7 +244,7 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 		plan.Phases = append(plan.Phases, pp)
 		changes := false
 		for _, s := range newStepGraph(ph.Steps).order() {
-			sp, d := e.planStep(ctx, s, snap.Steps[s.Addr.String()], out)
+			sp, d := e.planStep(ctx, s, snap.Steps[s.Addr.String()], out, snapshotLookup(snap))
 			diags = append(diags, d...)
 			if sp.Action != providers.NoOp {
 				changes = true
@@ -269,7 +295,7 @@ func (e *Engine) redactDiags(d phases.Diagnostics) phases.Diagnostics {
 
 // planStep decides one step's action. Steps that will change make their
 // outputs unknown to the steps after them.
-func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRecord, out *outputs) (*StepPlan, phases.Diagnostics) {
+func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRecord, out *outputs, find lookup) (*StepPlan, phases.Diagnostics) {
 	sp := &StepPlan{Addr: s.Addr, Action: providers.NoOp}
 	if rec != nil {
 		sp.Status = rec.Status
@@ -326,8 +352,17 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 			sp.Detail = "its inputs changed since it ran"
 		}
 	default:
+		if why := replacedSince(s, rec, find); why != "" {
+			// Its record is about a world since replaced: no proof.
+			sp.Action, sp.Detail, prior = providers.Create, why, nil
+			break
+		}
 		read := p.Read(ctx, providers.ReadRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: prior})
 		diags = append(diags, withSubject(read.Diagnostics, s.Range)...)
+		if why := targetReplaced(rec, read.Identity); why != "" {
+			sp.Action, sp.Detail, prior = providers.Create, why, nil
+			break
+		}
 		switch read.Observation {
 		case providers.Drifted:
 			sp.Action, sp.Detail = providers.Drift, read.Detail
@@ -339,6 +374,12 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 		default:
 			if read.Observation == providers.Present && read.Outputs != cty.NilVal && !read.Outputs.IsNull() {
 				out.set(s.Addr, read.Outputs)
+			}
+			if before := out.changesBefore(s.DependsOn); len(before) > 0 {
+				// Done now, but what it acts on may be made by the
+				// steps before it in this run: read again after them.
+				sp.Recheck = before
+				out.markRecheck(s.Addr)
 			}
 			return sp, diags
 		}

@@ -340,17 +340,22 @@ func (r *stepRunner) run(s *phases.Step) bool {
 		return r.fail(s, rec, fmt.Errorf("its inputs changed since the plan was made: make a new plan"))
 	}
 
+	// again: the plan took the step as done, but its record no longer
+	// holds; it is planned anew just before it is applied.
+	var again *replanned
 	if !s.IsCheck() {
 		switch rec.Status {
 		case state.Done:
 			if (sp == nil || sp.Action == providers.NoOp) && hash == rec.InputHash {
-				r.refreshOutputs(s, p, cfg, rec)
-				return true
+				if again = r.stillDone(s, p, cfg, rec, sp); again == nil {
+					r.refreshOutputs(s, p, cfg, rec)
+					return true
+				}
 			}
 		case state.Running:
-			// A run stopped while this step ran: ask what is there
-			// before doing it again.
-			read := p.Read(r.cancel, providers.ReadRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec)})
+			// A run stopped while this step ran: ask what is there,
+			// waiting for what it started, before doing it again.
+			read := p.Read(r.cancel, providers.ReadRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec), InFlight: true})
 			if read.Observation == providers.Present && !read.Diagnostics.HasErrors() {
 				return r.adopt(s, rec, cfg, hash, read)
 			}
@@ -363,7 +368,13 @@ func (r *stepRunner) run(s *phases.Step) bool {
 		rec.Attempts = 0
 	}
 	var planned json.RawMessage
-	if sp != nil {
+	switch {
+	case again != nil:
+		var ok bool
+		if planned, ok = r.planAgain(s, p, cfg, rec, again); !ok {
+			return false
+		}
+	case sp != nil:
 		planned = sp.Planned
 		if len(sp.KnownAfter) > 0 {
 			var ok bool
@@ -520,8 +531,10 @@ func (r *stepRunner) succeed(s *phases.Step, rec *state.StepRecord, hash string,
 	rec.Private = resp.Private
 	rec.Inverse = resp.Inverse
 	rec.Record = resp.Record
+	rec.Identity = resp.Identity
+	rec.Upstream = upstreamWorlds(s, r.e.stateLookup)
 	rec.LastError = ""
-	if !r.transition(s, rec, state.Done, Event{Kind: StepDone}) {
+	if !r.rebase(s) || !r.transition(s, rec, state.Done, Event{Kind: StepDone}) {
 		return false
 	}
 	if resp.Outputs != cty.NilVal && !resp.Outputs.IsNull() {
@@ -541,8 +554,10 @@ func (r *stepRunner) adopt(s *phases.Step, rec *state.StepRecord, cfg cty.Value,
 	if read.Inverse != nil {
 		rec.Inverse = read.Inverse
 	}
+	rec.Identity = read.Identity
+	rec.Upstream = upstreamWorlds(s, r.e.stateLookup)
 	rec.LastError = ""
-	if !r.transition(s, rec, state.Done, Event{Kind: StepAdopted, Message: "finished before the last run stopped; recorded without running it again"}) {
+	if !r.rebase(s) || !r.transition(s, rec, state.Done, Event{Kind: StepAdopted, Message: "finished before the last run stopped; recorded without running it again"}) {
 		return false
 	}
 	if read.Outputs != cty.NilVal && !read.Outputs.IsNull() {

@@ -25,6 +25,13 @@ type StepType struct {
 	// for the reference (migrate docs). Prose only: left out of the
 	// schema's encoding, so the plugin handshake's digest ignores it.
 	Rollback string `json:"-"`
+	// Rebase says that later steps of a runbook may change this type's
+	// effect on purpose (a copy's destination that a restore unpacks):
+	// after a step that depends on one of its steps runs, the engine
+	// reads it again (ReadRequest.Rebase) and keeps what it finds as its
+	// record, so that the next plan calls drift only a change from
+	// outside the runbook.
+	Rebase bool `json:",omitempty"`
 }
 
 // Block is a set of attributes.

@@ -133,6 +133,17 @@ type ReadRequest struct {
 	Config cty.Value
 	// Prior is nil when the step never completed.
 	Prior *Prior
+	// InFlight: a run stopped while this step was being applied. What it
+	// started may still be under way (a node installing and rebooting):
+	// wait for it as the first run would have before saying Absent.
+	InFlight bool
+	// Rebase: steps of the runbook that depend on this one have just run
+	// and may have changed its effect on purpose (a restore unpacks and
+	// chowns a copy's destination). Report the effect as it is now in
+	// Private: it becomes the record that later reads compare with, so
+	// that only a change from outside the runbook is drift. Asked only of
+	// step types whose schema says Rebase.
+	Rebase bool
 }
 
 type ReadResponse struct {
@@ -145,7 +156,12 @@ type ReadResponse struct {
 	// Inverse, when Present and Prior is nil (a step interrupted before its
 	// completion was recorded), says how to undo what was found, so that a
 	// step adopted on resume can still be rolled back.
-	Inverse     *Inverse
+	Inverse *Inverse
+	// Identity names the thing the step acts on as it is now (an
+	// instance's UUID, a cluster's UID); see ApplyResponse.Identity.
+	Identity string
+	// Private, for a Rebase read, replaces the recorded private data.
+	Private     json.RawMessage
 	Diagnostics phases.Diagnostics
 }
 
@@ -204,7 +220,14 @@ type ApplyResponse struct {
 	// Inverse says how to undo this apply; nil means it cannot be undone.
 	Inverse *Inverse
 	// Record holds facts worth keeping in state, such as who approved.
-	Record      map[string]string
+	Record map[string]string
+	// Identity names the thing the step made or acted on, such that a
+	// thing deleted and made again under the same name has another one:
+	// an instance's UUID, a cluster's UID. Empty when the step has none.
+	// The engine records it, and the identities of what a step depends
+	// on, so that a record made on a world since replaced is not taken
+	// as proof about the new one (docs/design.md, "Records").
+	Identity    string
 	Diagnostics phases.Diagnostics
 }
 

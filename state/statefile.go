@@ -271,6 +271,7 @@ func cloneRecord(r *StepRecord) *StepRecord {
 		c.Inverse = &inv
 	}
 	c.Record = maps.Clone(r.Record)
+	c.Upstream = maps.Clone(r.Upstream)
 	if r.StartedAt != nil {
 		t := *r.StartedAt
 		c.StartedAt = &t

@@ -41,6 +41,15 @@ type StepRecord struct {
 	Private json.RawMessage `json:"private,omitempty"`
 	// Inverse says how rollback undoes the step; nil when it cannot.
 	Inverse *phases.Inverse `json:"inverse,omitempty"`
+	// Identity names the thing the step made or acted on, as its provider
+	// said (an instance's UUID, a cluster's UID): made again under the
+	// same name, it has another.
+	Identity string `json:"identity,omitempty"`
+	// Upstream holds, by address, the identities of the steps this one
+	// depends on (directly or through others) when it ran: the world its
+	// record describes. One of them replaced since, the record is no
+	// proof about the new one.
+	Upstream map[string]string `json:"upstream,omitempty"`
 	// Record keeps facts such as who approved an approval step.
 	Record     map[string]string `json:"record,omitempty"`
 	Attempts   int               `json:"attempts"`

@@ -134,7 +134,15 @@ func renderStepPlan(w io.Writer, st styles, s *engine.StepPlan) {
 	case providers.Drift:
 		line = st.magenta("! "+addr) + " has drifted and will run again"
 	default:
-		fmt.Fprintf(w, "  %s\n", st.dim("= "+addr+" unchanged"))
+		line := "= " + addr + " unchanged"
+		if len(s.Recheck) > 0 {
+			names := make([]string, len(s.Recheck))
+			for i, a := range s.Recheck {
+				names[i] = a.String()
+			}
+			line += " for now: read again once " + strings.Join(names, ", ") + " ran (what it acts on may change first)"
+		}
+		fmt.Fprintf(w, "  %s\n", st.dim(line))
 		return
 	}
 	if s.Detail != "" {

@@ -276,6 +276,9 @@ func (b *runBase) eventLines(st styles, e engine.Event, live bool) string {
 		// The diff of a step whose plan waited for earlier steps: what
 		// it will do, now that its inputs are known.
 		head := name + ": planned now that its inputs are known"
+		if e.Reason != "" {
+			head = name + ": planned again: " + e.Reason
+		}
 		if strings.TrimSpace(e.Message) == "" {
 			return mark(st.cyan("≡"), "") + head + " (no diff)\n"
 		}

@@ -186,6 +186,7 @@ func TestPlan(t *testing.T) {
 			{Addr: addr("exec.c"), Action: providers.Update, Detail: "its inputs changed since it ran"},
 			{Addr: addr("exec.d"), Action: providers.Drift, Detail: "its effect is gone"},
 			{Addr: addr("exec.e"), Action: providers.NoOp},
+			{Addr: addr("exec.f"), Action: providers.NoOp, Recheck: []phases.Address{addr("exec.b")}},
 			{Addr: addr("http_check.up"), When: phases.CheckAfter, Action: providers.Create},
 		}},
 	}}
@@ -197,8 +198,9 @@ func TestPlan(t *testing.T) {
 		"  ~ exec.c will run again: its inputs changed since it ran\n",
 		"  ! exec.d has drifted and will run again: its effect is gone\n",
 		"  = exec.e unchanged\n",
+		"  = exec.f unchanged for now: read again once exec.b ran (what it acts on may change first)\n",
 		"  ? check http_check.up will run after the phase's steps\n",
-		"Plan: 1 to create, 1 to update, 1 drifted, 2 unchanged.\n",
+		"Plan: 1 to create, 1 to update, 1 drifted, 3 unchanged.\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("plan lacks %q:\n%s", want, got)

@@ -220,8 +220,21 @@ func hwaddr() string {
 	return fmt.Sprintf("00:16:3e:%02x:%02x:%02x", b[0], b[1], b[2])
 }
 
-// setVolatile gives each NIC a MAC, as the daemon does; the caller holds s.mu.
+// uuid4 is a random (version 4) UUID.
+func uuid4() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// setVolatile gives the instance its UUID (volatile.uuid: an instance
+// deleted and made again under its name has another) and each NIC a MAC,
+// as the daemon does; the caller holds s.mu.
 func (s *Server) setVolatile(in *instance) {
+	if in.Config["volatile.uuid"] == "" {
+		in.Config["volatile.uuid"] = uuid4()
+	}
 	_, devs := s.expanded(in)
 	for name, d := range devs {
 		if d["type"] == "nic" && in.Config["volatile."+name+".hwaddr"] == "" && d["hwaddr"] == "" {
@@ -394,7 +407,15 @@ func (s *Server) putInstance(w http.ResponseWriter, r *http.Request) {
 				in.Description = req.Description
 			}
 		} else {
-			in.Config, in.Devices, in.Description = orEmpty(req.Config), orEmptyDevices(req.Devices), req.Description
+			// A PUT replaces the config, but the daemon keeps the
+			// volatile keys it was not given (the instance's UUID).
+			cfg := orEmpty(req.Config)
+			for k, v := range in.Config {
+				if _, given := cfg[k]; !given && strings.HasPrefix(k, "volatile.") {
+					cfg[k] = v
+				}
+			}
+			in.Config, in.Devices, in.Description = cfg, orEmptyDevices(req.Devices), req.Description
 			in.Ephemeral, in.Stateful = req.Ephemeral, req.Stateful
 			if req.Profiles != nil {
 				in.Profiles = req.Profiles

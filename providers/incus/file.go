@@ -56,18 +56,31 @@ type fileInverse struct {
 	Replaced []string `json:"replaced,omitempty"`
 }
 
+// filePrivate is what an incus_file step keeps in its record besides
+// its outputs (the source's SHA-256 when it was copied).
+type filePrivate struct {
+	// HandedOver: a step that depends on the copy ran since (a restore
+	// that unpacks and chowns it, an application that writes to it).
+	// The destination is theirs from then on: what they made of it is
+	// not drift, and pulling the copy again over it would undo their
+	// work. Only a change of the source, or a destination removed from
+	// outside the runbook, makes the copy run again.
+	HandedOver bool `json:"handed_over,omitempty"`
+}
+
 // origSuffix names the copy of a replaced file, kept beside it (in the
 // instance for a push, locally for a pull) until rollback puts it back:
 // the state never holds a file's content.
 const origSuffix = ".migrate-orig"
 
-type fileApply = sdk.Apply[struct{}, fileInverse]
+type fileApply = sdk.Apply[filePrivate, fileInverse]
 
-var fileStep = &sdk.StepType[*conn, fileSpec, struct{}, fileInverse]{
+var fileStep = &sdk.StepType[*conn, fileSpec, filePrivate, fileInverse]{
 	Name:        File,
 	Description: "Pushes a file or directory tree into an instance, or pulls one out (optionally into an age-encrypted file), with its SHA-256 as an output; rollback removes what it created and puts back what it replaced.",
 	Rollback:    "Removes what it created; a file it replaced was kept beside it as NAME.migrate-orig (never in the state) and is put back.",
 	Outputs:     fileOut{},
+	Rebase:      true, // the steps after a copy may change its destination: see filePrivate
 	Validate:    validateFile,
 	Read:        readFile,
 	Plan:        planFile,
@@ -148,7 +161,7 @@ func (s fileSpec) differs(src, dst tree) []entry {
 }
 
 // sides scans the source and the destination; src nil: no source.
-func sides(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[struct{}, fileInverse]) (src, dst tree, err error) {
+func sides(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[filePrivate, fileInverse]) (src, dst tree, err error) {
 	api := c.Settings.c
 	if s.push {
 		if src, err = scanLocal(s.local); err != nil {
@@ -202,15 +215,21 @@ func scanErr(c *call, err error) phases.Diagnostics {
 	return errorf("Cannot Read Files", "%s: %v.", c.Addr, err)
 }
 
-func readFile(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[struct{}, fileInverse]) sdk.Read[fileInverse] {
+func readFile(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[filePrivate, fileInverse]) sdk.Read[fileInverse] {
 	src, dst, err := sides(ctx, c, s, prior)
 	if err != nil {
 		return sdk.Read[fileInverse]{Diagnostics: scanErr(c, err)}
 	}
-	_, to := s.where()
+	from, to := s.where()
 	switch {
 	case src == nil:
 		return sdk.Read[fileInverse]{Observation: providers.Unknown, Detail: "the source does not exist"}
+	case c.Rebase:
+		// The steps that depend on the copy just ran: the destination
+		// is theirs now.
+		return sdk.Read[fileInverse]{Observation: providers.Present, Private: filePrivate{HandedOver: true}}
+	case prior != nil && prior.Private.HandedOver:
+		return readHandedOver(s, prior, src, dst, from, to)
 	case dst == nil:
 		return sdk.Read[fileInverse]{Observation: providers.Absent, Detail: to + " does not exist"}
 	case len(s.differs(src, dst)) > 0:
@@ -221,6 +240,25 @@ func readFile(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[struct{
 		r.Inverse = adopted(ctx, c, s, src)
 	}
 	return r
+}
+
+// readHandedOver reads a copy whose destination the steps after it took
+// over: it is done unless its source changed since the copy, or its
+// destination was removed from outside the runbook; the plan says which.
+func readHandedOver(s fileSpec, prior *sdk.Prior[filePrivate, fileInverse], src, dst tree, from, to string) sdk.Read[fileInverse] {
+	was, now := "", src.summary().SHA256
+	if !prior.Outputs.IsNull() && prior.Outputs.Type().IsObjectType() && prior.Outputs.Type().HasAttribute("sha256") {
+		if v := prior.Outputs.GetAttr("sha256"); v.IsKnown() && !v.IsNull() {
+			was = v.AsString()
+		}
+	}
+	switch {
+	case was != "" && was != now:
+		return sdk.Read[fileInverse]{Observation: providers.Drifted, Detail: fmt.Sprintf("its source %s changed since the copy (sha256 %s then, %s now): copying it again overwrites what the steps after it made of %s", from, short(was), short(now), to)}
+	case dst == nil:
+		return sdk.Read[fileInverse]{Observation: providers.Absent, Detail: fmt.Sprintf("%s was removed from outside the runbook since the steps after the copy took it over", to)}
+	}
+	return sdk.Read[fileInverse]{Observation: providers.Present}
 }
 
 // adopted is the inverse of a copy found done with no record of it (a run
@@ -251,7 +289,7 @@ func adopted(ctx context.Context, c *call, s fileSpec, src tree) *sdk.Inverse[fi
 	return &sdk.Inverse[fileInverse]{Description: fmt.Sprintf("put back the files of %s kept as *%s (what the copy created is left: a run stopped before its record)", to, origSuffix), Data: inv}
 }
 
-func planFile(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[struct{}, fileInverse]) sdk.Plan[struct{}] {
+func planFile(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[filePrivate, fileInverse]) sdk.Plan[filePrivate] {
 	src, dst, err := sides(ctx, c, s, prior)
 	from, to := s.where()
 	verb := "pull"
@@ -262,18 +300,18 @@ func planFile(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[struct{
 	// itself) is not there yet: the copy is planned, and checked when it
 	// runs.
 	if c.AfterChanges && (src == nil && err == nil || incusapi.IsNotFound(err)) {
-		return sdk.Plan[struct{}]{Diff: fmt.Sprintf("+ %s %s -> %s\n  %s is not there yet: a step this one depends on runs first; the copy is sized when it runs\n  rollback: remove what the copy created, put back what it replaced", verb, from, to, from)}
+		return sdk.Plan[filePrivate]{Diff: fmt.Sprintf("+ %s %s -> %s\n  %s is not there yet: a step this one depends on runs first; the copy is sized when it runs\n  rollback: remove what the copy created, put back what it replaced", verb, from, to, from)}
 	}
 	if err != nil {
-		return sdk.Plan[struct{}]{Diagnostics: scanErr(c, err)}
+		return sdk.Plan[filePrivate]{Diagnostics: scanErr(c, err)}
 	}
 	if src == nil {
-		return sdk.Plan[struct{}]{Diagnostics: noSource(c, s)}
+		return sdk.Plan[filePrivate]{Diagnostics: noSource(c, s)}
 	}
 	sum := src.summary()
 	ch := s.differs(src, dst)
 	if len(ch) == 0 {
-		return sdk.Plan[struct{}]{Diff: fmt.Sprintf("%s already has the content of %s (sha256 %s): nothing to copy", to, from, sum.SHA256)}
+		return sdk.Plan[filePrivate]{Diff: fmt.Sprintf("%s already has the content of %s (sha256 %s): nothing to copy", to, from, sum.SHA256)}
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "+ %s %s -> %s (", verb, from, to)
@@ -281,7 +319,7 @@ func planFile(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[struct{
 	case s.age:
 		rs, err := agefile.RunbookRecipients(c.Settings.dir)
 		if err != nil {
-			return sdk.Plan[struct{}]{Diagnostics: errorf("No Age Recipients", "%s pulls into %s, an age-encrypted file: %v.", c.Addr, to, err)}
+			return sdk.Plan[filePrivate]{Diagnostics: errorf("No Age Recipients", "%s pulls into %s, an age-encrypted file: %v.", c.Addr, to, err)}
 		}
 		fmt.Fprintf(&b, "age-encrypted to %d recipients", len(rs))
 	case !s.push:
@@ -303,7 +341,7 @@ func planFile(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[struct{
 		}
 	}
 	b.WriteString("\n  rollback: remove what the copy created, put back what it replaced")
-	return sdk.Plan[struct{}]{Diff: b.String()}
+	return sdk.Plan[filePrivate]{Diff: b.String()}
 }
 
 // side is the destination's path without the instance name.
@@ -327,7 +365,7 @@ func digestFile(_ context.Context, c *call, s fileSpec) (string, phases.Diagnost
 	return "source sha256 " + t.summary().SHA256, nil
 }
 
-func applyFile(ctx context.Context, c *call, s fileSpec, _ struct{}, prior *sdk.Prior[struct{}, fileInverse]) fileApply {
+func applyFile(ctx context.Context, c *call, s fileSpec, _ filePrivate, prior *sdk.Prior[filePrivate, fileInverse]) fileApply {
 	src, dst, err := sides(ctx, c, s, prior)
 	if err != nil {
 		return fileApply{Diagnostics: scanErr(c, err)}

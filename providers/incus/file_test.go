@@ -295,3 +295,70 @@ func TestFilePlannedAfterTheStepThatMakesIt(t *testing.T) {
 		t.Errorf("the plan: %q", r.Diff)
 	}
 }
+
+// TestPullHandedOverToLaterSteps: once the steps that depend on a pull
+// ran (a restore that unpacks the export, removes the archive, chowns the
+// tree), the engine reads the copy again with Rebase and records that it
+// handed its destination over. From then on what they made of it is not
+// drift; a change of the source is, and a destination removed from
+// outside the runbook is, each saying which.
+func TestPullHandedOverToLaterSteps(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	p := provider(t, nil)
+	name := launch(t, c, "filehand", true, nil)
+	ctx := ctxT(t, 30*time.Second)
+	if err := c.PushFile(ctx, name, "/root/export", incusapi.FilePut{Type: "directory", Mode: 0o700}); err != nil {
+		t.Fatal(err)
+	}
+	for path, body := range map[string]string{"/root/export/homeserver.db": "db", "/root/export/media.tar": "tar", "/root/export/.done": ""} {
+		if err := c.PushFile(ctx, name, path, incusapi.FilePut{Mode: 0o600, Content: strings.NewReader(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dest := filepath.Join(t.TempDir(), "matrix")
+	s := newStep(t, p, incus.File, "data", map[string]cty.Value{"instance": str(name), "direction": str("pull"),
+		"source": str("/root/export"), "destination": str(dest)})
+	r := s.mustApply(s.mustPlan(nil).Private, nil)
+	prior := priorOf(r)
+
+	// The restore: the archive unpacked and removed, a new file.
+	if err := os.Remove(filepath.Join(dest, "media.tar")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dest, "media", "a.png"), "png", 0o644)
+	if rd := s.read(prior); rd.Observation != providers.Drifted {
+		t.Fatalf("before the hand-over, a changed destination reads %v %q", rd.Observation, rd.Detail)
+	}
+	rebased := p.Read(ctx, providers.ReadRequest{Type: incus.File, Addr: s.addr, Config: s.cfg, Prior: prior, Rebase: true})
+	if rebased.Diagnostics.HasErrors() || rebased.Observation != providers.Present || !strings.Contains(string(rebased.Private), `"handed_over":true`) {
+		t.Fatalf("the rebase read: %v %s %v", rebased.Observation, rebased.Private, rebased.Diagnostics.Err())
+	}
+	prior.Private = rebased.Private
+	if rd := s.read(prior); rd.Observation != providers.Present {
+		t.Errorf("after the hand-over, what the restore made reads %v %q", rd.Observation, rd.Detail)
+	}
+
+	// The source changes: drift, saying so.
+	if err := c.PushFile(ctx, name, "/root/export/homeserver.db", incusapi.FilePut{Mode: 0o600, Content: strings.NewReader("db, exported again")}); err != nil {
+		t.Fatal(err)
+	}
+	rd := s.read(prior)
+	if rd.Observation != providers.Drifted {
+		t.Fatalf("a changed source reads %v %q", rd.Observation, rd.Detail)
+	}
+	wantContains(t, "the drift", rd.Detail, "its source "+name+":/root/export changed since the copy", "overwrites what the steps after it made of "+dest)
+	if err := c.PushFile(ctx, name, "/root/export/homeserver.db", incusapi.FilePut{Mode: 0o600, Content: strings.NewReader("db")}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The destination removed from outside: gone, saying so.
+	if err := os.RemoveAll(dest); err != nil {
+		t.Fatal(err)
+	}
+	rd = s.read(prior)
+	if rd.Observation != providers.Absent {
+		t.Fatalf("a removed destination reads %v %q", rd.Observation, rd.Detail)
+	}
+	wantContains(t, "the absence", rd.Detail, dest+" was removed from outside the runbook")
+}

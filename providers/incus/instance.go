@@ -574,7 +574,7 @@ func readInstance(ctx context.Context, c *call, s InstanceSpec, prior instPrior)
 		// apply again, which waits.
 		return sdk.Read[instanceInverse]{Observation: providers.Drifted, Detail: fmt.Sprintf("instance %q has no %s address yet (wait_for); last seen: %s", s.Name, s.WaitFor, a.Seen)}
 	}
-	r := sdk.Read[instanceInverse]{Observation: providers.Present, Outputs: a.outputs(s.Name, inst.Type)}
+	r := sdk.Read[instanceInverse]{Observation: providers.Present, Outputs: a.outputs(s.Name, inst.Type), Identity: identityOf(inst)}
 	if prior == nil && inst.Config[KeyCreatedBy] == c.Addr.String() {
 		r.Inverse = deleteInverse(s.Name)
 	}
@@ -654,7 +654,21 @@ func withAddresses(ctx context.Context, c *call, s InstanceSpec, r instApply) in
 	a, d := waitAddress(ctx, c, s)
 	r.Diagnostics = append(r.Diagnostics, d...)
 	r.Outputs = a.outputs(s.Name, s.Type)
+	if inst, _, err := getInstance(context.WithoutCancel(ctx), c, s.Name); err == nil && inst != nil {
+		r.Identity = identityOf(inst)
+	}
 	return r
+}
+
+// identityOf names the instance itself, not its name: the daemon gives
+// every instance a UUID of its own (volatile.uuid), so one deleted and
+// made again under the same name is another. Its records, and those of
+// every step made on it, then describe the one before.
+func identityOf(inst *incusapi.Instance) string {
+	if id := inst.Config["volatile.uuid"]; id != "" {
+		return "instance " + inst.Name + " " + id
+	}
+	return ""
 }
 
 // updatedPut returns the instance with the step's settings applied, and

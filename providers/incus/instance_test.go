@@ -53,10 +53,15 @@ func TestInstanceLifecycle(t *testing.T) {
 		t.Errorf("output name = %q", got)
 	}
 
+	// Its identity is the instance's own UUID, not its name.
+	if want := "instance " + name + " " + i.Config["volatile.uuid"]; i.Config["volatile.uuid"] == "" || created.Identity != want {
+		t.Errorf("identity = %q, want %q", created.Identity, want)
+	}
+
 	// Idempotent: Read says present, the plan changes nothing.
 	prior := priorOf(created)
-	if r := s.read(prior); r.Observation != providers.Present {
-		t.Fatalf("Read after create: %v %s", r.Observation, r.Detail)
+	if r := s.read(prior); r.Observation != providers.Present || r.Identity != created.Identity {
+		t.Fatalf("Read after create: %v %s, identity %q", r.Observation, r.Detail, r.Identity)
 	}
 	wantContains(t, "the re-plan", s.mustPlan(prior).Diff, "nothing to change")
 
@@ -98,8 +103,8 @@ func TestInstanceLifecycle(t *testing.T) {
 	if updated.Inverse == nil || !strings.Contains(string(updated.Inverse.Data), `"delete"`) {
 		t.Errorf("inverse of an update of an instance the step created = %+v", updated.Inverse)
 	}
-	if r := s.read(priorOf(updated)); r.Observation != providers.Present {
-		t.Errorf("Read after update: %v %s", r.Observation, r.Detail)
+	if r := s.read(priorOf(updated)); r.Observation != providers.Present || r.Identity != created.Identity {
+		t.Errorf("Read after update: %v %s, identity %q (an update keeps the instance)", r.Observation, r.Detail, r.Identity)
 	}
 
 	s.revert(updated.Inverse)
@@ -109,6 +114,12 @@ func TestInstanceLifecycle(t *testing.T) {
 	if r := s.read(priorOf(updated)); r.Observation != providers.Absent {
 		t.Errorf("Read after rollback: %v", r.Observation)
 	}
+	// Made again under the same name, it is another instance.
+	again := s.mustApply(s.mustPlan(nil).Private, nil)
+	if again.Identity == "" || again.Identity == created.Identity {
+		t.Errorf("the instance made again has identity %q, the first had %q", again.Identity, created.Identity)
+	}
+	s.revert(again.Inverse)
 }
 
 // TestInstanceUpdateRestore: a step that adopts an existing instance (an

@@ -171,6 +171,7 @@ func (p *Provider[S]) Read(ctx context.Context, req providers.ReadRequest) provi
 	if diags != nil {
 		return providers.ReadResponse{Diagnostics: diags}
 	}
+	c.InFlight, c.Rebase = req.InFlight, req.Rebase
 	r := s.read(ctx, c, req)
 	sc := c.scrubber()
 	r.Detail = sc.text(r.Detail)

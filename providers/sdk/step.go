@@ -32,7 +32,13 @@ type Call[S any] struct {
 	// AfterChanges is the request's, in Plan: a step this one depends on
 	// changes first, so what it reads may not exist yet.
 	AfterChanges bool
-	cfg          *config
+	// InFlight is the request's, in Read: a run stopped while the step
+	// was applied, and what it started may still be under way.
+	InFlight bool
+	// Rebase is the request's, in Read: report the effect as it is now
+	// in Read.Private (providers.ReadRequest.Rebase).
+	Rebase bool
+	cfg    *config
 	sc           *scrubber
 }
 
@@ -91,6 +97,11 @@ type Read[I any] struct {
 	Detail      string
 	Outputs     any
 	Inverse     *Inverse[I]
+	// Identity names the thing as it is now (providers.ReadResponse).
+	Identity string
+	// Private, in a Rebase read, is the step's private data (of its type
+	// P) as it is now: it replaces the recorded one.
+	Private     any
 	Diagnostics phases.Diagnostics
 }
 
@@ -105,10 +116,13 @@ type Plan[P any] struct {
 // Apply is what an Apply handler returns. Outputs as in Read; nil gives
 // a null object of the step type's outputs. A nil Inverse: not undoable.
 type Apply[P, I any] struct {
-	Outputs     any
-	Private     P
-	Inverse     *Inverse[I]
-	Record      map[string]string
+	Outputs any
+	Private P
+	Inverse *Inverse[I]
+	Record  map[string]string
+	// Identity names what the step made or acted on
+	// (providers.ApplyResponse.Identity).
+	Identity    string
 	Diagnostics phases.Diagnostics
 }
 
@@ -133,6 +147,10 @@ type StepType[S, A, P, I any] struct {
 	CanCheck, CheckOnly bool
 	// Rollback says what rollback does, in a sentence for the reference.
 	Rollback string
+	// Rebase: later steps may change the effect on purpose; the Read
+	// handler then sees c.Rebase and returns the effect as it is now in
+	// Read.Private (phases.StepType.Rebase).
+	Rebase bool
 	// Outputs is a struct value or type whose cty tags name the outputs;
 	// those tagged sensitive:"true" are marked so when returned as a struct.
 	Outputs any
@@ -202,7 +220,7 @@ func (t *StepType[S, A, P, I]) schema() (phases.StepType, error) {
 	if err != nil {
 		return st, fmt.Errorf("step type %s: %w", t.Name, err)
 	}
-	st.CanCheck, st.CheckOnly, st.Rollback = t.CanCheck, t.CheckOnly, t.Rollback
+	st.CanCheck, st.CheckOnly, st.Rollback, st.Rebase = t.CanCheck, t.CheckOnly, t.Rollback, t.Rebase
 	return st, nil
 }
 
@@ -282,8 +300,13 @@ func (t *StepType[S, A, P, I]) read(ctx context.Context, c *Call[S], req provide
 		return providers.PresentIfPrior(req)
 	}
 	r := t.Read(ctx, c, a, prior)
-	resp := providers.ReadResponse{Observation: r.Observation, Detail: r.Detail, Diagnostics: append(diags, r.Diagnostics...)}
+	resp := providers.ReadResponse{Observation: r.Observation, Detail: r.Detail, Identity: r.Identity, Diagnostics: append(diags, r.Diagnostics...)}
 	var err error
+	if r.Private != nil {
+		if resp.Private, err = c.scrubber().encode(r.Private); err != nil {
+			resp.Diagnostics = append(resp.Diagnostics, phases.FromError("Invalid Private Data", err)...)
+		}
+	}
 	if resp.Outputs, err = t.outputs(r.Outputs, false); err != nil {
 		resp.Diagnostics = append(resp.Diagnostics, phases.FromError("Invalid Outputs", err)...)
 	}
@@ -346,7 +369,7 @@ func (t *StepType[S, A, P, I]) apply(ctx context.Context, c *Call[S], req provid
 	}
 	r := t.Apply(ctx, c, a, planned, prior)
 	sc := c.scrubber()
-	resp := providers.ApplyResponse{Record: r.Record, Diagnostics: append(diags, r.Diagnostics...)}
+	resp := providers.ApplyResponse{Record: r.Record, Identity: r.Identity, Diagnostics: append(diags, r.Diagnostics...)}
 	var err error
 	if resp.Outputs, err = t.outputs(r.Outputs, true); err != nil {
 		resp.Diagnostics = append(resp.Diagnostics, phases.FromError("Invalid Outputs", err)...)

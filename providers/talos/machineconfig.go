@@ -429,6 +429,9 @@ func readMachineConfig(ctx context.Context, sc *handle, a talosschema.MachineCon
 	c := newCall(sc)
 	p := c.p
 	if prior == nil {
+		if sc.InFlight {
+			c.awaitInFlight(ctx)
+		}
 		// Never recorded: a run may have stopped during a TRY (the
 		// persisted config is still the old one), or while a first
 		// install rebooted. Only a node that persisted exactly this
@@ -470,6 +473,60 @@ func readMachineConfig(ctx context.Context, sc *handle, a talosschema.MachineCon
 		return sdk.Read[inverseData]{Observation: providers.Drifted, Detail: strings.Join(drift, "\n")}
 	}
 	return sdk.Read[inverseData]{Observation: providers.Present, Outputs: talosschema.MachineConfigOutputs{ConfigHash: r.hash, InstallerImage: r.image}}
+}
+
+// inFlightWait bounds how long a read of a step found in flight waits for
+// its nodes to answer again: as long as the first run would have waited
+// for the install's reboot (waitVersion).
+const inFlightWait = 10 * time.Minute
+
+// awaitInFlight waits, as the step's first run would have, until every
+// node answers again, over mTLS or in maintenance mode: a run stopped
+// while a first install (or a config that needs one) rebooted the node
+// leaves it silent for minutes, and reading it then would take "not
+// answering yet" for "not done", and applying it would fail at once. It
+// gives up at inFlightWait or when ctx ends; the read then says what it
+// finds, and the apply why it cannot reach the node.
+func (c *call) awaitInFlight(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, inFlightWait)
+	defer cancel()
+	backoff, logged := 250*time.Millisecond, false
+	for {
+		silent := c.silentNodes(ctx)
+		if len(silent) == 0 {
+			return
+		}
+		if !logged {
+			c.log.Printf("a run stopped while %s was applied: waiting for %s to answer again (an install or a reboot may be under way)", c.addr, strings.Join(silent, ", "))
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// silentNodes lists the nodes that answer neither over mTLS nor in
+// maintenance mode.
+func (c *call) silentNodes(ctx context.Context) []string {
+	ns, err := c.p.nodes(ctx)
+	if err != nil {
+		return c.p.targets()
+	}
+	var silent []string
+	for _, n := range ns {
+		if _, err := n.version(ctx); err == nil || inMaintenance(ctx, n.name) {
+			continue
+		}
+		silent = append(silent, n.name)
+	}
+	if len(silent) > 0 {
+		_ = c.p.close() // a client made before the reboot may hold a dead connection: dial anew
+	}
+	return silent
 }
 
 // persistedAsRendered says whether every node answers over mTLS and has
