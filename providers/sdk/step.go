@@ -39,7 +39,7 @@ type Call[S any] struct {
 	// in Read.Private (providers.ReadRequest.Rebase).
 	Rebase bool
 	cfg    *config
-	sc           *scrubber
+	sc     *scrubber
 }
 
 // Sensitive reports whether the attribute, or the element at keys (int
