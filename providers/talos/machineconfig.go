@@ -480,24 +480,32 @@ func readMachineConfig(ctx context.Context, sc *handle, a talosschema.MachineCon
 // for the install's reboot (waitVersion).
 const inFlightWait = 10 * time.Minute
 
+// maintenanceSettle is how long a node found in flight must stay in
+// maintenance mode to count as not installing: right after it took its
+// first config, its maintenance service still answers for a moment before
+// the install stops it.
+const maintenanceSettle = 5 * time.Second
+
 // awaitInFlight waits, as the step's first run would have, until every
-// node answers again, over mTLS or in maintenance mode: a run stopped
-// while a first install (or a config that needs one) rebooted the node
-// leaves it silent for minutes, and reading it then would take "not
-// answering yet" for "not done", and applying it would fail at once. It
-// gives up at inFlightWait or when ctx ends; the read then says what it
-// finds, and the apply why it cannot reach the node.
+// node answers over mTLS, or has stayed in maintenance mode for
+// maintenanceSettle (the config was never sent, or the install failed): a
+// run stopped while a first install (or a config that needs one)
+// rebooted the node leaves it silent for minutes, and reading it then
+// would take "not answering yet" for "not done", and applying it would
+// fail at once. It gives up at inFlightWait or when ctx ends; the read
+// then says what it finds, and the apply why it cannot reach the node.
 func (c *call) awaitInFlight(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, inFlightWait)
 	defer cancel()
 	backoff, logged := 250*time.Millisecond, false
+	since := map[string]time.Time{} // when each node was first seen in maintenance mode, in a row
 	for {
-		silent := c.silentNodes(ctx)
-		if len(silent) == 0 {
+		waiting := c.unsettledNodes(ctx, since)
+		if len(waiting) == 0 {
 			return
 		}
 		if !logged {
-			c.log.Printf("a run stopped while %s was applied: waiting for %s to answer again (an install or a reboot may be under way)", c.addr, strings.Join(silent, ", "))
+			c.log.Printf("a run stopped while %s was applied: waiting for %s to answer (an install or a reboot may be under way)", c.addr, strings.Join(waiting, ", "))
 			logged = true
 		}
 		select {
@@ -505,28 +513,38 @@ func (c *call) awaitInFlight(ctx context.Context) {
 			return
 		case <-time.After(backoff):
 		}
-		backoff = min(backoff*2, 5*time.Second)
+		backoff = min(backoff*2, 2*time.Second)
 	}
 }
 
-// silentNodes lists the nodes that answer neither over mTLS nor in
-// maintenance mode.
-func (c *call) silentNodes(ctx context.Context) []string {
+// unsettledNodes lists the nodes that do not answer over mTLS and have
+// not stayed in maintenance mode for maintenanceSettle.
+func (c *call) unsettledNodes(ctx context.Context, since map[string]time.Time) []string {
 	ns, err := c.p.nodes(ctx)
 	if err != nil {
 		return c.p.targets()
 	}
-	var silent []string
+	var waiting []string
 	for _, n := range ns {
-		if _, err := n.version(ctx); err == nil || inMaintenance(ctx, n.name) {
+		if _, err := n.version(ctx); err == nil {
 			continue
 		}
-		silent = append(silent, n.name)
+		if !inMaintenance(ctx, n.name) {
+			delete(since, n.name)
+			waiting = append(waiting, n.name)
+			continue
+		}
+		if first, ok := since[n.name]; !ok {
+			since[n.name] = time.Now()
+		} else if time.Since(first) >= maintenanceSettle {
+			continue
+		}
+		waiting = append(waiting, n.name)
 	}
-	if len(silent) > 0 {
+	if len(waiting) > 0 {
 		_ = c.p.close() // a client made before the reboot may hold a dead connection: dial anew
 	}
-	return silent
+	return waiting
 }
 
 // persistedAsRendered says whether every node answers over mTLS and has

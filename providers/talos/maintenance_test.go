@@ -297,3 +297,62 @@ func TestFirstInstallNotPlannedIsRefused(t *testing.T) {
 		t.Fatalf("Apply = %v; maintenance %v", err, l.n.Maintenance())
 	}
 }
+
+// cancelOn is a log that cancels when a line holds a phrase: a run
+// killed at that moment.
+type cancelOn struct {
+	phrase string
+	cancel context.CancelFunc
+	buf    bytes.Buffer
+}
+
+func (w *cancelOn) Write(b []byte) (int, error) {
+	w.buf.Write(b)
+	if strings.Contains(w.buf.String(), w.phrase) {
+		w.cancel()
+	}
+	return len(b), nil
+}
+
+// TestFirstInstallFoundInFlightWaitsForTheReboot: a run stopped while the
+// first install rebooted the node left the step recorded as running. The
+// next run, started at once, reads it InFlight: the read waits for the
+// node to answer again, as the stopped run would have, and finds it
+// installed (Present), instead of taking the silent node for "not done"
+// and failing its apply with "connection refused".
+func TestFirstInstallFoundInFlightWaitsForTheReboot(t *testing.T) {
+	t.Parallel()
+	n, err := talosnode.New(talosnode.Options{Dir: t.TempDir(), Maintenance: true, Disks: maintDisks, RebootDuration: 4 * time.Second, Hostname: "lab-node"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Stop)
+	l := newMaintLab(t, n, "https://127.0.0.1:6443")
+	p := l.provider(t, l.config(false))
+	cfg := obj(map[string]cty.Value{"patches": strs("patches/node.yaml"), "verify": verify([]string{"apid"}, nil)})
+	pr := plan(p, talos.MachineConfig, cfg)
+	if err := pr.Diagnostics.Err(); err != nil {
+		t.Fatalf("Plan: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	log := &cancelOn{phrase: "waiting for the install and the reboot", cancel: cancel}
+	if r := p.Apply(ctx, providers.ApplyRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Planned: pr.Private, Log: log}); !r.Diagnostics.HasErrors() {
+		t.Fatalf("the apply stopped during the reboot succeeded:\n%s", log.buf.String())
+	}
+
+	p2 := l.provider(t, l.config(false))
+	start := time.Now()
+	rr := p2.Read(context.Background(), providers.ReadRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, InFlight: true})
+	if rr.Observation != providers.Present || rr.Diagnostics.HasErrors() {
+		t.Fatalf("the in-flight read after %s = %v %v: %s", time.Since(start).Round(time.Millisecond), rr.Observation, rr.Diagnostics.Err(), rr.Detail)
+	}
+	if waited := time.Since(start); waited < time.Second {
+		t.Errorf("the in-flight read returned after %s: the node was not rebooting, the test proves nothing", waited)
+	}
+	if got := len(n.Applies()); got != 1 {
+		t.Errorf("the node got %d configs, want the first install's only", got)
+	}
+}
