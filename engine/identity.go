@@ -205,11 +205,14 @@ func (r *stepRunner) rebase(s *phases.Step) bool {
 			continue
 		}
 		read := p.Read(r.cancel, providers.ReadRequest{Type: d.Type, Addr: d, Config: cfg, Prior: priorOf(rec), Rebase: true})
-		if read.Diagnostics.HasErrors() || read.Private == nil {
+		if read.Diagnostics.HasErrors() {
 			// Not observed: the record stays as it was, and the next
 			// plan may call drift what s did (it says what differs).
-			r.emit(Event{Kind: StepOutput, Phase: s.Phase, Addr: s.Addr, Message: fmt.Sprintf("could not read %s again after this step changed it: %s", d, firstDiag(r.e.redactDiags(read.Diagnostics)))})
+			r.emit(Event{Kind: StepOutput, Phase: s.Phase, Addr: s.Addr, Message: fmt.Sprintf("could not read %s again after this step ran: %s", d, r.e.redactDiags(read.Diagnostics).Err())})
 			continue
+		}
+		if read.Private == nil {
+			continue // nothing new to keep
 		}
 		rec.Private = read.Private
 		if err := r.e.state.Checkpoint(rec); err != nil {
@@ -222,13 +225,6 @@ func (r *stepRunner) rebase(s *phases.Step) bool {
 		}
 	}
 	return true
-}
-
-func firstDiag(d phases.Diagnostics) string {
-	if len(d) == 0 {
-		return "its provider returned nothing"
-	}
-	return d.Err().Error()
 }
 
 // rebases reports whether a step's type says Rebase; schemas are asked

@@ -216,6 +216,11 @@ func scanErr(c *call, err error) phases.Diagnostics {
 }
 
 func readFile(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[filePrivate, fileInverse]) sdk.Read[fileInverse] {
+	if c.Rebase {
+		// A step that depends on the copy just ran: the destination is
+		// theirs now, whatever they made of it (nothing to scan).
+		return sdk.Read[fileInverse]{Observation: providers.Present, Private: filePrivate{HandedOver: true}}
+	}
 	src, dst, err := sides(ctx, c, s, prior)
 	if err != nil {
 		return sdk.Read[fileInverse]{Diagnostics: scanErr(c, err)}
@@ -224,10 +229,6 @@ func readFile(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[filePri
 	switch {
 	case src == nil:
 		return sdk.Read[fileInverse]{Observation: providers.Unknown, Detail: "the source does not exist"}
-	case c.Rebase:
-		// The steps that depend on the copy just ran: the destination
-		// is theirs now.
-		return sdk.Read[fileInverse]{Observation: providers.Present, Private: filePrivate{HandedOver: true}}
 	case prior != nil && prior.Private.HandedOver:
 		return readHandedOver(s, prior, src, dst, from, to)
 	case dst == nil:
