@@ -355,3 +355,46 @@ func stepPlanNamed(t *testing.T, p *engine.Plan, name string) *engine.StepPlan {
 	t.Fatalf("no plan for %s", name)
 	return nil
 }
+
+// TestRecheckAcrossPhases: the deletion is in a later phase, complete and
+// otherwise unchanged; the VM it deletes is made again in the earlier
+// phase of the same run. The later phase still runs, for the re-read.
+func TestRecheckAcrossPhases(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	b := newRB()
+	b.step(b.phase("make"), "vm")
+	b.step(b.phase("clean"), "delete", "vm")
+	w := &world{}
+	h.fake.ApplyFn = func(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
+		w.apply(req.Addr.Name)
+		resp := providers.ApplyResponse{Outputs: cty.EmptyObjectVal}
+		if req.Addr.Name == "vm" {
+			resp.Inverse = &providers.Inverse{Description: "delete the VM"}
+		}
+		return resp
+	}
+	h.fake.RevertFn = func(ctx context.Context, req providers.RevertRequest) providers.RevertResponse {
+		return providers.RevertResponse{}
+	}
+	h.fake.ReadFn = func(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if req.Addr.Name == "delete" && req.Prior != nil && w.vm != "" {
+			return providers.ReadResponse{Observation: providers.Absent, Detail: "the VM exists"}
+		}
+		return providers.PresentIfPrior(req)
+	}
+	if err := h.run(b.r); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.rollback(b.r); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.run(b.r); err != nil {
+		t.Fatal(err)
+	}
+	if w.vm != "" || w.count("delete") != 2 {
+		t.Errorf("after the second run the VM is %q, the deletion ran %d times; want it deleted again", w.vm, w.count("delete"))
+	}
+}

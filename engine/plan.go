@@ -103,6 +103,17 @@ func (pp *PhasePlan) HasChanges() bool {
 	return false
 }
 
+// rechecks reports whether some step of the phase is to be read again
+// after steps of an earlier phase of the run: the phase runs for them.
+func (pp *PhasePlan) rechecks() bool {
+	for _, sp := range pp.Steps {
+		if len(sp.Recheck) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Phase finds a phase's plan by name.
 func (p *Plan) Phase(name string) *PhasePlan {
 	for _, ph := range p.Phases {

@@ -142,7 +142,7 @@ func (e *Engine) checkEarlierPhases(plan *Plan, snap *state.Snapshot) error {
 const PhaseUpToDate = "already complete, nothing to do"
 
 func (e *Engine) runPhase(stop, cancel context.Context, ph *phases.Phase, pp *PhasePlan, out *outputs, opts RunOptions) error {
-	if pp.Complete && !pp.HasChanges() {
+	if pp.Complete && !pp.HasChanges() && !pp.rechecks() {
 		return e.hooks.emit(Event{Kind: PhaseCompleted, Phase: ph.Name, Message: PhaseUpToDate})
 	}
 	pr, err := e.startPhase(ph, "")
