@@ -343,7 +343,7 @@ func fetchKubeconfig(ctx context.Context, c *call, path string) phases.Diagnosti
 // --- talos_read
 
 var readStep = &sdk.StepType[*Provider, talosschema.ReadAttrs, none, none]{
-	Name: Read, Description: talosschema.ReadDoc, CanCheck: true,
+	Name: Read, Description: talosschema.ReadDoc, CanCheck: true, WaitsOnly: true,
 	Unknowns: true, // the plan says what it will read when known
 	Plan: func(_ context.Context, c *handle, a talosschema.ReadAttrs, _ *sdk.Prior[none, none]) sdk.Plan[none] {
 		if d := checkRead(c, a); d.HasErrors() {
@@ -415,7 +415,7 @@ func clip(s string) string {
 // --- talos_service_health
 
 var serviceHealthStep = &sdk.StepType[*Provider, talosschema.ServiceHealthAttrs, none, none]{
-	Name: ServiceHealth, Description: talosschema.ServiceHealthDoc, CanCheck: true,
+	Name: ServiceHealth, Description: talosschema.ServiceHealthDoc, CanCheck: true, WaitsOnly: true,
 	Unknowns: true, // the plan says what it will check when known
 	Plan: func(_ context.Context, c *handle, a talosschema.ServiceHealthAttrs, _ *sdk.Prior[none, none]) sdk.Plan[none] {
 		if c.Unknown("services") {
