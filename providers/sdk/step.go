@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -450,6 +451,30 @@ func (t *StepType[S, A, P, I]) digest(ctx context.Context, c *Call[S], req provi
 func Interrupted(addr phases.Address, err error) phases.Diagnostics {
 	return phases.Errorf("Step Interrupted", "%s was stopped before it finished: %v.", addr, err)
 }
+
+// ErrStopped is the cause of a context from WaitContext ended by Stop.
+var ErrStopped = errors.New("a gentle stop was asked (the first Ctrl-C)")
+
+// WaitContext returns ctx, ended also when Stop closes (its cause is then
+// ErrStopped), for a wait after the step's effect whose loop only watches
+// its context; see StopCut. Call release once the wait is over.
+func (c *Call[S]) WaitContext(ctx context.Context) (_ context.Context, release func()) {
+	if c.Stop == nil {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-c.Stop:
+			cancel(ErrStopped)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(nil) }
+}
+
+// StopCut reports whether a context from WaitContext ended by Stop.
+func StopCut(ctx context.Context) bool { return errors.Is(context.Cause(ctx), ErrStopped) }
 
 // StoppedWaiting is the diagnostic of an Apply that Call.Stop ended while
 // it waited: done says what the step did ("instance web created and
