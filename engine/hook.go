@@ -32,6 +32,10 @@ const (
 	StepReverting EventKind = "step_reverting"
 	StepReverted  EventKind = "step_reverted"
 	Interrupted   EventKind = "interrupted"
+	// StepStopped: a gentle stop ended the step while it only waited; it
+	// is recorded as not done (pending), Error saying what was not
+	// waited for, and the next run does it again.
+	StepStopped EventKind = "step_stopped"
 )
 
 // Event is one thing that happened during a run or rollback. Message never

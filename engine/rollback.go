@@ -65,7 +65,8 @@ func (p *RollbackPlan) Irreversible() []phases.Address {
 }
 
 // needsRevert: the step changed something that it knows how to undo, or
-// a rollback of it was under way.
+// a rollback of it was under way. A pending step with an inverse made its
+// effect and was stopped while it waited (stop.go).
 func needsRevert(rec *state.StepRecord) bool {
 	if rec == nil || rec.Check {
 		return false
@@ -73,7 +74,7 @@ func needsRevert(rec *state.StepRecord) bool {
 	switch rec.Status {
 	case state.Reverting, state.RevertFailed:
 		return true
-	case state.Done, state.Failed, state.Running:
+	case state.Done, state.Failed, state.Running, state.Pending:
 		return rec.Inverse != nil
 	}
 	return false

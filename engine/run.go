@@ -153,7 +153,7 @@ func (e *Engine) runPhase(stop, cancel context.Context, ph *phases.Phase, pp *Ph
 	for _, sp := range pp.Steps {
 		planned[sp.Addr] = sp
 	}
-	r := &stepRunner{e: e, cancel: cancel, out: out, opts: opts, planned: planned}
+	r := &stepRunner{e: e, stop: stop, cancel: cancel, out: out, opts: opts, planned: planned}
 
 	var failedChecks []phases.Address
 	var before, after []*phases.Step
@@ -172,7 +172,7 @@ func (e *Engine) runPhase(stop, cancel context.Context, ph *phases.Phase, pp *Ph
 			if stop.Err() != nil {
 				return
 			}
-			if !r.run(c) {
+			if !r.run(c) && !r.wasStopped(c.Addr) {
 				failedChecks = append(failedChecks, c.Addr)
 			}
 		}
@@ -208,7 +208,7 @@ func (e *Engine) runPhase(stop, cancel context.Context, ph *phases.Phase, pp *Ph
 		return pr.failed(&PhaseError{Phase: ph.Name, Checks: failedChecks})
 	}
 	if stop.Err() != nil {
-		return ErrInterrupted
+		return pr.interrupted()
 	}
 	return pr.completed("")
 }
@@ -230,7 +230,8 @@ func (e *Engine) startPhase(ph *phases.Phase, message string) (*phaseRun, error)
 // walkOutcome sorts the steps of a walk by how they ended.
 type walkOutcome struct {
 	failed, skipped []phases.Address
-	// interrupted: some step did not start because the run was stopped.
+	// interrupted: some step did not start, or did not finish waiting,
+	// because the run was stopped.
 	interrupted bool
 }
 
@@ -238,8 +239,14 @@ type walkOutcome struct {
 // failed (the state could not be written, a view could not show an
 // event) no step starts, and the phase ends with the hook's error.
 func (pr *phaseRun) walk(stop context.Context, r *stepRunner, g *stepGraph, visit func(*phases.Step) bool) (walkOutcome, error) {
-	res := g.walk(stop, pr.e.parallelism, func(s *phases.Step) bool {
-		return r.fatal() == nil && visit(s)
+	res := g.walk(stop, pr.e.parallelism, func(s *phases.Step) walkResult {
+		switch {
+		case r.fatal() == nil && visit(s):
+			return succeeded
+		case r.wasStopped(s.Addr):
+			return stopped
+		}
+		return failed
 	})
 	if err := r.fatal(); err != nil {
 		return walkOutcome{}, err
@@ -251,7 +258,7 @@ func (pr *phaseRun) walk(stop context.Context, r *stepRunner, g *stepGraph, visi
 			w.failed = append(w.failed, g.nodes[i].Addr)
 		case skipped:
 			w.skipped = append(w.skipped, g.nodes[i].Addr)
-		case notStarted:
+		case notStarted, stopped:
 			w.interrupted = true
 		}
 	}
@@ -290,6 +297,11 @@ type stepRunner struct {
 
 	mu  sync.Mutex
 	err error // a hook (the state) failed: the run must stop
+
+	// stop is Run's gentle stop (stop.go), nil in a rollback.
+	stop context.Context
+	// stopped are the steps a gentle stop ended not done (under mu).
+	stopped map[phases.Address]bool
 }
 
 func (r *stepRunner) fatal() error {
@@ -404,6 +416,9 @@ func (r *stepRunner) run(s *phases.Step) bool {
 			rec.Inverse = resp.Inverse
 		}
 		err := resp.Diagnostics.Err()
+		if r.stoppedWaiting(s, p, resp) {
+			return r.notDone(s, rec, err)
+		}
 		if attempt >= attempts || r.cancel.Err() != nil {
 			return r.fail(s, rec, err)
 		}
@@ -413,6 +428,8 @@ func (r *stepRunner) run(s *phases.Step) bool {
 		}
 		select {
 		case <-time.After(backoff):
+		case <-r.stopDone():
+			return r.notDone(s, rec, stoppedBetweenAttempts(attempt, err))
 		case <-r.cancel.Done():
 			return r.fail(s, rec, r.cancel.Err())
 		}
@@ -507,6 +524,7 @@ func (r *stepRunner) apply(s *phases.Step, p providers.Interface, cfg cty.Value,
 	req := providers.ApplyRequest{
 		Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec),
 		Approval: providers.Approval{Prompt: r.opts.Prompt}, Planned: planned,
+		Stop: r.stopDone(),
 	}
 	if r.opts.Approve[s.Addr] {
 		req.Approval.By = r.opts.Approver
@@ -514,7 +532,12 @@ func (r *stepRunner) apply(s *phases.Step, p providers.Interface, cfg cty.Value,
 	var resp providers.ApplyResponse
 	resp.Diagnostics = r.call(s, func(ctx context.Context, log io.Writer) phases.Diagnostics {
 		req.Log = log
+		ctx, release := r.gentle(ctx, s, p)
+		defer release()
 		resp = p.Apply(ctx, req)
+		if resp.Stopped && !resp.Diagnostics.HasErrors() {
+			resp.Diagnostics = append(resp.Diagnostics, phases.Errorf("Stopped While Waiting", "%s stopped waiting at the interrupt without saying what it did not wait for.", s.Addr)...)
+		}
 		return resp.Diagnostics
 	})
 	return resp

@@ -54,14 +54,16 @@ const (
 	succeeded
 	failed
 	skipped // a dependency failed
+	stopped // ended not done by the stop: neither done nor failed
 )
 
 // walk visits every node after the nodes it depends on, at most
 // parallelism at once, in declaration order where there is a choice. A
 // node whose visit fails makes its dependents (transitively) skipped,
 // while independent nodes go on. Once stop is done no new node starts;
-// the running ones finish.
-func (sg *stepGraph) walk(stop context.Context, parallelism int, visit func(*phases.Step) bool) []walkResult {
+// the running ones finish, or end stopped, whose dependents stay not
+// started.
+func (sg *stepGraph) walk(stop context.Context, parallelism int, visit func(*phases.Step) walkResult) []walkResult {
 	n := len(sg.nodes)
 	res := make([]walkResult, n)
 	waiting := make([]int, n)
@@ -76,8 +78,8 @@ func (sg *stepGraph) walk(stop context.Context, parallelism int, visit func(*pha
 		}
 	}
 	type done struct {
-		i  int
-		ok bool
+		i   int
+		res walkResult
 	}
 	results := make(chan done)
 	running := 0
@@ -105,9 +107,13 @@ func (sg *stepGraph) walk(stop context.Context, parallelism int, visit func(*pha
 		}
 		d := <-results
 		running--
-		if !d.ok {
+		switch d.res {
+		case failed:
 			res[d.i] = failed
 			skip(d.i)
+			continue
+		case stopped:
+			res[d.i] = stopped
 			continue
 		}
 		res[d.i] = succeeded

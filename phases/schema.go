@@ -21,6 +21,12 @@ type StepType struct {
 	CanCheck bool
 	// CheckOnly says the type may only be used in a check block.
 	CheckOnly bool
+	// WaitsOnly says a step of this type has no effect of its own: it
+	// waits, reads or asks (a pause, a readiness poll, an approval). A
+	// gentle stop (the first Ctrl-C) ends it at once, recorded as not
+	// done, and the next run does it again. A check block is such a step
+	// whatever its type: every check only reads.
+	WaitsOnly bool
 	// Rollback says what rollback does to an applied step of this type,
 	// for the reference (migrate docs). Prose only: left out of the
 	// schema's encoding, so the plugin handshake's digest ignores it.

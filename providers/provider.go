@@ -211,6 +211,13 @@ type ApplyRequest struct {
 	// Log receives the step's output (command output and the like); it is
 	// the terminal and log, never the state.
 	Log io.Writer
+	// Stop is closed when a gentle stop was asked (the first Ctrl-C):
+	// an Apply whose effect is made and that only waits now (for an
+	// address, for objects to be ready, for a Job) stops waiting at
+	// once and answers Stopped; one still making its effect finishes
+	// it. nil: no stop will come. (A step type that only waits is
+	// declared WaitsOnly instead: the engine cancels its context.)
+	Stop <-chan struct{}
 }
 
 type ApplyResponse struct {
@@ -227,7 +234,13 @@ type ApplyResponse struct {
 	// The engine records it, and the identities of what a step depends
 	// on, so that a record made on a world since replaced is not taken
 	// as proof about the new one (docs/design.md, "Records").
-	Identity    string
+	Identity string
+	// Stopped says the Apply ended early because Stop was closed while
+	// it only waited: its effect is made (Inverse undoes it), what it
+	// waited for was not waited for, and its error diagnostics say
+	// which. The engine records the step as not done; the next run
+	// applies it again, which finds the effect and only waits.
+	Stopped     bool
 	Diagnostics phases.Diagnostics
 }
 

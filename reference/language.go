@@ -87,7 +87,7 @@ var language = []block{
 	},
 	{
 		header:      `check "TYPE" "NAME"`,
-		description: "A step type that can be a check (see \"usable as\" below), run before the phase's steps or after them. Its attributes are its type's plus the meta-arguments, when among them.",
+		description: "A step type that can be a check (see \"usable as\" below), run before the phase's steps or after them. Its attributes are its type's plus the meta-arguments, when among them. A check only reads: the first Ctrl-C ends it at once, not done, and the next run checks again.",
 	},
 	{
 		header:      "meta-arguments",

@@ -92,7 +92,11 @@ func writeStepType(b *bytes.Buffer, name string, t phases.StepType) {
 		}
 		fmt.Fprintf(b, "- Outputs, as `%s.NAME.OUTPUT`: %s.\n", name, strings.Join(outs, ", "))
 	}
-	fmt.Fprintf(b, "- Rollback: %s\n\n", rollback(t))
+	fmt.Fprintf(b, "- Rollback: %s\n", rollback(t))
+	if t.WaitsOnly {
+		b.WriteString("- Ctrl-C: it only waits, so the first Ctrl-C ends it at once; it is recorded as not done, and the next run does it again.\n")
+	}
+	b.WriteString("\n")
 	if len(t.Attributes) == 0 {
 		b.WriteString("No attributes.\n")
 		return

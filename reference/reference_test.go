@@ -29,6 +29,7 @@ var schemas = map[string]phases.Schema{
 				Description: "Makes a thing (pending-* ones too).",
 				Rollback:    "Deletes the thing.",
 				CanCheck:    true,
+				WaitsOnly:   true,
 				Attributes: map[string]phases.Attribute{
 					"token": {Type: cty.String, Sensitive: true, Required: true, Description: "The token."},
 					"tags":  {Type: cty.Map(cty.String)},
@@ -64,6 +65,8 @@ func TestWrite(t *testing.T) {
 		"- Outputs, as `alpha_thing.NAME.OUTPUT`: `id` (string), `size` (number).",
 		"Makes a thing (pending-\\* ones too).",
 		"Probes &lt;things>.",
+		"- Rollback: Deletes the thing.\n- Ctrl-C: it only waits, so the first Ctrl-C ends it at once; it is recorded as not done, and the next run does it again.\n\n",
+		"- Rollback: not documented.\n\nNo attributes.",
 		"### Meta-arguments of `step` and `check`",
 		"#### `retry`",
 		"run `migrate docs`",

@@ -74,6 +74,8 @@ func (v *View) NewRun(mode RunMode, rollback bool) RunView {
 // tally counts what happened to the steps of a phase, or of a whole run.
 type tally struct {
 	done, failed, skipped, reverted int
+	// stopped: ended not done by the first Ctrl-C while they waited.
+	stopped int
 }
 
 func (t tally) String() string {
@@ -83,6 +85,9 @@ func (t tally) String() string {
 	}
 	if t.reverted > 0 {
 		parts = append(parts, fmt.Sprintf("%d undone", t.reverted))
+	}
+	if t.stopped > 0 {
+		parts = append(parts, fmt.Sprintf("%d stopped while waiting", t.stopped))
 	}
 	parts = append(parts, fmt.Sprintf("%d failed", t.failed), fmt.Sprintf("%d skipped", t.skipped))
 	return strings.Join(parts, ", ")
@@ -121,7 +126,7 @@ func (b *runBase) remember(e engine.Event) {
 			l = l[len(l)-shownLines:]
 		}
 		b.shown[e.Addr] = l
-	case engine.StepDone, engine.StepAdopted, engine.StepReverted:
+	case engine.StepDone, engine.StepAdopted, engine.StepReverted, engine.StepStopped:
 		delete(b.shown, e.Addr)
 	}
 }
@@ -177,6 +182,11 @@ func (b *runBase) count(e engine.Event) {
 		f = func(t *tally) { t.failed++ }
 	case engine.StepSkipped:
 		f = func(t *tally) { t.skipped++ }
+	case engine.StepStopped:
+		if e.Check {
+			return
+		}
+		f = func(t *tally) { t.stopped++ }
 	case engine.StepReverted:
 		if e.Check {
 			return
@@ -306,6 +316,10 @@ func (b *runBase) eventLines(st styles, e engine.Event, live bool) string {
 		}
 		msg := b.withoutShownOutput(e)
 		return mark(st.red("✗"), "") + st.red(fmt.Sprintf("%s: %s: %s", name, what, firstLine(msg))) + "\n" + indent(restLines(msg), "    ")
+	case engine.StepStopped:
+		// Not a failure: what it waited for was not waited for.
+		msg := b.withoutShownOutput(e)
+		return mark(st.yellow("■"), "") + st.yellow(fmt.Sprintf("%s: %s", name, e.Message)) + "\n" + indent(msg, "    ")
 	case engine.StepSkipped:
 		msg := e.Message
 		if msg == "" {
@@ -432,7 +446,7 @@ func stoppingMessage(abort bool) string {
 	if abort {
 		return "Aborting: cancelling the running steps."
 	}
-	return "Stopping after the running steps finish; press Ctrl-C again to abort."
+	return "Stopping after the running steps finish (steps that only wait stop now, not done); press Ctrl-C again to abort."
 }
 
 // jsonRun writes each event as one JSON object per line on stdout;
@@ -502,7 +516,7 @@ func (l *liveRun) Handle(e engine.Event) error {
 	case engine.StepStarted, engine.StepReverting:
 		l.remove(e.Addr)
 		l.running = append(l.running, &liveStep{addr: e.Addr, name: stepName(e), started: e.Time, reverting: e.Kind == engine.StepReverting})
-	case engine.StepDone, engine.StepFailed, engine.StepAdopted, engine.StepReverted, engine.StepSkipped, engine.StepRetrying:
+	case engine.StepDone, engine.StepFailed, engine.StepAdopted, engine.StepReverted, engine.StepSkipped, engine.StepRetrying, engine.StepStopped:
 		l.remove(e.Addr)
 	}
 	l.pending.WriteString(l.eventLines(l.st, e, true))

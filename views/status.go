@@ -137,6 +137,10 @@ func phaseStatus(steps []StepStatus) (status, detail string) {
 			return PhasePartlyRolledBack, fmt.Sprintf("a rollback stopped while undoing %s: run migrate rollback again", s.Addr)
 		case state.Running:
 			touched = true
+		case state.Pending:
+			// Started, then stopped while it waited (its last error says
+			// what was not waited for): not done, but touched.
+			touched = touched || s.StartedAt != nil
 		case state.Reverted:
 			if s.When == "" {
 				reverted++
@@ -257,7 +261,11 @@ func renderSteps(bw *bufio.Writer, st styles, steps []StepStatus) {
 		sym, paint := statusMark(st, s.Status)
 		fmt.Fprintf(bw, "  %s %s\n", paint(sym), paintLine(paint, s.Status, strings.TrimRight(lines[i], " ")))
 		if s.LastError != "" {
-			fmt.Fprint(bw, indent(s.LastError, "      "+st.red("| ")))
+			bar := st.red("| ")
+			if s.Status == state.Pending {
+				bar = st.yellow("| ") // stopped while it waited: no failure
+			}
+			fmt.Fprint(bw, indent(s.LastError, "      "+bar))
 		}
 	}
 }

@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -200,5 +203,122 @@ phase "A" {
 	_, steps := status(t, dir)
 	if steps["exec.wait"].Status != "done" || steps["exec.next"].Status != "pending" {
 		t.Errorf("after the hangup: wait is %q (want done), next is %q (want pending)", steps["exec.wait"].Status, steps["exec.next"].Status)
+	}
+}
+
+// TestCtrlCEndsAWaitAtOnce is issue 17's scenario: one Ctrl-C while a
+// ten-minute pause and a ten-minute readiness poll run beside a command.
+// migrate does not wait them out: the command finishes and is done, the
+// two waits end at once and are not done (pending, and no failure), and
+// migrate exits 130 within moments; the same command, run again, waits
+// again and completes the phase, the command not run twice.
+func TestCtrlCEndsAWaitAtOnce(t *testing.T) {
+	t.Parallel()
+	var up atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if !up.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	dir := runbook(t, map[string]string{"main.hcl": `
+variable "pause" {}
+variable "url" {}
+phase "A" {
+  step "exec" "effect" {
+    command = ["sh", "-c", "touch started; while [ ! -e go ]; do sleep 0.05; done; echo made >> made"]
+  }
+  step "wait" "settle" {
+    duration = var.pause
+  }
+  step "http_check" "ready" {
+    url      = var.url
+    timeout  = "10m"
+    interval = "1s"
+  }
+  step "exec" "after" {
+    command    = ["touch", "after"]
+    depends_on = [wait.settle, http_check.ready]
+  }
+}
+`})
+	vars := []string{"--var", "url=" + srv.URL + "/healthz"}
+	cmd, out, errb := start(t, dir, append([]string{"run", "--all", "--auto-approve", "--no-color", "--var", "pause=10m"}, vars...)...)
+	waitFile(t, filepath.Join(dir, "started"), out, errb)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if _, steps := status(t, dir); steps["wait.settle"].Status == "running" && steps["http_check.ready"].Status == "running" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the waits did not start:\n%s\n%s", out, errb)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	sigint := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	// The command is still at work: let it finish, a moment later.
+	time.Sleep(300 * time.Millisecond)
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("migrate did not exit after one Ctrl-C:\n%s\n%s", out, errb)
+	}
+	took := time.Since(sigint)
+	t.Logf("one Ctrl-C: migrate exited %s after it (the command beside the waits took 300ms of that to finish)", took.Round(time.Millisecond))
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("after one Ctrl-C migrate ended with %v, want exit 130\n%s\n%s", err, out, errb)
+	}
+	if took > 10*time.Second {
+		t.Errorf("migrate took %s to stop after one Ctrl-C, want moments (the waits are 10 minutes)", took)
+	}
+	for _, want := range []string{"Stopping after the running steps finish (steps that only wait stop now, not done)", "run the same command again to resume"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errb)
+		}
+	}
+	for _, want := range []string{"wait.settle: not done: stopped while it waited", "http_check.ready: not done: stopped while it waited", "exec.effect: done", "Phase A interrupted: 1 done, 2 stopped while waiting, 0 failed, 0 skipped"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out.String(), "failed:") {
+		t.Errorf("a stop is no failure, but the output says one:\n%s", out)
+	}
+	phases, steps := status(t, dir)
+	if phases["A"] != "in progress" {
+		t.Errorf("phase A is %q, want in progress", phases["A"])
+	}
+	for addr, want := range map[string]string{"exec.effect": "done", "wait.settle": "pending", "http_check.ready": "pending", "exec.after": "pending"} {
+		if got := steps[addr].Status; got != want {
+			t.Errorf("after one Ctrl-C %s is %q, want %q", addr, got, want)
+		}
+	}
+	r := run(t, dir, 0, "status")
+	if !strings.Contains(r.stdout, "Step Interrupted: wait.settle was stopped before it finished: the first interrupt stops a step that only waits") {
+		t.Errorf("status does not say why the wait is not done:\n%s", r.stdout)
+	}
+
+	// The same command again (the pause now short, the URL up): the waits
+	// are done this time, the command is not run again.
+	up.Store(true)
+	run(t, dir, 0, append([]string{"run", "--all", "--auto-approve", "--var", "pause=0s"}, vars...)...)
+	_, steps = status(t, dir)
+	for _, addr := range []string{"exec.effect", "wait.settle", "http_check.ready", "exec.after"} {
+		if got := steps[addr].Status; got != "done" {
+			t.Errorf("after the resumed run %s is %q, want done", addr, got)
+		}
+	}
+	if made, _ := os.ReadFile(filepath.Join(dir, "made")); string(made) != "made\n" {
+		t.Errorf("the command ran %d times, want once", strings.Count(string(made), "made"))
 	}
 }

@@ -473,7 +473,7 @@ phase "A" {
 	if code := first.ProcessState.ExitCode(); code != 130 {
 		t.Errorf("interrupted run exited %d, want 130\n%s\n%s", code, out.String(), errb.String())
 	}
-	if !strings.Contains(errb.String(), "Stopping after the running steps finish; press Ctrl-C again to abort") {
+	if !strings.Contains(errb.String(), "Stopping after the running steps finish (steps that only wait stop now, not done); press Ctrl-C again to abort") {
 		t.Errorf("no stopping message: %s", errb.String())
 	}
 	// The state was saved and unlocked.

@@ -33,9 +33,12 @@ confirmation, then run the steps, independent ones in parallel. Earlier
 phases must be complete. With --plan, run a plan saved by plan --out exactly,
 if the state has not changed since.
 
-The first Ctrl-C lets the running steps finish and stops; a second one
-cancels them. Either way the state records where the run stopped, and the
-same command resumes from there.`,
+The first Ctrl-C lets the running steps finish and stops, except what
+only waits: a wait, a readiness poll, a check, an approval question, or
+the wait of a step whose effect is made (an instance's wait_for) ends at
+once, and the step is recorded as not done. A second Ctrl-C cancels the
+steps still running. Either way the state records where the run stopped,
+and the same command resumes from there, doing again what was not done.`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error { return a.run(o) },
 	}
@@ -127,7 +130,9 @@ func (a *app) run(o runFlags) (err error) {
 			}
 		}
 	}
-	opts.Prompt = a.prompter(cancel, tty, rv)
+	// An approval waits for a person: the first Ctrl-C ends the question
+	// (the step is not done, the next run asks again).
+	opts.Prompt = a.prompter(stop, tty, rv)
 	rv.Start()
 	err = e.Run(stop, cancel, plan, opts)
 	if err == nil {

@@ -565,7 +565,8 @@ func deleteJob(ctx context.Context, cl *cluster, j *batchv1.Job, deadline time.T
 }
 
 // waitJob waits until the Job completes or fails, following its pods'
-// logs meanwhile.
+// logs meanwhile; a gentle stop (c.Stop) ends the wait at once, the Job
+// left running for the next run to wait for.
 func (p *Provider) waitJob(ctx context.Context, c *call, cl *cluster, a jobAttrs, j *batchv1.Job, deadline time.Time) jobApply {
 	parent := ctx
 	ctx, cancel := context.WithDeadline(ctx, deadline)
@@ -593,6 +594,9 @@ func (p *Provider) waitJob(ctx context.Context, c *call, cl *cluster, a jobAttrs
 			logs.follow(&pods[i])
 		}
 		select {
+		case <-c.Stop:
+			c.Log.Printf("%s keeps running; the next run waits for it", jobID(a))
+			return jobApply{Stopped: true, Diagnostics: sdk.StoppedWaiting(c.Addr, jobID(a)+" is created and runs (it is left running)", "its completion")}
 		case <-ctx.Done():
 			if errors.Is(parent.Err(), context.Canceled) {
 				c.Log.Printf("%s keeps running; the next run waits for it", jobID(a))

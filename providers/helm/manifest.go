@@ -660,8 +660,8 @@ func applyManifest(ctx context.Context, c *call, a manAttrs, _ struct{}, prior *
 		outs = append(outs, o.output())
 	}
 	if a.WaitFor != "" {
-		if diags := waitObjects(ctx, c, cl, dyn, a, objs); diags.HasErrors() {
-			return manApply{Diagnostics: diags, Inverse: inverse()}
+		if diags, stopped := waitObjects(ctx, c, cl, dyn, a, objs); diags.HasErrors() {
+			return manApply{Diagnostics: diags, Inverse: inverse(), Stopped: stopped}
 		}
 	}
 	return manApply{Outputs: helmschema.ManifestOutputs{Objects: outs}, Inverse: inverse()}
@@ -750,8 +750,10 @@ func checkWaitFor(c *call, a manAttrs, objs []*manObj) phases.Diagnostics {
 }
 
 // waitObjects waits until every object with a status has the condition
-// wait_for (type=True), or the phase of that name (a PVC's Bound).
-func waitObjects(ctx context.Context, c *call, cl *cluster, dyn dynamic.Interface, a manAttrs, objs []*manObj) phases.Diagnostics {
+// wait_for (type=True), or the phase of that name (a PVC's Bound). A
+// gentle stop (c.Stop) ends the wait at once: stopped, the objects
+// applied, the wait not done.
+func waitObjects(ctx context.Context, c *call, cl *cluster, dyn dynamic.Interface, a manAttrs, objs []*manObj) (_ phases.Diagnostics, stopped bool) {
 	limit, _ := time.ParseDuration(a.WaitTimeout)
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, limit)
@@ -771,7 +773,7 @@ func waitObjects(ctx context.Context, c *call, cl *cluster, dyn dynamic.Interfac
 				c.Log.Printf("%s is %s", o.id(), a.WaitFor)
 				break
 			} else if why := failed(live.Object); why != "" && a.WaitFor != "Failed" {
-				return phases.Errorf("Object Failed", "%s: %s failed instead of becoming %s: %s.", c.Addr, o.id(), a.WaitFor, why)
+				return phases.Errorf("Object Failed", "%s: %s failed instead of becoming %s: %s.", c.Addr, o.id(), a.WaitFor, why), false
 			}
 			if ctx.Err() == nil || last == "" {
 				if state != last {
@@ -780,16 +782,20 @@ func waitObjects(ctx context.Context, c *call, cl *cluster, dyn dynamic.Interfac
 				last = state
 			}
 			select {
+			case <-c.Stop:
+				c.Log.Printf("stopped waiting for %s to be %s: %s", o.id(), a.WaitFor, last)
+				return sdk.StoppedWaiting(c.Addr, fmt.Sprintf("its %d object(s) are applied", len(objs)),
+					fmt.Sprintf("%s becoming %s (wait_for; last seen: %s)", o.id(), a.WaitFor, last)), true
 			case <-ctx.Done():
 				if errors.Is(parent.Err(), context.Canceled) {
-					return sdk.Interrupted(c.Addr, parent.Err())
+					return sdk.Interrupted(c.Addr, parent.Err()), false
 				}
-				return phases.Errorf("Wait Timed Out", "%s: %s did not become %s within wait_timeout (%s): %s. Its objects are applied; run again to wait again, or raise wait_timeout.", c.Addr, o.id(), a.WaitFor, a.WaitTimeout, last)
+				return phases.Errorf("Wait Timed Out", "%s: %s did not become %s within wait_timeout (%s): %s. Its objects are applied; run again to wait again, or raise wait_timeout.", c.Addr, o.id(), a.WaitFor, a.WaitTimeout, last), false
 			case <-time.After(time.Second):
 			}
 		}
 	}
-	return nil
+	return nil, false
 }
 
 // condState is "" when obj has the condition cond=True or is in the

@@ -35,6 +35,7 @@ var readyStep = &sdk.StepType[*Provider, readyAttrs, struct{}, struct{}]{
 	Name:        Ready,
 	Description: helmschema.ReadyDescription,
 	CanCheck:    true,
+	WaitsOnly:   true,
 	Validate:    validateReady,
 	// Plan does not contact the cluster: right after a bootstrap its
 	// kubeconfig may not be written yet.

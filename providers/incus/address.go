@@ -10,6 +10,7 @@ import (
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
+	"github.com/homelab-migrate/migrate/providers/sdk"
 )
 
 // What the next steps need from a new instance: its status and the
@@ -212,7 +213,7 @@ func (a Addresses) outputs(name, typ string) instanceOut {
 
 // waitAddress reads the instance until it has the address s.WaitFor
 // names (at once when it names none), up to s.WaitTimeout.
-func waitAddress(ctx context.Context, c *call, s InstanceSpec) (Addresses, phases.Diagnostics) {
+func waitAddress(ctx context.Context, c *call, s InstanceSpec) (_ Addresses, _ phases.Diagnostics, stopped bool) {
 	timeout := defaultWaitTimeout
 	if s.WaitTimeout != "" {
 		timeout, _ = time.ParseDuration(s.WaitTimeout) // checked by normalize
@@ -223,34 +224,39 @@ func waitAddress(ctx context.Context, c *call, s InstanceSpec) (Addresses, phase
 	for {
 		inst, _, err := getInstance(ctx, c, s.Name)
 		if err != nil {
-			return Addresses{}, apiErr(c, "Cannot Read Instance", err)
+			return Addresses{}, apiErr(c, "Cannot Read Instance", err), false
 		}
 		if inst == nil {
-			return Addresses{}, unknownInstance(c, s.Name, "")
+			return Addresses{}, unknownInstance(c, s.Name, ""), false
 		}
 		a, d := addresses(ctx, c, s.Name, inst, s.NIC)
 		if d.HasErrors() {
-			return a, d
+			return a, d, false
 		}
 		if a.has(s.WaitFor) {
 			if s.WaitFor != "" {
 				logf(c, "instance %s has %s address %s after %s", s.Name, family, map[string]string{"ipv4": a.IPv4, "ipv6": a.IPv6}[s.WaitFor], time.Since(start).Round(time.Millisecond))
 			}
-			return a, nil
+			return a, nil, false
 		}
 		if a.Status == "Stopped" {
-			return a, errorf("Instance Not Running", "%s waits for an %s address of instance %q, but it is stopped, so it gets none (last seen: %s). Set start = true, or drop wait_for.", c.Addr, family, s.Name, a.Seen)
+			return a, errorf("Instance Not Running", "%s waits for an %s address of instance %q, but it is stopped, so it gets none (last seen: %s). Set start = true, or drop wait_for.", c.Addr, family, s.Name, a.Seen), false
 		}
 		if time.Since(start) >= timeout {
-			return a, errorf("No "+family+" Address", "%s: instance %q reported no %s address within %s (wait_timeout). Last seen: %s. Check that the NIC is on a network with DHCP (or a static address), that the guest asks for a lease, and, for a VM, that the Incus agent runs or the network is managed by Incus.", c.Addr, s.Name, family, timeout, a.Seen)
+			return a, errorf("No "+family+" Address", "%s: instance %q reported no %s address within %s (wait_timeout). Last seen: %s. Check that the NIC is on a network with DHCP (or a static address), that the guest asks for a lease, and, for a VM, that the Incus agent runs or the network is managed by Incus.", c.Addr, s.Name, family, timeout, a.Seen), false
 		}
 		if !logged {
 			logf(c, "instance %s: waiting up to %s for an %s address (%s)", s.Name, timeout, family, a.Seen)
 			logged = true
 		}
 		select {
+		case <-c.Stop:
+			// The instance is made and started: only the wait is cut.
+			logf(c, "instance %s: stopped waiting for an %s address after %s (%s)", s.Name, family, time.Since(start).Round(time.Millisecond), a.Seen)
+			return a, sdk.StoppedWaiting(c.Addr, fmt.Sprintf("instance %q has the step's settings and is %s", s.Name, strings.ToLower(a.Status)),
+				fmt.Sprintf("its %s address (wait_for; last seen: %s)", family, a.Seen)), true
 		case <-ctx.Done():
-			return a, apiErr(c, "Cannot Read Instance", ctx.Err())
+			return a, apiErr(c, "Cannot Read Instance", ctx.Err()), false
 		case <-time.After(waitPoll):
 		}
 	}

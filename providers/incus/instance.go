@@ -638,6 +638,10 @@ func applyInstance(ctx context.Context, c *call, s InstanceSpec, planned instanc
 	switch {
 	case ours:
 		r.Inverse = deleteInverse(s.Name)
+	case len(ch) == 0 && prior != nil && prior.Inverse != nil:
+		// Applied again (a wait cut by a stop, or one that failed): what
+		// undoes the first apply stays, not "nothing to undo".
+		r.Inverse = prior.Inverse
 	case len(ch) == 0:
 		r.Inverse = &sdk.Inverse[instanceInverse]{Description: fmt.Sprintf("nothing to undo: instance %s already had these settings", s.Name), Data: instanceInverse{Op: "none"}}
 	default:
@@ -649,10 +653,13 @@ func applyInstance(ctx context.Context, c *call, s InstanceSpec, planned instanc
 
 // withAddresses completes a successful apply with the instance's status
 // and addresses, waiting for the one wait_for names. A failed wait keeps
-// the inverse: the instance is there, and rollback must undo it.
+// the inverse: the instance is there, and rollback must undo it. So does
+// a wait a gentle stop cut (Stopped): the next run applies again, which
+// finds the instance and only waits.
 func withAddresses(ctx context.Context, c *call, s InstanceSpec, r instApply) instApply {
-	a, d := waitAddress(ctx, c, s)
+	a, d, stopped := waitAddress(ctx, c, s)
 	r.Diagnostics = append(r.Diagnostics, d...)
+	r.Stopped = stopped
 	r.Outputs = a.outputs(s.Name, s.Type)
 	if inst, _, err := getInstance(context.WithoutCancel(ctx), c, s.Name); err == nil && inst != nil {
 		r.Identity = identityOf(inst)

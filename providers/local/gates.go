@@ -23,6 +23,7 @@ var approvalStep = &sdk.StepType[*Provider, approvalAttrs, none, none]{
 	Description: "A human gate: asks at the terminal, or needs --approve ADDRESS; records who approved and when.",
 	Rollback:    "Nothing to undo in the system; revert_message, when set, is printed when the rollback reaches the step (e.g. \"switch DNS back\").",
 	Outputs:     approvalOutputs{},
+	WaitsOnly:   true, // it waits for a person: a Ctrl-C at the question is a "not now", and the next run asks again
 	Unknowns:    true, // the plan shows the message as far as it is known
 	Plan: func(_ context.Context, _ *call, a approvalAttrs, _ *sdk.Prior[none, none]) sdk.Plan[none] {
 		diff := "ask a person: " + a.Message
@@ -89,6 +90,7 @@ var waitStep = &sdk.StepType[*Provider, waitAttrs, none, none]{
 	Name:        Wait,
 	Description: "A pause of a given duration.",
 	Rollback:    "Nothing to undo.",
+	WaitsOnly:   true,
 	Unknowns:    true,
 	Validate: func(c *call, a *waitAttrs) phases.Diagnostics {
 		if c.Unknown("duration") {

@@ -61,6 +61,7 @@ var httpStep = &sdk.StepType[*Provider, httpAttrs, none, none]{
 	Rollback:    "Nothing to undo.",
 	Outputs:     httpOutputs{},
 	CanCheck:    true,
+	WaitsOnly:   true,
 	Unknowns:    true, // the plan shows the check as far as it is known
 	Validate: func(c *call, a *httpAttrs) phases.Diagnostics {
 		_, d := decodeHTTP(c, *a)

@@ -208,17 +208,18 @@ func (c *Client) read(sc *bufio.Scanner) {
 }
 
 // call sends one request and decodes its answer into out; a cancelled
-// ctx is passed on, and the answer still awaited. What the provider
+// ctx is passed on, as is the closing of the request's stop channel, and
+// the answer still awaited. What the provider
 // writes to the request's io.Writer (its Log) arrives there.
 func (c *Client) call(ctx context.Context, method string, params any, out any) error {
 	if err := c.start(); err != nil {
 		return err
 	}
-	b, log, err := encode(params)
+	b, st, err := encode(params)
 	if err != nil {
 		return err
 	}
-	p := &pending{log: log, done: make(chan reply, 1)}
+	p := &pending{log: st.log, done: make(chan reply, 1)}
 	c.mu.Lock()
 	if c.dead != nil {
 		c.mu.Unlock()
@@ -235,11 +236,19 @@ func (c *Client) call(ctx context.Context, method string, params any, out any) e
 		return fmt.Errorf("sending to the %s provider's program: %w", c.prog.Name, err)
 	}
 	var r reply
-	select {
-	case r = <-p.done:
-	case <-ctx.Done():
-		_ = c.send(request{Cancel: id})
-		r = <-p.done
+	stop := st.stop // nil when the call has none: never ready
+	for answered := false; !answered; {
+		select {
+		case r = <-p.done:
+			answered = true
+		case <-stop:
+			stop = nil // once
+			_ = c.send(request{Stop: id})
+		case <-ctx.Done():
+			_ = c.send(request{Cancel: id})
+			r = <-p.done
+			answered = true
+		}
 	}
 	if r.Error != "" {
 		return errors.New(r.Error)

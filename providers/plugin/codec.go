@@ -19,6 +19,9 @@ import (
 //   - a cty.Value crosses as value (msgpack, sensitive paths);
 //   - an io.Writer (Log) does not cross: the decoder gives it the call's
 //     log stream, whose lines the host writes to the caller's writer;
+//   - a <-chan struct{} (an Apply's Stop) crosses as true when set: the
+//     decoder gives it the call's stop channel, which the program closes
+//     when the host sends the call's stop line;
 //   - a func crosses only if it is in notCarried, which says why it may
 //     arrive nil; any other func is an error;
 //   - structs, pointers, slices, string-keyed maps and numbers, strings,
@@ -35,7 +38,16 @@ var notCarried = map[string]string{
 var (
 	ctyValueType = reflect.TypeFor[cty.Value]()
 	writerType   = reflect.TypeFor[io.Writer]()
+	stopType     = reflect.TypeFor[<-chan struct{}]()
 )
+
+// streams are what a call carries besides its fields' values: the log
+// its io.Writer field writes to, and the stop channel of its
+// <-chan struct{} field.
+type streams struct {
+	log  io.Writer
+	stop <-chan struct{}
+}
 
 // checked caches checkType's verdict per type.
 var checked sync.Map // reflect.Type -> error
@@ -54,7 +66,7 @@ func checkType(t reflect.Type) error {
 }
 
 func checkIn(t reflect.Type, name string, seen map[reflect.Type]bool) error {
-	if t == ctyValueType || t == writerType {
+	if t == ctyValueType || t == writerType || t == stopType {
 		return nil
 	}
 	switch t.Kind() {
@@ -97,22 +109,24 @@ func checkIn(t reflect.Type, name string, seen map[reflect.Type]bool) error {
 }
 
 // encode writes v, a struct, as a JSON object, and returns the writer of
-// its io.Writer field (the call's log), if any.
-func encode(v any) (json.RawMessage, io.Writer, error) {
+// its io.Writer field (the call's log) and the channel of its stop field,
+// if any.
+func encode(v any) (json.RawMessage, streams, error) {
 	rv := reflect.ValueOf(v)
 	if err := checkType(rv.Type()); err != nil {
-		return nil, nil, err
+		return nil, streams{}, err
 	}
 	var e encoder
 	if err := e.value(rv, rv.Type().String()); err != nil {
-		return nil, nil, err
+		return nil, streams{}, err
 	}
-	return e.buf.Bytes(), e.log, nil
+	return e.buf.Bytes(), streams{log: e.log, stop: e.stop}, nil
 }
 
 type encoder struct {
-	buf bytes.Buffer
-	log io.Writer
+	buf  bytes.Buffer
+	log  io.Writer
+	stop <-chan struct{}
 }
 
 func (e *encoder) value(v reflect.Value, name string) error {
@@ -135,6 +149,20 @@ func (e *encoder) value(v reflect.Value, name string) error {
 		if name != "" {
 			e.buf.WriteString("null") // in a slice or map: a place kept
 		}
+		return nil
+	case t == stopType:
+		// Not the channel: that there is one. Its closing crosses as
+		// the call's stop line.
+		if v.IsNil() {
+			e.buf.WriteString("null")
+			return nil
+		}
+		ch := v.Interface().(<-chan struct{})
+		if e.stop != nil && e.stop != ch {
+			return fmt.Errorf("a second stop channel in one message (a call has one)")
+		}
+		e.stop = ch
+		e.buf.WriteString("true")
 		return nil
 	}
 	switch t.Kind() {
@@ -237,15 +265,24 @@ func (e *encoder) json(v any) error {
 // decode reads into *ptr, a struct, what encode wrote; its io.Writer
 // fields get log, the call's log stream.
 func decode(data json.RawMessage, ptr any, log io.Writer) error {
+	return decodeCall(data, ptr, streams{log: log})
+}
+
+// decodeCall is decode with the call's streams: its io.Writer fields get
+// st.log, and a stop field that was set gets st.stop.
+func decodeCall(data json.RawMessage, ptr any, st streams) error {
 	rv := reflect.ValueOf(ptr).Elem()
 	if err := checkType(rv.Type()); err != nil {
 		return err
 	}
-	d := decoder{log: log}
+	d := decoder{log: st.log, stop: st.stop}
 	return d.value(data, rv, rv.Type().String())
 }
 
-type decoder struct{ log io.Writer }
+type decoder struct {
+	log  io.Writer
+	stop <-chan struct{}
+}
 
 func (d *decoder) value(data json.RawMessage, v reflect.Value, name string) error {
 	t := v.Type()
@@ -257,6 +294,19 @@ func (d *decoder) value(data json.RawMessage, v reflect.Value, name string) erro
 	}
 	if bytes.Equal(data, []byte("null")) {
 		v.SetZero()
+		return nil
+	}
+	if t == stopType {
+		var set bool
+		if err := json.Unmarshal(data, &set); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if set {
+			if d.stop == nil {
+				return fmt.Errorf("%s: a stop channel where the call has none", name)
+			}
+			v.Set(reflect.ValueOf(d.stop))
+		}
 		return nil
 	}
 	if t == ctyValueType {

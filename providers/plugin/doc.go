@@ -15,15 +15,19 @@
 //
 // The protocol is one JSON object per line each way:
 //
-//	plugin -> host, first:  {"protocol":2,"provider":"talos","schema":"<sha256>"}
+//	plugin -> host, first:  {"protocol":3,"provider":"talos","schema":"<sha256>"}
 //	host -> plugin:         {"id":7,"method":"apply","params":{"Type":...}}
+//	                        {"stop":7}                 call 7's Stop is closed
 //	                        {"cancel":7}
 //	plugin -> host:         {"log":7,"data":"..."}     output of call 7, in order
 //	                        {"id":7,"result":{...}}    its answer, after its output
 //
 // Calls run concurrently; cancelling a call's context sends "cancel" and
 // the call still waits for the provider's answer (which says it was
-// interrupted), so nothing is left running behind the engine's back.
+// interrupted), so nothing is left running behind the engine's back. An
+// Apply's Stop channel crosses the same way: the request says it has one
+// (true), and its closing sends "stop", which closes the program's copy;
+// the provider's waits end and the answer says Stopped.
 // Params and results are the requests and responses of package providers
 // themselves, encoded by one codec (codec.go) that walks their fields by
 // reflection: a field added to a request crosses with no change here, and
@@ -36,7 +40,7 @@
 // The program dies with migrate: its parent-death signal is SIGKILL, and
 // it exits when its standard input closes. It is put in its own process
 // group and ignores SIGINT, so a Ctrl-C in the terminal reaches migrate
-// only, which then lets running steps finish.
+// only, which then stops the steps gently, through Stop and cancel.
 //
 // Programs are looked for in $MIGRATE_PLUGIN_DIR, beside the migrate
 // executable, then in PATH. The schema digest of the handshake makes a

@@ -58,6 +58,16 @@ func tricks() *fake.Provider {
 			fmt.Fprintln(req.Log, "waiting")
 			<-ctx.Done()
 			return providers.ApplyResponse{Diagnostics: phases.Errorf("Step Interrupted", "%s: %v.", req.Addr, ctx.Err())}
+		case "effect-then-wait":
+			// The effect is made; only a wait is left, which Stop ends.
+			fmt.Fprintln(req.Log, "made it, waiting")
+			select {
+			case <-req.Stop:
+				return providers.ApplyResponse{Stopped: true, Inverse: &providers.Inverse{Description: "undo it"},
+					Diagnostics: phases.Errorf("Stopped While Waiting", "%s: made, not waited for.", req.Addr)}
+			case <-ctx.Done():
+				return providers.ApplyResponse{Diagnostics: phases.Errorf("Step Interrupted", "%s: %v.", req.Addr, ctx.Err())}
+			}
 		case "crash":
 			fmt.Fprintln(os.Stderr, "dying on purpose")
 			os.Exit(3)
@@ -197,6 +207,39 @@ func TestOutputAndCancel(t *testing.T) {
 	// The program is still there for the next call.
 	if r := apply(context.Background(), p, "after", nil); r.Diagnostics.HasErrors() || r.Outputs.GetAttr("value").AsString() != "after" {
 		t.Fatalf("apply after a cancelled one: %v %#v", r.Diagnostics, r.Outputs)
+	}
+}
+
+// TestStopCrosses: an Apply's Stop closed on the host side closes the
+// program's copy (the stop line), and not its context: the provider
+// answers Stopped with what to undo. A call without Stop gets none.
+func TestStopCrosses(t *testing.T) {
+	p := configured(t, program(t))
+	stop := make(chan struct{})
+	var log bytes.Buffer
+	done := make(chan providers.ApplyResponse, 1)
+	go func() {
+		done <- p.Apply(context.Background(), providers.ApplyRequest{Type: fake.StepType, Addr: phases.Address{Type: fake.StepType, Name: "a"},
+			Config: stepConfig(cty.StringVal("effect-then-wait")), Log: &log, Stop: stop})
+	}()
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	select {
+	case r := <-done:
+		if !r.Stopped || r.Inverse == nil || r.Inverse.Description != "undo it" || !r.Diagnostics.HasErrors() || r.Diagnostics[0].Summary != "Stopped While Waiting" {
+			t.Fatalf("a stopped apply answered Stopped=%v Inverse=%+v %v", r.Stopped, r.Inverse, r.Diagnostics)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("closing Stop did not end the wait in the program")
+	}
+	if got := log.String(); got != "applying fake_step.a\nmade it, waiting\n" {
+		t.Errorf("output of the call = %q", got)
+	}
+	// Without Stop, the program's wait ends only with the context.
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if r := apply(ctx, p, "effect-then-wait", io.Discard); r.Stopped || !r.Diagnostics.HasErrors() || r.Diagnostics[0].Summary != "Step Interrupted" {
+		t.Errorf("an apply without Stop answered Stopped=%v %v", r.Stopped, r.Diagnostics)
 	}
 }
 
@@ -387,7 +430,7 @@ func TestOlderProtocolRefused(t *testing.T) {
 	}
 	p := plugin.Factory(plugin.Program{Name: "fake", Command: old, Schema: fake.Schema()})()
 	r := p.Configure(context.Background(), providers.ConfigureRequest{Name: "fake"})
-	if !r.Diagnostics.HasErrors() || !strings.Contains(r.Diagnostics.Err().Error(), "speaks plugin protocol 1, this migrate speaks 2") {
+	if !r.Diagnostics.HasErrors() || !strings.Contains(r.Diagnostics.Err().Error(), "speaks plugin protocol 1, this migrate speaks 3") {
 		t.Fatalf("a program of protocol 1: %v", r.Diagnostics)
 	}
 }

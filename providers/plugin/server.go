@@ -22,7 +22,8 @@ import (
 //
 //	func main() { os.Exit(plugin.Serve("talos", talos.New())) }
 func Serve(name string, p providers.Interface) int {
-	// Ctrl-C is migrate's to handle: it lets running steps finish.
+	// Ctrl-C is migrate's to handle: it stops steps gently (an Apply's
+	// Stop, the stop line) or cancels them.
 	signal.Ignore(os.Interrupt)
 	out, err := protocolOutput()
 	if err != nil {
@@ -44,11 +45,12 @@ type server struct {
 
 	mu      sync.Mutex
 	cancels map[uint64]context.CancelFunc
+	stops   map[uint64]chan struct{} // closed by the call's stop line
 	calls   sync.WaitGroup
 }
 
 func serve(ctx context.Context, name string, p providers.Interface, in io.Reader, out io.Writer) error {
-	s := &server{p: p, enc: json.NewEncoder(out), cancels: map[uint64]context.CancelFunc{}}
+	s := &server{p: p, enc: json.NewEncoder(out), cancels: map[uint64]context.CancelFunc{}, stops: map[uint64]chan struct{}{}}
 	if err := s.send(hello{Protocol: protocolVersion, Provider: name, Schema: SchemaDigest(p.Schema())}); err != nil {
 		return err
 	}
@@ -67,16 +69,28 @@ func serve(ctx context.Context, name string, p providers.Interface, in io.Reader
 			s.mu.Unlock()
 			continue
 		}
+		if req.Stop != 0 {
+			s.mu.Lock()
+			if stop := s.stops[req.Stop]; stop != nil {
+				close(stop)
+				delete(s.stops, req.Stop)
+			}
+			s.mu.Unlock()
+			continue
+		}
 		callCtx, cancel := context.WithCancel(ctx)
+		stop := make(chan struct{})
 		s.mu.Lock()
 		s.cancels[req.ID] = cancel
+		s.stops[req.ID] = stop
 		s.mu.Unlock()
 		s.calls.Add(1)
 		go func() {
 			defer s.calls.Done()
-			result, err := s.call(callCtx, req)
+			result, err := s.call(callCtx, req, stop)
 			s.mu.Lock()
 			delete(s.cancels, req.ID)
+			delete(s.stops, req.ID)
 			s.mu.Unlock()
 			cancel()
 			r := reply{ID: req.ID, Result: result}
@@ -128,7 +142,7 @@ func (w logWriter) Write(p []byte) (int, error) {
 // call runs one request and encodes its response. An error is a
 // transport problem (a request the program cannot read); what goes wrong
 // in the provider is in the response's diagnostics.
-func (s *server) call(ctx context.Context, req request) (_ json.RawMessage, err error) {
+func (s *server) call(ctx context.Context, req request, stop <-chan struct{}) (_ json.RawMessage, err error) {
 	defer func() {
 		// A provider's bug fails its call, not every call of the run.
 		if r := recover(); r != nil {
@@ -140,11 +154,11 @@ func (s *server) call(ctx context.Context, req request) (_ json.RawMessage, err 
 	if !ok {
 		return nil, fmt.Errorf("unknown method %q", req.Method)
 	}
-	return h(ctx, s.p, req.Params, logWriter{s, req.ID})
+	return h(ctx, s.p, req.Params, streams{log: logWriter{s, req.ID}, stop: stop})
 }
 
 // handler decodes a call's params, runs it and encodes its response.
-type handler func(ctx context.Context, p providers.Interface, params json.RawMessage, log io.Writer) (json.RawMessage, error)
+type handler func(ctx context.Context, p providers.Interface, params json.RawMessage, st streams) (json.RawMessage, error)
 
 // methods are the calls a program answers, one line each: the codec
 // carries every field of their requests and responses.
@@ -158,9 +172,9 @@ var methods = map[string]handler{
 }
 
 func serveCall[Req, Resp any](f func(providers.Interface, context.Context, Req) Resp) handler {
-	return func(ctx context.Context, p providers.Interface, params json.RawMessage, log io.Writer) (json.RawMessage, error) {
+	return func(ctx context.Context, p providers.Interface, params json.RawMessage, st streams) (json.RawMessage, error) {
 		var req Req
-		if err := decode(params, &req, log); err != nil {
+		if err := decodeCall(params, &req, st); err != nil {
 			return nil, err
 		}
 		b, _, err := encode(f(p, ctx, req))

@@ -13,8 +13,9 @@ import (
 )
 
 // protocolVersion changes whenever a message changes shape: 2 is the
-// generic codec (codec.go), whose params are the Go fields by name.
-const protocolVersion = 2
+// generic codec (codec.go), whose params are the Go fields by name; 3
+// adds the stop line (an Apply's Stop closed).
+const protocolVersion = 3
 
 // hello is the program's first line.
 type hello struct {
@@ -23,12 +24,14 @@ type hello struct {
 	Schema   string `json:"schema"`
 }
 
-// request is a line from the host: a call, or the cancellation of one.
+// request is a line from the host: a call, the cancellation of one, or
+// the gentle stop of one (its request's Stop closed).
 type request struct {
 	ID     uint64          `json:"id,omitempty"`
 	Method string          `json:"method,omitempty"`
 	Params json.RawMessage `json:"params,omitempty"`
 	Cancel uint64          `json:"cancel,omitempty"`
+	Stop   uint64          `json:"stop,omitempty"`
 }
 
 // reply is a line from the program: output of a call, or its result.

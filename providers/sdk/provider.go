@@ -202,7 +202,7 @@ func (p *Provider[S]) Apply(ctx context.Context, req providers.ApplyRequest) pro
 	if diags != nil {
 		return providers.ApplyResponse{Diagnostics: diags}
 	}
-	c.Approval = req.Approval
+	c.Approval, c.Stop = req.Approval, req.Stop
 	r := s.apply(ctx, c, req)
 	_ = c.Log.Flush()
 	sc := c.scrubber()

@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -29,6 +30,12 @@ type Call[S any] struct {
 	Scrub *secret.Scrubber
 	// Approval is the request's, in Apply.
 	Approval providers.Approval
+	// Stop is the request's, in Apply: closed when a gentle stop was
+	// asked. A wait that follows the step's effect selects on it too and,
+	// when it closes, returns at once with Stopped set, the Inverse of
+	// what was done, and StoppedWaiting's diagnostic. nil in Read, Plan
+	// and Revert (a nil channel never closes).
+	Stop <-chan struct{}
 	// AfterChanges is the request's, in Plan: a step this one depends on
 	// changes first, so what it reads may not exist yet.
 	AfterChanges bool
@@ -122,7 +129,12 @@ type Apply[P, I any] struct {
 	Record  map[string]string
 	// Identity names what the step made or acted on
 	// (providers.ApplyResponse.Identity).
-	Identity    string
+	Identity string
+	// Stopped: the Apply made its effect and stopped waiting because
+	// Call.Stop closed (providers.ApplyResponse.Stopped); its
+	// diagnostics say what was done and what was not waited for
+	// (StoppedWaiting).
+	Stopped     bool
 	Diagnostics phases.Diagnostics
 }
 
@@ -145,6 +157,10 @@ type Undo[I any] struct {
 type StepType[S, A, P, I any] struct {
 	Name, Description   string
 	CanCheck, CheckOnly bool
+	// WaitsOnly: the step type has no effect of its own, it only waits
+	// or reads (phases.StepType.WaitsOnly); a gentle stop cancels its
+	// context at once.
+	WaitsOnly bool
 	// Rollback says what rollback does, in a sentence for the reference.
 	Rollback string
 	// Rebase: later steps may change the effect on purpose; the Read
@@ -220,7 +236,7 @@ func (t *StepType[S, A, P, I]) schema() (phases.StepType, error) {
 	if err != nil {
 		return st, fmt.Errorf("step type %s: %w", t.Name, err)
 	}
-	st.CanCheck, st.CheckOnly, st.Rollback, st.Rebase = t.CanCheck, t.CheckOnly, t.Rollback, t.Rebase
+	st.CanCheck, st.CheckOnly, st.WaitsOnly, st.Rollback, st.Rebase = t.CanCheck, t.CheckOnly, t.WaitsOnly, t.Rollback, t.Rebase
 	return st, nil
 }
 
@@ -369,7 +385,7 @@ func (t *StepType[S, A, P, I]) apply(ctx context.Context, c *Call[S], req provid
 	}
 	r := t.Apply(ctx, c, a, planned, prior)
 	sc := c.scrubber()
-	resp := providers.ApplyResponse{Record: r.Record, Identity: r.Identity, Diagnostics: append(diags, r.Diagnostics...)}
+	resp := providers.ApplyResponse{Record: r.Record, Identity: r.Identity, Stopped: r.Stopped, Diagnostics: append(diags, r.Diagnostics...)}
 	var err error
 	if resp.Outputs, err = t.outputs(r.Outputs, true); err != nil {
 		resp.Diagnostics = append(resp.Diagnostics, phases.FromError("Invalid Outputs", err)...)
@@ -457,6 +473,39 @@ func (t *StepType[S, A, P, I]) digest(ctx context.Context, c *Call[S], req provi
 // Interrupted is the diagnostic of a step stopped by its context.
 func Interrupted(addr phases.Address, err error) phases.Diagnostics {
 	return phases.Errorf("Step Interrupted", "%s was stopped before it finished: %v.", addr, err)
+}
+
+// ErrStopped is the cause of a context from WaitContext ended by Stop.
+var ErrStopped = errors.New("a gentle stop was asked (the first Ctrl-C)")
+
+// WaitContext returns ctx, ended also when Stop closes (its cause is then
+// ErrStopped), for a wait after the step's effect whose loop only watches
+// its context; see StopCut. Call release once the wait is over.
+func (c *Call[S]) WaitContext(ctx context.Context) (_ context.Context, release func()) {
+	if c.Stop == nil {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-c.Stop:
+			cancel(ErrStopped)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(nil) }
+}
+
+// StopCut reports whether a context from WaitContext ended by Stop.
+func StopCut(ctx context.Context) bool { return errors.Is(context.Cause(ctx), ErrStopped) }
+
+// StoppedWaiting is the diagnostic of an Apply that Call.Stop ended while
+// it waited: done says what the step did ("instance web created and
+// started"), notWaited what it was still waiting for ("its IPv4 address
+// (wait_for)"). Return it with Stopped set and the Inverse of what was
+// done.
+func StoppedWaiting(addr phases.Address, done, notWaited string) phases.Diagnostics {
+	return phases.Errorf("Stopped While Waiting", "%s was stopped while it waited: %s, but %s was not waited for. It is recorded as not done; the next run finds what was done and waits again.", addr, done, notWaited)
 }
 
 // PlanDiff lists the attributes set, one "name: value" a line, for step

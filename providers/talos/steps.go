@@ -208,14 +208,17 @@ var bootstrapStep = &sdk.StepType[*Provider, talosschema.BootstrapAttrs, none, n
 		}
 	},
 	Apply: func(ctx context.Context, sc *handle, _ talosschema.BootstrapAttrs, _ none, _ *sdk.Prior[none, none]) sdk.Apply[none, none] {
-		return sdk.Apply[none, none]{Outputs: none{}, Diagnostics: applyBootstrap(ctx, newCall(sc))}
+		d, stopped := applyBootstrap(ctx, newCall(sc))
+		return sdk.Apply[none, none]{Outputs: none{}, Diagnostics: d, Stopped: stopped}
 	},
 }
 
-func applyBootstrap(ctx context.Context, c *call) phases.Diagnostics {
+// applyBootstrap bootstraps etcd and waits until it is healthy; stopped:
+// a gentle stop cut the wait (etcd is bootstrapped, not waited for).
+func applyBootstrap(ctx context.Context, c *call) (_ phases.Diagnostics, stopped bool) {
 	ns, d := c.guarded(ctx)
 	if d.HasErrors() {
-		return d
+		return d, false
 	}
 	n := ns[0] // etcd is bootstrapped on one node only
 	bctx, cancel := bounded(ctx)
@@ -228,7 +231,7 @@ func applyBootstrap(ctx context.Context, c *call) phases.Diagnostics {
 		c.log.Printf("node %s: already bootstrapped (%v); nothing to do", n.name, status.Convert(err).Message())
 	default:
 		c.captureDmesg(ctx, n)
-		return phases.Errorf("Bootstrap Failed", "Bootstrapping etcd on node %s failed: %v.", n.name, apiErr("Bootstrap", err))
+		return phases.Errorf("Bootstrap Failed", "Bootstrapping etcd on node %s failed: %v.", n.name, apiErr("Bootstrap", err)), false
 	}
 	c.log.Printf("bootstrap cannot be undone: rollback leaves etcd as it is")
 	return waitEtcd(ctx, c, n)
@@ -238,7 +241,8 @@ func applyBootstrap(ctx context.Context, c *call) phases.Diagnostics {
 // etcd runs healthy on the bootstrapped node, as talos_service_health
 // does: etcd takes a while to start, and the next steps (the kubeconfig,
 // the API server) need it. Only that node is asked: a worker has no etcd.
-func waitEtcd(ctx context.Context, c *call, n node) phases.Diagnostics {
+// A gentle stop ends the wait at once (stopped).
+func waitEtcd(ctx context.Context, c *call, n node) (_ phases.Diagnostics, stopped bool) {
 	parent := ctx
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -247,18 +251,27 @@ func waitEtcd(ctx context.Context, c *call, n node) phases.Diagnostics {
 	}
 	deadline, _ := ctx.Deadline()
 	wait := time.Until(deadline).Round(time.Second)
-	bad, err := c.waitServices(ctx, n, []string{"etcd"})
+	wctx, release := c.WaitContext(ctx)
+	defer release()
+	bad, err := c.waitServices(wctx, n, []string{"etcd"})
 	switch {
 	case err == nil && len(bad) == 0:
 		c.log.Printf("node %s: etcd running and healthy", n.name)
-		return nil
+		return nil, false
+	case sdk.StopCut(wctx):
+		seen := strings.Join(bad, "; ")
+		if seen == "" {
+			seen = "no answer yet"
+		}
+		c.log.Printf("node %s: stopped waiting for etcd (%s)", n.name, seen)
+		return sdk.StoppedWaiting(c.addr, "etcd is bootstrapped on "+n.name, "etcd becoming healthy (last seen: "+seen+")"), true
 	case errors.Is(parent.Err(), context.Canceled): // an interrupt, not the timeout
-		return phases.Errorf("Etcd Not Healthy", "Stopped while waiting for etcd on %s after the bootstrap: %v. The next run finds the node bootstrapped and waits again.", n.name, parent.Err())
+		return phases.Errorf("Etcd Not Healthy", "Stopped while waiting for etcd on %s after the bootstrap: %v. The next run finds the node bootstrapped and waits again.", n.name, parent.Err()), false
 	case len(bad) == 0:
-		return phases.Errorf("Etcd Not Healthy", "Node %s did not say whether etcd is healthy after the bootstrap: %v.", n.name, apiErr("ServiceList", err))
+		return phases.Errorf("Etcd Not Healthy", "Node %s did not say whether etcd is healthy after the bootstrap: %v.", n.name, apiErr("ServiceList", err)), false
 	}
 	c.captureDmesg(ctx, n)
-	return phases.Errorf("Etcd Not Healthy", "etcd is bootstrapped on %s but not healthy after waiting %s: %s. The next run finds the node bootstrapped and waits again.", n.name, wait, strings.Join(bad, "; "))
+	return phases.Errorf("Etcd Not Healthy", "etcd is bootstrapped on %s but not healthy after waiting %s: %s. The next run finds the node bootstrapped and waits again.", n.name, wait, strings.Join(bad, "; ")), false
 }
 
 func alreadyBootstrapped(err error) bool {
@@ -343,7 +356,7 @@ func fetchKubeconfig(ctx context.Context, c *call, path string) phases.Diagnosti
 // --- talos_read
 
 var readStep = &sdk.StepType[*Provider, talosschema.ReadAttrs, none, none]{
-	Name: Read, Description: talosschema.ReadDoc, CanCheck: true,
+	Name: Read, Description: talosschema.ReadDoc, CanCheck: true, WaitsOnly: true,
 	Unknowns: true, // the plan says what it will read when known
 	Plan: func(_ context.Context, c *handle, a talosschema.ReadAttrs, _ *sdk.Prior[none, none]) sdk.Plan[none] {
 		if d := checkRead(c, a); d.HasErrors() {
@@ -415,7 +428,7 @@ func clip(s string) string {
 // --- talos_service_health
 
 var serviceHealthStep = &sdk.StepType[*Provider, talosschema.ServiceHealthAttrs, none, none]{
-	Name: ServiceHealth, Description: talosschema.ServiceHealthDoc, CanCheck: true,
+	Name: ServiceHealth, Description: talosschema.ServiceHealthDoc, CanCheck: true, WaitsOnly: true,
 	Unknowns: true, // the plan says what it will check when known
 	Plan: func(_ context.Context, c *handle, a talosschema.ServiceHealthAttrs, _ *sdk.Prior[none, none]) sdk.Plan[none] {
 		if c.Unknown("services") {

@@ -151,7 +151,7 @@ var Schema = phases.Schema{
 	StepTypes: map[string]phases.StepType{
 		Namespace: step[NamespaceAttrs](NamespaceDescription, NamespaceOutputs{}),
 		Release:   step[ReleaseAttrs](ReleaseDescription, ReleaseOutputs{}),
-		Ready:     check(step[ReadyAttrs](ReadyDescription, nil)),
+		Ready:     waitsOnly(check(step[ReadyAttrs](ReadyDescription, nil))),
 		Manifest:  step[ManifestAttrs](ManifestDescription, ManifestOutputs{}),
 		Secret:    step[SecretAttrs](SecretDescription, SecretOutputs{}),
 		Job:       step[JobAttrs](JobDescription, JobOutputs{}),
@@ -161,6 +161,13 @@ var Schema = phases.Schema{
 // check marks a step type usable in a check block.
 func check(st phases.StepType) phases.StepType {
 	st.CanCheck = true
+	return st
+}
+
+// waitsOnly marks a step type without an effect of its own: the first
+// Ctrl-C ends it at once.
+func waitsOnly(st phases.StepType) phases.StepType {
+	st.WaitsOnly = true
 	return st
 }
 

@@ -130,11 +130,13 @@ var Schema = phases.Schema{
 	},
 }
 
+// step is a step type's schema; the ones usable as checks (canCheck)
+// only read or wait, so the first Ctrl-C ends them at once (WaitsOnly).
 func step[A any](doc string, outputs any, canCheck bool) phases.StepType {
 	st, err := sdk.StepSchema[A](doc, outputs)
 	if err != nil {
 		panic("talosschema: " + err.Error())
 	}
-	st.CanCheck = canCheck
+	st.CanCheck, st.WaitsOnly = canCheck, canCheck
 	return st
 }
