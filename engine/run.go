@@ -367,9 +367,12 @@ func (r *stepRunner) run(s *phases.Step) bool {
 		case state.Running:
 			// A run stopped while this step ran: ask what is there,
 			// waiting for what it started, before doing it again.
-			read := p.Read(r.cancel, providers.ReadRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec), InFlight: true})
+			read := r.readInFlight(s, p, cfg, rec)
 			if read.Observation == providers.Present && !read.Diagnostics.HasErrors() {
 				return r.adopt(s, rec, cfg, hash, read)
+			}
+			if r.stop != nil && r.stop.Err() != nil {
+				return r.leftInFlight(s)
 			}
 		}
 	}

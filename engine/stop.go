@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/zclconf/go-cty/cty"
+
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/state"
@@ -97,4 +99,33 @@ func (r *stepRunner) wasStopped(a phases.Address) bool {
 // stopped before the next is not done.
 func stoppedBetweenAttempts(attempt int, last error) error {
 	return fmt.Errorf("stopped before attempt %d (it waited to try again); attempt %d had failed: %w", attempt+1, attempt, last)
+}
+
+// readInFlight reads a step a stopped run left running, waiting (in its
+// provider) for what that run started; a gentle stop ends the wait, which
+// changes nothing.
+func (r *stepRunner) readInFlight(s *phases.Step, p providers.Interface, cfg cty.Value, rec *state.StepRecord) providers.ReadResponse {
+	ctx := r.cancel
+	if r.stop != nil {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		defer context.AfterFunc(r.stop, func() { cancel(errStopped) })()
+	}
+	return p.Read(ctx, providers.ReadRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec), InFlight: true})
+}
+
+// leftInFlight ends a step whose in-flight read a gentle stop cut short:
+// its record stays running, so that the next run reads it again, and
+// waits, before doing anything.
+func (r *stepRunner) leftInFlight(s *phases.Step) bool {
+	r.mu.Lock()
+	if r.stopped == nil {
+		r.stopped = map[phases.Address]bool{}
+	}
+	r.stopped[s.Addr] = true
+	r.mu.Unlock()
+	r.emit(Event{Kind: StepStopped, Phase: s.Phase, Addr: s.Addr, Check: s.IsCheck(),
+		Message: "not done: stopped while it waited for what the last run started; the next run reads it again"})
+	return false
 }

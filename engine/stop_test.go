@@ -289,3 +289,55 @@ func TestStopEndsACheck(t *testing.T) {
 		t.Errorf("the phase's events are %v, want it to end interrupted", kinds)
 	}
 }
+
+// TestStopEndsTheWaitOfAStepFoundInFlight: a run killed while x was being
+// applied left it running; the next run reads it InFlight, and its
+// provider waits for what the killed run started (a node rebooting into
+// its install). A first Ctrl-C ends that wait at once, applies nothing,
+// and leaves x running, so that the run after reads it again.
+func TestStopEndsTheWaitOfAStepFoundInFlight(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	b := newRB()
+	b.step(b.phase("p"), "x")
+	st, err := state.Open(h.dir, state.Options{Lock: state.NewLockInfo("test")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Checkpoint(&state.StepRecord{Addr: addr("x"), Phase: "p", Status: state.Running, Attempts: 1})
+	st.Close()
+	waiting := make(chan struct{})
+	h.fake.ReadFn = func(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
+		if !req.InFlight {
+			t.Error("x was read without InFlight")
+		}
+		close(waiting)
+		select {
+		case <-ctx.Done():
+			return providers.ReadResponse{Observation: providers.Unknown}
+		case <-time.After(10 * time.Minute):
+			return providers.ReadResponse{Observation: providers.Present}
+		}
+	}
+	e, st2 := h.open(b.r)
+	plan, diags := e.Plan(context.Background(), engine.PlanOptions{})
+	if diags.HasErrors() {
+		t.Fatal(diags.Err())
+	}
+	stop, stopNow := context.WithCancel(context.Background())
+	go func() { <-waiting; stopNow() }()
+	start := time.Now()
+	if err := e.Run(stop, context.Background(), plan, engine.RunOptions{}); !errors.Is(err, engine.ErrInterrupted) {
+		t.Fatalf("the run: %v", err)
+	}
+	st2.Close()
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("the stop took %s", d)
+	}
+	if n := h.fake.Applied("fake_step.x"); n != 0 {
+		t.Errorf("x was applied %d times after the stop", n)
+	}
+	if s := h.status("x"); s != state.Running {
+		t.Errorf("x is %s after the stop, want still running (read again next time)", s)
+	}
+}
