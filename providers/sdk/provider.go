@@ -175,6 +175,7 @@ func (p *Provider[S]) Read(ctx context.Context, req providers.ReadRequest) provi
 	r := s.read(ctx, c, req)
 	sc := c.scrubber()
 	r.Detail = sc.text(r.Detail)
+	r.Identity = sc.text(r.Identity)
 	r.Outputs = sc.outputs(r.Outputs)
 	r.Inverse = scrubInverse(sc, r.Inverse)
 	r.Diagnostics = sc.diags(r.Diagnostics)
@@ -209,6 +210,7 @@ func (p *Provider[S]) Apply(ctx context.Context, req providers.ApplyRequest) pro
 	r.Outputs = sc.outputs(r.Outputs)
 	r.Inverse = scrubInverse(sc, r.Inverse)
 	r.Record = sc.record(r.Record)
+	r.Identity = sc.text(r.Identity)
 	r.Diagnostics = sc.diags(r.Diagnostics)
 	return r
 }
