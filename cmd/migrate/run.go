@@ -77,6 +77,13 @@ func (a *app) run(o runFlags) (err error) {
 		}
 		approve[addr] = true
 	}
+	// A plan that cannot be read is refused before anything is opened.
+	var plan *engine.Plan
+	if o.planFile != "" {
+		if plan, err = engine.ReadPlan(o.planFile); err != nil {
+			return err
+		}
+	}
 	v := a.view()
 	s, err := a.openSession(o.vars, o.json, false, o.parallelism)
 	if err != nil {
@@ -85,12 +92,7 @@ func (a *app) run(o runFlags) (err error) {
 	defer s.close(&err)
 	rv, stop, cancel, e := s.rv, s.stop, s.cancel, s.e
 
-	var plan *engine.Plan
-	if o.planFile != "" {
-		if plan, err = engine.ReadPlan(o.planFile); err != nil {
-			return err
-		}
-	} else {
+	if plan == nil {
 		var diags phases.Diagnostics
 		plan, diags = e.Plan(cancel, engine.PlanOptions{Phases: o.phases})
 		v.Diagnostics(diags)
@@ -100,6 +102,9 @@ func (a *app) run(o runFlags) (err error) {
 	}
 	opts := engine.RunOptions{Approve: approve, Approver: approver(), SavedPlan: o.planFile != ""}
 	if err := e.Check(plan); err != nil {
+		if o.planFile != "" {
+			return fmt.Errorf("refusing the plan %s for the state in %s: %w; nothing was changed", o.planFile, s.where(), err)
+		}
 		return err
 	}
 	warnApprovals(v, plan, approve)
@@ -126,6 +131,9 @@ func (a *app) run(o runFlags) (err error) {
 				return interrupted(stop, err)
 			}
 		}
+	}
+	if err := s.begin(); err != nil {
+		return err
 	}
 	opts.Prompt = a.prompter(cancel, tty, rv)
 	rv.Start()

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// tree describes every file, directory and link under dir: path, mode,
+// modification time, and a file's bytes or a link's target. Two trees are
+// equal when nothing under dir was created, removed, rewritten or touched.
+func tree(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		line := fmt.Sprintf("%s %v %d", rel, fi.Mode(), fi.ModTime().UnixNano())
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(path)
+			if err != nil {
+				return err
+			}
+			line += " -> " + target
+		case fi.Mode().IsRegular():
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			line += fmt.Sprintf(" %q", b)
+		}
+		out = append(out, line)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// diffTrees lists what differs between two trees, for failure messages.
+func diffTrees(before, after []string) string {
+	var b strings.Builder
+	for _, l := range before {
+		if !slices.Contains(after, l) {
+			fmt.Fprintf(&b, "- %.200s\n", l)
+		}
+	}
+	for _, l := range after {
+		if !slices.Contains(before, l) {
+			fmt.Fprintf(&b, "+ %.200s\n", l)
+		}
+	}
+	return b.String()
+}
+
+// A command that refuses, or finds nothing to do, leaves the runbook
+// directory exactly as it was: no .migrate/ made where there was none, no
+// lock, no log, no state rewritten where there was one. Each case is the
+// command, its exit code and what its output must say.
+func TestRefusalsChangeNothing(t *testing.T) {
+	t.Parallel()
+	// A plan made for another state: that of another runbook directory.
+	elsewhere := runbook(t, map[string]string{"main.hcl": twoPhases})
+	run(t, elsewhere, 0, "run", "--phase", "A", "--auto-approve")
+	otherPlan := filepath.Join(t.TempDir(), "other.plan")
+	run(t, elsewhere, 0, "plan", "--out", otherPlan)
+
+	type refusal struct {
+		args []string
+		code int
+		want []string
+	}
+	common := []refusal{
+		{[]string{"run", "--phase", "nope", "--auto-approve"}, 1, []string{`no phase named "nope"; the runbook has: A, B`}},
+		{[]string{"run", "--all"}, 1, []string{"stdin is not a terminal", "--auto-approve"}},
+		{[]string{"run", "--all", "--parallelism", "0"}, 1, []string{"--parallelism must be at least 1"}},
+		{[]string{"run", "--all", "--bogus"}, 1, []string{"unknown flag: --bogus"}},
+		{[]string{"run", "--all", "--auto-approve", "--approve", "not-an-address"}, 1, []string{"--approve"}},
+		{[]string{"run", "--plan", filepath.Join(t.TempDir(), "missing.plan")}, 1, []string{"reading the plan", "missing.plan"}},
+		{[]string{"rollback", "--phase", "nope", "--auto-approve"}, 1, []string{`no phase named "nope"`}},
+		{[]string{"plan", "--phase", "nope"}, 1, []string{`no phase named "nope"`}},
+		{[]string{"plan"}, 0, []string{"Plan:"}},
+		{[]string{"status"}, 0, []string{"A"}},
+		{[]string{"validate"}, 0, []string{"The runbook is valid"}},
+		{[]string{"graph"}, 0, nil},
+	}
+	fresh := append(slices.Clone(common),
+		refusal{[]string{"run", "--phase", "B", "--auto-approve"}, 1, []string{"phase B runs after A, which is not complete", "migrate run --phase A"}},
+		refusal{[]string{"run", "--plan", otherPlan}, 1, []string{"refusing the plan " + otherPlan, "there is no state here yet",
+			"run it with the state it was made for", "nothing was changed"}},
+		refusal{[]string{"rollback", "--auto-approve"}, 0, []string{"Nothing to roll back."}},
+	)
+	// A state where phase A ran, with a plan made before it did.
+	existing := func(t *testing.T) (dir, stale string) {
+		dir = runbook(t, map[string]string{"main.hcl": twoPhases})
+		stale = filepath.Join(t.TempDir(), "stale.plan")
+		run(t, dir, 0, "plan", "--out", stale)
+		run(t, dir, 0, "run", "--phase", "A", "--auto-approve")
+		return dir, stale
+	}
+	withState := append(slices.Clone(common),
+		refusal{[]string{"run", "--plan", otherPlan}, 1, []string{"refusing the plan " + otherPlan, "made for another state", "nothing was changed"}},
+		refusal{[]string{"run", "--phase", "A", "--auto-approve"}, 0, []string{"Nothing to run"}},
+		refusal{[]string{"run", "--phase", "B"}, 1, []string{"stdin is not a terminal"}},
+		refusal{[]string{"rollback", "--phase", "A"}, 1, []string{"stdin is not a terminal"}},
+	)
+
+	check := func(t *testing.T, dir string, c refusal) {
+		t.Helper()
+		before := tree(t, dir)
+		r := run(t, dir, c.code, c.args...)
+		for _, want := range c.want {
+			if !strings.Contains(r.stdout+r.stderr, want) {
+				t.Errorf("migrate %v does not say %q:\n%s", c.args, want, r)
+			}
+		}
+		if after := tree(t, dir); !slices.Equal(before, after) {
+			t.Errorf("migrate %v changed the runbook directory:\n%s", c.args, diffTrees(before, after))
+		}
+	}
+	for _, c := range fresh {
+		t.Run("no state/"+strings.Join(c.args, " "), func(t *testing.T) {
+			t.Parallel()
+			dir := runbook(t, map[string]string{"main.hcl": twoPhases})
+			check(t, dir, c)
+			if _, err := os.Stat(filepath.Join(dir, ".migrate")); !os.IsNotExist(err) {
+				t.Errorf("migrate %v made .migrate/: %v", c.args, err)
+			}
+		})
+	}
+	t.Run("state/stale plan", func(t *testing.T) {
+		t.Parallel()
+		dir, stale := existing(t)
+		check(t, dir, refusal{[]string{"run", "--plan", stale}, 1, []string{"the state changed since the plan was made", "make a new plan", "nothing was changed"}})
+	})
+	for _, c := range withState {
+		t.Run("state/"+strings.Join(c.args, " "), func(t *testing.T) {
+			t.Parallel()
+			dir, _ := existing(t)
+			check(t, dir, c)
+		})
+	}
+}
