@@ -153,3 +153,42 @@ func TestRefusalsChangeNothing(t *testing.T) {
 		})
 	}
 }
+
+// state push and pull refuse a source without a state, and a target of
+// another lineage, before either state is opened for writing: neither is
+// created nor changed.
+func TestStateCopyRefusalsChangeNothing(t *testing.T) {
+	t.Parallel()
+	empty := runbook(t, map[string]string{"main.hcl": twoPhases})
+	target := filepath.Join(t.TempDir(), "target")
+	before := tree(t, empty)
+	r := run(t, empty, 1, "state", "push", "--to", "local:"+target)
+	for _, want := range []string{"there is no state in " + filepath.Join(empty, ".migrate") + " to copy", "nothing was changed"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("push of no state does not say %q: %s", want, r)
+		}
+	}
+	if after := tree(t, empty); !slices.Equal(before, after) {
+		t.Errorf("push of no state changed the runbook directory:\n%s", diffTrees(before, after))
+	}
+	if _, err := os.Stat(target); !os.IsNotExist(err) {
+		t.Errorf("push of no state made its target: %v", err)
+	}
+	run(t, empty, 1, "--backend", "local:"+target, "state", "pull", "--from", "local:"+filepath.Join(t.TempDir(), "none"))
+	if _, err := os.Stat(target); !os.IsNotExist(err) {
+		t.Errorf("pull of no state made the target: %v", err)
+	}
+
+	one := runbook(t, map[string]string{"main.hcl": twoPhases})
+	two := runbook(t, map[string]string{"main.hcl": twoPhases})
+	run(t, one, 0, "run", "--phase", "A", "--auto-approve")
+	run(t, two, 0, "run", "--phase", "A", "--auto-approve")
+	b1, b2 := tree(t, one), tree(t, two)
+	r = run(t, one, 1, "state", "push", "--to", "local:"+filepath.Join(two, ".migrate"))
+	if !strings.Contains(r.stderr, "another state (lineage") || !strings.Contains(r.stderr, "nothing was changed") {
+		t.Errorf("push over another lineage: %s", r)
+	}
+	if a1, a2 := tree(t, one), tree(t, two); !slices.Equal(b1, a1) || !slices.Equal(b2, a2) {
+		t.Errorf("a refused push changed a state:\n%s%s", diffTrees(b1, a1), diffTrees(b2, a2))
+	}
+}
