@@ -192,3 +192,41 @@ func TestStateCopyRefusalsChangeNothing(t *testing.T) {
 		t.Errorf("a refused push changed a state:\n%s%s", diffTrees(b1, a1), diffTrees(b2, a2))
 	}
 }
+
+// A symbolic link cycle under charts/ fails validate, and plan, with one
+// diagnostic naming the link and where it leads, before anything follows
+// it: plan printed Helm's line per level of the cycle (15 KB) before.
+func TestLinkCycleRefused(t *testing.T) {
+	t.Parallel()
+	dir := runbook(t, map[string]string{"main.hcl": `
+provider "helm" "cluster" { kubeconfig = "secrets/kubeconfig" }
+phase "apps" {
+  step "helm_release" "app" {
+    provider  = helm.cluster
+    chart     = "charts/app"
+    namespace = "media"
+  }
+}
+`})
+	templates := filepath.Join(dir, "charts", "app", "templates")
+	if err := os.MkdirAll(templates, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "charts", "app", "Chart.yaml"), []byte("apiVersion: v2\nname: app\nversion: 0.1.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("..", filepath.Join(templates, "loop")); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"validate", "plan"} {
+		r := run(t, dir, 1, cmd)
+		for _, want := range []string{"Symbolic Link Cycle", "charts/app/templates/loop (-> ..)", "it leads to charts/app, a directory that holds it", "Remove the link"} {
+			if !strings.Contains(strings.Join(strings.Fields(r.stderr), " "), want) {
+				t.Errorf("%s does not say %q: %s", cmd, want, r)
+			}
+		}
+		if out := r.stdout + r.stderr; len(out) > 1000 || strings.Count(out, "\n") > 12 || strings.Contains(out, "found symbolic link") {
+			t.Errorf("%s prints %d bytes in %d lines:\n%s", cmd, len(out), strings.Count(out, "\n"), out)
+		}
+	}
+}
