@@ -29,8 +29,14 @@ type StaleError struct {
 }
 
 func (e *StaleError) Error() string {
-	if e.PlanLineage != e.StateLineage {
-		return fmt.Sprintf("the plan was made for another state (lineage %s, this state is %s): make a new plan", e.PlanLineage, e.StateLineage)
+	switch {
+	case e.PlanLineage != "" && e.StateLineage == "":
+		// A state that does not exist has no lineage yet.
+		return fmt.Sprintf("the plan was made for a state of lineage %s, and there is no state here yet: "+
+			"run it with the state it was made for (--runbook, --state or --backend), or make a new plan", e.PlanLineage)
+	case e.PlanLineage != e.StateLineage && e.PlanLineage != "":
+		return fmt.Sprintf("the plan was made for another state (lineage %s; this state is lineage %s): "+
+			"run it with the state it was made for (--runbook, --state or --backend), or make a new plan", e.PlanLineage, e.StateLineage)
 	}
 	return fmt.Sprintf("the state changed since the plan was made (serial %d then, %d now): make a new plan", e.PlanSerial, e.StateSerial)
 }

@@ -102,6 +102,15 @@
 // there is no block and the provider has no required attributes, by an
 // implicit configuration named "default" (so local steps need no block).
 //
+// # Symbolic links
+//
+// Every load walks the runbook's tree through the fs.FS (links.go; hidden
+// entries left out) and reports, naming the link, where it leads and what
+// to do: a link cycle (a link back into a directory that holds it, or
+// links that lead to one another), on which whatever follows links never
+// ends; and a link out of the runbook directory, to files that are not
+// part of the runbook.
+//
 // # Functions
 //
 // The cty standard library under Terraform's names (upper, join, format,

@@ -189,6 +189,7 @@ type stepBlock struct {
 
 func (ld *load) run() *phases.Runbook {
 	roots := ld.parseFiles()
+	ld.checkLinks()
 	ld.indexStepTypes()
 
 	var (

@@ -33,7 +33,9 @@ const (
 // free of secrets. It is safe for concurrent use.
 type Log struct {
 	mu      sync.Mutex
-	f       *os.File
+	dir     string // the state directory
+	command string
+	f       *os.File // nil until Open
 	buf     *bufio.Writer
 	flushed time.Time
 	path    string
@@ -49,20 +51,44 @@ const logFlushEvery = 200 * time.Millisecond
 // OpenLog creates a new log for command in the state directory dir and
 // removes the oldest logs beyond KeepLogs.
 func OpenLog(dir, command string) (*Log, error) {
-	ldir := filepath.Join(dir, LogsDir)
+	l := NewLog(dir, command)
+	if err := l.Open(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// NewLog is the log of command in dir, not yet created: a command hands
+// it to the engine before it knows whether it will change anything, and
+// opens it only once it does, so that a command that refuses leaves no
+// file behind. Until Open, writes are dropped and Close does nothing.
+func NewLog(dir, command string) *Log {
+	return &Log{dir: dir, command: command}
+}
+
+// Open creates the log's file and removes the oldest logs beyond
+// KeepLogs. It does nothing the second time.
+func (l *Log) Open() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f != nil {
+		return nil
+	}
+	ldir := filepath.Join(l.dir, LogsDir)
 	if err := os.MkdirAll(ldir, 0o700); err != nil {
-		return nil, fmt.Errorf("event log: %w", err)
+		return fmt.Errorf("event log: %w", err)
 	}
 	// The name sorts by time; the nanoseconds keep two commands of the
 	// same second apart.
-	name := time.Now().UTC().Format("20060102T150405.000000000Z") + "-" + command + ".log"
+	name := time.Now().UTC().Format("20060102T150405.000000000Z") + "-" + l.command + ".log"
 	path := filepath.Join(ldir, name)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("event log: %w", err)
+		return fmt.Errorf("event log: %w", err)
 	}
 	pruneLogs(ldir)
-	return &Log{f: f, buf: bufio.NewWriterSize(f, 64<<10), flushed: time.Now(), path: path}, nil
+	l.f, l.buf, l.flushed, l.path = f, bufio.NewWriterSize(f, 64<<10), time.Now(), path
+	return nil
 }
 
 // pruneLogs removes all but the KeepLogs newest logs.
@@ -75,11 +101,13 @@ func pruneLogs(ldir string) {
 	}
 }
 
-// Path is the log's file.
+// Path is the log's file, empty before Open.
 func (l *Log) Path() string {
 	if l == nil {
 		return ""
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	return l.path
 }
 
@@ -88,6 +116,9 @@ func (l *Log) Path() string {
 func (l *Log) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.f == nil {
+		return len(p), nil
+	}
 	if l.err == nil {
 		_, l.err = l.buf.Write(p)
 	}
@@ -102,6 +133,9 @@ func (l *Log) Write(p []byte) (int, error) {
 func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.f == nil {
+		return nil
+	}
 	if l.err == nil {
 		l.err = l.buf.Flush()
 	}

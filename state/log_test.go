@@ -65,6 +65,35 @@ func TestOpenLogKeepsTheNewest(t *testing.T) {
 	}
 }
 
+// A log made by NewLog creates nothing until Open: a command that refuses
+// before it writes leaves no file.
+func TestNewLogCreatesNothingUntilOpen(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), ".migrate")
+	l := NewLog(dir, "run")
+	l.Write([]byte("dropped\n"))
+	if l.Path() != "" {
+		t.Errorf("Path before Open = %q", l.Path())
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("a log never opened made %s: %v", dir, err)
+	}
+	l = NewLog(dir, "run")
+	if err := l.Open(); err != nil {
+		t.Fatal(err)
+	}
+	l.Write([]byte("kept\n"))
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(l.Path()); err != nil || string(b) != "kept\n" {
+		t.Errorf("log %s = %q, %v", l.Path(), b, err)
+	}
+}
+
 // A record's error is never kept whole: not from a caller that did not cut
 // it, nor from a version 1 state, which kept 50 MB of one.
 func TestLastErrorIsBounded(t *testing.T) {

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/charmbracelet/log"
 	"github.com/spf13/cobra"
@@ -240,7 +239,7 @@ func (a *app) openState(ctx context.Context, rb *phases.Runbook, writable bool) 
 
 // closeState persists and unlocks; a failure is shown at once and turns
 // success into exit code 1.
-func (a *app) closeState(st stateStore, err *error) {
+func (a *app) closeState(st io.Closer, err *error) {
 	if cerr := st.Close(); cerr != nil {
 		a.view().Error(fmt.Errorf("saving the state: %w", cerr))
 		if *err == nil {
@@ -449,79 +448,4 @@ func interrupted(stop context.Context, err error) error {
 		return &codeError{code: exitInterrupted, err: fmt.Errorf("%w (%v)", engine.ErrInterrupted, err)}
 	}
 	return err
-}
-
-// session is what the writing commands (run, rollback) share: the
-// runbook loaded, the state locked, the live view, the two interrupt
-// contexts and the engine.
-type session struct {
-	a            *app
-	st           stateStore
-	rv           views.RunView
-	stop, cancel context.Context
-	release      func()
-	e            *engine.Engine
-	log          *state.Log
-}
-
-// openSession loads the runbook, takes the state lock and builds the
-// engine. The caller must close it.
-func (a *app) openSession(vf varFlags, json, rollback bool, parallelism int) (*session, error) {
-	rb, err := a.load(vf)
-	if err != nil {
-		return nil, err
-	}
-	st, b, err := a.openState(context.Background(), rb, true)
-	if err != nil {
-		return nil, err
-	}
-	command := "run"
-	if rollback {
-		command = "rollback"
-	}
-	// The log stays on this machine, in the local state directory, even
-	// when the state is in etcd.
-	dir, err := a.localDir(b)
-	var lg *state.Log
-	if err == nil {
-		lg, err = state.OpenLog(dir, command)
-	}
-	if err != nil {
-		a.closeState(st, &err)
-		return nil, err
-	}
-	s := &session{a: a, st: st, rv: a.view().NewRun(a.runMode(json), rollback), log: lg}
-	s.stop, s.cancel, s.release = interrupts(s.rv.Stopping)
-	if s.e, err = a.engine(s.cancel, rb, st, parallelism, lg, s.rv); err != nil {
-		s.close(&err)
-		return nil, err
-	}
-	return s, nil
-}
-
-// close releases the session in reverse order, the state last so that it
-// is saved after everything else stopped; a failure to save it becomes
-// *err when there is no error already.
-func (s *session) close(err *error) {
-	if s.e != nil {
-		s.e.Close()
-	}
-	s.release()
-	s.rv.Finish()
-	fmt.Fprintf(s.log, "%s end: %s\n", time.Now().UTC().Format(time.RFC3339Nano), endText(*err))
-	if lerr := s.log.Close(); lerr != nil {
-		s.a.view().Warn("%v", lerr)
-	}
-	s.a.closeState(s.st, err)
-}
-
-// endText is how a command ended, for its log.
-func endText(err error) string {
-	switch {
-	case err == nil:
-		return "ok"
-	case isReported(err):
-		return fmt.Sprintf("exit code %d", exitCode(err))
-	}
-	return err.Error()
 }

@@ -64,6 +64,9 @@ func (a *app) rollback(o rollbackFlags) (err error) {
 			return interrupted(stop, err)
 		}
 	}
+	if err := s.begin(); err != nil {
+		return err
+	}
 	rv.Start()
 	err = e.Rollback(stop, cancel, rp)
 	if err == nil {

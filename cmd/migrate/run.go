@@ -80,6 +80,13 @@ func (a *app) run(o runFlags) (err error) {
 		}
 		approve[addr] = true
 	}
+	// A plan that cannot be read is refused before anything is opened.
+	var plan *engine.Plan
+	if o.planFile != "" {
+		if plan, err = engine.ReadPlan(o.planFile); err != nil {
+			return err
+		}
+	}
 	v := a.view()
 	s, err := a.openSession(o.vars, o.json, false, o.parallelism)
 	if err != nil {
@@ -88,12 +95,7 @@ func (a *app) run(o runFlags) (err error) {
 	defer s.close(&err)
 	rv, stop, cancel, e := s.rv, s.stop, s.cancel, s.e
 
-	var plan *engine.Plan
-	if o.planFile != "" {
-		if plan, err = engine.ReadPlan(o.planFile); err != nil {
-			return err
-		}
-	} else {
+	if plan == nil {
 		var diags phases.Diagnostics
 		plan, diags = e.Plan(cancel, engine.PlanOptions{Phases: o.phases})
 		v.Diagnostics(diags)
@@ -103,6 +105,9 @@ func (a *app) run(o runFlags) (err error) {
 	}
 	opts := engine.RunOptions{Approve: approve, Approver: approver(), SavedPlan: o.planFile != ""}
 	if err := e.Check(plan); err != nil {
+		if o.planFile != "" {
+			return fmt.Errorf("refusing the plan %s for the state in %s: %w; nothing was changed", o.planFile, s.where(), err)
+		}
 		return err
 	}
 	warnApprovals(v, plan, approve)
@@ -129,6 +134,9 @@ func (a *app) run(o runFlags) (err error) {
 				return interrupted(stop, err)
 			}
 		}
+	}
+	if err := s.begin(); err != nil {
+		return err
 	}
 	// An approval waits for a person: the first Ctrl-C ends the question
 	// (the step is not done, the next run asks again).

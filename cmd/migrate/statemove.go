@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/state"
 )
 
 // moveCommands are state push and state pull: the state copied between
@@ -81,6 +82,12 @@ func (a *app) move(src, dst *phases.BackendConfig, force bool) (err error) {
 	if from == to {
 		return fmt.Errorf("the state is already in %s: nothing to copy", to)
 	}
+	// The refusals first, on both states read without their locks, so
+	// that a refused copy creates no state and changes neither; Import
+	// checks again under the locks.
+	if err := a.checkMove(ctx, src, dst, from, to, force); err != nil {
+		return err
+	}
 	s, err := a.openBackend(ctx, src, true)
 	if err != nil {
 		return err
@@ -96,5 +103,33 @@ func (a *app) move(src, dst *phases.BackendConfig, force bool) (err error) {
 		return fmt.Errorf("copying the state to %s: %w", to, err)
 	}
 	a.view().Note("Copied the state (lineage %s, serial %d, %d steps) from %s to %s.", snap.Lineage, snap.Serial, len(snap.Steps), from, to)
+	return nil
+}
+
+// checkMove refuses a copy from a backend without a state (there is
+// nothing to copy) or over a target Import would refuse.
+func (a *app) checkMove(ctx context.Context, src, dst *phases.BackendConfig, from, to string, force bool) error {
+	read := func(b *phases.BackendConfig) (*state.Snapshot, error) {
+		st, err := a.openBackend(ctx, b, false)
+		if err != nil {
+			return nil, err
+		}
+		defer st.Close()
+		return st.Snapshot(), nil
+	}
+	snap, err := read(src)
+	if err != nil {
+		return err
+	}
+	if snap.Lineage == "" {
+		return fmt.Errorf("there is no state in %s to copy (check --backend, --state or the runbook's backend block); nothing was changed", from)
+	}
+	cur, err := read(dst)
+	if err != nil {
+		return err
+	}
+	if err := state.CheckImport(cur, snap, force); err != nil {
+		return fmt.Errorf("copying the state to %s: %w; nothing was changed", to, err)
+	}
 	return nil
 }

@@ -71,6 +71,12 @@
 // inverses and state; the release
 // record in the cluster holds them, as Helm stores every release's values.
 //
+// A cluster that does not answer is told once (reach.go): each step dials
+// its API server first, and the first to find it down names the server,
+// the kubeconfig and context it comes from and what to check; the others
+// say in one line that it did not answer, pointing at that step.
+// kubernetes_ready does not dial first: it waits for the server.
+//
 // The provider is built on providers/sdk, which decodes the attributes
 // (structs in helmschema), gates, dispatches and scrubs every call; the
 // handlers of each step type are in namespace.go, release.go, ready.go

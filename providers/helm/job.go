@@ -326,7 +326,7 @@ func readJob(ctx context.Context, c *call, a jobAttrs, prior *sdk.Prior[jobPriva
 	if !known(c, append(jobInputs, "kubeconfig")...) {
 		return jobRead{Observation: providers.Unknown}
 	}
-	cl, diags := c.Settings.cluster(c, a.Kubeconfig)
+	cl, diags := c.Settings.cluster(ctx, c, a.Kubeconfig)
 	if diags.HasErrors() {
 		return jobRead{Diagnostics: diags}
 	}
@@ -336,7 +336,7 @@ func readJob(ctx context.Context, c *call, a jobAttrs, prior *sdk.Prior[jobPriva
 	}
 	live, err := getJob(ctx, cl, a.Namespace, a.Name)
 	if err != nil {
-		return jobRead{Diagnostics: phases.Errorf("Cannot Read Job", "Reading %s for %s: %v.", jobID(a), c.Addr, err)}
+		return jobRead{Diagnostics: apiErr(c, cl, err, "Cannot Read Job", "Reading %s for %s: %v.", jobID(a), c.Addr, err)}
 	}
 	switch classify(live, want.Annotations[annHash]) {
 	case jobNone:
@@ -395,7 +395,7 @@ func planJob(ctx context.Context, c *call, a jobAttrs, _ *sdk.Prior[jobPrivate, 
 	if diags.HasErrors() {
 		return jobPlan{Diagnostics: diags}
 	}
-	cl, diags := p.cluster(c, a.Kubeconfig)
+	cl, diags := p.cluster(ctx, c, a.Kubeconfig)
 	if cl == nil && !isNoKubeconfig(diags) {
 		return jobPlan{Diagnostics: diags}
 	}
@@ -408,7 +408,7 @@ func planJob(ctx context.Context, c *call, a jobAttrs, _ *sdk.Prior[jobPrivate, 
 	} else {
 		var err error
 		if live, err = getJob(ctx, cl, a.Namespace, a.Name); err != nil {
-			return jobPlan{Diagnostics: phases.Errorf("Cannot Read Job", "Reading %s for %s: %v.", jobID(a), c.Addr, err)}
+			return jobPlan{Diagnostics: apiErr(c, cl, err, "Cannot Read Job", "Reading %s for %s: %v.", jobID(a), c.Addr, err)}
 		}
 	}
 	hash := want.Annotations[annHash]
@@ -487,7 +487,7 @@ type jobApply = sdk.Apply[jobPrivate, jobInverse]
 
 func applyJob(ctx context.Context, c *call, a jobAttrs, _ jobPrivate, _ *sdk.Prior[jobPrivate, jobInverse]) jobApply {
 	p := c.Settings
-	cl, diags := p.cluster(c, a.Kubeconfig)
+	cl, diags := p.cluster(ctx, c, a.Kubeconfig)
 	if diags.HasErrors() {
 		return jobApply{Diagnostics: diags}
 	}
@@ -820,14 +820,14 @@ func revertJob(ctx context.Context, c *call, a jobAttrs, u sdk.Undo[jobInverse])
 	inv.Name = kept(inv.Name, a.Name, c.Addr.Name)
 	inv.Namespace = kept(inv.Namespace, a.Namespace, "default")
 	id := "Job " + inv.Namespace + "/" + inv.Name
-	cl, diags := c.Settings.cluster(c, a.Kubeconfig)
+	cl, diags := c.Settings.cluster(ctx, c, a.Kubeconfig)
 	if diags.HasErrors() {
 		return diags
 	}
 	live, err := getJob(ctx, cl, inv.Namespace, inv.Name)
 	switch {
 	case err != nil:
-		return phases.Errorf("Cannot Read Job", "Reading %s for %s: %v.", id, c.Addr, err)
+		return apiErr(c, cl, err, "Cannot Read Job", "Reading %s for %s: %v.", id, c.Addr, err)
 	case live == nil:
 		c.Log.Printf("%s is gone: nothing to delete", id)
 		return nil

@@ -24,12 +24,17 @@ import (
 // REST config, a clientset, and the discovery data and REST mapper cached
 // in memory, shared by every call of the provider.
 type cluster struct {
-	key    string
-	loader clientcmd.ClientConfig
-	rest   *rest.Config
-	client kubernetes.Interface
-	disc   discovery.CachedDiscoveryInterface
-	mapper meta.RESTMapper
+	key string
+	// server, kubeconfig and context say which cluster it is, for
+	// messages: the API server's URL, the file ("" for the loading
+	// rules) and the context used.
+	server, kubeconfig, context string
+	reach                       reach
+	loader                      clientcmd.ClientConfig
+	rest                        *rest.Config
+	client                      kubernetes.Interface
+	disc                        discovery.CachedDiscoveryInterface
+	mapper                      meta.RESTMapper
 }
 
 // clusterKey identifies a kubeconfig by path, context and modification
@@ -89,13 +94,20 @@ func (cs *clusters) get(path, context string) (*cluster, error) {
 		return nil, err
 	}
 	disc := memory.NewMemCacheClient(client.Discovery())
+	used := overrides.CurrentContext
+	if raw, err := loader.RawConfig(); err == nil && used == "" {
+		used = raw.CurrentContext
+	}
 	c := &cluster{
-		key:    fmt.Sprintf("%s#%s", path, context),
-		loader: loader,
-		rest:   rc,
-		client: client,
-		disc:   disc,
-		mapper: restmapper.NewDeferredDiscoveryRESTMapper(disc),
+		key:        fmt.Sprintf("%s#%s", path, context),
+		server:     rc.Host,
+		kubeconfig: path,
+		context:    used,
+		loader:     loader,
+		rest:       rc,
+		client:     client,
+		disc:       disc,
+		mapper:     restmapper.NewDeferredDiscoveryRESTMapper(disc),
 	}
 	if cs.m == nil {
 		cs.m = map[clusterKey]*cluster{}

@@ -464,7 +464,7 @@ func planManifest(ctx context.Context, c *call, a manAttrs, _ *sdk.Prior[struct{
 	if diags := checkWaitFor(c, a, objs); diags.HasErrors() {
 		return manPlan{Diagnostics: diags}
 	}
-	cl, diags := p.cluster(c, a.Kubeconfig)
+	cl, diags := p.cluster(ctx, c, a.Kubeconfig)
 	if cl == nil && !isNoKubeconfig(diags) {
 		return manPlan{Diagnostics: diags}
 	}
@@ -505,7 +505,7 @@ func planManifest(ctx context.Context, c *call, a manAttrs, _ *sdk.Prior[struct{
 		ri := resourceOf(dyn, o.gvr, o.u.GetNamespace())
 		live, err := getLive(ctx, ri, o.u.GetName())
 		if err != nil {
-			return manPlan{Diagnostics: phases.Errorf("Cannot Read Object", "%s: reading %s: %v.", c.Addr, o.id(), err)}
+			return manPlan{Diagnostics: apiErr(c, cl, err, "Cannot Read Object", "%s: reading %s: %v.", c.Addr, o.id(), err)}
 		}
 		u := desired(c, o, live)
 		dry, err := ri.Apply(ctx, o.u.GetName(), u, metav1.ApplyOptions{FieldManager: fieldManager, DryRun: []string{metav1.DryRunAll}})
@@ -598,7 +598,7 @@ func applyManifest(ctx context.Context, c *call, a manAttrs, _ struct{}, prior *
 	if diags.HasErrors() {
 		return manApply{Diagnostics: diags}
 	}
-	cl, diags := p.cluster(c, a.Kubeconfig)
+	cl, diags := p.cluster(ctx, c, a.Kubeconfig)
 	if diags.HasErrors() {
 		return manApply{Diagnostics: diags}
 	}
@@ -632,7 +632,7 @@ func applyManifest(ctx context.Context, c *call, a manAttrs, _ struct{}, prior *
 		ri := resourceOf(dyn, o.gvr, o.u.GetNamespace())
 		live, err := getLive(ctx, ri, o.u.GetName())
 		if err != nil {
-			return manApply{Diagnostics: phases.Errorf("Cannot Read Object", "%s: reading %s: %v.", c.Addr, o.id(), err), Inverse: inverse()}
+			return manApply{Diagnostics: apiErr(c, cl, err, "Cannot Read Object", "%s: reading %s: %v.", c.Addr, o.id(), err), Inverse: inverse()}
 		}
 		undo, known := before[o.id()]
 		if !known {
@@ -856,7 +856,7 @@ func readManifest(ctx context.Context, c *call, a manAttrs, prior *sdk.Prior[str
 	if diags.HasErrors() {
 		return manRead{Diagnostics: diags}
 	}
-	cl, diags := p.cluster(c, a.Kubeconfig)
+	cl, diags := p.cluster(ctx, c, a.Kubeconfig)
 	if diags.HasErrors() {
 		return manRead{Diagnostics: diags}
 	}
@@ -873,7 +873,7 @@ func readManifest(ctx context.Context, c *call, a manAttrs, prior *sdk.Prior[str
 		ri := resourceOf(dyn, o.gvr, o.u.GetNamespace())
 		live, err := getLive(ctx, ri, o.u.GetName())
 		if err != nil {
-			return manRead{Diagnostics: phases.Errorf("Cannot Read Object", "%s: reading %s: %v.", c.Addr, o.id(), err)}
+			return manRead{Diagnostics: apiErr(c, cl, err, "Cannot Read Object", "%s: reading %s: %v.", c.Addr, o.id(), err)}
 		}
 		if live == nil {
 			missing = append(missing, o.id())
@@ -915,7 +915,7 @@ func readManifest(ctx context.Context, c *call, a manAttrs, prior *sdk.Prior[str
 
 func revertManifest(ctx context.Context, c *call, a manAttrs, u sdk.Undo[manifestInverse]) phases.Diagnostics {
 	p := c.Settings
-	cl, diags := p.cluster(c, a.Kubeconfig)
+	cl, diags := p.cluster(ctx, c, a.Kubeconfig)
 	if diags.HasErrors() {
 		return diags
 	}

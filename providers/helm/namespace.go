@@ -116,7 +116,7 @@ func planNamespace(ctx context.Context, c *call, st nsAttrs, _ *sdk.Prior[struct
 		fmt.Fprintf(&b, "namespace %s: labels or annotations known after earlier steps apply\n", st.Name)
 		return nsPlan{Diff: b.String()}
 	}
-	cl, diags := p.cluster(c, st.Kubeconfig)
+	cl, diags := p.cluster(ctx, c, st.Kubeconfig)
 	if cl == nil {
 		if !isNoKubeconfig(diags) {
 			return nsPlan{Diagnostics: diags}
@@ -138,7 +138,7 @@ func planNamespace(ctx context.Context, c *call, st nsAttrs, _ *sdk.Prior[struct
 		writeMapDiff(&b, "label", nil, st.Labels)
 		writeMapDiff(&b, "annotation", nil, st.Annotations)
 	case err != nil:
-		return nsPlan{Diagnostics: phases.Errorf("Cannot Read Namespace", "Reading namespace %s for %s: %v.", st.Name, c.Addr, err)}
+		return nsPlan{Diagnostics: apiErr(c, cl, err, "Cannot Read Namespace", "Reading namespace %s for %s: %v.", st.Name, c.Addr, err)}
 	default:
 		n := b.Len()
 		if live.DeletionTimestamp != nil {
@@ -187,7 +187,7 @@ type nsApply = sdk.Apply[struct{}, namespaceInverse]
 func applyNamespace(ctx context.Context, c *call, st nsAttrs, _ struct{}, prior *sdk.Prior[struct{}, namespaceInverse]) nsApply {
 	p := c.Settings
 	p.remember(st)
-	cl, diags := p.cluster(c, st.Kubeconfig)
+	cl, diags := p.cluster(ctx, c, st.Kubeconfig)
 	if diags.HasErrors() {
 		return nsApply{Diagnostics: diags}
 	}
@@ -283,7 +283,7 @@ func readNamespace(ctx context.Context, c *call, st nsAttrs, prior *sdk.Prior[st
 	}
 	p := c.Settings
 	p.remember(st)
-	cl, diags := p.cluster(c, st.Kubeconfig)
+	cl, diags := p.cluster(ctx, c, st.Kubeconfig)
 	if diags.HasErrors() {
 		return nsRead{Diagnostics: diags}
 	}
@@ -292,7 +292,7 @@ func readNamespace(ctx context.Context, c *call, st nsAttrs, prior *sdk.Prior[st
 		return nsRead{Observation: providers.Absent, Detail: fmt.Sprintf("namespace %s does not exist", st.Name)}
 	}
 	if err != nil {
-		return nsRead{Diagnostics: phases.Errorf("Cannot Read Namespace", "Reading namespace %s for %s: %v.", st.Name, c.Addr, err)}
+		return nsRead{Diagnostics: apiErr(c, cl, err, "Cannot Read Namespace", "Reading namespace %s for %s: %v.", st.Name, c.Addr, err)}
 	}
 	if live.DeletionTimestamp != nil {
 		return nsRead{Observation: providers.Absent, Detail: fmt.Sprintf("namespace %s is being deleted", st.Name)}
@@ -319,7 +319,7 @@ func revertNamespace(ctx context.Context, c *call, a nsAttrs, u sdk.Undo[namespa
 		return phases.Errorf("Invalid Inverse", "The recorded inverse of %s names no namespace.", c.Addr)
 	}
 	p := c.Settings
-	cl, diags := p.cluster(c, a.Kubeconfig)
+	cl, diags := p.cluster(ctx, c, a.Kubeconfig)
 	if diags.HasErrors() {
 		return diags
 	}

@@ -120,10 +120,23 @@ func (p *Provider) close() error {
 	return nil
 }
 
-// cluster returns the cluster of a step: its own kubeconfig attribute
-// (kubeconfig), else the provider's. A path not known yet is a kubeconfig
-// an earlier step writes.
-func (p *Provider) cluster(c *call, kubeconfig string) (*cluster, phases.Diagnostics) {
+// cluster returns the cluster of a step, its API server dialled first
+// (reach.go): its own kubeconfig attribute (kubeconfig), else the
+// provider's. A path not known yet is a kubeconfig an earlier step writes.
+func (p *Provider) cluster(ctx context.Context, c *call, kubeconfig string) (*cluster, phases.Diagnostics) {
+	cl, diags := p.clusterOf(c, kubeconfig)
+	if cl == nil {
+		return nil, diags
+	}
+	if d := cl.reachable(ctx, c.Addr); d.HasErrors() {
+		return nil, d
+	}
+	return cl, nil
+}
+
+// clusterOf is cluster without the dial, for kubernetes_ready, which
+// waits for a server that may not answer yet.
+func (p *Provider) clusterOf(c *call, kubeconfig string) (*cluster, phases.Diagnostics) {
 	if c.Unknown("kubeconfig") {
 		return nil, phases.Errorf("Cannot Use Kubeconfig", "%s cannot reach Kubernetes: %v: its path is not known yet.", c.Addr, errNoKubeconfig)
 	}

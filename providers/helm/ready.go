@@ -70,7 +70,7 @@ func validateReady(c *call, a *readyAttrs) phases.Diagnostics {
 }
 
 func applyReady(ctx context.Context, c *call, a readyAttrs, _ struct{}, _ *sdk.Prior[struct{}, struct{}]) sdk.Apply[struct{}, struct{}] {
-	cl, diags := c.Settings.cluster(c, a.Kubeconfig)
+	cl, diags := c.Settings.clusterOf(c, a.Kubeconfig)
 	if diags.HasErrors() {
 		return sdk.Apply[struct{}, struct{}]{Diagnostics: diags}
 	}

@@ -92,14 +92,14 @@ func (h history) base() *release.Release {
 
 // openRelease is the Helm configuration of a release's namespace (log
 // gets Helm's messages, nil none) and the release's history.
-func openRelease(cl *cluster, ns, name string, log func(string, ...any)) (*action.Configuration, history, phases.Diagnostics) {
+func openRelease(c *call, cl *cluster, ns, name string, log func(string, ...any)) (*action.Configuration, history, phases.Diagnostics) {
 	cfg, err := cl.helmConfig(ns, log)
 	if err != nil {
 		return nil, history{}, phases.FromError("Cannot Reach Kubernetes", err)
 	}
 	h, err := readHistory(cfg, name)
 	if err != nil {
-		return nil, history{}, phases.Errorf("Cannot Read Release", "Reading the history of release %s: %v.", name, err)
+		return nil, history{}, apiErr(c, cl, err, "Cannot Read Release", "%s: reading the history of release %s: %v.", c.Addr, name, err)
 	}
 	return cfg, h, nil
 }
@@ -254,14 +254,14 @@ func planRelease(ctx context.Context, c *call, st relAttrs, _ *sdk.Prior[release
 	}
 	p := c.Settings
 	var b strings.Builder
-	cl, diags := p.cluster(c, st.Kubeconfig)
+	cl, diags := p.cluster(ctx, c, st.Kubeconfig)
 	if cl == nil {
 		if !isNoKubeconfig(diags) {
 			return relPlan{Diagnostics: diags}
 		}
 		return p.planOffline(ctx, c, st)
 	}
-	cfg, h, diags := openRelease(cl, st.Namespace, st.Name, nil)
+	cfg, h, diags := openRelease(c, cl, st.Namespace, st.Name, nil)
 	if diags.HasErrors() {
 		return relPlan{Diagnostics: diags}
 	}
@@ -348,7 +348,7 @@ type relApply = sdk.Apply[releasePrivate, releaseInverse]
 
 func applyRelease(ctx context.Context, c *call, st relAttrs, planned releasePrivate, prior *sdk.Prior[releasePrivate, releaseInverse]) relApply {
 	p := c.Settings
-	cl, diags := p.cluster(c, st.Kubeconfig)
+	cl, diags := p.cluster(ctx, c, st.Kubeconfig)
 	if diags.HasErrors() {
 		return relApply{Diagnostics: diags}
 	}
@@ -358,7 +358,7 @@ func applyRelease(ctx context.Context, c *call, st relAttrs, planned releasePriv
 		sync.Mutex
 		last string
 	}
-	cfg, h, diags := openRelease(cl, st.Namespace, st.Name, func(format string, args ...any) {
+	cfg, h, diags := openRelease(c, cl, st.Namespace, st.Name, func(format string, args ...any) {
 		if strings.Contains(format, "is not ready") {
 			notReady.Lock()
 			notReady.last = strings.TrimSuffix(fmt.Sprintf(format, args...), ".")
@@ -408,7 +408,7 @@ func applyRelease(ctx context.Context, c *call, st relAttrs, planned releasePriv
 			}
 		}
 		if h, err = readHistory(cfg, st.Name); err != nil {
-			return relApply{Diagnostics: phases.Errorf("Cannot Read Release", "Reading the history of release %s: %v.", st.Name, err)}
+			return relApply{Diagnostics: apiErr(c, cl, err, "Cannot Read Release", "%s: reading the history of release %s: %v.", c.Addr, st.Name, err)}
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -505,11 +505,11 @@ func readRelease(ctx context.Context, c *call, st relAttrs, prior *sdk.Prior[rel
 		return relRead{Observation: providers.Unknown}
 	}
 	p := c.Settings
-	cl, diags := p.cluster(c, st.Kubeconfig)
+	cl, diags := p.cluster(ctx, c, st.Kubeconfig)
 	if diags.HasErrors() {
 		return relRead{Diagnostics: diags}
 	}
-	_, h, diags := openRelease(cl, st.Namespace, st.Name, nil)
+	_, h, diags := openRelease(c, cl, st.Namespace, st.Name, nil)
 	if diags.HasErrors() {
 		return relRead{Diagnostics: diags}
 	}
@@ -560,11 +560,11 @@ func revertRelease(ctx context.Context, c *call, a relAttrs, u sdk.Undo[releaseI
 		return phases.Errorf("Invalid Inverse", "The recorded inverse of %s names no release.", c.Addr)
 	}
 	p := c.Settings
-	cl, diags := p.cluster(c, a.Kubeconfig)
+	cl, diags := p.cluster(ctx, c, a.Kubeconfig)
 	if diags.HasErrors() {
 		return diags
 	}
-	cfg, h, diags := openRelease(cl, inv.Namespace, inv.Name, nil)
+	cfg, h, diags := openRelease(c, cl, inv.Namespace, inv.Name, nil)
 	if diags.HasErrors() {
 		return diags
 	}

@@ -114,13 +114,19 @@ func (p *Provider) loadChart(st relAttrs) (*chart.Chart, error) {
 		path = located
 	} else {
 		path = p.abs(path)
-		if _, err := os.Stat(path); err != nil {
+		fi, err := os.Stat(path)
+		if err != nil {
 			return nil, fmt.Errorf("chart %s: %w", st.Chart, err)
+		}
+		if fi.IsDir() {
+			if err := chartLinks(path, st.Chart); err != nil {
+				return nil, fmt.Errorf("loading chart %s: %w", st.Chart, err)
+			}
 		}
 	}
 	ch, err := loader.Load(path)
 	if err != nil {
-		return nil, fmt.Errorf("loading chart %s: %w", st.Chart, err)
+		return nil, fmt.Errorf("loading chart %s: %w", st.Chart, loadError(path, st.Chart, err))
 	}
 	if st.Version != "" && ch.Metadata != nil && ch.Metadata.Version != strings.TrimPrefix(st.Version, "v") && ch.Metadata.Version != st.Version {
 		return nil, fmt.Errorf("chart %s is version %s, the step requires %s", st.Chart, ch.Metadata.Version, st.Version)

@@ -177,7 +177,7 @@ func planSecret(ctx context.Context, c *call, a secretAttrs, _ *sdk.Prior[struct
 		return secPlan{Diagnostics: diags}
 	}
 	keys := strings.Join(secretKeys(a), ", ")
-	cl, diags := p.cluster(c, a.Kubeconfig)
+	cl, diags := p.cluster(ctx, c, a.Kubeconfig)
 	if cl == nil {
 		if !isNoKubeconfig(diags) {
 			return secPlan{Diagnostics: diags}
@@ -189,7 +189,7 @@ func planSecret(ctx context.Context, c *call, a secretAttrs, _ *sdk.Prior[struct
 	case apierrors.IsNotFound(err):
 		return secPlan{Diff: fmt.Sprintf("+ %s (keys: %s)\n", secretID(a), keys)}
 	case err != nil:
-		return secPlan{Diagnostics: phases.Errorf("Cannot Read Secret", "Reading %s for %s: %v.", secretID(a), c.Addr, err)}
+		return secPlan{Diagnostics: apiErr(c, cl, err, "Cannot Read Secret", "Reading %s for %s: %v.", secretID(a), c.Addr, err)}
 	}
 	if string(live.Type) != a.Type {
 		return secPlan{Diagnostics: phases.Errorf("Secret Type Cannot Change", "%s is of type %s; %s wants %s, and a Secret's type cannot change. Delete the Secret first, or set type = %q.", secretID(a), live.Type, c.Addr, a.Type, live.Type)}
@@ -214,7 +214,7 @@ func applySecret(ctx context.Context, c *call, a secretAttrs, _ struct{}, prior 
 	if diags.HasErrors() {
 		return secApply{Diagnostics: diags}
 	}
-	cl, diags := p.cluster(c, a.Kubeconfig)
+	cl, diags := p.cluster(ctx, c, a.Kubeconfig)
 	if diags.HasErrors() {
 		return secApply{Diagnostics: diags}
 	}
@@ -301,7 +301,7 @@ func readSecret(ctx context.Context, c *call, a secretAttrs, prior *sdk.Prior[st
 	if diags.HasErrors() {
 		return secRead{Diagnostics: diags}
 	}
-	cl, diags := p.cluster(c, a.Kubeconfig)
+	cl, diags := p.cluster(ctx, c, a.Kubeconfig)
 	if diags.HasErrors() {
 		return secRead{Diagnostics: diags}
 	}
@@ -311,7 +311,7 @@ func readSecret(ctx context.Context, c *call, a secretAttrs, prior *sdk.Prior[st
 		return secRead{Observation: providers.Absent, Detail: secretID(a) + " does not exist"}
 	}
 	if err != nil {
-		return secRead{Diagnostics: phases.Errorf("Cannot Read Secret", "Reading %s for %s: %v.", secretID(a), c.Addr, err)}
+		return secRead{Diagnostics: apiErr(c, cl, err, "Cannot Read Secret", "Reading %s for %s: %v.", secretID(a), c.Addr, err)}
 	}
 	r := secRead{Observation: providers.Present, Outputs: secretOutputs(a)}
 	if ch := changedKeys(live.Data, data); len(ch) > 0 {
@@ -337,7 +337,7 @@ func revertSecret(ctx context.Context, c *call, a secretAttrs, u sdk.Undo[secret
 	if inv.Name == "" || inv.Namespace == "" {
 		return phases.Errorf("Invalid Inverse", "The recorded inverse of %s names no Secret.", c.Addr)
 	}
-	cl, diags := c.Settings.cluster(c, a.Kubeconfig)
+	cl, diags := c.Settings.cluster(ctx, c, a.Kubeconfig)
 	if diags.HasErrors() {
 		return diags
 	}

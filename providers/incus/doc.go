@@ -60,7 +60,9 @@
 //     in the state).
 //   - incus_file: pushes a local file or tree into an instance, or pulls
 //     one out (file.go; the trees in file_tree.go). Local files are
-//     written 0600 through a temporary file and a rename; into a .age
+//     written 0600 through a temporary file and a rename, into a
+//     directory that must exist (never made: a mistyped host path fails
+//     the plan, unless a step it depends on runs first); into a .age
 //     path, encrypted in memory to the runbook's .age-recipients, so the
 //     clear bytes never touch the disk. Outputs: the SHA-256 of the file
 //     (of the clear content for .age), or of a tree's sorted "path

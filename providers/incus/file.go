@@ -291,6 +291,15 @@ func adopted(ctx context.Context, c *call, s fileSpec, src tree) *sdk.Inverse[fi
 }
 
 func planFile(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[filePrivate, fileInverse]) sdk.Plan[filePrivate] {
+	// A pull into a directory that is not there: refused, unless a step
+	// this one depends on runs first and may make it.
+	note := ""
+	if dir, d := missingParent(c, s); d != nil {
+		if !c.AfterChanges {
+			return sdk.Plan[filePrivate]{Diagnostics: d}
+		}
+		note = fmt.Sprintf("\n  note: the directory %s is not there yet: a step this one depends on must create it, else the copy fails", dir)
+	}
 	src, dst, err := sides(ctx, c, s, prior)
 	from, to := s.where()
 	verb := "pull"
@@ -301,7 +310,7 @@ func planFile(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[filePri
 	// itself) is not there yet: the copy is planned, and checked when it
 	// runs.
 	if c.AfterChanges && (src == nil && err == nil || incusapi.IsNotFound(err)) {
-		return sdk.Plan[filePrivate]{Diff: fmt.Sprintf("+ %s %s -> %s\n  %s is not there yet: a step this one depends on runs first; the copy is sized when it runs\n  rollback: remove what the copy created, put back what it replaced", verb, from, to, from)}
+		return sdk.Plan[filePrivate]{Diff: fmt.Sprintf("+ %s %s -> %s\n  %s is not there yet: a step this one depends on runs first; the copy is sized when it runs%s\n  rollback: remove what the copy created, put back what it replaced", verb, from, to, from, note)}
 	}
 	if err != nil {
 		return sdk.Plan[filePrivate]{Diagnostics: scanErr(c, err)}
@@ -341,8 +350,39 @@ func planFile(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[filePri
 			fmt.Fprintf(&b, "\n  ~ replaces %s (kept as %s%s until rollback)", join(s.side(to), e.rel), join(s.side(to), e.rel), origSuffix)
 		}
 	}
+	b.WriteString(note)
 	b.WriteString("\n  rollback: remove what the copy created, put back what it replaced")
 	return sdk.Plan[filePrivate]{Diff: b.String()}
+}
+
+// missingParent is the diagnostic of a pull whose destination's directory
+// is not there, and that directory. It is never made: a mistyped host
+// path (or a variable pointing elsewhere) must fail, not grow a tree
+// where nobody looks.
+func missingParent(c *call, s fileSpec) (string, phases.Diagnostics) {
+	if s.push {
+		return "", nil
+	}
+	dir := filepath.Dir(s.local)
+	near := dir
+	fi, err := os.Stat(near)
+	for err != nil && filepath.Dir(near) != near {
+		near = filepath.Dir(near)
+		fi, err = os.Stat(near)
+	}
+	from, to := s.where()
+	switch {
+	case err != nil:
+		return dir, errorf("Cannot Pull File", "%s: the directory of %s cannot be read: %v.", c.Addr, to, err)
+	case near == dir && fi.IsDir():
+		return "", nil
+	case !fi.IsDir():
+		return dir, errorf("Destination Directory Missing", "%s pulls %s into %s, but %s is a file, not a directory. Fix the destination (or the variable that sets it), or move that file away.", c.Addr, from, to, near)
+	}
+	return dir, errorf("Destination Directory Missing",
+		"%s pulls %s into %s, but the directory %s does not exist (the nearest that does is %s). "+
+			"Create it (mkdir -p %s), or fix the destination or the variable that sets it: migrate does not create it, so that a mistyped path fails here instead of making a tree.",
+		c.Addr, from, to, dir, near, dir)
 }
 
 // side is the destination's path without the instance name.
@@ -367,6 +407,9 @@ func digestFile(_ context.Context, c *call, s fileSpec) (string, phases.Diagnost
 }
 
 func applyFile(ctx context.Context, c *call, s fileSpec, _ filePrivate, prior *sdk.Prior[filePrivate, fileInverse]) fileApply {
+	if _, d := missingParent(c, s); d != nil {
+		return fileApply{Diagnostics: d} // before anything is written
+	}
 	src, dst, err := sides(ctx, c, s, prior)
 	if err != nil {
 		return fileApply{Diagnostics: scanErr(c, err)}

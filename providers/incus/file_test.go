@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -361,4 +362,66 @@ func TestPullHandedOverToLaterSteps(t *testing.T) {
 		t.Fatalf("a removed destination reads %v %q", rd.Observation, rd.Detail)
 	}
 	wantContains(t, "the absence", rd.Detail, dest+" was removed from outside the runbook")
+}
+
+// TestFilePullIntoMissingDirectory: a pull whose destination's directory
+// does not exist is refused by the plan, naming the directory and what to
+// do, unless a step it depends on runs first (a note then); apply refuses
+// the same way and writes nothing (no directory made, no temporary file).
+// The directory is never made for it: a mistyped host path must not grow
+// a tree.
+func TestFilePullIntoMissingDirectory(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	name := launch(t, c, "filenodir", true, nil)
+	if err := c.PushFile(ctxT(t, 10*time.Second), name, "/root/dump.sql", incusapi.FilePut{Content: strings.NewReader("dump\n")}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "afile"), "not a directory\n", 0o644)
+	p := providerIn(t, dir)
+	listing := func() []string {
+		var out []string
+		_ = filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+			out = append(out, p)
+			return err
+		})
+		return out
+	}
+	before := listing()
+	for _, tc := range []struct {
+		dest string
+		want []string
+	}{
+		{"bakups/dump.sql", []string{"Destination Directory Missing", "the directory " + filepath.Join(dir, "bakups") + " does not exist",
+			"the nearest that does is " + dir, "mkdir -p " + filepath.Join(dir, "bakups"), "fix the destination or the variable"}},
+		{"a/b/c/dump.sql", []string{"the directory " + filepath.Join(dir, "a/b/c") + " does not exist", "the nearest that does is " + dir}},
+		{"afile/dump.sql", []string{filepath.Join(dir, "afile") + " is a file, not a directory"}},
+		{"nope/dump.sql.age", []string{"the directory " + filepath.Join(dir, "nope") + " does not exist"}},
+	} {
+		s := newStep(t, p, incus.File, "dump", map[string]cty.Value{"instance": str(name), "direction": str("pull"), "source": str("/root/dump.sql"), "destination": str(tc.dest)})
+		wantDiag(t, s.plan(nil).Diagnostics, "Destination Directory Missing", append([]string{"incus_file.dump pulls " + name + ":/root/dump.sql into ./" + tc.dest}, tc.want[1:]...)...)
+		r, _ := s.apply(ctxT(t, 30*time.Second), nil, nil)
+		wantDiag(t, r.Diagnostics, "Destination Directory Missing", tc.want[1:]...)
+		if after := listing(); !slices.Equal(before, after) {
+			t.Errorf("a refused pull into %s changed the runbook directory: %v, was %v", tc.dest, after, before)
+		}
+	}
+	// After a step it depends on, the directory may be made first: a
+	// note in the plan, not an error.
+	s := newStep(t, p, incus.File, "dump", map[string]cty.Value{"instance": str(name), "direction": str("pull"), "source": str("/root/dump.sql"), "destination": str("bakups/dump.sql")})
+	r := p.Plan(ctxT(t, 60*time.Second), providers.PlanRequest{Type: incus.File, Addr: s.addr, Config: s.cfg, Action: providers.Create, AfterChanges: true})
+	if err := r.Diagnostics.Err(); err != nil {
+		t.Fatalf("after a step that may make the directory: %v", err)
+	}
+	wantContains(t, "the plan", r.Diff, "+ pull "+name+":/root/dump.sql -> ./bakups/dump.sql", "note: the directory "+filepath.Join(dir, "bakups")+" is not there yet")
+	// Made by then, the copy goes through.
+	if err := os.Mkdir(filepath.Join(dir, "bakups"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a := s.mustApply(r.Private, nil)
+	if b, err := os.ReadFile(filepath.Join(dir, "bakups/dump.sql")); err != nil || string(b) != "dump\n" {
+		t.Errorf("bakups/dump.sql = %q, %v", b, err)
+	}
+	s.revert(a.Inverse)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,7 +111,9 @@ func TestHTTPSUntrusted(t *testing.T) {
 	wantDiag(t, s.plan(nil).Diagnostics, "Client Certificate Not Trusted", "does not trust", "incus config trust add-certificate "+crt)
 }
 
-// TestUnreachable: no daemon behind the socket or the address.
+// TestUnreachable: no daemon behind the socket or the address. The first
+// step to find it says where and what to check; the steps after it say
+// so in one line, pointing at it.
 func TestUnreachable(t *testing.T) {
 	t.Parallel()
 	for _, cfg := range []map[string]cty.Value{
@@ -119,6 +122,14 @@ func TestUnreachable(t *testing.T) {
 	} {
 		p := provider(t, cfg)
 		s := newStep(t, p, incus.Instance, "x", map[string]cty.Value{"type": str("container"), "image": str(testImage)})
-		wantDiag(t, s.plan(nil).Diagnostics, "Incus Unreachable", "cannot reach the Incus daemon", "incusd")
+		wantDiag(t, s.plan(nil).Diagnostics, "Incus Unreachable", "incus_instance.x cannot reach the Incus daemon", "incusd")
+		for _, name := range []string{"y", "z"} {
+			s := newStep(t, p, incus.Instance, name, map[string]cty.Value{"type": str("container"), "image": str(testImage)})
+			d := s.plan(nil).Diagnostics
+			wantDiag(t, d, "Incus Unreachable", "incus_instance."+name+": the Incus daemon at ", " did not answer (see incus_instance.x).")
+			if strings.Contains(d.Err().Error(), "incusd") {
+				t.Errorf("incus_instance.%s repeats the whole error: %v", name, d)
+			}
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
@@ -89,6 +90,35 @@ const minSecret = 4
 type conn struct {
 	*settings
 	c *incusapi.Client
+
+	// down is the daemon found unreachable, by which step and when: the
+	// steps after it say so in one line pointing at it, instead of each
+	// repeating the whole error (a plan of twenty instances while incusd
+	// is stopped).
+	mu   sync.Mutex
+	down *outage
+}
+
+type outage struct {
+	first phases.Address
+	at    time.Time
+}
+
+// downFor is how long an unreachable daemon is told in one line by the
+// other steps; every failure renews it.
+const downFor = 10 * time.Second
+
+// unreachable is the diagnostic of a step that could not reach the daemon.
+func (cn *conn) unreachable(addr phases.Address, err error) phases.Diagnostics {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	now := time.Now()
+	if d := cn.down; d != nil && d.first != addr && now.Sub(d.at) < downFor {
+		d.at = now
+		return phases.Errorf("Incus Unreachable", "%s: the Incus daemon at %s did not answer (see %s).", addr, cn.where, d.first)
+	}
+	cn.down = &outage{first: addr, at: now}
+	return phases.Errorf("Incus Unreachable", "%s cannot reach the Incus daemon at %s: %v.", addr, cn.where, err)
 }
 
 // connect reads the provider block and builds the client; it does not
@@ -121,7 +151,7 @@ func apiErr(c *call, summary string, err error) phases.Diagnostics {
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		return phases.Errorf("Step Interrupted", "%s was stopped before it finished (%v). The daemon may still complete an operation already sent; the next run reads the instance first and goes on from there.", c.Addr, err)
 	case errors.As(err, &unreachable):
-		return phases.Errorf("Incus Unreachable", "%s cannot reach the Incus daemon at %s: %v.", c.Addr, s.where, err)
+		return s.unreachable(c.Addr, err)
 	case errors.As(err, &untrusted):
 		how := "incus config trust add-certificate CERT --name migrate"
 		if s.clientCert != "" {

@@ -210,9 +210,15 @@ func (c *call) guarded(ctx context.Context) ([]node, phases.Diagnostics) {
 
 // guard is the version-skew guard: every node must run the pinned version.
 func (p *Provider) guard(ctx context.Context, c *call, ns []node) phases.Diagnostics {
+	if d := c.reachable(ctx); d.HasErrors() {
+		return d
+	}
 	var diags phases.Diagnostics
 	for _, n := range ns {
 		v, err := n.version(ctx)
+		if d := c.unreachable(err); d != nil {
+			return d
+		}
 		if err != nil {
 			diags = append(diags, phases.Errorf("Cannot Read Talos Version", "Node %s did not answer its version (the skew guard needs it before any change): %v.", n.name, err)...)
 			continue
@@ -356,6 +362,12 @@ func apiErr(method string, err error) error {
 		switch st.Code() {
 		case codes.DeadlineExceeded, codes.Canceled:
 			return fmt.Errorf("%s: %s (%w)", method, st.Message(), context.DeadlineExceeded)
+		case codes.Unavailable:
+			// Not a refused handshake (another cluster's certificate),
+			// which is Unavailable too: only a failed dial.
+			if strings.Contains(st.Message(), "while dialing") {
+				return fmt.Errorf("%s: %w: %s", method, errUnavailable, st.Message())
+			}
 		}
 		return fmt.Errorf("%s: %s: %s", method, st.Code(), st.Message())
 	}

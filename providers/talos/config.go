@@ -33,7 +33,9 @@ type settings struct {
 	endpoints   []string
 	nodes       []string
 	talosconfig *clientconfig.Config // nil: talosctl's default file
-	contextName string
+	// talosconfigPath is its file, for messages ("" for the default).
+	talosconfigPath string
+	contextName     string
 
 	version     string // the pin, with a leading "v"
 	k8sVersion  string
@@ -96,6 +98,7 @@ func configure(req providers.ConfigureRequest) (*settings, phases.Diagnostics) {
 	}
 
 	if talosconfigPath != "" {
+		s.talosconfigPath = s.abs(talosconfigPath)
 		b, err := s.readSecretFile(talosconfigPath, "talosconfig")
 		if err != nil {
 			errf("Cannot Read Talosconfig", "%v", err)

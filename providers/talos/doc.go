@@ -32,6 +32,11 @@
 // its next install. Every step but talos_upgrade reads the node's version
 // first and refuses to go on when it differs from the provider's pin.
 //
+// Endpoints that do not answer are told once (reach.go): a step dials
+// them first, and the first to find them down names the node, the
+// endpoint, where it comes from and what to check; the others say in one
+// line that it did not answer, pointing at that step.
+//
 // Secrets (the bundle, the talosconfig, age identities, previous configs)
 // are decrypted in memory only and scrubbed from every diff, log line and
 // diagnostic; state only ever holds them age-encrypted.

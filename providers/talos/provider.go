@@ -34,6 +34,7 @@ type Provider struct {
 
 	mu     sync.Mutex
 	client *client.Client
+	reach  reach // the endpoints' last answers (reach.go)
 }
 
 // New returns an unconfigured Talos provider.

@@ -379,6 +379,9 @@ var readStep = &sdk.StepType[*Provider, talosschema.ReadAttrs, none, none]{
 			return sdk.Apply[none, none]{Diagnostics: d}
 		}
 		c := newCall(sc)
+		if d := c.reachable(ctx); d.HasErrors() {
+			return sdk.Apply[none, none]{Outputs: none{}, Diagnostics: d}
+		}
 		err := c.p.forNodes(ctx, func(n node) error {
 			got, err := n.readFile(ctx, a.Path)
 			if err != nil {
@@ -395,6 +398,9 @@ var readStep = &sdk.StepType[*Provider, talosschema.ReadAttrs, none, none]{
 			c.log.Printf("node %s: %s read through the API (%d bytes) as expected", n.name, a.Path, len(got))
 			return nil
 		})
+		if d := c.unreachable(err); d != nil {
+			return sdk.Apply[none, none]{Outputs: none{}, Diagnostics: d}
+		}
 		if err != nil && a.ErrorMessage != "" {
 			return sdk.Apply[none, none]{Outputs: none{}, Diagnostics: phases.Errorf("Read Check Failed", "%s: %s\nWhat was read: %v.", c.addr, a.ErrorMessage, err)}
 		}
@@ -480,6 +486,9 @@ func serviceHealth(ctx context.Context, c *call, svcs []string) phases.Diagnosti
 		}
 		return fmt.Errorf("services not healthy on %s after waiting %s: %s", n.name, wait, strings.Join(bad, "; "))
 	})
+	if d := c.unreachable(err); d != nil {
+		return d // the node never answered within the wait
+	}
 	if err != nil {
 		return phases.Errorf("Services Not Healthy", "%v.", err)
 	}
@@ -559,8 +568,14 @@ func readUpgrade(ctx context.Context, c *call, target string) sdk.Read[upgradeIn
 	if err != nil {
 		return sdk.Read[upgradeInverse]{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
 	}
+	if d := c.reachable(ctx); d.HasErrors() {
+		return sdk.Read[upgradeInverse]{Diagnostics: d}
+	}
 	for _, n := range ns {
 		v, err := n.version(ctx)
+		if d := c.unreachable(err); d != nil {
+			return sdk.Read[upgradeInverse]{Diagnostics: d}
+		}
 		if err != nil {
 			return sdk.Read[upgradeInverse]{Diagnostics: phases.FromError("Cannot Read Talos Version", err)}
 		}
@@ -590,9 +605,15 @@ func applyUpgrade(ctx context.Context, sc *handle, a talosschema.UpgradeAttrs, _
 	if err != nil {
 		return result{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
 	}
+	if d := c.reachable(ctx); d.HasErrors() {
+		return result{Diagnostics: d}
+	}
 	var from string
 	for _, n := range ns {
 		v, err := n.version(ctx)
+		if d := c.unreachable(err); d != nil {
+			return result{Diagnostics: d}
+		}
 		if err != nil {
 			return result{Diagnostics: phases.Errorf("Cannot Read Talos Version", "Node %s did not answer its version: %v.", n.name, err)}
 		}

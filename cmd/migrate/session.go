@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/homelab-migrate/migrate/engine"
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/state"
+	"github.com/homelab-migrate/migrate/views"
+)
+
+// session is what the writing commands (run, rollback) share: the
+// runbook loaded, its state, the live view, the two interrupt contexts
+// and the engine.
+//
+// A session reads the state only, without its lock, until begin: until
+// then the command may still refuse (a plan made for another state, an
+// earlier phase not complete, nothing to do, no confirmation) and must
+// leave the disk as it found it: no state directory created, no lock, no
+// log, no snapshot rewritten.
+type session struct {
+	a            *app
+	command      string
+	b            *phases.BackendConfig
+	dir          string // the local state directory, where the log goes
+	st           *deferredState
+	rv           views.RunView
+	stop, cancel context.Context
+	release      func()
+	e            *engine.Engine
+	log          *state.Log
+	began        bool
+}
+
+// openSession loads the runbook, opens its state read-only and builds the
+// engine on it. The caller must close it.
+func (a *app) openSession(vf varFlags, json, rollback bool, parallelism int) (*session, error) {
+	rb, err := a.load(vf)
+	if err != nil {
+		return nil, err
+	}
+	b, err := a.backendFor(rb)
+	if err != nil {
+		return nil, err
+	}
+	// The log stays on this machine, in the local state directory, even
+	// when the state is in etcd.
+	dir, err := a.localDir(b)
+	if err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	// A run that holds the lock now is named at once, not after this one
+	// has planned and asked for confirmation.
+	if info, err := a.readLock(ctx, b); err == nil && info != nil {
+		return nil, &state.LockedError{Holder: *info, Path: describe(b, dir)}
+	}
+	ro, err := a.openBackend(ctx, b, false)
+	if err != nil {
+		return nil, err
+	}
+	command := "run"
+	if rollback {
+		command = "rollback"
+	}
+	s := &session{
+		a: a, command: command, b: b, dir: dir,
+		st:  &deferredState{cur: ro},
+		rv:  a.view().NewRun(a.runMode(json), rollback),
+		log: state.NewLog(dir, command),
+	}
+	s.stop, s.cancel, s.release = interrupts(s.rv.Stopping)
+	if s.e, err = a.engine(s.cancel, rb, s.st, parallelism, s.log, s.rv); err != nil {
+		s.close(&err)
+		return nil, err
+	}
+	return s, nil
+}
+
+// where names the session's state for messages.
+func (s *session) where() string {
+	if s.b.Type == "local" {
+		return filepath.Clean(s.dir)
+	}
+	return describe(s.b, s.dir)
+}
+
+// begin takes the state lock once the command is about to change
+// something, creating the state when there is none, and opens the log. The
+// state must still be the one the command planned against: another migrate
+// may have written it meanwhile.
+func (s *session) begin() error {
+	before := s.st.Snapshot()
+	w, err := s.a.openBackend(context.Background(), s.b, true)
+	if err != nil {
+		return err
+	}
+	now := w.Snapshot()
+	if now.Serial != before.Serial || before.Lineage != "" && now.Lineage != before.Lineage {
+		w.Close()
+		return fmt.Errorf("the state in %s changed while this %s was being planned (serial %d then, %d now): another migrate wrote it; nothing was changed, run the command again to plan from the state as it is now",
+			s.where(), s.command, before.Serial, now.Serial)
+	}
+	if err := s.log.Open(); err != nil {
+		w.Close()
+		return err
+	}
+	s.st.swap(w).Close()
+	s.began = true
+	return nil
+}
+
+// close releases the session in reverse order, the state last so that it
+// is saved after everything else stopped; a failure to save it becomes
+// *err when there is no error already.
+func (s *session) close(err *error) {
+	if s.e != nil {
+		s.e.Close()
+	}
+	s.release()
+	s.rv.Finish()
+	if s.began {
+		fmt.Fprintf(s.log, "%s end: %s\n", time.Now().UTC().Format(time.RFC3339Nano), endText(*err))
+		if lerr := s.log.Close(); lerr != nil {
+			s.a.view().Warn("%v", lerr)
+		}
+	}
+	s.a.closeState(s.st, err)
+}
+
+// endText is how a command ended, for its log.
+func endText(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case isReported(err):
+		return fmt.Sprintf("exit code %d", exitCode(err))
+	}
+	return err.Error()
+}
+
+// deferredState is the state as a session's engine sees it: the state
+// read without its lock until begin, the locked one after. A write before
+// begin fails as the read-only state's writes do (state.ErrReadOnly).
+type deferredState struct {
+	mu  sync.RWMutex
+	cur stateStore
+}
+
+var _ state.Manager = (*deferredState)(nil)
+
+func (d *deferredState) get() stateStore {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.cur
+}
+
+// swap puts w in place and returns the state it replaces.
+func (d *deferredState) swap(w stateStore) stateStore {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	old := d.cur
+	d.cur = w
+	return old
+}
+
+func (d *deferredState) Snapshot() *state.Snapshot { return d.get().Snapshot() }
+func (d *deferredState) Step(a phases.Address) (*state.StepRecord, bool) {
+	return d.get().Step(a)
+}
+func (d *deferredState) Checkpoint(rec *state.StepRecord) error { return d.get().Checkpoint(rec) }
+func (d *deferredState) Record(rec *state.StepRecord) error     { return d.get().Record(rec) }
+func (d *deferredState) Persist() error                         { return d.get().Persist() }
+func (d *deferredState) Close() error                           { return d.get().Close() }
