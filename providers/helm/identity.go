@@ -56,5 +56,5 @@ func (p *Provider) clusterIdentity(ctx context.Context, cfg cty.Value) string {
 	if err != nil || ns.UID == "" {
 		return ""
 	}
-	return "cluster " + cl.rest.Host + " " + string(ns.UID)
+	return "cluster " + string(ns.UID) // not its address: a cluster moved to another is the same one
 }
