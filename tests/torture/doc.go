@@ -38,7 +38,10 @@
 //   - no refusal that changed anything: at every kill, migrate is first
 //     frozen (SIGSTOP) with its lock held and the same command started
 //     beside it must be refused, leaving state.json and journal.jsonl
-//     byte for byte as they were;
+//     byte for byte as they were; and after a phase's first kill, the
+//     next phase run out of order must be refused, leaving the state
+//     (migrate status --json) and the lab's world (its events) as they
+//     were;
 //   - no provider program outlives its killed migrate.
 //
 // Kill points are seeded: for each command, kill i of n targets a step
@@ -58,16 +61,19 @@
 // The test runs in rounds, each in a world of its own (a new lab, a new
 // copy of the runbook), so that a bug which stops one round does not hide
 // what the next one finds. CI mode (the default: go test ./tests/torture/,
-// about 5 minutes on 2 cores) has two: "plain, plain, tortured" (the
-// plain move and rollback as migrate demo makes them; the same again on
-// the world that rollback left, each command once: an uninterrupted
-// command plans before any VM of the pass exists, which a resumed one
-// never does; then a tortured pass) and "tortured twice". A tortured pass
-// kills each phase's run 2 times (one per 5 steps in the longer phases:
-// 3 in the rehearsal and in ingress-matrix) and the rollback 3 times.
-// The long mode (TORTURE_LONG=1, or go test -args -torture.long) kills
-// 6 times a phase and 8 in the rollback, and adds a round of five passes;
-// give go test a -timeout to match (60m).
+// about 4 minutes on 2 cores) has two. "apps tortured, plain, tortured":
+// the move with kills from data-apps on (so that the apps, the Matrix
+// move, the cleanup and the rollback are tortured even while a bug stops
+// the resumes of a Talos install), then a plain pass on the world its
+// rollback left, each command once as migrate demo runs them (an
+// uninterrupted command plans before any VM of the pass exists, which a
+// resumed one never does), then a tortured pass. "tortured twice": a
+// tortured pass, then another on the world its rollback left. A tortured
+// phase's run is killed 2 times (one per 5 steps in the longer phases: 3
+// in the rehearsal and in ingress-matrix), the rollback 3 times. The long
+// mode (TORTURE_LONG=1, or go test -args -torture.long) kills 6 times a
+// phase and 8 in the rollback, and adds a round of five passes; give go
+// test a -timeout to match (60m).
 //
 // The test needs root, as migrate demo does (Synapse's restore Job
 // chowns its data to uid 991), and is skipped with -short.

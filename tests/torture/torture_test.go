@@ -9,17 +9,30 @@ import (
 	"time"
 )
 
-// phasesInOrder are examples/homelab's phases and the flags each run takes.
-var phasesInOrder = []struct {
+// phaseRun is a phase of examples/homelab and the flags its run takes.
+type phaseRun struct {
 	name  string
 	flags []string
-}{
+}
+
+// phasesInOrder are examples/homelab's phases, in order.
+var phasesInOrder = []phaseRun{
 	{"rehearsal", nil},
 	{"platform", nil},
 	{"data-apps", nil},
 	{"host-services", nil},
 	{"ingress-matrix", []string{"--approve", "approval.dns"}},
 	{"cleanup", nil},
+}
+
+// nextPhase is the phase after name, nil after the last (or the rollback).
+func nextPhase(name string) *phaseRun {
+	for i, ph := range phasesInOrder[:len(phasesInOrder)-1] {
+		if ph.name == name {
+			return &phasesInOrder[i+1]
+		}
+	}
+	return nil
 }
 
 // TestTorture: the homelab against the lab, every phase and the rollback
@@ -56,7 +69,7 @@ func (w *world) runPass(t *testing.T, pass int, kills passPlan, sum *summary) bo
 	for _, ph := range phasesInOrder {
 		s := sum.add(w.round, pass, ph.name)
 		args := append([]string{"run", "--phase", ph.name, "--auto-approve"}, ph.flags...)
-		if !w.runCommand(t, s, kills.phase, args...) {
+		if !w.runCommand(t, s, kills.kills(ph.name), args...) {
 			return false
 		}
 	}

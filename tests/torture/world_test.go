@@ -33,6 +33,7 @@ type world struct {
 	// and whether its rollback completed.
 	pass        int
 	passStart   time.Time
+	passStarts  []time.Time // of every pass so far
 	passEvents  int
 	interrupted map[string]int // "run STEP" or "revert STEP"
 	completed   map[string]bool
@@ -69,6 +70,7 @@ func newWorld(t *testing.T, cfg config, round int, tally *tally) *world {
 
 func (w *world) beginPass(t *testing.T, pass int) {
 	w.pass, w.passStart = pass, time.Now()
+	w.passStarts = append(w.passStarts, w.passStart)
 	w.passEvents = len(w.lab.events(t, 0))
 	w.interrupted, w.completed, w.inRollback, w.rolledBack = map[string]int{}, map[string]bool{}, false, false
 }
@@ -147,7 +149,13 @@ func (w *world) recorded(s stepStatus) string {
 	case s.FinishedAt == nil:
 		return s.Status
 	case s.FinishedAt.Before(w.passStart):
-		return fmt.Sprintf("%s, recorded at %s by pass %d's world, before this pass began at %s", s.Status, when(s.FinishedAt), w.pass-1, w.passStart.Format("15:04:05"))
+		by := 0
+		for i, start := range w.passStarts {
+			if !s.FinishedAt.Before(start) {
+				by = i + 1
+			}
+		}
+		return fmt.Sprintf("%s, recorded at %s by pass %d, in a world since rolled back (this pass began at %s)", s.Status, when(s.FinishedAt), by, w.passStart.Format("15:04:05"))
 	}
 	return fmt.Sprintf("%s (finished %s)", s.Status, when(s.FinishedAt))
 }
@@ -198,6 +206,9 @@ func (w *world) runCommand(t *testing.T, stats *commandStats, n int, args ...str
 			t.Logf("%s: killed %s (%s in)", label, o.at, o.took.Round(100*time.Millisecond))
 			w.noteInterrupted(t)
 			w.checkWorld(t)
+			if stats.kills == 1 {
+				w.probeOutOfOrder(t, stats.name)
+			}
 			continue
 		case o.err != nil:
 			failures++
@@ -225,6 +236,39 @@ func (w *world) runCommand(t *testing.T, stats *commandStats, n int, args ...str
 		stats.result = "ok"
 		return true
 	}
+}
+
+// probeOutOfOrder runs, while phase is left incomplete by a kill, the
+// phase after it: it must be refused ("earlier phases must be
+// complete"), and change nothing: the state as migrate status shows it
+// (its serial, every record) and the lab's world (no event).
+func (w *world) probeOutOfOrder(t *testing.T, phase string) {
+	t.Helper()
+	next := nextPhase(phase)
+	if next == nil {
+		return
+	}
+	before, events := w.statusJSON(t), len(w.lab.events(t, 0))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	out, err := w.command(ctx, append([]string{"run", "--phase", next.name, "--auto-approve"}, next.flags...)...).CombinedOutput()
+	cancel()
+	w.expect(t, invRefusal, err != nil && strings.Contains(string(out), "not complete"),
+		"%s: migrate run --phase %s while %s is not complete was not refused as out of order (%v):\n%s", w.where, next.name, phase, err, tail(string(out), 15))
+	after, evAfter := w.statusJSON(t), len(w.lab.events(t, 0))
+	w.expect(t, invRefusal, before == after && events == evAfter,
+		"%s: the refused migrate run --phase %s changed the state (migrate status --json differs: %v) or the lab's world (%d events before, %d after)", w.where, next.name, before != after, events, evAfter)
+}
+
+// statusJSON is what migrate status --json prints.
+func (w *world) statusJSON(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := w.command(ctx, "status", "--json").Output()
+	if err != nil {
+		t.Fatalf("migrate status --json: %v", err)
+	}
+	return string(out)
 }
 
 // stillAhead is the kill point, or a delay after the start in its place
