@@ -13,8 +13,12 @@
 // Layout of Dir: incus/ (the Incus host; incus/unix.socket is its socket,
 // what INCUS_DIR points the incus provider at), data/ (the host's data,
 // the example's zfs_data, shared into the VMs), images/ (the Talos ISO: an
-// empty placeholder, the lab boots no real image) and lab.env (Env, for
-// `migrate lab env`: lab/labenv; removed by Close). Each Talos VM's node
+// empty placeholder, the lab boots no real image), lab.env (Env, for
+// `migrate lab env`: lab/labenv; removed by Close) and events.jsonl
+// (EventsFile: the effects the lab made, one JSON line each, appended:
+// every command started in an instance, every etcd bootstrap of a Talos
+// VM, every Job pod its Kubernetes ran; ReadEvents reads it, and a test
+// counts once-only effects from it). Each Talos VM's node
 // and Kubernetes live in its instance's directory
 // (incus/instances/NAME/guest/): deleting the instance deletes them, and
 // a new VM of the same name boots from an empty disk.

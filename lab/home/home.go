@@ -54,6 +54,8 @@ type Home struct {
 
 	mu  sync.Mutex
 	vms map[string]*talosvm.VM
+
+	events *events // Dir/EventsFile
 }
 
 // Start assembles the lab in o.Dir and serves it until Close; bad
@@ -93,9 +95,16 @@ func Start(ctx context.Context, o Options) (*Home, error) {
 		f.Close()
 	}
 
+	if h.events, err = openEvents(dir); err != nil {
+		return nil, fmt.Errorf("lab: %w", err)
+	}
 	h.incus, err = incushost.New(incushost.Options{Dir: filepath.Join(dir, "incus"), Seed: true, BootVM: h.bootVM, Logf: h.logf,
-		AddressBlock: o.AddressBlock})
+		AddressBlock: o.AddressBlock,
+		OnExec: func(instance string, command []string) {
+			h.events.add(Event{Kind: EventExec, Instance: instance, Command: command})
+		}})
 	if err != nil {
+		h.events.close()
 		return nil, fmt.Errorf("lab: %w", err)
 	}
 	if err := h.serve(ctx); err != nil {
@@ -160,6 +169,11 @@ func (h *Home) bootVM(ctx context.Context, spec incushost.VMSpec) (incushost.Gue
 		DataDir: spec.DataShare,
 		GPU:     spec.GPU,
 		Log:     h.logf,
+
+		OnBootstrap: func() { h.events.add(Event{Kind: EventBootstrap, Instance: spec.Name}) },
+		OnPodRun: func(namespace, pod, job string) {
+			h.events.add(Event{Kind: EventPod, Instance: spec.Name, Namespace: namespace, Job: job, Pod: pod})
+		},
 	})
 	if err != nil {
 		return nil, err
@@ -280,5 +294,6 @@ func (h *Home) Close() error {
 	if h.federation != nil {
 		h.federation.Close()
 	}
+	h.events.close()
 	return err
 }

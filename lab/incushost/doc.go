@@ -27,6 +27,8 @@
 // files over a unix socket), reaping them as PID 1.
 // The commands of an instance thus see each other in /proc; stopping the
 // instance kills its init, and with it everything it started.
+// Options.OnExec is told of every command started (the instance, the
+// argv): lab/home keeps them in its events log.
 //
 // VMs: an instance of type virtual-machine with a disk whose source is an
 // ISO (an iso volume, or a host file named *.iso) boots through

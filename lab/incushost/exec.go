@@ -84,6 +84,9 @@ func (s *Server) postExec(w http.ResponseWriter, r *http.Request) {
 		failErr(w, err)
 		return
 	}
+	if s.opts.OnExec != nil {
+		s.opts.OnExec(in.Name, req.Command)
+	}
 	s.mu.Lock()
 	if in.execs == nil {
 		in.execs = map[string]bool{}

@@ -47,6 +47,10 @@ type Options struct {
 	OperationTTL time.Duration
 	// Logf, if set, is told what the server does.
 	Logf func(format string, args ...any)
+	// OnExec, if set, is called with each command the server starts in
+	// an instance (POST exec, once the command runs), for a record of the
+	// effects made in the instances (lab/home's events log).
+	OnExec func(instance string, command []string)
 }
 
 // Server is the lab's Incus host.

@@ -124,6 +124,17 @@ func ownedByJob(pod *corev1.Pod) bool {
 	return slices.ContainsFunc(pod.OwnerReferences, func(o metav1.OwnerReference) bool { return o.Kind == "Job" })
 }
 
+// jobOf is the name of the Job that owns the pod ("" for none).
+func jobOf(pod *corev1.Pod) string {
+	for _, o := range pod.OwnerReferences {
+		if o.Kind == "Job" {
+			return o.Name
+		}
+	}
+
+	return ""
+}
+
 // runPod runs the pod once (its result kept in Dir/pods/UID) and writes
 // its status. ctx is the runner's, podCtx ends too when the pod is deleted.
 func (c *ControlPlane) runPod(ctx, podCtx context.Context, pod corev1.Pod) {
@@ -146,6 +157,10 @@ func (c *ControlPlane) runPod(ctx, podCtx context.Context, pod corev1.Pod) {
 			c.cfg.logf("kubecp: pod %s/%s: %v", pod.Namespace, pod.Name, err)
 
 			return
+		}
+
+		if c.cfg.OnPodRun != nil {
+			c.cfg.OnPodRun(pod.Namespace, pod.Name, jobOf(&pod))
 		}
 
 		res = c.runPodOnce(podCtx, &pod, dir)

@@ -51,6 +51,11 @@ type Config struct {
 	// the node's Job pods (jobs.go) instead of kwok's pod-complete stage
 	// marking them Succeeded; nil runs no pod.
 	HostPath func(nodePath string) (string, error)
+	// OnPodRun, if set, is called when the pod runner starts running the
+	// commands of a Job's pod (once per pod: not when it only writes the
+	// status of a pod it ran before): a record for tests that count
+	// Jobs run (lab/home's events log).
+	OnPodRun func(namespace, pod, job string)
 }
 
 // ControlPlane is a running control plane.

@@ -97,6 +97,11 @@ type Options struct {
 	// each boot of a bootstrapped node); its etcd's health is what
 	// ServiceList reports. Nil: etcd is simulated (EtcdStartup).
 	ControlPlane ControlPlane
+	// OnBootstrap, if set, is called when a Bootstrap call bootstraps
+	// etcd (not when it is refused): a record for tests that count
+	// bootstraps (lab/home's events log). It runs under the node's lock
+	// and must not call the node.
+	OnBootstrap func()
 }
 
 // ControlPlane is what runs on a bootstrapped node (lab/kubecp).

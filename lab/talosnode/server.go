@@ -193,6 +193,9 @@ func (s *server) Bootstrap(context.Context, *machine.BootstrapRequest) (*machine
 	n.logfLocked(facilityUser, "warning", "[talos] bootstrap request received")
 	n.logfLocked(facilityUser, "warning", "[talos] service[etcd](Running): Health check successful")
 	n.logfLocked(facilityUser, "warning", "[talos] etcd bootstrapped, cluster %q", n.opts.ClusterName)
+	if n.opts.OnBootstrap != nil {
+		n.opts.OnBootstrap()
+	}
 	n.startControlPlaneLocked()
 
 	return &machine.BootstrapResponse{Messages: []*machine.Bootstrap{{}}}, nil

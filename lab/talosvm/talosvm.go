@@ -37,6 +37,11 @@ type Spec struct {
 	// RebootDuration of the node (talosnode.Options); 0 for its default.
 	RebootDuration time.Duration
 	Log            func(format string, args ...any) // the lab's log; nil for none
+	// OnBootstrap and OnPodRun, if set, are told of each bootstrap of the
+	// node's etcd and each Job pod its Kubernetes runs
+	// (talosnode.Options.OnBootstrap, kubecp.Config.OnPodRun).
+	OnBootstrap func()
+	OnPodRun    func(namespace, pod, job string)
 }
 
 // KnownSchematics are the schematics of official extensions the lab knows
@@ -108,6 +113,7 @@ func Boot(_ context.Context, spec Spec) (*VM, error) {
 		Extensions:     func(image string) []string { return schematics[schematicID(image)] },
 		ControlPlane:   k,
 		RebootDuration: spec.RebootDuration,
+		OnBootstrap:    spec.OnBootstrap,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("talosvm: VM %q: %w", spec.Name, err)
@@ -234,6 +240,7 @@ func (k *kube) start(ctx context.Context, cfg talosconfig.Config, etcdDir string
 		ServiceAccountKey: cluster.ServiceAccount().Key,
 		HostPath:          k.hostPath,
 		Log:               k.spec.Log,
+		OnPodRun:          k.spec.OnPodRun,
 	})
 	if err == nil {
 		k.spec.Log("talosvm: VM %s: Kubernetes API ready on %s after %s", k.spec.Name, Endpoint(k.spec.Addr), time.Since(start).Round(time.Second))
