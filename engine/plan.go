@@ -342,13 +342,20 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 	switch {
 	case rec == nil || rec.Status == state.Pending || rec.Status == state.Reverted:
 		sp.Action = providers.Create
-	case rec.Status == state.Running || rec.Status == state.Failed:
+	case rec.Status == state.Running:
 		sp.Action = providers.Create
-		if rec.Status == state.Running {
-			sp.Detail = "was running when a run stopped: it is observed first and redone only if it did not finish"
-		} else {
-			sp.Detail = "failed last time: " + rec.LastError
-		}
+		sp.Detail = "was running when a run stopped: it is observed first and redone only if it did not finish"
+		// What the stopped run started may still be under way (a node
+		// rebooting into its install): its provider may not be able to
+		// plan it now. The run observes it first, waiting for that as the
+		// stopped run would have, and plans it then if it must run.
+		sp.Deferred, sp.InputHash = true, ""
+		sp.Diff = "(planned when it runs: it is observed first, waiting for what the stopped run started)"
+		out.pending(s.Addr)
+		return sp, diags
+	case rec.Status == state.Failed:
+		sp.Action = providers.Create
+		sp.Detail = "failed last time: " + rec.LastError
 	case rec.Status == state.Reverting || rec.Status == state.RevertFailed:
 		sp.Action = providers.Create
 		sp.Detail = "a rollback of this step did not finish"

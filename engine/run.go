@@ -397,7 +397,7 @@ func (r *stepRunner) run(s *phases.Step) bool {
 		}
 	case sp != nil:
 		planned = sp.Planned
-		if len(sp.KnownAfter) > 0 {
+		if len(sp.KnownAfter) > 0 || sp.Deferred {
 			var ok bool
 			if planned, ok = r.replan(s, p, cfg, rec, sp); !ok {
 				return false
