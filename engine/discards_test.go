@@ -111,3 +111,44 @@ func TestDiscardedStepsRevertWhenTheDiscardingStepDidNotRun(t *testing.T) {
 		t.Errorf("reverts: job=%d vm=%d, want 1 each", h.fake.Reverted("fake_step.job"), h.fake.Reverted("fake_step.vm"))
 	}
 }
+
+// TestStepsGoingWithADiscarderInFlightAreNotAsked: a run was killed while
+// the VM's deletion ran (the VM half-deleted); what the deletion discards
+// (a job inside the VM) is done, and its provider cannot be asked any
+// more. The next plan and run do not ask it: the deletion resumes.
+func TestStepsGoingWithADiscarderInFlightAreNotAsked(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	b := newRB()
+	p := b.phase("rehearsal")
+	b.step(p, "vm")
+	b.step(p, "job", "vm")
+	del := b.step(p, "delete", "job")
+	del.Discards = []phases.Address{addr("job")}
+	if err := h.run(b.r); err != nil {
+		t.Fatal(err)
+	}
+	st, err := state.Open(h.dir, state.Options{Lock: state.NewLockInfo("test")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := st.Step(addr("delete"))
+	rec.Status = state.Running // killed while deleting
+	st.Checkpoint(rec)
+	st.Close()
+	h.fake.ReadFn = func(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
+		if req.Addr.Name == "job" {
+			return providers.ReadResponse{Diagnostics: phases.Errorf("Cannot Reach Cluster", "dial tcp: connection refused")}
+		}
+		return providers.ReadResponse{Observation: providers.Absent}
+	}
+	if err := h.run(b.r); err != nil {
+		t.Fatalf("the resumed run: %v", err)
+	}
+	if n := h.fake.Applied("fake_step.delete"); n != 2 {
+		t.Errorf("the deletion was applied %d times, want twice (resumed)", n)
+	}
+	if h.fake.Applied("fake_step.job") != 1 {
+		t.Errorf("the job was applied again")
+	}
+}

@@ -246,3 +246,40 @@ func (e *Engine) rebases(s *phases.Step) bool {
 	e.rebaseTypes[key] = v
 	return v
 }
+
+// goingWith names the step that discards a's effects (Step.Discards)
+// and was being applied when a run stopped: a VM's deletion killed
+// half-way, say. a's host is gone or going, and what its provider is
+// configured from (the VM's address) may be gone with it: a is not
+// asked about, in the plan or the run, while the deletion is resumed.
+func (e *Engine) goingWith(a phases.Address, rec *state.StepRecord, find lookup) (phases.Address, bool) {
+	if rec == nil || rec.Status != state.Done {
+		return phases.Address{}, false
+	}
+	for _, by := range e.discardedBy[a] {
+		if d := find(by); d != nil && d.Status == state.Running {
+			return by, true
+		}
+	}
+	return phases.Address{}, false
+}
+
+// consumedInFlight names a step that depends on s, whose type says
+// Rebase, and that a stopped run was applying: it may have changed s's
+// effect on purpose (a restore Job that ran and was not recorded), and
+// s is read again, and handed over, once it is recorded. Until then s is
+// not read: what it would find is not drift.
+func (e *Engine) consumedInFlight(s *phases.Step, rec *state.StepRecord, find lookup) (phases.Address, bool) {
+	if rec == nil || rec.Status != state.Done || !e.rebases(s) {
+		return phases.Address{}, false
+	}
+	for _, other := range e.steps {
+		if !slices.Contains(other.DependsOn, s.Addr) || other.IsCheck() {
+			continue
+		}
+		if d := find(other.Addr); d != nil && d.Status == state.Running {
+			return other.Addr, true
+		}
+	}
+	return phases.Address{}, false
+}

@@ -311,6 +311,14 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 	if rec != nil {
 		sp.Status = rec.Status
 	}
+	if by, going := e.goingWith(s.Addr, rec, find); going {
+		sp.Detail = "it goes with " + by.String() + ", which a stopped run was applying"
+		return sp, nil
+	}
+	if by, consumed := e.consumedInFlight(s, rec, find); consumed {
+		sp.Detail = "handed over to " + by.String() + ", which a stopped run was applying: read again once it is recorded"
+		return sp, nil
+	}
 	cfg, after, diags := out.evaluateAfter(s)
 	if diags.HasErrors() {
 		sp.Action = providers.Create

@@ -339,6 +339,9 @@ func (r *stepRunner) run(s *phases.Step) bool {
 	if !ok {
 		rec = &state.StepRecord{Addr: s.Addr, Phase: s.Phase, Check: s.IsCheck(), Status: state.Pending}
 	}
+	if _, going := e.goingWith(s.Addr, rec, e.stateLookup); going {
+		return true // done, and going with the step that discards it
+	}
 	cfg, diags := r.out.evaluate(s)
 	if diags.HasErrors() {
 		return r.fail(s, rec, diags.Err())
