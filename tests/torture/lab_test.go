@@ -93,6 +93,39 @@ func (l *lab) events(t *testing.T, from int) []home.Event {
 	return ev[from:]
 }
 
+// quiet waits until the lab's events log has not grown for calm (at
+// most for limit) and returns how many events it holds then.
+func (l *lab) quiet(t *testing.T, calm, limit time.Duration) int {
+	t.Helper()
+	n, since, deadline := len(l.events(t, 0)), time.Now(), time.Now().Add(limit)
+	for time.Since(since) < calm && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		if m := len(l.events(t, 0)); m != n {
+			n, since = m, time.Now()
+		}
+	}
+	return n
+}
+
+// describeEvents names events for a failure message.
+func describeEvents(ev []home.Event) string {
+	if len(ev) == 0 {
+		return "none new"
+	}
+	var parts []string
+	for _, e := range ev {
+		s := e.Kind + " in " + e.Instance
+		switch {
+		case e.Job != "":
+			s += " (job " + e.Namespace + "/" + e.Job + ")"
+		case len(e.Command) > 0:
+			s += " (" + strings.Join(e.Command, " ") + ")"
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
+}
+
 // instance is the lab's Incus instance of that name: nil when absent.
 func (l *lab) instance(t *testing.T, name string) *incusapi.Instance {
 	t.Helper()
