@@ -207,7 +207,7 @@ func (w *world) runCommand(t *testing.T, stats *commandStats, n int, args ...str
 			w.noteInterrupted(t)
 			w.checkWorld(t)
 			if stats.kills == 1 {
-				w.probeOutOfOrder(t, stats.name)
+				w.probeOutOfOrder(t, stats.name, o.at)
 			}
 			continue
 		case o.err != nil:
@@ -242,16 +242,22 @@ func (w *world) runCommand(t *testing.T, stats *commandStats, n int, args ...str
 // phase after it: it must be refused ("earlier phases must be
 // complete"), and change nothing: the state as migrate status shows it
 // (its serial, every record) and the lab's world (no event).
-func (w *world) probeOutOfOrder(t *testing.T, phase string) {
+func (w *world) probeOutOfOrder(t *testing.T, phase, killedAt string) {
 	t.Helper()
 	next := nextPhase(phase)
 	if next == nil {
 		return
 	}
 	// The killed run's last requests may still be taking effect: a Job
-	// it created has its pod run by the lab a moment later. Those are
-	// its effects, not the refusal's: the probe starts on a quiet lab.
-	events := w.lab.quiet(t, 3*time.Second, time.Minute)
+	// it created has its pod made by the controller and run by the lab
+	// seconds later on a busy machine. Those are its effects, not the
+	// refusal's: the probe starts on a quiet lab, quiet for longer when
+	// a Job was being run at the kill.
+	calm := 2 * time.Second
+	if strings.Contains(killedAt, "kubernetes_job.") {
+		calm = 10 * time.Second
+	}
+	events := w.lab.quiet(t, calm, time.Minute)
 	before := w.statusJSON(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	out, err := w.command(ctx, append([]string{"run", "--phase", next.name, "--auto-approve"}, next.flags...)...).CombinedOutput()
