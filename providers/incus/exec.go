@@ -53,6 +53,9 @@ type execInverse struct {
 
 type execApply = sdk.Apply[struct{}, execInverse]
 
+// Exec is the name of the incus_exec step type.
+const Exec = "incus_exec"
+
 var execStep = &sdk.StepType[*conn, execSpec, struct{}, execInverse]{
 	Name:        Exec,
 	Description: "Runs a command (an argv, no terminal) inside an instance, its output streamed to the log; exactly once across interruptions with creates; rollback runs the revert command.",

@@ -57,6 +57,9 @@ type instanceOut struct {
 	MAC    string `cty:"mac"`
 }
 
+// Instance is the name of the incus_instance step type.
+const Instance = "incus_instance"
+
 var instanceStep = &sdk.StepType[*conn, InstanceSpec, instancePrivate, instanceInverse]{
 	Name:        Instance,
 	Description: "Ensures an Incus instance exists with the given type, image (or empty disk), limits, profiles, config and devices; or, with ensure = \"absent\", that it is deleted (refused for instances kept for rollback before retain_until).",
