@@ -213,7 +213,7 @@ func (a Addresses) outputs(name, typ string) instanceOut {
 
 // waitAddress reads the instance until it has the address s.WaitFor
 // names (at once when it names none), up to s.WaitTimeout.
-func waitAddress(ctx context.Context, c *call, s InstanceSpec) (_ Addresses, _ phases.Diagnostics, stopped bool) {
+func waitAddress(ctx context.Context, c *call, s DesiredInstance) (_ Addresses, _ phases.Diagnostics, stopped bool) {
 	timeout := defaultWaitTimeout
 	if s.WaitTimeout != "" {
 		timeout, _ = time.ParseDuration(s.WaitTimeout) // checked by normalize
