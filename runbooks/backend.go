@@ -95,26 +95,7 @@ func (ld *load) etcdBackend(b *backendBlock) *phases.BackendConfig {
 	}
 	if a, ok := content.Attributes["endpoints"]; ok {
 		if v, ok := ld.backendValue(a, cty.List(cty.String), false, cfg); ok {
-			for _, e := range v.AsValueSlice() {
-				if e.IsNull() || e.AsString() == "" {
-					ld.diags = append(ld.diags, &hcl.Diagnostic{
-						Severity: hcl.DiagError,
-						Summary:  "Invalid Backend Endpoints",
-						Detail:   "Every endpoint must be an address such as \"127.0.0.1:2379\" or \"https://etcd1:2379\"; one is empty.",
-						Subject:  a.Expr.Range().Ptr(),
-					})
-					continue
-				}
-				cfg.Endpoints = append(cfg.Endpoints, e.AsString())
-			}
-			if v.LengthInt() == 0 {
-				ld.diags = append(ld.diags, &hcl.Diagnostic{
-					Severity: hcl.DiagError,
-					Summary:  "Invalid Backend Endpoints",
-					Detail:   "The etcd backend needs at least one endpoint, such as endpoints = [\"127.0.0.1:2379\"].",
-					Subject:  a.Expr.Range().Ptr(),
-				})
-			}
+			ld.etcdEndpoints(a, v, cfg)
 		}
 	}
 	cfg.Prefix = str("prefix", false)
@@ -138,6 +119,38 @@ func (ld *load) etcdBackend(b *backendBlock) *phases.BackendConfig {
 			}
 		}
 	}
+	ld.etcdPairs(content)
+	sort.Strings(cfg.Unknown)
+	return cfg
+}
+
+// etcdEndpoints sets the endpoints of the etcd backend from v, the value of
+// the endpoints attribute a.
+func (ld *load) etcdEndpoints(a *hcl.Attribute, v cty.Value, cfg *phases.BackendConfig) {
+	for _, e := range v.AsValueSlice() {
+		if e.IsNull() || e.AsString() == "" {
+			ld.diags = append(ld.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Invalid Backend Endpoints",
+				Detail:   "Every endpoint must be an address such as \"127.0.0.1:2379\" or \"https://etcd1:2379\"; one is empty.",
+				Subject:  a.Expr.Range().Ptr(),
+			})
+			continue
+		}
+		cfg.Endpoints = append(cfg.Endpoints, e.AsString())
+	}
+	if v.LengthInt() == 0 {
+		ld.diags = append(ld.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Invalid Backend Endpoints",
+			Detail:   "The etcd backend needs at least one endpoint, such as endpoints = [\"127.0.0.1:2379\"].",
+			Subject:  a.Expr.Range().Ptr(),
+		})
+	}
+}
+
+// etcdPairs checks the attributes of the etcd backend that go in pairs.
+func (ld *load) etcdPairs(content *hcl.BodyContent) {
 	// A client certificate is a pair.
 	for _, pair := range [][2]string{{"cert", "key"}, {"key", "cert"}} {
 		a, ok := content.Attributes[pair[0]]
@@ -160,8 +173,6 @@ func (ld *load) etcdBackend(b *backendBlock) *phases.BackendConfig {
 			})
 		}
 	}
-	sort.Strings(cfg.Unknown)
-	return cfg
 }
 
 // backendValue evaluates a backend attribute: variables, locals and

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/url"
 	"os"
 	"path"
@@ -38,104 +39,131 @@ const maxFileSize = 64 << 20
 // yamlencode/yamldecode and the file system and environment functions,
 // which resolve relative paths against the runbook directory.
 func (l *Loader) functions() map[string]function.Function {
-	fns := map[string]function.Function{
-		// numbers
-		"abs":      stdlib.AbsoluteFunc,
-		"ceil":     stdlib.CeilFunc,
-		"floor":    stdlib.FloorFunc,
-		"log":      stdlib.LogFunc,
-		"max":      stdlib.MaxFunc,
-		"min":      stdlib.MinFunc,
-		"parseint": stdlib.ParseIntFunc,
-		"pow":      stdlib.PowFunc,
-		"signum":   stdlib.SignumFunc,
+	fns := map[string]function.Function{}
+	for _, family := range []map[string]function.Function{
+		numberFunctions, stringFunctions, collectionFunctions, encodingFunctions, typeFunctions, l.fileFunctions(),
+	} {
+		maps.Copy(fns, family)
+	}
+	// templatefile sees every function except itself, so a template cannot
+	// recurse into templates.
+	fns["templatefile"] = l.templateFileFunc(maps.Clone(fns))
+	return fns
+}
 
-		// strings
-		"chomp":        stdlib.ChompFunc,
-		"format":       stdlib.FormatFunc,
-		"formatlist":   stdlib.FormatListFunc,
-		"indent":       stdlib.IndentFunc,
-		"join":         stdlib.JoinFunc,
-		"lower":        stdlib.LowerFunc,
-		"regex":        stdlib.RegexFunc,
-		"regexall":     stdlib.RegexAllFunc,
-		"regexreplace": stdlib.RegexReplaceFunc,
-		"replace":      replaceFunc,
-		"split":        stdlib.SplitFunc,
-		"strlen":       stdlib.StrlenFunc,
-		"strrev":       stdlib.ReverseFunc,
-		"substr":       stdlib.SubstrFunc,
-		"title":        stdlib.TitleFunc,
-		"trim":         stdlib.TrimFunc,
-		"trimprefix":   stdlib.TrimPrefixFunc,
-		"trimsuffix":   stdlib.TrimSuffixFunc,
-		"trimspace":    stdlib.TrimSpaceFunc,
-		"upper":        stdlib.UpperFunc,
-		"startswith":   stringPredicate("prefix", strings.HasPrefix),
-		"endswith":     stringPredicate("suffix", strings.HasSuffix),
-		"strcontains":  stringPredicate("substr", strings.Contains),
+// numberFunctions are the functions on numbers.
+var numberFunctions = map[string]function.Function{
+	"abs":      stdlib.AbsoluteFunc,
+	"ceil":     stdlib.CeilFunc,
+	"floor":    stdlib.FloorFunc,
+	"log":      stdlib.LogFunc,
+	"max":      stdlib.MaxFunc,
+	"min":      stdlib.MinFunc,
+	"parseint": stdlib.ParseIntFunc,
+	"pow":      stdlib.PowFunc,
+	"signum":   stdlib.SignumFunc,
+}
 
-		// collections
-		"chunklist":       stdlib.ChunklistFunc,
-		"coalesce":        stdlib.CoalesceFunc,
-		"coalescelist":    stdlib.CoalesceListFunc,
-		"compact":         stdlib.CompactFunc,
-		"concat":          stdlib.ConcatFunc,
-		"contains":        stdlib.ContainsFunc,
-		"distinct":        stdlib.DistinctFunc,
-		"element":         stdlib.ElementFunc,
-		"flatten":         stdlib.FlattenFunc,
-		"index":           stdlib.IndexFunc,
-		"keys":            stdlib.KeysFunc,
-		"length":          lengthFunc,
-		"lookup":          stdlib.LookupFunc,
-		"merge":           stdlib.MergeFunc,
-		"range":           stdlib.RangeFunc,
-		"reverse":         stdlib.ReverseListFunc,
-		"setintersection": stdlib.SetIntersectionFunc,
-		"setproduct":      stdlib.SetProductFunc,
-		"setsubtract":     stdlib.SetSubtractFunc,
-		"setunion":        stdlib.SetUnionFunc,
-		"slice":           stdlib.SliceFunc,
-		"sort":            stdlib.SortFunc,
-		"values":          stdlib.ValuesFunc,
-		"zipmap":          stdlib.ZipmapFunc,
+// stringFunctions are the functions on strings.
+var stringFunctions = map[string]function.Function{
+	"chomp":        stdlib.ChompFunc,
+	"format":       stdlib.FormatFunc,
+	"formatlist":   stdlib.FormatListFunc,
+	"indent":       stdlib.IndentFunc,
+	"join":         stdlib.JoinFunc,
+	"lower":        stdlib.LowerFunc,
+	"regex":        stdlib.RegexFunc,
+	"regexall":     stdlib.RegexAllFunc,
+	"regexreplace": stdlib.RegexReplaceFunc,
+	"replace":      replaceFunc,
+	"split":        stdlib.SplitFunc,
+	"strlen":       stdlib.StrlenFunc,
+	"strrev":       stdlib.ReverseFunc,
+	"substr":       stdlib.SubstrFunc,
+	"title":        stdlib.TitleFunc,
+	"trim":         stdlib.TrimFunc,
+	"trimprefix":   stdlib.TrimPrefixFunc,
+	"trimsuffix":   stdlib.TrimSuffixFunc,
+	"trimspace":    stdlib.TrimSpaceFunc,
+	"upper":        stdlib.UpperFunc,
+	"startswith":   stringPredicate("prefix", strings.HasPrefix),
+	"endswith":     stringPredicate("suffix", strings.HasSuffix),
+	"strcontains":  stringPredicate("substr", strings.Contains),
+}
 
-		// encoding
-		"base64decode": base64DecodeFunc,
-		"base64encode": stringFunc("str", func(s string) (string, error) {
-			return base64.StdEncoding.EncodeToString([]byte(s)), nil
-		}),
-		"csvdecode":  stdlib.CSVDecodeFunc,
-		"jsondecode": stdlib.JSONDecodeFunc,
-		"jsonencode": stdlib.JSONEncodeFunc,
-		"urlencode":  stringFunc("str", func(s string) (string, error) { return url.QueryEscape(s), nil }),
-		"yamldecode": ctyyaml.YAMLDecodeFunc,
-		"yamlencode": ctyyaml.YAMLEncodeFunc,
+// collectionFunctions are the functions on lists, sets and maps.
+var collectionFunctions = map[string]function.Function{
+	"chunklist":       stdlib.ChunklistFunc,
+	"coalesce":        stdlib.CoalesceFunc,
+	"coalescelist":    stdlib.CoalesceListFunc,
+	"compact":         stdlib.CompactFunc,
+	"concat":          stdlib.ConcatFunc,
+	"contains":        stdlib.ContainsFunc,
+	"distinct":        stdlib.DistinctFunc,
+	"element":         stdlib.ElementFunc,
+	"flatten":         stdlib.FlattenFunc,
+	"index":           stdlib.IndexFunc,
+	"keys":            stdlib.KeysFunc,
+	"length":          lengthFunc,
+	"lookup":          stdlib.LookupFunc,
+	"merge":           stdlib.MergeFunc,
+	"range":           stdlib.RangeFunc,
+	"reverse":         stdlib.ReverseListFunc,
+	"setintersection": stdlib.SetIntersectionFunc,
+	"setproduct":      stdlib.SetProductFunc,
+	"setsubtract":     stdlib.SetSubtractFunc,
+	"setunion":        stdlib.SetUnionFunc,
+	"slice":           stdlib.SliceFunc,
+	"sort":            stdlib.SortFunc,
+	"values":          stdlib.ValuesFunc,
+	"zipmap":          stdlib.ZipmapFunc,
+}
 
-		// hashes
-		"md5":    hashFunc(func(b []byte) []byte { s := md5.Sum(b); return s[:] }),
-		"sha1":   hashFunc(func(b []byte) []byte { s := sha1.Sum(b); return s[:] }),
-		"sha256": hashFunc(func(b []byte) []byte { s := sha256.Sum256(b); return s[:] }),
-		"sha512": hashFunc(func(b []byte) []byte { s := sha512.Sum512(b); return s[:] }),
+// encodingFunctions encode, decode and hash.
+var encodingFunctions = map[string]function.Function{
+	// encoding
+	"base64decode": base64DecodeFunc,
+	"base64encode": stringFunc("str", func(s string) (string, error) {
+		return base64.StdEncoding.EncodeToString([]byte(s)), nil
+	}),
+	"csvdecode":  stdlib.CSVDecodeFunc,
+	"jsondecode": stdlib.JSONDecodeFunc,
+	"jsonencode": stdlib.JSONEncodeFunc,
+	"urlencode":  stringFunc("str", func(s string) (string, error) { return url.QueryEscape(s), nil }),
+	"yamldecode": ctyyaml.YAMLDecodeFunc,
+	"yamlencode": ctyyaml.YAMLEncodeFunc,
 
-		// dates
-		"formatdate": stdlib.FormatDateFunc,
-		"timeadd":    stdlib.TimeAddFunc,
+	// hashes
+	"md5":    hashFunc(func(b []byte) []byte { s := md5.Sum(b); return s[:] }),
+	"sha1":   hashFunc(func(b []byte) []byte { s := sha1.Sum(b); return s[:] }),
+	"sha256": hashFunc(func(b []byte) []byte { s := sha256.Sum256(b); return s[:] }),
+	"sha512": hashFunc(func(b []byte) []byte { s := sha512.Sum512(b); return s[:] }),
+}
 
-		// types and conversion
-		"can":          tryfunc.CanFunc,
-		"try":          tryfunc.TryFunc,
-		"tobool":       stdlib.MakeToFunc(cty.Bool),
-		"tolist":       stdlib.MakeToFunc(cty.List(cty.DynamicPseudoType)),
-		"tomap":        stdlib.MakeToFunc(cty.Map(cty.DynamicPseudoType)),
-		"tonumber":     stdlib.MakeToFunc(cty.Number),
-		"toset":        stdlib.MakeToFunc(cty.Set(cty.DynamicPseudoType)),
-		"tostring":     stdlib.MakeToFunc(cty.String),
-		"sensitive":    sensitiveFunc,
-		"nonsensitive": nonsensitiveFunc,
+// typeFunctions are the dates, and the functions on types, conversions and
+// sensitivity.
+var typeFunctions = map[string]function.Function{
+	// dates
+	"formatdate": stdlib.FormatDateFunc,
+	"timeadd":    stdlib.TimeAddFunc,
 
-		// paths, files and the environment
+	// types and conversion
+	"can":          tryfunc.CanFunc,
+	"try":          tryfunc.TryFunc,
+	"tobool":       stdlib.MakeToFunc(cty.Bool),
+	"tolist":       stdlib.MakeToFunc(cty.List(cty.DynamicPseudoType)),
+	"tomap":        stdlib.MakeToFunc(cty.Map(cty.DynamicPseudoType)),
+	"tonumber":     stdlib.MakeToFunc(cty.Number),
+	"toset":        stdlib.MakeToFunc(cty.Set(cty.DynamicPseudoType)),
+	"tostring":     stdlib.MakeToFunc(cty.String),
+	"sensitive":    sensitiveFunc,
+	"nonsensitive": nonsensitiveFunc,
+}
+
+// fileFunctions are the paths, files and environment functions: they
+// resolve relative paths against the runbook directory.
+func (l *Loader) fileFunctions() map[string]function.Function {
+	return map[string]function.Function{
 		"abspath": stringFunc("path", func(p string) (string, error) { return l.abs(p), nil }),
 		"basename": stringFunc("path", func(p string) (string, error) {
 			return filepath.Base(p), nil
@@ -168,14 +196,6 @@ func (l *Loader) functions() map[string]function.Function {
 			},
 		}),
 	}
-	// templatefile sees every function except itself, so a template cannot
-	// recurse into templates.
-	inner := make(map[string]function.Function, len(fns))
-	for k, v := range fns {
-		inner[k] = v
-	}
-	fns["templatefile"] = l.templateFileFunc(inner)
-	return fns
 }
 
 // abs resolves p against the runbook directory.

@@ -21,68 +21,6 @@ const (
 	implicitName    = "default"
 )
 
-type providerDecl struct {
-	block *providerBlock
-	attrs map[string]phases.Attribute
-	cfg   *phases.ProviderConfig
-	// refs are the steps the block uses: dependencies of every step the
-	// provider runs.
-	refs []stepRef
-}
-
-// declareProviders checks every provider block against its schema.
-func (ld *load) declareProviders(blocks []*providerBlock) {
-	for _, b := range blocks {
-		schema, ok := ld.opts.Schemas[b.Type]
-		if !ok {
-			ld.diags = append(ld.diags, &hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  "Unknown Provider Type",
-				Detail: fmt.Sprintf("There is no provider of type %q.%s The provider types are %s.",
-					b.Type, didYouMean(b.Type, sortedKeys(ld.opts.Schemas)), englishList(sortedKeys(ld.opts.Schemas))),
-				Subject: b.TypeRange.Ptr(),
-			})
-			continue
-		}
-		if !ld.validName("Provider", "provider", b.Name, b.NameRange, "") {
-			continue
-		}
-		key := b.Type + "." + b.Name
-		if prev, ok := ld.providers[key]; ok {
-			ld.diags = append(ld.diags, &hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  "Duplicate Provider Configuration",
-				Detail:   fmt.Sprintf("A provider %q %q was already configured at %s. Give each configuration of a provider type its own name.", b.Type, b.Name, prev.block.DefRange),
-				Subject:  b.DefRange.Ptr(),
-			})
-			continue
-		}
-		d := &providerDecl{block: b, attrs: schema.Provider.Attributes, cfg: &phases.ProviderConfig{
-			Type: b.Type, Name: b.Name, Range: toRange(b.DefRange),
-		}}
-		ld.providers[key] = d
-		ld.providerOrder = append(ld.providerOrder, d)
-	}
-}
-
-// resolveProviders, once every step is declared, checks the references
-// of each provider block (which may use step outputs: the provider is
-// configured when first used, after those steps ran) and decodes it once
-// with unknown outputs to report mistakes.
-func (ld *load) resolveProviders() {
-	for _, d := range ld.providerOrder {
-		spec := ld.spec("provider:"+d.block.Type, d.attrs)
-		refs, bad, diags := ld.checkRefs(hcldec.Variables(d.block.Config, spec), true, "")
-		ld.diags = append(ld.diags, diags...)
-		d.refs = refs
-		ev := &evaluator{scope: ld.scope, body: d.block.Config, spec: spec, refs: uniqueAddrs(refs), sensitive: sensitiveNames(d.attrs)}
-		_, diags = ev.decode(nil)
-		ld.diags = append(ld.diags, dropWithin(diags, bad)...)
-		d.cfg.Config = ev
-		d.cfg.DependsOn = ev.refs
-	}
-}
-
 type phaseDecl struct {
 	block *phaseBlock
 	phase *phases.Phase
@@ -223,22 +161,7 @@ func (ld *load) declareStep(pd *phaseDecl, b *stepBlock, isCheck bool) {
 	if !ld.validName("Step", kind, b.Name, b.NameRange, fmt.Sprintf(", so that it can be referred to as %s.NAME", b.Type)) {
 		return
 	}
-	switch {
-	case isCheck && !info.typ.CanCheck && !info.typ.CheckOnly:
-		ld.diags = append(ld.diags, &hcl.Diagnostic{
-			Severity: hcl.DiagError,
-			Summary:  "Step Type Cannot Be a Check",
-			Detail:   fmt.Sprintf("Steps of type %s make changes and cannot gate a phase. Declare it with a step block instead, or use a type that can check, such as %s.", b.Type, englishList(ld.checkTypes())),
-			Subject:  b.TypeRange.Ptr(),
-		})
-	case !isCheck && info.typ.CheckOnly:
-		ld.diags = append(ld.diags, &hcl.Diagnostic{
-			Severity: hcl.DiagError,
-			Summary:  "Step Type Only Valid in Check",
-			Detail:   fmt.Sprintf("Steps of type %s only observe; declare it with a check block: check %q %q { ... }.", b.Type, b.Type, b.Name),
-			Subject:  b.TypeRange.Ptr(),
-		})
-	}
+	ld.checkKind(b, info, isCheck)
 
 	addr := phases.Address{Type: b.Type, Name: b.Name}
 	d := &stepDecl{block: b, phase: pd, info: info, isCheck: isCheck, step: &phases.Step{
@@ -272,6 +195,34 @@ func (ld *load) declareStep(pd *phaseDecl, b *stepBlock, isCheck bool) {
 	if content == nil {
 		return
 	}
+	ld.decodeMeta(d, content, kind)
+}
+
+// checkKind reports a step type declared with the wrong block: one that
+// makes changes as a check, or a check-only one as a step.
+func (ld *load) checkKind(b *stepBlock, info stepTypeInfo, isCheck bool) {
+	switch {
+	case isCheck && !info.typ.CanCheck && !info.typ.CheckOnly:
+		ld.diags = append(ld.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Step Type Cannot Be a Check",
+			Detail:   fmt.Sprintf("Steps of type %s make changes and cannot gate a phase. Declare it with a step block instead, or use a type that can check, such as %s.", b.Type, englishList(ld.checkTypes())),
+			Subject:  b.TypeRange.Ptr(),
+		})
+	case !isCheck && info.typ.CheckOnly:
+		ld.diags = append(ld.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Step Type Only Valid in Check",
+			Detail:   fmt.Sprintf("Steps of type %s only observe; declare it with a check block: check %q %q { ... }.", b.Type, b.Type, b.Name),
+			Subject:  b.TypeRange.Ptr(),
+		})
+	}
+}
+
+// decodeMeta decodes the meta-arguments of a step or check (provider,
+// depends_on, discards, timeout, when, retry) into d.
+func (ld *load) decodeMeta(d *stepDecl, content *hcl.BodyContent, kind string) {
+	isCheck := d.isCheck
 	d.provider = content.Attributes["provider"]
 	if a := content.Attributes["depends_on"]; a != nil {
 		d.explicit = ld.decodeStepRefs(a)
@@ -559,124 +510,6 @@ func uniqueAddrs(refs []stepRef) []phases.Address {
 	}
 	sort.Slice(addrs, func(i, j int) bool { return addrs[i].String() < addrs[j].String() })
 	return addrs
-}
-
-// resolveProvider finds the provider configuration that runs a step.
-func (ld *load) resolveProvider(d *stepDecl) {
-	pt := d.info.provider
-	var blocks []*providerDecl
-	for _, p := range ld.providerOrder {
-		if p.block.Type == pt {
-			blocks = append(blocks, p)
-		}
-	}
-	schema := ld.opts.Schemas[pt]
-	implicitOK := true
-	for _, a := range schema.Provider.Attributes {
-		if a.Required {
-			implicitOK = false
-		}
-	}
-
-	if d.provider != nil {
-		tr, diags := hcl.AbsTraversalForExpr(d.provider.Expr)
-		if diags.HasErrors() || len(tr) != 2 {
-			ld.diags = append(ld.diags, &hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  "Invalid Provider Reference",
-				Detail:   fmt.Sprintf("The provider argument names a provider configuration as TYPE.NAME, without quotes, as in provider = %s.NAME.", pt),
-				Subject:  d.provider.Expr.Range().Ptr(),
-			})
-			return
-		}
-		name, _ := traverserName(tr[1])
-		if tr.RootName() != pt {
-			ld.diags = append(ld.diags, &hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  "Invalid Provider Reference",
-				Detail:   fmt.Sprintf("Steps of type %s are run by a provider of type %q, not %q.", d.block.Type, pt, tr.RootName()),
-				Subject:  d.provider.Expr.Range().Ptr(),
-			})
-			return
-		}
-		if p, ok := ld.providers[pt+"."+name]; ok {
-			d.step.Provider, d.prov = p.cfg.Key(), p
-			return
-		}
-		if name == implicitName && len(blocks) == 0 && implicitOK {
-			d.step.Provider = ld.implicitProvider(pt).Key()
-			return
-		}
-		var known []string
-		for _, p := range blocks {
-			known = append(known, p.block.Name)
-		}
-		ld.diags = append(ld.diags, &hcl.Diagnostic{
-			Severity: hcl.DiagError,
-			Summary:  "Reference to Undeclared Provider",
-			Detail:   fmt.Sprintf("There is no provider %q %q block.%s Declare it, or refer to one that exists.", pt, name, didYouMean(name, known)),
-			Subject:  d.provider.Expr.Range().Ptr(),
-		})
-		return
-	}
-
-	switch {
-	case len(blocks) == 1:
-		d.step.Provider, d.prov = blocks[0].cfg.Key(), blocks[0]
-	case len(blocks) > 1:
-		for _, p := range blocks {
-			if p.block.Name == implicitName {
-				d.step.Provider, d.prov = p.cfg.Key(), p
-				return
-			}
-		}
-		var keys []string
-		for _, p := range blocks {
-			keys = append(keys, p.cfg.Key())
-		}
-		ld.diags = append(ld.diags, &hcl.Diagnostic{
-			Severity: hcl.DiagError,
-			Summary:  "Ambiguous Provider",
-			Detail: fmt.Sprintf("There are several %q providers (%s) and none is named %q, so the %s %s must say which runs it, as in provider = %s.",
-				pt, englishList(keys), implicitName, d.kind(), d.addr(), keys[0]),
-			Subject: d.block.DefRange.Ptr(),
-		})
-	case implicitOK:
-		d.step.Provider = ld.implicitProvider(pt).Key()
-	default:
-		var req []string
-		for _, name := range sortedKeys(schema.Provider.Attributes) {
-			if schema.Provider.Attributes[name].Required {
-				req = append(req, name)
-			}
-		}
-		ld.diags = append(ld.diags, &hcl.Diagnostic{
-			Severity: hcl.DiagError,
-			Summary:  "Missing Provider Configuration",
-			Detail: fmt.Sprintf("Steps of type %s are run by the %q provider, which needs a configuration block because it requires %s: add provider %q \"NAME\" { ... }.",
-				d.block.Type, pt, englishList(req), pt),
-			Subject: d.block.DefRange.Ptr(),
-		})
-	}
-}
-
-// implicitProvider is the configuration of a provider type used without a
-// block ("local" needs none).
-func (ld *load) implicitProvider(pt string) *phases.ProviderConfig {
-	if p, ok := ld.implicit[pt]; ok {
-		return p
-	}
-	attrs := ld.opts.Schemas[pt].Provider.Attributes
-	p := &phases.ProviderConfig{
-		Type: pt,
-		Name: implicitName,
-		Config: &evaluator{
-			scope: ld.scope, body: hcl.EmptyBody(), spec: ld.spec("provider:"+pt, attrs),
-			sensitive: sensitiveNames(attrs),
-		},
-	}
-	ld.implicit[pt] = p
-	return p
 }
 
 // intern returns addr with strings shared by every reference to the same

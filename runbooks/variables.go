@@ -230,22 +230,31 @@ func (ld *load) setFromString(v *variable, s, from, filename string) {
 // or by its content) is decrypted in memory: its values are sensitive, and
 // its diagnostics name the file and line but never quote it.
 func (ld *load) readVarFile(p string, src []byte, err error, how string) {
+	src, encrypted, ok := ld.openVarFile(p, src, err, how)
+	if ok {
+		ld.assignVarFile(p, src, encrypted)
+	}
+}
+
+// openVarFile returns the text of a variables file, decrypted when it is
+// age-encrypted; not ok (and reported) when it cannot be read.
+func (ld *load) openVarFile(p string, src []byte, err error, how string) (_ []byte, encrypted, ok bool) {
 	if err != nil {
 		ld.diags = append(ld.diags, &hcl.Diagnostic{
 			Severity: hcl.DiagError,
 			Summary:  "Cannot Read Variables File",
 			Detail:   fmt.Sprintf("The file %s %s cannot be read: %s.", p, how, err),
 		})
-		return
+		return nil, false, false
 	}
-	encrypted := agefile.IsEncrypted(src)
+	encrypted = agefile.IsEncrypted(src)
 	if !encrypted && strings.HasSuffix(p, agefile.Ext) {
 		ld.diags = append(ld.diags, &hcl.Diagnostic{
 			Severity: hcl.DiagError,
 			Summary:  "Variables File Not Encrypted",
 			Detail:   fmt.Sprintf("The file %s %s is named %s but is not age-encrypted, so it is not read: encrypt it with migrate secrets encrypt, or rename it.", p, how, agefile.Ext),
 		})
-		return
+		return nil, false, false
 	}
 	if encrypted {
 		if src, err = ld.decrypt(src); err != nil {
@@ -260,9 +269,15 @@ func (ld *load) readVarFile(p string, src []byte, err error, how string) {
 				Summary:  "Cannot Decrypt Variables File",
 				Detail:   fmt.Sprintf("The file %s %s is age-encrypted and cannot be decrypted: %s. Set %s or --age-identity to an identity among its recipients.", p, how, err, agefile.IdentityEnv),
 			})
-			return
+			return nil, false, false
 		}
 	}
+	return src, encrypted, true
+}
+
+// assignVarFile parses a variables file and sets the variables it assigns;
+// the diagnostics of an encrypted one never quote it.
+func (ld *load) assignVarFile(p string, src []byte, encrypted bool) {
 	var diags hcl.Diagnostics
 	add := func(ds hcl.Diagnostics) {
 		if encrypted {

@@ -23,51 +23,10 @@ func init() {
 const ctrlFD = 3
 
 func initMain() {
-	die := func(format string, args ...any) {
-		_, _ = syscall.Write(ctrlFD, fmt.Appendf(nil, format, args...))
-		os.Exit(1)
-	}
-	var spec initSpec
-	if len(os.Args) < 2 || json.Unmarshal([]byte(os.Args[1]), &spec) != nil {
-		die("incushost init: no spec")
-	}
-	if err := sandbox.Mount(spec.Root, spec.Binds); err != nil {
-		die("the lab could not prepare the instance's mounts: %v", err)
-	}
-	if err := syscall.Chroot(spec.Root); err != nil {
-		die("chroot: %v", err)
-	}
-	_ = syscall.Chdir("/")
-	devnull, err := syscall.Open("/dev/null", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		die("/dev/null: %v", err)
-	}
-	syscall.CloseOnExec(ctrlFD)
-	_, _ = syscall.Write(ctrlFD, []byte("ready"))
-
+	spec, devnull := enterRoot()
 	var mu sync.Mutex
 	waiting := map[int]*os.File{} // pid -> reply socket
-	go func() {                   // PID 1 reaps every process, its commands' orphans too
-		for {
-			var ws syscall.WaitStatus
-			pid, err := syscall.Wait4(-1, &ws, 0, nil)
-			if err != nil {
-				time.Sleep(50 * time.Millisecond)
-				continue
-			}
-			mu.Lock()
-			if f := waiting[pid]; f != nil {
-				code := ws.ExitStatus()
-				if ws.Signaled() {
-					code = 128 + int(ws.Signal())
-				}
-				send(f, reply{Exit: &code})
-				f.Close()
-				delete(waiting, pid)
-			}
-			mu.Unlock()
-		}
-	}()
+	go reap(&mu, waiting)         // PID 1 reaps every process, its commands' orphans too
 	buf, oob := make([]byte, 4<<20), make([]byte, syscall.CmsgSpace(3*4))
 	for {
 		n, oobn, _, _, err := syscall.Recvmsg(ctrlFD, buf, oob, 0)
@@ -103,6 +62,58 @@ func initMain() {
 		}
 		syscall.Close(fds[1])
 		syscall.Close(fds[2])
+	}
+}
+
+// enterRoot reads the spec, mounts the instance's file systems and
+// chroots into it, then tells the lab it is ready; it returns the spec and
+// /dev/null in the root. A failure is written to the lab and exits.
+func enterRoot() (initSpec, int) {
+	die := func(format string, args ...any) {
+		_, _ = syscall.Write(ctrlFD, fmt.Appendf(nil, format, args...))
+		os.Exit(1)
+	}
+	var spec initSpec
+	if len(os.Args) < 2 || json.Unmarshal([]byte(os.Args[1]), &spec) != nil {
+		die("incushost init: no spec")
+	}
+	if err := sandbox.Mount(spec.Root, spec.Binds); err != nil {
+		die("the lab could not prepare the instance's mounts: %v", err)
+	}
+	if err := syscall.Chroot(spec.Root); err != nil {
+		die("chroot: %v", err)
+	}
+	_ = syscall.Chdir("/")
+	devnull, err := syscall.Open("/dev/null", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		die("/dev/null: %v", err)
+	}
+	syscall.CloseOnExec(ctrlFD)
+	_, _ = syscall.Write(ctrlFD, []byte("ready"))
+	return spec, devnull
+}
+
+// reap waits for every process that ends and sends the exit code of a
+// command to the one waiting for it.
+func reap(mu *sync.Mutex, waiting map[int]*os.File) {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		if err != nil {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		mu.Lock()
+		if f := waiting[pid]; f != nil {
+			code := ws.ExitStatus()
+			if ws.Signaled() {
+				code = 128 + int(ws.Signal())
+			}
+			send(f, reply{Exit: &code})
+			f.Close()
+			delete(waiting, pid)
+		}
+		mu.Unlock()
 	}
 }
 

@@ -243,43 +243,57 @@ func (s *Server) setVolatile(in *instance) {
 	}
 }
 
-func (s *Server) createInstance(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		put
-		Name   string `json:"name"`
-		Type   string `json:"type"`
-		Source struct {
-			Type  string `json:"type"`
-			Alias string `json:"alias"`
-		} `json:"source"`
-		Start bool `json:"start"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		fail(w, http.StatusBadRequest, "bad request: %v", err)
-		return
-	}
+// createSource checks a creation's name, type (container by default) and
+// source, and returns the root file system to copy ("" for none); not ok
+// when it has answered w with the error.
+func (s *Server) createSource(w http.ResponseWriter, req *instancesPost) (src string, ok bool) {
 	if !nameRE.MatchString(req.Name) {
 		fail(w, http.StatusBadRequest, "Invalid instance name %q: letters, digits and dashes, starting with a letter", req.Name)
-		return
+		return "", false
 	}
 	if req.Type == "" {
 		req.Type = "container"
 	}
 	if req.Type != "container" && req.Type != "virtual-machine" {
 		fail(w, http.StatusBadRequest, "Invalid instance type %q", req.Type)
-		return
+		return "", false
 	}
-	src := ""
 	switch req.Source.Type {
 	case "image":
 		src = filepath.Join(s.dir, "images", req.Source.Alias, "rootfs")
 		if st, err := os.Stat(src); err != nil || !st.IsDir() || req.Source.Alias == "" || strings.Contains(req.Source.Alias, "/") {
 			fail(w, http.StatusNotFound, "Image alias %q not found (the lab's images: ImportImage)", req.Source.Alias)
-			return
+			return "", false
 		}
 	case "none", "":
 	default:
 		fail(w, http.StatusBadRequest, "The lab cannot create an instance from a source of type %q", req.Source.Type)
+		return "", false
+	}
+	return src, true
+}
+
+// instancesPost is the body of POST /1.0/instances, as far as the lab
+// reads it.
+type instancesPost struct {
+	put
+	Name   string `json:"name"`
+	Type   string `json:"type"`
+	Source struct {
+		Type  string `json:"type"`
+		Alias string `json:"alias"`
+	} `json:"source"`
+	Start bool `json:"start"`
+}
+
+func (s *Server) createInstance(w http.ResponseWriter, r *http.Request) {
+	var req instancesPost
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		fail(w, http.StatusBadRequest, "bad request: %v", err)
+		return
+	}
+	src, ok := s.createSource(w, &req)
+	if !ok {
 		return
 	}
 	s.mu.Lock()

@@ -173,8 +173,6 @@ func (n *Node) persistLocked(b []byte) error {
 }
 
 // applyConfiguration follows machined's ApplyConfiguration (Talos v1.13).
-//
-//nolint:gocyclo,cyclop
 func (n *Node) applyConfiguration(in *machine.ApplyConfigurationRequest) (*machine.ApplyConfigurationResponse, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -196,12 +194,9 @@ func (n *Node) applyConfiguration(in *machine.ApplyConfigurationRequest) (*machi
 	return resp, err
 }
 
-//nolint:gocyclo,cyclop
 func (n *Node) applyLocked(in *machine.ApplyConfigurationRequest, rec *ApplyRecord) (*machine.ApplyConfigurationResponse, error) {
 	mode := in.GetMode()
 	modeName := mode.String()
-	modeDetails := "Applied configuration with a reboot"
-	modeErr := ""
 
 	// v1.13 cancels a pending TRY rollback first thing for every non-TRY
 	// request, dry runs and invalid configs included (siderolabs/talos#14343).
@@ -209,73 +204,24 @@ func (n *Node) applyLocked(in *machine.ApplyConfigurationRequest, rec *ApplyReco
 		n.cancelRollbackLocked()
 	}
 
-	cfg, err := configloader.NewFromBytes(in.GetData())
+	cfg, current, warnings, err := n.checkApplyLocked(in)
 	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, err
 	}
 
-	if cfg.RawV1Alpha1() == nil {
-		return nil, status.Error(codes.InvalidArgument, "the applied machine configuration doesn't contain v1alpha1 config, did you mean to patch the machine config instead?")
-	}
-
-	warnings, err := cfg.Validate(metalMode{})
+	mode, modeDetails, modeErr, err := applyMode(mode, current, cfg)
 	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, err
 	}
 
-	runtimeWarnings, err := n.runtimeValidateLocked(cfg)
-	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-
-	warnings = append(warnings, runtimeWarnings...)
-
-	current, err := configloader.NewFromBytes(n.active)
-	if err != nil {
-		return nil, fmt.Errorf("current config: %w", err)
-	}
-
-	//nolint:exhaustive
-	switch mode {
-	case machine.ApplyConfigurationRequest_TRY, machine.ApplyConfigurationRequest_NO_REBOOT:
-		if err = canApplyImmediate(current, cfg); err != nil {
-			return nil, status.Error(codes.InvalidArgument, err.Error())
-		}
-
-		modeDetails = "Applied configuration without a reboot"
-	case machine.ApplyConfigurationRequest_STAGED:
-		modeDetails = "Staged configuration to be applied after the next reboot"
-	case machine.ApplyConfigurationRequest_AUTO:
-		if err = canApplyImmediate(current, cfg); err != nil {
-			mode = machine.ApplyConfigurationRequest_REBOOT
-			modeDetails = "Applied configuration with a reboot"
-			modeErr = ": " + err.Error()
-		} else {
-			mode = machine.ApplyConfigurationRequest_NO_REBOOT
-			modeDetails = "Applied configuration without a reboot"
-		}
-
+	if in.GetMode() == machine.ApplyConfigurationRequest_AUTO {
 		modeName = fmt.Sprintf("%s(%s)", modeName, mode)
 	}
 
 	rec.EffectiveMode = mode.String()
 
 	if in.GetDryRun() {
-		diff, err := configdiff.DiffConfigs(current, cfg)
-		if err != nil {
-			return nil, fmt.Errorf("failed to generate diff: %w", err)
-		}
-
-		if diff == "" {
-			diff = "No changes."
-		}
-
-		return &machine.ApplyConfigurationResponse{
-			Messages: []*machine.ApplyConfiguration{{
-				Mode:        mode,
-				ModeDetails: fmt.Sprintf("Dry run summary:\n%s (skipped in dry-run).\nConfig diff:\n\n%s", modeDetails, diff),
-			}},
-		}, nil
+		return dryRun(current, cfg, mode, modeDetails)
 	}
 
 	if n.opts.TryRollbackFix && mode != machine.ApplyConfigurationRequest_TRY {
@@ -284,6 +230,100 @@ func (n *Node) applyLocked(in *machine.ApplyConfigurationRequest, rec *ApplyReco
 
 	n.logfLocked(facilityUser, "warning", "[talos] apply config request: mode %s {\"config\": \"sha256:%s\"}", strings.ToLower(modeName), rec.ConfigHash[:12])
 
+	note, err := n.commitLocked(in, mode)
+	if err != nil {
+		return nil, err
+	}
+
+	return &machine.ApplyConfigurationResponse{
+		Messages: []*machine.ApplyConfiguration{{
+			Mode:        mode,
+			Warnings:    warnings,
+			ModeDetails: modeDetails + note + modeErr,
+		}},
+	}, nil
+}
+
+// checkApplyLocked loads and validates the applied config, as Talos does;
+// it returns it with the active one and the validation warnings.
+func (n *Node) checkApplyLocked(in *machine.ApplyConfigurationRequest) (cfg, current config.Provider, warnings []string, err error) {
+	cfg, err = configloader.NewFromBytes(in.GetData())
+	if err != nil {
+		return nil, nil, nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+
+	if cfg.RawV1Alpha1() == nil {
+		return nil, nil, nil, status.Error(codes.InvalidArgument, "the applied machine configuration doesn't contain v1alpha1 config, did you mean to patch the machine config instead?")
+	}
+
+	warnings, err = cfg.Validate(metalMode{})
+	if err != nil {
+		return nil, nil, nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+
+	runtimeWarnings, err := n.runtimeValidateLocked(cfg)
+	if err != nil {
+		return nil, nil, nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+
+	warnings = append(warnings, runtimeWarnings...)
+
+	current, err = configloader.NewFromBytes(n.active)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("current config: %w", err)
+	}
+
+	return cfg, current, warnings, nil
+}
+
+// applyMode is the mode an apply takes effect in (AUTO chooses), with its
+// details and, for an AUTO that reboots, why.
+func applyMode(mode machine.ApplyConfigurationRequest_Mode, current, cfg config.Provider) (_ machine.ApplyConfigurationRequest_Mode, details, why string, err error) {
+	details = "Applied configuration with a reboot"
+
+	//nolint:exhaustive
+	switch mode {
+	case machine.ApplyConfigurationRequest_TRY, machine.ApplyConfigurationRequest_NO_REBOOT:
+		if err = canApplyImmediate(current, cfg); err != nil {
+			return mode, "", "", status.Error(codes.InvalidArgument, err.Error())
+		}
+
+		details = "Applied configuration without a reboot"
+	case machine.ApplyConfigurationRequest_STAGED:
+		details = "Staged configuration to be applied after the next reboot"
+	case machine.ApplyConfigurationRequest_AUTO:
+		if err = canApplyImmediate(current, cfg); err != nil {
+			return machine.ApplyConfigurationRequest_REBOOT, "Applied configuration with a reboot", ": " + err.Error(), nil
+		}
+
+		return machine.ApplyConfigurationRequest_NO_REBOOT, "Applied configuration without a reboot", "", nil
+	}
+
+	return mode, details, "", nil
+}
+
+// dryRun is the answer of a dry run: what the mode would do, and the diff.
+func dryRun(current, cfg config.Provider, mode machine.ApplyConfigurationRequest_Mode, modeDetails string) (*machine.ApplyConfigurationResponse, error) {
+	diff, err := configdiff.DiffConfigs(current, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("failed to generate diff: %w", err)
+	}
+
+	if diff == "" {
+		diff = "No changes."
+	}
+
+	return &machine.ApplyConfigurationResponse{
+		Messages: []*machine.ApplyConfiguration{{
+			Mode:        mode,
+			ModeDetails: fmt.Sprintf("Dry run summary:\n%s (skipped in dry-run).\nConfig diff:\n\n%s", modeDetails, diff),
+		}},
+	}, nil
+}
+
+// commitLocked makes the applied config take effect in mode; the note is
+// added to the mode's details (a TRY's timeout).
+func (n *Node) commitLocked(in *machine.ApplyConfigurationRequest, mode machine.ApplyConfigurationRequest_Mode) (note string, err error) {
 	data := append([]byte(nil), in.GetData()...)
 
 	//nolint:exhaustive
@@ -294,7 +334,7 @@ func (n *Node) applyLocked(in *machine.ApplyConfigurationRequest, rec *ApplyReco
 			timeout = in.GetTryModeTimeout().AsDuration()
 		}
 
-		modeDetails += fmt.Sprintf("\nThe config is applied in 'try' mode and will be automatically reverted back in %s", timeout.String())
+		note = fmt.Sprintf("\nThe config is applied in 'try' mode and will be automatically reverted back in %s", timeout.String())
 
 		n.cancelRollbackLocked()
 		n.tryGen++
@@ -305,32 +345,26 @@ func (n *Node) applyLocked(in *machine.ApplyConfigurationRequest, rec *ApplyReco
 		n.mountsLocked()
 	case machine.ApplyConfigurationRequest_NO_REBOOT:
 		if err = n.persistLocked(data); err != nil {
-			return nil, err
+			return "", err
 		}
 
 		n.active = data
 		n.mountsLocked()
 	case machine.ApplyConfigurationRequest_STAGED:
 		if err = n.persistLocked(data); err != nil {
-			return nil, err
+			return "", err
 		}
 	case machine.ApplyConfigurationRequest_REBOOT:
 		if err = n.persistLocked(data); err != nil {
-			return nil, err
+			return "", err
 		}
 
 		n.scheduleReboot("apply configuration")
 	default:
-		return nil, fmt.Errorf("incorrect mode '%s' specified for the apply config call", mode.String())
+		return "", fmt.Errorf("incorrect mode '%s' specified for the apply config call", mode.String())
 	}
 
-	return &machine.ApplyConfigurationResponse{
-		Messages: []*machine.ApplyConfiguration{{
-			Mode:        mode,
-			Warnings:    warnings,
-			ModeDetails: modeDetails + modeErr,
-		}},
-	}, nil
+	return note, nil
 }
 
 // revert is the TRY rollback timer: the config active before the TRY runs again.

@@ -201,32 +201,7 @@ func New(opts Options) (*Node, error) {
 		return nil, errors.New("talosnode: Options.Dir is required")
 	}
 
-	if opts.Version == "" {
-		opts.Version = DefaultVersion
-	}
-
-	if opts.KubernetesVersion == "" {
-		opts.KubernetesVersion = constants.DefaultKubernetesVersion
-	}
-
-	if opts.Hostname == "" {
-		opts.Hostname = DefaultHostname
-	}
-
-	if opts.ClusterName == "" {
-		opts.ClusterName = DefaultClusterName
-	}
-
-	if opts.Endpoint == "" {
-		opts.Endpoint = DefaultEndpoint
-	}
-
-	if opts.EtcdStartup == 0 {
-		opts.EtcdStartup = DefaultEtcdStartup
-	}
-	if opts.RebootDuration <= 0 {
-		opts.RebootDuration = DefaultRebootDuration
-	}
+	opts.setDefaults()
 
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
@@ -256,15 +231,8 @@ func New(opts Options) (*Node, error) {
 		}
 	}
 
-	dirs := []string{dir, n.rootDir, filepath.Join(n.rootDir, filepath.Dir(ConfigPath))}
-	if opts.Shares == nil { // a VM's shares say what /var/mnt holds, as on a node
-		dirs = append(dirs, filepath.Join(n.rootDir, DataMount))
-	}
-
-	for _, d := range dirs {
-		if err = os.MkdirAll(d, 0o700); err != nil {
-			return nil, err
-		}
+	if err = n.makeDirs(); err != nil {
+		return nil, err
 	}
 
 	if err = n.loadOrCreateState(); err != nil {
@@ -277,21 +245,80 @@ func New(opts Options) (*Node, error) {
 
 	close(n.installed)
 
+	if err = n.loadInstalled(); err != nil {
+		return nil, err
+	}
+
+	n.boot("initial boot")
+
+	return n, nil
+}
+
+// setDefaults fills the options left unset.
+func (opts *Options) setDefaults() {
+	if opts.Version == "" {
+		opts.Version = DefaultVersion
+	}
+
+	if opts.KubernetesVersion == "" {
+		opts.KubernetesVersion = constants.DefaultKubernetesVersion
+	}
+
+	if opts.Hostname == "" {
+		opts.Hostname = DefaultHostname
+	}
+
+	if opts.ClusterName == "" {
+		opts.ClusterName = DefaultClusterName
+	}
+
+	if opts.Endpoint == "" {
+		opts.Endpoint = DefaultEndpoint
+	}
+
+	if opts.EtcdStartup == 0 {
+		opts.EtcdStartup = DefaultEtcdStartup
+	}
+	if opts.RebootDuration <= 0 {
+		opts.RebootDuration = DefaultRebootDuration
+	}
+}
+
+// makeDirs makes the node's directory and its root file system.
+func (n *Node) makeDirs() error {
+	dirs := []string{n.opts.Dir, n.rootDir, filepath.Join(n.rootDir, filepath.Dir(ConfigPath))}
+	if n.opts.Shares == nil { // a VM's shares say what /var/mnt holds, as on a node
+		dirs = append(dirs, filepath.Join(n.rootDir, DataMount))
+	}
+
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+
+	return nil
+}
+
+// loadInstalled loads what an installed node has: its disks' resources,
+// its secrets, its config and certificates.
+func (n *Node) loadInstalled() error {
 	systemDisk := n.state.InstallDisk
 	if _, ok := findDisk(n.opts.Disks, DefaultInstallDisk); systemDisk == "" && ok {
 		systemDisk = DefaultInstallDisk // installed with the generated config
 	}
 
+	var err error
 	if n.resources, err = newResources(n.opts.Disks, systemDisk); err != nil {
-		return nil, err
+		return err
 	}
 
 	if err = n.loadOrCreateSecrets(); err != nil {
-		return nil, err
+		return err
 	}
 
 	if err = n.loadOrCreateConfig(); err != nil {
-		return nil, err
+		return err
 	}
 
 	if n.state.InstallImage != "" {
@@ -302,12 +329,10 @@ func New(opts Options) (*Node, error) {
 	}
 
 	if err = n.issueCertificates(); err != nil {
-		return nil, err
+		return err
 	}
 
-	n.boot("initial boot")
-
-	return n, nil
+	return nil
 }
 
 func (n *Node) loadOrCreateState() error {

@@ -53,75 +53,21 @@ func PickNIC(inst *incusapi.Instance, st *incusapi.InstanceState, nic string) (A
 	if devices == nil {
 		devices = inst.Devices
 	}
-	var nics []string
-	for name, dev := range devices {
-		if dev["type"] == "nic" {
-			nics = append(nics, name)
-		}
+	name, guest, err := chooseNIC(devices, ifaces, nic)
+	if err != nil {
+		return a, err
 	}
-	slices.Sort(nics)
-	guest := ""
-	switch {
-	case nic != "" && devices[nic]["type"] == "nic":
-		a.NIC = nic
-	case nic != "":
-		if _, ok := ifaces[nic]; !ok {
-			return a, fmt.Errorf("the instance has no NIC %q (NIC devices: %s; guest interfaces: %s)", nic, listOr(nics), listOr(slices.Sorted(maps.Keys(ifaces))))
-		}
-		a.NIC, guest = nic, nic
-	case len(nics) > 0:
-		a.NIC = nics[0]
-	default:
-		for _, name := range slices.Sorted(maps.Keys(ifaces)) {
-			if name != "lo" && ifaces[name].Type != "loopback" {
-				a.NIC, guest = name, name
-				break
-			}
-		}
-	}
+	a.NIC = name
 	if a.NIC == "" {
 		a.Seen = fmt.Sprintf("status %s, no NIC", a.Status)
 		return a, nil
 	}
 	if dev, ok := devices[a.NIC]; ok && guest == "" {
-		config := inst.ExpandedConfig
-		if config == nil {
-			config = inst.Config
-		}
-		a.MAC = strings.ToLower(firstNonEmpty(dev["hwaddr"], config["volatile."+a.NIC+".hwaddr"]))
-		a.Network = dev["network"]
-		if a.Network == "" && dev["nictype"] == "bridged" {
-			a.Network = dev["parent"]
-		}
-		for _, name := range slices.Sorted(maps.Keys(ifaces)) {
-			if a.MAC != "" && strings.EqualFold(ifaces[name].Hwaddr, a.MAC) {
-				guest = name
-				break
-			}
-		}
-		if guest == "" {
-			if _, ok := ifaces[firstNonEmpty(dev["name"], a.NIC)]; ok {
-				guest = firstNonEmpty(dev["name"], a.NIC)
-			}
-		}
+		guest = a.ofDevice(inst, dev, ifaces)
 	}
 	var seen []string
 	if iface, ok := ifaces[guest]; ok {
-		if a.MAC == "" {
-			a.MAC = strings.ToLower(iface.Hwaddr)
-		}
-		for _, addr := range iface.Addresses {
-			seen = append(seen, addr.Address+"/"+addr.Netmask+" ("+addr.Scope+")")
-			if addr.Scope != "global" {
-				continue
-			}
-			switch {
-			case addr.Family == "inet" && a.IPv4 == "":
-				a.IPv4 = addr.Address
-			case addr.Family == "inet6" && a.IPv6 == "":
-				a.IPv6 = addr.Address
-			}
-		}
+		seen = a.fromInterface(iface)
 	}
 	in := "NIC " + a.NIC
 	if guest != "" && guest != a.NIC {
@@ -139,6 +85,81 @@ func PickNIC(inst *incusapi.Instance, st *incusapi.InstanceState, nic string) (A
 		a.Seen = fmt.Sprintf("status %s, %s: %s", a.Status, in, strings.Join(seen, ", "))
 	}
 	return a, nil
+}
+
+// chooseNIC names the NIC that PickNIC reports, and its guest interface
+// when the NIC is one ("" when it is a device, found by ofDevice).
+func chooseNIC(devices map[string]map[string]string, ifaces map[string]incusapi.InstanceStateNetwork, nic string) (name, guest string, _ error) {
+	var nics []string
+	for name, dev := range devices {
+		if dev["type"] == "nic" {
+			nics = append(nics, name)
+		}
+	}
+	slices.Sort(nics)
+	switch {
+	case nic != "" && devices[nic]["type"] == "nic":
+		return nic, "", nil
+	case nic != "":
+		if _, ok := ifaces[nic]; !ok {
+			return "", "", fmt.Errorf("the instance has no NIC %q (NIC devices: %s; guest interfaces: %s)", nic, listOr(nics), listOr(slices.Sorted(maps.Keys(ifaces))))
+		}
+		return nic, nic, nil
+	case len(nics) > 0:
+		return nics[0], "", nil
+	}
+	for _, name := range slices.Sorted(maps.Keys(ifaces)) {
+		if name != "lo" && ifaces[name].Type != "loopback" {
+			return name, name, nil
+		}
+	}
+	return "", "", nil
+}
+
+// ofDevice fills the MAC and managed network of the NIC device dev and
+// returns its guest interface: the one with its MAC, else the one of its
+// name; "" when the daemon reports neither.
+func (a *Addresses) ofDevice(inst *incusapi.Instance, dev map[string]string, ifaces map[string]incusapi.InstanceStateNetwork) string {
+	config := inst.ExpandedConfig
+	if config == nil {
+		config = inst.Config
+	}
+	a.MAC = strings.ToLower(firstNonEmpty(dev["hwaddr"], config["volatile."+a.NIC+".hwaddr"]))
+	a.Network = dev["network"]
+	if a.Network == "" && dev["nictype"] == "bridged" {
+		a.Network = dev["parent"]
+	}
+	for _, name := range slices.Sorted(maps.Keys(ifaces)) {
+		if a.MAC != "" && strings.EqualFold(ifaces[name].Hwaddr, a.MAC) {
+			return name
+		}
+	}
+	if _, ok := ifaces[firstNonEmpty(dev["name"], a.NIC)]; ok {
+		return firstNonEmpty(dev["name"], a.NIC)
+	}
+	return ""
+}
+
+// fromInterface fills the MAC when unknown and the first global address
+// of each family from a guest interface; it returns every address seen.
+func (a *Addresses) fromInterface(iface incusapi.InstanceStateNetwork) []string {
+	var seen []string
+	if a.MAC == "" {
+		a.MAC = strings.ToLower(iface.Hwaddr)
+	}
+	for _, addr := range iface.Addresses {
+		seen = append(seen, addr.Address+"/"+addr.Netmask+" ("+addr.Scope+")")
+		if addr.Scope != "global" {
+			continue
+		}
+		switch {
+		case addr.Family == "inet" && a.IPv4 == "":
+			a.IPv4 = addr.Address
+		case addr.Family == "inet6" && a.IPv6 == "":
+			a.IPv6 = addr.Address
+		}
+	}
+	return seen
 }
 
 // FromLeases fills the addresses still missing from the leases of a's
@@ -213,7 +234,7 @@ func (a Addresses) outputs(name, typ string) instanceOut {
 
 // waitAddress reads the instance until it has the address s.WaitFor
 // names (at once when it names none), up to s.WaitTimeout.
-func waitAddress(ctx context.Context, c *call, s InstanceSpec) (_ Addresses, _ phases.Diagnostics, stopped bool) {
+func waitAddress(ctx context.Context, c *call, s DesiredInstance) (_ Addresses, _ phases.Diagnostics, stopped bool) {
 	timeout := defaultWaitTimeout
 	if s.WaitTimeout != "" {
 		timeout, _ = time.ParseDuration(s.WaitTimeout) // checked by normalize

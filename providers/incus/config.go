@@ -43,87 +43,34 @@ func configure(req providers.ConfigureRequest) (*settings, phases.Diagnostics) {
 		return nil, diags
 	}
 	what := fmt.Sprintf("provider incus %q", req.Name)
-	var diags phases.Diagnostics
-	errorf := func(summary, format string, args ...any) {
-		diags = append(diags, phases.Errorf(summary, format, args...)...)
-	}
-	dir := req.Dir
-	if dir != "" {
-		if abs, err := filepath.Abs(dir); err == nil {
-			dir = abs
+	s := &settings{dir: req.Dir}
+	if s.dir != "" {
+		if abs, err := filepath.Abs(s.dir); err == nil {
+			s.dir = abs
 		}
 	}
-	abs := func(p string) string {
-		if p == "" || filepath.IsAbs(p) {
-			return p
-		}
-		if strings.HasPrefix(p, "~/") {
-			if home, err := os.UserHomeDir(); err == nil {
-				return filepath.Join(home, p[2:])
-			}
-		}
-		return filepath.Join(dir, p)
-	}
-	remote, configDir, address, socket := b.Remote, b.ConfigDir, b.Address, b.Socket
-	clientCert, clientKey, serverCert := b.ClientCert, b.ClientKey, b.ServerCert
-	s := &settings{dir: dir}
-	if configDir == "" {
-		configDir = defaultConfigDir()
-	} else {
-		configDir = abs(configDir)
-	}
-	read := func(attr, p string) []byte {
-		if p == "" {
-			return nil
-		}
-		b, err := os.ReadFile(abs(p))
-		if err != nil {
-			errorf("Cannot Read "+attrTitle(attr), "The %s of %s cannot be read: %v.", attr, what, err)
-		}
-		return b
+	configDir := defaultConfigDir()
+	if b.ConfigDir != "" {
+		configDir = s.abs(b.ConfigDir)
 	}
 	count := 0
-	for _, x := range []string{remote, address, socket} {
+	for _, x := range []string{b.Remote, b.Address, b.Socket} {
 		if x != "" {
 			count++
 		}
 	}
 	if count > 1 {
-		errorf("Conflicting Attributes", "Set one of remote, address and socket in %s: remote names a remote of the incus CLI's config, address an HTTPS URL, socket the local unix socket.", what)
-		return nil, diags
+		return nil, phases.Errorf("Conflicting Attributes", "Set one of remote, address and socket in %s: remote names a remote of the incus CLI's config, address an HTTPS URL, socket the local unix socket.", what)
 	}
+	var diags phases.Diagnostics
 	switch {
-	case address != "":
-		s.opts.URL = address
-		s.where = address
-		if clientCert == "" && clientKey == "" {
-			// The incus CLI's own client certificate, as `incus remote add` uses.
-			if _, err := os.Stat(filepath.Join(configDir, "client.crt")); err == nil {
-				clientCert, clientKey = filepath.Join(configDir, "client.crt"), filepath.Join(configDir, "client.key")
-			}
-		}
-		if (clientCert == "") != (clientKey == "") {
-			errorf("Incomplete Client Certificate", "Set both client_cert and client_key in %s, or neither.", what)
-		}
-		s.opts.ClientCert = read("client_cert", clientCert)
-		s.opts.ClientKey = read("client_key", clientKey)
-		s.opts.ServerCert = read("server_cert", serverCert)
-		s.clientCert = abs(clientCert)
-	case socket != "":
-		s.opts.Socket = abs(socket)
+	case b.Address != "":
+		diags = s.byAddress(b, configDir, what)
+	case b.Socket != "":
+		s.opts.Socket = s.abs(b.Socket)
 		s.where = "unix://" + s.opts.Socket
-	case remote != "" && remote != "local":
-		o, err := incusapi.RemoteOptions(configDir, remote)
-		if err != nil {
-			errorf("Unknown Incus Remote", "The remote %q of %s cannot be used with the incus CLI's configuration in %s: %v. List the remotes with `incus remote list`, or set address, client_cert, client_key and server_cert instead.", remote, what, configDir, err)
-			break
-		}
-		s.opts = o
-		s.where = fmt.Sprintf("remote %q (%s)", remote, firstNonEmpty(o.URL, "unix://"+o.Socket))
-		s.clientCert = filepath.Join(configDir, "client.crt")
-		if clientCert != "" || clientKey != "" || serverCert != "" {
-			errorf("Conflicting Attributes", "%s names the remote %q, whose certificates come from %s; client_cert, client_key and server_cert go with address instead.", what, remote, configDir)
-		}
+	case b.Remote != "" && b.Remote != "local":
+		diags = s.byRemote(b, configDir, what)
 	default:
 		s.where = "the local unix socket"
 		if sock := os.Getenv("INCUS_SOCKET"); sock != "" {
@@ -137,6 +84,69 @@ func configure(req providers.ConfigureRequest) (*settings, phases.Diagnostics) {
 		return nil, diags
 	}
 	return s, nil
+}
+
+// abs resolves a path of the provider block: relative to the runbook, or
+// to the home directory with ~/.
+func (s *settings) abs(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	if strings.HasPrefix(p, "~/") {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, p[2:])
+		}
+	}
+	return filepath.Join(s.dir, p)
+}
+
+// byAddress points s at an HTTPS address, with the block's certificates or
+// else the incus CLI's own client certificate.
+func (s *settings) byAddress(b block, configDir, what string) phases.Diagnostics {
+	var diags phases.Diagnostics
+	s.opts.URL = b.Address
+	s.where = b.Address
+	clientCert, clientKey := b.ClientCert, b.ClientKey
+	if clientCert == "" && clientKey == "" {
+		// The incus CLI's own client certificate, as `incus remote add` uses.
+		if _, err := os.Stat(filepath.Join(configDir, "client.crt")); err == nil {
+			clientCert, clientKey = filepath.Join(configDir, "client.crt"), filepath.Join(configDir, "client.key")
+		}
+	}
+	if (clientCert == "") != (clientKey == "") {
+		diags = append(diags, phases.Errorf("Incomplete Client Certificate", "Set both client_cert and client_key in %s, or neither.", what)...)
+	}
+	read := func(attr, p string) []byte {
+		if p == "" {
+			return nil
+		}
+		b, err := os.ReadFile(s.abs(p))
+		if err != nil {
+			diags = append(diags, phases.Errorf("Cannot Read "+attrTitle(attr), "The %s of %s cannot be read: %v.", attr, what, err)...)
+		}
+		return b
+	}
+	s.opts.ClientCert = read("client_cert", clientCert)
+	s.opts.ClientKey = read("client_key", clientKey)
+	s.opts.ServerCert = read("server_cert", b.ServerCert)
+	s.clientCert = s.abs(clientCert)
+	return diags
+}
+
+// byRemote points s at a remote of the incus CLI's configuration, whose
+// certificates come with it.
+func (s *settings) byRemote(b block, configDir, what string) phases.Diagnostics {
+	o, err := incusapi.RemoteOptions(configDir, b.Remote)
+	if err != nil {
+		return phases.Errorf("Unknown Incus Remote", "The remote %q of %s cannot be used with the incus CLI's configuration in %s: %v. List the remotes with `incus remote list`, or set address, client_cert, client_key and server_cert instead.", b.Remote, what, configDir, err)
+	}
+	s.opts = o
+	s.where = fmt.Sprintf("remote %q (%s)", b.Remote, firstNonEmpty(o.URL, "unix://"+o.Socket))
+	s.clientCert = filepath.Join(configDir, "client.crt")
+	if b.ClientCert != "" || b.ClientKey != "" || b.ServerCert != "" {
+		return phases.Errorf("Conflicting Attributes", "%s names the remote %q, whose certificates come from %s; client_cert, client_key and server_cert go with address instead.", what, b.Remote, configDir)
+	}
+	return nil
 }
 
 func attrTitle(a string) string {

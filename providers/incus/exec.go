@@ -53,6 +53,9 @@ type execInverse struct {
 
 type execApply = sdk.Apply[struct{}, execInverse]
 
+// Exec is the name of the incus_exec step type.
+const Exec = "incus_exec"
+
 var execStep = &sdk.StepType[*conn, execSpec, struct{}, execInverse]{
 	Name:        Exec,
 	Description: "Runs a command (an argv, no terminal) inside an instance, its output streamed to the log; exactly once across interruptions with creates; rollback runs the revert command.",
@@ -196,13 +199,8 @@ func execUndo(c *call, s execSpec) *sdk.Inverse[execInverse] {
 	if s.Revert == nil {
 		return &sdk.Inverse[execInverse]{Description: "nothing to undo (no revert command)"}
 	}
-	inv := execInverse{Instance: s.Instance, Argv: slices.Clone(s.Revert), User: s.User, Group: s.Group, Cwd: s.Cwd}
-	for i := range inv.Argv {
-		if c.Sensitive("revert", i) {
-			inv.Argv[i] = phases.Redacted
-			inv.SecretArgv = append(inv.SecretArgv, i)
-		}
-	}
+	inv := execInverse{Instance: s.Instance, User: s.User, Group: s.Group, Cwd: s.Cwd}
+	inv.Argv, inv.SecretArgv = sdk.RedactArgv(c, "revert", s.Revert)
 	return &sdk.Inverse[execInverse]{Description: fmt.Sprintf("run in instance %q: %s", s.Instance, showArgv(c, "revert", s.Revert)), Data: inv}
 }
 
@@ -255,11 +253,8 @@ func revertExec(ctx context.Context, c *call, a execSpec, u sdk.Undo[execInverse
 		logf(c, "nothing to undo: the step has no revert command")
 		return nil
 	}
-	for _, i := range inv.SecretArgv {
-		if i >= len(a.Revert) || i >= len(inv.Argv) {
-			return errorf("Revert Needs A Sensitive Value", "The revert command of %s has sensitive elements, which the state does not keep; the runbook no longer provides element %d of revert.", c.Addr, i)
-		}
-		inv.Argv[i] = a.Revert[i]
+	if i := sdk.RestoreArgv(inv.Argv, inv.SecretArgv, a.Revert, nil); i >= 0 {
+		return errorf("Revert Needs A Sensitive Value", "The revert command of %s has sensitive elements, which the state does not keep; the runbook no longer provides element %d of revert.", c.Addr, i)
 	}
 	name := pick(inv.Instance, a.Instance)
 	timeout := 10 * time.Minute

@@ -10,18 +10,19 @@ import (
 
 // DecodeInstance decodes an incus_instance configuration as Plan and
 // Apply do, for the golden request bodies.
-func DecodeInstance(addr phases.Address, cfg cty.Value) (InstanceSpec, phases.Diagnostics) {
-	var s InstanceSpec
-	if d := sdk.Decode(providers.ConfigureRequest{Name: addr.String(), Config: cfg}, &s, nil); d.HasErrors() {
-		return s, d
+func DecodeInstance(addr phases.Address, cfg cty.Value) (DesiredInstance, phases.Diagnostics) {
+	var a InstanceSpec
+	if d := sdk.Decode(providers.ConfigureRequest{Name: addr.String(), Config: cfg}, &a, nil); d.HasErrors() {
+		return DesiredInstance{InstanceSpec: a}, d
 	}
-	return s, normalize(addr, &s, func(string, ...any) bool { return false })
+	return normalize(addr, a, func(string, ...any) bool { return false })
 }
 
 // CreateDiff is the plan's text for creating the instance of s.
-func CreateDiff(s InstanceSpec) string { return createDiff(s) }
+func CreateDiff(s DesiredInstance) string { return createDiff(s) }
 
 // Normalize checks a decoded incus_instance step as Validate does.
 func Normalize(addr phases.Address, s *InstanceSpec) phases.Diagnostics {
-	return normalize(addr, s, func(string, ...any) bool { return false })
+	_, diags := normalize(addr, *s, func(string, ...any) bool { return false })
+	return diags
 }

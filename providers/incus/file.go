@@ -75,6 +75,9 @@ const origSuffix = ".migrate-orig"
 
 type fileApply = sdk.Apply[filePrivate, fileInverse]
 
+// File is the name of the incus_file step type.
+const File = "incus_file"
+
 var fileStep = &sdk.StepType[*conn, fileSpec, filePrivate, fileInverse]{
 	Name:        File,
 	Description: "Pushes a file or directory tree into an instance, or pulls one out (optionally into an age-encrypted file), with its SHA-256 as an output; rollback removes what it created and puts back what it replaced.",

@@ -18,16 +18,6 @@ import (
 // TypeName is the provider type under which cmd/migrate registers Factory.
 const TypeName = "incus"
 
-// Step type names.
-const (
-	Instance      = "incus_instance"
-	InstanceState = "incus_instance_state"
-	Snapshot      = "incus_snapshot"
-	Volume        = "incus_volume"
-	Exec          = "incus_exec"
-	File          = "incus_file"
-)
-
 // Config keys that migrate keeps on instances it touches, so that the
 // marks survive a lost state file and any process can see them.
 const (

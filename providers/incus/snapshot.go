@@ -36,6 +36,9 @@ type (
 	snapPlan  = sdk.Plan[struct{}]
 )
 
+// Snapshot is the name of the incus_snapshot step type.
+const Snapshot = "incus_snapshot"
+
 var snapshotStep = &sdk.StepType[*conn, snapshotSpec, struct{}, snapshotInverse]{
 	Name:        Snapshot,
 	Description: "Creates, restores or deletes a named snapshot of an instance.",

@@ -48,6 +48,9 @@ type volumeInverse struct {
 
 type volApply = sdk.Apply[struct{}, volumeInverse]
 
+// Volume is the name of the incus_volume step type.
+const Volume = "incus_volume"
+
 var volumeStep = &sdk.StepType[*conn, volumeSpec, struct{}, volumeInverse]{
 	Name:        Volume,
 	Description: "Ensures a custom storage volume exists in a pool with the given content type, size and config; rollback deletes the volume it created, or restores the config it changed.",

@@ -224,14 +224,8 @@ func inverse(c *call, a execAttrs) *sdk.Inverse[revertData] {
 	if c.Null("revert") {
 		return nil
 	}
-	r := revertData{Argv: make([]string, len(a.Revert)), Dir: a.Dir, Creates: a.RevertCreates}
-	for i, x := range a.Revert {
-		r.Argv[i] = x
-		if c.Sensitive("revert", i) {
-			r.Argv[i] = phases.Redacted
-			r.SecretArgv = append(r.SecretArgv, i)
-		}
-	}
+	r := revertData{Dir: a.Dir, Creates: a.RevertCreates}
+	r.Argv, r.SecretArgv = sdk.RedactArgv(c, "revert", a.Revert)
 	if len(a.Env) > 0 {
 		r.Env = make(map[string]string, len(a.Env))
 		for _, k := range sortedKeys(a.Env) {
@@ -261,11 +255,8 @@ func revertExec(ctx context.Context, c *call, a execAttrs, u sdk.Undo[revertData
 		return phases.Errorf("Revert Needs A Sensitive Value",
 			"The revert command of %s uses sensitive values, which are not kept in the state; they are taken from the runbook, which no longer provides %s.", c.Addr, what)
 	}
-	for _, i := range r.SecretArgv {
-		if i >= len(a.Revert) || c.Unknown("revert", i) || i >= len(r.Argv) {
-			return lack(fmt.Sprintf("element %d of revert", i))
-		}
-		r.Argv[i] = a.Revert[i]
+	if i := sdk.RestoreArgv(r.Argv, r.SecretArgv, a.Revert, func(i int) bool { return !c.Unknown("revert", i) }); i >= 0 {
+		return lack(fmt.Sprintf("element %d of revert", i))
 	}
 	for _, k := range r.SecretEnv {
 		v, ok := a.Env[k]

@@ -131,39 +131,17 @@ type encoder struct {
 
 func (e *encoder) value(v reflect.Value, name string) error {
 	t := v.Type()
-	switch {
-	case t == ctyValueType:
+	switch t {
+	case ctyValueType:
 		w, err := encodeValue(v.Interface().(cty.Value))
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		return e.json(w)
-	case t == writerType:
-		// Not written: the call's log carries what is written to it.
-		if !v.IsNil() {
-			if e.log != nil && e.log != v.Interface() {
-				return fmt.Errorf("a second writer in one message (a call has one log)")
-			}
-			e.log = v.Interface().(io.Writer)
-		}
-		if name != "" {
-			e.buf.WriteString("null") // in a slice or map: a place kept
-		}
-		return nil
-	case t == stopType:
-		// Not the channel: that there is one. Its closing crosses as
-		// the call's stop line.
-		if v.IsNil() {
-			e.buf.WriteString("null")
-			return nil
-		}
-		ch := v.Interface().(<-chan struct{})
-		if e.stop != nil && e.stop != ch {
-			return fmt.Errorf("a second stop channel in one message (a call has one)")
-		}
-		e.stop = ch
-		e.buf.WriteString("true")
-		return nil
+	case writerType:
+		return e.writer(v, name)
+	case stopType:
+		return e.stopChan(v)
 	}
 	switch t.Kind() {
 	case reflect.Pointer:
@@ -173,72 +151,11 @@ func (e *encoder) value(v reflect.Value, name string) error {
 		}
 		return e.value(v.Elem(), name)
 	case reflect.Slice:
-		if v.IsNil() {
-			e.buf.WriteString("null")
-			return nil
-		}
-		if t.Elem().Kind() == reflect.Uint8 {
-			return e.json(v.Bytes()) // base64
-		}
-		e.buf.WriteByte('[')
-		for i := range v.Len() {
-			if i > 0 {
-				e.buf.WriteByte(',')
-			}
-			if err := e.value(v.Index(i), name+"["+strconv.Itoa(i)+"]"); err != nil {
-				return err
-			}
-		}
-		e.buf.WriteByte(']')
-		return nil
+		return e.slice(v, name)
 	case reflect.Map:
-		if v.IsNil() {
-			e.buf.WriteString("null")
-			return nil
-		}
-		e.buf.WriteByte('{')
-		it := v.MapRange()
-		for i := 0; it.Next(); i++ {
-			if i > 0 {
-				e.buf.WriteByte(',')
-			}
-			k := it.Key().String()
-			if err := e.json(k); err != nil {
-				return err
-			}
-			e.buf.WriteByte(':')
-			if err := e.value(it.Value(), name+"["+strconv.Quote(k)+"]"); err != nil {
-				return err
-			}
-		}
-		e.buf.WriteByte('}')
-		return nil
+		return e.mapValue(v, name)
 	case reflect.Struct:
-		e.buf.WriteByte('{')
-		n := 0
-		for i := range t.NumField() {
-			f, fv := t.Field(i), v.Field(i)
-			if f.Type == writerType {
-				if err := e.value(fv, ""); err != nil { // the log: taken, not written
-					return err
-				}
-				continue
-			}
-			if f.Type.Kind() == reflect.Func || fv.IsZero() {
-				continue // a func of notCarried, or nothing to say
-			}
-			if n > 0 {
-				e.buf.WriteByte(',')
-			}
-			n++
-			e.buf.WriteString(strconv.Quote(f.Name))
-			e.buf.WriteByte(':')
-			if err := e.value(fv, t.String()+"."+f.Name); err != nil {
-				return err
-			}
-		}
-		e.buf.WriteByte('}')
-		return nil
+		return e.structValue(v)
 	case reflect.String:
 		return e.json(v.String())
 	case reflect.Bool:
@@ -251,6 +168,112 @@ func (e *encoder) value(v reflect.Value, name string) error {
 		return e.json(v.Float())
 	}
 	return fmt.Errorf("the plugin protocol cannot carry %s (%s)", name, t) // checkType let it through: a bug here
+}
+
+// writer takes the call's log; it is not written: the call's log carries
+// what is written to it.
+func (e *encoder) writer(v reflect.Value, name string) error {
+	if !v.IsNil() {
+		if e.log != nil && e.log != v.Interface() {
+			return fmt.Errorf("a second writer in one message (a call has one log)")
+		}
+		e.log = v.Interface().(io.Writer)
+	}
+	if name != "" {
+		e.buf.WriteString("null") // in a slice or map: a place kept
+	}
+	return nil
+}
+
+// stopChan writes not the channel but that there is one: its closing
+// crosses as the call's stop line.
+func (e *encoder) stopChan(v reflect.Value) error {
+	if v.IsNil() {
+		e.buf.WriteString("null")
+		return nil
+	}
+	ch := v.Interface().(<-chan struct{})
+	if e.stop != nil && e.stop != ch {
+		return fmt.Errorf("a second stop channel in one message (a call has one)")
+	}
+	e.stop = ch
+	e.buf.WriteString("true")
+	return nil
+}
+
+func (e *encoder) slice(v reflect.Value, name string) error {
+	if v.IsNil() {
+		e.buf.WriteString("null")
+		return nil
+	}
+	if v.Type().Elem().Kind() == reflect.Uint8 {
+		return e.json(v.Bytes()) // base64
+	}
+	e.buf.WriteByte('[')
+	for i := range v.Len() {
+		if i > 0 {
+			e.buf.WriteByte(',')
+		}
+		if err := e.value(v.Index(i), name+"["+strconv.Itoa(i)+"]"); err != nil {
+			return err
+		}
+	}
+	e.buf.WriteByte(']')
+	return nil
+}
+
+func (e *encoder) mapValue(v reflect.Value, name string) error {
+	if v.IsNil() {
+		e.buf.WriteString("null")
+		return nil
+	}
+	e.buf.WriteByte('{')
+	it := v.MapRange()
+	for i := 0; it.Next(); i++ {
+		if i > 0 {
+			e.buf.WriteByte(',')
+		}
+		k := it.Key().String()
+		if err := e.json(k); err != nil {
+			return err
+		}
+		e.buf.WriteByte(':')
+		if err := e.value(it.Value(), name+"["+strconv.Quote(k)+"]"); err != nil {
+			return err
+		}
+	}
+	e.buf.WriteByte('}')
+	return nil
+}
+
+// structValue writes the fields that are set, by name.
+func (e *encoder) structValue(v reflect.Value) error {
+	t := v.Type()
+	e.buf.WriteByte('{')
+	n := 0
+	for i := range t.NumField() {
+		f, fv := t.Field(i), v.Field(i)
+		if f.Type == writerType {
+			if err := e.value(fv, ""); err != nil { // the log: taken, not written
+				return err
+			}
+			continue
+		}
+		if f.Type.Kind() == reflect.Func || fv.IsZero() {
+			continue // a func of notCarried, or nothing to say
+		}
+		if n > 0 {
+			e.buf.WriteByte(',')
+		}
+		n++
+		e.buf.WriteString(strconv.Quote(f.Name))
+		e.buf.WriteByte(':')
+		if err := e.value(fv, t.String()+"."+f.Name); err != nil {
+			return err
+		}
+	}
+	e.buf.WriteByte('}')
+	return nil
 }
 
 func (e *encoder) json(v any) error {
@@ -296,20 +319,10 @@ func (d *decoder) value(data json.RawMessage, v reflect.Value, name string) erro
 		v.SetZero()
 		return nil
 	}
-	if t == stopType {
-		var set bool
-		if err := json.Unmarshal(data, &set); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		if set {
-			if d.stop == nil {
-				return fmt.Errorf("%s: a stop channel where the call has none", name)
-			}
-			v.Set(reflect.ValueOf(d.stop))
-		}
-		return nil
-	}
-	if t == ctyValueType {
+	switch t {
+	case stopType:
+		return d.stopChan(data, v, name)
+	case ctyValueType:
 		var w value
 		if err := json.Unmarshal(data, &w); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
@@ -321,7 +334,6 @@ func (d *decoder) value(data json.RawMessage, v reflect.Value, name string) erro
 		v.Set(reflect.ValueOf(cv))
 		return nil
 	}
-	var err error
 	switch t.Kind() {
 	case reflect.Pointer:
 		p := reflect.New(t.Elem())
@@ -331,75 +343,115 @@ func (d *decoder) value(data json.RawMessage, v reflect.Value, name string) erro
 		v.Set(p)
 		return nil
 	case reflect.Slice:
-		if t.Elem().Kind() == reflect.Uint8 {
-			var b []byte
-			if err := json.Unmarshal(data, &b); err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-			if b == nil {
-				b = []byte{} // "" is an empty slice, not a nil one
-			}
-			v.SetBytes(b)
-			return nil
-		}
-		var items []json.RawMessage
-		if err := json.Unmarshal(data, &items); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		s := reflect.MakeSlice(t, len(items), len(items))
-		for i, item := range items {
-			if err := d.value(item, s.Index(i), name+"["+strconv.Itoa(i)+"]"); err != nil {
-				return err
-			}
-		}
-		v.Set(s)
-		return nil
+		return d.slice(data, v, name)
 	case reflect.Map:
-		var items map[string]json.RawMessage
-		if err := json.Unmarshal(data, &items); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		m := reflect.MakeMapWithSize(t, len(items))
-		for k, item := range items {
-			e := reflect.New(t.Elem()).Elem()
-			if err := d.value(item, e, name+"["+strconv.Quote(k)+"]"); err != nil {
-				return err
-			}
-			m.SetMapIndex(reflect.ValueOf(k).Convert(t.Key()), e)
-		}
-		v.Set(m)
-		return nil
+		return d.mapValue(data, v, name)
 	case reflect.Struct:
-		var fields map[string]json.RawMessage
-		if err := json.Unmarshal(data, &fields); err != nil {
+		return d.structValue(data, v, name)
+	}
+	return scalar(data, v, name)
+}
+
+// stopChan sets the call's stop channel where the other side had one.
+func (d *decoder) stopChan(data json.RawMessage, v reflect.Value, name string) error {
+	var set bool
+	if err := json.Unmarshal(data, &set); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if set {
+		if d.stop == nil {
+			return fmt.Errorf("%s: a stop channel where the call has none", name)
+		}
+		v.Set(reflect.ValueOf(d.stop))
+	}
+	return nil
+}
+
+func (d *decoder) slice(data json.RawMessage, v reflect.Value, name string) error {
+	t := v.Type()
+	if t.Elem().Kind() == reflect.Uint8 {
+		var b []byte
+		if err := json.Unmarshal(data, &b); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		v.SetZero()
-		for i := range t.NumField() {
-			f := t.Field(i)
-			fname := t.String() + "." + f.Name
-			if f.Type == writerType {
-				if err := d.value(nil, v.Field(i), fname); err != nil {
-					return err
-				}
-				delete(fields, f.Name)
-				continue
-			}
-			raw, ok := fields[f.Name]
-			if !ok {
-				continue
+		if b == nil {
+			b = []byte{} // "" is an empty slice, not a nil one
+		}
+		v.SetBytes(b)
+		return nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(data, &items); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	s := reflect.MakeSlice(t, len(items), len(items))
+	for i, item := range items {
+		if err := d.value(item, s.Index(i), name+"["+strconv.Itoa(i)+"]"); err != nil {
+			return err
+		}
+	}
+	v.Set(s)
+	return nil
+}
+
+func (d *decoder) mapValue(data json.RawMessage, v reflect.Value, name string) error {
+	t := v.Type()
+	var items map[string]json.RawMessage
+	if err := json.Unmarshal(data, &items); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	m := reflect.MakeMapWithSize(t, len(items))
+	for k, item := range items {
+		e := reflect.New(t.Elem()).Elem()
+		if err := d.value(item, e, name+"["+strconv.Quote(k)+"]"); err != nil {
+			return err
+		}
+		m.SetMapIndex(reflect.ValueOf(k).Convert(t.Key()), e)
+	}
+	v.Set(m)
+	return nil
+}
+
+// structValue reads the fields sent, by name; one this side does not have
+// is an error.
+func (d *decoder) structValue(data json.RawMessage, v reflect.Value, name string) error {
+	t := v.Type()
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	v.SetZero()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		fname := t.String() + "." + f.Name
+		if f.Type == writerType {
+			if err := d.value(nil, v.Field(i), fname); err != nil {
+				return err
 			}
 			delete(fields, f.Name)
-			if err := d.value(raw, v.Field(i), fname); err != nil {
-				return err
-			}
+			continue
 		}
-		for k := range fields {
-			// Both sides speak the same protocol version: a field this
-			// side does not know is a bug, not something to drop.
-			return fmt.Errorf("%s has no field %s that the other side sent", t, k)
+		raw, ok := fields[f.Name]
+		if !ok {
+			continue
 		}
-		return nil
+		delete(fields, f.Name)
+		if err := d.value(raw, v.Field(i), fname); err != nil {
+			return err
+		}
+	}
+	for k := range fields {
+		// Both sides speak the same protocol version: a field this
+		// side does not know is a bug, not something to drop.
+		return fmt.Errorf("%s has no field %s that the other side sent", t, k)
+	}
+	return nil
+}
+
+// scalar reads a string, a bool or a number.
+func scalar(data json.RawMessage, v reflect.Value, name string) error {
+	var err error
+	switch v.Kind() {
 	case reflect.String:
 		var s string
 		err = json.Unmarshal(data, &s)
@@ -421,7 +473,7 @@ func (d *decoder) value(data json.RawMessage, v reflect.Value, name string) erro
 		err = json.Unmarshal(data, &f)
 		v.SetFloat(f)
 	default:
-		return fmt.Errorf("the plugin protocol cannot carry %s (%s)", name, t)
+		return fmt.Errorf("the plugin protocol cannot carry %s (%s)", name, v.Type())
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"runtime/debug"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -225,6 +226,15 @@ func checkCase(t *testing.T, h Harness, c Case) {
 	if !ok {
 		t.Fatalf("no step type %q in the schema", c.Type)
 	}
+	checkPlans(t, p, c, st)
+	applied := checkApply(t, p, c, st)
+	checkApplyEdges(t, p, c)
+	checkRevert(t, p, c, applied)
+}
+
+// checkPlans plans the case: as it is, with unknown optional attributes
+// and with every attribute sensitive.
+func checkPlans(t *testing.T, p providers.Interface, c Case, st phases.StepType) {
 	ctx := context.Background()
 	a := addr(c.Type)
 
@@ -267,9 +277,15 @@ func checkCase(t *testing.T, h Harness, c Case) {
 		assertNoCanary(t, "the plan diff", r.Diff, canaries)
 		assertNoCanary(t, "the plan diagnostics", fmt.Sprint(r.Diagnostics), canaries)
 	})
+}
 
+// checkApply applies the case and, when that succeeds, reads it after; it
+// returns the apply.
+func checkApply(t *testing.T, p providers.Interface, c Case, st phases.StepType) providers.ApplyResponse {
+	ctx := context.Background()
+	a := addr(c.Type)
 	var applied providers.ApplyResponse
-	ok = t.Run("apply", func(t *testing.T) {
+	ok := t.Run("apply", func(t *testing.T) {
 		var log bytes.Buffer
 		call(t, "Apply", func() {
 			applied = p.Apply(ctx, applyRequest(c, c.Config, &log))
@@ -297,7 +313,13 @@ func checkCase(t *testing.T, h Harness, c Case) {
 			}
 		})
 	}
+	return applied
+}
 
+// checkApplyEdges applies the case with every attribute sensitive, and
+// with a cancelled context.
+func checkApplyEdges(t *testing.T, p providers.Interface, c Case) {
+	ctx := context.Background()
 	t.Run("apply_sensitive", func(t *testing.T) {
 		cfg, canaries := markAll(c.Config)
 		var log bytes.Buffer
@@ -338,7 +360,13 @@ func checkCase(t *testing.T, h Harness, c Case) {
 			t.Fatalf("Apply with a cancelled context did not return within %v", cancelBound)
 		}
 	})
+}
 
+// checkRevert reverts the apply of a reversible case, twice (the second
+// as a resumed revert).
+func checkRevert(t *testing.T, p providers.Interface, c Case, applied providers.ApplyResponse) {
+	ctx := context.Background()
+	a := addr(c.Type)
 	if rv, isReverter := p.(providers.Reverter); isReverter && c.Reversible && applied.Inverse != nil {
 		t.Run("revert", func(t *testing.T) {
 			var r providers.RevertResponse
@@ -451,14 +479,7 @@ func assertNoCanary(t *testing.T, where, text string, canaries []string) {
 	}
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // SameAttributes reports, as errors of t, where got differs from want:
 // a missing or extra attribute, or one whose type, Required, Sensitive or

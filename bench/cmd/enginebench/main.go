@@ -122,39 +122,21 @@ func (b *bench) overhead() error {
 			return err
 		}
 
-		dir := filepath.Join(b.tmp, fmt.Sprintf("exec-%d", rep))
-		log = filepath.Join(dir, "steps.log")
-		if err := gen.ExecLevels(dir, b.steps, b.width, log); err != nil {
-			return err
-		}
-		fmt.Fprintf(os.Stderr, "overhead %d/%d: migrate run\n", rep+1, b.reps)
-		res, err := b.migrate("run", "--all", "--auto-approve", "--parallelism", fmt.Sprint(b.width), "--runbook", dir)
+		wall, err := b.migrateExec(fmt.Sprintf("exec-%d", rep), fmt.Sprintf("overhead %d/%d: migrate run", rep+1, b.reps))
 		if err != nil {
 			return err
 		}
-		migT = append(migT, res.wall)
-		if err := checkLog(log, b.steps); err != nil {
-			return err
-		}
+		migT = append(migT, wall)
 
 		if b.etcdc == nil {
 			continue
 		}
-		dir = filepath.Join(b.tmp, fmt.Sprintf("exec-etcd-%d", rep))
-		log = filepath.Join(dir, "steps.log")
-		if err := gen.ExecLevels(dir, b.steps, b.width, log); err != nil {
-			return err
-		}
-		fmt.Fprintf(os.Stderr, "overhead %d/%d: migrate run, state in etcd\n", rep+1, b.reps)
-		res, err = b.migrate("run", "--all", "--auto-approve", "--parallelism", fmt.Sprint(b.width), "--runbook", dir,
+		wall, err = b.migrateExec(fmt.Sprintf("exec-etcd-%d", rep), fmt.Sprintf("overhead %d/%d: migrate run, state in etcd", rep+1, b.reps),
 			"--backend", b.etcdc.url(fmt.Sprintf("bench/exec-%d", rep)))
 		if err != nil {
 			return err
 		}
-		etcdT = append(etcdT, res.wall)
-		if err := checkLog(log, b.steps); err != nil {
-			return err
-		}
+		etcdT = append(etcdT, wall)
 	}
 	mi, mm := median(idealT), median(migT)
 	ratio := float64(mm) / float64(mi)
@@ -170,6 +152,30 @@ func (b *bench) overhead() error {
 		b.add(row{"  etcd / local backend (medians)", fmt.Sprintf("%.2fx", r), "<= 1.5x", verdict(r <= 1.5)})
 	}
 
+	return b.terraformApply(mm)
+}
+
+// migrateExec writes the exec DAG into b.tmp/name and runs it with
+// migrate (extra arguments added), saying what on stderr; it returns the
+// wall time.
+func (b *bench) migrateExec(name, what string, extra ...string) (time.Duration, error) {
+	dir := filepath.Join(b.tmp, name)
+	log := filepath.Join(dir, "steps.log")
+	if err := gen.ExecLevels(dir, b.steps, b.width, log); err != nil {
+		return 0, err
+	}
+	fmt.Fprintln(os.Stderr, what)
+	args := append([]string{"run", "--all", "--auto-approve", "--parallelism", fmt.Sprint(b.width), "--runbook", dir}, extra...)
+	res, err := b.migrate(args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.wall, checkLog(log, b.steps)
+}
+
+// terraformApply runs the exec DAG through terraform, against mm, the
+// median of migrate's runs.
+func (b *bench) terraformApply(mm time.Duration) error {
 	if !b.terraform {
 		b.notes = append(b.notes, "terraform comparison skipped (-terraform=false)")
 		return nil

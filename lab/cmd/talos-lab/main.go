@@ -39,43 +39,9 @@ func main() {
 }
 
 func run() error {
-	var opts talosnode.Options
-
-	listen := flag.String("listen", "127.0.0.1:50000", "address to serve the Talos machine API on")
-	flag.StringVar(&opts.Dir, "dir", "", "working directory (secrets.yaml, talosconfig, node state); required")
-	flag.StringVar(&opts.Version, "talos-version", talosnode.DefaultVersion, "Talos version the node runs (first start only; later starts keep the installed version)")
-	flag.StringVar(&opts.KubernetesVersion, "kubernetes-version", "", "Kubernetes version of the initial machine config (default: machinery's default)")
-	flag.StringVar(&opts.Hostname, "hostname", talosnode.DefaultHostname, "node hostname")
-	flag.StringVar(&opts.ClusterName, "cluster-name", talosnode.DefaultClusterName, "cluster name of the initial machine config")
-	flag.StringVar(&opts.Endpoint, "endpoint", talosnode.DefaultEndpoint, "Kubernetes control plane endpoint of the initial machine config")
-	flag.DurationVar(&opts.RebootDuration, "reboot-duration", time.Second, "how long a simulated reboot keeps the API unavailable")
-	flag.BoolVar(&opts.Maintenance, "maintenance", false, "without an installed config, start in maintenance mode (booted from the ISO) and wait for the first config")
-	flag.Func("disk", "a disk of the machine, repeatable: name=/dev/sdb,size=150GiB[,model=...,serial=...,wwid=...,transport=...,readonly=true,cdrom=true,rotational=true] (default: "+talosnode.DefaultDisks[0].Name+" "+talosnode.DefaultDisks[0].Size+")", func(s string) error {
-		d, err := talosnode.ParseDisk(s)
-		opts.Disks = append(opts.Disks, d)
-
+	opts, listen, err := parseFlags()
+	if err != nil {
 		return err
-	})
-	disksFile := flag.String("disks-file", "", "YAML list of disks (keys as for --disk), instead of --disk")
-	flag.Parse()
-
-	if *disksFile != "" {
-		if len(opts.Disks) > 0 {
-			return fmt.Errorf("--disk and --disks-file exclude each other")
-		}
-
-		disks, err := talosnode.LoadDisks(*disksFile)
-		if err != nil {
-			return err
-		}
-
-		opts.Disks = disks
-	}
-
-	if opts.Dir == "" {
-		flag.Usage()
-
-		return fmt.Errorf("--dir is required")
 	}
 
 	ready := filepath.Join(opts.Dir, "ready")
@@ -89,7 +55,7 @@ func run() error {
 		return err
 	}
 
-	if err = node.Start(*listen); err != nil {
+	if err = node.Start(listen); err != nil {
 		return err
 	}
 
@@ -120,6 +86,49 @@ func run() error {
 	fmt.Println("talos-lab: stopping")
 
 	return nil
+}
+
+// parseFlags reads the node's options and the address to listen on.
+func parseFlags() (opts talosnode.Options, listen string, _ error) {
+
+	listenFlag := flag.String("listen", "127.0.0.1:50000", "address to serve the Talos machine API on")
+	flag.StringVar(&opts.Dir, "dir", "", "working directory (secrets.yaml, talosconfig, node state); required")
+	flag.StringVar(&opts.Version, "talos-version", talosnode.DefaultVersion, "Talos version the node runs (first start only; later starts keep the installed version)")
+	flag.StringVar(&opts.KubernetesVersion, "kubernetes-version", "", "Kubernetes version of the initial machine config (default: machinery's default)")
+	flag.StringVar(&opts.Hostname, "hostname", talosnode.DefaultHostname, "node hostname")
+	flag.StringVar(&opts.ClusterName, "cluster-name", talosnode.DefaultClusterName, "cluster name of the initial machine config")
+	flag.StringVar(&opts.Endpoint, "endpoint", talosnode.DefaultEndpoint, "Kubernetes control plane endpoint of the initial machine config")
+	flag.DurationVar(&opts.RebootDuration, "reboot-duration", time.Second, "how long a simulated reboot keeps the API unavailable")
+	flag.BoolVar(&opts.Maintenance, "maintenance", false, "without an installed config, start in maintenance mode (booted from the ISO) and wait for the first config")
+	flag.Func("disk", "a disk of the machine, repeatable: name=/dev/sdb,size=150GiB[,model=...,serial=...,wwid=...,transport=...,readonly=true,cdrom=true,rotational=true] (default: "+talosnode.DefaultDisks[0].Name+" "+talosnode.DefaultDisks[0].Size+")", func(s string) error {
+		d, err := talosnode.ParseDisk(s)
+		opts.Disks = append(opts.Disks, d)
+
+		return err
+	})
+	disksFile := flag.String("disks-file", "", "YAML list of disks (keys as for --disk), instead of --disk")
+	flag.Parse()
+
+	if *disksFile != "" {
+		if len(opts.Disks) > 0 {
+			return opts, "", fmt.Errorf("--disk and --disks-file exclude each other")
+		}
+
+		disks, err := talosnode.LoadDisks(*disksFile)
+		if err != nil {
+			return opts, "", err
+		}
+
+		opts.Disks = disks
+	}
+
+	if opts.Dir == "" {
+		flag.Usage()
+
+		return opts, "", fmt.Errorf("--dir is required")
+	}
+
+	return opts, *listenFlag, nil
 }
 
 func printInstalled(node *talosnode.Node, hostname string) {

@@ -43,6 +43,9 @@ type (
 	stateInv   = *sdk.Inverse[stateInverse]
 )
 
+// InstanceState is the name of the incus_instance_state step type.
+const InstanceState = "incus_instance_state"
+
 var stateStep = &sdk.StepType[*conn, stateSpec, struct{}, stateInverse]{
 	Name:        InstanceState,
 	Description: "Stops or starts an instance: gracefully with a timeout (force only when force_after is set), optionally after a snapshot; a stopped instance is kept for rollback, which starts it again.",
