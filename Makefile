@@ -11,7 +11,8 @@ SETUP_LOG ?= $(or $(TMPDIR),/tmp)/migrate-setup.log
 
 .PHONY: build test test-incus-lab race services services-down modules unit lint vet fmt-check depcheck bench fuzz golden demo lab clean
 
-## build: migrate, the provider programs and the lab (migrate-lab) beside it, and the lab's Talos node.
+## build: migrate, the provider programs beside it, and the lab: migrate-lab (the lab home server and
+## its demo) and the lab's Talos node.
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/migrate ./cmd/migrate-provider-talos ./cmd/migrate-provider-helm ./cmd/migrate-lab ./lab/cmd/talos-lab
 
@@ -91,10 +92,11 @@ fuzz:
 golden:
 	$(GO) test -count=1 ./... -update
 
-## demo: migrate demo: the whole move of examples/homelab against the lab
-## home server, a failure, the resumed run, the rollback (see README.md).
+## demo: migrate-lab demo: the whole move of examples/homelab, driven with
+## bin/migrate against the lab home server, a failure, the resumed run, the
+## rollback (see README.md).
 demo: build
-	./bin/migrate demo $(DEMO_FLAGS)
+	./bin/migrate-lab demo $(DEMO_FLAGS)
 
 ## lab: the lab's Talos node in the foreground (Ctrl-C stops it), in $(LAB_DIR).
 lab: build

@@ -15,6 +15,9 @@
 # Prints KUBECONFIG=PATH and KUBE_VERSION=... on stdout.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+# The build script and the lab's kwok stages live with the lab's control
+# plane (lab/kubecp), which carries them inside migrate-lab.
+kubecp=$here/../lab/kubecp
 lab=${KUBE_LAB_DIR:-/var/lib/migrate-lab/kube}
 etcd_port=${KUBE_ETCD_PORT:-23790}
 api_port=${KUBE_API_PORT:-16443}
@@ -55,7 +58,7 @@ alive() {
 }
 
 # 1-2. etcd and the Kubernetes binaries, built once.
-bin=$("$here/build-kube.sh")
+bin=$(bash "$kubecp/build-kube.sh")
 
 # 3. PKI: a CA, the API server's serving cert for 127.0.0.1, an admin
 #    client cert in system:masters, the service-account key pair.
@@ -207,14 +210,14 @@ if ! api "https://127.0.0.1:$api_port/api/v1/nodes/$node_name" >/dev/null 2>&1; 
 NODE
 fi
 # The stages kwok plays: kwok's own (node ready, pods ready, Job pods
-# complete) and ours in scripts/kwok-stages (a pod that fails on demand).
+# complete) and ours in lab/kubecp/kwok-stages (a pod that fails on demand).
 # --node-lease-duration-seconds: kwok renews the node's Lease, as a kubelet
 # does. Without it the node's only heartbeat is the stage's status update
 # every 10-20 minutes, the node lifecycle controller marks the node (and
 # its pods) not ready in between, and a ready Deployment flaps.
 kwok_args=(--kubeconfig "$kubeconfig" --manage-single-node "$node_name" --node-lease-duration-seconds 40)
 stage_files=()
-for f in "$bin"/kwok-stages/*.yaml "$here"/kwok-stages/*.yaml; do
+for f in "$bin"/kwok-stages/*.yaml "$kubecp"/kwok-stages/*.yaml; do
 	[ -f "$f" ] && stage_files+=("$f") && kwok_args+=(-c "$f")
 done
 # What kwok runs with: the content of its stages (not their paths: a

@@ -6,4 +6,7 @@
 //
 // Views never see a sensitive value in clear: the engine redacts events and
 // plans before they arrive, and views print nothing else of a runbook.
+//
+// The lab's program, migrate-lab, speaks through views too (demo.go): the
+// demo's narration, and what its serve and env commands print.
 package views

@@ -1,95 +1,112 @@
-// Command migrate-lab is the lab home server (package lab/home) as a
-// program of its own: `migrate lab serve` runs it, found like the provider
-// programs (beside migrate, or in PATH), so that migrate itself does not
-// link the lab's Talos and Kubernetes libraries.
+// Command migrate-lab is the lab: the stand-in for a home server that the
+// tests and the demo migrate (package lab/home), as a program of its own,
+// so that migrate itself links none of the lab's Talos and Kubernetes
+// libraries and carries no test fixture.
 //
-//	migrate-lab --dir D [--address-block B]     # serves until SIGINT/SIGTERM
+//	migrate-lab serve [--dir D] [--address-block B]   # serves until SIGINT/SIGTERM
+//	migrate-lab env [--dir D]                         # export lines for eval
+//	migrate-lab demo [--dir D] [--keep] [--address-block B] [--no-color]
 //
-// SIGUSR1 makes the Matrix federation endpoint fail (503), as a homeserver
-// unreachable from the internet; SIGUSR2 heals it. `migrate demo` injects
-// its failure so; a person can too (kill -USR1 PID).
+// The demo drives the migrate program beside migrate-lab (or in PATH), as
+// a person would, against a lab it serves itself.
+//
+// SIGUSR1 to a serving lab makes the Matrix federation endpoint fail
+// (503), as a homeserver unreachable from the internet; SIGUSR2 heals it.
+// `migrate-lab demo` injects its failure so; a person can too (kill -USR1
+// PID).
 package main
 
 import (
-	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
-	"os/signal"
-	"strings"
-	"syscall"
 
-	"github.com/homelab-migrate/migrate/lab/home"
-	"github.com/homelab-migrate/migrate/lab/kubecp"
-	"github.com/homelab-migrate/migrate/lab/labenv"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/homelab-migrate/migrate/views"
+)
+
+// Exit codes, as migrate's.
+const (
+	exitError       = 1
+	exitInterrupted = 130
 )
 
 func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "Error:", err)
-		os.Exit(1)
+	a := &app{}
+	root := a.rootCommand()
+	root.SetArgs(os.Args[1:])
+	if err := root.Execute(); err != nil {
+		a.view().Error(err)
+		code := exitError
+		var ce *codeError
+		if errors.As(err, &ce) {
+			code = ce.code
+		}
+		os.Exit(code)
 	}
 }
 
-func run() error {
-	dir := flag.String("dir", "", "the lab's directory; required")
-	block := flag.Int("address-block", 0, "the VMs get addresses 127.B.1.N (0: 127.0.1.N)")
-	flag.Parse()
-	if *dir == "" || flag.NArg() > 0 {
-		return errors.New("usage: migrate-lab --dir D [--address-block B]")
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if _, err := labenv.Read(*dir); err == nil {
-		return fmt.Errorf("a lab already runs in %s: stop it first, or give another --dir", *dir)
-	}
-	h, err := home.Start(ctx, home.Options{Dir: *dir, Log: logWriter{}, AddressBlock: *block})
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	// The first bootstrap needs the Kubernetes binaries: build them now
-	// (once, cached) rather than while a phase waits for them.
-	go func() {
-		logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "lab: "+format+"\n", args...) }
-		if dir, err := kubecp.Binaries(ctx, logf); err != nil && ctx.Err() == nil {
-			logf("the Kubernetes binaries could not be built: %v (a Talos VM's bootstrap will try again)", err)
-		} else if err == nil {
-			logf("the Kubernetes binaries are ready in %s", dir) // migrate demo waits for this line
-		}
-	}()
-	faults := make(chan os.Signal, 1)
-	signal.Notify(faults, syscall.SIGUSR1, syscall.SIGUSR2)
-	go func() {
-		for sig := range faults {
-			h.FailFederation(sig == syscall.SIGUSR1)
-			if sig == syscall.SIGUSR1 {
-				fmt.Fprintf(os.Stderr, "lab: the federation endpoint %s now fails (SIGUSR1)\n", h.MatrixURL()+home.FederationPath)
-			} else {
-				fmt.Fprintf(os.Stderr, "lab: the federation endpoint %s answers again (SIGUSR2)\n", h.MatrixURL()+home.FederationPath)
-			}
-		}
-	}()
-	envFlag := ""
-	if *dir != labenv.DefaultDir() {
-		envFlag = " --dir " + *dir
-	}
-	fmt.Printf("The lab is up in %s: the Incus host on %s (old VMs services, matrix, k3s), data in %s.\n", h.Dir(), h.Socket(), h.DataDir())
-	fmt.Printf("In another shell, to drive examples/homelab against it:\n\n  eval \"$(migrate lab env%s)\"\n\nCtrl-C stops it.\n", envFlag)
-	<-ctx.Done()
-	fmt.Println("Stopping the lab: the Talos VMs, then the Incus host.")
-	return h.Close()
+// codeError carries an exit code other than 1.
+type codeError struct {
+	code int
+	err  error
 }
 
-// logWriter writes the lab's log lines to stderr.
-type logWriter struct{}
+func (e *codeError) Error() string { return e.err.Error() }
+func (e *codeError) Unwrap() error { return e.err }
 
-func (logWriter) Write(p []byte) (int, error) {
-	for _, l := range strings.SplitAfter(string(p), "\n") {
-		if l != "" {
-			fmt.Fprint(os.Stderr, "lab: "+l)
-		}
+// app holds the global flags and the view.
+type app struct {
+	noColor bool
+	v       *views.View
+}
+
+const rootHelp = `migrate-lab is the lab home server that migrate's tests and its demo
+migrate: an Incus host holding the old VMs (services, matrix, k3s), whose
+VMs booted from the Talos ISO become Talos nodes (a real Kubernetes after
+their bootstrap), the host's data directory, the Talos ISO and a Matrix
+federation endpoint, in one process. It is a test fixture, not a part of
+migrate.`
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "migrate-lab",
+		Short:         "The lab home server of migrate's tests and demo",
+		Long:          rootHelp,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return errors.New("usage: migrate-lab serve|env|demo [flags] (migrate-lab --help says more)")
+		},
 	}
-	return len(p), nil
+	root.PersistentFlags().BoolVar(&a.noColor, "no-color", false, "do not color the output")
+	root.AddCommand(a.serveCommand(), a.envCommand(), a.demoCommand())
+	return root
+}
+
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+
+func (a *app) colorOn(f *os.File) bool {
+	return !a.noColor && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb" && isTerminal(f)
+}
+
+// view is where everything but the lab's log goes.
+func (a *app) view() *views.View {
+	if a.v == nil {
+		a.v = views.New(views.Options{
+			Stdout:   os.Stdout,
+			Stderr:   os.Stderr,
+			Color:    a.colorOn(os.Stdout),
+			ErrColor: a.colorOn(os.Stderr),
+		})
+	}
+	return a.v
+}
+
+// logf writes a line of the lab's log on stderr.
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "lab: "+format+"\n", args...)
 }

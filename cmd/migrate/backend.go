@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -244,4 +245,52 @@ func (a *app) unlock(ctx context.Context, b *phases.BackendConfig, id string) er
 		return err
 	}
 	return state.Unlock(dir, id)
+}
+
+// openState opens the state of the runbook (its backend block, unless
+// --backend or MIGRATE_BACKEND say otherwise) read-only, or with the lock
+// for a command that writes.
+func (a *app) openState(ctx context.Context, rb *phases.Runbook, writable bool) (stateStore, *phases.BackendConfig, error) {
+	b, err := a.backendFor(rb)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := a.openBackend(ctx, b, writable)
+	return st, b, err
+}
+
+// closeState persists and unlocks; a failure is shown at once and turns
+// success into exit code 1.
+func (a *app) closeState(st io.Closer, err *error) {
+	if cerr := st.Close(); cerr != nil {
+		a.view().Error(fmt.Errorf("saving the state: %w", cerr))
+		if *err == nil {
+			*err = reported(exitError)
+		}
+	}
+}
+
+// commandLine is the command recorded in the lock: the values of --var
+// are left out, as they may be secrets.
+func commandLine(args []string) string {
+	out := make([]string, 0, len(args))
+	hide := false
+	for i, s := range args {
+		switch {
+		case i == 0:
+			s = filepath.Base(s)
+		case hide:
+			name, _, _ := strings.Cut(s, "=")
+			s = name + "=…"
+			hide = false
+		case s == "--var" || s == "-var":
+			hide = true
+		case strings.HasPrefix(s, "--var=") || strings.HasPrefix(s, "-var="):
+			flag, val, _ := strings.Cut(s, "=")
+			name, _, _ := strings.Cut(val, "=")
+			s = flag + "=" + name + "=…"
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, " ")
 }

@@ -1,6 +1,15 @@
 // Command migrate plans, runs and rolls back home-lab migrations written as
 // HCL runbooks. Each command lives in its own file: it parses its flags,
-// calls the engine and hands the result to a view (package views).
+// calls the engine and hands the result to a view (package views). What
+// the commands share is apart, one concern a file: app.go (the global
+// flags, the view, the logger), registry.go (the providers), runbook.go
+// (loading the runbook, making the engine), backend.go (where the state
+// lives), session.go (what run and rollback share), signals.go (Ctrl-C,
+// SIGTERM, SIGHUP) and prompt.go (the questions asked at the terminal).
+//
+// It carries no lab: the lab home server and the demo are the program
+// migrate-lab (cmd/migrate-lab), and tests/deps keeps this package from
+// importing lab/ or examples.
 package main
 
 import (

@@ -44,8 +44,6 @@ func (a *app) rootCommand() *cobra.Command {
 		a.docsCommand(),
 		a.stateCommand(),
 		a.secretsCommand(),
-		a.labCommand(),
-		a.demoCommand(),
 		a.versionCommand(),
 	)
 	return root

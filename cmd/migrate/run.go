@@ -72,13 +72,9 @@ func (a *app) run(o runFlags) (err error) {
 	if err := o.check(); err != nil {
 		return err
 	}
-	approve := map[phases.Address]bool{}
-	for _, s := range o.approve {
-		addr, err := phases.ParseAddress(s)
-		if err != nil {
-			return fmt.Errorf("--approve: %w", err)
-		}
-		approve[addr] = true
+	approve, err := parseApprovals(o.approve)
+	if err != nil {
+		return err
 	}
 	// A plan that cannot be read is refused before anything is opened.
 	var plan *engine.Plan
@@ -148,6 +144,19 @@ func (a *app) run(o runFlags) (err error) {
 	}
 	rv.Finish()
 	return interrupted(stop, err)
+}
+
+// parseApprovals reads the addresses of --approve.
+func parseApprovals(args []string) (map[phases.Address]bool, error) {
+	approve := map[phases.Address]bool{}
+	for _, s := range args {
+		addr, err := phases.ParseAddress(s)
+		if err != nil {
+			return nil, fmt.Errorf("--approve: %w", err)
+		}
+		approve[addr] = true
+	}
+	return approve, nil
 }
 
 // warnApprovals points out --approve addresses the plan does not run.

@@ -152,29 +152,8 @@ func (a *app) editSecret(path string, recipientFlags []string) error {
 	if err := os.WriteFile(tmp, clear, 0o600); err != nil {
 		return err
 	}
-	editor := editorCommand()
-	cmd := exec.Command(editor[0], append(editor[1:], tmp)...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = providers.Environ()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting the editor %s: %w ($EDITOR names it)", editor[0], err)
-	}
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		for {
-			select {
-			case <-done:
-				return
-			case sig := <-sigs:
-				if sig != os.Interrupt {
-					cmd.Process.Signal(sig)
-				}
-			}
-		}
-	}()
-	if err := cmd.Wait(); err != nil {
-		return fmt.Errorf("the editor %s failed (%v): %s is left as it was", editor[0], err, path)
+	if err := runEditor(tmp, path, sigs); err != nil {
+		return err
 	}
 	edited, err := os.ReadFile(tmp)
 	if err != nil {
@@ -197,6 +176,37 @@ func (a *app) editSecret(path string, recipientFlags []string) error {
 		return err
 	}
 	a.view().Note("Saved %s, sealed to %d recipient(s).", path, len(rs))
+	return nil
+}
+
+// runEditor runs the editor on file, the clear text of the sealed path,
+// passing on the signals of sigs but Ctrl-C (the editor has it from its
+// terminal).
+func runEditor(file, path string, sigs <-chan os.Signal) error {
+	editor := editorCommand()
+	cmd := exec.Command(editor[0], append(editor[1:], file)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = providers.Environ()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting the editor %s: %w ($EDITOR names it)", editor[0], err)
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case sig := <-sigs:
+				if sig != os.Interrupt {
+					cmd.Process.Signal(sig)
+				}
+			}
+		}
+	}()
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("the editor %s failed (%v): %s is left as it was", editor[0], err, path)
+	}
 	return nil
 }
 

@@ -1,5 +1,5 @@
-// Package home is the lab home server of `migrate lab serve` (the program
-// cmd/migrate-lab) and the demo:
+// Package home is the lab home server of `migrate-lab serve` (the program
+// cmd/migrate-lab) and its demo:
 // the lab's Incus host (lab/incushost) holding the brief's three old VMs,
 // whose VMs booted from the Talos ISO become lab Talos nodes
 // (lab/talosvm, with a real Kubernetes after the bootstrap), the host's
@@ -14,7 +14,7 @@
 // what INCUS_DIR points the incus provider at), data/ (the host's data,
 // the example's zfs_data, shared into the VMs), images/ (the Talos ISO: an
 // empty placeholder, the lab boots no real image), lab.env (Env, for
-// `migrate lab env`: lab/labenv; removed by Close) and events.jsonl
+// `migrate-lab env`: lab/labenv; removed by Close) and events.jsonl
 // (EventsFile: the effects the lab made, one JSON line each, appended:
 // every command started in an instance, every etcd bootstrap of a Talos
 // VM, every Job pod its Kubernetes ran; ReadEvents reads it, and a test

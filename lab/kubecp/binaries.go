@@ -4,33 +4,39 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"embed"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
 )
 
-// scriptsDir is the checkout's scripts/ (this file is lab/kubecp/binaries.go).
-func scriptsDir() string {
-	_, file, _, _ := runtime.Caller(0) //nolint:dogsled
-
-	return filepath.Join(filepath.Dir(file), "..", "..", "scripts")
-}
+// The build script and the lab's own kwok stages travel inside the
+// program that links this package: a migrate-lab moved away from its
+// checkout still builds and runs its cluster. scripts/kube-up.sh runs the
+// same files from the checkout.
+var (
+	//go:embed build-kube.sh
+	buildKube []byte
+	//go:embed kwok-stages/*.yaml
+	kwokStages embed.FS
+)
 
 var (
 	binMu sync.Mutex
 	// buildScript and progressEvery are variables for the tests.
-	buildScript   = filepath.Join(scriptsDir(), "build-kube.sh")
+	buildScript   = buildKube
 	progressEvery = 30 * time.Second
 )
 
 // Binaries returns the directory of etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler and kwok, building them with
-// scripts/build-kube.sh the first time (minutes on two cores; cached
+// build-kube.sh (embedded) the first time (minutes on two cores; cached
 // afterwards). The build's progress and how long it took go to log.
 // MIGRATE_KUBE_BIN names a directory of ready binaries instead.
 //
@@ -84,9 +90,23 @@ func Binaries(ctx context.Context, log func(format string, args ...any)) (string
 	}
 }
 
+// build runs the build script, written to a temporary file, and returns
+// the directory it prints.
 func build(log func(format string, args ...any)) (string, error) {
-	script := buildScript
-	cmd := exec.Command(script) //nolint:gosec
+	tmp, err := os.MkdirTemp("", "migrate-build-kube-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+
+	script := filepath.Join(tmp, "build-kube.sh")
+	if err = os.WriteFile(script, buildScript, 0o600); err != nil {
+		return "", err
+	}
+
+	// Run by bash, not executed: a file just written cannot be executed
+	// while a process forked meanwhile still holds it open (ETXTBSY).
+	cmd := exec.Command("bash", script) //nolint:gosec
 
 	var stdout bytes.Buffer
 
@@ -99,21 +119,46 @@ func build(log func(format string, args ...any)) (string, error) {
 
 	start := time.Now()
 	if err = cmd.Start(); err != nil {
-		return "", fmt.Errorf("kubecp: %s: %w", script, err)
+		return "", fmt.Errorf("kubecp: build-kube.sh: %w", err)
 	}
 
-	// The script says what it builds on stderr; while it builds, say
-	// that it still does.
-	building := make(chan struct{}, 1)
-	done := make(chan struct{})
+	p := startProgress(log, start)
+	lines := p.follow(stderr)
+	err = cmd.Wait()
+
+	p.stop()
+
+	if err != nil {
+		return "", fmt.Errorf("kubecp: build-kube.sh failed: %w\n%s", err, strings.Join(lines, "\n"))
+	}
+
+	dir := strings.TrimSpace(stdout.String())
+	if p.built {
+		log("kubecp: binaries built in %s, cached in %s", time.Since(start).Round(time.Second), dir)
+	}
+
+	return dir, nil
+}
+
+// progress says what a build does: the script's lines, that it builds
+// (once), and every progressEvery that it still does.
+type progress struct {
+	log      func(format string, args ...any)
+	start    time.Time
+	building chan struct{}
+	done     chan struct{}
+	ticker   sync.WaitGroup
+	built    bool // the script said it builds something
+}
+
+func startProgress(log func(format string, args ...any), start time.Time) *progress {
+	p := &progress{log: log, start: start, building: make(chan struct{}, 1), done: make(chan struct{})}
 	every := progressEvery
 
-	var progress sync.WaitGroup
-
-	progress.Add(1)
+	p.ticker.Add(1)
 
 	go func() {
-		defer progress.Done()
+		defer p.ticker.Done()
 
 		tick := time.NewTicker(every)
 		defer tick.Stop()
@@ -121,9 +166,9 @@ func build(log func(format string, args ...any)) (string, error) {
 		seen := false
 		for {
 			select {
-			case <-done:
+			case <-p.done:
 				return
-			case <-building:
+			case <-p.building:
 				seen = true
 			case <-tick.C:
 				if seen {
@@ -133,7 +178,12 @@ func build(log func(format string, args ...any)) (string, error) {
 		}
 	}()
 
-	built := false
+	return p
+}
+
+// follow logs the script's stderr (it says there what it builds) until
+// it ends, and returns its lines.
+func (p *progress) follow(stderr io.Reader) []string {
 	var lines []string
 
 	sc := bufio.NewScanner(stderr)
@@ -142,33 +192,46 @@ func build(log func(format string, args ...any)) (string, error) {
 		lines = append(lines, line)
 
 		if strings.Contains(line, "building") {
-			if !built {
-				log("kubecp: first run: building the control plane's binaries from the Go module proxy, once (they are cached)")
+			if !p.built {
+				p.log("kubecp: first run: building the control plane's binaries from the Go module proxy, once (they are cached)")
 			}
 
-			built = true
+			p.built = true
 
 			select {
-			case building <- struct{}{}:
+			case p.building <- struct{}{}:
 			default:
 			}
 		}
 
-		log("%s", line)
+		p.log("%s", line)
 	}
 
-	err = cmd.Wait()
-	close(done)
-	progress.Wait()
+	return lines
+}
 
+func (p *progress) stop() {
+	close(p.done)
+	p.ticker.Wait()
+}
+
+// stageFiles are the lab's own kwok stages (a pod that fails on demand),
+// by their path under Config.Dir.
+func stageFiles() (map[string][]byte, error) {
+	files := map[string][]byte{}
+	names, err := fs.Glob(kwokStages, "kwok-stages/*.yaml")
 	if err != nil {
-		return "", fmt.Errorf("kubecp: %s failed: %w\n%s", script, err, strings.Join(lines, "\n"))
+		return nil, err
 	}
 
-	dir := strings.TrimSpace(stdout.String())
-	if built {
-		log("kubecp: binaries built in %s, cached in %s", time.Since(start).Round(time.Second), dir)
+	for _, n := range names {
+		b, err := kwokStages.ReadFile(n)
+		if err != nil {
+			return nil, err
+		}
+
+		files[n] = b
 	}
 
-	return dir, nil
+	return files, nil
 }

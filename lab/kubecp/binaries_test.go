@@ -35,15 +35,10 @@ func (l *logBuf) String() string {
 // one takes many minutes.)
 func TestBinariesLog(t *testing.T) {
 	dir := t.TempDir()
-	script := filepath.Join(dir, "build.sh")
 	body := "#!/bin/sh\nif [ ! -e " + dir + "/built ]; then echo 'build-kube: building etcd v3.6.9 (a minute or two, once)' >&2; sleep 1; touch " + dir + "/built; fi\necho " + dir + "\n"
 
-	if err := os.WriteFile(script, []byte(body), 0o755); err != nil { //nolint:gosec
-		t.Fatal(err)
-	}
-
 	oldScript, oldEvery := buildScript, progressEvery
-	buildScript, progressEvery = script, 200*time.Millisecond
+	buildScript, progressEvery = []byte(body), 200*time.Millisecond
 
 	t.Cleanup(func() { buildScript, progressEvery = oldScript, oldEvery })
 
@@ -70,15 +65,10 @@ func TestBinariesLog(t *testing.T) {
 // would stay in the cache): the next call gets what it built.
 func TestBinariesCancelled(t *testing.T) {
 	dir := t.TempDir()
-	script := filepath.Join(dir, "build.sh")
 	body := "#!/bin/sh\nif [ ! -e " + dir + "/built ]; then echo 'build-kube: building' >&2; sleep 1; touch " + dir + "/built; fi\necho " + dir + "\n"
 
-	if err := os.WriteFile(script, []byte(body), 0o755); err != nil { //nolint:gosec
-		t.Fatal(err)
-	}
-
 	oldScript := buildScript
-	buildScript = script
+	buildScript = []byte(body)
 
 	t.Cleanup(func() { buildScript = oldScript })
 
@@ -119,6 +109,48 @@ func TestStartBadInput(t *testing.T) {
 	} {
 		if _, err := Start(context.Background(), tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Start(%+v): %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+}
+
+// A failed build says so with what the script said.
+func TestBinariesFailed(t *testing.T) {
+	oldScript := buildScript
+	buildScript = []byte("#!/bin/sh\necho 'build-kube: failed: go mod tidy' >&2\nexit 3\n")
+
+	t.Cleanup(func() { buildScript = oldScript })
+
+	_, err := Binaries(context.Background(), t.Logf)
+	if err == nil || !strings.Contains(err.Error(), "build-kube.sh failed") || !strings.Contains(err.Error(), "build-kube: failed: go mod tidy") {
+		t.Fatalf("a failing build: %v", err)
+	}
+}
+
+// The program carries the build script and the lab's kwok stages (no
+// path into a checkout), and scripts/kube-up.sh runs the same files.
+func TestEmbeddedFiles(t *testing.T) {
+	onDisk, err := os.ReadFile("build-kube.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if !strings.HasPrefix(string(buildKube), "#!/usr/bin/env bash\n") || string(buildKube) != string(onDisk) {
+		t.Errorf("the embedded build script is not build-kube.sh (%d bytes)", len(buildKube))
+	}
+
+	stages, err := stageFiles()
+	if err != nil || len(stages["kwok-stages/pod-fail.yaml"]) == 0 {
+		t.Errorf("the embedded kwok stages: %v %v", stages, err)
+	}
+
+	up, err := os.ReadFile("../../scripts/kube-up.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, want := range []string{`kubecp=$here/../lab/kubecp`, `"$kubecp/build-kube.sh"`, `"$kubecp"/kwok-stages/*.yaml`} {
+		if !strings.Contains(string(up), want) {
+			t.Errorf("scripts/kube-up.sh does not use lab/kubecp's files: no %s", want)
 		}
 	}
 }

@@ -4,7 +4,9 @@
 // kube-scheduler and kwok (the node's kubelet: it registers no container
 // runtime, it turns the Node Ready and pods Running; the commands of Job
 // pods run in lab/sandbox, see below) are the binaries
-// scripts/build-kube.sh builds from the Go module proxy into a cache,
+// build-kube.sh (beside this file, embedded: the program carries it, and
+// scripts/kube-up.sh runs it from the checkout) builds from the Go module
+// proxy into a cache,
 // once (Binaries).
 //
 // Start runs them on one loopback address, as on a Talos control plane
@@ -27,7 +29,7 @@
 // to the node's): kwok turns the node's pods Running but runs nothing, so
 // the control plane itself (jobs.go) polls the Running pods of its node
 // that a Job owns (every 300ms; not those annotated migrate.test/fail,
-// which scripts/kwok-stages/pod-fail.yaml fails) and runs each container's
+// which kwok-stages/pod-fail.yaml, embedded too, fails) and runs each container's
 // command and args, init containers first, one after the other, each in
 // lab/sandbox: chrooted in its own directory under Dir/pods/UID, with the
 // host's /usr, the pod's volumes at their mountPaths and its env values

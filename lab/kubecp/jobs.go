@@ -81,7 +81,7 @@ func (c *ControlPlane) runPods(ctx context.Context) {
 				}
 
 				if _, fails := pod.Annotations["migrate.test/fail"]; fails {
-					continue // the pod-fail stage's (scripts/kwok-stages)
+					continue // the pod-fail stage's (kwok-stages/)
 				}
 
 				podCtx, cancel := context.WithCancel(ctx)

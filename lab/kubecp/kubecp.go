@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -181,8 +182,8 @@ func (c *ControlPlane) start(ctx context.Context) error {
 	// lifecycle controller marks the node and its pods not ready between
 	// the stage's rare status heartbeats (see scripts/kube-up.sh).
 	args := []string{"--kubeconfig", c.kubeconfig, "--manage-single-node", cfg.NodeName, "--node-lease-duration-seconds", "40"}
-	stages, _ := filepath.Glob(filepath.Join(cfg.Bin, "kwok-stages", "*.yaml"))    //nolint:errcheck
-	ours, _ := filepath.Glob(filepath.Join(scriptsDir(), "kwok-stages", "*.yaml")) //nolint:errcheck
+	stages, _ := filepath.Glob(filepath.Join(cfg.Bin, "kwok-stages", "*.yaml")) //nolint:errcheck
+	ours, _ := filepath.Glob(filepath.Join(cfg.Dir, "kwok-stages", "*.yaml"))   //nolint:errcheck // writeFiles wrote them
 
 	for _, f := range append(stages, ours...) {
 		if cfg.HostPath != nil && filepath.Base(f) == "pod-complete.yaml" {
@@ -441,7 +442,7 @@ func (c *ControlPlane) writeFiles() error {
 	cfg := c.cfg
 	pki := filepath.Join(cfg.Dir, "pki")
 
-	for _, d := range []string{pki, filepath.Join(cfg.Dir, "logs"), cfg.EtcdDir} {
+	for _, d := range []string{pki, filepath.Join(cfg.Dir, "logs"), filepath.Join(cfg.Dir, "kwok-stages"), cfg.EtcdDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return err
 		}
@@ -482,6 +483,13 @@ func (c *ControlPlane) writeFiles() error {
 			base64.StdEncoding.EncodeToString(cfg.CA.Crt),
 			base64.StdEncoding.EncodeToString(admin.CrtPEM), base64.StdEncoding.EncodeToString(admin.KeyPEM)),
 	}
+
+	stages, err := stageFiles()
+	if err != nil {
+		return err
+	}
+
+	maps.Copy(files, stages)
 
 	for name, b := range files {
 		if err = os.WriteFile(filepath.Join(cfg.Dir, name), b, 0o600); err != nil {

@@ -48,14 +48,14 @@ func Remove(dir string) { os.Remove(filepath.Join(dir, File)) }
 func Read(dir string) ([]string, error) {
 	b, err := os.ReadFile(filepath.Join(dir, File))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("no lab runs in %s (no %s there): start one with `migrate lab serve --dir %s`", dir, File, dir)
+		return nil, fmt.Errorf("no lab runs in %s (no %s there): start one with `migrate-lab serve --dir %s`", dir, File, dir)
 	}
 	if err != nil {
 		return nil, err
 	}
 	c, err := net.DialTimeout("unix", Socket(dir), 5*time.Second)
 	if err != nil {
-		return nil, fmt.Errorf("no lab runs in %s (its Incus socket does not answer: %v): start one with `migrate lab serve --dir %s`", dir, err, dir)
+		return nil, fmt.Errorf("no lab runs in %s (its Incus socket does not answer: %v): start one with `migrate-lab serve --dir %s`", dir, err, dir)
 	}
 	c.Close()
 	var env []string

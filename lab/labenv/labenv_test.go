@@ -13,7 +13,7 @@ import (
 // and refused, saying how to start a lab, when it does not.
 func TestWriteRead(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := Read(dir); err == nil || !strings.Contains(err.Error(), "migrate lab serve --dir "+dir) {
+	if _, err := Read(dir); err == nil || !strings.Contains(err.Error(), "migrate-lab serve --dir "+dir) {
 		t.Errorf("Read without a lab: %v", err)
 	}
 	env := []string{"A=1", "B=x=y z"}

@@ -25,7 +25,7 @@
 // After the bootstrap, the node's Kubernetes is real (lab/kubecp): etcd,
 // kube-apiserver on Addr:6443, controller manager, scheduler, and kwok as
 // the kubelet of a Node named after the config's hostname. The binaries are
-// built once (scripts/build-kube.sh); the first Boot that bootstraps says so
+// built once (lab/kubecp/build-kube.sh); the first Boot that bootstraps says so
 // on Spec.Log with progress and how long it took. The kubeconfig the node's
 // Kubeconfig RPC returns reaches it when the config's cluster endpoint is
 // https://Addr:6443 (Endpoint). A reboot of the node stops and restarts its

@@ -43,7 +43,7 @@ var rules = []rule{
 		why: "the engine knows providers by their interface only, and runbooks only as phases values (HCL belongs to runbooks)"},
 	{pkg: "views", may: []string{"engine", "phases", "providers", "secret", "state"}, why: "views render what the engine and state say"},
 	{pkg: "reference", may: []string{"phases"}, why: "the reference is written from schemas, not from providers"},
-	{pkg: "examples", why: "the example runbooks, embedded for migrate demo: it imports nothing of ours"},
+	{pkg: "examples", why: "the example runbooks, embedded for migrate-lab demo: it imports nothing of ours"},
 
 	{pkg: "providers", may: []string{"phases"}, why: "the interface every provider implements"},
 	{pkg: "providers/sdk/...", may: []string{"phases", "providers", "providers/sdk/...", "secret"}, why: "the skeleton below every provider"},
@@ -56,6 +56,8 @@ var rules = []rule{
 	{pkg: "lab/...", may: []string{"..."}, never: []string{"cmd/..."}, why: "the lab is a test fixture, not a part of the CLI"},
 	{pkg: "bench/...", may: []string{"..."}, never: []string{"cmd/..."}, why: "benchmarks measure the packages, not the CLI"},
 	{pkg: "tests/...", may: []string{"..."}, why: "tests may use anything"},
+	{pkg: "cmd/migrate", may: []string{"..."}, never: []string{"lab/...", "examples/..."},
+		why: "the product carries no test fixture: the lab and the demo's examples are migrate-lab's"},
 	{pkg: "cmd/...", may: []string{"..."}, why: "the programs put everything together"},
 }
 
@@ -228,6 +230,8 @@ func TestRulesCatchWrongImports(t *testing.T) {
 		{"lab/talosnode", "cmd/migrate", "lab/talosnode depends on cmd/migrate through lab/talosnode -> cmd/migrate"},
 		{"engine", "runbooks", "engine imports runbooks"},
 		{"providers/plugin", "providers/incus", "providers/plugin imports providers/incus"},
+		{"cmd/migrate", "lab/labenv", "cmd/migrate depends on lab/labenv through cmd/migrate -> lab/labenv"},
+		{"cmd/migrate", "examples", "cmd/migrate depends on examples through cmd/migrate -> examples"},
 	} {
 		graph := map[string][]string{
 			"secret": {"phases"}, "providers/helm": {"phases", "providers", "providers/helm/helmschema", "secret"},
@@ -250,5 +254,11 @@ func TestRulesCatchWrongImports(t *testing.T) {
 	want := "engine depends on github.com/hashicorp/hcl/v2/hclsyntax through engine -> state -> github.com/hashicorp/hcl/v2/hclsyntax"
 	if !slices.ContainsFunc(errs, func(e string) bool { return strings.Contains(e, want) }) {
 		t.Errorf("HCL through state: %q", errs)
+	}
+	// Through another package: migrate reaches the lab via a view.
+	graph = map[string][]string{"cmd/migrate": {"views"}, "views": {"phases", "lab/labenv"}}
+	errs = check(rules, []string{"cmd/migrate", "views", "phases", "lab/labenv"}, graph)
+	if want := "cmd/migrate depends on lab/labenv through cmd/migrate -> views -> lab/labenv"; !slices.ContainsFunc(errs, func(e string) bool { return strings.Contains(e, want) }) {
+		t.Errorf("the lab through a view: %q", errs)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// TestDemo runs `migrate demo` as `make demo` does, in a directory of its
+// TestDemo runs `migrate-lab demo` as `make demo` does, in a directory of its
 // own: it exits 0 after every phase of examples/homelab ran against the
 // lab, the injected federation failure stopped ingress-matrix and the
 // same command resumed it, every phase was rolled back and the three old
@@ -17,12 +17,12 @@ import (
 func TestDemo(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "demo")
-	cmd := exec.Command(migrate, "demo", "--dir", dir, "--address-block", "21", "--no-color")
+	cmd := exec.Command(migrateLab, "demo", "--dir", dir, "--address-block", "21", "--no-color")
 	cmd.Env = append(os.Environ(), "MIGRATE_AGE_IDENTITY=", "INCUS_SOCKET=", "INCUS_DIR=")
 	out, err := cmd.CombinedOutput()
 	text := string(out)
 	if err != nil {
-		t.Fatalf("migrate demo: %v\n%s\nthe lab's log ends:\n%s", err, tail(text, 80), tail(string(must(os.ReadFile(filepath.Join(dir, "lab.log")))), 40))
+		t.Fatalf("migrate-lab demo: %v\n%s\nthe lab's log ends:\n%s", err, tail(text, 80), tail(string(must(os.ReadFile(filepath.Join(dir, "lab.log")))), 40))
 	}
 	// In this order: the plan, every phase, the failure, the resumed run,
 	// the rollback, the old VMs.

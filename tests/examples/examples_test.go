@@ -16,14 +16,16 @@ import (
 	"github.com/homelab-migrate/migrate/lab/talosnode"
 )
 
-var migrate string
+// migrate and migrateLab are the programs built for the tests, beside
+// the provider programs.
+var migrate, migrateLab string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "migrate-examples")
 	if err != nil {
 		panic(err)
 	}
-	migrate = filepath.Join(dir, "migrate")
+	migrate, migrateLab = filepath.Join(dir, "migrate"), filepath.Join(dir, "migrate-lab")
 	// The Talos and Helm providers and the lab run as programs found beside migrate.
 	if out, err := exec.Command("go", "build", "-o", dir+"/", "../../cmd/migrate", "../../cmd/migrate-provider-talos", "../../cmd/migrate-provider-helm", "../../cmd/migrate-lab").CombinedOutput(); err != nil {
 		os.Stderr.Write(out)

@@ -12,13 +12,13 @@ import (
 	"time"
 )
 
-// TestLabServePlansHomelab: `migrate lab serve` runs as a process, and a
-// shell that evaluates `migrate lab env` validates and plans the first
+// TestLabServePlansHomelab: `migrate-lab serve` runs as a process, and a
+// shell that evaluates `migrate-lab env` validates and plans the first
 // phase of a copy of examples/homelab against it, as the README says.
 func TestLabServePlansHomelab(t *testing.T) {
 	t.Parallel()
 	lab := filepath.Join(t.TempDir(), "lab")
-	serve := exec.Command(migrate, "lab", "serve", "--dir", lab)
+	serve := exec.Command(migrateLab, "serve", "--dir", lab)
 	stdout, err := serve.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func TestLabServePlansHomelab(t *testing.T) {
 	}()
 	select {
 	case out := <-up:
-		if !strings.Contains(out, "The lab is up") || !strings.Contains(out, `eval "$(migrate lab env --dir `+lab+`)"`) {
+		if !strings.Contains(out, "The lab is up") || !strings.Contains(out, `eval "$(migrate-lab env --dir `+lab+`)"`) {
 			t.Errorf("lab serve says:\n%s", out)
 		}
 	case err := <-exited:
@@ -64,9 +64,9 @@ func TestLabServePlansHomelab(t *testing.T) {
 	// What a user types: the lab's environment, then migrate.
 	shell := func(args ...string) string {
 		t.Helper()
-		script := `eval "$("$MIGRATE" lab env --dir "$LAB")" && exec "$MIGRATE" "$@" --runbook "$DIR" --no-color --age-identity "$DIR/secrets/demo-identity.txt"`
+		script := `eval "$("$MIGRATE_LAB" env --dir "$LAB")" && exec "$MIGRATE" "$@" --runbook "$DIR" --no-color --age-identity "$DIR/secrets/demo-identity.txt"`
 		cmd := exec.Command("sh", append([]string{"-c", script, "sh"}, args...)...)
-		cmd.Env = append(os.Environ(), "MIGRATE="+migrate, "LAB="+lab, "DIR="+dir, "MIGRATE_AGE_IDENTITY=", "INCUS_SOCKET=", "INCUS_DIR=")
+		cmd.Env = append(os.Environ(), "MIGRATE="+migrate, "MIGRATE_LAB="+migrateLab, "LAB="+lab, "DIR="+dir, "MIGRATE_AGE_IDENTITY=", "INCUS_SOCKET=", "INCUS_DIR=")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("migrate %s against the lab: %v\n%s", strings.Join(args, " "), err, out)
@@ -107,7 +107,7 @@ func TestLabServePlansHomelab(t *testing.T) {
 	if procs := processesMentioning(lab); len(procs) > 0 {
 		t.Errorf("processes of the lab left: %v", procs)
 	}
-	cmd := exec.Command(migrate, "lab", "env", "--dir", lab)
+	cmd := exec.Command(migrateLab, "env", "--dir", lab)
 	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "no lab runs in "+lab) {
 		t.Errorf("lab env after the lab stopped: %v\n%s", err, out)
 	}

@@ -65,7 +65,7 @@
 // the move with kills from data-apps on (so that the apps, the Matrix
 // move, the cleanup and the rollback are tortured even while a bug stops
 // the resumes of a Talos install), then a plain pass on the world its
-// rollback left, each command once as migrate demo runs them (an
+// rollback left, each command once as migrate-lab demo runs them (an
 // uninterrupted command plans before any VM of the pass exists, which a
 // resumed one never does), then a tortured pass. "tortured twice": a
 // tortured pass, then another on the world its rollback left. A tortured
@@ -75,6 +75,6 @@
 // phase and 8 in the rollback, and adds a round of five passes; give go
 // test a -timeout to match (60m).
 //
-// The test needs root, as migrate demo does (Synapse's restore Job
+// The test needs root, as migrate-lab demo does (Synapse's restore Job
 // chowns its data to uid 991), and is skipped with -short.
 package torture

@@ -41,7 +41,7 @@ func startLab(t *testing.T, root string) *lab {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(filepath.Join(bin, "migrate-lab"), "--dir", l.dir, "--address-block", addressBlock)
+	cmd := exec.Command(filepath.Join(bin, "migrate-lab"), "serve", "--dir", l.dir, "--address-block", addressBlock)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {

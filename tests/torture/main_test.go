@@ -96,7 +96,7 @@ func (p passPlan) kills(phase string) int {
 // kills from data-apps on (the apps, the Matrix move, the cleanup and
 // the rollback are tortured even while a bug stops the resumes of a
 // Talos install), then a plain pass on the world that rollback left
-// (each command once, as migrate demo runs them), then a tortured pass
+// (each command once, as migrate-lab demo runs them), then a tortured pass
 // on the world of two rollbacks. "tortured twice": a tortured pass on a
 // new world, then another on the world its tortured rollback left. A
 // tortured phase's run is killed 2 times (one per 5 steps in the longer

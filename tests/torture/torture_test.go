@@ -43,7 +43,7 @@ func TestTorture(t *testing.T) {
 		t.Skip("the torture test takes minutes: not with -short")
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("the torture test needs root, as migrate demo does: Synapse's restore Job chowns its data to uid 991, and as another user the lab maps only that user's uid")
+		t.Skip("the torture test needs root, as migrate-lab demo does: Synapse's restore Job chowns its data to uid 991, and as another user the lab maps only that user's uid")
 	}
 	cfg := loadConfig(t)
 	t.Logf("seed %d (rerun with TORTURE_SEED=%d); %s", cfg.seed, cfg.seed, cfg)

@@ -22,7 +22,7 @@ type cluster struct {
 }
 
 // etcdBinary is $MIGRATE_ETCD_BIN, or the newest etcd built by
-// scripts/build-kube.sh (make services) in ~/.cache/migrate.
+// lab/kubecp/build-kube.sh (make services) in ~/.cache/migrate.
 func etcdBinary() (string, error) {
 	if p := os.Getenv("MIGRATE_ETCD_BIN"); p != "" {
 		return p, nil

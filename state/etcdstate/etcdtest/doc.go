@@ -6,6 +6,6 @@
 // when the test ends.
 //
 // The etcd binary is $MIGRATE_ETCD_BIN, or the newest
-// ~/.cache/migrate/kube-v*/etcd (scripts/build-kube.sh builds it; `make
+// ~/.cache/migrate/kube-v*/etcd (lab/kubecp/build-kube.sh builds it; `make
 // services` runs that). Without one the test fails saying so.
 package etcdtest

@@ -75,7 +75,7 @@ func Binary() (string, error) {
 	home, _ := os.UserHomeDir()
 	found, _ := filepath.Glob(filepath.Join(home, ".cache", "migrate", "kube-v*", "etcd"))
 	if len(found) == 0 {
-		return "", fmt.Errorf("no etcd binary: run `make services` (scripts/build-kube.sh builds it into ~/.cache/migrate/kube-v*/etcd) or set MIGRATE_ETCD_BIN")
+		return "", fmt.Errorf("no etcd binary: run `make services` (lab/kubecp/build-kube.sh builds it into ~/.cache/migrate/kube-v*/etcd) or set MIGRATE_ETCD_BIN")
 	}
 	sort.Slice(found, func(i, j int) bool { return newer(found[i], found[j]) })
 	return found[0], nil

@@ -2,7 +2,8 @@
 # build-kube.sh: build kube-apiserver, kube-controller-manager and
 # kube-scheduler from the Go module proxy (no prebuilt binaries can be
 # downloaded here), kwok (simulated kubelets) with its stage files, and etcd
-# (for the test cluster and the lab Talos node, lab/kubecp), once, into a
+# (for the test cluster and the lab Talos node, lab/kubecp, which embeds
+# this file: migrate-lab carries it), once, into a
 # cache outside the checkout. Prints the directory holding them.
 #
 # k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them

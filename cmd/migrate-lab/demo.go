@@ -17,19 +17,19 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/charmbracelet/lipgloss"
 	"github.com/spf13/cobra"
 
 	"github.com/homelab-migrate/migrate/examples"
 	"github.com/homelab-migrate/migrate/lab/labenv"
 	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
-	"github.com/homelab-migrate/migrate/providers/plugin"
+	"github.com/homelab-migrate/migrate/views"
 )
 
 const demoHelp = `Run the whole migration of examples/homelab against the lab home server,
-with the commands a person types, and show the way back:
+with the commands a person types (the migrate program beside migrate-lab,
+or in PATH), and show the way back:
 
-  1. start the lab (migrate lab serve): an Incus host with the old VMs
+  1. start the lab (migrate-lab serve): an Incus host with the old VMs
      services, matrix and k3s, the host's data, the Talos ISO;
   2. migrate plan;
   3. migrate run --phase ... for each phase, with live progress;
@@ -43,8 +43,8 @@ with the commands a person types, and show the way back:
 The runbook is copied to DIR/homelab (the example as migrate carries it),
 the lab lives in DIR/lab, its log in DIR/lab.log. The first run builds
 the lab's Kubernetes binaries from the Go module proxy (several minutes,
-once: they are cached). It needs the programs beside migrate: make build
-puts migrate-lab and the provider programs in bin/.
+once: they are cached). It needs migrate and its provider programs beside
+migrate-lab: make build puts them all in bin/.
 
 With --keep the lab stays up at the end, with the migration rolled back,
 and the demo prints what to type to drive it by hand.`
@@ -68,7 +68,7 @@ func (a *app) demoCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&o.dir, "dir", "", "the demo's directory `DIR`, new or empty (default: a new temporary directory, removed at the end unless --keep)")
 	cmd.Flags().BoolVar(&o.keep, "keep", false, "leave the lab running at the end and print how to drive it")
-	cmd.Flags().IntVar(&o.block, "address-block", 9, "the lab's VMs get addresses 127.`B`.1.N: another block than a lab serve beside it (0)")
+	cmd.Flags().IntVar(&o.block, "address-block", 9, "the lab's VMs get addresses 127.`B`.1.N: another block than a migrate-lab serve beside it (0)")
 	return cmd
 }
 
@@ -90,12 +90,12 @@ type demo struct {
 	runbook string // dir/homelab
 	lab     string // dir/lab
 	labLog  string // dir/lab.log
-	self    string // this migrate
+	self    string // this migrate-lab: it serves the lab
+	migrate string // the migrate the demo drives
 	env     []string
 	labCmd  *exec.Cmd
 	labDone chan struct{}
-	bold    lipgloss.Style
-	dim     lipgloss.Style
+	v       *views.Demo // the narration
 	start   time.Time
 }
 
@@ -104,17 +104,16 @@ func (a *app) demo(ctx context.Context, o demoOptions) (err error) {
 	// says); the demo itself only stops the lab then.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	d := &demo{a: a, o: o, start: time.Now(), bold: lipgloss.NewStyle(), dim: lipgloss.NewStyle()}
-	if a.colorOn(os.Stdout) {
-		d.bold = d.bold.Bold(true).Foreground(lipgloss.Color("12"))
-		d.dim = d.dim.Faint(true)
+	d := &demo{a: a, o: o, start: time.Now(), v: a.view().Demo()}
+	if d.migrate, err = locate("migrate"); err != nil {
+		return err
 	}
 	if os.Geteuid() != 0 {
 		// The lab maps only its user's own uid into the namespaces it runs
 		// commands in: Synapse's restore Job (chown -R 991:991, as on a
 		// real node) would fail half-way through. Say so before starting.
-		return errors.New("migrate demo needs root: the Matrix move's restore Job gives Synapse's data to its user (chown 991), and as another user the lab can map only your own uid. " +
-			"Run it as root (sudo make demo), or drive the lab yourself: migrate lab serve, then the phases up to host-services (see README.md, The lab)")
+		return errors.New("migrate-lab demo needs root: the Matrix move's restore Job gives Synapse's data to its user (chown 991), and as another user the lab can map only your own uid. " +
+			"Run it as root (sudo make demo), or drive the lab yourself: migrate-lab serve, then the phases up to host-services (see README.md, The lab)")
 	}
 	if d.self, err = os.Executable(); err != nil {
 		return err
@@ -127,7 +126,7 @@ func (a *app) demo(ctx context.Context, o demoOptions) (err error) {
 			if !o.keep {
 				d.stopLab()
 			}
-			fmt.Printf("\nThe demo stopped: its files stay in %s (the lab's log: %s).\n", d.dir, d.labLog)
+			d.v.Stopped(d.dir, d.labLog)
 			if ctx.Err() != nil && err == nil {
 				err = errInterrupted
 			}
@@ -199,20 +198,16 @@ func copyFS(fsys fs.FS, dir string) error {
 	})
 }
 
-// startLab runs migrate-lab in the background, its output in lab.log, and
+// startLab runs migrate-lab serve in the background, its output in lab.log, and
 // waits until it serves and its Kubernetes binaries are ready (built the
 // first time, with the build's progress shown).
 func (d *demo) startLab(ctx context.Context) error {
-	prog, err := plugin.Locate(labProgram)
-	if err != nil {
-		return err
-	}
 	logf, err := os.OpenFile(d.labLog, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
-	d.labCmd = exec.Command(prog, "--dir", d.lab, "--address-block", strconv.Itoa(d.o.block))
+	d.labCmd = exec.Command(d.self, "serve", "--dir", d.lab, "--address-block", strconv.Itoa(d.o.block))
 	d.labCmd.Stdout, d.labCmd.Stderr = logf, logf
 	// Its own session: a Ctrl-C at the terminal is the demo's to handle;
 	// without --keep it goes when the demo goes, however that ends.
@@ -220,9 +215,9 @@ func (d *demo) startLab(ctx context.Context) error {
 	if !d.o.keep {
 		d.labCmd.SysProcAttr.Pdeathsig = syscall.SIGTERM
 	}
-	d.say("Starting the lab home server in %s (an Incus host with the old VMs services, matrix and k3s; its log: %s)", d.lab, d.labLog)
+	d.v.Say("Starting the lab home server in %s (an Incus host with the old VMs services, matrix and k3s; its log: %s)", d.lab, d.labLog)
 	if err := d.labCmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", prog, err)
+		return fmt.Errorf("starting %s serve: %w", d.self, err)
 	}
 	d.labDone = make(chan struct{})
 	go func() {
@@ -260,7 +255,7 @@ func (d *demo) startLab(ctx context.Context) error {
 			case strings.Contains(line, "could not be built"):
 				return fmt.Errorf("the lab could not build its Kubernetes binaries: %s (see %s)", line, d.labLog)
 			case strings.Contains(line, "kubecp: first run"), strings.Contains(line, "kubecp: still building"), strings.Contains(line, "kubecp: binaries built"):
-				fmt.Println(d.dim.Render("  " + strings.TrimPrefix(line, "lab: kubecp: ")))
+				d.v.Progress(strings.TrimPrefix(line, "lab: kubecp: "))
 			}
 		}
 		if env == nil {
@@ -290,77 +285,70 @@ func (d *demo) environ(lab []string) []string {
 
 // script is what the demo shows, in order.
 func (d *demo) script(ctx context.Context) error {
-	d.say("The plan of the whole migration: nothing is changed before it is shown")
-	if err := d.migrate(ctx, false, "plan"); err != nil {
+	d.v.Say("The plan of the whole migration: nothing is changed before it is shown")
+	if err := d.run(ctx, false, "plan"); err != nil {
 		return err
 	}
 	for _, ph := range demoPhases[:4] {
-		d.say("Phase %s", ph)
-		if err := d.migrate(ctx, false, "run", "--phase", ph, "--auto-approve"); err != nil {
+		d.v.Say("Phase %s", ph)
+		if err := d.run(ctx, false, "run", "--phase", ph, "--auto-approve"); err != nil {
 			return err
 		}
 	}
 	ingress := []string{"run", "--phase", "ingress-matrix", "--auto-approve", "--approve", "approval.dns"}
-	d.say("Phase ingress-matrix, with a failure injected: the homeserver does not answer from the internet")
+	d.v.Say("Phase ingress-matrix, with a failure injected: the homeserver does not answer from the internet")
 	if err := d.labSignal(syscall.SIGUSR1); err != nil {
 		return err
 	}
-	if err := d.migrate(ctx, true, ingress...); err != nil {
+	if err := d.run(ctx, true, ingress...); err != nil {
 		return err
 	}
 	if err := d.wantStatus(ctx, "ingress-matrix", "http_check.federation", "failed"); err != nil {
 		return err
 	}
-	d.say("migrate status says where it stopped")
-	if err := d.migrate(ctx, false, "status"); err != nil {
+	d.v.Say("migrate status says where it stopped")
+	if err := d.run(ctx, false, "status"); err != nil {
 		return err
 	}
-	d.say("The failure heals (DNS has propagated): the same command resumes where it stopped")
+	d.v.Say("The failure heals (DNS has propagated): the same command resumes where it stopped")
 	if err := d.labSignal(syscall.SIGUSR2); err != nil {
 		return err
 	}
-	if err := d.migrate(ctx, false, ingress...); err != nil {
+	if err := d.run(ctx, false, ingress...); err != nil {
 		return err
 	}
-	d.say("Phase cleanup: the old VMs stopped, with a snapshot, kept")
-	if err := d.migrate(ctx, false, "run", "--phase", "cleanup", "--auto-approve"); err != nil {
+	d.v.Say("Phase cleanup: the old VMs stopped, with a snapshot, kept")
+	if err := d.run(ctx, false, "run", "--phase", "cleanup", "--auto-approve"); err != nil {
 		return err
 	}
-	if err := d.migrate(ctx, false, "status"); err != nil {
+	if err := d.run(ctx, false, "status"); err != nil {
 		return err
 	}
-	d.say("And the way back: every phase undone, the old VMs started again")
-	if err := d.migrate(ctx, false, "rollback", "--auto-approve"); err != nil {
+	d.v.Say("And the way back: every phase undone, the old VMs started again")
+	if err := d.run(ctx, false, "rollback", "--auto-approve"); err != nil {
 		return err
 	}
 	if err := d.oldVMsBack(ctx); err != nil {
 		return err
 	}
-	if err := d.migrate(ctx, false, "status"); err != nil {
+	if err := d.run(ctx, false, "status"); err != nil {
 		return err
 	}
-	d.say("The demo is complete in %s: every phase done, a failure found and resumed, every phase rolled back, the old VMs running with their data.",
-		time.Since(d.start).Round(time.Second))
+	d.v.Complete(time.Since(d.start))
 	return nil
 }
 
-// say narrates: what comes next, as a heading.
-func (d *demo) say(format string, args ...any) {
-	fmt.Println()
-	fmt.Println(d.bold.Render("▶ " + fmt.Sprintf(format, args...)))
-}
-
-// migrate runs this migrate in the runbook's directory, on the terminal
+// run runs migrate in the runbook's directory, on the terminal
 // (its live progress as a person sees it). wantFail: it must fail.
-func (d *demo) migrate(ctx context.Context, wantFail bool, args ...string) error {
+func (d *demo) run(ctx context.Context, wantFail bool, args ...string) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	if d.a.noColor {
 		args = append(args, "--no-color")
 	}
-	fmt.Println(d.dim.Render("$ migrate " + strings.Join(args, " ")))
-	cmd := exec.Command(d.self, args...) // not CommandContext: a Ctrl-C reaches it from the terminal
+	d.v.Command("migrate", args)
+	cmd := exec.Command(d.migrate, args...) // not CommandContext: a Ctrl-C reaches it from the terminal
 	cmd.Dir, cmd.Env = d.runbook, d.env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
 	err := cmd.Run()
@@ -380,7 +368,7 @@ func (d *demo) migrate(ctx context.Context, wantFail bool, args ...string) error
 // wantStatus checks, through migrate status --json, that step addr of
 // phase has status want.
 func (d *demo) wantStatus(ctx context.Context, phase, addr, want string) error {
-	cmd := exec.CommandContext(ctx, d.self, "status", "--json")
+	cmd := exec.CommandContext(ctx, d.migrate, "status", "--json")
 	cmd.Dir, cmd.Env = d.runbook, d.env
 	out, err := cmd.Output()
 	if err != nil {
@@ -414,7 +402,7 @@ func (d *demo) wantStatus(ctx context.Context, phase, addr, want string) error {
 // oldVMsBack shows, through the lab's Incus API, the three old VMs
 // running with their data, and Synapse active in matrix again.
 func (d *demo) oldVMsBack(ctx context.Context) error {
-	d.say("The old VMs, read from the lab's Incus host")
+	d.v.Say("The old VMs, read from the lab's Incus host")
 	c, err := incusapi.New(incusapi.Options{Socket: labenv.Socket(d.lab)})
 	if err != nil {
 		return err
@@ -434,7 +422,7 @@ func (d *demo) oldVMsBack(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("the old VM %s after the rollback: %s: %w", vm.name, vm.file, err)
 		}
-		fmt.Printf("  %-9s %s  %s (%s %v)\n", vm.name, in.Status, vm.file, fi.Type, fi.Mode)
+		d.v.OldVM(vm.name, in.Status, vm.file, fi.Type, fi.Mode)
 	}
 	e, err := c.StartExec(ctx, "matrix", incusapi.ExecPost{Command: []string{"systemctl", "is-active", "matrix-synapse"}})
 	if err != nil {
@@ -447,7 +435,7 @@ func (d *demo) oldVMsBack(ctx context.Context) error {
 	if code != 0 {
 		return fmt.Errorf("matrix-synapse is not active in the old VM matrix after the rollback (systemctl is-active exited %d)", code)
 	}
-	fmt.Println("  matrix    systemctl is-active matrix-synapse: active")
+	d.v.UnitActive("matrix", "matrix-synapse")
 	return nil
 }
 
@@ -488,19 +476,8 @@ func (d *demo) stopLab() {
 
 // keepHint says how to drive the lab left running.
 func (d *demo) keepHint() {
-	fmt.Printf(`
-The lab keeps running (pid %d), with the migration rolled back. To drive it by hand:
-
-  eval "$(migrate lab env --dir %s)"
-  export MIGRATE_AGE_IDENTITY=%s
-  cd %s
-  migrate plan
-  migrate run --phase rehearsal      # then platform, data-apps, host-services, ...
-  migrate status
-  migrate rollback
-
-Stop it with: kill %d   (its log: %s)
-`, d.labCmd.Process.Pid, d.lab, filepath.Join(d.runbook, "secrets", "demo-identity.txt"), d.runbook, d.labCmd.Process.Pid, d.labLog)
+	d.v.Kept(views.DemoKept{PID: d.labCmd.Process.Pid, LabDir: d.lab, Identity: filepath.Join(d.runbook, "secrets", "demo-identity.txt"),
+		Runbook: d.runbook, LabLog: d.labLog})
 }
 
 // lastLines is the end of a file, n lines at most.
@@ -519,4 +496,20 @@ func lastLines(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// locate finds a program beside migrate-lab, else in PATH.
+func locate(name string) (string, error) {
+	var beside string
+	if exe, err := os.Executable(); err == nil {
+		beside = filepath.Join(filepath.Dir(exe), name)
+		if fi, err := os.Stat(beside); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return beside, nil
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("the demo drives %s, which was found neither beside migrate-lab (%s) nor in PATH: build it with `make build` (it goes to bin/ beside migrate-lab) or `go install ./cmd/%s`",
+		name, beside, name)
 }

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/homelab-migrate/migrate/lab/home"
+	"github.com/homelab-migrate/migrate/lab/kubecp"
+	"github.com/homelab-migrate/migrate/lab/labenv"
+	"github.com/homelab-migrate/migrate/views"
+)
+
+func (a *app) serveCommand() *cobra.Command {
+	var dir string
+	var block int
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the lab home server until Ctrl-C or SIGTERM",
+		Long: `Run the lab home server until Ctrl-C or SIGTERM: an Incus host holding the
+old VMs (services, matrix, k3s) on a unix socket, whose VMs booted from the
+Talos ISO become Talos nodes in maintenance mode (a real Kubernetes after
+their bootstrap), the host's data directory, the Talos ISO and the Matrix
+federation endpoint of examples/homelab. In another shell,
+eval "$(migrate-lab env)" points migrate at it.
+
+SIGUSR1 makes the federation endpoint fail (503), SIGUSR2 heals it.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return a.serve(c.Context(), dir, block)
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", labenv.DefaultDir(), "the lab's directory `D`")
+	cmd.Flags().IntVar(&block, "address-block", 0, "the VMs get addresses 127.`B`.1.N (0: 127.0.1.N); another block lets two labs run side by side")
+	return cmd
+}
+
+func (a *app) serve(ctx context.Context, dir string, block int) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if _, err := labenv.Read(dir); err == nil {
+		return fmt.Errorf("a lab already runs in %s: stop it first, or give another --dir", dir)
+	}
+	h, err := home.Start(ctx, home.Options{Dir: dir, Log: logWriter{}, AddressBlock: block})
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	// The first bootstrap needs the Kubernetes binaries: build them now
+	// (once, cached) rather than while a phase waits for them.
+	go func() {
+		if dir, err := kubecp.Binaries(ctx, logf); err != nil && ctx.Err() == nil {
+			logf("the Kubernetes binaries could not be built: %v (a Talos VM's bootstrap will try again)", err)
+		} else if err == nil {
+			logf("the Kubernetes binaries are ready in %s", dir) // migrate-lab demo waits for this line
+		}
+	}()
+	faults := make(chan os.Signal, 1)
+	signal.Notify(faults, syscall.SIGUSR1, syscall.SIGUSR2)
+	go func() {
+		for sig := range faults {
+			h.FailFederation(sig == syscall.SIGUSR1)
+			if sig == syscall.SIGUSR1 {
+				logf("the federation endpoint %s now fails (SIGUSR1)", h.MatrixURL()+home.FederationPath)
+			} else {
+				logf("the federation endpoint %s answers again (SIGUSR2)", h.MatrixURL()+home.FederationPath)
+			}
+		}
+	}()
+	up := views.LabUp{Dir: h.Dir(), Socket: h.Socket(), DataDir: h.DataDir()}
+	if dir != labenv.DefaultDir() {
+		up.EnvFlag = " --dir " + dir
+	}
+	a.view().LabServing(up)
+	<-ctx.Done()
+	a.view().LabStopping()
+	return h.Close()
+}
+
+// logWriter writes the lab's log lines to stderr.
+type logWriter struct{}
+
+func (logWriter) Write(p []byte) (int, error) {
+	for _, l := range strings.SplitAfter(string(p), "\n") {
+		if l != "" {
+			fmt.Fprint(os.Stderr, "lab: "+l)
+		}
+	}
+	return len(p), nil
+}
