@@ -143,15 +143,11 @@ func (e *Engine) checkEarlierPhases(plan *Plan, snap *state.Snapshot) error {
 	return nil
 }
 
-// PhaseUpToDate is the Message of the PhaseCompleted event of a phase that
-// was complete before the run and has nothing to do.
-const PhaseUpToDate = "already complete, nothing to do"
-
 func (e *Engine) runPhase(stop, cancel context.Context, ph *phases.Phase, pp *PhasePlan, out *outputs, opts RunOptions) error {
 	if pp.Complete && !pp.HasChanges() && !pp.rechecks() {
-		return e.hooks.emit(Event{Kind: PhaseCompleted, Phase: ph.Name, Message: PhaseUpToDate})
+		return e.hooks.emit(Event{Kind: PhaseUpToDate, Phase: ph.Name})
 	}
-	pr, err := e.startPhase(ph, "")
+	pr, err := e.startPhase(ph, PhaseStarted)
 	if err != nil {
 		return err
 	}
@@ -216,7 +212,7 @@ func (e *Engine) runPhase(stop, cancel context.Context, ph *phases.Phase, pp *Ph
 	if stop.Err() != nil {
 		return pr.interrupted()
 	}
-	return pr.completed("")
+	return pr.completed(PhaseCompleted)
 }
 
 // phaseRun is one phase being run or rolled back: the events that open
@@ -227,10 +223,11 @@ type phaseRun struct {
 	start time.Time
 }
 
-// startPhase announces the phase (message "rollback" for a rollback).
-func (e *Engine) startPhase(ph *phases.Phase, message string) (*phaseRun, error) {
+// startPhase announces the phase: kind is PhaseStarted, or
+// PhaseRollbackStarted for a rollback.
+func (e *Engine) startPhase(ph *phases.Phase, kind EventKind) (*phaseRun, error) {
 	pr := &phaseRun{e: e, name: ph.Name, start: time.Now()}
-	return pr, e.hooks.emit(Event{Kind: PhaseStarted, Phase: ph.Name, Message: message})
+	return pr, e.hooks.emit(Event{Kind: kind, Phase: ph.Name})
 }
 
 // walkOutcome sorts the steps of a walk by how they ended.
@@ -289,8 +286,10 @@ func (pr *phaseRun) interrupted() error {
 	return ErrInterrupted
 }
 
-func (pr *phaseRun) completed(message string) error {
-	return pr.e.hooks.emit(Event{Kind: PhaseCompleted, Phase: pr.name, Message: message, Duration: time.Since(pr.start)})
+// completed reports the phase done: kind is PhaseCompleted, or
+// PhaseRolledBack for a rollback.
+func (pr *phaseRun) completed(kind EventKind) error {
+	return pr.e.hooks.emit(Event{Kind: kind, Phase: pr.name, Duration: time.Since(pr.start)})
 }
 
 // stepRunner runs single steps; it is shared by the goroutines of a walk.

@@ -75,11 +75,11 @@ func TestPlainRollbackAndSummary(t *testing.T) {
 	rv := v.NewRun(views.RunPlain, true)
 	rv.Start()
 	for _, e := range []engine.Event{
-		{Kind: engine.PhaseStarted, Phase: "A", Message: "rollback"},
+		{Kind: engine.PhaseRollbackStarted, Phase: "A"},
 		{Kind: engine.StepReverting, Phase: "A", Addr: addr("exec.a"), Message: "run: ./restore.sh"},
 		{Kind: engine.StepReverted, Phase: "A", Addr: addr("exec.a"), Duration: 2 * time.Millisecond},
 		{Kind: engine.StepReverted, Phase: "A", Addr: addr("http_check.up"), Check: true},
-		{Kind: engine.PhaseCompleted, Phase: "A", Message: "rolled back", Duration: 3 * time.Millisecond},
+		{Kind: engine.PhaseRolledBack, Phase: "A", Duration: 3 * time.Millisecond},
 	} {
 		rv.Handle(e)
 	}
