@@ -32,9 +32,28 @@ type PhasePlan struct {
 	// Complete: every step is done and every after-check passed.
 	Complete bool        `json:"complete"`
 	Steps    []*StepPlan `json:"steps"`
-	// Irreversible lists the steps that will run and that a rollback will
-	// not be able to undo, with why: said before anything runs.
-	Irreversible []IrreversibleStep `json:"irreversible,omitempty"`
+}
+
+// Irreversible lists the steps that will run and that a rollback will
+// not be able to undo, with why: said before anything runs.
+func (pp *PhasePlan) Irreversible() []IrreversibleStep {
+	var out []IrreversibleStep
+	for _, sp := range pp.Steps {
+		if sp.Action != providers.NoOp && sp.Irreversible != "" {
+			out = append(out, IrreversibleStep{Addr: sp.Addr, Reason: sp.Irreversible})
+		}
+	}
+	return out
+}
+
+// MarshalJSON adds the phase's Irreversible list, for plan --json (a
+// saved plan's is not read back: it is derived).
+func (pp PhasePlan) MarshalJSON() ([]byte, error) {
+	type plain PhasePlan
+	return json.Marshal(struct {
+		plain
+		Irreversible []IrreversibleStep `json:"irreversible,omitempty"`
+	}{plain(pp), pp.Irreversible()})
 }
 
 // IrreversibleStep is a step a rollback will not undo, and why.
@@ -47,11 +66,10 @@ type IrreversibleStep struct {
 type StepPlan struct {
 	Addr phases.Address   `json:"address"`
 	When phases.CheckWhen `json:"when,omitempty"`
-	// Action is what a run will do; checks that will run say Create.
+	// Action is what a run will do; checks that will run say Create. In
+	// JSON it is its name ("action": "create"; see MarshalJSON).
 	Action providers.Action `json:"-"`
-	// ActionName is Action as text, for the JSON form.
-	ActionName string       `json:"action"`
-	Status     state.Status `json:"status,omitempty"`
+	Status state.Status     `json:"status,omitempty"`
 	// Diff is the provider's account of the change, redacted.
 	Diff string `json:"diff,omitempty"`
 	// Detail explains the action (what drifted, why an update).
@@ -124,19 +142,32 @@ func (p *Plan) Phase(name string) *PhasePlan {
 	return nil
 }
 
+// stepPlanJSON is a StepPlan as JSON: its Action by name.
+type stepPlanJSON struct {
+	Action string `json:"action"`
+	*plainStepPlan
+}
+
+type plainStepPlan StepPlan
+
+// MarshalJSON writes Action by its name.
+func (s StepPlan) MarshalJSON() ([]byte, error) {
+	return json.Marshal(stepPlanJSON{s.Action.String(), (*plainStepPlan)(&s)})
+}
+
 // UnmarshalJSON restores Action from its name.
 func (s *StepPlan) UnmarshalJSON(b []byte) error {
-	type plain StepPlan
-	if err := json.Unmarshal(b, (*plain)(s)); err != nil {
+	v := stepPlanJSON{plainStepPlan: (*plainStepPlan)(s)}
+	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
 	for a := providers.NoOp; a <= providers.Revert; a++ {
-		if a.String() == s.ActionName {
+		if a.String() == v.Action {
 			s.Action = a
 			return nil
 		}
 	}
-	return fmt.Errorf("unknown action %q in plan", s.ActionName)
+	return fmt.Errorf("unknown action %q in plan", v.Action)
 }
 
 // outputs is the table of step outputs that evaluation sees; it is read
@@ -259,9 +290,6 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 			diags = append(diags, d...)
 			if sp.Action != providers.NoOp {
 				changes = true
-				if sp.Irreversible != "" {
-					pp.Irreversible = append(pp.Irreversible, IrreversibleStep{Addr: s.Addr, Reason: sp.Irreversible})
-				}
 			}
 			pp.Steps = append(pp.Steps, sp)
 		}
@@ -291,9 +319,6 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 				}
 			}
 			pp.Steps = append(pp.Steps, sp)
-		}
-		for _, sp := range pp.Steps {
-			sp.ActionName = sp.Action.String()
 		}
 	}
 	return plan, e.redactDiags(diags)
