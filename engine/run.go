@@ -390,22 +390,31 @@ func (r *stepRunner) run(s *phases.Step) bool {
 		// applied anew, after a rollback or with new inputs, starts at 1.
 		rec.Attempts = 0
 	}
-	var planned json.RawMessage
+	planned, ok := r.plannedNow(s, p, cfg, rec, sp, again)
+	if !ok {
+		return false
+	}
+	return r.applyTries(s, p, cfg, rec, hash, planned)
+}
+
+// plannedNow is the provider's private plan to apply s with: the saved
+// plan's, unless s is planned again now (its inputs were not known when
+// the plan was made, or its record no longer holds: again).
+func (r *stepRunner) plannedNow(s *phases.Step, p providers.Interface, cfg cty.Value, rec *state.StepRecord, sp *StepPlan, again *replanned) (json.RawMessage, bool) {
 	switch {
 	case again != nil:
-		var ok bool
-		if planned, ok = r.planAgain(s, p, cfg, rec, again); !ok {
-			return false
-		}
-	case sp != nil:
-		planned = sp.Planned
-		if len(sp.KnownAfter) > 0 || sp.Deferred {
-			var ok bool
-			if planned, ok = r.replan(s, p, cfg, rec, sp); !ok {
-				return false
-			}
-		}
+		return r.planAgain(s, p, cfg, rec, again)
+	case sp == nil:
+		return nil, true
+	case len(sp.KnownAfter) > 0 || sp.Deferred:
+		return r.replan(s, p, cfg, rec, sp)
 	}
+	return sp.Planned, true
+}
+
+// applyTries applies s, trying again after a failure as its retry says,
+// until it is done, has failed for good, or a stop ends it.
+func (r *stepRunner) applyTries(s *phases.Step, p providers.Interface, cfg cty.Value, rec *state.StepRecord, hash string, planned json.RawMessage) bool {
 	attempts := max(1, s.Retry.Attempts)
 	backoff := s.Retry.Backoff
 	for attempt := 1; ; attempt++ {
