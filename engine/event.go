@@ -11,8 +11,8 @@ import (
 // alone: a Message is for people, and nothing decides on its words.
 type EventKind string
 
-// The kinds of events, in the order a run or a rollback may emit them.
-// EventKinds documents each (the reference lists them from it).
+// The kinds of events: a phase's, then a step's. EventKinds documents
+// each (the reference lists them from it).
 const (
 	PhaseStarted EventKind = "phase_started"
 	// PhaseUpToDate: the phase was complete before the run and has
@@ -41,7 +41,9 @@ const (
 	StepAdopted EventKind = "step_adopted"
 	// StepStopped: a gentle stop ended the step while it only waited; it
 	// is recorded as not done (pending), Error saying what was not
-	// waited for, and the next run does it again.
+	// waited for, and the next run does it again. A step a stopped run
+	// left running, stopped while it is read, stays running: the next
+	// run reads it again.
 	StepStopped      EventKind = "step_stopped"
 	StepReverting    EventKind = "step_reverting"
 	StepReverted     EventKind = "step_reverted"
@@ -116,7 +118,7 @@ var EventKinds = []KindDoc{
 	{StepFailed, "A step or check failed for good; the steps that depend on it are skipped.", []string{"phase", "address", "check", "error"}},
 	{StepSkipped, "A step did not run because a step it depends on failed.", []string{"phase", "address", "message"}},
 	{StepAdopted, "A step a stopped run left running was found done, and is recorded done without running it again.", []string{"phase", "address", "message"}},
-	{StepStopped, "The first Ctrl-C ended a step while it only waited: it is not done, and the next run does it again.", []string{"phase", "address", "check", "message", "error"}},
+	{StepStopped, "The first Ctrl-C ended a step while it only waited (message says for what): it is not done, and the next run does it again, or reads it again.", []string{"phase", "address", "check", "message", "error"}},
 	{StepReverting, "The rollback starts undoing a step; message says how.", []string{"phase", "address", "message"}},
 	{StepReverted, "A step is undone (message says why there was nothing to undo), or a check is void after its phase was rolled back.", []string{"phase", "address", "check", "duration_ns", "message"}},
 	{StepRevertFailed, "A step could not be undone; the steps it depends on are left as they are.", []string{"phase", "address", "error"}},
