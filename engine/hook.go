@@ -7,58 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/secret"
 	"github.com/homelab-migrate/migrate/state"
 )
-
-// EventKind says what happened.
-type EventKind string
-
-const (
-	PhaseStarted   EventKind = "phase_started"
-	PhaseCompleted EventKind = "phase_completed"
-	PhaseFailed    EventKind = "phase_failed"
-	StepStarted    EventKind = "step_started"
-	StepOutput     EventKind = "step_output"
-	// StepPlanned carries, as its Message, the diff of a step planned
-	// again just before it is applied, once the steps it waited for ran.
-	StepPlanned   EventKind = "step_planned"
-	StepRetrying  EventKind = "step_retrying"
-	StepDone      EventKind = "step_done"
-	StepFailed    EventKind = "step_failed"
-	StepSkipped   EventKind = "step_skipped"
-	StepAdopted   EventKind = "step_adopted"
-	StepReverting EventKind = "step_reverting"
-	StepReverted  EventKind = "step_reverted"
-	Interrupted   EventKind = "interrupted"
-	// StepStopped: a gentle stop ended the step while it only waited; it
-	// is recorded as not done (pending), Error saying what was not
-	// waited for, and the next run does it again.
-	StepStopped EventKind = "step_stopped"
-)
-
-// Event is one thing that happened during a run or rollback. Message never
-// contains a sensitive value in clear.
-type Event struct {
-	Kind     EventKind      `json:"kind"`
-	Time     time.Time      `json:"time"`
-	Phase    string         `json:"phase,omitempty"`
-	Addr     phases.Address `json:"address,omitzero"`
-	Check    bool           `json:"check,omitempty"`
-	Attempt  int            `json:"attempt,omitempty"`
-	Duration time.Duration  `json:"duration_ns,omitempty"`
-	Message  string         `json:"message,omitempty"`
-	// Reason, on a StepPlanned event, says why a step the plan took as
-	// done is planned again now (its record describes a world since
-	// replaced; read again, it is no longer done); empty when the plan
-	// waited for its inputs.
-	Reason string `json:"reason,omitempty"`
-	Error  string `json:"error,omitempty"`
-	// Record is the step's new record when the event changes it; the
-	// StateHook makes it durable. It is not part of the JSON stream.
-	Record *state.StepRecord `json:"-"`
-}
 
 // Hook receives every event. An error from a hook stops the run: the
 // StateHook returns one when a checkpoint cannot be written, and going on

@@ -38,10 +38,10 @@ func TestPlanSaysWhatCannotBeUndone(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(diags.Err())
 	}
-	if irr := plan.Phase("p").Irreversible; len(irr) != 0 {
+	if irr := plan.Phase("p").Irreversible(); len(irr) != 0 {
 		t.Errorf("phase p has nothing to run, yet lists %v", irr)
 	}
-	irr := plan.Phase("q").Irreversible
+	irr := plan.Phase("q").Irreversible()
 	if len(irr) != 1 || irr[0].Addr != addr("later") || irr[0].Reason != "cannot be undone: later" {
 		t.Errorf("phase q lists %+v, want fake_step.later with its reason", irr)
 	}
@@ -53,7 +53,7 @@ func TestPlanSaysWhatCannotBeUndone(t *testing.T) {
 	defer st.Close()
 	plan, _ = e.Plan(context.Background(), engine.PlanOptions{Phases: []string{"p"}})
 	var got []string
-	for _, x := range plan.Phase("p").Irreversible {
+	for _, x := range plan.Phase("p").Irreversible() {
 		got = append(got, x.Addr.Name)
 	}
 	if len(got) != 2 || got[0] != "keep" || got[1] != "oneway" {

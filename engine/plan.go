@@ -32,9 +32,28 @@ type PhasePlan struct {
 	// Complete: every step is done and every after-check passed.
 	Complete bool        `json:"complete"`
 	Steps    []*StepPlan `json:"steps"`
-	// Irreversible lists the steps that will run and that a rollback will
-	// not be able to undo, with why: said before anything runs.
-	Irreversible []IrreversibleStep `json:"irreversible,omitempty"`
+}
+
+// Irreversible lists the steps that will run and that a rollback will
+// not be able to undo, with why: said before anything runs.
+func (pp *PhasePlan) Irreversible() []IrreversibleStep {
+	var out []IrreversibleStep
+	for _, sp := range pp.Steps {
+		if sp.Action != providers.NoOp && sp.Irreversible != "" {
+			out = append(out, IrreversibleStep{Addr: sp.Addr, Reason: sp.Irreversible})
+		}
+	}
+	return out
+}
+
+// MarshalJSON adds the phase's Irreversible list, for plan --json (a
+// saved plan's is not read back: it is derived).
+func (pp PhasePlan) MarshalJSON() ([]byte, error) {
+	type plain PhasePlan
+	return json.Marshal(struct {
+		plain
+		Irreversible []IrreversibleStep `json:"irreversible,omitempty"`
+	}{plain(pp), pp.Irreversible()})
 }
 
 // IrreversibleStep is a step a rollback will not undo, and why.
@@ -47,11 +66,10 @@ type IrreversibleStep struct {
 type StepPlan struct {
 	Addr phases.Address   `json:"address"`
 	When phases.CheckWhen `json:"when,omitempty"`
-	// Action is what a run will do; checks that will run say Create.
+	// Action is what a run will do; checks that will run say Create. In
+	// JSON it is its name ("action": "create"; see MarshalJSON).
 	Action providers.Action `json:"-"`
-	// ActionName is Action as text, for the JSON form.
-	ActionName string       `json:"action"`
-	Status     state.Status `json:"status,omitempty"`
+	Status state.Status     `json:"status,omitempty"`
 	// Diff is the provider's account of the change, redacted.
 	Diff string `json:"diff,omitempty"`
 	// Detail explains the action (what drifted, why an update).
@@ -124,19 +142,32 @@ func (p *Plan) Phase(name string) *PhasePlan {
 	return nil
 }
 
+// stepPlanJSON is a StepPlan as JSON: its Action by name.
+type stepPlanJSON struct {
+	Action string `json:"action"`
+	*plainStepPlan
+}
+
+type plainStepPlan StepPlan
+
+// MarshalJSON writes Action by its name.
+func (s StepPlan) MarshalJSON() ([]byte, error) {
+	return json.Marshal(stepPlanJSON{s.Action.String(), (*plainStepPlan)(&s)})
+}
+
 // UnmarshalJSON restores Action from its name.
 func (s *StepPlan) UnmarshalJSON(b []byte) error {
-	type plain StepPlan
-	if err := json.Unmarshal(b, (*plain)(s)); err != nil {
+	v := stepPlanJSON{plainStepPlan: (*plainStepPlan)(s)}
+	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
 	for a := providers.NoOp; a <= providers.Revert; a++ {
-		if a.String() == s.ActionName {
+		if a.String() == v.Action {
 			s.Action = a
 			return nil
 		}
 	}
-	return fmt.Errorf("unknown action %q in plan", s.ActionName)
+	return fmt.Errorf("unknown action %q in plan", v.Action)
 }
 
 // outputs is the table of step outputs that evaluation sees; it is read
@@ -259,9 +290,6 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 			diags = append(diags, d...)
 			if sp.Action != providers.NoOp {
 				changes = true
-				if sp.Irreversible != "" {
-					pp.Irreversible = append(pp.Irreversible, IrreversibleStep{Addr: s.Addr, Reason: sp.Irreversible})
-				}
 			}
 			pp.Steps = append(pp.Steps, sp)
 		}
@@ -292,9 +320,6 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 			}
 			pp.Steps = append(pp.Steps, sp)
 		}
-		for _, sp := range pp.Steps {
-			sp.ActionName = sp.Action.String()
-		}
 	}
 	return plan, e.redactDiags(diags)
 }
@@ -311,12 +336,8 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 	if rec != nil {
 		sp.Status = rec.Status
 	}
-	if by, going := e.goingWith(s.Addr, rec, find); going {
-		sp.Detail = "it goes with " + by.String() + ", which a stopped run was applying"
-		return sp, nil
-	}
-	if by, consumed := e.consumedInFlight(s, rec, find); consumed {
-		sp.Detail = "handed over to " + by.String() + ", which a stopped run was applying: read again once it is recorded"
+	if why := e.leftToInFlight(s, rec, find); why != "" {
+		sp.Detail = why
 		return sp, nil
 	}
 	cfg, after, diags := out.evaluateAfter(s)
@@ -351,14 +372,7 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 	case rec == nil || rec.Status == state.Pending || rec.Status == state.Reverted:
 		sp.Action = providers.Create
 	case rec.Status == state.Running:
-		sp.Action = providers.Create
-		sp.Detail = "was running when a run stopped: it is observed first and redone only if it did not finish"
-		// What the stopped run started may still be under way (a node
-		// rebooting into its install): its provider may not be able to
-		// plan it now. The run observes it first, waiting for that as the
-		// stopped run would have, and plans it then if it must run.
-		sp.Deferred, sp.InputHash = true, ""
-		sp.Diff = "(planned when it runs: it is observed first, waiting for what the stopped run started)"
+		planInFlight(sp)
 		out.pending(s.Addr)
 		return sp, diags
 	case rec.Status == state.Failed:
@@ -368,46 +382,15 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 		sp.Action = providers.Create
 		sp.Detail = "a rollback of this step did not finish"
 	case sp.InputHash == "" || sp.InputHash != rec.InputHash:
-		sp.Action = providers.Update
-		switch {
-		case sp.InputHash == "" && !cfg.IsWhollyKnown():
-			sp.Detail = "its inputs depend on steps that will change"
-		case sp.InputHash == "":
-			sp.Detail = "its provider cannot tell yet whether what it depends on changed"
-		default:
-			sp.Detail = "its inputs changed since it ran"
-		}
+		sp.Action, sp.Detail = providers.Update, inputsChanged(sp.InputHash, cfg)
 	default:
-		if why := replacedSince(s, rec, find); why != "" {
-			// Its record is about a world since replaced: no proof.
-			sp.Action, sp.Detail, prior = providers.Create, why, nil
-			break
-		}
-		read := p.Read(ctx, providers.ReadRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: prior})
-		diags = append(diags, withSubject(read.Diagnostics, s.Range)...)
-		if why := targetReplaced(rec, read.Identity); why != "" {
-			sp.Action, sp.Detail, prior = providers.Create, why, nil
-			break
-		}
-		switch read.Observation {
-		case providers.Drifted:
-			sp.Action, sp.Detail = providers.Drift, read.Detail
-		case providers.Absent:
-			sp.Action, sp.Detail = providers.Drift, "its effect is gone"
-			if read.Detail != "" {
-				sp.Detail = read.Detail
-			}
-		default:
-			if read.Observation == providers.Present && read.Outputs != cty.NilVal && !read.Outputs.IsNull() {
-				out.set(s.Addr, read.Outputs)
-			}
-			if before := out.changesBefore(s.DependsOn); len(before) > 0 {
-				// Done now, but what it acts on may be made by the
-				// steps before it in this run: read again after them.
-				sp.Recheck = before
-				out.markRecheck(s.Addr)
-			}
+		stays, readDiags := e.observeDone(ctx, s, rec, p, cfg, out, find, sp)
+		diags = append(diags, readDiags...)
+		if stays {
 			return sp, diags
+		}
+		if sp.Action == providers.Create {
+			prior = nil // the record is no proof: it is of another world
 		}
 	}
 	out.pending(s.Addr)
@@ -417,6 +400,82 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 	sp.Irreversible = e.hooks.redactor.Text(resp.Irreversible)
 	sp.Planned = resp.Private
 	return sp, diags
+}
+
+// leftToInFlight says why s is left to a step a stopped run was applying
+// (s goes with it, or what s made was handed over to it), empty when it
+// is not: such a step is not planned until that one is recorded.
+func (e *Engine) leftToInFlight(s *phases.Step, rec *state.StepRecord, find lookup) string {
+	if by, going := e.goingWith(s.Addr, rec, find); going {
+		return "it goes with " + by.String() + ", which a stopped run was applying"
+	}
+	if by, consumed := e.consumedInFlight(s, rec, find); consumed {
+		return "handed over to " + by.String() + ", which a stopped run was applying: read again once it is recorded"
+	}
+	return ""
+}
+
+// planInFlight makes sp the plan of a step a stopped run was applying.
+// What that run started may still be under way (a node rebooting into
+// its install): its provider may not be able to plan it now. The run
+// observes it first, waiting for that as the stopped run would have, and
+// plans it then if it must run.
+func planInFlight(sp *StepPlan) {
+	sp.Action = providers.Create
+	sp.Detail = "was running when a run stopped: it is observed first and redone only if it did not finish"
+	sp.Deferred, sp.InputHash = true, ""
+	sp.Diff = "(planned when it runs: it is observed first, waiting for what the stopped run started)"
+}
+
+// inputsChanged says why a done step whose input hash (hash, empty when
+// it cannot be known yet) differs from its record's runs again.
+func inputsChanged(hash string, cfg cty.Value) string {
+	switch {
+	case hash == "" && !cfg.IsWhollyKnown():
+		return "its inputs depend on steps that will change"
+	case hash == "":
+		return "its provider cannot tell yet whether what it depends on changed"
+	}
+	return "its inputs changed since it ran"
+}
+
+// observeDone plans a step recorded done with the inputs it ran with: its
+// provider reads it. It reports whether the step stays done (nothing to
+// plan; a step it depends on may have it read again: Recheck); if not,
+// sp says why it runs: Create when its record is about a world since
+// replaced (no proof of anything), Drift when its effect changed or went.
+func (e *Engine) observeDone(ctx context.Context, s *phases.Step, rec *state.StepRecord, p providers.Interface, cfg cty.Value, out *outputs, find lookup, sp *StepPlan) (bool, phases.Diagnostics) {
+	if why := replacedSince(s, rec, find); why != "" {
+		sp.Action, sp.Detail = providers.Create, why
+		return false, nil
+	}
+	read := p.Read(ctx, providers.ReadRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec)})
+	diags := withSubject(read.Diagnostics, s.Range)
+	if why := targetReplaced(rec, read.Identity); why != "" {
+		sp.Action, sp.Detail = providers.Create, why
+		return false, diags
+	}
+	switch read.Observation {
+	case providers.Drifted:
+		sp.Action, sp.Detail = providers.Drift, read.Detail
+		return false, diags
+	case providers.Absent:
+		sp.Action, sp.Detail = providers.Drift, "its effect is gone"
+		if read.Detail != "" {
+			sp.Detail = read.Detail
+		}
+		return false, diags
+	}
+	if read.Observation == providers.Present && read.Outputs != cty.NilVal && !read.Outputs.IsNull() {
+		out.set(s.Addr, read.Outputs)
+	}
+	if before := out.changesBefore(s.DependsOn); len(before) > 0 {
+		// Done now, but what it acts on may be made by the steps before
+		// it in this run: read again after them.
+		sp.Recheck = before
+		out.markRecheck(s.Addr)
+	}
+	return true, diags
 }
 
 // deferProvider makes sp the plan of a step whose provider is configured

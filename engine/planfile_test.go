@@ -96,3 +96,54 @@ func TestPlanHasChangesCountsChecks(t *testing.T) {
 		t.Error("a plan that updates a step has no changes")
 	}
 }
+
+// TestPlanFileOfEarlierBuildLoads: a plan saved before the phase's
+// irreversible list was derived (it was stored, as was each step's
+// action name) still loads, and says the same; plan --json still lists
+// the irreversible steps of each phase.
+func TestPlanFileOfEarlierBuildLoads(t *testing.T) {
+	t.Parallel()
+	saved := `{
+  "format_version": 1,
+  "lineage": "l1",
+  "serial": 3,
+  "phases": [
+    {
+      "name": "p",
+      "complete": false,
+      "steps": [
+        {"address": "fake_step.a", "action": "create", "irreversible": "cannot be undone: a"},
+        {"address": "fake_step.b", "action": "no-op", "status": "done", "irreversible": "not run: not listed"}
+      ],
+      "irreversible": [{"address": "fake_step.a", "reason": "cannot be undone: a"}]
+    }
+  ]
+}
+`
+	path := filepath.Join(t.TempDir(), "old.plan")
+	if err := os.WriteFile(path, []byte(saved), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := engine.ReadPlan(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pp := plan.Phase("p")
+	if got := []providers.Action{pp.Steps[0].Action, pp.Steps[1].Action}; got[0] != providers.Create || got[1] != providers.NoOp {
+		t.Errorf("actions read back as %v", got)
+	}
+	want := []engine.IrreversibleStep{{Addr: addr("a"), Reason: "cannot be undone: a"}}
+	if irr := pp.Irreversible(); !reflect.DeepEqual(irr, want) {
+		t.Errorf("irreversible %+v, want %+v", irr, want)
+	}
+	out := filepath.Join(t.TempDir(), "new.plan")
+	if err := engine.WritePlan(out, plan); err != nil {
+		t.Fatal(err)
+	}
+	written := mustRead(t, out)
+	for _, s := range []string{`"action": "create"`, `"action": "no-op"`, `"irreversible": [`, `"reason": "cannot be undone: a"`} {
+		if !strings.Contains(written, s) {
+			t.Errorf("the plan written again lacks %s:\n%s", s, written)
+		}
+	}
+}

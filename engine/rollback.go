@@ -168,7 +168,7 @@ func (e *Engine) Rollback(stop, cancel context.Context, rp *RollbackPlan) error 
 }
 
 func (e *Engine) rollbackPhase(stop, cancel context.Context, ph *phases.Phase, pr *PhaseRollbackPlan, out *outputs) error {
-	run, err := e.startPhase(ph, "rollback")
+	run, err := e.startPhase(ph, PhaseRollbackStarted)
 	if err != nil {
 		return err
 	}
@@ -207,7 +207,7 @@ func (e *Engine) rollbackPhase(stop, cancel context.Context, ph *phases.Phase, p
 			return r.fatal()
 		}
 	}
-	return run.completed("rolled back")
+	return run.completed(PhaseRolledBack)
 }
 
 // revert undoes one step with the inverse its record holds.
@@ -272,7 +272,7 @@ func (r *stepRunner) reverted(s *phases.Step, rec *state.StepRecord, message str
 
 func (r *stepRunner) revertFailed(s *phases.Step, rec *state.StepRecord, err error) bool {
 	rec.LastError = err.Error()
-	r.transition(s, rec, state.RevertFailed, Event{Kind: StepFailed, Error: strings.TrimSpace(rec.LastError), Message: "rollback"})
+	r.transition(s, rec, state.RevertFailed, Event{Kind: StepRevertFailed, Error: strings.TrimSpace(rec.LastError)})
 	return false
 }
 

@@ -22,25 +22,6 @@ import (
 // it was asked to; the state says where.
 var ErrInterrupted = errors.New("interrupted: the state records where it stopped; run the same command again to resume")
 
-// StaleError says a saved plan no longer matches the state.
-type StaleError struct {
-	PlanLineage, StateLineage string
-	PlanSerial, StateSerial   uint64
-}
-
-func (e *StaleError) Error() string {
-	switch {
-	case e.PlanLineage != "" && e.StateLineage == "":
-		// A state that does not exist has no lineage yet.
-		return fmt.Sprintf("the plan was made for a state of lineage %s, and there is no state here yet: "+
-			"run it with the state it was made for (--runbook, --state or --backend), or make a new plan", e.PlanLineage)
-	case e.PlanLineage != e.StateLineage && e.PlanLineage != "":
-		return fmt.Sprintf("the plan was made for another state (lineage %s; this state is lineage %s): "+
-			"run it with the state it was made for (--runbook, --state or --backend), or make a new plan", e.PlanLineage, e.StateLineage)
-	}
-	return fmt.Sprintf("the state changed since the plan was made (serial %d then, %d now): make a new plan", e.PlanSerial, e.StateSerial)
-}
-
 // PhaseError says a phase did not complete.
 type PhaseError struct {
 	Phase  string
@@ -100,58 +81,11 @@ func (e *Engine) Run(stop, cancel context.Context, plan *Plan, opts RunOptions) 
 	return nil
 }
 
-// Check says whether Run would accept the plan: made against this state,
-// naming phases the runbook has, with every earlier phase complete. The
-// CLI calls it before showing a plan for confirmation.
-func (e *Engine) Check(plan *Plan) error {
-	return e.check(plan, e.state.Snapshot())
-}
-
-func (e *Engine) check(plan *Plan, snap *state.Snapshot) error {
-	if plan.Lineage != snap.Lineage && plan.Lineage != "" || plan.Serial != snap.Serial {
-		return &StaleError{PlanLineage: plan.Lineage, StateLineage: snap.Lineage, PlanSerial: plan.Serial, StateSerial: snap.Serial}
-	}
-	for _, pp := range plan.Phases {
-		if e.runbook.Phase(pp.Name) == nil {
-			return fmt.Errorf("the plan names phase %q, which the runbook no longer has: make a new plan", pp.Name)
-		}
-	}
-	return e.checkEarlierPhases(plan, snap)
-}
-
-// checkEarlierPhases refuses to run a phase whose predecessors are not
-// complete, unless they run first in this same plan.
-func (e *Engine) checkEarlierPhases(plan *Plan, snap *state.Snapshot) error {
-	inPlan := map[string]bool{}
-	for _, pp := range plan.Phases {
-		ph := e.runbook.Phase(pp.Name)
-		if ph == nil {
-			continue
-		}
-		var missing []string
-		for _, before := range e.phasesBefore(ph) {
-			if !inPlan[before.Name] && !phaseComplete(before, snap) {
-				missing = append(missing, before.Name)
-			}
-		}
-		if len(missing) > 0 {
-			return fmt.Errorf("phase %s runs after %s, which %s not complete: run `migrate run --phase %s` first (or --all)",
-				ph.Name, strings.Join(missing, ", "), plural(len(missing), "is", "are"), missing[0])
-		}
-		inPlan[pp.Name] = true
-	}
-	return nil
-}
-
-// PhaseUpToDate is the Message of the PhaseCompleted event of a phase that
-// was complete before the run and has nothing to do.
-const PhaseUpToDate = "already complete, nothing to do"
-
 func (e *Engine) runPhase(stop, cancel context.Context, ph *phases.Phase, pp *PhasePlan, out *outputs, opts RunOptions) error {
 	if pp.Complete && !pp.HasChanges() && !pp.rechecks() {
-		return e.hooks.emit(Event{Kind: PhaseCompleted, Phase: ph.Name, Message: PhaseUpToDate})
+		return e.hooks.emit(Event{Kind: PhaseUpToDate, Phase: ph.Name})
 	}
-	pr, err := e.startPhase(ph, "")
+	pr, err := e.startPhase(ph, PhaseStarted)
 	if err != nil {
 		return err
 	}
@@ -216,7 +150,7 @@ func (e *Engine) runPhase(stop, cancel context.Context, ph *phases.Phase, pp *Ph
 	if stop.Err() != nil {
 		return pr.interrupted()
 	}
-	return pr.completed("")
+	return pr.completed(PhaseCompleted)
 }
 
 // phaseRun is one phase being run or rolled back: the events that open
@@ -227,10 +161,11 @@ type phaseRun struct {
 	start time.Time
 }
 
-// startPhase announces the phase (message "rollback" for a rollback).
-func (e *Engine) startPhase(ph *phases.Phase, message string) (*phaseRun, error) {
+// startPhase announces the phase: kind is PhaseStarted, or
+// PhaseRollbackStarted for a rollback.
+func (e *Engine) startPhase(ph *phases.Phase, kind EventKind) (*phaseRun, error) {
 	pr := &phaseRun{e: e, name: ph.Name, start: time.Now()}
-	return pr, e.hooks.emit(Event{Kind: PhaseStarted, Phase: ph.Name, Message: message})
+	return pr, e.hooks.emit(Event{Kind: kind, Phase: ph.Name})
 }
 
 // walkOutcome sorts the steps of a walk by how they ended.
@@ -289,8 +224,10 @@ func (pr *phaseRun) interrupted() error {
 	return ErrInterrupted
 }
 
-func (pr *phaseRun) completed(message string) error {
-	return pr.e.hooks.emit(Event{Kind: PhaseCompleted, Phase: pr.name, Message: message, Duration: time.Since(pr.start)})
+// completed reports the phase done: kind is PhaseCompleted, or
+// PhaseRolledBack for a rollback.
+func (pr *phaseRun) completed(kind EventKind) error {
+	return pr.e.hooks.emit(Event{Kind: kind, Phase: pr.name, Duration: time.Since(pr.start)})
 }
 
 // stepRunner runs single steps; it is shared by the goroutines of a walk.
@@ -391,22 +328,31 @@ func (r *stepRunner) run(s *phases.Step) bool {
 		// applied anew, after a rollback or with new inputs, starts at 1.
 		rec.Attempts = 0
 	}
-	var planned json.RawMessage
+	planned, ok := r.plannedNow(s, p, cfg, rec, sp, again)
+	if !ok {
+		return false
+	}
+	return r.applyTries(s, p, cfg, rec, hash, planned)
+}
+
+// plannedNow is the provider's private plan to apply s with: the saved
+// plan's, unless s is planned again now (its inputs were not known when
+// the plan was made, or its record no longer holds: again).
+func (r *stepRunner) plannedNow(s *phases.Step, p providers.Interface, cfg cty.Value, rec *state.StepRecord, sp *StepPlan, again *replanned) (json.RawMessage, bool) {
 	switch {
 	case again != nil:
-		var ok bool
-		if planned, ok = r.planAgain(s, p, cfg, rec, again); !ok {
-			return false
-		}
-	case sp != nil:
-		planned = sp.Planned
-		if len(sp.KnownAfter) > 0 || sp.Deferred {
-			var ok bool
-			if planned, ok = r.replan(s, p, cfg, rec, sp); !ok {
-				return false
-			}
-		}
+		return r.planAgain(s, p, cfg, rec, again)
+	case sp == nil:
+		return nil, true
+	case len(sp.KnownAfter) > 0 || sp.Deferred:
+		return r.replan(s, p, cfg, rec, sp)
 	}
+	return sp.Planned, true
+}
+
+// applyTries applies s, trying again after a failure as its retry says,
+// until it is done, has failed for good, or a stop ends it.
+func (r *stepRunner) applyTries(s *phases.Step, p providers.Interface, cfg cty.Value, rec *state.StepRecord, hash string, planned json.RawMessage) bool {
 	attempts := max(1, s.Retry.Attempts)
 	backoff := s.Retry.Backoff
 	for attempt := 1; ; attempt++ {

@@ -200,3 +200,23 @@ func slug(h string) string {
 	}
 	return out.String()
 }
+
+func TestWriteEvents(t *testing.T) {
+	var b bytes.Buffer
+	fields := []Field{{"kind", "What happened."}, {"error", "What | went wrong."}}
+	events := []Event{{Kind: "step_failed", Says: "A step failed.", Fields: []string{"address", "error"}}, {Kind: "phase_started", Says: "A phase starts."}}
+	if err := WriteEvents(&b, fields, events); err != nil {
+		t.Fatal(err)
+	}
+	got := b.String()
+	for _, want := range []string{
+		"\n## The `--json` events\n",
+		"| `error` | What \\| went wrong. |",
+		"| `step_failed` | A step failed. | `address`, `error` |",
+		"| `phase_started` | A phase starts. |  |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the events reference lacks %q:\n%s", want, got)
+		}
+	}
+}

@@ -6,10 +6,11 @@
 //
 // The engine talks to a Manager; Local is the default backend, a directory
 // beside the runbook (.migrate/), and state/etcdstate keeps the same model
-// in etcd (backend.go holds what they share; state/statetest is the suite
-// both pass). A Lock guards every writing command. Import replaces a whole
-// state (push/pull between backends), refusing a newer serial or another
-// lineage unless forced.
+// in etcd, through what Local exports for it: EncodeSnapshot and
+// DecodeSnapshot, PrepareRecord, EncodeEntry and DecodeEntry, the lock
+// information (state/statetest is the suite both pass). A Lock guards
+// every writing command. Import replaces a whole state (push/pull between
+// backends), refusing a newer serial or another lineage unless forced.
 //
 // Local keeps four files, all mode 0600 in a 0700 directory:
 //

@@ -62,7 +62,7 @@ func WriteFile(path string, data []byte) error {
 // syncs the directory.
 func backupSnapshot(dir string) error {
 	cur := filepath.Join(dir, snapshotFile)
-	tmp := filepath.Join(dir, backupFile+tmpSuffix+randomHex(8))
+	tmp := filepath.Join(dir, backupFile+tmpSuffix+RandomHex(8))
 	if err := os.Link(cur, tmp); err == nil {
 		if err := os.Rename(tmp, filepath.Join(dir, backupFile)); err != nil {
 			os.Remove(tmp)
@@ -102,7 +102,8 @@ func removeTemps(dir string) {
 	}
 }
 
-func randomHex(n int) string {
+// RandomHex returns n random bytes in hex.
+func RandomHex(n int) string {
 	b := make([]byte, n)
 	if _, err := io.ReadFull(rand.Reader, b); err != nil {
 		panic(fmt.Sprintf("crypto/rand: %v", err))
@@ -110,5 +111,5 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// newLineage returns a random 128-bit identifier for a new state.
-func newLineage() string { return randomHex(16) }
+// NewLineage returns a random 128-bit identifier for a new state.
+func NewLineage() string { return RandomHex(16) }

@@ -11,7 +11,7 @@ import (
 // fails and changes nothing, or what it folds is what a reader sees next.
 func FuzzRead(f *testing.F) {
 	snap := []byte(`{"version":1,"serial":2,"lineage":"` + testLineage + `","migrate_version":"0.1.0","steps":{"exec.a":{"address":"exec.a","phase":"p","status":"done","attempts":1}}}`)
-	v2, err := marshalSnapshot(&Snapshot{Serial: 2, Lineage: testLineage, Steps: map[string]*StepRecord{"exec.a": rec("exec.a", Done)}})
+	v2, err := EncodeSnapshot(&Snapshot{Serial: 2, Lineage: testLineage, Steps: map[string]*StepRecord{"exec.a": rec("exec.a", Done)}})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -142,7 +142,7 @@ func newStateDir(t testing.TB, serial uint64, n int) string {
 		r := rec("exec.s"+strconv.Itoa(i), Done)
 		s.Steps[r.Addr.String()] = r
 	}
-	b, err := marshalSnapshot(s)
+	b, err := EncodeSnapshot(s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -181,12 +181,12 @@ func TestWriteThenReadInvalidUTF8(t *testing.T) {
 	t.Parallel()
 	r := rec("exec.a", Failed)
 	r.LastError = "bad \xff byte"
-	var buf bytes.Buffer
-	if err := Write(&Snapshot{Serial: 1, Lineage: testLineage, Steps: map[string]*StepRecord{"exec.a": r}}, &buf); err != nil {
+	b, err := EncodeSnapshot(&Snapshot{Serial: 1, Lineage: testLineage, Steps: map[string]*StepRecord{"exec.a": r}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := Read(&buf)
+	s, err := DecodeSnapshot(b)
 	if err != nil || s.Steps["exec.a"].LastError != "bad \uFFFD byte" {
-		t.Fatalf("Read(Write(s)): %v, %+v", err, s)
+		t.Fatalf("DecodeSnapshot(EncodeSnapshot(s)): %v, %+v", err, s)
 	}
 }

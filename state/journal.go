@@ -167,3 +167,61 @@ func marshalRecord(rec *StepRecord) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// What another backend (state/etcdstate) shares with Local: the same
+// records and journal entries, so every backend checks integrity and
+// folds the same way.
+
+// PrepareRecord validates rec and returns the copy a backend stores (its
+// error cut, as JSON reads it back) and its compact JSON encoding.
+func PrepareRecord(rec *StepRecord) (*StepRecord, []byte, error) {
+	if rec == nil {
+		return nil, nil, errors.New("checkpoint: nil record")
+	}
+	if err := validateRecord(rec); err != nil {
+		return nil, nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	if len(rec.LastError) > maxRecordErrorBytes {
+		// The engine cuts errors with a pointer to its log; this is for
+		// any other caller.
+		c := *rec
+		c.LastError = CutError(rec.LastError, "")
+		rec = &c
+	}
+	b, err := marshalRecord(rec)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := new(StepRecord)
+	if err := json.Unmarshal(b, c); err != nil {
+		return nil, nil, fmt.Errorf("checkpoint %s: %w", rec.Addr, err)
+	}
+	return c, b, nil
+}
+
+// EncodeEntry is the journal entry of seq (a journal line without its
+// newline, CRC included); step is a record's JSON from PrepareRecord.
+func EncodeEntry(seq uint64, lineage string, now time.Time, step []byte) []byte {
+	b := appendJournalLine(nil, seq, lineage, now, step)
+	return b[:len(b)-1]
+}
+
+// Entry is a decoded journal entry.
+type Entry struct {
+	Seq     uint64
+	Lineage string
+	Step    *StepRecord
+}
+
+// DecodeEntry decodes and verifies (CRC, lineage, record) one entry
+// written by EncodeEntry.
+func DecodeEntry(b []byte) (Entry, error) {
+	e, err := parseJournalLine(b)
+	if err != nil {
+		return Entry{}, err
+	}
+	if e.CRC == "" {
+		return Entry{}, errors.New("no checksum")
+	}
+	return Entry{Seq: e.Seq, Lineage: e.Lineage, Step: e.Step}, nil
+}

@@ -87,7 +87,7 @@ func Open(dir string, opts Options) (*Local, error) {
 		return l, nil
 	}
 	info := *opts.Lock
-	fillLockInfo(&info)
+	FillLockInfo(&info)
 	l.lockInfo = &info
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state: %w", err)
@@ -114,7 +114,7 @@ func (l *Local) loadWritable() error {
 		return err
 	}
 	if snap == nil {
-		snap = &Snapshot{Version: CurrentVersion, Lineage: newLineage(), Steps: map[string]*StepRecord{}}
+		snap = &Snapshot{Version: CurrentVersion, Lineage: NewLineage(), Steps: map[string]*StepRecord{}}
 		l.dirty = true
 	}
 	applied, err := replay(snap, entries, legacy)
@@ -266,7 +266,7 @@ func (l *Local) Dir() string { return l.dir }
 func (l *Local) Snapshot() *Snapshot {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return cloneSnapshot(l.snap)
+	return l.snap.Clone()
 }
 
 // Step returns a copy of the record of addr.
@@ -277,7 +277,7 @@ func (l *Local) Step(addr phases.Address) (*StepRecord, bool) {
 	if !ok {
 		return nil, false
 	}
-	return cloneRecord(rec), true
+	return rec.Clone(), true
 }
 
 // Checkpoint appends a copy of rec to the journal and returns once it is on
@@ -400,7 +400,7 @@ func (l *Local) persistLocked() error {
 		if l.opts.MigrateVersion != "" {
 			l.snap.MigrateVersion = l.opts.MigrateVersion
 		}
-		b, err := marshalSnapshot(l.snap)
+		b, err := EncodeSnapshot(l.snap)
 		if err != nil {
 			return fmt.Errorf("state: %w", err)
 		}

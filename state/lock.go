@@ -23,13 +23,15 @@ import (
 // command, with a fresh random ID.
 func NewLockInfo(command string) *LockInfo {
 	info := &LockInfo{Command: command}
-	fillLockInfo(info)
+	FillLockInfo(info)
 	return info
 }
 
-func fillLockInfo(info *LockInfo) {
+// FillLockInfo fills the empty fields of info (ID, PID, host, user, time)
+// for the current process.
+func FillLockInfo(info *LockInfo) {
 	if info.ID == "" {
-		info.ID = randomHex(8)
+		info.ID = RandomHex(8)
 	}
 	if info.PID == 0 {
 		info.PID = os.Getpid()
@@ -158,10 +160,11 @@ func readLockFile(path string) (*LockInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parseLockInfo(b)
+	return ParseLockInfo(b)
 }
 
-func parseLockInfo(b []byte) (*LockInfo, error) {
+// ParseLockInfo decodes a lock's JSON.
+func ParseLockInfo(b []byte) (*LockInfo, error) {
 	var info LockInfo
 	if err := json.Unmarshal(b, &info); err != nil {
 		return nil, fmt.Errorf("lock info: %w", jsonErr(b, err))
@@ -193,7 +196,7 @@ func ReadLock(dir string) (*LockInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	info, err := parseLockInfo(b)
+	info, err := ParseLockInfo(b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -218,7 +221,7 @@ func Unlock(dir, id string) error {
 	if err != nil {
 		return err
 	}
-	info, err := parseLockInfo(b)
+	info, err := ParseLockInfo(b)
 	if err != nil && len(b) > 0 {
 		return fmt.Errorf("%s: %w", path, err)
 	}

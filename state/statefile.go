@@ -12,27 +12,15 @@ import (
 	"slices"
 )
 
-// Read decodes a state snapshot in any format version this build knows,
-// upgraded in memory to CurrentVersion. An empty input is ErrNoState; a
-// newer version is a *NewerVersionError; anything else that does not decode
-// is returned as is (Open wraps it in an *UnusableError naming the file).
-func Read(r io.Reader) (*Snapshot, error) {
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return nil, err
-	}
+// DecodeSnapshot decodes a snapshot (state.json, or what another backend
+// stores: state/etcdstate) in any format version this build knows,
+// upgraded in memory to CurrentVersion, its checksum verified. An empty
+// input is ErrNoState; a newer version is a *NewerVersionError; anything
+// else that does not decode is returned as is (Open wraps it in an
+// *UnusableError naming the file).
+func DecodeSnapshot(b []byte) (*Snapshot, error) {
 	s, _, err := readSnapshot(b)
 	return s, err
-}
-
-// Write encodes s in CurrentVersion, whatever s.Version says.
-func Write(s *Snapshot, w io.Writer) error {
-	b, err := marshalSnapshot(s)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(b)
-	return err
 }
 
 // readSnapshot decodes b and also returns the format version it was in.
@@ -166,10 +154,11 @@ func checkSnapshot(s stateV1) (*Snapshot, error) {
 	}, nil
 }
 
-// marshalSnapshot encodes s in CurrentVersion: indented, one step record
+// EncodeSnapshot encodes s as Local writes state.json, in CurrentVersion
+// whatever s.Version says: indented, one step record
 // per line (compact, so outputs and provider data keep their bytes), steps
 // sorted by address, with the checksum of that encoding on the second line.
-func marshalSnapshot(s *Snapshot) ([]byte, error) {
+func EncodeSnapshot(s *Snapshot) ([]byte, error) {
 	body, err := marshalBody(s)
 	if err != nil {
 		return nil, err
@@ -261,7 +250,8 @@ func validateRecord(rec *StepRecord) error {
 	return nil
 }
 
-func cloneRecord(r *StepRecord) *StepRecord {
+// Clone returns a deep copy of r.
+func (r *StepRecord) Clone() *StepRecord {
 	c := *r
 	c.Outputs = bytes.Clone(r.Outputs)
 	c.Private = bytes.Clone(r.Private)
@@ -283,11 +273,12 @@ func cloneRecord(r *StepRecord) *StepRecord {
 	return &c
 }
 
-func cloneSnapshot(s *Snapshot) *Snapshot {
+// Clone returns a deep copy of s.
+func (s *Snapshot) Clone() *Snapshot {
 	c := *s
 	c.Steps = make(map[string]*StepRecord, len(s.Steps))
 	for k, r := range s.Steps {
-		c.Steps[k] = cloneRecord(r)
+		c.Steps[k] = r.Clone()
 	}
 	return &c
 }

@@ -205,13 +205,105 @@ const (
 
 type svgBox struct{ x, y, w int }
 
+// svgFrame is a phase's frame: its top and height.
+type svgFrame struct{ y, h int }
+
+// svgLayout is where writeSVG draws everything.
+type svgLayout struct {
+	inPhase map[string]string // address -> phase
+	boxes   map[string]svgBox
+	frames  map[string]svgFrame
+	// width and height of the picture; frameW of every frame, as wide
+	// as the widest phase.
+	width, height, frameW int
+}
+
 func writeSVG(w io.Writer, g graphModel) {
-	inPhase := map[string]string{} // address -> phase
+	l := layoutSVG(g)
+	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="monospace" font-size="12">`+"\n", l.width, l.height, l.width, l.height)
+	fmt.Fprintln(w, `  <defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="8" markerHeight="8" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#444"/></marker></defs>`)
+	fmt.Fprintf(w, `  <rect width="%d" height="%d" fill="white"/>`+"\n", l.width, l.height)
+	for _, ph := range g.phases {
+		f := l.frames[ph.name]
+		fmt.Fprintf(w, `  <g class="phase" data-phase="%s"><title>%s</title>`+"\n", svgEsc(ph.name), svgEsc("phase "+ph.name))
+		fmt.Fprintf(w, `    <rect x="%d" y="%d" width="%d" height="%d" rx="6" fill="#f4f6fa" stroke="#8894a8"/>`+"\n", svgPad, f.y, l.frameW, f.h)
+		fmt.Fprintf(w, `    <text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", 2*svgPad, f.y+18, svgEsc("phase "+ph.name))
+		fmt.Fprintln(w, "  </g>")
+	}
+	for _, e := range g.edges {
+		l.writeEdge(w, e, g.labels[e])
+	}
+	for _, e := range g.order {
+		from, ok1 := l.frames[e[0]]
+		to, ok2 := l.frames[e[1]]
+		if !ok1 || !ok2 {
+			continue
+		}
+		x := 4 * svgPad
+		fmt.Fprintf(w, `  <g class="phase-order" data-from="%s" data-to="%s"><title>%s</title><path d="M %d %d L %d %d" fill="none" stroke="#8894a8" stroke-dasharray="5 4" marker-end="url(#arrow)"/></g>`+"\n",
+			svgEsc(e[0]), svgEsc(e[1]), svgEsc("phase "+e[1]+" runs after phase "+e[0]), x, from.y+from.h, x, to.y)
+	}
+	// Boxes last, over the edges: a line that passes a box goes behind it.
 	for _, ph := range g.phases {
 		for _, n := range ph.nodes {
-			inPhase[n.id] = ph.name
+			writeSVGNode(w, n, l.boxes[n.id])
 		}
 	}
+	fmt.Fprintln(w, "</svg>")
+}
+
+// layoutSVG places each phase's steps in columns by their depth in the
+// phase (a step right of those it waits for), and the phases one below
+// the other.
+func layoutSVG(g graphModel) svgLayout {
+	l := svgLayout{inPhase: map[string]string{}, boxes: map[string]svgBox{}, frames: map[string]svgFrame{}}
+	for _, ph := range g.phases {
+		for _, n := range ph.nodes {
+			l.inPhase[n.id] = ph.name
+		}
+	}
+	depthOf := stepDepths(g, l.inPhase)
+	y, width := svgPad, 0
+	for _, ph := range g.phases {
+		var cols [][]graphNode
+		for _, n := range ph.nodes {
+			d := depthOf(n.id)
+			for len(cols) <= d {
+				cols = append(cols, nil)
+			}
+			cols[d] = append(cols[d], n)
+		}
+		title := "phase " + ph.name
+		cx, h := 2*svgPad, 0
+		for _, col := range cols {
+			cw := 0
+			for _, n := range col {
+				cw = max(cw, len([]rune(n.label))*svgCharW+20)
+			}
+			for i, n := range col {
+				l.boxes[n.id] = svgBox{x: cx, y: y + svgHeader + i*(svgBoxH+svgGapY), w: cw}
+			}
+			h = max(h, len(col)*(svgBoxH+svgGapY)-svgGapY)
+			cx += cw + svgGapX
+		}
+		// A phase without steps: cx-svgGapX+svgPad is less than the title's width.
+		width = max(width, cx-svgGapX+svgPad, svgPad+len([]rune(title))*svgCharW+2*svgPad)
+		l.frames[ph.name] = svgFrame{y: y, h: svgHeader + h + svgPad}
+		y += svgHeader + h + svgPad + svgPhaseY
+	}
+	l.height = y - svgPhaseY + svgPad
+	if len(g.phases) == 0 {
+		l.height = 2 * svgPad
+	}
+	l.frameW = width - svgPad
+	l.width = width + svgPad
+	return l
+}
+
+// stepDepths returns the depth of a step in its phase: 0 for one that
+// waits for no step of its phase, else one more than the deepest it waits
+// for.
+func stepDepths(g graphModel, inPhase map[string]string) func(id string) int {
 	deps := map[string][]string{}
 	for _, e := range g.edges {
 		deps[e[1]] = append(deps[e[1]], e[0])
@@ -235,106 +327,53 @@ func writeSVG(w io.Writer, g graphModel) {
 		depth[id] = d
 		return d
 	}
+	return func(id string) int { return depthOf(id, map[string]bool{}) }
+}
 
-	boxes := map[string]svgBox{}
-	type frame struct{ y, h int }
-	frames := map[string]frame{}
-	y, width := svgPad, 0
-	for _, ph := range g.phases {
-		var cols [][]graphNode
-		for _, n := range ph.nodes {
-			d := depthOf(n.id, map[string]bool{})
-			for len(cols) <= d {
-				cols = append(cols, nil)
-			}
-			cols[d] = append(cols[d], n)
-		}
-		title := "phase " + ph.name
-		cx, h := 2*svgPad, 0
-		for _, col := range cols {
-			cw := 0
-			for _, n := range col {
-				cw = max(cw, len([]rune(n.label))*svgCharW+20)
-			}
-			for i, n := range col {
-				boxes[n.id] = svgBox{x: cx, y: y + svgHeader + i*(svgBoxH+svgGapY), w: cw}
-			}
-			h = max(h, len(col)*(svgBoxH+svgGapY)-svgGapY)
-			cx += cw + svgGapX
-		}
-		// A phase without steps: cx-svgGapX+svgPad is less than the title's width.
-		width = max(width, cx-svgGapX+svgPad, svgPad+len([]rune(title))*svgCharW+2*svgPad)
-		frames[ph.name] = frame{y: y, h: svgHeader + h + svgPad}
-		y += svgHeader + h + svgPad + svgPhaseY
+// writeEdge draws the edge e: right, from one box to the next, within a
+// phase; down, from the bottom of one box to the top of the other, from
+// one phase to another. A label says why the edge is there (the
+// provider's block uses the step).
+func (l svgLayout) writeEdge(w io.Writer, e [2]string, label string) {
+	from, ok1 := l.boxes[e[0]]
+	to, ok2 := l.boxes[e[1]]
+	if !ok1 || !ok2 {
+		return
 	}
-	height := y - svgPhaseY + svgPad
-	if len(g.phases) == 0 {
-		height = 2 * svgPad
+	x1, y1, x2, y2 := from.x+from.w, from.y+svgBoxH/2, to.x, to.y+svgBoxH/2
+	c1x, c1y, c2x, c2y := (x1+x2)/2, y1, (x1+x2)/2, y2
+	if l.inPhase[e[0]] != l.inPhase[e[1]] {
+		x1, y1, x2, y2 = from.x+from.w/2, from.y+svgBoxH, to.x+to.w/2, to.y
+		c1x, c1y, c2x, c2y = x1, (y1+y2)/2, x2, (y1+y2)/2
 	}
-	fw := width - svgPad // every frame as wide as the widest phase
-	width += svgPad
+	mid := (x1 + x2) / 2
+	if label != "" {
+		// The step waits for what its provider's block uses.
+		fmt.Fprintf(w, `  <g class="edge provider" data-from="%s" data-to="%s" data-label="%s"><title>%s</title><path d="M %d %d C %d %d, %d %d, %d %d" fill="none" stroke="#2a5db0" stroke-width="2" marker-end="url(#arrow)"/><text x="%d" y="%d" text-anchor="middle" font-size="10" fill="#2a5db0">%s</text></g>`+"\n",
+			svgEsc(e[0]), svgEsc(e[1]), svgEsc(label), svgEsc(e[0]+" -> "+e[1]+" ("+label+")"), x1, y1, c1x, c1y, c2x, c2y, x2, y2, mid, (y1+y2)/2-4, svgEsc(label))
+		return
+	}
+	fmt.Fprintf(w, `  <g class="edge" data-from="%s" data-to="%s"><title>%s</title><path d="M %d %d C %d %d, %d %d, %d %d" fill="none" stroke="#444" marker-end="url(#arrow)"/></g>`+"\n",
+		svgEsc(e[0]), svgEsc(e[1]), svgEsc(e[0]+" -> "+e[1]), x1, y1, c1x, c1y, c2x, c2y, x2, y2)
+}
 
-	esc := func(s string) string {
-		var b strings.Builder
-		xml.EscapeText(&b, []byte(s)) //nolint:errcheck // a strings.Builder does not fail
-		return b.String()
+// writeSVGNode draws a step's box, or a check's hexagon (as in the dot
+// output), at b.
+func writeSVGNode(w io.Writer, n graphNode, b svgBox) {
+	fmt.Fprintf(w, `  <g class="step" data-address="%s"><title>%s</title>`, svgEsc(n.id), svgEsc(n.label))
+	if n.check {
+		x0, x1, y0, ym, y1 := b.x, b.x+b.w, b.y, b.y+svgBoxH/2, b.y+svgBoxH
+		fmt.Fprintf(w, `<polygon points="%d,%d %d,%d %d,%d %d,%d %d,%d %d,%d" fill="#fff8e6" stroke="#a07a20"/>`,
+			x0, ym, x0+8, y0, x1-8, y0, x1, ym, x1-8, y1, x0+8, y1)
+	} else {
+		fmt.Fprintf(w, `<rect x="%d" y="%d" width="%d" height="%d" rx="3" fill="white" stroke="#333"/>`, b.x, b.y, b.w, svgBoxH)
 	}
-	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="monospace" font-size="12">`+"\n", width, height, width, height)
-	fmt.Fprintln(w, `  <defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="8" markerHeight="8" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#444"/></marker></defs>`)
-	fmt.Fprintf(w, `  <rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
-	for _, ph := range g.phases {
-		f := frames[ph.name]
-		fmt.Fprintf(w, `  <g class="phase" data-phase="%s"><title>%s</title>`+"\n", esc(ph.name), esc("phase "+ph.name))
-		fmt.Fprintf(w, `    <rect x="%d" y="%d" width="%d" height="%d" rx="6" fill="#f4f6fa" stroke="#8894a8"/>`+"\n", svgPad, f.y, fw, f.h)
-		fmt.Fprintf(w, `    <text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", 2*svgPad, f.y+18, esc("phase "+ph.name))
-		fmt.Fprintln(w, "  </g>")
-	}
-	for _, e := range g.edges {
-		from, ok1 := boxes[e[0]]
-		to, ok2 := boxes[e[1]]
-		if !ok1 || !ok2 {
-			continue
-		}
-		x1, y1, x2, y2 := from.x+from.w, from.y+svgBoxH/2, to.x, to.y+svgBoxH/2
-		c1x, c1y, c2x, c2y := (x1+x2)/2, y1, (x1+x2)/2, y2
-		if inPhase[e[0]] != inPhase[e[1]] { // down, from the bottom of one box to the top of the other
-			x1, y1, x2, y2 = from.x+from.w/2, from.y+svgBoxH, to.x+to.w/2, to.y
-			c1x, c1y, c2x, c2y = x1, (y1+y2)/2, x2, (y1+y2)/2
-		}
-		mid := (x1 + x2) / 2
-		if l := g.labels[e]; l != "" {
-			// The step waits for what its provider's block uses.
-			fmt.Fprintf(w, `  <g class="edge provider" data-from="%s" data-to="%s" data-label="%s"><title>%s</title><path d="M %d %d C %d %d, %d %d, %d %d" fill="none" stroke="#2a5db0" stroke-width="2" marker-end="url(#arrow)"/><text x="%d" y="%d" text-anchor="middle" font-size="10" fill="#2a5db0">%s</text></g>`+"\n",
-				esc(e[0]), esc(e[1]), esc(l), esc(e[0]+" -> "+e[1]+" ("+l+")"), x1, y1, c1x, c1y, c2x, c2y, x2, y2, mid, (y1+y2)/2-4, esc(l))
-			continue
-		}
-		fmt.Fprintf(w, `  <g class="edge" data-from="%s" data-to="%s"><title>%s</title><path d="M %d %d C %d %d, %d %d, %d %d" fill="none" stroke="#444" marker-end="url(#arrow)"/></g>`+"\n",
-			esc(e[0]), esc(e[1]), esc(e[0]+" -> "+e[1]), x1, y1, c1x, c1y, c2x, c2y, x2, y2)
-	}
-	for _, e := range g.order {
-		from, ok1 := frames[e[0]]
-		to, ok2 := frames[e[1]]
-		if !ok1 || !ok2 {
-			continue
-		}
-		x := 4 * svgPad
-		fmt.Fprintf(w, `  <g class="phase-order" data-from="%s" data-to="%s"><title>%s</title><path d="M %d %d L %d %d" fill="none" stroke="#8894a8" stroke-dasharray="5 4" marker-end="url(#arrow)"/></g>`+"\n",
-			esc(e[0]), esc(e[1]), esc("phase "+e[1]+" runs after phase "+e[0]), x, from.y+from.h, x, to.y)
-	}
-	// Boxes last, over the edges: a line that passes a box goes behind it.
-	for _, ph := range g.phases {
-		for _, n := range ph.nodes {
-			b := boxes[n.id]
-			fmt.Fprintf(w, `  <g class="step" data-address="%s"><title>%s</title>`, esc(n.id), esc(n.label))
-			if n.check { // a hexagon, as in the dot output
-				x0, x1, y0, ym, y1 := b.x, b.x+b.w, b.y, b.y+svgBoxH/2, b.y+svgBoxH
-				fmt.Fprintf(w, `<polygon points="%d,%d %d,%d %d,%d %d,%d %d,%d %d,%d" fill="#fff8e6" stroke="#a07a20"/>`,
-					x0, ym, x0+8, y0, x1-8, y0, x1, ym, x1-8, y1, x0+8, y1)
-			} else {
-				fmt.Fprintf(w, `<rect x="%d" y="%d" width="%d" height="%d" rx="3" fill="white" stroke="#333"/>`, b.x, b.y, b.w, svgBoxH)
-			}
-			fmt.Fprintf(w, `<text x="%d" y="%d" text-anchor="middle">%s</text></g>`+"\n", b.x+b.w/2, b.y+svgBoxH/2+4, esc(n.label))
-		}
-	}
-	fmt.Fprintln(w, "</svg>")
+	fmt.Fprintf(w, `<text x="%d" y="%d" text-anchor="middle">%s</text></g>`+"\n", b.x+b.w/2, b.y+svgBoxH/2+4, svgEsc(n.label))
+}
+
+// svgEsc escapes s for XML text and attributes.
+func svgEsc(s string) string {
+	var b strings.Builder
+	xml.EscapeText(&b, []byte(s)) //nolint:errcheck // a strings.Builder does not fail
+	return b.String()
 }

@@ -17,7 +17,6 @@ func TestPlanListsIrreversible(t *testing.T) {
 			{Addr: addr("exec.b"), Action: providers.Create, Irreversible: "no revert command"},
 			{Addr: addr("exec.c"), Action: providers.Create},
 		},
-		Irreversible: []engine.IrreversibleStep{{Addr: addr("exec.b"), Reason: "no revert command"}},
 	}}})
 	want := "  Rollback will NOT be able to undo:\n    ! exec.b: no revert command\n\n"
 	if got := out.String(); !strings.Contains(got, want) || strings.Contains(got, "! exec.c") {

@@ -114,9 +114,9 @@ func renderPhasePlan(w io.Writer, st styles, ph *engine.PhasePlan) {
 		}
 		renderStepPlan(w, st, s)
 	}
-	if len(ph.Irreversible) > 0 {
+	if len(ph.Irreversible()) > 0 {
 		fmt.Fprintf(w, "  %s\n", st.bold(st.red("Rollback will NOT be able to undo:")))
-		for _, x := range ph.Irreversible {
+		for _, x := range ph.Irreversible() {
 			fmt.Fprintf(w, "    %s %s: %s\n", st.red("!"), x.Addr, firstLine(x.Reason))
 		}
 	}

@@ -178,7 +178,7 @@ func (b *runBase) count(e engine.Event) {
 			return
 		}
 		f = func(t *tally) { t.done++ }
-	case engine.StepFailed:
+	case engine.StepFailed, engine.StepRevertFailed:
 		f = func(t *tally) { t.failed++ }
 	case engine.StepSkipped:
 		f = func(t *tally) { t.skipped++ }
@@ -205,142 +205,6 @@ func (b *runBase) summary() string {
 		return fmt.Sprintf("Rollback complete: %s undone in %s.", plural(b.total.reverted, "step", "steps"), d)
 	}
 	return fmt.Sprintf("Run complete: %s done in %s.", plural(b.total.done, "step", "steps"), d)
-}
-
-func stepName(e engine.Event) string {
-	if e.Check {
-		return "check " + e.Addr.String()
-	}
-	return e.Addr.String()
-}
-
-// eventLines renders one event as the lines a person reads, with marks
-// when live. Started events render nothing in live mode: the live area
-// shows them.
-func (b *runBase) eventLines(st styles, e engine.Event, live bool) string {
-	name := stepName(e)
-	mark := func(sym, plain string) string {
-		if live {
-			return sym + " "
-		}
-		return plain
-	}
-	switch e.Kind {
-	case engine.PhaseStarted:
-		verb := "started"
-		if e.Message == "rollback" {
-			verb = "rolling back"
-		}
-		if live {
-			return st.bold("Phase "+e.Phase) + " " + verb + "\n"
-		}
-		return fmt.Sprintf("Phase %s: %s\n", e.Phase, verb)
-	case engine.PhaseCompleted, engine.PhaseFailed, engine.Interrupted:
-		if e.Kind == engine.PhaseCompleted && e.Message == engine.PhaseUpToDate {
-			line := fmt.Sprintf("Phase %s: %s.", e.Phase, e.Message)
-			if live {
-				return st.dim(line) + "\n\n"
-			}
-			return line + "\n"
-		}
-		t := b.phases[e.Phase]
-		if t == nil {
-			t = &tally{}
-		}
-		word := "complete"
-		paint := st.green
-		switch {
-		case e.Kind == engine.PhaseFailed:
-			word, paint = "failed", st.red
-		case e.Kind == engine.Interrupted:
-			word, paint = "interrupted", st.yellow
-		case e.Message != "":
-			word = e.Message
-		}
-		dur := ""
-		if e.Duration > 0 {
-			dur = " in " + fmtDuration(e.Duration)
-		}
-		line := fmt.Sprintf("Phase %s %s: %s%s.", e.Phase, word, t, dur)
-		if live {
-			return paint(line) + "\n\n"
-		}
-		return line + "\n"
-	case engine.StepStarted:
-		if live {
-			return ""
-		}
-		if e.Attempt > 1 {
-			return fmt.Sprintf("%s: started (attempt %d)\n", name, e.Attempt)
-		}
-		return name + ": started\n"
-	case engine.StepReverting:
-		if live {
-			return ""
-		}
-		if e.Message != "" {
-			return fmt.Sprintf("%s: reverting: %s\n", name, firstLine(e.Message))
-		}
-		return name + ": reverting\n"
-	case engine.StepPlanned:
-		// The diff of a step whose plan waited for earlier steps: what
-		// it will do, now that its inputs are known.
-		head := name + ": planned now that its inputs are known"
-		if e.Reason != "" {
-			head = name + ": planned again: " + e.Reason
-		}
-		if strings.TrimSpace(e.Message) == "" {
-			return mark(st.cyan("≡"), "") + head + " (no diff)\n"
-		}
-		return mark(st.cyan("≡"), "") + head + ":\n" + indent(cutLines(e.Message), "    ")
-	case engine.StepOutput:
-		if live {
-			return st.dim(name+" | ") + st.dim(e.Message) + "\n"
-		}
-		return name + " | " + e.Message + "\n"
-	case engine.StepRetrying:
-		msg := b.withoutShownOutput(e)
-		line := fmt.Sprintf("%s: attempt %d failed, %s: %s", name, e.Attempt, e.Message, firstLine(msg))
-		return mark(st.yellow("↻"), "") + st.yellow(line) + "\n" + indent(restLines(msg), "    ")
-	case engine.StepDone:
-		if live {
-			return fmt.Sprintf("%s %s %s\n", st.green("✓"), name, st.dim("("+fmtDuration(e.Duration)+")"))
-		}
-		return fmt.Sprintf("%s: done (%s)\n", name, fmtDuration(e.Duration))
-	case engine.StepAdopted:
-		return mark(st.green("✓"), "") + fmt.Sprintf("%s: done before the last run stopped (%s)\n", name, e.Message)
-	case engine.StepFailed:
-		what := "failed"
-		if e.Message == "rollback" {
-			what = "could not be undone"
-		}
-		msg := b.withoutShownOutput(e)
-		return mark(st.red("✗"), "") + st.red(fmt.Sprintf("%s: %s: %s", name, what, firstLine(msg))) + "\n" + indent(restLines(msg), "    ")
-	case engine.StepStopped:
-		// Not a failure: what it waited for was not waited for.
-		msg := b.withoutShownOutput(e)
-		return mark(st.yellow("■"), "") + st.yellow(fmt.Sprintf("%s: %s", name, e.Message)) + "\n" + indent(msg, "    ")
-	case engine.StepSkipped:
-		msg := e.Message
-		if msg == "" {
-			msg = "a step it depends on failed"
-		}
-		return mark(st.dim("-"), "") + st.dim(fmt.Sprintf("%s: skipped: %s", name, msg)) + "\n"
-	case engine.StepReverted:
-		// Why nothing was undone (it went with the VM), else how long.
-		note := ""
-		switch {
-		case e.Message != "":
-			note = " (" + e.Message + ")"
-		case e.Duration > 0:
-			note = " (" + fmtDuration(e.Duration) + ")"
-		}
-		if live {
-			return fmt.Sprintf("%s %s reverted%s\n", st.green("↺"), name, st.dim(note))
-		}
-		return fmt.Sprintf("%s: reverted%s\n", name, note)
-	}
-	return ""
 }
 
 // flusher runs f every flushEvery under mu until stopped.
@@ -511,12 +375,12 @@ func (l *liveRun) Handle(e engine.Event) error {
 	defer l.mu.Unlock()
 	l.count(e)
 	switch e.Kind {
-	case engine.PhaseStarted:
+	case engine.PhaseStarted, engine.PhaseRollbackStarted:
 		l.phase = e.Phase
 	case engine.StepStarted, engine.StepReverting:
 		l.remove(e.Addr)
 		l.running = append(l.running, &liveStep{addr: e.Addr, name: stepName(e), started: e.Time, reverting: e.Kind == engine.StepReverting})
-	case engine.StepDone, engine.StepFailed, engine.StepAdopted, engine.StepReverted, engine.StepSkipped, engine.StepRetrying, engine.StepStopped:
+	case engine.StepDone, engine.StepFailed, engine.StepRevertFailed, engine.StepAdopted, engine.StepReverted, engine.StepSkipped, engine.StepRetrying, engine.StepStopped:
 		l.remove(e.Addr)
 	}
 	l.pending.WriteString(l.eventLines(l.st, e, true))

@@ -70,16 +70,46 @@ Phase A failed: 1 done, 1 failed, 1 skipped in 1.5s.
 	rv.Finish() // twice is fine
 }
 
+// TestPlainRollbackFailsAndUpToDate: a step that could not be undone, the
+// phase it fails, an adopted step and a phase up to date read by their
+// kind (no message says which they are).
+func TestPlainRollbackFailsAndUpToDate(t *testing.T) {
+	v, out, _ := newView()
+	rv := v.NewRun(views.RunPlain, true)
+	for _, e := range []engine.Event{
+		{Kind: engine.PhaseRollbackStarted, Phase: "B"},
+		{Kind: engine.StepReverting, Phase: "B", Addr: addr("exec.b")},
+		{Kind: engine.StepRevertFailed, Phase: "B", Addr: addr("exec.b"), Error: "Command Failed: exit 2\nrestore.sh: no backup"},
+		{Kind: engine.PhaseFailed, Phase: "B", Duration: 4 * time.Millisecond, Error: "rollback of phase B did not complete"},
+		{Kind: engine.PhaseUpToDate, Phase: "A"},
+		{Kind: engine.StepAdopted, Phase: "C", Addr: addr("exec.c"), Message: "finished before the last run stopped; recorded without running it again"},
+	} {
+		rv.Handle(e)
+	}
+	rv.Finish()
+	want := `Phase B: rolling back
+exec.b: reverting
+exec.b: could not be undone: Command Failed: exit 2
+    restore.sh: no backup
+Phase B failed: 0 done, 1 failed, 0 skipped in 4ms.
+Phase A: already complete, nothing to do.
+exec.c: done before the last run stopped; recorded without running it again
+`
+	if got := out.String(); got != want {
+		t.Errorf("plain rollback:\n%s\nwant:\n%s", got, want)
+	}
+}
+
 func TestPlainRollbackAndSummary(t *testing.T) {
 	v, out, errb := newView()
 	rv := v.NewRun(views.RunPlain, true)
 	rv.Start()
 	for _, e := range []engine.Event{
-		{Kind: engine.PhaseStarted, Phase: "A", Message: "rollback"},
+		{Kind: engine.PhaseRollbackStarted, Phase: "A"},
 		{Kind: engine.StepReverting, Phase: "A", Addr: addr("exec.a"), Message: "run: ./restore.sh"},
 		{Kind: engine.StepReverted, Phase: "A", Addr: addr("exec.a"), Duration: 2 * time.Millisecond},
 		{Kind: engine.StepReverted, Phase: "A", Addr: addr("http_check.up"), Check: true},
-		{Kind: engine.PhaseCompleted, Phase: "A", Message: "rolled back", Duration: 3 * time.Millisecond},
+		{Kind: engine.PhaseRolledBack, Phase: "A", Duration: 3 * time.Millisecond},
 	} {
 		rv.Handle(e)
 	}

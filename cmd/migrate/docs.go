@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/homelab-migrate/migrate/engine"
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/reference"
 )
@@ -21,7 +22,7 @@ func (a *app) docsCommand() *cobra.Command {
 	var check bool
 	cmd := &cobra.Command{
 		Use:   "docs",
-		Short: "Write the reference of every block and step type (docs/reference.md)",
+		Short: "Write the reference of every block and step type, and of the --json events (docs/reference.md)",
 		Long: `Write the reference of the runbook language and of every provider's
 blocks and step types, generated from the schemas compiled into migrate
 (the ones validate checks runbooks against; no provider program starts).
@@ -36,15 +37,35 @@ With --check, write nothing and fail when the file differs.`,
 	return cmd
 }
 
-// referenceText generates the reference from the registry's schemas.
+// referenceText generates the reference from the registry's schemas,
+// and the events' from the engine's list of them.
 func referenceText() ([]byte, error) {
 	schemas := map[string]phases.Schema{}
 	for name, f := range registry() {
 		schemas[name] = f().Schema()
 	}
 	var b bytes.Buffer
-	err := reference.Write(&b, schemas)
+	if err := reference.Write(&b, schemas); err != nil {
+		return nil, err
+	}
+	err := reference.WriteEvents(&b, eventFields(), eventKinds())
 	return b.Bytes(), err
+}
+
+func eventFields() []reference.Field {
+	var out []reference.Field
+	for _, f := range engine.EventFields {
+		out = append(out, reference.Field{Name: f.Name, Says: f.Says})
+	}
+	return out
+}
+
+func eventKinds() []reference.Event {
+	var out []reference.Event
+	for _, k := range engine.EventKinds {
+		out = append(out, reference.Event{Kind: string(k.Kind), Says: k.Says, Fields: k.Fields})
+	}
+	return out
 }
 
 func writeReference(out string, check bool) error {

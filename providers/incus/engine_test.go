@@ -109,7 +109,7 @@ func TestRunbookRunAndRollback(t *testing.T) {
 		t.Fatalf("run retire: %v", err)
 	}
 	for _, sp := range plan.Phases[0].Steps {
-		t.Logf("plan %s: %s\n%s", sp.Addr, sp.ActionName, sp.Diff)
+		t.Logf("plan %s: %s\n%s", sp.Addr, sp.Action, sp.Diff)
 	}
 	for _, n := range []string{home, matrix} {
 		i := inst(t, c, n)
@@ -189,7 +189,7 @@ func TestRunbookCrashResume(t *testing.T) {
 	}
 	t.Logf("resumed run took %s", time.Since(start))
 	for _, sp := range plan.Phases[0].Steps {
-		t.Logf("resume plan %s: %s (%s)", sp.Addr, sp.ActionName, sp.Detail)
+		t.Logf("resume plan %s: %s (%s)", sp.Addr, sp.Action, sp.Detail)
 	}
 	for _, n := range []string{home, matrix} {
 		if i := inst(t, c, n); i.Status != "Stopped" {

@@ -109,60 +109,76 @@ func (s *Store) unusable(key string, err error, hint string) error {
 	return &state.UnusableError{Path: fmt.Sprintf("%s key %s%s", s.cfg.where(), s.prefix, key), Err: err, Hint: hint}
 }
 
-func (s *Store) parse(kvs []*mvccpb.KeyValue, rev int64) (*loaded, error) {
-	l := &loaded{rev: rev}
-	var (
-		m       *meta
-		h       *head
-		chunks  = map[string]map[int][]byte{}
-		entries []*mvccpb.KeyValue
-		foreign []string
-	)
+// keySet is the keys under the prefix, sorted by what they hold.
+type keySet struct {
+	meta    *meta
+	head    *head
+	headRev int64
+	chunks  map[string]map[int][]byte // generation -> index -> chunk
+	entries []*mvccpb.KeyValue        // under journal/
+	foreign []string                  // keys migrate did not write
+}
+
+// sortKeys sorts kvs by what they hold, decoding head and meta.
+func (s *Store) sortKeys(kvs []*mvccpb.KeyValue) (*keySet, error) {
+	k := &keySet{chunks: map[string]map[int][]byte{}}
 	for _, kv := range kvs {
 		key := strings.TrimPrefix(string(kv.Key), s.prefix)
 		switch {
 		case key == keyLock:
 		case key == keyHead:
-			h = new(head)
-			if err := strictJSON(kv.Value, h); err != nil {
+			k.head = new(head)
+			if err := strictJSON(kv.Value, k.head); err != nil {
 				return nil, s.unusable(key, err, "")
 			}
-			l.headRev = kv.ModRevision
+			k.headRev = kv.ModRevision
 		case key == keyMeta:
-			m = new(meta)
-			if err := strictJSON(kv.Value, m); err != nil {
+			k.meta = new(meta)
+			if err := strictJSON(kv.Value, k.meta); err != nil {
 				return nil, s.unusable(key, err, "")
 			}
 		case strings.HasPrefix(key, journalDir):
 			if _, err := strconv.ParseUint(strings.TrimPrefix(key, journalDir), 10, 64); err != nil {
-				foreign = append(foreign, key)
+				k.foreign = append(k.foreign, key)
 				continue
 			}
-			entries = append(entries, kv)
+			k.entries = append(k.entries, kv)
 		case strings.HasPrefix(key, snapDir):
 			gen, n, ok := strings.Cut(strings.TrimPrefix(key, snapDir), "/")
 			i, err := strconv.Atoi(n)
 			if !ok || err != nil || len(n) != 6 {
-				foreign = append(foreign, key)
+				k.foreign = append(k.foreign, key)
 				continue
 			}
-			if chunks[gen] == nil {
-				chunks[gen] = map[int][]byte{}
+			if k.chunks[gen] == nil {
+				k.chunks[gen] = map[int][]byte{}
 			}
-			chunks[gen][i] = kv.Value
+			k.chunks[gen][i] = kv.Value
 		default:
-			foreign = append(foreign, key)
+			k.foreign = append(k.foreign, key)
 		}
 	}
-	if len(foreign) > 0 {
-		return nil, fmt.Errorf("%s: the prefix holds %d keys migrate did not write (%s%s...): it is not a migrate state; "+
-			"choose a prefix of its own for this state", s.cfg.where(), len(foreign), s.prefix, foreign[0])
+	return k, nil
+}
+
+// parse makes the state of the keys read at rev: the snapshot of meta's
+// generation, with the journal after it, which must end where head says.
+func (s *Store) parse(kvs []*mvccpb.KeyValue, rev int64) (*loaded, error) {
+	k, err := s.sortKeys(kvs)
+	if err != nil {
+		return nil, err
 	}
+	l := &loaded{rev: rev, headRev: k.headRev}
+	if len(k.foreign) > 0 {
+		return nil, fmt.Errorf("%s: the prefix holds %d keys migrate did not write (%s%s...): it is not a migrate state; "+
+			"choose a prefix of its own for this state", s.cfg.where(), len(k.foreign), s.prefix, k.foreign[0])
+	}
+	m, h := k.meta, k.head
 	if m == nil {
-		if h != nil || len(entries) > 0 {
+		if h != nil || len(k.entries) > 0 {
 			return nil, s.unusable(keyMeta, errors.New("missing, while head or journal entries exist"), "")
 		}
-		for gen := range chunks {
+		for gen := range k.chunks {
 			l.orphans = append(l.orphans, gen)
 		}
 		return l, nil
@@ -170,16 +186,38 @@ func (s *Store) parse(kvs []*mvccpb.KeyValue, rev int64) (*loaded, error) {
 	if m.Layout != layout {
 		return nil, s.unusable(keyMeta, fmt.Errorf("layout %d, this migrate knows layout %d", m.Layout, layout), "upgrade migrate")
 	}
+	snap, err := s.snapshot(m, k.chunks[m.Generation])
+	if err != nil {
+		return nil, err
+	}
+	for gen := range k.chunks {
+		if gen != m.Generation {
+			l.orphans = append(l.orphans, gen)
+		}
+	}
+	if l.journal, err = s.replay(snap, k.entries); err != nil {
+		return nil, err
+	}
+	if h == nil || h.Serial != snap.Serial || h.Lineage != snap.Lineage {
+		return nil, s.unusable(keyHead, fmt.Errorf("head %+v, the snapshot and journal end at serial %d of lineage %s", h, snap.Serial, snap.Lineage), "")
+	}
+	l.snap, l.gen = snap, m.Generation
+	return l, nil
+}
+
+// snapshot joins the chunks of m's generation and decodes them, checking
+// them against m: their number, size and hash, the lineage and serial.
+func (s *Store) snapshot(m *meta, chunks map[int][]byte) (*state.Snapshot, error) {
 	var buf bytes.Buffer
 	for i := range m.Chunks {
-		c, ok := chunks[m.Generation][i]
+		c, ok := chunks[i]
 		if !ok {
 			return nil, s.unusable(chunkKey(m.Generation, i), errors.New("missing"), "")
 		}
 		buf.Write(c)
 	}
-	if len(chunks[m.Generation]) != m.Chunks {
-		return nil, s.unusable(keyMeta, fmt.Errorf("%d chunks under generation %s, meta says %d", len(chunks[m.Generation]), m.Generation, m.Chunks), "")
+	if len(chunks) != m.Chunks {
+		return nil, s.unusable(keyMeta, fmt.Errorf("%d chunks under generation %s, meta says %d", len(chunks), m.Generation, m.Chunks), "")
 	}
 	sum := sha256.Sum256(buf.Bytes())
 	if got := hex.EncodeToString(sum[:]); got != m.SHA256 || buf.Len() != m.Bytes {
@@ -192,11 +230,14 @@ func (s *Store) parse(kvs []*mvccpb.KeyValue, rev int64) (*loaded, error) {
 	if snap.Lineage != m.Lineage || snap.Serial != m.Serial {
 		return nil, s.unusable(keyMeta, fmt.Errorf("lineage %s serial %d, the snapshot's are %s, %d", m.Lineage, m.Serial, snap.Lineage, snap.Serial), "")
 	}
-	for gen := range chunks {
-		if gen != m.Generation {
-			l.orphans = append(l.orphans, gen)
-		}
-	}
+	return snap, nil
+}
+
+// replay applies the journal entries after the snapshot to it, in order,
+// and returns how many entries there are past it; an entry that is
+// damaged, of another state or out of order makes the state unusable.
+func (s *Store) replay(snap *state.Snapshot, entries []*mvccpb.KeyValue) (int, error) {
+	n := 0
 	for _, kv := range entries {
 		key := strings.TrimPrefix(string(kv.Key), s.prefix)
 		e, err := state.DecodeEntry(kv.Value)
@@ -212,17 +253,13 @@ func (s *Store) parse(kvs []*mvccpb.KeyValue, rev int64) (*loaded, error) {
 			err = fmt.Errorf("follows serial %d: entries are missing", snap.Serial)
 		}
 		if err != nil {
-			return nil, s.unusable(key, err, "")
+			return 0, s.unusable(key, err, "")
 		}
 		snap.Steps[e.Step.Addr.String()] = e.Step
 		snap.Serial = e.Seq
-		l.journal++
+		n++
 	}
-	if h == nil || h.Serial != snap.Serial || h.Lineage != snap.Lineage {
-		return nil, s.unusable(keyHead, fmt.Errorf("head %+v, the snapshot and journal end at serial %d of lineage %s", h, snap.Serial, snap.Lineage), "")
-	}
-	l.snap, l.gen = snap, m.Generation
-	return l, nil
+	return n, nil
 }
 
 func strictJSON(b []byte, v any) error {

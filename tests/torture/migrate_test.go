@@ -49,7 +49,7 @@ func (e event) String() string {
 func (e event) started() bool { return e.Kind == "step_started" || e.Kind == "step_reverting" }
 func (e event) finished() bool {
 	switch e.Kind {
-	case "step_done", "step_reverted", "step_failed", "step_skipped", "step_adopted":
+	case "step_done", "step_reverted", "step_failed", "step_revert_failed", "step_skipped", "step_adopted":
 		return true
 	}
 	return false
