@@ -26,13 +26,12 @@ import (
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
-	"github.com/homelab-migrate/migrate/providers/helm/helmschema"
 	"github.com/homelab-migrate/migrate/providers/helm/podsecurity"
 	"github.com/homelab-migrate/migrate/providers/sdk"
 )
 
 // Job is the kubernetes_job step type.
-const Job = helmschema.Job
+const Job = "kubernetes_job"
 
 const (
 	// annHash marks a Job migrate created with the SHA-256 of its inputs:
@@ -48,7 +47,24 @@ const (
 	jobIrreversible = "rollback deletes the Job object; what it did is not undone"
 )
 
-type jobAttrs = helmschema.JobAttrs
+// jobAttrs are the attributes of a kubernetes_job step.
+type jobAttrs struct {
+	Name         string    `cty:"name" required:"true" doc:"The Job's name."`
+	Namespace    string    `cty:"namespace" required:"true" doc:"The Job's namespace."`
+	Job          cty.Value `cty:"job" doc:"The Job's spec as an HCL object with Kubernetes field names ({ template = { spec = { containers = [...] } } }); exactly one of job and file."`
+	File         string    `cty:"file" doc:"A YAML file, relative to the runbook, holding a whole batch/v1 Job; the step's name and namespace win over its own. Exactly one of job and file."`
+	Timeout      string    `cty:"timeout" doc:"How long to wait for the Job to complete, \"30m\" by default; a Job still running then is left running, and the next run waits for it."`
+	BackoffLimit *int      `cty:"backoff_limit" doc:"How many failed pods the Job retries before it fails (spec.backoffLimit), 0 by default."`
+	Kubeconfig   string    `cty:"kubeconfig" doc:"Path to a kubeconfig for this step, relative to the runbook (such as talos_kubeconfig.admin.path); default the provider's."`
+}
+
+// jobOut are the outputs of a kubernetes_job step.
+type jobOut struct {
+	Name      string `cty:"name"`
+	Namespace string `cty:"namespace"`
+	Succeeded bool   `cty:"succeeded"`
+	Pod       string `cty:"pod"`
+}
 
 // jobPrivate is kept in state: the pod that completed.
 type jobPrivate struct {
@@ -63,8 +79,9 @@ type jobInverse struct {
 
 var jobStep = &sdk.StepType[*Provider, jobAttrs, jobPrivate, jobInverse]{
 	Name:        Job,
-	Description: helmschema.JobDescription,
-	Outputs:     helmschema.JobOutputs{},
+	Description: "Runs a Kubernetes Job to completion, once: a Job of the same name and inputs that already completed is not run again, one still running is waited for. Streams its pods' logs; fails with the pod's reason and last log lines. Rollback deletes the Job object; what it did is not undone.",
+	Rollback:    "Deletes the Job object (propagation Background); what the Job did is not undone, and the plan lists it so.",
+	Outputs:     jobOut{},
 	// A kubeconfig written by an earlier step of the run does not defer
 	// the PodSecurity preflight.
 	Unknowns: true,
@@ -306,8 +323,8 @@ func getJob(ctx context.Context, cl *cluster, ns, name string) (*batchv1.Job, er
 
 func jobID(a jobAttrs) string { return "Job " + a.Namespace + "/" + a.Name }
 
-func jobOutputs(a jobAttrs, pod string) helmschema.JobOutputs {
-	return helmschema.JobOutputs{Name: a.Name, Namespace: a.Namespace, Succeeded: true, Pod: pod}
+func jobOutputs(a jobAttrs, pod string) jobOut {
+	return jobOut{Name: a.Name, Namespace: a.Namespace, Succeeded: true, Pod: pod}
 }
 
 func jobInverseOf(a jobAttrs) *sdk.Inverse[jobInverse] {

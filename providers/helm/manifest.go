@@ -28,22 +28,35 @@ import (
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
-	"github.com/homelab-migrate/migrate/providers/helm/helmschema"
 	"github.com/homelab-migrate/migrate/providers/helm/podsecurity"
 	"github.com/homelab-migrate/migrate/providers/sdk"
 )
 
 // Manifest is the kubernetes_manifest step type.
-const Manifest = helmschema.Manifest
+const Manifest = "kubernetes_manifest"
 
-type manAttrs = helmschema.ManifestAttrs
+// manAttrs are the attributes of a kubernetes_manifest step.
+type manAttrs struct {
+	Files       []string  `cty:"files" doc:"YAML files relative to the runbook, each of one or more documents."`
+	Objects     cty.Value `cty:"objects" doc:"Objects as HCL: a list of { apiVersion, kind, metadata, ... }."`
+	Namespace   string    `cty:"namespace" doc:"The namespace of namespaced objects that name none; default \"default\"."`
+	WaitFor     string    `cty:"wait_for" doc:"A condition to wait for on every object that has a status (\"Available\", \"Bound\", \"Complete\", \"Ready\", \"Established\"): condition type=True, or status.phase."`
+	WaitTimeout string    `cty:"wait_timeout" doc:"How long wait_for may take, \"5m\" by default."`
+	Kubeconfig  string    `cty:"kubeconfig" doc:"Path to a kubeconfig for this step, relative to the runbook (such as talos_kubeconfig.admin.path); default the provider's."`
+}
+
+// manifestOut are the outputs of a kubernetes_manifest step.
+type manifestOut struct {
+	Objects []string `cty:"objects"`
+}
 
 const manifestTimeout = 5 * time.Minute
 
 var manifestStep = &sdk.StepType[*Provider, manAttrs, struct{}, manifestInverse]{
 	Name:        Manifest,
-	Description: helmschema.ManifestDescription,
-	Outputs:     helmschema.ManifestOutputs{},
+	Description: "Applies raw Kubernetes objects (YAML files or HCL objects) with server-side apply (field manager migrate). The plan shows the server-side dry-run diff per object, Secrets' data redacted, and fails when a pod template violates the PodSecurity level of its namespace. Rollback deletes the objects this step created and re-applies the ones it changed as they were (a changed Secret's data cannot be restored).",
+	Rollback:    "Deletes the objects it created (annotated migrate/created-by); applies the others again as they were (their prior kept in the state, except a Secret's data, which cannot be restored).",
+	Outputs:     manifestOut{},
 	Validate:    validateManifest,
 	Read:        readManifest,
 	Plan:        planManifest,
@@ -664,7 +677,7 @@ func applyManifest(ctx context.Context, c *call, a manAttrs, _ struct{}, prior *
 			return manApply{Diagnostics: diags, Inverse: inverse(), Stopped: stopped}
 		}
 	}
-	return manApply{Outputs: helmschema.ManifestOutputs{Objects: outs}, Inverse: inverse()}
+	return manApply{Outputs: manifestOut{Objects: outs}, Inverse: inverse()}
 }
 
 var crdResource = k8sschema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -901,7 +914,7 @@ func readManifest(ctx context.Context, c *call, a manAttrs, prior *sdk.Prior[str
 	if len(missing) > 0 {
 		return manRead{Observation: providers.Absent, Detail: "missing: " + strings.Join(missing, ", ")}
 	}
-	r := manRead{Observation: providers.Present, Outputs: helmschema.ManifestOutputs{Objects: outs}}
+	r := manRead{Observation: providers.Present, Outputs: manifestOut{Objects: outs}}
 	if len(changed) > 0 {
 		r.Observation, r.Detail = providers.Drifted, "changed outside migrate: "+strings.Join(changed, ", ")
 	}

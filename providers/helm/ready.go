@@ -13,15 +13,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/homelab-migrate/migrate/phases"
-	"github.com/homelab-migrate/migrate/providers/helm/helmschema"
 	"github.com/homelab-migrate/migrate/providers/sdk"
 )
 
-// readyAttrs are a kubernetes_ready step's attributes.
-type readyAttrs = helmschema.ReadyAttrs
+// readyAttrs are the attributes of a kubernetes_ready step (a check, or a
+// step after the bootstrap).
+type readyAttrs struct {
+	Node       string `cty:"node" doc:"The node to wait for; default every node (at least one must be registered)."`
+	Timeout    string `cty:"timeout" doc:"How long to wait, \"5m\" by default."`
+	Kubeconfig string `cty:"kubeconfig" doc:"Path to a kubeconfig for this step, relative to the runbook (such as talos_kubeconfig.admin.path); default the provider's."`
+}
 
 // Ready is the kubernetes_ready step type.
-const Ready = helmschema.Ready
+const Ready = "kubernetes_ready"
 
 const (
 	readyTimeout = 5 * time.Minute
@@ -33,7 +37,8 @@ const (
 
 var readyStep = &sdk.StepType[*Provider, readyAttrs, struct{}, struct{}]{
 	Name:        Ready,
-	Description: helmschema.ReadyDescription,
+	Description: "Waits until the cluster's API server answers /readyz and every node (or the one named) has the condition Ready=True; fails after timeout with the last state seen. Changes nothing.",
+	Rollback:    "Nothing to undo.",
 	CanCheck:    true,
 	WaitsOnly:   true,
 	Validate:    validateReady,

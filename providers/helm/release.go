@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zclconf/go-cty/cty"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
@@ -18,7 +19,6 @@ import (
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
-	"github.com/homelab-migrate/migrate/providers/helm/helmschema"
 	"github.com/homelab-migrate/migrate/providers/sdk"
 )
 
@@ -26,10 +26,39 @@ import (
 // that a revision made by someone else is told apart.
 const descPrefix = "migrate: "
 
+// Release is the helm_release step type.
+const Release = "helm_release"
+
+// relAttrs are the attributes of a helm_release step.
+type relAttrs struct {
+	Name            string            `cty:"name" doc:"The release name; default the step name."`
+	Chart           string            `cty:"chart" required:"true" doc:"The chart: a directory or packaged .tgz relative to the runbook, or a repository URL or oci:// reference."`
+	Version         string            `cty:"version" doc:"The chart version required; a local chart of another version is refused."`
+	Namespace       string            `cty:"namespace" doc:"The release namespace, \"default\" by default."`
+	Values          cty.Value         `cty:"values" doc:"Values as an HCL object, merged over values_files."`
+	ValuesFiles     []string          `cty:"values_files" doc:"Values files (YAML), relative to the runbook, merged in order; an age-encrypted one (named .age) is decrypted in memory and its values are secret."`
+	SetSensitive    map[string]string `cty:"set_sensitive" sensitive:"true" doc:"Values by dot path (\"db.password\"), set last and redacted everywhere."`
+	CreateNamespace bool              `cty:"create_namespace" doc:"Create the namespace when it does not exist."`
+	Atomic          bool              `cty:"atomic" doc:"Roll back (or uninstall) when the install or upgrade fails; implies wait."`
+	Wait            bool              `cty:"wait" doc:"Wait until the release's resources are ready."`
+	Timeout         string            `cty:"timeout" doc:"How long wait may take, \"5m\" by default."`
+	Kubeconfig      string            `cty:"kubeconfig" doc:"Path to a kubeconfig for this step, relative to the runbook (such as talos_kubeconfig.admin.path); default the provider's."`
+}
+
+// releaseOut are the outputs of a helm_release step.
+type releaseOut struct {
+	Name         string `cty:"name"`
+	Namespace    string `cty:"namespace"`
+	Revision     int    `cty:"revision"`
+	Status       string `cty:"status"`
+	ChartVersion string `cty:"chart_version"`
+}
+
 var releaseStep = &sdk.StepType[*Provider, relAttrs, releasePrivate, releaseInverse]{
 	Name:        Release,
-	Description: helmschema.ReleaseDescription,
-	Outputs:     helmschema.ReleaseOutputs{},
+	Description: "Installs or upgrades a Helm release (real release records, as helm list shows). The plan shows the manifest diff against the deployed release and fails when a pod template violates the PodSecurity level of its namespace; releases stuck in pending-* are recovered. Rollback returns to the previous revision, or uninstalls what this step installed.",
+	Rollback:    "Rolls back to the previous revision, or uninstalls what this step installed; the rollback plan says first when the release was changed outside migrate since.",
+	Outputs:     releaseOut{},
 	// The plan names what it knows of a release not known yet.
 	Unknowns: true,
 	Validate: validateRelease,
@@ -479,8 +508,8 @@ func applyRelease(ctx context.Context, c *call, st relAttrs, planned releasePriv
 // maxHistory is how many revisions a release keeps, as the helm CLI does.
 const maxHistory = 10
 
-func releaseOutputs(rel *release.Release) helmschema.ReleaseOutputs {
-	return helmschema.ReleaseOutputs{Name: rel.Name, Namespace: rel.Namespace, Revision: rel.Version, Status: rel.Info.Status.String(), ChartVersion: chartVersion(rel.Chart)}
+func releaseOutputs(rel *release.Release) releaseOut {
+	return releaseOut{Name: rel.Name, Namespace: rel.Namespace, Revision: rel.Version, Status: rel.Info.Status.String(), ChartVersion: chartVersion(rel.Chart)}
 }
 
 func chartVersion(ch *chart.Chart) string {

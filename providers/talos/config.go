@@ -22,7 +22,6 @@ import (
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/sdk"
-	"github.com/homelab-migrate/migrate/providers/talos/talosschema"
 	"github.com/homelab-migrate/migrate/secret/agefile"
 )
 
@@ -69,7 +68,7 @@ func configure(req providers.ConfigureRequest) (*settings, phases.Diagnostics) {
 			s.dir = abs
 		}
 	}
-	var a talosschema.ProviderAttrs
+	var a providerAttrs
 	diags := sdk.Decode(req, &a, s.scrub)
 	errf := func(summary, format string, args ...any) {
 		diags = append(diags, phases.Errorf(summary, format, args...)...)
