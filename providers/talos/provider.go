@@ -41,7 +41,7 @@ type Provider struct {
 
 	mu     sync.Mutex
 	client *client.Client
-	reach  reach // the endpoints' last answers (reach.go)
+	reach  sdk.Reach // the endpoints' last answers (reach.go)
 }
 
 // New returns an unconfigured Talos provider.
