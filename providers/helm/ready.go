@@ -2,7 +2,6 @@ package helm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -88,39 +87,34 @@ func applyReady(ctx context.Context, c *call, a readyAttrs, _ struct{}, _ *sdk.P
 	defer cancel()
 	deadline, _ := ctx.Deadline() // the run's own deadline may come first
 	waited := time.Until(deadline).Round(time.Second)
-	last := ""
-	// The first probe gets its full readyProbe whatever the timeout: on a
-	// loaded machine a short timeout can pass before one request was even
-	// sent, and the answer would then say nothing about the cluster.
-	probe := parent
-	for {
+	prev := ""
+	last, end, _ := poll(parent, ctx, nil, readyPoll, func(ctx context.Context, first bool) (string, phases.Diagnostics) {
+		// The first probe gets its full readyProbe whatever the timeout:
+		// on a loaded machine a short timeout can pass before one request
+		// was even sent, and the answer would then say nothing about the
+		// cluster.
+		probe := ctx
+		if first {
+			probe = parent
+		}
 		state := readyState(probe, cl, a.Node)
-		if probe == ctx && time.Until(deadline) < readyPoll/10 {
+		if !first && time.Until(deadline) < readyPoll/10 {
 			// Cut short by (or refused for) the deadline, e.g. by the
 			// client's rate limiter, which refuses a wait it cannot
 			// finish in time: no news about the cluster.
-			state = last
+			state = prev
 		}
-		probe = ctx
-		if state == "" {
-			c.Log.Printf("the API server is ready and %s Ready", readyWhat(a))
-			return sdk.Apply[struct{}, struct{}]{Inverse: &sdk.Inverse[struct{}]{Description: "nothing to undo: a check"}}
-		}
-		if ctx.Err() == nil || last == "" { // a probe cut by our deadline says nothing new
-			if state != last {
-				c.Log.Printf("waiting: %s", state)
-			}
-			last = state
-		}
-		select {
-		case <-ctx.Done():
-			if errors.Is(parent.Err(), context.Canceled) {
-				return sdk.Apply[struct{}, struct{}]{Diagnostics: sdk.Interrupted(c.Addr, parent.Err())}
-			}
-			return sdk.Apply[struct{}, struct{}]{Diagnostics: phases.Errorf("Kubernetes Not Ready", "%s: the cluster was not ready after waiting %s: %s.", c.Addr, waited, last)}
-		case <-time.After(readyPoll):
-		}
+		prev = state
+		return state, nil
+	}, func(state string) { c.Log.Printf("waiting: %s", state) })
+	switch end {
+	case waitInterrupted:
+		return sdk.Apply[struct{}, struct{}]{Diagnostics: sdk.Interrupted(c.Addr, parent.Err())}
+	case waitTimedOut:
+		return sdk.Apply[struct{}, struct{}]{Diagnostics: phases.Errorf("Kubernetes Not Ready", "%s: the cluster was not ready after waiting %s: %s.", c.Addr, waited, last)}
 	}
+	c.Log.Printf("the API server is ready and %s Ready", readyWhat(a))
+	return sdk.Apply[struct{}, struct{}]{Inverse: &sdk.Inverse[struct{}]{Description: "nothing to undo: a check"}}
 }
 
 // readyState asks the cluster once; "" means ready, else what is not.
