@@ -25,6 +25,10 @@ import (
 	"github.com/homelab-migrate/migrate/phases"
 )
 
+// The objects of a kubernetes_manifest step: read from YAML files and HCL,
+// mapped to the resources of the cluster, and shown in plans as they are
+// applied (Secrets' values redacted).
+
 // loadObjects reads the step's objects: each document of each file, then
 // each HCL object. Secrets' values are taught to the scrubber.
 func (p *Provider) loadObjects(c *call, a manAttrs) ([]*manObj, phases.Diagnostics) {

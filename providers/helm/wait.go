@@ -18,6 +18,10 @@ import (
 	"github.com/homelab-migrate/migrate/providers/sdk"
 )
 
+// Waiting on the cluster: kubernetes_manifest's wait_for (conditions and
+// phases of its objects, its own CRDs Established) and the loop it shares
+// with kubernetes_ready (poll).
+
 var crdResource = k8sschema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // waitEstablished waits (up to a minute) until a CRD the step just
