@@ -401,43 +401,16 @@ func applyRelease(ctx context.Context, c *call, st relAttrs, planned releasePriv
 		return relApply{Diagnostics: diags}
 	}
 	// The version token: a revision made by someone else since the plan.
-	var err error
 	if planned.Base != nil && h.last != nil && h.last.Version != *planned.Base &&
 		!strings.HasPrefix(h.last.Info.Description, descPrefix) {
 		return relApply{Diagnostics: phases.Errorf("Release Changed Since Plan",
 			"Release %s is at revision %d (%s: %q), but the plan was made against revision %d. Plan again to see what would change.",
 			st.Name, h.last.Version, h.last.Info.Status, h.last.Info.Description, *planned.Base)}
 	}
-	desc := descPrefix + c.Addr.String()
-
 	// An interrupted client left the release pending: recover explicitly.
 	if h.stuck() {
-		c.Log.Printf("release %s is stuck in %s at revision %d: %s", st.Name, h.last.Info.Status, h.last.Version, h.recovery())
-		if target := h.rollbackTarget(); target == nil {
-			un := action.NewUninstall(cfg)
-			un.Timeout = timeout(st)
-			if _, err := un.Run(st.Name); err != nil {
-				return relApply{Diagnostics: phases.Errorf("Cannot Recover Release", "Uninstalling release %s, stuck in %s: %v.", st.Name, h.last.Info.Status, err)}
-			}
-		} else {
-			// The dead client's revision stays in the history as failed,
-			// not pending for ever.
-			stuck := h.last
-			stuck.Info.Status = release.StatusFailed
-			stuck.Info.Description = fmt.Sprintf("%sinterrupted mid-operation; recovered by a rollback to revision %d", descPrefix, target.Version)
-			if err := cfg.Releases.Update(stuck); err != nil {
-				return relApply{Diagnostics: phases.Errorf("Cannot Recover Release", "Marking revision %d of release %s failed: %v.", stuck.Version, st.Name, err)}
-			}
-			rb := action.NewRollback(cfg)
-			rb.Version = target.Version
-			rb.Timeout = timeout(st)
-			rb.MaxHistory = maxHistory
-			if err := rb.Run(st.Name); err != nil {
-				return relApply{Diagnostics: phases.Errorf("Cannot Recover Release", "Rolling release %s, stuck in %s, back to revision %d: %v.", st.Name, h.last.Info.Status, target.Version, err)}
-			}
-		}
-		if h, err = readHistory(cfg, st.Name); err != nil {
-			return relApply{Diagnostics: apiErr(c, cl, err, "Cannot Read Release", "%s: reading the history of release %s: %v.", c.Addr, st.Name, err)}
+		if h, diags = recoverStuck(c, cl, cfg, st, h); diags.HasErrors() {
+			return relApply{Diagnostics: diags}
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -453,8 +426,69 @@ func applyRelease(ctx context.Context, c *call, st relAttrs, planned releasePriv
 		return relApply{Diagnostics: diags}
 	}
 
-	var rel *release.Release
-	inv := releaseInverse{Name: st.Name, Namespace: st.Namespace}
+	rel, inv, err := installOrUpgrade(ctx, c, cfg, st, h, r)
+	inverse := releaseInverseOf(inv)
+	if prior != nil && prior.Inverse != nil && prior.Inverse.Data.Name == st.Name && prior.Inverse.Data.Namespace == st.Namespace {
+		// Applied again: undoing goes back to before the first apply.
+		inverse = prior.Inverse
+	}
+	if err != nil {
+		notReady.Lock()
+		why := notReady.last
+		notReady.Unlock()
+		if why != "" {
+			why = " Last seen while waiting: " + why + "."
+		}
+		resp := relApply{Diagnostics: phases.Errorf("Release Failed", "Release %s/%s: %v.%s", st.Namespace, st.Name, err, why)}
+		if after, herr := readHistory(cfg, st.Name); herr == nil && after.exists() {
+			resp.Inverse = inverse // something is there to undo
+		}
+		return resp
+	}
+	c.Log.Printf("release %s/%s: revision %d %s", st.Namespace, st.Name, rel.Version, rel.Info.Status)
+	return relApply{Outputs: releaseOutputs(rel), Private: releasePrivate{Revision: rel.Version}, Inverse: inverse}
+}
+
+// recoverStuck recovers a release an interrupted client left pending:
+// rolled back to its last deployed revision (the dead client's marked
+// failed), or uninstalled when none was. It returns the history after.
+func recoverStuck(c *call, cl *cluster, cfg *action.Configuration, st relAttrs, h history) (history, phases.Diagnostics) {
+	c.Log.Printf("release %s is stuck in %s at revision %d: %s", st.Name, h.last.Info.Status, h.last.Version, h.recovery())
+	if target := h.rollbackTarget(); target == nil {
+		un := action.NewUninstall(cfg)
+		un.Timeout = timeout(st)
+		if _, err := un.Run(st.Name); err != nil {
+			return h, phases.Errorf("Cannot Recover Release", "Uninstalling release %s, stuck in %s: %v.", st.Name, h.last.Info.Status, err)
+		}
+	} else {
+		// The dead client's revision stays in the history as failed,
+		// not pending for ever.
+		stuck := h.last
+		stuck.Info.Status = release.StatusFailed
+		stuck.Info.Description = fmt.Sprintf("%sinterrupted mid-operation; recovered by a rollback to revision %d", descPrefix, target.Version)
+		if err := cfg.Releases.Update(stuck); err != nil {
+			return h, phases.Errorf("Cannot Recover Release", "Marking revision %d of release %s failed: %v.", stuck.Version, st.Name, err)
+		}
+		rb := action.NewRollback(cfg)
+		rb.Version = target.Version
+		rb.Timeout = timeout(st)
+		rb.MaxHistory = maxHistory
+		if err := rb.Run(st.Name); err != nil {
+			return h, phases.Errorf("Cannot Recover Release", "Rolling release %s, stuck in %s, back to revision %d: %v.", st.Name, h.last.Info.Status, target.Version, err)
+		}
+	}
+	h, err := readHistory(cfg, st.Name)
+	if err != nil {
+		return h, apiErr(c, cl, err, "Cannot Read Release", "%s: reading the history of release %s: %v.", c.Addr, st.Name, err)
+	}
+	return h, nil
+}
+
+// installOrUpgrade installs the rendered release r, or upgrades it when
+// its history h has a revision; inv is what undoes it.
+func installOrUpgrade(ctx context.Context, c *call, cfg *action.Configuration, st relAttrs, h history, r *rendered) (rel *release.Release, inv releaseInverse, err error) {
+	inv = releaseInverse{Name: st.Name, Namespace: st.Namespace}
+	desc := descPrefix + c.Addr.String()
 	if !h.exists() {
 		inst := action.NewInstall(cfg)
 		inst.ReleaseName = st.Name
@@ -483,26 +517,7 @@ func applyRelease(ctx context.Context, c *call, st relAttrs, planned releasePriv
 		}
 		rel, err = up.RunWithContext(ctx, st.Name, r.chart, r.values)
 	}
-	inverse := releaseInverseOf(inv)
-	if prior != nil && prior.Inverse != nil && prior.Inverse.Data.Name == st.Name && prior.Inverse.Data.Namespace == st.Namespace {
-		// Applied again: undoing goes back to before the first apply.
-		inverse = prior.Inverse
-	}
-	if err != nil {
-		notReady.Lock()
-		why := notReady.last
-		notReady.Unlock()
-		if why != "" {
-			why = " Last seen while waiting: " + why + "."
-		}
-		resp := relApply{Diagnostics: phases.Errorf("Release Failed", "Release %s/%s: %v.%s", st.Namespace, st.Name, err, why)}
-		if after, herr := readHistory(cfg, st.Name); herr == nil && after.exists() {
-			resp.Inverse = inverse // something is there to undo
-		}
-		return resp
-	}
-	c.Log.Printf("release %s/%s: revision %d %s", st.Namespace, st.Name, rel.Version, rel.Info.Status)
-	return relApply{Outputs: releaseOutputs(rel), Private: releasePrivate{Revision: rel.Version}, Inverse: inverse}
+	return rel, inv, err
 }
 
 // maxHistory is how many revisions a release keeps, as the helm CLI does.
