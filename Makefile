@@ -92,6 +92,12 @@ fuzz:
 golden:
 	$(GO) test -count=1 ./... -update
 
+## generate: the schemas of the plugin providers (helmschema, talosschema),
+## which migrate compiles in, derived again from their step types.
+.PHONY: generate
+generate:
+	$(GO) generate ./providers/...
+
 ## demo: migrate-lab demo: the whole move of examples/homelab, driven with
 ## bin/migrate against the lab home server, a failure, the resumed run, the
 ## rollback (see README.md).

@@ -557,3 +557,31 @@ phase "two" {
 		t.Errorf("a step without discards has %v", d)
 	}
 }
+
+// TestStepTypeOfTwoProviders: a step type two providers offer is a load
+// error naming both, whether or not the runbook uses it.
+func TestStepTypeOfTwoProviders(t *testing.T) {
+	t.Parallel()
+	schemas := testSchemas()
+	schemas["other"] = phases.Schema{StepTypes: map[string]phases.StepType{
+		"wait": {Attributes: map[string]phases.Attribute{"duration": {Type: cty.String, Required: true}}},
+	}}
+	for name, src := range map[string]string{
+		"used":   "phase \"p\" {\n  step \"wait\" \"w\" { duration = \"0s\" }\n}\n",
+		"unused": "phase \"p\" {\n  step \"exec\" \"x\" { command = [\"true\"] }\n}\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, diags := load(t, map[string]string{"main.hcl": src}, runbooks.Options{Schemas: schemas})
+			var found []string
+			for _, d := range diags {
+				if d.Summary == "Step Type Of Two Providers" {
+					found = append(found, d.Detail)
+				}
+			}
+			if len(found) != 1 || !strings.Contains(found[0], `"wait"`) || !strings.Contains(found[0], `"local"`) || !strings.Contains(found[0], `"other"`) {
+				t.Errorf("diagnostics %v, want one naming wait, local and other", diags)
+			}
+		})
+	}
+}

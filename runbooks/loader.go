@@ -313,14 +313,22 @@ func (ld *load) dirName() string {
 }
 
 // indexStepTypes maps every step type to the provider type that runs it.
-// Provider types are visited in name order, so that a step type offered by
-// two providers deterministically belongs to the first.
+// A step type offered by two providers is an error naming both: which one
+// runs its steps would be a guess (provider types are visited in name
+// order, so the step type stays with the first and the error is the same
+// at every load).
 func (ld *load) indexStepTypes() {
 	for _, pt := range sortedKeys(ld.opts.Schemas) {
-		for st, typ := range ld.opts.Schemas[pt].StepTypes {
-			if _, ok := ld.stepTypes[st]; !ok {
-				ld.stepTypes[st] = stepTypeInfo{provider: pt, typ: typ}
+		for _, st := range sortedKeys(ld.opts.Schemas[pt].StepTypes) {
+			if first, ok := ld.stepTypes[st]; ok {
+				ld.diags = append(ld.diags, &hcl.Diagnostic{
+					Severity: hcl.DiagError,
+					Summary:  "Step Type Of Two Providers",
+					Detail:   fmt.Sprintf("The step type %q is offered by both the %q and the %q providers, so a step of that type has no one provider to run it. This is a bug in how migrate was put together: each step type must belong to one provider.", st, first.provider, pt),
+				})
+				continue
 			}
+			ld.stepTypes[st] = stepTypeInfo{provider: pt, typ: ld.opts.Schemas[pt].StepTypes[st]}
 		}
 	}
 }

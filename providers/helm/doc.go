@@ -77,14 +77,20 @@
 // say in one line that it did not answer, pointing at that step.
 // kubernetes_ready does not dial first: it waits for the server.
 //
-// The provider is built on providers/sdk, which decodes the attributes
-// (structs in helmschema), gates, dispatches and scrubs every call; the
-// handlers of each step type are in namespace.go, release.go, ready.go
-// and job.go.
+// The provider is built on providers/sdk, which decodes the attributes,
+// gates, dispatches and scrubs every call. Each step type is one
+// declaration (an sdk.StepType: name, description, attributes and outputs
+// structs, rollback sentence, handlers) in its own file: namespace.go,
+// release.go, ready.go, manifest.go, secret.go and job.go; provider.go
+// lists them and holds the provider block.
 //
 // The engine (package engine) drives the provider through
 // providers.Interface. It runs as the plugin program migrate-provider-helm
-// (cmd/migrate-provider-helm, providers/plugin); its schema is in
-// helmschema, which cmd/migrate compiles in.
+// (cmd/migrate-provider-helm, providers/plugin); its schema, derived from
+// the declarations, is generated into helmschema, which cmd/migrate
+// compiles in: after changing a step type, run go generate ./providers/helm
+// (or make generate).
 // Its tests run against a real kube-apiserver started by scripts/kube-up.sh.
 package helm
+
+//go:generate go run ../internal/genschema helm helmschema/schema.json

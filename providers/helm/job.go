@@ -1,18 +1,12 @@
 package helm
 
 import (
-	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
-	"os"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/zclconf/go-cty/cty"
@@ -21,18 +15,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	kjson "sigs.k8s.io/json"
-	"sigs.k8s.io/yaml"
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
-	"github.com/homelab-migrate/migrate/providers/helm/helmschema"
 	"github.com/homelab-migrate/migrate/providers/helm/podsecurity"
 	"github.com/homelab-migrate/migrate/providers/sdk"
 )
 
 // Job is the kubernetes_job step type.
-const Job = helmschema.Job
+const Job = "kubernetes_job"
 
 const (
 	// annHash marks a Job migrate created with the SHA-256 of its inputs:
@@ -48,7 +39,24 @@ const (
 	jobIrreversible = "rollback deletes the Job object; what it did is not undone"
 )
 
-type jobAttrs = helmschema.JobAttrs
+// jobAttrs are the attributes of a kubernetes_job step.
+type jobAttrs struct {
+	Name         string    `cty:"name" required:"true" doc:"The Job's name."`
+	Namespace    string    `cty:"namespace" required:"true" doc:"The Job's namespace."`
+	Job          cty.Value `cty:"job" doc:"The Job's spec as an HCL object with Kubernetes field names ({ template = { spec = { containers = [...] } } }); exactly one of job and file."`
+	File         string    `cty:"file" doc:"A YAML file, relative to the runbook, holding a whole batch/v1 Job; the step's name and namespace win over its own. Exactly one of job and file."`
+	Timeout      string    `cty:"timeout" doc:"How long to wait for the Job to complete, \"30m\" by default; a Job still running then is left running, and the next run waits for it."`
+	BackoffLimit *int      `cty:"backoff_limit" doc:"How many failed pods the Job retries before it fails (spec.backoffLimit), 0 by default."`
+	Kubeconfig   string    `cty:"kubeconfig" doc:"Path to a kubeconfig for this step, relative to the runbook (such as talos_kubeconfig.admin.path); default the provider's."`
+}
+
+// jobOut are the outputs of a kubernetes_job step.
+type jobOut struct {
+	Name      string `cty:"name"`
+	Namespace string `cty:"namespace"`
+	Succeeded bool   `cty:"succeeded"`
+	Pod       string `cty:"pod"`
+}
 
 // jobPrivate is kept in state: the pod that completed.
 type jobPrivate struct {
@@ -63,8 +71,9 @@ type jobInverse struct {
 
 var jobStep = &sdk.StepType[*Provider, jobAttrs, jobPrivate, jobInverse]{
 	Name:        Job,
-	Description: helmschema.JobDescription,
-	Outputs:     helmschema.JobOutputs{},
+	Description: "Runs a Kubernetes Job to completion, once: a Job of the same name and inputs that already completed is not run again, one still running is waited for. Streams its pods' logs; fails with the pod's reason and last log lines. Rollback deletes the Job object; what it did is not undone.",
+	Rollback:    "Deletes the Job object (propagation Background); what the Job did is not undone, and the plan lists it so.",
+	Outputs:     jobOut{},
 	// A kubeconfig written by an earlier step of the run does not defer
 	// the PodSecurity preflight.
 	Unknowns: true,
@@ -112,143 +121,6 @@ func validateJob(c *call, a *jobAttrs) phases.Diagnostics {
 		bad("Invalid Backoff Limit", "backoff_limit of %s must be 0 or more, not %d.", c.Addr, *a.BackoffLimit)
 	}
 	return diags
-}
-
-// buildJob is the Job the step creates, and the same Job as the plan
-// shows it: string values from sensitive variables redacted. Its
-// annotation annHash is the SHA-256 of the Job's labels, annotations and
-// spec.
-func buildJob(c *call, a jobAttrs) (job, shown *batchv1.Job, diags phases.Diagnostics) {
-	if a.File != "" {
-		path := c.Settings.abs(a.File)
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil, nil, phases.Errorf("Cannot Read Job File", "%s: %v.", c.Addr, err)
-		}
-		job = &batchv1.Job{}
-		if err := yaml.UnmarshalStrict(b, job); err != nil {
-			return nil, nil, phases.Errorf("Invalid Job File", "%s: %s is not a valid Job: %v.", c.Addr, a.File, err)
-		}
-		if job.Kind != "Job" || job.APIVersion != "batch/v1" {
-			return nil, nil, phases.Errorf("Invalid Job File", "%s: %s holds a %s %s, not a batch/v1 Job.", c.Addr, a.File, job.APIVersion, job.Kind)
-		}
-		shown = job.DeepCopy()
-	} else {
-		if job, diags = jobFromHCL(c, a.Job, nil); diags.HasErrors() {
-			return nil, nil, diags
-		}
-		if shown, diags = jobFromHCL(c, a.Job, c.SensitivePath); diags.HasErrors() {
-			return nil, nil, diags
-		}
-	}
-	for _, j := range []*batchv1.Job{job, shown} {
-		if diags := complete(c, a, j); diags.HasErrors() {
-			return nil, nil, diags
-		}
-	}
-	delete(job.Annotations, annHash)
-	canon, err := json.Marshal(struct {
-		Labels, Annotations map[string]string
-		Spec                batchv1.JobSpec
-	}{job.Labels, job.Annotations, job.Spec})
-	if err != nil {
-		return nil, nil, phases.FromError("Cannot Hash Job", err)
-	}
-	sum := sha256.Sum256(canon)
-	for _, j := range []*batchv1.Job{job, shown} {
-		if j.Annotations == nil {
-			j.Annotations = map[string]string{}
-		}
-		j.Annotations[annHash] = hex.EncodeToString(sum[:])
-	}
-	return job, shown, nil
-}
-
-// jobFromHCL decodes the job attribute as a JobSpec, strictly: a
-// misspelt field is an error, not a field silently dropped.
-func jobFromHCL(c *call, v cty.Value, hide func(cty.Path) bool) (*batchv1.Job, phases.Diagnostics) {
-	raw, err := json.Marshal(ctyAny(v, cty.GetAttrPath("job"), hide))
-	if err != nil {
-		return nil, phases.FromError("Invalid Job", err)
-	}
-	job := &batchv1.Job{}
-	strict, err := kjson.UnmarshalStrict(raw, &job.Spec)
-	if err == nil && len(strict) > 0 {
-		err = errors.Join(strict...)
-	}
-	if err != nil {
-		return nil, phases.Errorf("Invalid Job", "The \"job\" attribute of %s is not a valid Job spec: %v. Fields use the Kubernetes names (restartPolicy, not restart_policy).", c.Addr, err)
-	}
-	return job, nil
-}
-
-// complete sets what the step decides over the spec: name, namespace,
-// restart policy and backoff limit defaults.
-func complete(c *call, a jobAttrs, j *batchv1.Job) phases.Diagnostics {
-	j.TypeMeta = metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"}
-	j.ObjectMeta = metav1.ObjectMeta{Name: a.Name, Namespace: a.Namespace, Labels: j.Labels, Annotations: j.Annotations}
-	j.Status = batchv1.JobStatus{}
-	if j.Spec.Template.Spec.RestartPolicy == "" {
-		j.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyNever
-	}
-	switch {
-	case a.BackoffLimit != nil:
-		j.Spec.BackoffLimit = ptr(int32(*a.BackoffLimit))
-	case j.Spec.BackoffLimit == nil:
-		j.Spec.BackoffLimit = ptr(int32(0))
-	}
-	if j.Spec.TTLSecondsAfterFinished != nil {
-		return phases.Errorf("Invalid Job", "%s sets ttlSecondsAfterFinished: the Job would be deleted once finished, and with it the proof that it ran, so the next run would run it again. Remove it; rollback deletes the Job.", c.Addr)
-	}
-	if len(j.Spec.Template.Spec.Containers) == 0 {
-		return phases.Errorf("Invalid Job", "The Job of %s has no containers: set template.spec.containers.", c.Addr)
-	}
-	return nil
-}
-
-func ptr[T any](v T) *T { return &v }
-
-// ctyAny turns an HCL value into JSON-able Go values; strings at paths
-// hide says are sensitive become phases.Redacted.
-func ctyAny(v cty.Value, p cty.Path, hide func(cty.Path) bool) any {
-	if v.IsNull() || !v.IsKnown() {
-		return nil
-	}
-	t := v.Type()
-	switch {
-	case t == cty.String:
-		if hide != nil && hide(p) {
-			return phases.Redacted
-		}
-		return v.AsString()
-	case t == cty.Bool:
-		return v.True()
-	case t == cty.Number:
-		if i, acc := v.AsBigFloat().Int64(); acc == big.Exact {
-			return i
-		}
-		f, _ := v.AsBigFloat().Float64()
-		return f
-	case t.IsObjectType() || t.IsMapType():
-		out := map[string]any{}
-		for it := v.ElementIterator(); it.Next(); {
-			k, e := it.Element()
-			var step cty.PathStep = cty.IndexStep{Key: k}
-			if t.IsObjectType() {
-				step = cty.GetAttrStep{Name: k.AsString()}
-			}
-			out[k.AsString()] = ctyAny(e, append(p.Copy(), step), hide)
-		}
-		return out
-	}
-	out := []any{}
-	if v.CanIterateElements() {
-		for it := v.ElementIterator(); it.Next(); {
-			k, e := it.Element()
-			out = append(out, ctyAny(e, append(p.Copy(), cty.IndexStep{Key: k}), hide))
-		}
-	}
-	return out
 }
 
 // jobFound is what the cluster holds under the step's Job name.
@@ -306,8 +178,8 @@ func getJob(ctx context.Context, cl *cluster, ns, name string) (*batchv1.Job, er
 
 func jobID(a jobAttrs) string { return "Job " + a.Namespace + "/" + a.Name }
 
-func jobOutputs(a jobAttrs, pod string) helmschema.JobOutputs {
-	return helmschema.JobOutputs{Name: a.Name, Namespace: a.Namespace, Succeeded: true, Pod: pod}
+func jobOutputs(a jobAttrs, pod string) jobOut {
+	return jobOut{Name: a.Name, Namespace: a.Namespace, Succeeded: true, Pod: pod}
 }
 
 func jobInverseOf(a jobAttrs) *sdk.Inverse[jobInverse] {
@@ -429,31 +301,6 @@ func planJob(ctx context.Context, c *call, a jobAttrs, _ *sdk.Prior[jobPrivate, 
 
 func foreignJob(c *call, a jobAttrs) phases.Diagnostics {
 	return phases.Errorf("Job Not Made By Migrate", "%s: %s exists and migrate did not create it (it has no %s annotation). Delete it, or give the step another Job name.", c.Addr, jobID(a), annHash)
-}
-
-// jobYAML is the Job as the plan shows it, without empty server fields.
-func jobYAML(j *batchv1.Job) string {
-	raw, err := json.Marshal(j)
-	if err != nil {
-		return err.Error()
-	}
-	var m map[string]any
-	_ = json.Unmarshal(raw, &m)
-	delete(m, "status")
-	if md, ok := m["metadata"].(map[string]any); ok {
-		delete(md, "creationTimestamp")
-	}
-	spec, _ := m["spec"].(map[string]any)
-	if tm, ok := spec["template"].(map[string]any); ok {
-		if md, ok := tm["metadata"].(map[string]any); ok {
-			delete(md, "creationTimestamp")
-			if len(md) == 0 {
-				delete(tm, "metadata")
-			}
-		}
-	}
-	out, _ := yaml.Marshal(m)
-	return string(out)
 }
 
 // jobPreflight checks the pod template against the PodSecurity level of
@@ -629,190 +476,6 @@ func succeededPod(ctx context.Context, cl *cluster, j *batchv1.Job) string {
 		}
 	}
 	return name
-}
-
-// jobFailure is the diagnostic of a failed Job: its reason, each failed
-// pod's reason from its status, and the pod's last log lines.
-func jobFailure(ctx context.Context, c *call, a jobAttrs, j *batchv1.Job, pods []corev1.Pod, logs *jobLogs) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %s failed (%s).", c.Addr, jobID(a), failedWhy(j))
-	served := false
-	for _, p := range pods {
-		if p.Status.Phase != corev1.PodFailed {
-			continue
-		}
-		fmt.Fprintf(&b, "\nPod %s: %s", p.Name, podWhy(p))
-		lines := logs.last(p.Name)
-		if len(lines) == 0 {
-			lines = tailLogs(ctx, logs.cl, p)
-		}
-		if len(lines) > 0 {
-			served = true
-			fmt.Fprintf(&b, "\nIts last log lines:\n  %s", strings.Join(lines, "\n  "))
-		}
-	}
-	if !served && logs.opened == 0 {
-		b.WriteString("\n(" + noLogs + ".)")
-	}
-	return b.String()
-}
-
-// tailLogs asks once for the last lines of a pod that was not followed
-// (it failed between two looks); none when the node serves no logs.
-func tailLogs(ctx context.Context, cl *cluster, p corev1.Pod) []string {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	b, err := cl.client.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptr(int64(logTail))}).DoRaw(ctx)
-	if err != nil || len(b) == 0 {
-		return nil
-	}
-	return strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-}
-
-// podWhy is why a pod failed, from its status.
-func podWhy(p corev1.Pod) string {
-	var why []string
-	if p.Status.Reason != "" || p.Status.Message != "" {
-		why = append(why, strings.Trim(p.Status.Reason+": "+clipText(p.Status.Message), ": "))
-	}
-	for _, s := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
-		if t := s.State.Terminated; t != nil && (t.ExitCode != 0 || t.Reason != "Completed") {
-			w := fmt.Sprintf("container %s terminated: %s, exit code %d", s.Name, t.Reason, t.ExitCode)
-			if t.Message != "" {
-				w += " (" + clipText(t.Message) + ")"
-			}
-			why = append(why, w)
-		} else if wt := s.State.Waiting; wt != nil {
-			why = append(why, fmt.Sprintf("container %s waiting: %s", s.Name, strings.Trim(wt.Reason+": "+clipText(wt.Message), ": ")))
-		}
-	}
-	if len(why) == 0 {
-		return "failed, its status says no more"
-	}
-	return strings.Join(why, "; ")
-}
-
-// podStates lists the pods of a Job that did not finish, for a timeout.
-func podStates(pods []corev1.Pod) string {
-	if len(pods) == 0 {
-		return " It has no pod yet."
-	}
-	var b strings.Builder
-	for _, p := range pods {
-		fmt.Fprintf(&b, " Pod %s is %s", p.Name, p.Status.Phase)
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status != corev1.ConditionTrue {
-				fmt.Fprintf(&b, " (%s: %s)", c.Reason, clipText(c.Message))
-			}
-		}
-		b.WriteString(".")
-	}
-	return b.String()
-}
-
-// jobLogs follows the logs of a Job's pods into the step log, keeping the
-// last lines of each pod for a failure.
-type jobLogs struct {
-	cl     *cluster
-	ns     string
-	c      *call
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	mu     sync.Mutex
-	seen   map[string]bool     // pod/container followed
-	tail   map[string][]string // last lines by pod
-	opened int                 // streams the node served
-	said   bool                // noLogs was said
-	done   bool
-}
-
-// follow starts following the containers of a pod that has started.
-func (l *jobLogs) follow(p *corev1.Pod) {
-	if p.Status.Phase == corev1.PodPending || p.Status.Phase == "" {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.done {
-		return
-	}
-	for _, ct := range p.Spec.Containers {
-		key := p.Name + "/" + ct.Name
-		if l.seen[key] {
-			continue
-		}
-		l.seen[key] = true
-		prefix := p.Name
-		if len(p.Spec.Containers) > 1 {
-			prefix = key
-		}
-		l.wg.Go(func() { l.stream(p.Name, ct.Name, prefix) })
-	}
-}
-
-func (l *jobLogs) stream(pod, container, prefix string) {
-	rc, err := l.cl.client.CoreV1().Pods(l.ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Follow: true}).Stream(l.ctx)
-	l.mu.Lock()
-	if err != nil {
-		l.noLogs()
-		l.mu.Unlock()
-		return
-	}
-	l.opened++
-	l.mu.Unlock()
-	defer rc.Close()
-	sc := bufio.NewScanner(rc)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		l.mu.Lock()
-		l.c.Log.Printf("%s: %s", prefix, sc.Text())
-		t := append(l.tail[pod], sc.Text())
-		l.tail[pod] = t[max(0, len(t)-logTail):]
-		l.mu.Unlock()
-	}
-}
-
-// noLogs says once that the node serves no logs; l.mu is held.
-func (l *jobLogs) noLogs() {
-	if !l.said && l.opened == 0 {
-		l.said = true
-		l.c.Log.Printf("%s", noLogs)
-	}
-}
-
-// stop lets streams of finished pods end, then stops the rest.
-func (l *jobLogs) stop() {
-	l.mu.Lock()
-	if l.done {
-		l.mu.Unlock()
-		return
-	}
-	l.done = true
-	opened := l.opened
-	l.mu.Unlock()
-	ended := make(chan struct{})
-	go func() { l.wg.Wait(); close(ended) }()
-	if opened > 0 {
-		select { // a served stream ends with its container
-		case <-ended:
-		case <-time.After(3 * time.Second):
-		}
-	}
-	l.cancel()
-	<-ended
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.seen) > 0 {
-		l.noLogs() // asked and never answered
-	}
-}
-
-func (l *jobLogs) last(pod string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.tail[pod])
 }
 
 func revertJob(ctx context.Context, c *call, a jobAttrs, u sdk.Undo[jobInverse]) phases.Diagnostics {

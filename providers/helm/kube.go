@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/homelab-migrate/migrate/providers/sdk"
 )
 
 // cluster is one kubeconfig (path and context) made ready for use: the
@@ -29,7 +31,7 @@ type cluster struct {
 	// messages: the API server's URL, the file ("" for the loading
 	// rules) and the context used.
 	server, kubeconfig, context string
-	reach                       reach
+	reach                       sdk.Reach
 	loader                      clientcmd.ClientConfig
 	rest                        *rest.Config
 	client                      kubernetes.Interface

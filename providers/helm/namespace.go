@@ -16,7 +16,6 @@ import (
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
-	"github.com/homelab-migrate/migrate/providers/helm/helmschema"
 	"github.com/homelab-migrate/migrate/providers/sdk"
 )
 
@@ -34,13 +33,29 @@ func validLevel(l string) bool {
 	return l == levelPrivileged || l == levelBaseline || l == levelRestricted
 }
 
-// nsAttrs are a kubernetes_namespace step's attributes.
-type nsAttrs = helmschema.NamespaceAttrs
+// nsAttrs are the attributes of a kubernetes_namespace step.
+type nsAttrs struct {
+	Name        string            `cty:"name" doc:"The namespace; default the step name."`
+	Labels      map[string]string `cty:"labels" doc:"Labels to set."`
+	Annotations map[string]string `cty:"annotations" doc:"Annotations to set."`
+	PodSecurity string            `cty:"pod_security" doc:"\"privileged\", \"baseline\" or \"restricted\": written as the enforce, audit and warn labels (version latest)."`
+	Kubeconfig  string            `cty:"kubeconfig" doc:"Path to a kubeconfig for this step, relative to the runbook (such as talos_kubeconfig.admin.path); default the provider's."`
+}
+
+// namespaceOut are the outputs of a kubernetes_namespace step.
+type namespaceOut struct {
+	Name        string `cty:"name"`
+	PodSecurity string `cty:"pod_security"`
+}
+
+// Namespace is the kubernetes_namespace step type.
+const Namespace = "kubernetes_namespace"
 
 var namespaceStep = &sdk.StepType[*Provider, nsAttrs, struct{}, namespaceInverse]{
 	Name:        Namespace,
-	Description: helmschema.NamespaceDescription,
-	Outputs:     helmschema.NamespaceOutputs{},
+	Description: "Ensures a Kubernetes namespace with labels, annotations and a PodSecurity level (the pod-security.kubernetes.io enforce, audit and warn labels). Rollback deletes it only if this step created it, else restores the previous labels.",
+	Rollback:    "Deletes the namespace only if this step created it, else restores its previous labels and annotations.",
+	Outputs:     namespaceOut{},
 	// The plan shows what it knows, and a known level is remembered for
 	// the releases of the same run.
 	Unknowns: true,
@@ -238,8 +253,8 @@ func applyNamespace(ctx context.Context, c *call, st nsAttrs, _ struct{}, prior 
 	return nsApply{Outputs: namespaceOutputs(st), Inverse: inverse}
 }
 
-func namespaceOutputs(st nsAttrs) helmschema.NamespaceOutputs {
-	return helmschema.NamespaceOutputs{Name: st.Name, PodSecurity: st.Labels[labelEnforce]}
+func namespaceOutputs(st nsAttrs) namespaceOut {
+	return namespaceOut{Name: st.Name, PodSecurity: st.Labels[labelEnforce]}
 }
 
 func namespaceInverseOf(inv namespaceInverse) *sdk.Inverse[namespaceInverse] {

@@ -9,19 +9,20 @@ import (
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
-	"github.com/homelab-migrate/migrate/providers/helm/helmschema"
 	"github.com/homelab-migrate/migrate/providers/sdk"
 	"github.com/homelab-migrate/migrate/secret"
 )
 
-// TypeName is the provider type (and the name its plugin program serves).
-const TypeName = helmschema.TypeName
+// TypeName is the provider type (and the name its plugin program serves);
+// helmschema.TypeName is the same for migrate.
+const TypeName = "helm"
 
-// Step type names.
-const (
-	Namespace = helmschema.Namespace
-	Release   = helmschema.Release
-)
+// block is the provider block.
+type block struct {
+	Kubeconfig         string  `cty:"kubeconfig" doc:"Path to the kubeconfig, relative to the runbook; read at first use, so an earlier talos_kubeconfig step may write it. Default $KUBECONFIG or ~/.kube/config."`
+	Context            string  `cty:"context" doc:"The kubeconfig context; default its current context."`
+	DefaultPodSecurity *string `cty:"default_pod_security" doc:"The PodSecurity level the cluster enforces on unlabelled namespaces: \"baseline\" (default, as Talos enforces), \"restricted\" or \"privileged\"."`
+}
 
 // Provider installs Helm releases and the namespaces they run in. It is
 // safe for concurrent use once configured. The SDK does the envelope of
@@ -63,7 +64,7 @@ func New() *Provider {
 	p := &Provider{levels: map[string]string{}, hmacKey: key}
 	p.Provider = &sdk.Provider[*Provider]{
 		Name:          TypeName,
-		Settings:      helmschema.Block{},
+		Settings:      block{},
 		ConfigureFunc: p.configure,
 		CloseFunc:     p.close,
 		Steps:         []sdk.Step[*Provider]{namespaceStep, releaseStep, readyStep, manifestStep, secretStep, jobStep},
@@ -84,7 +85,7 @@ const minSecret = 4
 
 // configure reads the provider block; it connects to nothing yet.
 func (p *Provider) configure(_ context.Context, req providers.ConfigureRequest) (*Provider, phases.Diagnostics) {
-	var b helmschema.Block
+	var b block
 	if d := sdk.Decode(req, &b, nil); d.HasErrors() {
 		return p, d
 	}

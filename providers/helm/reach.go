@@ -7,48 +7,18 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"sync"
-	"time"
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers/sdk"
 )
 
-// Reaching the API server. A cluster that does not answer fails every
-// step that uses it with the same connection error: twelve in a row in a
-// plan of the homelab example while its node is down, none saying which
-// cluster it was or what to check. So a step first dials its cluster's API
-// server: the first step to find it down gets the whole story (the
-// server, the kubeconfig and context it comes from, what to check), and
-// the steps after it one line that points at that step. A call that fails
-// to connect later on (the probe passed a moment before) says the same.
-
-const (
-	// dialTimeout bounds the probe: an address that drops packets (a VM
-	// not booted) would otherwise hold every step for the system's TCP
-	// timeout.
-	dialTimeout = 5 * time.Second
-	// answeredFor is how long an answer spares the next steps the probe.
-	answeredFor = 2 * time.Second
-	// downFor is how long a failed probe holds for the other steps: a
-	// plan of twelve steps against an address that drops packets waits
-	// once, not twelve times. A step tried again (a retry) probes again.
-	downFor = 10 * time.Second
-)
-
-// reach is what a cluster's steps know of its API server's answers.
-type reach struct {
-	mu       sync.Mutex
-	answered time.Time // the last successful probe
-	down     *outage   // since the last failed probe, nil once it answers
-}
-
-// outage is a failed probe: when, why, and the step that found it.
-type outage struct {
-	first phases.Address
-	err   error
-	at    time.Time
-}
+// Reaching the API server (sdk.Reach): a cluster that does not answer
+// fails every step that uses it with the same connection error, twelve in
+// a row in a plan of the homelab example while its node is down. So a step
+// first dials its cluster's API server: the first step to find it down
+// gets the whole story (the server, the kubeconfig and context it comes
+// from, what to check), and the steps after it one line that points at
+// that step.
 
 // reachable dials the API server of cl for the step at addr, and returns
 // the diagnostic of a server that does not answer.
@@ -57,56 +27,35 @@ func (cl *cluster) reachable(ctx context.Context, addr phases.Address) phases.Di
 	if !ok {
 		return nil // through a proxy or a dialer of its own: the calls say
 	}
-	r := &cl.reach
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	now := time.Now()
-	switch {
-	case r.down == nil && now.Sub(r.answered) < answeredFor:
-		return nil
-	case r.down != nil && r.down.first != addr && now.Sub(r.down.at) < downFor:
-		return cl.seeFirst(addr, r.down)
-	}
 	dial := cl.rest.Dial
 	if dial == nil {
 		dial = (&net.Dialer{}).DialContext
 	}
-	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	defer cancel()
-	conn, err := dial(dctx, "tcp", hostport)
-	if err == nil {
-		conn.Close()
-		r.answered, r.down = time.Now(), nil
-		return nil
-	}
-	if ctx.Err() != nil {
-		return sdk.Interrupted(addr, ctx.Err())
-	}
-	return cl.lost(addr, err)
+	return cl.reach.Probe(ctx, addr, func(ctx context.Context) error {
+		conn, err := dial(ctx, "tcp", hostport)
+		if err == nil {
+			conn.Close()
+		}
+		return err
+	}, cl.unreachableSay(addr))
 }
 
-// lost records that the step at addr could not connect (err) and returns
-// its diagnostic: the whole one for the first step to find the server
-// down, a line pointing at that step for the others. r.mu is held.
-func (cl *cluster) lost(addr phases.Address, err error) phases.Diagnostics {
-	r := &cl.reach
-	if r.down != nil && r.down.first != addr {
-		r.down.at, r.down.err = time.Now(), err
-		return cl.seeFirst(addr, r.down)
+// unreachableSay words the diagnostics of the step at addr when the
+// server does not answer.
+func (cl *cluster) unreachableSay(addr phases.Address) sdk.Unreachable {
+	return sdk.Unreachable{
+		First: func(err error) phases.Diagnostics {
+			return phases.Errorf("Cannot Reach Kubernetes",
+				"%s cannot reach the Kubernetes API server at %s: %v. It is the server of %s. "+
+					"Check that the cluster is up (its node booted and its API server started); "+
+					"that the kubeconfig is this cluster's (when a talos_kubeconfig step writes it, that the step ran against this cluster's node); "+
+					"and that the address is right and reachable from this machine.",
+				addr, cl.server, err, cl.source())
+		},
+		Again: func(first phases.Address) phases.Diagnostics {
+			return phases.Errorf("Cannot Reach Kubernetes", "%s: the cluster at %s did not answer (see %s).", addr, cl.server, first)
+		},
 	}
-	r.down = &outage{first: addr, err: err, at: time.Now()}
-	return phases.Errorf("Cannot Reach Kubernetes",
-		"%s cannot reach the Kubernetes API server at %s: %v. It is the server of %s. "+
-			"Check that the cluster is up (its node booted and its API server started); "+
-			"that the kubeconfig is this cluster's (when a talos_kubeconfig step writes it, that the step ran against this cluster's node); "+
-			"and that the address is right and reachable from this machine.",
-		addr, cl.server, err, cl.source())
-}
-
-// seeFirst is the diagnostic of the steps after the first to find the
-// server down.
-func (cl *cluster) seeFirst(addr phases.Address, o *outage) phases.Diagnostics {
-	return phases.Errorf("Cannot Reach Kubernetes", "%s: the cluster at %s did not answer (see %s).", addr, cl.server, o.first)
 }
 
 // unreachable is the diagnostic of a call of the step at addr that failed
@@ -115,13 +64,11 @@ func (cl *cluster) unreachable(addr phases.Address, err error) phases.Diagnostic
 	if cl == nil || !isDialError(err) {
 		return nil
 	}
-	cl.reach.mu.Lock()
-	defer cl.reach.mu.Unlock()
 	var op *net.OpError
 	if errors.As(err, &op) {
 		err = op // without the URL and method the client puts before it
 	}
-	return cl.lost(addr, err)
+	return cl.reach.Lost(addr, err, cl.unreachableSay(addr))
 }
 
 // isDialError reports whether err is a failure to connect: refused, no

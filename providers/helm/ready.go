@@ -2,7 +2,6 @@ package helm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,15 +12,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/homelab-migrate/migrate/phases"
-	"github.com/homelab-migrate/migrate/providers/helm/helmschema"
 	"github.com/homelab-migrate/migrate/providers/sdk"
 )
 
-// readyAttrs are a kubernetes_ready step's attributes.
-type readyAttrs = helmschema.ReadyAttrs
+// readyAttrs are the attributes of a kubernetes_ready step (a check, or a
+// step after the bootstrap).
+type readyAttrs struct {
+	Node       string `cty:"node" doc:"The node to wait for; default every node (at least one must be registered)."`
+	Timeout    string `cty:"timeout" doc:"How long to wait, \"5m\" by default."`
+	Kubeconfig string `cty:"kubeconfig" doc:"Path to a kubeconfig for this step, relative to the runbook (such as talos_kubeconfig.admin.path); default the provider's."`
+}
 
 // Ready is the kubernetes_ready step type.
-const Ready = helmschema.Ready
+const Ready = "kubernetes_ready"
 
 const (
 	readyTimeout = 5 * time.Minute
@@ -33,7 +36,8 @@ const (
 
 var readyStep = &sdk.StepType[*Provider, readyAttrs, struct{}, struct{}]{
 	Name:        Ready,
-	Description: helmschema.ReadyDescription,
+	Description: "Waits until the cluster's API server answers /readyz and every node (or the one named) has the condition Ready=True; fails after timeout with the last state seen. Changes nothing.",
+	Rollback:    "Nothing to undo.",
 	CanCheck:    true,
 	WaitsOnly:   true,
 	Validate:    validateReady,
@@ -83,39 +87,34 @@ func applyReady(ctx context.Context, c *call, a readyAttrs, _ struct{}, _ *sdk.P
 	defer cancel()
 	deadline, _ := ctx.Deadline() // the run's own deadline may come first
 	waited := time.Until(deadline).Round(time.Second)
-	last := ""
-	// The first probe gets its full readyProbe whatever the timeout: on a
-	// loaded machine a short timeout can pass before one request was even
-	// sent, and the answer would then say nothing about the cluster.
-	probe := parent
-	for {
+	prev := ""
+	last, end, _ := poll(parent, ctx, nil, readyPoll, func(ctx context.Context, first bool) (string, phases.Diagnostics) {
+		// The first probe gets its full readyProbe whatever the timeout:
+		// on a loaded machine a short timeout can pass before one request
+		// was even sent, and the answer would then say nothing about the
+		// cluster.
+		probe := ctx
+		if first {
+			probe = parent
+		}
 		state := readyState(probe, cl, a.Node)
-		if probe == ctx && time.Until(deadline) < readyPoll/10 {
+		if !first && time.Until(deadline) < readyPoll/10 {
 			// Cut short by (or refused for) the deadline, e.g. by the
 			// client's rate limiter, which refuses a wait it cannot
 			// finish in time: no news about the cluster.
-			state = last
+			state = prev
 		}
-		probe = ctx
-		if state == "" {
-			c.Log.Printf("the API server is ready and %s Ready", readyWhat(a))
-			return sdk.Apply[struct{}, struct{}]{Inverse: &sdk.Inverse[struct{}]{Description: "nothing to undo: a check"}}
-		}
-		if ctx.Err() == nil || last == "" { // a probe cut by our deadline says nothing new
-			if state != last {
-				c.Log.Printf("waiting: %s", state)
-			}
-			last = state
-		}
-		select {
-		case <-ctx.Done():
-			if errors.Is(parent.Err(), context.Canceled) {
-				return sdk.Apply[struct{}, struct{}]{Diagnostics: sdk.Interrupted(c.Addr, parent.Err())}
-			}
-			return sdk.Apply[struct{}, struct{}]{Diagnostics: phases.Errorf("Kubernetes Not Ready", "%s: the cluster was not ready after waiting %s: %s.", c.Addr, waited, last)}
-		case <-time.After(readyPoll):
-		}
+		prev = state
+		return state, nil
+	}, func(state string) { c.Log.Printf("waiting: %s", state) })
+	switch end {
+	case waitInterrupted:
+		return sdk.Apply[struct{}, struct{}]{Diagnostics: sdk.Interrupted(c.Addr, parent.Err())}
+	case waitTimedOut:
+		return sdk.Apply[struct{}, struct{}]{Diagnostics: phases.Errorf("Kubernetes Not Ready", "%s: the cluster was not ready after waiting %s: %s.", c.Addr, waited, last)}
 	}
+	c.Log.Printf("the API server is ready and %s Ready", readyWhat(a))
+	return sdk.Apply[struct{}, struct{}]{Inverse: &sdk.Inverse[struct{}]{Description: "nothing to undo: a check"}}
 }
 
 // readyState asks the cluster once; "" means ready, else what is not.

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zclconf/go-cty/cty"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
@@ -18,7 +19,6 @@ import (
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
-	"github.com/homelab-migrate/migrate/providers/helm/helmschema"
 	"github.com/homelab-migrate/migrate/providers/sdk"
 )
 
@@ -26,10 +26,39 @@ import (
 // that a revision made by someone else is told apart.
 const descPrefix = "migrate: "
 
+// Release is the helm_release step type.
+const Release = "helm_release"
+
+// relAttrs are the attributes of a helm_release step.
+type relAttrs struct {
+	Name            string            `cty:"name" doc:"The release name; default the step name."`
+	Chart           string            `cty:"chart" required:"true" doc:"The chart: a directory or packaged .tgz relative to the runbook, or a repository URL or oci:// reference."`
+	Version         string            `cty:"version" doc:"The chart version required; a local chart of another version is refused."`
+	Namespace       string            `cty:"namespace" doc:"The release namespace, \"default\" by default."`
+	Values          cty.Value         `cty:"values" doc:"Values as an HCL object, merged over values_files."`
+	ValuesFiles     []string          `cty:"values_files" doc:"Values files (YAML), relative to the runbook, merged in order; an age-encrypted one (named .age) is decrypted in memory and its values are secret."`
+	SetSensitive    map[string]string `cty:"set_sensitive" sensitive:"true" doc:"Values by dot path (\"db.password\"), set last and redacted everywhere."`
+	CreateNamespace bool              `cty:"create_namespace" doc:"Create the namespace when it does not exist."`
+	Atomic          bool              `cty:"atomic" doc:"Roll back (or uninstall) when the install or upgrade fails; implies wait."`
+	Wait            bool              `cty:"wait" doc:"Wait until the release's resources are ready."`
+	Timeout         string            `cty:"timeout" doc:"How long wait may take, \"5m\" by default."`
+	Kubeconfig      string            `cty:"kubeconfig" doc:"Path to a kubeconfig for this step, relative to the runbook (such as talos_kubeconfig.admin.path); default the provider's."`
+}
+
+// releaseOut are the outputs of a helm_release step.
+type releaseOut struct {
+	Name         string `cty:"name"`
+	Namespace    string `cty:"namespace"`
+	Revision     int    `cty:"revision"`
+	Status       string `cty:"status"`
+	ChartVersion string `cty:"chart_version"`
+}
+
 var releaseStep = &sdk.StepType[*Provider, relAttrs, releasePrivate, releaseInverse]{
 	Name:        Release,
-	Description: helmschema.ReleaseDescription,
-	Outputs:     helmschema.ReleaseOutputs{},
+	Description: "Installs or upgrades a Helm release (real release records, as helm list shows). The plan shows the manifest diff against the deployed release and fails when a pod template violates the PodSecurity level of its namespace; releases stuck in pending-* are recovered. Rollback returns to the previous revision, or uninstalls what this step installed.",
+	Rollback:    "Rolls back to the previous revision, or uninstalls what this step installed; the rollback plan says first when the release was changed outside migrate since.",
+	Outputs:     releaseOut{},
 	// The plan names what it knows of a release not known yet.
 	Unknowns: true,
 	Validate: validateRelease,
@@ -372,43 +401,16 @@ func applyRelease(ctx context.Context, c *call, st relAttrs, planned releasePriv
 		return relApply{Diagnostics: diags}
 	}
 	// The version token: a revision made by someone else since the plan.
-	var err error
 	if planned.Base != nil && h.last != nil && h.last.Version != *planned.Base &&
 		!strings.HasPrefix(h.last.Info.Description, descPrefix) {
 		return relApply{Diagnostics: phases.Errorf("Release Changed Since Plan",
 			"Release %s is at revision %d (%s: %q), but the plan was made against revision %d. Plan again to see what would change.",
 			st.Name, h.last.Version, h.last.Info.Status, h.last.Info.Description, *planned.Base)}
 	}
-	desc := descPrefix + c.Addr.String()
-
 	// An interrupted client left the release pending: recover explicitly.
 	if h.stuck() {
-		c.Log.Printf("release %s is stuck in %s at revision %d: %s", st.Name, h.last.Info.Status, h.last.Version, h.recovery())
-		if target := h.rollbackTarget(); target == nil {
-			un := action.NewUninstall(cfg)
-			un.Timeout = timeout(st)
-			if _, err := un.Run(st.Name); err != nil {
-				return relApply{Diagnostics: phases.Errorf("Cannot Recover Release", "Uninstalling release %s, stuck in %s: %v.", st.Name, h.last.Info.Status, err)}
-			}
-		} else {
-			// The dead client's revision stays in the history as failed,
-			// not pending for ever.
-			stuck := h.last
-			stuck.Info.Status = release.StatusFailed
-			stuck.Info.Description = fmt.Sprintf("%sinterrupted mid-operation; recovered by a rollback to revision %d", descPrefix, target.Version)
-			if err := cfg.Releases.Update(stuck); err != nil {
-				return relApply{Diagnostics: phases.Errorf("Cannot Recover Release", "Marking revision %d of release %s failed: %v.", stuck.Version, st.Name, err)}
-			}
-			rb := action.NewRollback(cfg)
-			rb.Version = target.Version
-			rb.Timeout = timeout(st)
-			rb.MaxHistory = maxHistory
-			if err := rb.Run(st.Name); err != nil {
-				return relApply{Diagnostics: phases.Errorf("Cannot Recover Release", "Rolling release %s, stuck in %s, back to revision %d: %v.", st.Name, h.last.Info.Status, target.Version, err)}
-			}
-		}
-		if h, err = readHistory(cfg, st.Name); err != nil {
-			return relApply{Diagnostics: apiErr(c, cl, err, "Cannot Read Release", "%s: reading the history of release %s: %v.", c.Addr, st.Name, err)}
+		if h, diags = recoverStuck(c, cl, cfg, st, h); diags.HasErrors() {
+			return relApply{Diagnostics: diags}
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -424,8 +426,69 @@ func applyRelease(ctx context.Context, c *call, st relAttrs, planned releasePriv
 		return relApply{Diagnostics: diags}
 	}
 
-	var rel *release.Release
-	inv := releaseInverse{Name: st.Name, Namespace: st.Namespace}
+	rel, inv, err := installOrUpgrade(ctx, c, cfg, st, h, r)
+	inverse := releaseInverseOf(inv)
+	if prior != nil && prior.Inverse != nil && prior.Inverse.Data.Name == st.Name && prior.Inverse.Data.Namespace == st.Namespace {
+		// Applied again: undoing goes back to before the first apply.
+		inverse = prior.Inverse
+	}
+	if err != nil {
+		notReady.Lock()
+		why := notReady.last
+		notReady.Unlock()
+		if why != "" {
+			why = " Last seen while waiting: " + why + "."
+		}
+		resp := relApply{Diagnostics: phases.Errorf("Release Failed", "Release %s/%s: %v.%s", st.Namespace, st.Name, err, why)}
+		if after, herr := readHistory(cfg, st.Name); herr == nil && after.exists() {
+			resp.Inverse = inverse // something is there to undo
+		}
+		return resp
+	}
+	c.Log.Printf("release %s/%s: revision %d %s", st.Namespace, st.Name, rel.Version, rel.Info.Status)
+	return relApply{Outputs: releaseOutputs(rel), Private: releasePrivate{Revision: rel.Version}, Inverse: inverse}
+}
+
+// recoverStuck recovers a release an interrupted client left pending:
+// rolled back to its last deployed revision (the dead client's marked
+// failed), or uninstalled when none was. It returns the history after.
+func recoverStuck(c *call, cl *cluster, cfg *action.Configuration, st relAttrs, h history) (history, phases.Diagnostics) {
+	c.Log.Printf("release %s is stuck in %s at revision %d: %s", st.Name, h.last.Info.Status, h.last.Version, h.recovery())
+	if target := h.rollbackTarget(); target == nil {
+		un := action.NewUninstall(cfg)
+		un.Timeout = timeout(st)
+		if _, err := un.Run(st.Name); err != nil {
+			return h, phases.Errorf("Cannot Recover Release", "Uninstalling release %s, stuck in %s: %v.", st.Name, h.last.Info.Status, err)
+		}
+	} else {
+		// The dead client's revision stays in the history as failed,
+		// not pending for ever.
+		stuck := h.last
+		stuck.Info.Status = release.StatusFailed
+		stuck.Info.Description = fmt.Sprintf("%sinterrupted mid-operation; recovered by a rollback to revision %d", descPrefix, target.Version)
+		if err := cfg.Releases.Update(stuck); err != nil {
+			return h, phases.Errorf("Cannot Recover Release", "Marking revision %d of release %s failed: %v.", stuck.Version, st.Name, err)
+		}
+		rb := action.NewRollback(cfg)
+		rb.Version = target.Version
+		rb.Timeout = timeout(st)
+		rb.MaxHistory = maxHistory
+		if err := rb.Run(st.Name); err != nil {
+			return h, phases.Errorf("Cannot Recover Release", "Rolling release %s, stuck in %s, back to revision %d: %v.", st.Name, h.last.Info.Status, target.Version, err)
+		}
+	}
+	h, err := readHistory(cfg, st.Name)
+	if err != nil {
+		return h, apiErr(c, cl, err, "Cannot Read Release", "%s: reading the history of release %s: %v.", c.Addr, st.Name, err)
+	}
+	return h, nil
+}
+
+// installOrUpgrade installs the rendered release r, or upgrades it when
+// its history h has a revision; inv is what undoes it.
+func installOrUpgrade(ctx context.Context, c *call, cfg *action.Configuration, st relAttrs, h history, r *rendered) (rel *release.Release, inv releaseInverse, err error) {
+	inv = releaseInverse{Name: st.Name, Namespace: st.Namespace}
+	desc := descPrefix + c.Addr.String()
 	if !h.exists() {
 		inst := action.NewInstall(cfg)
 		inst.ReleaseName = st.Name
@@ -454,33 +517,14 @@ func applyRelease(ctx context.Context, c *call, st relAttrs, planned releasePriv
 		}
 		rel, err = up.RunWithContext(ctx, st.Name, r.chart, r.values)
 	}
-	inverse := releaseInverseOf(inv)
-	if prior != nil && prior.Inverse != nil && prior.Inverse.Data.Name == st.Name && prior.Inverse.Data.Namespace == st.Namespace {
-		// Applied again: undoing goes back to before the first apply.
-		inverse = prior.Inverse
-	}
-	if err != nil {
-		notReady.Lock()
-		why := notReady.last
-		notReady.Unlock()
-		if why != "" {
-			why = " Last seen while waiting: " + why + "."
-		}
-		resp := relApply{Diagnostics: phases.Errorf("Release Failed", "Release %s/%s: %v.%s", st.Namespace, st.Name, err, why)}
-		if after, herr := readHistory(cfg, st.Name); herr == nil && after.exists() {
-			resp.Inverse = inverse // something is there to undo
-		}
-		return resp
-	}
-	c.Log.Printf("release %s/%s: revision %d %s", st.Namespace, st.Name, rel.Version, rel.Info.Status)
-	return relApply{Outputs: releaseOutputs(rel), Private: releasePrivate{Revision: rel.Version}, Inverse: inverse}
+	return rel, inv, err
 }
 
 // maxHistory is how many revisions a release keeps, as the helm CLI does.
 const maxHistory = 10
 
-func releaseOutputs(rel *release.Release) helmschema.ReleaseOutputs {
-	return helmschema.ReleaseOutputs{Name: rel.Name, Namespace: rel.Namespace, Revision: rel.Version, Status: rel.Info.Status.String(), ChartVersion: chartVersion(rel.Chart)}
+func releaseOutputs(rel *release.Release) releaseOut {
+	return releaseOut{Name: rel.Name, Namespace: rel.Namespace, Revision: rel.Version, Status: rel.Info.Status.String(), ChartVersion: chartVersion(rel.Chart)}
 }
 
 func chartVersion(ch *chart.Chart) string {

@@ -21,12 +21,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/homelab-migrate/migrate/phases"
-	"github.com/homelab-migrate/migrate/providers/helm/helmschema"
 	"github.com/homelab-migrate/migrate/secret/agefile"
 )
-
-// relAttrs are a helm_release step's attributes.
-type relAttrs = helmschema.ReleaseAttrs
 
 // validateRelease checks the step and completes it with its defaults.
 func validateRelease(c *call, a *relAttrs) phases.Diagnostics {

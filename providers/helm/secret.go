@@ -23,13 +23,12 @@ import (
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
-	"github.com/homelab-migrate/migrate/providers/helm/helmschema"
 	"github.com/homelab-migrate/migrate/providers/sdk"
 	"github.com/homelab-migrate/migrate/secret/agefile"
 )
 
 // Secret is the kubernetes_secret step type.
-const Secret = helmschema.Secret
+const Secret = "kubernetes_secret"
 
 // fieldManager is the server-side apply manager of every object migrate
 // applies.
@@ -44,12 +43,28 @@ const createdBy = "migrate/created-by"
 // data stays in the cluster, never in the state, for the rollback.
 const origSuffix = ".migrate-orig"
 
-type secretAttrs = helmschema.SecretAttrs
+// secretAttrs are the attributes of a kubernetes_secret step.
+type secretAttrs struct {
+	Name       string            `cty:"name" required:"true" doc:"The Secret's name."`
+	Namespace  string            `cty:"namespace" required:"true" doc:"The Secret's namespace."`
+	Type       string            `cty:"type" doc:"The Secret's type, \"Opaque\" by default."`
+	Data       map[string]string `cty:"data" sensitive:"true" doc:"Keys and their values, redacted everywhere."`
+	Files      map[string]string `cty:"files" doc:"Keys and the files, relative to the runbook, holding their values; age-encrypted files are decrypted."`
+	Kubeconfig string            `cty:"kubeconfig" doc:"Path to a kubeconfig for this step, relative to the runbook (such as talos_kubeconfig.admin.path); default the provider's."`
+}
+
+// secretOut are the outputs of a kubernetes_secret step: never a value.
+type secretOut struct {
+	Name      string   `cty:"name"`
+	Namespace string   `cty:"namespace"`
+	Keys      []string `cty:"keys"`
+}
 
 var secretStep = &sdk.StepType[*Provider, secretAttrs, struct{}, secretInverse]{
 	Name:        Secret,
-	Description: helmschema.SecretDescription,
-	Outputs:     helmschema.SecretOutputs{},
+	Description: "Applies a Kubernetes Secret from sensitive values and files (age-encrypted files are decrypted with MIGRATE_AGE_IDENTITY); its values never reach a plan, a log or the state. Rollback deletes a Secret this step created, else restores the previous one from the copy kept in the cluster as <name>.migrate-orig.",
+	Rollback:    "Deletes a Secret it created; one that existed was copied in the cluster to NAME.migrate-orig, and is restored from that copy, which is then deleted.",
+	Outputs:     secretOut{},
 	Validate:    validateSecret,
 	Read:        readSecret,
 	Plan:        planSecret,
@@ -281,8 +296,8 @@ func keepOriginal(ctx context.Context, c *call, cl *cluster, live *corev1.Secret
 	return err
 }
 
-func secretOutputs(a secretAttrs) helmschema.SecretOutputs {
-	return helmschema.SecretOutputs{Name: a.Name, Namespace: a.Namespace, Keys: secretKeys(a)}
+func secretOutputs(a secretAttrs) secretOut {
+	return secretOut{Name: a.Name, Namespace: a.Namespace, Keys: secretKeys(a)}
 }
 
 func secretInverseOf(inv secretInverse) *sdk.Inverse[secretInverse] {

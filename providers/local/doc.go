@@ -21,8 +21,10 @@
 // writer the engine passes in, with sensitive values replaced by the SDK's
 // writer, and never into outputs or state.
 //
-// Each step type is an sdk.StepType whose attributes struct is its
-// schema; the SDK (package providers/sdk) gates, decodes and scrubs every
-// call. The engine (package engine) drives the provider through
+// Each step type is one sdk.StepType declaration (name, description,
+// attributes struct as its schema, outputs, rollback sentence, handlers)
+// in its own file (exec.go, http.go; approval and wait in gates.go),
+// listed in New; the SDK (package providers/sdk) gates, decodes and scrubs
+// every call. The engine (package engine) drives the provider through
 // providers.Interface; cmd/migrate registers New under the type "local".
 package local

@@ -28,10 +28,32 @@
 // private and inverse data, a sensitive attribute and output. providers/local
 // is the reference for real handlers.
 //
-// The schema must be pure data that migrate compiles in without a
-// provider's heavy libraries: keep attribute structs in a light package
-// (talosschema, helmschema) when the handlers import heavy ones. The SDK
-// itself imports only phases, providers, secret and go-cty.
+// A step type is one declaration: its StepType value holds the name, the
+// description, the attributes (its A struct) and outputs, the rollback
+// sentence, whether it can be a check (CanCheck, CheckOnly) or only waits
+// (WaitsOnly), and its handlers. The provider's schema, and from it the
+// reference (migrate docs), is derived from its list of declarations
+// (Provider.Steps); nothing else restates them.
+//
+// Adding a step type:
+//
+//  1. Write one file beside the provider's others, named for the step
+//     type: the name constant, the attributes and outputs structs, the
+//     private and inverse data, and the sdk.StepType with its handlers
+//     (Rollback says in a sentence what rollback does).
+//  2. Add its variable to the provider's Steps list (one line in New).
+//  3. For a plugin provider (helm, talos), run go generate on it (make
+//     generate): migrate compiles the schema in as data generated from
+//     the declarations (EncodeSchema, DecodeSchema), so that it does not
+//     link the provider's libraries; a test of the provider fails while
+//     that data is out of date.
+//  4. Regenerate the reference (go run ./cmd/migrate docs), whose check
+//     pins every description, and add the step type's cases to the
+//     provider's conformance tests.
+//
+// The SDK itself imports only phases, providers, secret and go-cty, so
+// that the light schema packages (helmschema, talosschema) that decode a
+// generated schema for migrate stay light.
 //
 // Per call: the configuration is checked against the schema's types, its
 // secrets (marked values, attributes tagged sensitive) are learned into

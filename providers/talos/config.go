@@ -22,7 +22,6 @@ import (
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/sdk"
-	"github.com/homelab-migrate/migrate/providers/talos/talosschema"
 	"github.com/homelab-migrate/migrate/secret/agefile"
 )
 
@@ -69,7 +68,7 @@ func configure(req providers.ConfigureRequest) (*settings, phases.Diagnostics) {
 			s.dir = abs
 		}
 	}
-	var a talosschema.ProviderAttrs
+	var a providerAttrs
 	diags := sdk.Decode(req, &a, s.scrub)
 	errf := func(summary, format string, args ...any) {
 		diags = append(diags, phases.Errorf(summary, format, args...)...)
@@ -98,30 +97,7 @@ func configure(req providers.ConfigureRequest) (*settings, phases.Diagnostics) {
 	}
 
 	if talosconfigPath != "" {
-		s.talosconfigPath = s.abs(talosconfigPath)
-		b, err := s.readSecretFile(talosconfigPath, "talosconfig")
-		if err != nil {
-			errf("Cannot Read Talosconfig", "%v", err)
-		} else if tc, err := clientconfig.FromBytes(b); err != nil {
-			errf("Invalid Talosconfig", "The talosconfig %s cannot be parsed: %v.", talosconfigPath, err)
-		} else {
-			s.talosconfig = tc
-			for _, ctx := range tc.Contexts {
-				s.scrub.Add(ctx.Key)
-				if k, err := base64.StdEncoding.DecodeString(ctx.Key); err == nil {
-					addPEM(s.scrub, k)
-				}
-			}
-			name := s.contextName
-			if name == "" {
-				name = tc.Context
-			}
-			if tctx, ok := tc.Contexts[name]; !ok {
-				errf("Unknown Talosconfig Context", "The talosconfig %s has no context %q; it has %s.", talosconfigPath, name, strings.Join(contextNames(tc), ", "))
-			} else if s.clusterName == "" {
-				s.clusterName = tctx.Cluster
-			}
-		}
+		s.loadTalosconfig(talosconfigPath, errf)
 	}
 	if s.clusterName == "" {
 		s.clusterName = "talos"
@@ -135,17 +111,69 @@ func configure(req providers.ConfigureRequest) (*settings, phases.Diagnostics) {
 	}
 
 	if secretsPath != "" {
-		b, err := s.readSecretFile(secretsPath, "secrets bundle")
-		if err != nil {
-			errf("Cannot Read Secrets Bundle", "%v", err)
-		} else if bundle, err := parseBundle(b); err != nil {
-			errf("Invalid Secrets Bundle", "The secrets bundle %s cannot be used: %v.", secretsPath, err)
-		} else {
-			s.bundle = bundle
-			addBundle(s.scrub, bundle)
-		}
+		s.loadBundle(secretsPath, errf)
 	}
 
+	s.setSchematic(schematicYAML, extensions, errf)
+
+	if s.version != "" {
+		if err := checkCompatibility(s.k8sVersion, s.version); err != nil {
+			errf("Incompatible Versions", "Kubernetes %s cannot run on Talos %s: %v. Set kubernetes_version to a version that Talos %s supports.", s.k8sVersion, s.version, err, s.version)
+		}
+	}
+	return s, diags
+}
+
+// errorf adds an error diagnostic, for the loading of the provider block.
+type errorf = func(summary, format string, args ...any)
+
+// loadTalosconfig reads (and decrypts) the talosconfig at path: its
+// context (the cluster name defaults to its cluster), its keys learned as
+// secrets.
+func (s *settings) loadTalosconfig(path string, errf errorf) {
+	s.talosconfigPath = s.abs(path)
+	b, err := s.readSecretFile(path, "talosconfig")
+	if err != nil {
+		errf("Cannot Read Talosconfig", "%v", err)
+	} else if tc, err := clientconfig.FromBytes(b); err != nil {
+		errf("Invalid Talosconfig", "The talosconfig %s cannot be parsed: %v.", path, err)
+	} else {
+		s.talosconfig = tc
+		for _, ctx := range tc.Contexts {
+			s.scrub.Add(ctx.Key)
+			if k, err := base64.StdEncoding.DecodeString(ctx.Key); err == nil {
+				addPEM(s.scrub, k)
+			}
+		}
+		name := s.contextName
+		if name == "" {
+			name = tc.Context
+		}
+		if tctx, ok := tc.Contexts[name]; !ok {
+			errf("Unknown Talosconfig Context", "The talosconfig %s has no context %q; it has %s.", path, name, strings.Join(contextNames(tc), ", "))
+		} else if s.clusterName == "" {
+			s.clusterName = tctx.Cluster
+		}
+	}
+}
+
+// loadBundle reads (and decrypts) the secrets bundle at path, its
+// secrets learned.
+func (s *settings) loadBundle(path string, errf errorf) {
+	b, err := s.readSecretFile(path, "secrets bundle")
+	if err != nil {
+		errf("Cannot Read Secrets Bundle", "%v", err)
+	} else if bundle, err := parseBundle(b); err != nil {
+		errf("Invalid Secrets Bundle", "The secrets bundle %s cannot be used: %v.", path, err)
+	} else {
+		s.bundle = bundle
+		addBundle(s.scrub, bundle)
+	}
+}
+
+// setSchematic is the Image Factory schematic: the one given as YAML, or
+// one of official extensions.
+func (s *settings) setSchematic(schematicYAML string, extensions []string, errf errorf) {
 	switch {
 	case schematicYAML != "" && len(extensions) > 0:
 		errf("Conflicting Attributes", "Set schematic or extensions in the talos provider block, not both: extensions builds a schematic of official extensions.")
@@ -161,13 +189,6 @@ func configure(req providers.ConfigureRequest) (*settings, phases.Diagnostics) {
 	if id, err := s.schematic.ID(); err == nil {
 		s.schematicID = id
 	}
-
-	if s.version != "" {
-		if err := checkCompatibility(s.k8sVersion, s.version); err != nil {
-			errf("Incompatible Versions", "Kubernetes %s cannot run on Talos %s: %v. Set kubernetes_version to a version that Talos %s supports.", s.k8sVersion, s.version, err, s.version)
-		}
-	}
-	return s, diags
 }
 
 // checkCompatibility asks machinery whether Kubernetes k8s runs on Talos talos.

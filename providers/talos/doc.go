@@ -41,15 +41,23 @@
 // are decrypted in memory only and scrubbed from every diff, log line and
 // diagnostic; state only ever holds them age-encrypted.
 //
-// Each step type is declared on providers/sdk (steps.go, machineconfig.go):
-// its attributes struct, in talosschema, is its schema and its decoded
-// inputs; the SDK does the envelope (gating, decoding, unknown values,
-// scrubbing of every field that leaves the provider); the provider adds
-// its own secrets and a YAML filter to each call's scrubber (New).
+// Each step type is one declaration on providers/sdk (an sdk.StepType:
+// name, description, attributes and outputs structs, rollback sentence,
+// handlers) in its own file: machineconfig.go, bootstrap.go,
+// kubeconfig.go, read.go, health.go and upgrade.go; provider.go lists them
+// and holds the provider block (decoded in config.go). The attributes
+// struct is the schema and the decoded inputs; the SDK does the envelope
+// (gating, decoding, unknown values, scrubbing of every field that leaves
+// the provider); the provider adds its own secrets and a YAML filter to
+// each call's scrubber (New).
 //
 // The engine (package engine) drives the provider through
 // providers.Interface. It runs as the plugin program migrate-provider-talos
-// (cmd/migrate-provider-talos, providers/plugin); its schema is in
-// talosschema, which cmd/migrate compiles in.
+// (cmd/migrate-provider-talos, providers/plugin); its schema, derived
+// from the declarations, is generated into talosschema, which cmd/migrate
+// compiles in: after changing a step type, run go generate
+// ./providers/talos (or make generate).
 // Its tests run against lab/talosnode, a real gRPC MachineService with mTLS.
 package talos
+
+//go:generate go run ../internal/genschema talos talosschema/schema.json

@@ -15,7 +15,6 @@ import (
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/sdk"
-	"github.com/homelab-migrate/migrate/providers/talos/talosschema"
 	"github.com/homelab-migrate/migrate/secret/agefile"
 )
 
@@ -90,7 +89,7 @@ func setting(c *call, name string, v *string, def string) (string, bool) {
 
 // decodeMachineConfig reads the step; known is false when a value that
 // matters is not known until apply.
-func decodeMachineConfig(c *call, a talosschema.MachineConfigAttrs) (st mcStep, isKnown bool, diags phases.Diagnostics) {
+func decodeMachineConfig(c *call, a mcAttrs) (st mcStep, isKnown bool, diags phases.Diagnostics) {
 	st.role, _ = setting(c, "role", a.Role, "controlplane")
 	st.patches = a.Patches
 	var k bool
@@ -135,11 +134,44 @@ type planned struct {
 
 type mcPrior = sdk.Prior[planned, inverseData]
 
-var machineConfigStep = &sdk.StepType[*Provider, talosschema.MachineConfigAttrs, planned, inverseData]{
-	Name: MachineConfig, Description: talosschema.MachineConfigDoc, Outputs: talosschema.MachineConfigOutputs{},
-	Unknowns: true, // the plan says which settings are known after earlier steps
-	Read:     readMachineConfig,
-	Plan: func(ctx context.Context, sc *handle, a talosschema.MachineConfigAttrs, _ *mcPrior) sdk.Plan[planned] {
+// MachineConfig is the talos_machine_config step type.
+const MachineConfig = "talos_machine_config"
+
+// mcAttrs is a talos_machine_config step. Pointers are the
+// attributes with a default (nil: not set).
+type mcAttrs struct {
+	Role       *string     `cty:"role" doc:"\"controlplane\" (default) or \"worker\"."`
+	Patches    []string    `cty:"patches" doc:"Patch files (strategic merge, multi-document, or JSON patches), relative to the runbook."`
+	Mode       *string     `cty:"mode" doc:"\"no-reboot\" (default), \"auto\" or \"reboot\": what the permanent apply may do."`
+	TryTimeout *string     `cty:"try_timeout" doc:"How long the TRY stays before the node reverts it by itself, \"1m\" by default."`
+	Verify     verifyAttrs `cty:"verify" doc:"Checks run while the TRY is pending: services (healthy), files (path -> content, read through the API), kubernetes (the API answers)."`
+	Rendered   string      `cty:"rendered" doc:"Write the rendered config here (mode 0600) for review, during run only (plan writes nothing)."`
+	// RenderedSecrets: the PKI keys and tokens are redacted from the
+	// rendered file unless the user asks for them.
+	RenderedSecrets *string `cty:"rendered_secrets" doc:"\"redact\" (default): the rendered file has its keys, tokens and secrets redacted; \"include\": written as sent to the node."`
+}
+
+// verifyAttrs is what must hold while the TRY is pending.
+type verifyAttrs struct {
+	Services   []string          `cty:"services" optional:"true"`
+	Files      map[string]string `cty:"files" optional:"true"`
+	Kubernetes bool              `cty:"kubernetes" optional:"true"`
+}
+
+// mcOutputs are a talos_machine_config step's outputs.
+type mcOutputs struct {
+	ConfigHash     string `cty:"config_hash"`
+	InstallerImage string `cty:"installer_image"`
+}
+
+var machineConfigStep = &sdk.StepType[*Provider, mcAttrs, planned, inverseData]{
+	Name:        MachineConfig,
+	Description: "Renders the machine config (secrets bundle + patches, pinned version), validates it, shows the node's dry-run diff, then applies it with TRY, the verify checks and the permanent apply.",
+	Rollback:    "Re-applies the previous config through the same ladder (dry-run, TRY, verify, apply); it is kept in the state age-encrypted, so without an age identity the step is irreversible. A first install cannot be undone.",
+	Outputs:     mcOutputs{},
+	Unknowns:    true, // the plan says which settings are known after earlier steps
+	Read:        readMachineConfig,
+	Plan: func(ctx context.Context, sc *handle, a mcAttrs, _ *mcPrior) sdk.Plan[planned] {
 		c := newCall(sc)
 		r := planMachineConfig(ctx, c, a)
 		if c.s.recipient == nil && r.Irreversible == "" {
@@ -153,7 +185,7 @@ var machineConfigStep = &sdk.StepType[*Provider, talosschema.MachineConfigAttrs,
 	// The rendered machine config's hash joins the step's input hash: a
 	// changed patch file, secrets bundle or pinned version is then
 	// planned as an update of the step.
-	Digest: func(_ context.Context, sc *handle, a talosschema.MachineConfigAttrs) (string, phases.Diagnostics) {
+	Digest: func(_ context.Context, sc *handle, a mcAttrs) (string, phases.Diagnostics) {
 		c := newCall(sc)
 		st, _, diags := decodeMachineConfig(c, a)
 		if diags.HasErrors() {
@@ -167,7 +199,7 @@ var machineConfigStep = &sdk.StepType[*Provider, talosschema.MachineConfigAttrs,
 	},
 }
 
-func planMachineConfig(ctx context.Context, c *call, a talosschema.MachineConfigAttrs) sdk.Plan[planned] {
+func planMachineConfig(ctx context.Context, c *call, a mcAttrs) sdk.Plan[planned] {
 	st, known, diags := decodeMachineConfig(c, a)
 	if diags.HasErrors() {
 		return sdk.Plan[planned]{Diagnostics: diags}
@@ -266,7 +298,7 @@ type prevConfig struct {
 
 type mcApply = sdk.Apply[planned, inverseData]
 
-func applyMachineConfig(ctx context.Context, sc *handle, a talosschema.MachineConfigAttrs, pl planned, _ *mcPrior) mcApply {
+func applyMachineConfig(ctx context.Context, sc *handle, a mcAttrs, pl planned, _ *mcPrior) mcApply {
 	c := newCall(sc)
 	st, _, diags := decodeMachineConfig(c, a)
 	if diags.HasErrors() {
@@ -313,7 +345,7 @@ func applyMachineConfig(ctx context.Context, sc *handle, a talosschema.MachineCo
 			return mcApply{Diagnostics: d}
 		}
 	}
-	out := talosschema.MachineConfigOutputs{ConfigHash: r.hash, InstallerImage: r.image}
+	out := mcOutputs{ConfigHash: r.hash, InstallerImage: r.image}
 	return mcApply{Outputs: out, Inverse: c.sealInverse(inv)}
 }
 
@@ -425,7 +457,7 @@ func firstLine(s string) string {
 	return l
 }
 
-func readMachineConfig(ctx context.Context, sc *handle, a talosschema.MachineConfigAttrs, prior *mcPrior) sdk.Read[inverseData] {
+func readMachineConfig(ctx context.Context, sc *handle, a mcAttrs, prior *mcPrior) sdk.Read[inverseData] {
 	c := newCall(sc)
 	p := c.p
 	if prior == nil {
@@ -472,7 +504,7 @@ func readMachineConfig(ctx context.Context, sc *handle, a talosschema.MachineCon
 	if len(drift) > 0 {
 		return sdk.Read[inverseData]{Observation: providers.Drifted, Detail: strings.Join(drift, "\n")}
 	}
-	return sdk.Read[inverseData]{Observation: providers.Present, Outputs: talosschema.MachineConfigOutputs{ConfigHash: r.hash, InstallerImage: r.image}}
+	return sdk.Read[inverseData]{Observation: providers.Present, Outputs: mcOutputs{ConfigHash: r.hash, InstallerImage: r.image}}
 }
 
 // inFlightWait bounds how long a read of a step found in flight waits for
@@ -549,33 +581,33 @@ func (c *call) unsettledNodes(ctx context.Context, since map[string]time.Time) [
 
 // persistedAsRendered says whether every node answers over mTLS and has
 // persisted the config the step renders now.
-func (c *call) persistedAsRendered(ctx context.Context, a talosschema.MachineConfigAttrs) (talosschema.MachineConfigOutputs, bool) {
+func (c *call) persistedAsRendered(ctx context.Context, a mcAttrs) (mcOutputs, bool) {
 	st, known, diags := decodeMachineConfig(c, a)
 	if diags.HasErrors() || !known {
-		return talosschema.MachineConfigOutputs{}, false
+		return mcOutputs{}, false
 	}
 	r, diags := c.render(st.role, st.patches)
 	if diags.HasErrors() {
-		return talosschema.MachineConfigOutputs{}, false
+		return mcOutputs{}, false
 	}
 	ns, err := c.p.nodes(ctx)
 	if err != nil || len(ns) == 0 {
-		return talosschema.MachineConfigOutputs{}, false
+		return mcOutputs{}, false
 	}
 	for _, n := range ns {
 		cur, err := n.currentConfig(ctx)
 		if err != nil {
-			return talosschema.MachineConfigOutputs{}, false
+			return mcOutputs{}, false
 		}
 		cfg, err := loadConfig(cur)
 		if err != nil || hashConfig(cfg) != r.hash {
-			return talosschema.MachineConfigOutputs{}, false
+			return mcOutputs{}, false
 		}
 	}
-	return talosschema.MachineConfigOutputs{ConfigHash: r.hash, InstallerImage: r.image}, true
+	return mcOutputs{ConfigHash: r.hash, InstallerImage: r.image}, true
 }
 
-func revertMachineConfig(ctx context.Context, sc *handle, a talosschema.MachineConfigAttrs, u sdk.Undo[inverseData]) phases.Diagnostics {
+func revertMachineConfig(ctx context.Context, sc *handle, a mcAttrs, u sdk.Undo[inverseData]) phases.Diagnostics {
 	c, inv := newCall(sc), u.Data
 	if len(inv.Nodes) == 0 {
 		return phases.Errorf("Invalid Inverse", "The recorded inverse of %s holds no previous config.", c.addr)

@@ -16,7 +16,6 @@ import (
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers/sdk"
-	"github.com/homelab-migrate/migrate/providers/talos/talosschema"
 )
 
 // maintenanceMessage is what a node booted from the ISO answers to Version:
@@ -174,7 +173,7 @@ func (c *call) firstInstall(ctx context.Context, st mcStep, r *rendered, ns []no
 		c.log.Printf("node %s: installed; checks passed (%s)", n.name, st.verify)
 	}
 	c.log.Printf("no rollback for %s: a first install cannot be undone", c.addr)
-	return mcApply{Outputs: talosschema.MachineConfigOutputs{ConfigHash: r.hash, InstallerImage: r.image}}
+	return mcApply{Outputs: mcOutputs{ConfigHash: r.hash, InstallerImage: r.image}}
 }
 
 // sendFirstConfig applies the config to one node in maintenance mode.

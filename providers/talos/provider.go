@@ -8,22 +8,29 @@ import (
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/sdk"
-	"github.com/homelab-migrate/migrate/providers/talos/talosschema"
 	"github.com/homelab-migrate/migrate/secret"
 )
 
-// TypeName is the provider type (and the name its plugin program serves).
-const TypeName = talosschema.TypeName
+// TypeName is the provider type (and the name its plugin program serves);
+// talosschema.TypeName is the same for migrate.
+const TypeName = "talos"
 
-// Step type names.
-const (
-	MachineConfig = talosschema.MachineConfig
-	Bootstrap     = talosschema.Bootstrap
-	Kubeconfig    = talosschema.Kubeconfig
-	Read          = talosschema.Read
-	ServiceHealth = talosschema.ServiceHealth
-	Upgrade       = talosschema.Upgrade
-)
+// providerAttrs is the provider block (decoded in config.go).
+type providerAttrs struct {
+	Endpoints         []string `cty:"endpoints" doc:"Talos API endpoints (host or host:port); default the talosconfig context's."`
+	Nodes             []string `cty:"nodes" doc:"Nodes to act on; default the context's nodes, else the endpoints."`
+	Talosconfig       string   `cty:"talosconfig" doc:"Path to the talosconfig, relative to the runbook; may be age-encrypted. Default $TALOSCONFIG or ~/.talos/config."`
+	Context           string   `cty:"context" doc:"The talosconfig context; default its current context."`
+	Version           string   `cty:"version" required:"true" doc:"The Talos version the cluster runs, such as \"v1.13.3\": configs are rendered for it and steps refuse a node running another."`
+	KubernetesVersion *string  `cty:"kubernetes_version" doc:"The Kubernetes version; default machinery's default."`
+	ClusterName       string   `cty:"cluster_name" doc:"The cluster name; default the talosconfig context's cluster, else \"talos\"."`
+	ClusterEndpoint   string   `cty:"cluster_endpoint" doc:"The Kubernetes API endpoint, https://IP:6443; default the first endpoint on port 6443."`
+	Secrets           string   `cty:"secrets" doc:"Path to the secrets bundle YAML (talosctl gen secrets), relative to the runbook; may be age-encrypted."`
+	InstallDisk       *string  `cty:"install_disk" doc:"The install disk, \"/dev/sda\" by default."`
+	Schematic         string   `cty:"schematic" doc:"An Image Factory schematic as YAML; the installer image is factory.talos.dev/metal-installer/<its ID>:<version>."`
+	Extensions        []string `cty:"extensions" doc:"Official system extensions (such as \"siderolabs/i915\") making the schematic, instead of schematic."`
+	AgeIdentity       string   `cty:"age_identity" doc:"Path to an age identity file; default $MIGRATE_AGE_IDENTITY (an identity or a path)."`
+}
 
 // Provider talks to Talos nodes through their machine API. It is safe for
 // concurrent use once configured. The SDK does the envelope of every
@@ -34,7 +41,7 @@ type Provider struct {
 
 	mu     sync.Mutex
 	client *client.Client
-	reach  reach // the endpoints' last answers (reach.go)
+	reach  sdk.Reach // the endpoints' last answers (reach.go)
 }
 
 // New returns an unconfigured Talos provider.
@@ -42,7 +49,7 @@ func New() *Provider {
 	p := &Provider{}
 	p.Provider = &sdk.Provider[*Provider]{
 		Name:          TypeName,
-		Settings:      talosschema.ProviderAttrs{},
+		Settings:      providerAttrs{},
 		ConfigureFunc: p.configure,
 		CloseFunc:     p.close,
 		Steps:         []sdk.Step[*Provider]{machineConfigStep, bootstrapStep, kubeconfigStep, readStep, serviceHealthStep, upgradeStep},
