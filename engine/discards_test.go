@@ -30,9 +30,9 @@ func TestRollbackSkipsWhatWentWithADiscardingStep(t *testing.T) {
 	del := b.step(p, "delete", "job")
 	del.Discards = []phases.Address{addr("job")}
 	h.fake.ApplyFn = func(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
-		resp := providers.ApplyResponse{Outputs: cty.EmptyObjectVal, Inverse: &providers.Inverse{Description: "undo " + req.Addr.Name}}
+		resp := providers.ApplyResponse{Outputs: cty.EmptyObjectVal, Revert: &providers.RevertData{Description: "undo " + req.Addr.Name}}
 		if req.Addr.Name == "delete" {
-			resp.Inverse = nil // a deletion cannot be undone
+			resp.Revert = nil // a deletion cannot be undone
 		}
 		return resp
 	}
@@ -99,7 +99,7 @@ func TestDiscardedStepsRevertWhenTheDiscardingStepDidNotRun(t *testing.T) {
 		if req.Addr.Name == "delete" {
 			return providers.ApplyResponse{Diagnostics: phases.Errorf("Cannot Delete", "busy")}
 		}
-		return providers.ApplyResponse{Outputs: cty.EmptyObjectVal, Inverse: &providers.Inverse{Description: "undo " + req.Addr.Name}}
+		return providers.ApplyResponse{Outputs: cty.EmptyObjectVal, Revert: &providers.RevertData{Description: "undo " + req.Addr.Name}}
 	}
 	if err := h.run(b.r); err == nil {
 		t.Fatal("the run succeeded")

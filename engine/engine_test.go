@@ -244,7 +244,7 @@ func TestInterruptedStepIsObservedBeforeRedo(t *testing.T) {
 			st.Checkpoint(&state.StepRecord{Addr: addr("x"), Phase: "p", Status: state.Running, Attempts: 1})
 			st.Close()
 			h.fake.ReadFn = func(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
-				return providers.ReadResponse{Observation: tc.obs, Inverse: &providers.Inverse{Description: "undo x"}}
+				return providers.ReadResponse{Observation: tc.obs, Revert: &providers.RevertData{Description: "undo x"}}
 			}
 			if err := h.run(b.r); err != nil {
 				t.Fatal(err)
@@ -481,9 +481,9 @@ func TestRollbackRevertsInReverseOrderAndListsIrreversible(t *testing.T) {
 	p2 := b.phase("two")
 	b.step(p2, "top")
 	h.fake.ApplyFn = func(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
-		resp := providers.ApplyResponse{Outputs: cty.EmptyObjectVal, Inverse: &providers.Inverse{Description: "undo " + req.Addr.Name}}
+		resp := providers.ApplyResponse{Outputs: cty.EmptyObjectVal, Revert: &providers.RevertData{Description: "undo " + req.Addr.Name}}
 		if req.Addr.Name == "forever" {
-			resp.Inverse = nil
+			resp.Revert = nil
 		}
 		return resp
 	}
@@ -718,7 +718,7 @@ func TestFailedApplyThatLeftSomethingIsRolledBack(t *testing.T) {
 	h.fake.ApplyFn = func(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
 		// Created the instance, then could not start it.
 		return providers.ApplyResponse{
-			Inverse:     &providers.Inverse{Description: "delete the instance it created"},
+			Revert:      &providers.RevertData{Description: "delete the instance it created"},
 			Diagnostics: phases.Errorf("Start Failed", "the instance did not start"),
 		}
 	}

@@ -46,7 +46,7 @@ func (h StateHook) Handle(e Event) error {
 		return nil
 	}
 	if e.Kind == StepStarted {
-		return h.State.Record(e.Record)
+		return h.State.CheckpointUnsynced(e.Record)
 	}
 	return h.State.Checkpoint(e.Record)
 }

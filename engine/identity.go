@@ -157,10 +157,10 @@ func (r *stepRunner) stillDone(s *phases.Step, p providers.Interface, cfg cty.Va
 }
 
 // forget drops what rec says about a world since replaced (its outputs,
-// private data, inverse and identity described the thing before): the
+// private data, revert data and identity described the thing before): the
 // step is applied as if it had never run.
 func (r *stepRunner) forget(rec *state.StepRecord, why string) *replanned {
-	rec.Outputs, rec.Private, rec.Inverse, rec.Identity, rec.Upstream = nil, nil, nil, "", nil
+	rec.Outputs, rec.Private, rec.Revert, rec.Identity, rec.Upstream = nil, nil, nil, "", nil
 	return &replanned{action: providers.Create, reason: why}
 }
 

@@ -50,7 +50,7 @@ func (w *world) count(name string) int {
 }
 
 // replacedWorld: vm (its identity the VM's), config and bootstrap on it
-// (no identity of their own, no inverse, Present once applied, as
+// (no identity of their own, no revert data, Present once applied, as
 // talos_bootstrap is): bootstrap's record is proof only about the VM it
 // was made on.
 func replacedWorld(t *testing.T) (*harness, *rb, *world) {
@@ -66,7 +66,7 @@ func replacedWorld(t *testing.T) (*harness, *rb, *world) {
 		resp := providers.ApplyResponse{Outputs: cty.EmptyObjectVal}
 		if req.Addr.Name == "vm" {
 			resp.Identity = w.vm
-			resp.Inverse = &providers.Inverse{Description: "delete the VM"}
+			resp.Revert = &providers.RevertData{Description: "delete the VM"}
 		}
 		return resp
 	}
@@ -222,7 +222,7 @@ func TestDeletePlannedBeforeWhatItDeletesExists(t *testing.T) {
 		w.apply(req.Addr.Name)
 		resp := providers.ApplyResponse{Outputs: cty.EmptyObjectVal}
 		if req.Addr.Name == "vm" {
-			resp.Inverse = &providers.Inverse{Description: "delete the VM"}
+			resp.Revert = &providers.RevertData{Description: "delete the VM"}
 		}
 		return resp
 	}
@@ -370,7 +370,7 @@ func TestRecheckAcrossPhases(t *testing.T) {
 		w.apply(req.Addr.Name)
 		resp := providers.ApplyResponse{Outputs: cty.EmptyObjectVal}
 		if req.Addr.Name == "vm" {
-			resp.Inverse = &providers.Inverse{Description: "delete the VM"}
+			resp.Revert = &providers.RevertData{Description: "delete the VM"}
 		}
 		return resp
 	}

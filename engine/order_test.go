@@ -56,7 +56,7 @@ func TestManyPhases(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(diags.Err())
 	}
-	if err := e.Check(plan); err != nil {
+	if err := e.ValidatePlan(plan); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.PlanRollback(nil); err != nil {

@@ -535,14 +535,14 @@ func definite(diags phases.Diagnostics) bool {
 }
 
 func priorOf(rec *state.StepRecord) *providers.Prior {
-	if rec == nil || rec.Status != state.Done && rec.Inverse == nil {
+	if rec == nil || rec.Status != state.Done && rec.Revert == nil {
 		return nil
 	}
 	v, _, err := decodeOutputs(rec.Outputs)
 	if err != nil {
 		v = cty.EmptyObjectVal
 	}
-	return &providers.Prior{Outputs: v, Private: rec.Private, Inverse: rec.Inverse}
+	return &providers.Prior{Outputs: v, Private: rec.Private, Revert: rec.Revert}
 }
 
 // phaseComplete: every step done and every after-check passed.

@@ -29,10 +29,10 @@ func (e *StaleError) Error() string {
 	return fmt.Sprintf("the state changed since the plan was made (serial %d then, %d now): make a new plan", e.PlanSerial, e.StateSerial)
 }
 
-// Check says whether Run would accept the plan: made against this state,
+// ValidatePlan says whether Run would accept the plan: made against this state,
 // naming phases the runbook has, with every earlier phase complete. The
 // CLI calls it before showing a plan for confirmation.
-func (e *Engine) Check(plan *Plan) error {
+func (e *Engine) ValidatePlan(plan *Plan) error {
 	return e.check(plan, e.state.Snapshot())
 }
 

@@ -65,7 +65,7 @@ func (p *RollbackPlan) Irreversible() []phases.Address {
 }
 
 // needsRevert: the step changed something that it knows how to undo, or
-// a rollback of it was under way. A pending step with an inverse made its
+// a rollback of it was under way. A pending step with revert data made its
 // effect and was stopped while it waited (stop.go).
 func needsRevert(rec *state.StepRecord) bool {
 	if rec == nil || rec.Check {
@@ -75,7 +75,7 @@ func needsRevert(rec *state.StepRecord) bool {
 	case state.Reverting, state.RevertFailed:
 		return true
 	case state.Done, state.Failed, state.Running, state.Pending:
-		return rec.Inverse != nil
+		return rec.Revert != nil
 	}
 	return false
 }
@@ -114,8 +114,8 @@ func (e *Engine) PlanRollback(names []string) (*RollbackPlan, error) {
 			switch {
 			case needsRevert(rec):
 				desc := "undo"
-				if rec.Inverse != nil && rec.Inverse.Description != "" {
-					desc = rec.Inverse.Description
+				if rec.Revert != nil && rec.Revert.Description != "" {
+					desc = rec.Revert.Description
 				}
 				entry := RevertEntry{Addr: s.Addr, Description: desc}
 				if by, gone := e.goneWith(s.Addr, func(a phases.Address) *state.StepRecord { return snap.Steps[a.String()] }); gone {
@@ -210,7 +210,7 @@ func (e *Engine) rollbackPhase(stop, cancel context.Context, ph *phases.Phase, p
 	return run.completed(PhaseRolledBack)
 }
 
-// revert undoes one step with the inverse its record holds.
+// revert undoes one step with the revert data its record holds.
 func (r *stepRunner) revert(s *phases.Step) bool {
 	e := r.e
 	rec, ok := e.state.Step(s.Addr)
@@ -231,7 +231,7 @@ func (r *stepRunner) revert(s *phases.Step) bool {
 	}
 	cfg, diags := r.out.evaluate(s)
 	if diags.HasErrors() {
-		// The runbook may have changed since; the inverse is what counts.
+		// The runbook may have changed since; the revert data is what counts.
 		cfg = cty.DynamicVal
 	}
 	// A rollback stopped here. That the step's own effect is gone says
@@ -240,14 +240,14 @@ func (r *stepRunner) revert(s *phases.Step) bool {
 	// observe its completion.
 	resumed := rec.Status == state.Reverting || rec.Status == state.RevertFailed
 	rv, ok := p.(providers.Reverter)
-	if !ok || rec.Inverse == nil {
+	if !ok || rec.Revert == nil {
 		return r.revertFailed(s, rec, fmt.Errorf("provider %s cannot undo steps", s.Provider))
 	}
-	if !r.transition(s, rec, state.Reverting, Event{Kind: StepReverting, Message: rec.Inverse.Description}) {
+	if !r.transition(s, rec, state.Reverting, Event{Kind: StepReverting, Message: rec.Revert.Description}) {
 		return false
 	}
 	outputs, _, _ := decodeOutputs(rec.Outputs)
-	req := providers.RevertRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Inverse: *rec.Inverse, Outputs: outputs, Resumed: resumed}
+	req := providers.RevertRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Revert: *rec.Revert, Outputs: outputs, Resumed: resumed}
 	diags = r.call(s, func(ctx context.Context, log io.Writer) phases.Diagnostics {
 		req.Log = log
 		return rv.Revert(ctx, req).Diagnostics
@@ -259,7 +259,7 @@ func (r *stepRunner) revert(s *phases.Step) bool {
 }
 
 func (r *stepRunner) reverted(s *phases.Step, rec *state.StepRecord, message string) bool {
-	rec.Inverse = nil
+	rec.Revert = nil
 	rec.Outputs = nil
 	rec.InputHash = ""
 	rec.LastError = ""

@@ -359,7 +359,7 @@ func (r *stepRunner) applyTries(s *phases.Step, p providers.Interface, cfg cty.V
 		rec.Attempts++
 		// Facts such as who approved belong to the apply that made them:
 		// a new try that fails must not show the earlier ones.
-		rec.Record = nil
+		rec.Facts = nil
 		if !r.transition(s, rec, state.Running, Event{Kind: StepStarted, Attempt: attempt}) {
 			return false
 		}
@@ -367,11 +367,11 @@ func (r *stepRunner) applyTries(s *phases.Step, p providers.Interface, cfg cty.V
 		if !resp.Diagnostics.HasErrors() {
 			return r.succeed(s, rec, hash, resp)
 		}
-		if resp.Inverse != nil {
+		if resp.Revert != nil {
 			// A failed apply that changed something and knows how to
 			// undo it (an instance created, then not started): keep
 			// that, so rollback can clean up.
-			rec.Inverse = resp.Inverse
+			rec.Revert = resp.Revert
 		}
 		err := resp.Diagnostics.Err()
 		if r.stoppedWaiting(s, p, resp) {
@@ -510,8 +510,8 @@ func (r *stepRunner) succeed(s *phases.Step, rec *state.StepRecord, hash string,
 	rec.InputHash = hash
 	rec.Outputs = enc
 	rec.Private = resp.Private
-	rec.Inverse = resp.Inverse
-	rec.Record = resp.Record
+	rec.Revert = resp.Revert
+	rec.Facts = resp.Facts
 	rec.Identity = resp.Identity
 	rec.Upstream = upstreamWorlds(s, r.e.stateLookup)
 	rec.LastError = ""
@@ -532,8 +532,8 @@ func (r *stepRunner) adopt(s *phases.Step, rec *state.StepRecord, cfg cty.Value,
 	}
 	rec.InputHash = hash
 	rec.Outputs = enc
-	if read.Inverse != nil {
-		rec.Inverse = read.Inverse
+	if read.Revert != nil {
+		rec.Revert = read.Revert
 	}
 	rec.Identity = read.Identity
 	rec.Upstream = upstreamWorlds(s, r.e.stateLookup)

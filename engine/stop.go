@@ -26,7 +26,7 @@ import (
 //
 // Such a step is recorded as pending — not done, and not failed: nothing
 // went wrong, it was not finished — with the message saying what was not
-// waited for as its last error, and the Inverse of what its apply did, so
+// waited for as its last error, and the Revert of what its apply did, so
 // that rollback still undoes it. The run ends with ErrInterrupted, and the
 // next run does the step again: its apply finds the effect made and only
 // waits.
@@ -73,7 +73,7 @@ func (r *stepRunner) stoppedWaiting(s *phases.Step, p providers.Interface, resp 
 }
 
 // notDone records s as not done after a gentle stop ended it (see the
-// top of this file): pending, why as its last error, its inverse kept.
+// top of this file): pending, why as its last error, its revert data kept.
 func (r *stepRunner) notDone(s *phases.Step, rec *state.StepRecord, why error) bool {
 	rec.Outputs = nil
 	rec.LastError = why.Error()

@@ -104,7 +104,7 @@ func TestStopEndsAWaitAtOnce(t *testing.T) {
 				return providers.ApplyResponse{Diagnostics: phases.Errorf("Step Interrupted", "cancelled")}
 			}
 			finishedEffect = true
-			return providers.ApplyResponse{Outputs: cty.ObjectVal(map[string]cty.Value{"value": cty.StringVal("made")}), Inverse: &providers.Inverse{Description: "undo"}}
+			return providers.ApplyResponse{Outputs: cty.ObjectVal(map[string]cty.Value{"value": cty.StringVal("made")}), Revert: &providers.RevertData{Description: "undo"}}
 		}
 		return providers.ApplyResponse{Outputs: cty.EmptyObjectVal}
 	}
@@ -170,8 +170,8 @@ func TestStopEndsAWaitAtOnce(t *testing.T) {
 
 // TestStopEndsTheWaitAfterAnEffect: an Apply that made its effect and
 // waits learns of the stop from its request's Stop and answers Stopped:
-// not done, its inverse kept (a rollback undoes it), and the next run
-// applies it again with that inverse as its prior.
+// not done, its revert data kept (a rollback undoes it), and the next run
+// applies it again with that revert data as its prior.
 func TestStopEndsTheWaitAfterAnEffect(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -183,7 +183,7 @@ func TestStopEndsTheWaitAfterAnEffect(t *testing.T) {
 		stopNow()
 		select {
 		case <-req.Stop:
-			return providers.ApplyResponse{Stopped: true, Inverse: &providers.Inverse{Description: "delete the instance"},
+			return providers.ApplyResponse{Stopped: true, Revert: &providers.RevertData{Description: "delete the instance"},
 				Diagnostics: phases.Errorf("Stopped While Waiting", "instance created and started, its address not waited for")}
 		case <-ctx.Done():
 			return providers.ApplyResponse{Diagnostics: phases.Errorf("Step Interrupted", "cancelled")}
@@ -200,8 +200,8 @@ func TestStopEndsTheWaitAfterAnEffect(t *testing.T) {
 		t.Fatalf("the run ended with %v after %s, want ErrInterrupted at once", err, time.Since(start))
 	}
 	rec := h.record(addr("instance"))
-	if rec.Status != state.Pending || rec.Inverse == nil || rec.Inverse.Description != "delete the instance" || !strings.Contains(rec.LastError, "not waited for") {
-		t.Fatalf("the record is %s, inverse %+v, %q; want pending with the inverse and why", rec.Status, rec.Inverse, rec.LastError)
+	if rec.Status != state.Pending || rec.Revert == nil || rec.Revert.Description != "delete the instance" || !strings.Contains(rec.LastError, "not waited for") {
+		t.Fatalf("the record is %s, revert data %+v, %q; want pending with the revert data and why", rec.Status, rec.Revert, rec.LastError)
 	}
 	rp, err := func() (*engine.RollbackPlan, error) {
 		e, st := h.open(b.r)
@@ -215,13 +215,13 @@ func TestStopEndsTheWaitAfterAnEffect(t *testing.T) {
 	var prior *providers.Prior
 	h.fake.ApplyFn = func(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
 		prior = req.Prior
-		return providers.ApplyResponse{Outputs: cty.ObjectVal(map[string]cty.Value{"value": cty.StringVal("addr")}), Inverse: &providers.Inverse{Description: "delete the instance"}}
+		return providers.ApplyResponse{Outputs: cty.ObjectVal(map[string]cty.Value{"value": cty.StringVal("addr")}), Revert: &providers.RevertData{Description: "delete the instance"}}
 	}
 	if err := h.run(b.r); err != nil {
 		t.Fatal(err)
 	}
-	if prior == nil || prior.Inverse == nil || prior.Inverse.Description != "delete the instance" {
-		t.Errorf("the resumed apply got prior %+v, want the stopped one's inverse", prior)
+	if prior == nil || prior.Revert == nil || prior.Revert.Description != "delete the instance" {
+		t.Errorf("the resumed apply got prior %+v, want the stopped one's revert data", prior)
 	}
 	if h.status("instance") != state.Done {
 		t.Errorf("after the resumed run: %s", h.status("instance"))

@@ -108,7 +108,7 @@ func encodeOutputs(v cty.Value) (json.RawMessage, error) {
 	return json.Marshal(storedValue{Value: val, Type: ty, Redacted: redacted})
 }
 
-// decodeOutputs is the inverse of encodeOutputs; redacted reports whether
+// decodeOutputs is the revert data of encodeOutputs; redacted reports whether
 // sensitive values are missing from it.
 func decodeOutputs(raw json.RawMessage) (v cty.Value, redacted bool, err error) {
 	if len(raw) == 0 {

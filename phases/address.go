@@ -38,7 +38,7 @@ func ParseAddress(s string) (Address, error) {
 // MarshalText lets addresses be map keys and strings in JSON.
 func (a Address) MarshalText() ([]byte, error) { return []byte(a.String()), nil }
 
-// UnmarshalText is the inverse of MarshalText.
+// UnmarshalText is the revert data of MarshalText.
 func (a *Address) UnmarshalText(b []byte) error {
 	p, err := ParseAddress(string(b))
 	if err != nil {

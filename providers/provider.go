@@ -112,8 +112,8 @@ type Prior struct {
 	Outputs cty.Value
 	// Private is opaque provider data kept in state (never sensitive).
 	Private json.RawMessage
-	// Inverse as returned by Apply.
-	Inverse *Inverse
+	// Revert as returned by Apply.
+	Revert *RevertData
 }
 
 type ConfigureRequest struct {
@@ -153,10 +153,10 @@ type ReadResponse struct {
 	// Outputs observed, when Present; the engine keeps the recorded ones
 	// otherwise.
 	Outputs cty.Value
-	// Inverse, when Present and Prior is nil (a step interrupted before its
+	// Revert, when Present and Prior is nil (a step interrupted before its
 	// completion was recorded), says how to undo what was found, so that a
 	// step adopted on resume can still be rolled back.
-	Inverse *Inverse
+	Revert *RevertData
 	// Identity names the thing the step acts on as it is now (an
 	// instance's UUID, a cluster's UID); see ApplyResponse.Identity.
 	Identity string
@@ -224,10 +224,10 @@ type ApplyResponse struct {
 	// Outputs may contain values marked phases.SensitiveMark.
 	Outputs cty.Value
 	Private json.RawMessage
-	// Inverse says how to undo this apply; nil means it cannot be undone.
-	Inverse *Inverse
-	// Record holds facts worth keeping in state, such as who approved.
-	Record map[string]string
+	// Revert says how to undo this apply; nil means it cannot be undone.
+	Revert *RevertData
+	// Facts are worth keeping in the state, such as who approved.
+	Facts map[string]string
 	// Identity names the thing the step made or acted on, such that a
 	// thing deleted and made again under the same name has another one:
 	// an instance's UUID, a cluster's UID. Empty when the step has none.
@@ -236,7 +236,7 @@ type ApplyResponse struct {
 	// as proof about the new one (docs/design.md, "Records").
 	Identity string
 	// Stopped says the Apply ended early because Stop was closed while
-	// it only waited: its effect is made (Inverse undoes it), what it
+	// it only waited: its effect is made (Revert undoes it), what it
 	// waited for was not waited for, and its error diagnostics say
 	// which. The engine records the step as not done; the next run
 	// applies it again, which finds the effect and only waits.
@@ -244,8 +244,8 @@ type ApplyResponse struct {
 	Diagnostics phases.Diagnostics
 }
 
-// Inverse is how to undo an applied step; see phases.Inverse.
-type Inverse = phases.Inverse
+// RevertData is how to revert an applied step; see phases.RevertData.
+type RevertData = phases.RevertData
 
 // RevertRequest asks to undo a step. A revert may run more than once: one
 // interrupted before its end was recorded runs again (Resumed), so it must
@@ -254,7 +254,7 @@ type RevertRequest struct {
 	Type    string
 	Addr    phases.Address
 	Config  cty.Value
-	Inverse Inverse
+	Revert  RevertData
 	Outputs cty.Value
 	// Resumed: a revert of this step was started before and not recorded
 	// as finished (a rollback was killed, or the revert failed).

@@ -23,10 +23,10 @@ func integrityDir(t *testing.T) string {
 	a.InputHash = "0d1f7e"
 	a.Outputs = json.RawMessage(`{"value":{"path":"/var/backups/db.tar","size":42},"type":["object",{"path":"string","size":"number"}]}`)
 	a.Private = json.RawMessage(`"b3BhcXVl"`)
-	a.Inverse = &phases.Inverse{Description: "run ./restore.sh", Data: json.RawMessage(`{"argv":["./restore.sh"]}`)}
+	a.Revert = &phases.RevertData{Description: "run ./restore.sh", Data: json.RawMessage(`{"argv":["./restore.sh"]}`)}
 	a.StartedAt, a.FinishedAt = &at, &at
 	b := rec("approval.dns", Done)
-	b.Record = map[string]string{"approved_by": "alice@laptop"}
+	b.Facts = map[string]string{"approved_by": "alice@laptop"}
 	c := rec("http_check.ready", Failed)
 	c.LastError = "GET https://example.test/: 503 — unavailable"
 	checkpoint(t, l, a, b, c)
@@ -165,15 +165,15 @@ func TestRecordsAreStoredAsTheyReadBack(t *testing.T) {
 	l := openW(t, dir)
 	r := rec("exec.a", Failed)
 	r.LastError = "exit 1: \xff\xfe <b>&\u2028"
-	r.Record = map[string]string{"k\xff": "v\xc3"}
+	r.Facts = map[string]string{"k\xff": "v\xc3"}
 	checkpoint(t, l, r)
 	got, _ := l.Step(r.Addr)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
 	reread, ok := openR(t, dir).Step(r.Addr)
-	if !ok || reread.LastError != got.LastError || reread.LastError != "exit 1: \uFFFD\uFFFD <b>&\u2028" || reread.Record["k\uFFFD"] != "v\uFFFD" {
-		t.Fatalf("reread %q %q, in memory %q", reread.LastError, reread.Record, got.LastError)
+	if !ok || reread.LastError != got.LastError || reread.LastError != "exit 1: \uFFFD\uFFFD <b>&\u2028" || reread.Facts["k\uFFFD"] != "v\uFFFD" {
+		t.Fatalf("reread %q %q, in memory %q", reread.LastError, reread.Facts, got.LastError)
 	}
 }
 

@@ -289,7 +289,7 @@ func (l *Local) Checkpoint(rec *StepRecord) error { return l.append(rec, true) }
 // written, without waiting for stable storage: it survives the death of
 // this process (kill -9 included) at once, and a power loss only from the
 // next Checkpoint on, whose sync covers every line before it.
-func (l *Local) Record(rec *StepRecord) error { return l.append(rec, false) }
+func (l *Local) CheckpointUnsynced(rec *StepRecord) error { return l.append(rec, false) }
 
 func (l *Local) append(rec *StepRecord, sync bool) error {
 	if l.journal == nil {

@@ -453,7 +453,7 @@ func TestRecordIsVisibleAtOnceAndSyncedByTheNextCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if err := l.Record(rec("exec.a", Running)); err != nil {
+	if err := l.CheckpointUnsynced(rec("exec.a", Running)); err != nil {
 		t.Fatal(err)
 	}
 	if l.datasyncs != 0 {

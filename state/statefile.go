@@ -255,12 +255,12 @@ func (r *StepRecord) Clone() *StepRecord {
 	c := *r
 	c.Outputs = bytes.Clone(r.Outputs)
 	c.Private = bytes.Clone(r.Private)
-	if r.Inverse != nil {
-		inv := *r.Inverse
+	if r.Revert != nil {
+		inv := *r.Revert
 		inv.Data = bytes.Clone(inv.Data)
-		c.Inverse = &inv
+		c.Revert = &inv
 	}
-	c.Record = maps.Clone(r.Record)
+	c.Facts = maps.Clone(r.Facts)
 	c.Upstream = maps.Clone(r.Upstream)
 	if r.StartedAt != nil {
 		t := *r.StartedAt

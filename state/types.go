@@ -39,8 +39,10 @@ type StepRecord struct {
 	Outputs json.RawMessage `json:"outputs,omitempty"`
 	// Private is opaque provider data.
 	Private json.RawMessage `json:"private,omitempty"`
-	// Inverse says how rollback undoes the step; nil when it cannot.
-	Inverse *phases.Inverse `json:"inverse,omitempty"`
+	// Revert says how to revert the step (rollback hands it to its
+	// provider); nil when it cannot be reverted. The state's format
+	// keeps it under "inverse", its name before the words were made one.
+	Revert *phases.RevertData `json:"inverse,omitempty"`
 	// Identity names the thing the step made or acted on, as its provider
 	// said (an instance's UUID, a cluster's UID): made again under the
 	// same name, it has another.
@@ -50,8 +52,9 @@ type StepRecord struct {
 	// record describes. One of them replaced since, the record is no
 	// proof about the new one.
 	Upstream map[string]string `json:"upstream,omitempty"`
-	// Record keeps facts such as who approved an approval step.
-	Record     map[string]string `json:"record,omitempty"`
+	// Facts are what the step established, such as who approved an
+	// approval step (kept under "record" in the state's format).
+	Facts      map[string]string `json:"record,omitempty"`
 	Attempts   int               `json:"attempts"`
 	StartedAt  *time.Time        `json:"started_at,omitempty"`
 	FinishedAt *time.Time        `json:"finished_at,omitempty"`
@@ -88,12 +91,12 @@ type Manager interface {
 	// Checkpoint durably records rec (replacing the previous record of its
 	// address) before it returns. Cost is independent of the state's size.
 	Checkpoint(rec *StepRecord) error
-	// Record writes rec like Checkpoint but returns before it reaches
+	// CheckpointUnsynced writes rec like Checkpoint but returns before it reaches
 	// stable storage: it survives the process dying, and a power loss
 	// once a later Checkpoint returned. For transitions that recovery
 	// does not depend on (a step starting: without the record, resume
 	// applies it again instead of observing it first).
-	Record(rec *StepRecord) error
+	CheckpointUnsynced(rec *StepRecord) error
 	// Persist folds the journal into a new snapshot, atomically.
 	Persist() error
 	// Close persists (when writable) and releases the lock.

@@ -56,8 +56,8 @@ type StepStatus struct {
 	StartedAt  *time.Time        `json:"started_at,omitempty"`
 	FinishedAt *time.Time        `json:"finished_at,omitempty"`
 	LastError  string            `json:"last_error,omitempty"`
-	Record     map[string]string `json:"record,omitempty"`
-	// undoable: the record holds an inverse, so a rollback undoes it;
+	Facts      map[string]string `json:"record,omitempty"`
+	// undoable: the record holds revert data, so a rollback undoes it;
 	// a done step without one stays done after a rollback.
 	undoable bool
 }
@@ -112,8 +112,8 @@ func stepStatus(a phases.Address, when phases.CheckWhen, rec *state.StepRecord) 
 	s.Attempts = rec.Attempts
 	s.StartedAt, s.FinishedAt = rec.StartedAt, rec.FinishedAt
 	s.LastError = rec.LastError
-	s.Record = rec.Record
-	s.undoable = rec.Inverse != nil
+	s.Facts = rec.Facts
+	s.undoable = rec.Revert != nil
 	return s
 }
 
@@ -253,7 +253,7 @@ func renderSteps(bw *bufio.Writer, st styles, steps []StepStatus) {
 		if s.Attempts > 0 {
 			attempts = plural(s.Attempts, "attempt", "attempts")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", name, s.Status, attempts, times, recordText(s.Record))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", name, s.Status, attempts, times, recordText(s.Facts))
 	}
 	tw.Flush()
 	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")

@@ -275,7 +275,7 @@ func TestStatus(t *testing.T) {
 	failed := mk("exec.c", state.Failed)
 	failed.LastError = "exit 1"
 	approved := mk("exec.e", state.Done)
-	approved.Record = map[string]string{"approved_by": "ana@lab"}
+	approved.Facts = map[string]string{"approved_by": "ana@lab"}
 	snap := &state.Snapshot{Lineage: "l", Serial: 3, Steps: map[string]*state.StepRecord{
 		"exec.a": mk("exec.a", state.Done),
 		"exec.b": mk("exec.b", state.Done),
@@ -404,7 +404,7 @@ func TestStatusAfterRollback(t *testing.T) {
 	rec := func(a string, st state.Status, finished time.Duration, undoable bool) *state.StepRecord {
 		r := &state.StepRecord{Addr: addr(a), Status: st, Attempts: 1, StartedAt: at(finished - time.Second), FinishedAt: at(finished)}
 		if undoable {
-			r.Inverse = &phases.Inverse{Description: "undo"}
+			r.Revert = &phases.RevertData{Description: "undo"}
 		}
 		return r
 	}

@@ -37,7 +37,7 @@ func TestStepTypesSayWhatRollbackDoes(t *testing.T) {
 	for name, f := range registry() {
 		for st, typ := range f().Schema().StepTypes {
 			if typ.Rollback == "" {
-				t.Errorf("step type %s of provider %s does not say what rollback does: set Rollback in its sdk.StepType (or, for talos and helm, in their schema package's rollback.go)", st, name)
+				t.Errorf("step type %s of provider %s does not say what rollback does: set Rollback in its sdk.StepType (for talos and helm, then go generate ./providers/...)", st, name)
 			}
 		}
 	}

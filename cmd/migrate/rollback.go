@@ -15,10 +15,11 @@ func (a *app) rollbackCommand() *cobra.Command {
 	var o rollbackFlags
 	cmd := &cobra.Command{
 		Use:   "rollback [--phase NAME]...",
-		Short: "Undo completed steps, phase by phase from the last",
-		Long: `Undo the steps of the named phases (all by default) with the inverse each
-recorded when it ran, in reverse order, phase by phase from the last. The
-steps that cannot be undone are listed before anything is done. Like run,
+		Short: "Roll back completed steps, phase by phase from the last",
+		Long: `Roll back the named phases (all by default): revert each completed step
+with the revert data recorded when it ran, in reverse order, phase by phase
+from the last. The steps that cannot be reverted are listed before anything
+is done. Like run,
 it asks for confirmation, is checkpointed, and resumes after an interrupt.`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error { return a.rollback(o) },

@@ -100,7 +100,7 @@ func (a *app) run(o runFlags) (err error) {
 		}
 	}
 	opts := engine.RunOptions{Approve: approve, Approver: approver(), SavedPlan: o.planFile != ""}
-	if err := e.Check(plan); err != nil {
+	if err := e.ValidatePlan(plan); err != nil {
 		if o.planFile != "" {
 			return fmt.Errorf("refusing the plan %s for the state in %s: %w; nothing was changed", o.planFile, s.where(), err)
 		}

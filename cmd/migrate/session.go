@@ -173,6 +173,8 @@ func (d *deferredState) Step(a phases.Address) (*state.StepRecord, bool) {
 	return d.get().Step(a)
 }
 func (d *deferredState) Checkpoint(rec *state.StepRecord) error { return d.get().Checkpoint(rec) }
-func (d *deferredState) Record(rec *state.StepRecord) error     { return d.get().Record(rec) }
-func (d *deferredState) Persist() error                         { return d.get().Persist() }
-func (d *deferredState) Close() error                           { return d.get().Close() }
+func (d *deferredState) CheckpointUnsynced(rec *state.StepRecord) error {
+	return d.get().CheckpointUnsynced(rec)
+}
+func (d *deferredState) Persist() error { return d.get().Persist() }
+func (d *deferredState) Close() error   { return d.get().Close() }

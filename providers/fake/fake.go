@@ -197,7 +197,7 @@ func (p *Provider) apply(ctx context.Context, req providers.ApplyRequest) provid
 	}
 	return providers.ApplyResponse{
 		Outputs: cty.ObjectVal(map[string]cty.Value{"value": value}),
-		Inverse: &providers.Inverse{Description: "undo fake"},
+		Revert:  &providers.RevertData{Description: "undo fake"},
 	}
 }
 

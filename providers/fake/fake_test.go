@@ -47,7 +47,7 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("sensitive diff %q", d)
 	}
 	r := p.Apply(ctx, providers.ApplyRequest{Type: fake.StepType, Addr: addr("a"), Config: cfg("x", false)})
-	if r.Diagnostics.HasErrors() || !r.Outputs.GetAttr("value").RawEquals(cty.StringVal("x")) || r.Inverse.Description != "undo fake" {
+	if r.Diagnostics.HasErrors() || !r.Outputs.GetAttr("value").RawEquals(cty.StringVal("x")) || r.Revert.Description != "undo fake" {
 		t.Errorf("Apply = %+v", r)
 	}
 	if o := p.Read(ctx, providers.ReadRequest{Type: fake.StepType, Addr: addr("a")}).Observation; o != providers.Present {

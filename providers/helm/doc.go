@@ -68,7 +68,7 @@
 // it. Sensitive values (set_sensitive, any value marked sensitive, and the
 // values of age-encrypted values_files, decrypted in memory with
 // MIGRATE_AGE_IDENTITY) are scrubbed from plans, logs, diagnostics,
-// inverses and state; the release
+// revert data and state; the release
 // record in the cluster holds them, as Helm stores every release's values.
 //
 // A cluster that does not answer is told once (reach.go): each step dials

@@ -56,7 +56,7 @@ func TestNamespaceLevels(t *testing.T) {
 		r := mustPlan(t, p, helm.Namespace, c.ns, cfg)
 		contains(t, "the plan", r.Diff, "+ namespace "+c.ns, "pod-security.kubernetes.io/enforce = \""+c.level+"\"", "namespace "+c.ns+": PodSecurity "+c.level)
 		a := mustApply(t, p, helm.Namespace, c.ns, cfg, nil)
-		contains(t, "the inverse", a.Inverse.Description, "delete namespace "+c.ns)
+		contains(t, "the revert data", a.Revert.Description, "delete namespace "+c.ns)
 		live, err := k.client.CoreV1().Namespaces().Get(context.Background(), c.ns, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -114,8 +114,8 @@ func TestNamespaceExisting(t *testing.T) {
 	r := mustPlan(t, p, helm.Namespace, "x", cfg)
 	contains(t, "the plan", r.Diff, "~ namespace "+ns, `~ label pod-security.kubernetes.io/enforce = "restricted" -> "privileged"`, `+ annotation note = "media"`)
 	a := mustApply(t, p, helm.Namespace, "x", cfg, nil)
-	contains(t, "the inverse", a.Inverse.Description, "restore the labels")
-	revert(t, p, helm.Namespace, "x", cfg, a.Inverse)
+	contains(t, "the revert data", a.Revert.Description, "restore the labels")
+	revert(t, p, helm.Namespace, "x", cfg, a.Revert)
 	live, err := k.client.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the namespace is gone after rollback: %v", err)
@@ -166,7 +166,7 @@ func TestReleaseLifecycle(t *testing.T) {
 		"objects: 5 to add, 0 to change, 0 to remove",
 		"+ ConfigMap "+ns+"/app-config (added)", "+ Deployment "+ns+"/app (added)", "+ Service "+ns+"/app (added)", "+ Secret "+ns+"/app-secret (added)")
 	a1 := mustApply(t, p, helm.Release, "app", v1, nil)
-	contains(t, "the inverse", a1.Inverse.Description, "uninstall release "+ns+"/app")
+	contains(t, "the revert data", a1.Revert.Description, "uninstall release "+ns+"/app")
 	if got := k.list(t, ns); fmt.Sprint(got) != "[app:1:deployed]" {
 		t.Errorf("helm list = %v, want [app:1:deployed]", got)
 	}
@@ -189,12 +189,12 @@ func TestReleaseLifecycle(t *testing.T) {
 		t.Errorf("helm history = %q", got)
 	}
 	// Applied again after an install: rollback still uninstalls.
-	contains(t, "the inverse of the upgrade", a2.Inverse.Description, "uninstall")
-	// An upgrade by a step that did not install: its inverse rolls back.
+	contains(t, "the revert data of the upgrade", a2.Revert.Description, "uninstall")
+	// An upgrade by a step that did not install: its revert data rolls back.
 	p2 := k.provider(t, nil)
 	v3 := appRelease(ns, map[string]cty.Value{"message": str("three")})
 	a3 := mustApply(t, p2, helm.Release, "app", v3, nil)
-	contains(t, "the inverse of a plain upgrade", a3.Inverse.Description, "roll release "+ns+"/app back to revision 2")
+	contains(t, "the revert data of a plain upgrade", a3.Revert.Description, "roll release "+ns+"/app back to revision 2")
 
 	// Someone upgrades behind our back: Read says drifted.
 	p3 := k.provider(t, nil)
@@ -203,7 +203,7 @@ func TestReleaseLifecycle(t *testing.T) {
 		t.Errorf("Read after an upgrade by someone else: %v %q", rr.Observation, rr.Detail)
 	}
 
-	revert(t, p2, helm.Release, "app", v3, a3.Inverse)
+	revert(t, p2, helm.Release, "app", v3, a3.Revert)
 	if got := k.history(t, ns, "app"); got != "1:superseded 2:superseded 3:superseded 4:superseded 5:deployed" {
 		t.Errorf("helm history after rollback = %q", got)
 	}
@@ -212,7 +212,7 @@ func TestReleaseLifecycle(t *testing.T) {
 		t.Errorf("after rollback to revision 2 the ConfigMap says %v (%v), want two", cm.Data, err)
 	}
 
-	revert(t, p, helm.Release, "app", v1, a1.Inverse)
+	revert(t, p, helm.Release, "app", v1, a1.Revert)
 	if got := k.list(t, ns); len(got) != 0 {
 		t.Errorf("helm list after uninstall = %v", got)
 	}
@@ -340,7 +340,7 @@ func TestPreflight(t *testing.T) {
 }
 
 // TestSensitive: a set_sensitive canary never appears in the plan, the
-// log, diagnostics, the inverse, the private data or the outputs.
+// log, diagnostics, the revert data, the private data or the outputs.
 func TestSensitive(t *testing.T) {
 	t.Parallel()
 	k := lab(t)
@@ -360,7 +360,7 @@ func TestSensitive(t *testing.T) {
 	if err := a.Diagnostics.Err(); err != nil {
 		t.Fatal(err)
 	}
-	shown = append(shown, log.String(), fmt.Sprint(a.Diagnostics), a.Inverse.Description, string(a.Inverse.Data), string(a.Private), a.Outputs.GoString())
+	shown = append(shown, log.String(), fmt.Sprint(a.Diagnostics), a.Revert.Description, string(a.Revert.Data), string(a.Private), a.Outputs.GoString())
 	// The next plan: the Secret changes, never in clear.
 	cfg2 := obj(map[string]cty.Value{
 		"name": str("app"), "chart": str("charts/app"), "namespace": str(ns),

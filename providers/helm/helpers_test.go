@@ -204,7 +204,7 @@ func mustApply(t testing.TB, p providers.Interface, typ, name string, cfg cty.Va
 }
 
 func priorOf(r providers.ApplyResponse) *providers.Prior {
-	return &providers.Prior{Outputs: r.Outputs, Private: r.Private, Inverse: r.Inverse}
+	return &providers.Prior{Outputs: r.Outputs, Private: r.Private, Revert: r.Revert}
 }
 
 func read(t testing.TB, p providers.Interface, typ, name string, cfg cty.Value, prior *providers.Prior) providers.ReadResponse {
@@ -216,13 +216,13 @@ func read(t testing.TB, p providers.Interface, typ, name string, cfg cty.Value, 
 	return r
 }
 
-func revert(t testing.TB, p providers.Interface, typ, name string, cfg cty.Value, inv *providers.Inverse) {
+func revert(t testing.TB, p providers.Interface, typ, name string, cfg cty.Value, inv *providers.RevertData) {
 	t.Helper()
 	if inv == nil {
-		t.Fatalf("%s.%s: no inverse to revert", typ, name)
+		t.Fatalf("%s.%s: no revert data to revert", typ, name)
 	}
 	var log bytes.Buffer
-	r := p.(providers.Reverter).Revert(context.Background(), providers.RevertRequest{Type: typ, Addr: addr(typ, name), Config: cfg, Inverse: *inv, Log: &log})
+	r := p.(providers.Reverter).Revert(context.Background(), providers.RevertRequest{Type: typ, Addr: addr(typ, name), Config: cfg, Revert: *inv, Log: &log})
 	if err := r.Diagnostics.Err(); err != nil {
 		t.Fatalf("Revert %s.%s: %v\nlog:\n%s", typ, name, err, log.String())
 	}

@@ -63,13 +63,13 @@ type jobPrivate struct {
 	Pod string `json:"pod,omitempty"`
 }
 
-// jobInverse names the Job rollback deletes.
-type jobInverse struct {
+// jobRevert names the Job rollback deletes.
+type jobRevert struct {
 	Name      string `json:"name"`
 	Namespace string `json:"namespace"`
 }
 
-var jobStep = &sdk.StepType[*Provider, jobAttrs, jobPrivate, jobInverse]{
+var jobStep = &sdk.StepType[*Provider, jobAttrs, jobPrivate, jobRevert]{
 	Name:        Job,
 	Description: "Runs a Kubernetes Job to completion, once: a Job of the same name and inputs that already completed is not run again, one still running is waited for. Streams its pods' logs; fails with the pod's reason and last log lines. Rollback deletes the Job object; what it did is not undone.",
 	Rollback:    "Deletes the Job object (propagation Background); what the Job did is not undone, and the plan lists it so.",
@@ -182,19 +182,19 @@ func jobOutputs(a jobAttrs, pod string) jobOut {
 	return jobOut{Name: a.Name, Namespace: a.Namespace, Succeeded: true, Pod: pod}
 }
 
-func jobInverseOf(a jobAttrs) *sdk.Inverse[jobInverse] {
-	return &sdk.Inverse[jobInverse]{
+func jobRevertOf(a jobAttrs) *sdk.RevertData[jobRevert] {
+	return &sdk.RevertData[jobRevert]{
 		Description: fmt.Sprintf("delete %s (propagation Background); what it did is not undone", jobID(a)),
-		Data:        jobInverse{Name: a.Name, Namespace: a.Namespace},
+		Data:        jobRevert{Name: a.Name, Namespace: a.Namespace},
 	}
 }
 
-type jobRead = sdk.Read[jobInverse]
+type jobRead = sdk.Read[jobRevert]
 
 // jobInputs are the attributes that make the Job.
 var jobInputs = []string{"name", "namespace", "job", "file", "timeout", "backoff_limit"}
 
-func readJob(ctx context.Context, c *call, a jobAttrs, prior *sdk.Prior[jobPrivate, jobInverse]) jobRead {
+func readJob(ctx context.Context, c *call, a jobAttrs, prior *sdk.Prior[jobPrivate, jobRevert]) jobRead {
 	if !known(c, append(jobInputs, "kubeconfig")...) {
 		return jobRead{Observation: providers.Unknown}
 	}
@@ -222,7 +222,7 @@ func readJob(ctx context.Context, c *call, a jobAttrs, prior *sdk.Prior[jobPriva
 		r := jobRead{Observation: providers.Present}
 		if prior == nil {
 			// Adopted on resume: it completed before the state said so.
-			r.Outputs, r.Inverse = jobOutputs(a, succeededPod(ctx, cl, live)), jobInverseOf(a)
+			r.Outputs, r.Revert = jobOutputs(a, succeededPod(ctx, cl, live)), jobRevertOf(a)
 		}
 		return r
 	}
@@ -258,7 +258,7 @@ func failedWhy(j *batchv1.Job) string {
 
 type jobPlan = sdk.Plan[jobPrivate]
 
-func planJob(ctx context.Context, c *call, a jobAttrs, _ *sdk.Prior[jobPrivate, jobInverse]) jobPlan {
+func planJob(ctx context.Context, c *call, a jobAttrs, _ *sdk.Prior[jobPrivate, jobRevert]) jobPlan {
 	if !known(c, jobInputs...) {
 		return jobPlan{Diff: "Job: inputs known after earlier steps apply; built and checked against PodSecurity at apply\n", Irreversible: jobIrreversible}
 	}
@@ -330,9 +330,9 @@ func (p *Provider) jobPreflight(ctx context.Context, c *call, cl *cluster, a job
 	return line, nil
 }
 
-type jobApply = sdk.Apply[jobPrivate, jobInverse]
+type jobApply = sdk.Apply[jobPrivate, jobRevert]
 
-func applyJob(ctx context.Context, c *call, a jobAttrs, _ jobPrivate, _ *sdk.Prior[jobPrivate, jobInverse]) jobApply {
+func applyJob(ctx context.Context, c *call, a jobAttrs, _ jobPrivate, _ *sdk.Prior[jobPrivate, jobRevert]) jobApply {
 	p := c.Settings
 	cl, diags := p.cluster(ctx, c, a.Kubeconfig)
 	if diags.HasErrors() {
@@ -382,7 +382,7 @@ func applyJob(ctx context.Context, c *call, a jobAttrs, _ jobPrivate, _ *sdk.Pri
 		}
 	}
 	r := p.waitJob(ctx, c, cl, a, live, deadline)
-	r.Inverse = jobInverseOf(a) // the Job is there: rollback deletes it
+	r.Revert = jobRevertOf(a) // the Job is there: rollback deletes it
 	return r
 }
 
@@ -478,7 +478,7 @@ func succeededPod(ctx context.Context, cl *cluster, j *batchv1.Job) string {
 	return name
 }
 
-func revertJob(ctx context.Context, c *call, a jobAttrs, u sdk.Undo[jobInverse]) phases.Diagnostics {
+func revertJob(ctx context.Context, c *call, a jobAttrs, u sdk.Applied[jobRevert]) phases.Diagnostics {
 	inv := u.Data
 	inv.Name = kept(inv.Name, a.Name, c.Addr.Name)
 	inv.Namespace = kept(inv.Namespace, a.Namespace, "default")

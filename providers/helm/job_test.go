@@ -127,8 +127,8 @@ func TestJobRunsOnce(t *testing.T) {
 	if got := outputString(t, a.Outputs, "name") + " " + outputString(t, a.Outputs, "namespace"); got != "restore "+ns {
 		t.Errorf("outputs name and namespace = %q", got)
 	}
-	if a.Inverse == nil || !strings.Contains(a.Inverse.Description, "what it did is not undone") {
-		t.Errorf("inverse = %+v", a.Inverse)
+	if a.Revert == nil || !strings.Contains(a.Revert.Description, "what it did is not undone") {
+		t.Errorf("revertOf = %+v", a.Revert)
 	}
 	before := k.jobs(t, ns)
 	if len(before) != 1 {
@@ -136,8 +136,8 @@ func TestJobRunsOnce(t *testing.T) {
 	}
 
 	// The same inputs again, as after a crash that lost the record.
-	if r := read(t, p, helm.Job, "restore", cfg, nil); r.Observation != providers.Present || r.Inverse == nil {
-		t.Errorf("Read without a record of a completed Job: %v, inverse %v", r.Observation, r.Inverse)
+	if r := read(t, p, helm.Job, "restore", cfg, nil); r.Observation != providers.Present || r.Revert == nil {
+		t.Errorf("Read without a record of a completed Job: %v, revert data %v", r.Observation, r.Revert)
 	}
 	pl = mustPlan(t, p, helm.Job, "restore", cfg)
 	contains(t, "the plan of a completed Job", pl.Diff, "Job "+ns+"/restore with these inputs already completed: it is not run again")
@@ -175,8 +175,8 @@ func TestJobFailsWithThePodsReason(t *testing.T) {
 		t.Fatalf("a failing Job's step succeeded; log:\n%s", log.String())
 	}
 	contains(t, "the error", err.Error(), "kubernetes_job.restore: Job "+ns+"/restore failed (BackoffLimitExceeded", "Pod restore-", "container restore terminated: RestoreFailed, exit code 1 (dump not found)", "no logs: the node does not serve them")
-	if a.Inverse == nil {
-		t.Error("a failed Job returned no inverse: rollback could not delete it")
+	if a.Revert == nil {
+		t.Error("a failed Job returned no revert data: rollback could not delete it")
 	}
 	pl := mustPlan(t, p, helm.Job, "restore", cfg)
 	contains(t, "the plan after the failure", pl.Diff, "-/+ Job "+ns+"/restore with these inputs failed (BackoffLimitExceeded", "runs it again")
@@ -299,9 +299,9 @@ func TestJobRevertTwice(t *testing.T) {
 	ns := k.madeNamespace(t, "jobrevert")
 	cfg := jobConfig(k, ns, "restore", podTemplate(nil, nil), nil)
 	a := mustApply(t, p, helm.Job, "restore", cfg, nil)
-	revert(t, p, helm.Job, "restore", cfg, a.Inverse)
+	revert(t, p, helm.Job, "restore", cfg, a.Revert)
 	waitFor(t, "the Job to be deleted", func() bool { return len(k.jobs(t, ns)) == 0 })
-	revert(t, p, helm.Job, "restore", cfg, a.Inverse)
+	revert(t, p, helm.Job, "restore", cfg, a.Revert)
 }
 
 // TestJobPodSecurityInPlan: a privileged container in a namespace that

@@ -46,7 +46,7 @@ type manifestOut struct {
 
 const manifestTimeout = 5 * time.Minute
 
-var manifestStep = &sdk.StepType[*Provider, manAttrs, struct{}, manifestInverse]{
+var manifestStep = &sdk.StepType[*Provider, manAttrs, struct{}, manifestRevert]{
 	Name:        Manifest,
 	Description: "Applies raw Kubernetes objects (YAML files or HCL objects) with server-side apply (field manager migrate). The plan shows the server-side dry-run diff per object, Secrets' data redacted, and fails when a pod template violates the PodSecurity level of its namespace. Rollback deletes the objects this step created and re-applies the ones it changed as they were (a changed Secret's data cannot be restored).",
 	Rollback:    "Deletes the objects it created (annotated migrate/created-by); applies the others again as they were (their prior kept in the state, except a Secret's data, which cannot be restored).",
@@ -77,9 +77,9 @@ func (p *Provider) digestFiles(c *call, files []string) (string, phases.Diagnost
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// manifestInverse says, object by object in the order applied, what
+// manifestRevert says, object by object in the order applied, what
 // undoes the step.
-type manifestInverse struct {
+type manifestRevert struct {
 	Objects []objUndo `json:"objects"`
 }
 
@@ -196,7 +196,7 @@ func (p *Provider) manifestTarget(ctx context.Context, c *call, a manAttrs, plan
 
 type manPlan = sdk.Plan[struct{}]
 
-func planManifest(ctx context.Context, c *call, a manAttrs, _ *sdk.Prior[struct{}, manifestInverse]) manPlan {
+func planManifest(ctx context.Context, c *call, a manAttrs, _ *sdk.Prior[struct{}, manifestRevert]) manPlan {
 	p := c.Settings
 	t, diags := p.manifestTarget(ctx, c, a, true)
 	if diags.HasErrors() {
@@ -318,9 +318,9 @@ func (p *Provider) manifestPreflight(ctx context.Context, c *call, cl *cluster, 
 	return lines, diags
 }
 
-type manApply = sdk.Apply[struct{}, manifestInverse]
+type manApply = sdk.Apply[struct{}, manifestRevert]
 
-func applyManifest(ctx context.Context, c *call, a manAttrs, _ struct{}, prior *sdk.Prior[struct{}, manifestInverse]) manApply {
+func applyManifest(ctx context.Context, c *call, a manAttrs, _ struct{}, prior *sdk.Prior[struct{}, manifestRevert]) manApply {
 	p := c.Settings
 	t, diags := p.manifestTarget(ctx, c, a, false)
 	if diags.HasErrors() {
@@ -332,25 +332,25 @@ func applyManifest(ctx context.Context, c *call, a manAttrs, _ struct{}, prior *
 	}
 	// Applied again: what undoes the first apply stays.
 	before := map[string]objUndo{}
-	var inv manifestInverse
-	if prior != nil && prior.Inverse != nil {
-		for _, u := range prior.Inverse.Data.Objects {
+	var inv manifestRevert
+	if prior != nil && prior.Revert != nil {
+		for _, u := range prior.Revert.Data.Objects {
 			before[u.id()] = u
 			inv.Objects = append(inv.Objects, u)
 		}
 	}
-	inverse := func() *sdk.Inverse[manifestInverse] { return manifestInverseOf(inv) }
+	revertOf := func() *sdk.RevertData[manifestRevert] { return manifestRevertOf(inv) }
 	var outs []string
 	for _, o := range objs {
 		if o.crd != "" {
 			if err := waitEstablished(ctx, c, cl, dyn, o.crd); err != nil {
-				return manApply{Diagnostics: phases.Errorf("Cannot Apply Object", "%s: %s (%s) needs its CustomResourceDefinition %s: %v.", c.Addr, o.id(), o.src, o.crd, err), Inverse: inverse()}
+				return manApply{Diagnostics: phases.Errorf("Cannot Apply Object", "%s: %s (%s) needs its CustomResourceDefinition %s: %v.", c.Addr, o.id(), o.src, o.crd, err), Revert: revertOf()}
 			}
 		}
 		ri := resourceOf(dyn, o.gvr, o.u.GetNamespace())
 		live, err := getLive(ctx, ri, o.u.GetName())
 		if err != nil {
-			return manApply{Diagnostics: apiErr(c, cl, err, "Cannot Read Object", "%s: reading %s: %v.", c.Addr, o.id(), err), Inverse: inverse()}
+			return manApply{Diagnostics: apiErr(c, cl, err, "Cannot Read Object", "%s: reading %s: %v.", c.Addr, o.id(), err), Revert: revertOf()}
 		}
 		undo, known := before[o.id()]
 		if !known {
@@ -365,7 +365,7 @@ func applyManifest(ctx context.Context, c *call, a manAttrs, _ struct{}, prior *
 			}
 		}
 		if _, err := ri.Apply(ctx, o.u.GetName(), desired(c, o, live), metav1.ApplyOptions{FieldManager: fieldManager}); err != nil {
-			return manApply{Diagnostics: applyErr(c, o, err), Inverse: inverse()}
+			return manApply{Diagnostics: applyErr(c, o, err), Revert: revertOf()}
 		}
 		if !known {
 			inv.Objects = append(inv.Objects, undo)
@@ -379,13 +379,13 @@ func applyManifest(ctx context.Context, c *call, a manAttrs, _ struct{}, prior *
 	}
 	if a.WaitFor != "" {
 		if diags, stopped := waitObjects(ctx, c, cl, dyn, a, objs); diags.HasErrors() {
-			return manApply{Diagnostics: diags, Inverse: inverse(), Stopped: stopped}
+			return manApply{Diagnostics: diags, Revert: revertOf(), Stopped: stopped}
 		}
 	}
-	return manApply{Outputs: manifestOut{Objects: outs}, Inverse: inverse()}
+	return manApply{Outputs: manifestOut{Objects: outs}, Revert: revertOf()}
 }
 
-func manifestInverseOf(inv manifestInverse) *sdk.Inverse[manifestInverse] {
+func manifestRevertOf(inv manifestRevert) *sdk.RevertData[manifestRevert] {
 	var del, back int
 	for _, u := range inv.Objects {
 		switch {
@@ -395,12 +395,12 @@ func manifestInverseOf(inv manifestInverse) *sdk.Inverse[manifestInverse] {
 			back++
 		}
 	}
-	return &sdk.Inverse[manifestInverse]{Description: fmt.Sprintf("delete the %d object(s) this step created, apply %d changed one(s) again as they were", del, back), Data: inv}
+	return &sdk.RevertData[manifestRevert]{Description: fmt.Sprintf("delete the %d object(s) this step created, apply %d changed one(s) again as they were", del, back), Data: inv}
 }
 
-type manRead = sdk.Read[manifestInverse]
+type manRead = sdk.Read[manifestRevert]
 
-func readManifest(ctx context.Context, c *call, a manAttrs, prior *sdk.Prior[struct{}, manifestInverse]) manRead {
+func readManifest(ctx context.Context, c *call, a manAttrs, prior *sdk.Prior[struct{}, manifestRevert]) manRead {
 	p := c.Settings
 	t, diags := p.manifestTarget(ctx, c, a, false)
 	if diags.HasErrors() {
@@ -408,7 +408,7 @@ func readManifest(ctx context.Context, c *call, a manAttrs, prior *sdk.Prior[str
 	}
 	objs, cl, dyn := t.objs, t.cl, t.dyn
 	var missing, changed, outs []string
-	var inv manifestInverse
+	var inv manifestRevert
 	for _, o := range objs {
 		ri := resourceOf(dyn, o.gvr, o.u.GetNamespace())
 		live, err := getLive(ctx, ri, o.u.GetName())
@@ -448,12 +448,12 @@ func readManifest(ctx context.Context, c *call, a manAttrs, prior *sdk.Prior[str
 	if prior == nil {
 		// Resumed after an apply that was not recorded: the objects it
 		// marked as created are its to delete; the others are left.
-		r.Inverse = manifestInverseOf(inv)
+		r.Revert = manifestRevertOf(inv)
 	}
 	return r
 }
 
-func revertManifest(ctx context.Context, c *call, a manAttrs, u sdk.Undo[manifestInverse]) phases.Diagnostics {
+func revertManifest(ctx context.Context, c *call, a manAttrs, u sdk.Applied[manifestRevert]) phases.Diagnostics {
 	p := c.Settings
 	cl, diags := p.cluster(ctx, c, a.Kubeconfig)
 	if diags.HasErrors() {
@@ -483,7 +483,7 @@ func revertManifest(ctx context.Context, c *call, a manAttrs, u sdk.Undo[manifes
 		}
 		gv, err := k8sschema.ParseGroupVersion(x.APIVersion)
 		if err != nil || strings.Contains(x.Name, phases.Redacted) {
-			out = append(out, phases.Errorf("Invalid Inverse", "%s: the recorded object %s cannot be found again.", c.Addr, x.id())...)
+			out = append(out, phases.Errorf("Invalid Revert", "%s: the recorded object %s cannot be found again.", c.Addr, x.id())...)
 			continue
 		}
 		m, err := cl.mapping(gv.WithKind(x.Kind))

@@ -170,13 +170,13 @@ func TestManifestCreateChangeRevert(t *testing.T) {
 	if got := k.configMapData(t, ns, "settings"); got["mode"] != "slow" {
 		t.Errorf("ConfigMap settings after the change: %v", got)
 	}
-	for _, text := range []string{string(b.Inverse.Data), b.Inverse.Description} {
+	for _, text := range []string{string(b.Revert.Data), b.Revert.Description} {
 		if strings.Contains(text, pw1) || strings.Contains(text, pw2) {
-			t.Errorf("the inverse shows a password: %s", text)
+			t.Errorf("the revert data shows a password: %s", text)
 		}
 	}
 	for range 2 {
-		revert(t, p, helm.Manifest, "app", changed, b.Inverse)
+		revert(t, p, helm.Manifest, "app", changed, b.Revert)
 		for _, name := range []string{"settings", "extra"} {
 			if got := k.configMapData(t, ns, name); got != nil {
 				t.Errorf("ConfigMap %s is still there after the revert", name)
@@ -221,7 +221,7 @@ func TestManifestExistingRestoredAndConflict(t *testing.T) {
 		t.Errorf("after the apply: %v", got)
 	}
 	for range 2 {
-		revert(t, p, helm.Manifest, "add", cfg, a.Inverse)
+		revert(t, p, helm.Manifest, "add", cfg, a.Revert)
 		cm, err := k.client.CoreV1().ConfigMaps(ns).Get(ctx, "app", metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("the revert deleted an object the step did not create: %v", err)
@@ -291,11 +291,11 @@ spec:
 		t.Fatal("the wait for a claim no volume matches succeeded")
 	}
 	contains(t, "the timeout", b.Diagnostics.Err().Error(), "kubernetes_manifest.orphan", "PersistentVolumeClaim "+ns+"/orphan did not become Bound within wait_timeout (3s)", "status.phase is Pending")
-	if b.Inverse == nil {
-		t.Fatal("a timed-out apply returned no inverse: the claim it created would stay")
+	if b.Revert == nil {
+		t.Fatal("a timed-out apply returned no revert data: the claim it created would stay")
 	}
-	revert(t, p, helm.Manifest, "orphan", unbound, b.Inverse)
-	revert(t, p, helm.Manifest, "pvc", cfg, a.Inverse)
+	revert(t, p, helm.Manifest, "orphan", unbound, b.Revert)
+	revert(t, p, helm.Manifest, "pvc", cfg, a.Revert)
 	// Deleted, maybe still held by its protection finalizer. (One read:
 	// a second one could find it gone, and client-go then returns an
 	// empty object, not nil.)
@@ -343,9 +343,9 @@ spec:
 	r = mustPlan(t, p, helm.Manifest, "widget", crCfg)
 	contains(t, "the plan after the CRD", r.Diff, "+ Widget "+ns+"/w1")
 	w := mustApply(t, p, helm.Manifest, "widget", crCfg, nil)
-	revert(t, p, helm.Manifest, "widget", crCfg, w.Inverse)
-	revert(t, p, helm.Manifest, "crd", crdCfg, a.Inverse)
-	revert(t, p, helm.Manifest, "crd", crdCfg, a.Inverse)
+	revert(t, p, helm.Manifest, "widget", crCfg, w.Revert)
+	revert(t, p, helm.Manifest, "crd", crdCfg, a.Revert)
+	revert(t, p, helm.Manifest, "crd", crdCfg, a.Revert)
 }
 
 // TestManifestPodSecurity: a Deployment with a hostPath volume in a
@@ -435,12 +435,12 @@ func TestManifestResumed(t *testing.T) {
 	mustApply(t, p, helm.Manifest, "res", cfg, nil)
 	rr := read(t, p, helm.Manifest, "res", cfg, nil)
 	again := mustApply(t, p, helm.Manifest, "res", cfg, nil)
-	for what, inv := range map[string]*providers.Inverse{"the second apply": again.Inverse, "the read": rr.Inverse} {
+	for what, inv := range map[string]*providers.RevertData{"the second apply": again.Revert, "the read": rr.Revert} {
 		if inv == nil || !strings.Contains(string(inv.Data), `"delete":true`) {
 			t.Errorf("%s does not delete the object it created: %+v", what, inv)
 		}
 	}
-	revert(t, p, helm.Manifest, "res", cfg, again.Inverse)
+	revert(t, p, helm.Manifest, "res", cfg, again.Revert)
 	if k.configMapData(t, ns, "made") != nil {
 		t.Error("the revert left the object")
 	}
@@ -448,7 +448,7 @@ func TestManifestResumed(t *testing.T) {
 
 // TestManifestExistingSecret: a Secret that existed and that the step
 // changes is irreversible, said by the plan; its data is not kept in the
-// inverse, and the revert leaves it (it does not delete it).
+// revert data, and the revert leaves it (it does not delete it).
 func TestManifestExistingSecret(t *testing.T) {
 	t.Parallel()
 	k := lab(t)
@@ -463,12 +463,12 @@ func TestManifestExistingSecret(t *testing.T) {
 	r := mustPlan(t, p, helm.Manifest, "sec", cfg)
 	contains(t, "the irreversible reason", r.Irreversible, "rollback cannot restore the data of Secret "+ns+"/db")
 	a := mustApply(t, p, helm.Manifest, "sec", cfg, nil)
-	for _, text := range []string{r.Diff, string(a.Inverse.Data)} {
+	for _, text := range []string{r.Diff, string(a.Revert.Data)} {
 		if strings.Contains(text, "old-secret-4b1d") || strings.Contains(text, "new-secret-77c0") {
 			t.Errorf("a value shows: %s", text)
 		}
 	}
-	revert(t, p, helm.Manifest, "sec", cfg, a.Inverse)
+	revert(t, p, helm.Manifest, "sec", cfg, a.Revert)
 	if got := k.secretData(t, ns, "db"); got["old"] != "old-secret-4b1d" {
 		t.Errorf("the revert removed the Secret that existed: %v", got != nil)
 	}
@@ -552,9 +552,9 @@ spec:
 		t.Fatalf("the wait for a failed object: %v after %s", b.Diagnostics.Err(), time.Since(start))
 	}
 	contains(t, "the failure", b.Diagnostics.Err().Error(), "Gadget "+ns+"/g2 failed instead of becoming Complete: BackoffLimitExceeded: Job has reached the specified backoff limit")
-	revert(t, p, helm.Manifest, "broken", broken, b.Inverse)
-	revert(t, p, helm.Manifest, "gadgets", cfg, a.Inverse)
-	revert(t, p, helm.Manifest, "gadgets", cfg, a.Inverse)
+	revert(t, p, helm.Manifest, "broken", broken, b.Revert)
+	revert(t, p, helm.Manifest, "gadgets", cfg, a.Revert)
+	revert(t, p, helm.Manifest, "gadgets", cfg, a.Revert)
 	raw, err := k.client.Discovery().RESTClient().Get().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets." + group).DoRaw(context.Background())
 	if err == nil && !strings.Contains(string(raw), "deletionTimestamp") {
 		t.Errorf("the revert left the CRD: %s", raw)

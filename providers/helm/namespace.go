@@ -51,7 +51,7 @@ type namespaceOut struct {
 // Namespace is the kubernetes_namespace step type.
 const Namespace = "kubernetes_namespace"
 
-var namespaceStep = &sdk.StepType[*Provider, nsAttrs, struct{}, namespaceInverse]{
+var namespaceStep = &sdk.StepType[*Provider, nsAttrs, struct{}, namespaceRevert]{
 	Name:        Namespace,
 	Description: "Ensures a Kubernetes namespace with labels, annotations and a PodSecurity level (the pod-security.kubernetes.io enforce, audit and warn labels). Rollback deletes it only if this step created it, else restores the previous labels.",
 	Rollback:    "Deletes the namespace only if this step created it, else restores its previous labels and annotations.",
@@ -104,8 +104,8 @@ func (p *Provider) remember(a nsAttrs) {
 	}
 }
 
-// namespaceInverse is a kubernetes_namespace step's inverse data.
-type namespaceInverse struct {
+// namespaceRevert is a kubernetes_namespace step's revert data.
+type namespaceRevert struct {
 	Name string `json:"name"`
 	// Delete: this step created the namespace.
 	Delete bool `json:"delete,omitempty"`
@@ -117,7 +117,7 @@ type namespaceInverse struct {
 
 type nsPlan = sdk.Plan[struct{}]
 
-func planNamespace(ctx context.Context, c *call, st nsAttrs, _ *sdk.Prior[struct{}, namespaceInverse]) nsPlan {
+func planNamespace(ctx context.Context, c *call, st nsAttrs, _ *sdk.Prior[struct{}, namespaceRevert]) nsPlan {
 	if c.Unknown("name") {
 		return nsPlan{Diff: "namespace (known after earlier steps apply)\n"}
 	}
@@ -197,9 +197,9 @@ func writeMapDiff(b *strings.Builder, what string, have, want map[string]string)
 	}
 }
 
-type nsApply = sdk.Apply[struct{}, namespaceInverse]
+type nsApply = sdk.Apply[struct{}, namespaceRevert]
 
-func applyNamespace(ctx context.Context, c *call, st nsAttrs, _ struct{}, prior *sdk.Prior[struct{}, namespaceInverse]) nsApply {
+func applyNamespace(ctx context.Context, c *call, st nsAttrs, _ struct{}, prior *sdk.Prior[struct{}, namespaceRevert]) nsApply {
 	p := c.Settings
 	p.remember(st)
 	cl, diags := p.cluster(ctx, c, st.Kubeconfig)
@@ -207,9 +207,9 @@ func applyNamespace(ctx context.Context, c *call, st nsAttrs, _ struct{}, prior 
 		return nsApply{Diagnostics: diags}
 	}
 	nsc := cl.client.CoreV1().Namespaces()
-	inv := namespaceInverse{Name: st.Name}
+	inv := namespaceRevert{Name: st.Name}
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		inv = namespaceInverse{Name: st.Name}
+		inv = namespaceRevert{Name: st.Name}
 		live, err := nsc.Get(ctx, st.Name, metav1.GetOptions{})
 		if err == nil && live.DeletionTimestamp != nil {
 			c.Log.Printf("namespace %s is being deleted; waiting for it to go", st.Name)
@@ -245,19 +245,19 @@ func applyNamespace(ctx context.Context, c *call, st nsAttrs, _ struct{}, prior 
 	if err != nil {
 		return nsApply{Diagnostics: phases.Errorf("Cannot Apply Namespace", "Applying namespace %s for %s: %v.", st.Name, c.Addr, err)}
 	}
-	inverse := namespaceInverseOf(inv)
-	if prior != nil && prior.Inverse != nil && prior.Inverse.Data.Name == st.Name {
+	revertOf := namespaceRevertOf(inv)
+	if prior != nil && prior.Revert != nil && prior.Revert.Data.Name == st.Name {
 		// Applied again: undoing goes back to before the first apply.
-		inverse = prior.Inverse
+		revertOf = prior.Revert
 	}
-	return nsApply{Outputs: namespaceOutputs(st), Inverse: inverse}
+	return nsApply{Outputs: namespaceOutputs(st), Revert: revertOf}
 }
 
 func namespaceOutputs(st nsAttrs) namespaceOut {
 	return namespaceOut{Name: st.Name, PodSecurity: st.Labels[labelEnforce]}
 }
 
-func namespaceInverseOf(inv namespaceInverse) *sdk.Inverse[namespaceInverse] {
+func namespaceRevertOf(inv namespaceRevert) *sdk.RevertData[namespaceRevert] {
 	desc := fmt.Sprintf("restore the labels and annotations of namespace %s", inv.Name)
 	switch {
 	case inv.Delete:
@@ -265,7 +265,7 @@ func namespaceInverseOf(inv namespaceInverse) *sdk.Inverse[namespaceInverse] {
 	case len(inv.Labels)+len(inv.Annotations) == 0:
 		desc = fmt.Sprintf("nothing: namespace %s already was as the step wants", inv.Name)
 	}
-	return &sdk.Inverse[namespaceInverse]{Description: desc, Data: inv}
+	return &sdk.RevertData[namespaceRevert]{Description: desc, Data: inv}
 }
 
 // merge sets want over *have and returns the previous values of the keys
@@ -290,9 +290,9 @@ func merge(have *map[string]string, want map[string]string) map[string]*string {
 	return prev
 }
 
-type nsRead = sdk.Read[namespaceInverse]
+type nsRead = sdk.Read[namespaceRevert]
 
-func readNamespace(ctx context.Context, c *call, st nsAttrs, prior *sdk.Prior[struct{}, namespaceInverse]) nsRead {
+func readNamespace(ctx context.Context, c *call, st nsAttrs, prior *sdk.Prior[struct{}, namespaceRevert]) nsRead {
 	if !known(c, "name", "labels", "annotations", "pod_security", "kubeconfig") {
 		return nsRead{Observation: providers.Unknown}
 	}
@@ -322,16 +322,16 @@ func readNamespace(ctx context.Context, c *call, st nsAttrs, prior *sdk.Prior[st
 	}
 	if prior == nil {
 		// Adopted on resume: not known to be ours, so never deleted.
-		r.Inverse = namespaceInverseOf(namespaceInverse{Name: st.Name})
+		r.Revert = namespaceRevertOf(namespaceRevert{Name: st.Name})
 	}
 	return r
 }
 
-func revertNamespace(ctx context.Context, c *call, a nsAttrs, u sdk.Undo[namespaceInverse]) phases.Diagnostics {
+func revertNamespace(ctx context.Context, c *call, a nsAttrs, u sdk.Applied[namespaceRevert]) phases.Diagnostics {
 	inv := u.Data
 	inv.Name = kept(inv.Name, a.Name, c.Addr.Name)
 	if inv.Name == "" {
-		return phases.Errorf("Invalid Inverse", "The recorded inverse of %s names no namespace.", c.Addr)
+		return phases.Errorf("Invalid Revert", "The recorded revert data of %s names no namespace.", c.Addr)
 	}
 	p := c.Settings
 	cl, diags := p.cluster(ctx, c, a.Kubeconfig)

@@ -181,7 +181,7 @@ func known(c *call, names ...string) bool {
 	return true
 }
 
-// kept is a name of the inverse data, or the configuration's (else def)
+// kept is a name of the revert data, or the configuration's (else def)
 // where the SDK redacted it: the data keeps a secret's place, not the
 // secret, and a name marked sensitive is taken from the step again.
 func kept(recorded, configured, def string) string {

@@ -114,7 +114,7 @@ func applyReady(ctx context.Context, c *call, a readyAttrs, _ struct{}, _ *sdk.P
 		return sdk.Apply[struct{}, struct{}]{Diagnostics: phases.Errorf("Kubernetes Not Ready", "%s: the cluster was not ready after waiting %s: %s.", c.Addr, waited, last)}
 	}
 	c.Log.Printf("the API server is ready and %s Ready", readyWhat(a))
-	return sdk.Apply[struct{}, struct{}]{Inverse: &sdk.Inverse[struct{}]{Description: "nothing to undo: a check"}}
+	return sdk.Apply[struct{}, struct{}]{Revert: &sdk.RevertData[struct{}]{Description: "nothing to undo: a check"}}
 }
 
 // readyState asks the cluster once; "" means ready, else what is not.

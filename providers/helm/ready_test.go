@@ -106,8 +106,8 @@ func TestKubernetesReady(t *testing.T) {
 	}
 	k.setReady(t, name, corev1.ConditionTrue, "KubeletReady")
 	r = <-done
-	if err := r.Diagnostics.Err(); err != nil || r.Inverse == nil {
-		t.Fatalf("after the node turned Ready: %v (inverse %v)\n%s", err, r.Inverse, log.String())
+	if err := r.Diagnostics.Err(); err != nil || r.Revert == nil {
+		t.Fatalf("after the node turned Ready: %v (revertOf %v)\n%s", err, r.Revert, log.String())
 	}
 	contains(t, "the log", log.String(), "the API server is ready and node "+name+" is Ready")
 }

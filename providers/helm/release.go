@@ -54,7 +54,7 @@ type releaseOut struct {
 	ChartVersion string `cty:"chart_version"`
 }
 
-var releaseStep = &sdk.StepType[*Provider, relAttrs, releasePrivate, releaseInverse]{
+var releaseStep = &sdk.StepType[*Provider, relAttrs, releasePrivate, releaseRevert]{
 	Name:        Release,
 	Description: "Installs or upgrades a Helm release (real release records, as helm list shows). The plan shows the manifest diff against the deployed release and fails when a pod template violates the PodSecurity level of its namespace; releases stuck in pending-* are recovered. Rollback returns to the previous revision, or uninstalls what this step installed.",
 	Rollback:    "Rolls back to the previous revision, or uninstalls what this step installed; the rollback plan says first when the release was changed outside migrate since.",
@@ -80,8 +80,8 @@ type releasePrivate struct {
 // releaseAttrs are the attributes a release's plan waits for.
 var releaseAttrs = []string{"name", "chart", "version", "namespace", "values", "values_files", "set_sensitive", "create_namespace", "atomic", "wait", "timeout"}
 
-// releaseInverse is a helm_release step's inverse data.
-type releaseInverse struct {
+// releaseRevert is a helm_release step's revert data.
+type releaseRevert struct {
 	Name      string `json:"name"`
 	Namespace string `json:"namespace"`
 	// Uninstall: this step installed the release.
@@ -273,7 +273,7 @@ func chartName(ch *chart.Chart) string {
 
 type relPlan = sdk.Plan[releasePrivate]
 
-func planRelease(ctx context.Context, c *call, st relAttrs, _ *sdk.Prior[releasePrivate, releaseInverse]) relPlan {
+func planRelease(ctx context.Context, c *call, st relAttrs, _ *sdk.Prior[releasePrivate, releaseRevert]) relPlan {
 	if !known(c, releaseAttrs...) {
 		what := "release"
 		if known(c, "name", "namespace") {
@@ -373,9 +373,9 @@ func (p *Provider) planOffline(ctx context.Context, c *call, st relAttrs) relPla
 	return relPlan{Diff: b.String(), Diagnostics: diags}
 }
 
-type relApply = sdk.Apply[releasePrivate, releaseInverse]
+type relApply = sdk.Apply[releasePrivate, releaseRevert]
 
-func applyRelease(ctx context.Context, c *call, st relAttrs, planned releasePrivate, prior *sdk.Prior[releasePrivate, releaseInverse]) relApply {
+func applyRelease(ctx context.Context, c *call, st relAttrs, planned releasePrivate, prior *sdk.Prior[releasePrivate, releaseRevert]) relApply {
 	p := c.Settings
 	cl, diags := p.cluster(ctx, c, st.Kubeconfig)
 	if diags.HasErrors() {
@@ -427,10 +427,10 @@ func applyRelease(ctx context.Context, c *call, st relAttrs, planned releasePriv
 	}
 
 	rel, inv, err := installOrUpgrade(ctx, c, cfg, st, h, r)
-	inverse := releaseInverseOf(inv)
-	if prior != nil && prior.Inverse != nil && prior.Inverse.Data.Name == st.Name && prior.Inverse.Data.Namespace == st.Namespace {
+	revertOf := releaseRevertOf(inv)
+	if prior != nil && prior.Revert != nil && prior.Revert.Data.Name == st.Name && prior.Revert.Data.Namespace == st.Namespace {
 		// Applied again: undoing goes back to before the first apply.
-		inverse = prior.Inverse
+		revertOf = prior.Revert
 	}
 	if err != nil {
 		notReady.Lock()
@@ -441,12 +441,12 @@ func applyRelease(ctx context.Context, c *call, st relAttrs, planned releasePriv
 		}
 		resp := relApply{Diagnostics: phases.Errorf("Release Failed", "Release %s/%s: %v.%s", st.Namespace, st.Name, err, why)}
 		if after, herr := readHistory(cfg, st.Name); herr == nil && after.exists() {
-			resp.Inverse = inverse // something is there to undo
+			resp.Revert = revertOf // something is there to undo
 		}
 		return resp
 	}
 	c.Log.Printf("release %s/%s: revision %d %s", st.Namespace, st.Name, rel.Version, rel.Info.Status)
-	return relApply{Outputs: releaseOutputs(rel), Private: releasePrivate{Revision: rel.Version}, Inverse: inverse}
+	return relApply{Outputs: releaseOutputs(rel), Private: releasePrivate{Revision: rel.Version}, Revert: revertOf}
 }
 
 // recoverStuck recovers a release an interrupted client left pending:
@@ -486,8 +486,8 @@ func recoverStuck(c *call, cl *cluster, cfg *action.Configuration, st relAttrs, 
 
 // installOrUpgrade installs the rendered release r, or upgrades it when
 // its history h has a revision; inv is what undoes it.
-func installOrUpgrade(ctx context.Context, c *call, cfg *action.Configuration, st relAttrs, h history, r *rendered) (rel *release.Release, inv releaseInverse, err error) {
-	inv = releaseInverse{Name: st.Name, Namespace: st.Namespace}
+func installOrUpgrade(ctx context.Context, c *call, cfg *action.Configuration, st relAttrs, h history, r *rendered) (rel *release.Release, inv releaseRevert, err error) {
+	inv = releaseRevert{Name: st.Name, Namespace: st.Namespace}
 	desc := descPrefix + c.Addr.String()
 	if !h.exists() {
 		inst := action.NewInstall(cfg)
@@ -534,17 +534,17 @@ func chartVersion(ch *chart.Chart) string {
 	return ch.Metadata.Version
 }
 
-func releaseInverseOf(inv releaseInverse) *sdk.Inverse[releaseInverse] {
+func releaseRevertOf(inv releaseRevert) *sdk.RevertData[releaseRevert] {
 	desc := fmt.Sprintf("roll release %s/%s back to revision %d", inv.Namespace, inv.Name, inv.Version)
 	if inv.Uninstall {
 		desc = fmt.Sprintf("uninstall release %s/%s (this step installed it)", inv.Namespace, inv.Name)
 	}
-	return &sdk.Inverse[releaseInverse]{Description: desc, Data: inv}
+	return &sdk.RevertData[releaseRevert]{Description: desc, Data: inv}
 }
 
-type relRead = sdk.Read[releaseInverse]
+type relRead = sdk.Read[releaseRevert]
 
-func readRelease(ctx context.Context, c *call, st relAttrs, prior *sdk.Prior[releasePrivate, releaseInverse]) relRead {
+func readRelease(ctx context.Context, c *call, st relAttrs, prior *sdk.Prior[releasePrivate, releaseRevert]) relRead {
 	if !known(c, append(releaseAttrs, "kubeconfig")...) {
 		return relRead{Observation: providers.Unknown}
 	}
@@ -575,11 +575,11 @@ func readRelease(ctx context.Context, c *call, st relAttrs, prior *sdk.Prior[rel
 	}
 	if prior == nil && strings.HasPrefix(last.Info.Description, descPrefix) {
 		// Adopted on resume: undo what an interrupted apply did.
-		inv := releaseInverse{Name: st.Name, Namespace: st.Namespace, Uninstall: len(h.all) == 1}
+		inv := releaseRevert{Name: st.Name, Namespace: st.Namespace, Uninstall: len(h.all) == 1}
 		if !inv.Uninstall {
 			inv.Version = h.all[len(h.all)-2].Version
 		}
-		r.Inverse = releaseInverseOf(inv)
+		r.Revert = releaseRevertOf(inv)
 	}
 	return r
 }
@@ -596,12 +596,12 @@ func madeOutside(made, now int) string {
 	return fmt.Sprintf("revisions %d–%d were made outside migrate", made+1, now)
 }
 
-func revertRelease(ctx context.Context, c *call, a relAttrs, u sdk.Undo[releaseInverse]) phases.Diagnostics {
+func revertRelease(ctx context.Context, c *call, a relAttrs, u sdk.Applied[releaseRevert]) phases.Diagnostics {
 	inv := u.Data
 	inv.Name = kept(inv.Name, a.Name, c.Addr.Name)
 	inv.Namespace = kept(inv.Namespace, a.Namespace, "default")
 	if inv.Name == "" {
-		return phases.Errorf("Invalid Inverse", "The recorded inverse of %s names no release.", c.Addr)
+		return phases.Errorf("Invalid Revert", "The recorded revert data of %s names no release.", c.Addr)
 	}
 	p := c.Settings
 	cl, diags := p.cluster(ctx, c, a.Kubeconfig)

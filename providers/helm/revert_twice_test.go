@@ -34,10 +34,10 @@ func TestNamespaceRevertRunsTwice(t *testing.T) {
 		patch := []byte(`{"metadata":{"finalizers":null}}`)
 		cms.Patch(context.Background(), "held", types.MergePatchType, patch, metav1.PatchOptions{})
 	})
-	revert(t, p, helm.Namespace, ns, cfg, a.Inverse)
+	revert(t, p, helm.Namespace, ns, cfg, a.Revert)
 	live, err := k.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	if err != nil || live.DeletionTimestamp == nil {
 		t.Fatalf("after the revert the namespace is not terminating: %v %+v", err, live)
 	}
-	revert(t, p, helm.Namespace, ns, cfg, a.Inverse)
+	revert(t, p, helm.Namespace, ns, cfg, a.Revert)
 }

@@ -60,7 +60,7 @@ type secretOut struct {
 	Keys      []string `cty:"keys"`
 }
 
-var secretStep = &sdk.StepType[*Provider, secretAttrs, struct{}, secretInverse]{
+var secretStep = &sdk.StepType[*Provider, secretAttrs, struct{}, secretRevert]{
 	Name:        Secret,
 	Description: "Applies a Kubernetes Secret from sensitive values and files (age-encrypted files are decrypted with MIGRATE_AGE_IDENTITY); its values never reach a plan, a log or the state. Rollback deletes a Secret this step created, else restores the previous one from the copy kept in the cluster as <name>.migrate-orig.",
 	Rollback:    "Deletes a Secret it created; one that existed was copied in the cluster to NAME.migrate-orig, and is restored from that copy, which is then deleted.",
@@ -81,8 +81,8 @@ var secretStep = &sdk.StepType[*Provider, secretAttrs, struct{}, secretInverse]{
 	},
 }
 
-// secretInverse is a kubernetes_secret step's inverse data: names only.
-type secretInverse struct {
+// secretRevert is a kubernetes_secret step's revert data: names only.
+type secretRevert struct {
 	Name      string `json:"name"`
 	Namespace string `json:"namespace"`
 	// Delete: the step created the Secret.
@@ -170,7 +170,7 @@ func secretID(a secretAttrs) string { return "Secret " + a.Namespace + "/" + a.N
 
 type secPlan = sdk.Plan[struct{}]
 
-func planSecret(ctx context.Context, c *call, a secretAttrs, _ *sdk.Prior[struct{}, secretInverse]) secPlan {
+func planSecret(ctx context.Context, c *call, a secretAttrs, _ *sdk.Prior[struct{}, secretRevert]) secPlan {
 	p := c.Settings
 	// A file an earlier step of the run writes (a key pulled from the old
 	// VM) is not there yet: the Secret is planned, its values read when
@@ -221,9 +221,9 @@ func planSecret(ctx context.Context, c *call, a secretAttrs, _ *sdk.Prior[struct
 	return secPlan{Diff: b.String()}
 }
 
-type secApply = sdk.Apply[struct{}, secretInverse]
+type secApply = sdk.Apply[struct{}, secretRevert]
 
-func applySecret(ctx context.Context, c *call, a secretAttrs, _ struct{}, prior *sdk.Prior[struct{}, secretInverse]) secApply {
+func applySecret(ctx context.Context, c *call, a secretAttrs, _ struct{}, prior *sdk.Prior[struct{}, secretRevert]) secApply {
 	p := c.Settings
 	data, diags := p.secretData(c, a)
 	if diags.HasErrors() {
@@ -238,7 +238,7 @@ func applySecret(ctx context.Context, c *call, a secretAttrs, _ struct{}, prior 
 	}
 	sc := cl.client.CoreV1().Secrets(a.Namespace)
 	mine := c.Addr.String()
-	inv := secretInverse{Name: a.Name, Namespace: a.Namespace}
+	inv := secretRevert{Name: a.Name, Namespace: a.Namespace}
 	live, err := sc.Get(ctx, a.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -266,11 +266,11 @@ func applySecret(ctx context.Context, c *call, a secretAttrs, _ struct{}, prior 
 		return fail("applying %s: %v", secretID(a), err)
 	}
 	c.Log.Printf("applied %s (keys: %s)", secretID(a), strings.Join(secretKeys(a), ", "))
-	inverse := secretInverseOf(inv)
-	if prior != nil && prior.Inverse != nil && prior.Inverse.Data.Name == a.Name && prior.Inverse.Data.Namespace == a.Namespace {
-		inverse = prior.Inverse // applied again: undo to before the first apply
+	revertOf := secretRevertOf(inv)
+	if prior != nil && prior.Revert != nil && prior.Revert.Data.Name == a.Name && prior.Revert.Data.Namespace == a.Namespace {
+		revertOf = prior.Revert // applied again: undo to before the first apply
 	}
-	return secApply{Outputs: secretOutputs(a), Inverse: inverse}
+	return secApply{Outputs: secretOutputs(a), Revert: revertOf}
 }
 
 // keepOriginal copies a Secret that existed before the step to
@@ -300,17 +300,17 @@ func secretOutputs(a secretAttrs) secretOut {
 	return secretOut{Name: a.Name, Namespace: a.Namespace, Keys: secretKeys(a)}
 }
 
-func secretInverseOf(inv secretInverse) *sdk.Inverse[secretInverse] {
+func secretRevertOf(inv secretRevert) *sdk.RevertData[secretRevert] {
 	desc := fmt.Sprintf("delete Secret %s/%s (this step created it)", inv.Namespace, inv.Name)
 	if inv.Restore {
 		desc = fmt.Sprintf("restore Secret %s/%s from its copy %s%s", inv.Namespace, inv.Name, inv.Name, origSuffix)
 	}
-	return &sdk.Inverse[secretInverse]{Description: desc, Data: inv}
+	return &sdk.RevertData[secretRevert]{Description: desc, Data: inv}
 }
 
-type secRead = sdk.Read[secretInverse]
+type secRead = sdk.Read[secretRevert]
 
-func readSecret(ctx context.Context, c *call, a secretAttrs, prior *sdk.Prior[struct{}, secretInverse]) secRead {
+func readSecret(ctx context.Context, c *call, a secretAttrs, prior *sdk.Prior[struct{}, secretRevert]) secRead {
 	p := c.Settings
 	data, diags := p.secretData(c, a)
 	if diags.HasErrors() {
@@ -337,20 +337,20 @@ func readSecret(ctx context.Context, c *call, a secretAttrs, prior *sdk.Prior[st
 		// Resumed after an apply that was not recorded: its marks say
 		// what to undo.
 		if live.Annotations[createdBy] == c.Addr.String() {
-			r.Inverse = secretInverseOf(secretInverse{Name: a.Name, Namespace: a.Namespace, Delete: true})
+			r.Revert = secretRevertOf(secretRevert{Name: a.Name, Namespace: a.Namespace, Delete: true})
 		} else if _, err := sc.Get(ctx, a.Name+origSuffix, metav1.GetOptions{}); err == nil {
-			r.Inverse = secretInverseOf(secretInverse{Name: a.Name, Namespace: a.Namespace, Restore: true})
+			r.Revert = secretRevertOf(secretRevert{Name: a.Name, Namespace: a.Namespace, Restore: true})
 		}
 	}
 	return r
 }
 
-func revertSecret(ctx context.Context, c *call, a secretAttrs, u sdk.Undo[secretInverse]) phases.Diagnostics {
+func revertSecret(ctx context.Context, c *call, a secretAttrs, u sdk.Applied[secretRevert]) phases.Diagnostics {
 	inv := u.Data
 	inv.Name = kept(inv.Name, a.Name, "")
 	inv.Namespace = kept(inv.Namespace, a.Namespace, "")
 	if inv.Name == "" || inv.Namespace == "" {
-		return phases.Errorf("Invalid Inverse", "The recorded inverse of %s names no Secret.", c.Addr)
+		return phases.Errorf("Invalid Revert", "The recorded revert data of %s names no Secret.", c.Addr)
 	}
 	cl, diags := c.Settings.cluster(ctx, c, a.Kubeconfig)
 	if diags.HasErrors() {

@@ -119,7 +119,7 @@ func TestSecretCreateChangeRevert(t *testing.T) {
 	if got := a.Outputs.GetAttr("keys").GoString(); !strings.Contains(got, "token") || !strings.Contains(got, "user") {
 		t.Errorf("keys output %s", got)
 	}
-	contains(t, "the inverse", a.Inverse.Description, "delete Secret "+ns+"/app")
+	contains(t, "the revert data", a.Revert.Description, "delete Secret "+ns+"/app")
 
 	r = mustPlan(t, p, helm.Secret, "app", cfg)
 	contains(t, "the plan again", r.Diff, "Secret "+ns+"/app: no change")
@@ -135,17 +135,17 @@ func TestSecretCreateChangeRevert(t *testing.T) {
 	}
 	b := mustApply(t, p, helm.Secret, "app", changed, priorOf(a))
 	sameData(t, "the changed Secret", k.secretData(t, ns, "app"), map[string]string{"token": v2, "user": "admin-name"})
-	for _, text := range []string{r.Diff, string(b.Inverse.Data), b.Inverse.Description, string(b.Private)} {
+	for _, text := range []string{r.Diff, string(b.Revert.Data), b.Revert.Description, string(b.Private)} {
 		if strings.Contains(text, v1) || strings.Contains(text, v2) {
 			t.Errorf("a value shows in %q", text)
 		}
 	}
 
-	revert(t, p, helm.Secret, "app", changed, b.Inverse)
+	revert(t, p, helm.Secret, "app", changed, b.Revert)
 	if got := k.secretData(t, ns, "app"); got != nil {
 		t.Errorf("after the revert the Secret still exists: %v", got)
 	}
-	revert(t, p, helm.Secret, "app", changed, b.Inverse)
+	revert(t, p, helm.Secret, "app", changed, b.Revert)
 }
 
 // TestSecretExistingRestored: a Secret that existed is kept as
@@ -167,18 +167,18 @@ func TestSecretExistingRestored(t *testing.T) {
 	contains(t, "the plan", r.Diff, "~ Secret "+ns+"/db (keys changed: added, token)", "keeps a copy as "+ns+"/db.migrate-orig")
 
 	a := mustApply(t, p, helm.Secret, "db", cfg, nil)
-	contains(t, "the inverse", a.Inverse.Description, "restore Secret "+ns+"/db from its copy db.migrate-orig")
+	contains(t, "the revert data", a.Revert.Description, "restore Secret "+ns+"/db from its copy db.migrate-orig")
 	sameData(t, "the copy", k.secretData(t, ns, "db.migrate-orig"), orig)
 	sameData(t, "the Secret", k.secretData(t, ns, "db"), map[string]string{"token": "new-4a1b", "added": "added-value", "extra": "kept-by-someone"})
-	if strings.Contains(string(a.Inverse.Data), "original-9f2d") {
-		t.Errorf("the inverse holds the previous value: %s", a.Inverse.Data)
+	if strings.Contains(string(a.Revert.Data), "original-9f2d") {
+		t.Errorf("the revert data holds the previous value: %s", a.Revert.Data)
 	}
 	// Applied again (an interrupted run): the copy stays the original.
 	b := mustApply(t, p, helm.Secret, "db", cfg, nil)
 	sameData(t, "the copy after a second apply", k.secretData(t, ns, "db.migrate-orig"), orig)
 
 	for range 2 {
-		revert(t, p, helm.Secret, "db", cfg, b.Inverse)
+		revert(t, p, helm.Secret, "db", cfg, b.Revert)
 		sameData(t, "the restored Secret", k.secretData(t, ns, "db"), orig)
 		if got := k.secretData(t, ns, "db.migrate-orig"); got != nil {
 			t.Errorf("the copy is still there after the revert")
@@ -212,12 +212,12 @@ func TestSecretAgeFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameData(t, "the Secret", k.secretData(t, ns, "synapse-signing-key"), map[string]string{"signing.key": key, "plain": "plain-file-value"})
-	for _, text := range []string{r.Diff, log.String(), string(a.Inverse.Data), a.Outputs.GoString()} {
+	for _, text := range []string{r.Diff, log.String(), string(a.Revert.Data), a.Outputs.GoString()} {
 		if strings.Contains(text, "a_signing_key_3e9c0b") {
 			t.Errorf("the decrypted key shows in %q", text)
 		}
 	}
-	revert(t, p, helm.Secret, "signing", cfg, a.Inverse)
+	revert(t, p, helm.Secret, "signing", cfg, a.Revert)
 }
 
 // TestSecretAgeFileWithoutIdentity: without the identity the plan fails

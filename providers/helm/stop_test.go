@@ -45,7 +45,7 @@ func stoppedApply(t *testing.T, p providers.Interface, typ, name string, cfg cty
 }
 
 // TestManifestWaitStopped: a gentle stop ends wait_for at once, after
-// the objects are applied: Stopped, with the inverse that deletes them
+// the objects are applied: Stopped, with the revert data that deletes them
 // and what was not waited for.
 func TestManifestWaitStopped(t *testing.T) {
 	t.Parallel()
@@ -75,17 +75,17 @@ spec:
 	if took > 5*time.Second {
 		t.Errorf("wait_for ended %s after the stop, want at once", took)
 	}
-	if !r.Stopped || r.Inverse == nil || !strings.Contains(r.Inverse.Description, "delete the 1 object(s) this step created") {
-		t.Fatalf("a stopped wait answered Stopped=%v inverse %+v (%v)", r.Stopped, r.Inverse, r.Diagnostics)
+	if !r.Stopped || r.Revert == nil || !strings.Contains(r.Revert.Description, "delete the 1 object(s) this step created") {
+		t.Fatalf("a stopped wait answered Stopped=%v revert data %+v (%v)", r.Stopped, r.Revert, r.Diagnostics)
 	}
 	contains(t, "the answer", fmt.Sprint(r.Diagnostics.Err()), "Stopped While Waiting", "its 1 object(s) are applied", "Deployment "+ns+"/web becoming Available (wait_for", "was not waited for")
 	contains(t, "the log", log, "Deployment "+ns+"/web created", "stopped waiting for Deployment "+ns+"/web to be Available")
-	revert(t, p, helm.Manifest, "web", cfg, r.Inverse)
+	revert(t, p, helm.Manifest, "web", cfg, r.Revert)
 }
 
 // TestJobWaitStopped: a gentle stop ends the wait for a Job's completion
 // at once: the Job is left running for the next run to wait for, the
-// answer says Stopped with the inverse that deletes it.
+// answer says Stopped with the revert data that deletes it.
 func TestJobWaitStopped(t *testing.T) {
 	t.Parallel()
 	k := lab(t)
@@ -98,8 +98,8 @@ func TestJobWaitStopped(t *testing.T) {
 	if took > 5*time.Second {
 		t.Errorf("the wait ended %s after the stop, want at once", took)
 	}
-	if !r.Stopped || r.Inverse == nil {
-		t.Fatalf("a stopped wait answered Stopped=%v inverse %+v (%v)", r.Stopped, r.Inverse, r.Diagnostics)
+	if !r.Stopped || r.Revert == nil {
+		t.Fatalf("a stopped wait answered Stopped=%v revert data %+v (%v)", r.Stopped, r.Revert, r.Diagnostics)
 	}
 	contains(t, "the answer", fmt.Sprint(r.Diagnostics.Err()), "Stopped While Waiting", "Job "+ns+"/restore is created and runs", "its completion was not waited for")
 	contains(t, "the log", log, "created Job "+ns+"/restore", "keeps running; the next run waits for it")

@@ -68,8 +68,8 @@ func TestReleaseWaitNeverReady(t *testing.T) {
 	if got := k.history(t, ns, "web"); got != "1:failed" {
 		t.Errorf("history %q", got)
 	}
-	if a.Inverse == nil {
-		t.Error("the failed install returned no inverse")
+	if a.Revert == nil {
+		t.Error("the failed install returned no revert data")
 	}
 }
 

@@ -155,8 +155,8 @@ func TestInstanceWaitTimeout(t *testing.T) {
 	}
 	wantDiag(t, r.Diagnostics, "No IPv4 Address", `instance "`+name+`" reported no IPv4 address within 2s (wait_timeout)`, "Last seen: status Running, no NIC")
 	wantContains(t, "the log", log, "waiting up to 2s for an IPv4 address")
-	if r.Inverse == nil || !strings.Contains(r.Inverse.Description, "delete instance "+name) {
-		t.Errorf("inverse after a failed wait = %+v", r.Inverse)
+	if r.Revert == nil || !strings.Contains(r.Revert.Description, "delete instance "+name) {
+		t.Errorf("revert data after a failed wait = %+v", r.Revert)
 	}
 	if rd := s.read(nil); rd.Observation != providers.Drifted || !strings.Contains(rd.Detail, "no ipv4 address yet") {
 		t.Errorf("Read after a failed wait = %v %q", rd.Observation, rd.Detail)

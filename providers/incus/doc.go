@@ -16,7 +16,7 @@
 //     into a VM through virtiofs, an extra block disk, a GPU, an ISO. The plan
 //     shows the config and device diff against the live instance; updates
 //     carry the ETag read at plan time, so a concurrent change is refused,
-//     never overwritten. The inverse deletes what the step created, or
+//     never overwritten. The revert data deletes what the step created, or
 //     restores the previous config and devices. Its outputs are what the
 //     next steps need from a new instance: status, and the ipv4, ipv6
 //     (scope global) and mac of one NIC — the nic device named by nic,
@@ -31,13 +31,13 @@
 //   - incus_instance_state: stops (or starts) an instance, gracefully with a
 //     timeout and by force only when asked, optionally after a snapshot. A
 //     stopped instance is marked in its own config (user.migrate.*) as kept
-//     for rollback; the inverse starts it again and restores the snapshot
+//     for rollback; the revert data starts it again and restores the snapshot
 //     when asked.
 //   - incus_snapshot: creates, restores or deletes a named snapshot.
 //   - incus_volume: ensures a custom storage volume (pool, size, content
 //     type, config keys), or imports source_file as an ISO volume
 //     (volume_import.go: the file's SHA-256 is an input and the volume's
-//     mark); the inverse deletes what it created, or restores the config
+//     mark); the revert data deletes what it created, or restores the config
 //     it changed.
 //   - incus_exec: runs an argv inside an instance (env, user, group, cwd,
 //     timeout), its output streamed to the step's log line by line, its
@@ -55,7 +55,7 @@
 //     files API in Read, Plan and Apply: once it exists the command is
 //     never run again; before a run, commands still running in the
 //     instance (a killed run's) are waited for and creates is looked for
-//     again, which makes a resumed run exactly-once. The inverse runs
+//     again, which makes a resumed run exactly-once. The revert data runs
 //     revert, with the env taken from the configuration again (never kept
 //     in the state).
 //   - incus_file: pushes a local file or tree into an instance, or pulls
@@ -72,7 +72,7 @@
 //     is followed, links inside a tree and in the instance are not
 //     copied. A replaced file is first kept beside itself as
 //     PATH.migrate-orig (in the instance for a push, locally for a pull),
-//     so the state holds no content; the inverse puts it back and removes
+//     so the state holds no content; the revert data puts it back and removes
 //     what was created.
 //
 // The cleanup guard: deleting an instance marked keep_for_rollback is
@@ -81,13 +81,13 @@
 //
 // Read observes the live instance for every step type, so the engine can
 // resume an interrupted run (a stop that finished before the crash is
-// adopted with its inverse) and detect drift.
+// adopted with its revert data) and detect drift.
 //
 // Each step type is one file: its attributes struct (the schema, with the
 // descriptions) and typed handlers on providers/sdk, which does the
 // envelope: gating, decoding, default outputs and the scrubbing of every
 // field that leaves the provider (values marked sensitive become
-// phases.Redacted in diffs, logs, diagnostics and inverses).
+// phases.Redacted in diffs, logs, diagnostics and revert data).
 //
 // The engine drives the provider through providers.Interface; cmd/migrate
 // registers Factory under the type "incus". The tests run against a real

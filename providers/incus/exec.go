@@ -39,10 +39,10 @@ type execOut struct {
 	Instance string `cty:"instance"`
 }
 
-// execInverse is the revert command. Env is not kept (it may hold
+// execRevert is the revert command. Env is not kept (it may hold
 // secrets): Revert takes it from the step's configuration, as it does a
 // sensitive argument (its index is in SecretArgv).
-type execInverse struct {
+type execRevert struct {
 	Instance   string   `json:"instance,omitempty"`
 	Argv       []string `json:"argv,omitempty"`
 	SecretArgv []int    `json:"secret_argv,omitempty"`
@@ -51,12 +51,12 @@ type execInverse struct {
 	Cwd        string   `json:"cwd,omitempty"`
 }
 
-type execApply = sdk.Apply[struct{}, execInverse]
+type execApply = sdk.Apply[struct{}, execRevert]
 
 // Exec is the name of the incus_exec step type.
 const Exec = "incus_exec"
 
-var execStep = &sdk.StepType[*conn, execSpec, struct{}, execInverse]{
+var execStep = &sdk.StepType[*conn, execSpec, struct{}, execRevert]{
 	Name:        Exec,
 	Description: "Runs a command (an argv, no terminal) inside an instance, its output streamed to the log; exactly once across interruptions with creates; rollback runs the revert command.",
 	Rollback:    "Runs revert in the instance with the same env, user, group and cwd; without revert, nothing (the plan says so).",
@@ -142,22 +142,22 @@ func createsExists(ctx context.Context, c *call, s execSpec) (exists, ok bool, e
 	return err == nil, true, err
 }
 
-func readExec(ctx context.Context, c *call, s execSpec, _ *sdk.Prior[struct{}, execInverse]) sdk.Read[execInverse] {
+func readExec(ctx context.Context, c *call, s execSpec, _ *sdk.Prior[struct{}, execRevert]) sdk.Read[execRevert] {
 	exists, ok, err := createsExists(ctx, c, s)
 	switch {
 	case !ok:
-		return sdk.Read[execInverse]{Observation: providers.Unknown}
+		return sdk.Read[execRevert]{Observation: providers.Unknown}
 	case err != nil:
-		return sdk.Read[execInverse]{Diagnostics: apiErr(c, "Cannot Read Instance File", err)}
+		return sdk.Read[execRevert]{Diagnostics: apiErr(c, "Cannot Read Instance File", err)}
 	case !exists:
-		return sdk.Read[execInverse]{Observation: providers.Absent, Detail: fmt.Sprintf("%s does not exist in instance %q", s.Creates, s.Instance)}
+		return sdk.Read[execRevert]{Observation: providers.Absent, Detail: fmt.Sprintf("%s does not exist in instance %q", s.Creates, s.Instance)}
 	}
 	// Found after an interruption, the step is adopted without running
 	// again; it still knows how to be undone.
-	return sdk.Read[execInverse]{Observation: providers.Present, Outputs: execOut{0, s.Instance}, Inverse: execUndo(c, s)}
+	return sdk.Read[execRevert]{Observation: providers.Present, Outputs: execOut{0, s.Instance}, Revert: execUndo(c, s)}
 }
 
-func planExec(ctx context.Context, c *call, s execSpec, _ *sdk.Prior[struct{}, execInverse]) sdk.Plan[struct{}] {
+func planExec(ctx context.Context, c *call, s execSpec, _ *sdk.Prior[struct{}, execRevert]) sdk.Plan[struct{}] {
 	exists, _, err := createsExists(ctx, c, s)
 	if err != nil {
 		return sdk.Plan[struct{}]{Diagnostics: apiErr(c, "Cannot Read Instance File", err)}
@@ -195,16 +195,16 @@ func showPlain(v string, sensitive bool) string {
 	return v
 }
 
-func execUndo(c *call, s execSpec) *sdk.Inverse[execInverse] {
+func execUndo(c *call, s execSpec) *sdk.RevertData[execRevert] {
 	if s.Revert == nil {
-		return &sdk.Inverse[execInverse]{Description: "nothing to undo (no revert command)"}
+		return &sdk.RevertData[execRevert]{Description: "nothing to undo (no revert command)"}
 	}
-	inv := execInverse{Instance: s.Instance, User: s.User, Group: s.Group, Cwd: s.Cwd}
+	inv := execRevert{Instance: s.Instance, User: s.User, Group: s.Group, Cwd: s.Cwd}
 	inv.Argv, inv.SecretArgv = sdk.RedactArgv(c, "revert", s.Revert)
-	return &sdk.Inverse[execInverse]{Description: fmt.Sprintf("run in instance %q: %s", s.Instance, showArgv(c, "revert", s.Revert)), Data: inv}
+	return &sdk.RevertData[execRevert]{Description: fmt.Sprintf("run in instance %q: %s", s.Instance, showArgv(c, "revert", s.Revert)), Data: inv}
 }
 
-func applyExec(ctx context.Context, c *call, s execSpec, _ struct{}, _ *sdk.Prior[struct{}, execInverse]) execApply {
+func applyExec(ctx context.Context, c *call, s execSpec, _ struct{}, _ *sdk.Prior[struct{}, execRevert]) execApply {
 	exists, _, err := createsExists(ctx, c, s)
 	if err != nil {
 		return execApply{Diagnostics: apiErr(c, "Cannot Read Instance File", err)}
@@ -216,11 +216,11 @@ func applyExec(ctx context.Context, c *call, s execSpec, _ struct{}, _ *sdk.Prio
 	}
 	if exists {
 		logf(c, "skipped: %s exists in instance %s", s.Creates, s.Instance)
-		return execApply{Outputs: execOut{0, s.Instance}, Inverse: execUndo(c, s)}
+		return execApply{Outputs: execOut{0, s.Instance}, Revert: execUndo(c, s)}
 	}
 	code, d := runIn(ctx, c, "Command", s.Instance, showArgv(c, "command", s.Command), incusapi.ExecPost{
 		Command: s.Command, Environment: s.Env, User: uint32(s.User), Group: uint32(s.Group), Cwd: s.Cwd}, s.timeout)
-	return execApply{Outputs: execOut{code, s.Instance}, Inverse: execUndo(c, s), Diagnostics: d}
+	return execApply{Outputs: execOut{code, s.Instance}, Revert: execUndo(c, s), Diagnostics: d}
 }
 
 // afterRunning waits for the commands already running in the instance
@@ -247,7 +247,7 @@ func afterRunning(ctx context.Context, c *call, s execSpec) (bool, error) {
 	return exists, err
 }
 
-func revertExec(ctx context.Context, c *call, a execSpec, u sdk.Undo[execInverse]) phases.Diagnostics {
+func revertExec(ctx context.Context, c *call, a execSpec, u sdk.Applied[execRevert]) phases.Diagnostics {
 	inv := u.Data
 	if len(inv.Argv) == 0 {
 		logf(c, "nothing to undo: the step has no revert command")

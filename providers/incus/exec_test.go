@@ -75,7 +75,7 @@ func TestExec(t *testing.T) {
 		if code := r.Outputs.GetAttr("exit_code"); !code.RawEquals(cty.NumberIntVal(0)) {
 			t.Errorf("exit_code = %#v", code)
 		}
-		s.revert(r.Inverse)
+		s.revert(r.Revert)
 		if got := readIn(t, c, name, "/tmp/w/out"); got != "" {
 			t.Errorf("the revert did not run: /tmp/w/out holds %q", got)
 		}
@@ -86,7 +86,7 @@ func TestExec(t *testing.T) {
 		plan := s.mustPlan(nil)
 		wantContains(t, "plan", plan.Diff, "rollback: nothing to undo (no revert command)")
 		r := s.mustApply(plan.Private, nil)
-		s.revert(r.Inverse)
+		s.revert(r.Revert)
 	})
 
 	t.Run("exit code", func(t *testing.T) {

@@ -45,10 +45,10 @@ type fileOut struct {
 	Files  int64  `cty:"files"`
 }
 
-// fileInverse is how to undo an incus_file step: paths relative to Root
+// fileRevert is how to undo an incus_file step: paths relative to Root
 // (the destination; "" is Root itself) that the apply created, and those
 // whose previous content it moved aside to PATH.migrate-orig.
-type fileInverse struct {
+type fileRevert struct {
 	Push     bool     `json:"push,omitempty"`
 	Instance string   `json:"instance,omitempty"`
 	Root     string   `json:"root,omitempty"`
@@ -73,12 +73,12 @@ type filePrivate struct {
 // the state never holds a file's content.
 const origSuffix = ".migrate-orig"
 
-type fileApply = sdk.Apply[filePrivate, fileInverse]
+type fileApply = sdk.Apply[filePrivate, fileRevert]
 
 // File is the name of the incus_file step type.
 const File = "incus_file"
 
-var fileStep = &sdk.StepType[*conn, fileSpec, filePrivate, fileInverse]{
+var fileStep = &sdk.StepType[*conn, fileSpec, filePrivate, fileRevert]{
 	Name:        File,
 	Description: "Pushes a file or directory tree into an instance, or pulls one out (optionally into an age-encrypted file), with its SHA-256 as an output; rollback removes what it created and puts back what it replaced.",
 	Rollback:    "Removes what it created; a file it replaced was kept beside it as NAME.migrate-orig (never in the state) and is put back.",
@@ -164,7 +164,7 @@ func (s fileSpec) differs(src, dst tree) []entry {
 }
 
 // sides scans the source and the destination; src nil: no source.
-func sides(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[filePrivate, fileInverse]) (src, dst tree, err error) {
+func sides(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[filePrivate, fileRevert]) (src, dst tree, err error) {
 	api := c.Settings.c
 	if s.push {
 		if src, err = scanLocal(s.local); err != nil {
@@ -218,30 +218,30 @@ func scanErr(c *call, err error) phases.Diagnostics {
 	return errorf("Cannot Read Files", "%s: %v.", c.Addr, err)
 }
 
-func readFile(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[filePrivate, fileInverse]) sdk.Read[fileInverse] {
+func readFile(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[filePrivate, fileRevert]) sdk.Read[fileRevert] {
 	if c.Rebase {
 		// A step that depends on the copy just ran: the destination is
 		// theirs now, whatever they made of it (nothing to scan).
-		return sdk.Read[fileInverse]{Observation: providers.Present, Private: filePrivate{HandedOver: true}}
+		return sdk.Read[fileRevert]{Observation: providers.Present, Private: filePrivate{HandedOver: true}}
 	}
 	src, dst, err := sides(ctx, c, s, prior)
 	if err != nil {
-		return sdk.Read[fileInverse]{Diagnostics: scanErr(c, err)}
+		return sdk.Read[fileRevert]{Diagnostics: scanErr(c, err)}
 	}
 	from, to := s.where()
 	switch {
 	case src == nil:
-		return sdk.Read[fileInverse]{Observation: providers.Unknown, Detail: "the source does not exist"}
+		return sdk.Read[fileRevert]{Observation: providers.Unknown, Detail: "the source does not exist"}
 	case prior != nil && prior.Private.HandedOver:
 		return readHandedOver(s, prior, src, dst, from, to)
 	case dst == nil:
-		return sdk.Read[fileInverse]{Observation: providers.Absent, Detail: to + " does not exist"}
+		return sdk.Read[fileRevert]{Observation: providers.Absent, Detail: to + " does not exist"}
 	case len(s.differs(src, dst)) > 0:
-		return sdk.Read[fileInverse]{Observation: providers.Drifted, Detail: to + " differs from the source"}
+		return sdk.Read[fileRevert]{Observation: providers.Drifted, Detail: to + " differs from the source"}
 	}
-	r := sdk.Read[fileInverse]{Observation: providers.Present, Outputs: src.summary()}
+	r := sdk.Read[fileRevert]{Observation: providers.Present, Outputs: src.summary()}
 	if prior == nil {
-		r.Inverse = adopted(ctx, c, s, src)
+		r.Revert = adopted(ctx, c, s, src)
 	}
 	return r
 }
@@ -249,7 +249,7 @@ func readFile(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[filePri
 // readHandedOver reads a copy whose destination the steps after it took
 // over: it is done unless its source changed since the copy, or its
 // destination was removed from outside the runbook; the plan says which.
-func readHandedOver(s fileSpec, prior *sdk.Prior[filePrivate, fileInverse], src, dst tree, from, to string) sdk.Read[fileInverse] {
+func readHandedOver(s fileSpec, prior *sdk.Prior[filePrivate, fileRevert], src, dst tree, from, to string) sdk.Read[fileRevert] {
 	was, now := "", src.summary().SHA256
 	if !prior.Outputs.IsNull() && prior.Outputs.Type().IsObjectType() && prior.Outputs.Type().HasAttribute("sha256") {
 		if v := prior.Outputs.GetAttr("sha256"); v.IsKnown() && !v.IsNull() {
@@ -258,19 +258,19 @@ func readHandedOver(s fileSpec, prior *sdk.Prior[filePrivate, fileInverse], src,
 	}
 	switch {
 	case was != "" && was != now:
-		return sdk.Read[fileInverse]{Observation: providers.Drifted, Detail: fmt.Sprintf("its source %s changed since the copy (sha256 %s then, %s now): copying it again overwrites what the steps after it made of %s", from, short(was), short(now), to)}
+		return sdk.Read[fileRevert]{Observation: providers.Drifted, Detail: fmt.Sprintf("its source %s changed since the copy (sha256 %s then, %s now): copying it again overwrites what the steps after it made of %s", from, short(was), short(now), to)}
 	case dst == nil:
-		return sdk.Read[fileInverse]{Observation: providers.Absent, Detail: fmt.Sprintf("%s was removed from outside the runbook since the steps after the copy took it over", to)}
+		return sdk.Read[fileRevert]{Observation: providers.Absent, Detail: fmt.Sprintf("%s was removed from outside the runbook since the steps after the copy took it over", to)}
 	}
-	return sdk.Read[fileInverse]{Observation: providers.Present}
+	return sdk.Read[fileRevert]{Observation: providers.Present}
 }
 
-// adopted is the inverse of a copy found done with no record of it (a run
+// adopted is the revert data of a copy found done with no record of it (a run
 // stopped before the end of the step was recorded): the files kept as
 // .migrate-orig beside the destination's are put back; what the copy
 // created cannot be told from what was there before, and stays.
-func adopted(ctx context.Context, c *call, s fileSpec, src tree) *sdk.Inverse[fileInverse] {
-	inv := fileInverse{Push: s.push, Instance: s.Instance, Root: s.remote}
+func adopted(ctx context.Context, c *call, s fileSpec, src tree) *sdk.RevertData[fileRevert] {
+	inv := fileRevert{Push: s.push, Instance: s.Instance, Root: s.remote}
 	if !s.push {
 		inv.Root = s.local
 	}
@@ -290,10 +290,10 @@ func adopted(ctx context.Context, c *call, s fileSpec, src tree) *sdk.Inverse[fi
 		}
 	}
 	_, to := s.where()
-	return &sdk.Inverse[fileInverse]{Description: fmt.Sprintf("put back the files of %s kept as *%s (what the copy created is left: a run stopped before its record)", to, origSuffix), Data: inv}
+	return &sdk.RevertData[fileRevert]{Description: fmt.Sprintf("put back the files of %s kept as *%s (what the copy created is left: a run stopped before its record)", to, origSuffix), Data: inv}
 }
 
-func planFile(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[filePrivate, fileInverse]) sdk.Plan[filePrivate] {
+func planFile(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[filePrivate, fileRevert]) sdk.Plan[filePrivate] {
 	// A pull into a directory that is not there: refused, unless a step
 	// this one depends on runs first and may make it.
 	note := ""
@@ -409,7 +409,7 @@ func digestFile(_ context.Context, c *call, s fileSpec) (string, phases.Diagnost
 	return "source sha256 " + t.summary().SHA256, nil
 }
 
-func applyFile(ctx context.Context, c *call, s fileSpec, _ filePrivate, prior *sdk.Prior[filePrivate, fileInverse]) fileApply {
+func applyFile(ctx context.Context, c *call, s fileSpec, _ filePrivate, prior *sdk.Prior[filePrivate, fileRevert]) fileApply {
 	if _, d := missingParent(c, s); d != nil {
 		return fileApply{Diagnostics: d} // before anything is written
 	}
@@ -420,12 +420,12 @@ func applyFile(ctx context.Context, c *call, s fileSpec, _ filePrivate, prior *s
 	if src == nil {
 		return fileApply{Diagnostics: noSource(c, s)}
 	}
-	inv := fileInverse{Push: s.push, Instance: s.Instance, Root: s.remote}
+	inv := fileRevert{Push: s.push, Instance: s.Instance, Root: s.remote}
 	if !s.push {
 		inv.Root = s.local
 	}
-	if prior != nil && prior.Inverse != nil {
-		inv.Created, inv.Replaced = prior.Inverse.Data.Created, prior.Inverse.Data.Replaced
+	if prior != nil && prior.Revert != nil {
+		inv.Created, inv.Replaced = prior.Revert.Data.Created, prior.Revert.Data.Replaced
 	}
 	var d phases.Diagnostics
 	if s.push {
@@ -434,13 +434,13 @@ func applyFile(ctx context.Context, c *call, s fileSpec, _ filePrivate, prior *s
 		d = pull(ctx, c, s, src, dst, &inv)
 	}
 	from, to := s.where()
-	undo := &sdk.Inverse[fileInverse]{Description: fmt.Sprintf("remove what was copied to %s, put back what it replaced", to), Data: inv}
+	undo := &sdk.RevertData[fileRevert]{Description: fmt.Sprintf("remove what was copied to %s, put back what it replaced", to), Data: inv}
 	if d.HasErrors() {
-		return fileApply{Inverse: undo, Diagnostics: d}
+		return fileApply{Revert: undo, Diagnostics: d}
 	}
 	sum := src.summary()
 	logf(c, "%s -> %s: %d files, %d bytes, sha256 %s", from, to, sum.Files, sum.Size, sum.SHA256)
-	return fileApply{Outputs: sum, Inverse: undo}
+	return fileApply{Outputs: sum, Revert: undo}
 }
 
 func addOnce(list *[]string, rel string) {
@@ -449,7 +449,7 @@ func addOnce(list *[]string, rel string) {
 	}
 }
 
-func push(ctx context.Context, c *call, s fileSpec, src, dst tree, inv *fileInverse) phases.Diagnostics {
+func push(ctx context.Context, c *call, s fileSpec, src, dst tree, inv *fileRevert) phases.Diagnostics {
 	api := c.Settings.c
 	for _, e := range s.differs(src, dst) {
 		p := join(s.remote, e.rel)
@@ -532,7 +532,7 @@ func copyInInstance(ctx context.Context, api *incusapi.Client, inst, from, to st
 	return api.PushFile(ctx, inst, to, incusapi.FilePut{UID: e.uid, GID: e.gid, Mode: e.mode, Content: r})
 }
 
-func pull(ctx context.Context, c *call, s fileSpec, src, dst tree, inv *fileInverse) phases.Diagnostics {
+func pull(ctx context.Context, c *call, s fileSpec, src, dst tree, inv *fileRevert) phases.Diagnostics {
 	api := c.Settings.c
 	failed := func(err error) phases.Diagnostics {
 		var se *incusapi.StatusError
@@ -623,7 +623,7 @@ func pullOne(ctx context.Context, c *call, s fileSpec, api *incusapi.Client, fro
 	return os.Rename(f.Name(), to)
 }
 
-func revertFile(ctx context.Context, c *call, a fileSpec, u sdk.Undo[fileInverse]) phases.Diagnostics {
+func revertFile(ctx context.Context, c *call, a fileSpec, u sdk.Applied[fileRevert]) phases.Diagnostics {
 	_ = validateFile(c, &a) // the derived paths; rollback may lack some attributes
 	inv := u.Data
 	root := pick(inv.Root, a.remote)

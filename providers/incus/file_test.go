@@ -105,8 +105,8 @@ func TestFile(t *testing.T) {
 		if got := readIn(t, c, name, "/etc/x.migrate-orig"); got != "old content\n" {
 			t.Errorf("the replaced content was not kept: %q", got)
 		}
-		if strings.Contains(string(r.Inverse.Data), "old content") {
-			t.Errorf("the replaced content is in the inverse: %s", r.Inverse.Data)
+		if strings.Contains(string(r.Revert.Data), "old content") {
+			t.Errorf("the replaced content is in the revert data: %s", r.Revert.Data)
 		}
 		// Idempotent.
 		if rd := s.read(priorOf(r)); rd.Observation != providers.Present {
@@ -114,13 +114,13 @@ func TestFile(t *testing.T) {
 		}
 		wantContains(t, "second plan", s.mustPlan(priorOf(r)).Diff, "nothing to copy")
 		// Found done with no record (a run stopped before it): the
-		// adopted inverse still puts back the replaced file.
-		if rd := s.read(nil); rd.Observation != providers.Present || rd.Inverse == nil || !strings.Contains(string(rd.Inverse.Data), `"replaced":[""]`) {
-			t.Errorf("read without a record: %v %+v", rd.Observation, rd.Inverse)
+		// adopted revert data still puts back the replaced file.
+		if rd := s.read(nil); rd.Observation != providers.Present || rd.Revert == nil || !strings.Contains(string(rd.Revert.Data), `"replaced":[""]`) {
+			t.Errorf("read without a record: %v %+v", rd.Observation, rd.Revert)
 		}
 		r2 := s.mustApply(nil, priorOf(r))
-		s.revert(r2.Inverse)
-		s.revert(r2.Inverse) // twice is safe
+		s.revert(r2.Revert)
+		s.revert(r2.Revert) // twice is safe
 		if got := readIn(t, c, name, "/etc/x"); got != "old content\n" {
 			t.Errorf("after revert /etc/x = %q", got)
 		}
@@ -155,11 +155,11 @@ func TestFile(t *testing.T) {
 		if fi := stat(t, c, name, "/root"); fi == nil || fi.UID != 0 {
 			t.Errorf("/root is %+v after a push into it", fi)
 		}
-		into.revert(ri.Inverse)
+		into.revert(ri.Revert)
 		if fi := stat(t, c, name, "/root/b.conf"); fi != nil || stat(t, c, name, "/root") == nil {
 			t.Errorf("the revert of a push into /root left b.conf, or removed /root")
 		}
-		s.revert(r.Inverse)
+		s.revert(r.Revert)
 		if fi := stat(t, c, name, "/root/conf"); fi != nil {
 			t.Errorf("the pushed tree is still there after the revert: %+v", fi)
 		}
@@ -190,7 +190,7 @@ func TestFile(t *testing.T) {
 			t.Errorf("a pulled file is %v, want 0600", fi)
 		}
 		wantContains(t, "second plan", s.mustPlan(priorOf(r)).Diff, "nothing to copy")
-		s.revert(r.Inverse)
+		s.revert(r.Revert)
 		if _, err := os.Stat(filepath.Join(dir, "out/data")); !os.IsNotExist(err) {
 			t.Errorf("the pulled tree is still there after the revert: %v", err)
 		}
@@ -200,7 +200,7 @@ func TestFile(t *testing.T) {
 		s = newStep(t, p, incus.File, "one", map[string]cty.Value{"instance": str(name), "direction": str("pull"), "source": str("/srv/data/one"), "destination": str("out/one")})
 		r = s.mustApply(s.mustPlan(nil).Private, nil)
 		fileOutputs(t, r, sum("1\n"), 2, 1)
-		s.revert(r.Inverse)
+		s.revert(r.Revert)
 		if b, _ := os.ReadFile(filepath.Join(dir, "out/one")); string(b) != "mine\n" {
 			t.Errorf("after revert out/one = %q", b)
 		}
@@ -241,7 +241,7 @@ func TestFile(t *testing.T) {
 		if rd := s.read(priorOf(r)); rd.Observation != providers.Present {
 			t.Errorf("read after apply: %v %s", rd.Observation, rd.Detail)
 		}
-		s.revert(r.Inverse)
+		s.revert(r.Revert)
 		if _, err := os.Stat(filepath.Join(dir, "secrets/signing.key.age")); !os.IsNotExist(err) {
 			t.Errorf("the encrypted file is still there after the revert: %v", err)
 		}
@@ -257,7 +257,7 @@ func TestFile(t *testing.T) {
 		if got := readIn(t, c, name, "/root/linked"); got != "linked\n" {
 			t.Errorf("/root/linked = %q", got)
 		}
-		s.revert(r.Inverse)
+		s.revert(r.Revert)
 		// A symlink in the instance is no source to pull.
 		s = newStep(t, p, incus.File, "pull-link", map[string]cty.Value{"instance": str(name), "direction": str("pull"), "source": str("/bin/sh"), "destination": str("sh")})
 		wantDiag(t, s.plan(nil).Diagnostics, "File Not Found", "incus_file.pull-link")
@@ -423,5 +423,5 @@ func TestFilePullIntoMissingDirectory(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, "bakups/dump.sql")); err != nil || string(b) != "dump\n" {
 		t.Errorf("bakups/dump.sql = %q, %v", b, err)
 	}
-	s.revert(a.Inverse)
+	s.revert(a.Revert)
 }

@@ -242,13 +242,13 @@ func (s *step) read(prior *providers.Prior) providers.ReadResponse {
 	return r
 }
 
-func (s *step) revert(inv *providers.Inverse) providers.RevertResponse {
+func (s *step) revert(inv *providers.RevertData) providers.RevertResponse {
 	s.t.Helper()
 	if inv == nil {
-		s.t.Fatalf("Revert %s: no inverse", s.addr)
+		s.t.Fatalf("Revert %s: no revert data", s.addr)
 	}
 	var log bytes.Buffer
-	r := s.p.Revert(ctxT(s.t, 120*time.Second), providers.RevertRequest{Type: s.typ, Addr: s.addr, Config: s.cfg, Inverse: *inv, Log: &log})
+	r := s.p.Revert(ctxT(s.t, 120*time.Second), providers.RevertRequest{Type: s.typ, Addr: s.addr, Config: s.cfg, Revert: *inv, Log: &log})
 	if err := r.Diagnostics.Err(); err != nil {
 		s.t.Fatalf("Revert %s: %v\nlog:\n%s", s.addr, err, log.String())
 	}
@@ -257,7 +257,7 @@ func (s *step) revert(inv *providers.Inverse) providers.RevertResponse {
 }
 
 func priorOf(r providers.ApplyResponse) *providers.Prior {
-	return &providers.Prior{Outputs: r.Outputs, Private: r.Private, Inverse: r.Inverse}
+	return &providers.Prior{Outputs: r.Outputs, Private: r.Private, Revert: r.Revert}
 }
 
 func wantContains(t testing.TB, what, text string, subs ...string) {

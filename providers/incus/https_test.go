@@ -86,7 +86,7 @@ func TestHTTPSClientCert(t *testing.T) {
 	if rr := s2.read(priorOf(r)); rr.Observation != providers.Present {
 		t.Fatalf("Read through the remote: %v", rr.Observation)
 	}
-	s2.revert(r.Inverse)
+	s2.revert(r.Revert)
 	if i := inst(t, c, name); i.Status != "Running" {
 		t.Fatalf("status after rollback over HTTPS = %s", i.Status)
 	}

@@ -48,7 +48,7 @@ type instanceOut struct {
 // Instance is the name of the incus_instance step type.
 const Instance = "incus_instance"
 
-var instanceStep = &sdk.StepType[*conn, InstanceSpec, instancePrivate, instanceInverse]{
+var instanceStep = &sdk.StepType[*conn, InstanceSpec, instancePrivate, instanceRevert]{
 	Name:        Instance,
 	Description: "Ensures an Incus instance exists with the given type, image (or empty disk), limits, profiles, config and devices; or, with ensure = \"absent\", that it is deleted (refused for instances kept for rollback before retain_until).",
 	Rollback:    "Deletes the instance it created, or restores the previous config and devices; a deletion cannot be undone.",
@@ -76,9 +76,9 @@ type instancePrivate struct {
 }
 
 type (
-	instPrior = *sdk.Prior[instancePrivate, instanceInverse]
-	instApply = sdk.Apply[instancePrivate, instanceInverse]
-	instInv   = *sdk.Inverse[instanceInverse]
+	instPrior = *sdk.Prior[instancePrivate, instanceRevert]
+	instApply = sdk.Apply[instancePrivate, instanceRevert]
+	instInv   = *sdk.RevertData[instanceRevert]
 )
 
 // managedOf is what the last apply managed (none before one).
@@ -89,8 +89,8 @@ func managedOf(prior instPrior) instancePrivate {
 	return prior.Private
 }
 
-// instanceInverse is how to undo an incus_instance step.
-type instanceInverse struct {
+// instanceRevert is how to undo an incus_instance step.
+type instanceRevert struct {
 	Op       string `json:"op"` // "delete", "restore" or "none"
 	Instance string `json:"instance,omitempty"`
 	// Config holds the previous value of each key changed; null: it was absent.
@@ -232,20 +232,20 @@ func planAbsent(c *call, s DesiredInstance, inst *incusapi.Instance) sdk.Plan[in
 
 // --- read
 
-func readInstance(ctx context.Context, c *call, spec InstanceSpec, prior instPrior) sdk.Read[instanceInverse] {
+func readInstance(ctx context.Context, c *call, spec InstanceSpec, prior instPrior) sdk.Read[instanceRevert] {
 	s := desired(c, spec)
 	inst, _, err := getInstance(ctx, c, s.Name)
 	if err != nil {
-		return sdk.Read[instanceInverse]{Diagnostics: apiErr(c, "Cannot Read Instance", err)}
+		return sdk.Read[instanceRevert]{Diagnostics: apiErr(c, "Cannot Read Instance", err)}
 	}
 	if s.Ensure == "absent" {
 		if inst == nil {
-			return sdk.Read[instanceInverse]{Observation: providers.Present, Outputs: instanceOut{Name: s.Name, Type: s.Type}}
+			return sdk.Read[instanceRevert]{Observation: providers.Present, Outputs: instanceOut{Name: s.Name, Type: s.Type}}
 		}
-		return sdk.Read[instanceInverse]{Observation: providers.Absent, Detail: fmt.Sprintf("instance %q still exists", s.Name)}
+		return sdk.Read[instanceRevert]{Observation: providers.Absent, Detail: fmt.Sprintf("instance %q still exists", s.Name)}
 	}
 	if inst == nil {
-		return sdk.Read[instanceInverse]{Observation: providers.Absent, Detail: fmt.Sprintf("instance %q does not exist", s.Name)}
+		return sdk.Read[instanceRevert]{Observation: providers.Absent, Detail: fmt.Sprintf("instance %q does not exist", s.Name)}
 	}
 	pv := managedOf(prior)
 	ch := instanceChanges(s, inst, pv.Config, pv.Devices)
@@ -253,27 +253,27 @@ func readInstance(ctx context.Context, c *call, spec InstanceSpec, prior instPri
 		ch = append([]change{{'~', fmt.Sprintf("type: %q -> %q", inst.Type, s.Type)}}, ch...)
 	}
 	if len(ch) > 0 {
-		return sdk.Read[instanceInverse]{Observation: providers.Drifted, Detail: renderChanges(fmt.Sprintf("instance %q differs from the step:", s.Name), ch)}
+		return sdk.Read[instanceRevert]{Observation: providers.Drifted, Detail: renderChanges(fmt.Sprintf("instance %q differs from the step:", s.Name), ch)}
 	}
 	a, d := addresses(ctx, c, s.Name, inst, s.NIC)
 	if d.HasErrors() {
-		return sdk.Read[instanceInverse]{Diagnostics: d}
+		return sdk.Read[instanceRevert]{Diagnostics: d}
 	}
 	if a.Status == "Running" && !a.has(s.WaitFor) {
 		// Created, but the run that waited for its address stopped first:
 		// apply again, which waits.
-		return sdk.Read[instanceInverse]{Observation: providers.Drifted, Detail: fmt.Sprintf("instance %q has no %s address yet (wait_for); last seen: %s", s.Name, s.WaitFor, a.Seen)}
+		return sdk.Read[instanceRevert]{Observation: providers.Drifted, Detail: fmt.Sprintf("instance %q has no %s address yet (wait_for); last seen: %s", s.Name, s.WaitFor, a.Seen)}
 	}
-	r := sdk.Read[instanceInverse]{Observation: providers.Present, Outputs: a.outputs(s.Name, inst.Type), Identity: identityOf(inst)}
+	r := sdk.Read[instanceRevert]{Observation: providers.Present, Outputs: a.outputs(s.Name, inst.Type), Identity: identityOf(inst)}
 	if prior == nil && inst.Config[KeyCreatedBy] == c.Addr.String() {
-		r.Inverse = deleteInverse(s.Name)
+		r.Revert = deleteRevert(s.Name)
 	}
 	return r
 }
 
-func deleteInverse(name string) instInv {
-	return &sdk.Inverse[instanceInverse]{
+func deleteRevert(name string) instInv {
+	return &sdk.RevertData[instanceRevert]{
 		Description: fmt.Sprintf("delete instance %s (stopped by force first)", name),
-		Data:        instanceInverse{Op: "delete", Instance: name},
+		Data:        instanceRevert{Op: "delete", Instance: name},
 	}
 }

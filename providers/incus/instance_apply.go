@@ -63,23 +63,23 @@ func applyInstance(ctx context.Context, c *call, spec InstanceSpec, planned inst
 	r := instApply{Private: managed}
 	switch {
 	case ours:
-		r.Inverse = deleteInverse(s.Name)
-	case len(ch) == 0 && prior != nil && prior.Inverse != nil:
+		r.Revert = deleteRevert(s.Name)
+	case len(ch) == 0 && prior != nil && prior.Revert != nil:
 		// Applied again (a wait cut by a stop, or one that failed): what
 		// undoes the first apply stays, not "nothing to undo".
-		r.Inverse = prior.Inverse
+		r.Revert = prior.Revert
 	case len(ch) == 0:
-		r.Inverse = &sdk.Inverse[instanceInverse]{Description: fmt.Sprintf("nothing to undo: instance %s already had these settings", s.Name), Data: instanceInverse{Op: "none"}}
+		r.Revert = &sdk.RevertData[instanceRevert]{Description: fmt.Sprintf("nothing to undo: instance %s already had these settings", s.Name), Data: instanceRevert{Op: "none"}}
 	default:
 		inv.Instance = s.Name
-		r.Inverse = &sdk.Inverse[instanceInverse]{Description: fmt.Sprintf("restore the previous config and devices of instance %s", s.Name), Data: inv}
+		r.Revert = &sdk.RevertData[instanceRevert]{Description: fmt.Sprintf("restore the previous config and devices of instance %s", s.Name), Data: inv}
 	}
 	return withAddresses(ctx, c, s, r)
 }
 
 // withAddresses completes a successful apply with the instance's status
 // and addresses, waiting for the one wait_for names. A failed wait keeps
-// the inverse: the instance is there, and rollback must undo it. So does
+// the revert data: the instance is there, and rollback must undo it. So does
 // a wait a gentle stop cut (Stopped): the next run applies again, which
 // finds the instance and only waits.
 func withAddresses(ctx context.Context, c *call, s DesiredInstance, r instApply) instApply {
@@ -105,8 +105,8 @@ func identityOf(inst *incusapi.Instance) string {
 }
 
 // updatedPut returns the instance with the step's settings applied, and
-// the inverse that restores the previous ones.
-func updatedPut(s DesiredInstance, inst *incusapi.Instance, removedConfig, removedDevices []string) (incusapi.InstancePut, instanceInverse) {
+// the revert data that restores the previous ones.
+func updatedPut(s DesiredInstance, inst *incusapi.Instance, removedConfig, removedDevices []string) (incusapi.InstancePut, instanceRevert) {
 	put := inst.Put()
 	put.Config = maps.Clone(inst.Config)
 	if put.Config == nil {
@@ -116,7 +116,7 @@ func updatedPut(s DesiredInstance, inst *incusapi.Instance, removedConfig, remov
 	for k, v := range inst.Devices {
 		put.Devices[k] = maps.Clone(v)
 	}
-	inv := instanceInverse{Op: "restore", Config: map[string]*string{}, Devices: map[string]map[string]string{}}
+	inv := instanceRevert{Op: "restore", Config: map[string]*string{}, Devices: map[string]map[string]string{}}
 	keep := func(k string, sens bool) {
 		old, ok := inst.Config[k]
 		switch {
@@ -200,7 +200,7 @@ func createInstance(ctx context.Context, c *call, s DesiredInstance, managed ins
 		}
 		logf(c, "instance %s started", s.Name)
 	}
-	return withAddresses(ctx, c, s, instApply{Private: managed, Inverse: deleteInverse(s.Name)})
+	return withAddresses(ctx, c, s, instApply{Private: managed, Revert: deleteRevert(s.Name)})
 }
 
 // setState changes an instance's state; already being there is success.
@@ -283,7 +283,7 @@ func deleteInstance(ctx context.Context, c *call, name string, inst *incusapi.In
 
 // --- revert
 
-func revertInstance(ctx context.Context, c *call, a InstanceSpec, u sdk.Undo[instanceInverse]) phases.Diagnostics {
+func revertInstance(ctx context.Context, c *call, a InstanceSpec, u sdk.Applied[instanceRevert]) phases.Diagnostics {
 	inv := u.Data
 	name := pick(inv.Instance, orDefault(a.Name, c.Addr.Name))
 	switch inv.Op {
@@ -306,10 +306,10 @@ func revertInstance(ctx context.Context, c *call, a InstanceSpec, u sdk.Undo[ins
 	case "restore":
 		return restoreInstance(ctx, c, name, inv)
 	}
-	return errorf("Invalid Inverse", "The inverse of %s has an unknown operation %q.", c.Addr, inv.Op)
+	return errorf("Invalid Revert", "The revert data of %s has an unknown operation %q.", c.Addr, inv.Op)
 }
 
-func restoreInstance(ctx context.Context, c *call, name string, inv instanceInverse) phases.Diagnostics {
+func restoreInstance(ctx context.Context, c *call, name string, inv instanceRevert) phases.Diagnostics {
 	var diags phases.Diagnostics
 	for attempt := 1; ; attempt++ {
 		inst, etag, err := getInstance(ctx, c, name)

@@ -38,15 +38,15 @@ type stateOut struct {
 }
 
 type (
-	statePrior = *sdk.Prior[struct{}, stateInverse]
-	stateApply = sdk.Apply[struct{}, stateInverse]
-	stateInv   = *sdk.Inverse[stateInverse]
+	statePrior = *sdk.Prior[struct{}, stateRevert]
+	stateApply = sdk.Apply[struct{}, stateRevert]
+	stateInv   = *sdk.RevertData[stateRevert]
 )
 
 // InstanceState is the name of the incus_instance_state step type.
 const InstanceState = "incus_instance_state"
 
-var stateStep = &sdk.StepType[*conn, stateSpec, struct{}, stateInverse]{
+var stateStep = &sdk.StepType[*conn, stateSpec, struct{}, stateRevert]{
 	Name:        InstanceState,
 	Description: "Stops or starts an instance: gracefully with a timeout (force only when force_after is set), optionally after a snapshot; a stopped instance is kept for rollback, which starts it again.",
 	Rollback:    "Puts the instance back in its previous state (a stopped VM is started again, restored from its snapshot with restore_on_rollback).",
@@ -113,8 +113,8 @@ func snapshotName(addr phases.Address, now time.Time) string {
 	return fmt.Sprintf("migrate-%s-%d", strings.Trim(snapNameRE.ReplaceAllString(addr.Name, "-"), "-"), now.Unix())
 }
 
-// stateInverse is how to undo an incus_instance_state step.
-type stateInverse struct {
+// stateRevert is how to undo an incus_instance_state step.
+type stateRevert struct {
 	Op       string `json:"op"` // "start", "stop" or "none"
 	Instance string `json:"instance,omitempty"`
 	// Snapshot taken before the change, restored first when Restore.
@@ -170,37 +170,37 @@ func planState(ctx context.Context, c *call, s stateSpec, _ statePrior) sdk.Plan
 	return sdk.Plan[struct{}]{Diff: b.String()}
 }
 
-// startInverse undoes a stop: start again, restoring the snapshot first
+// startRevert undoes a stop: start again, restoring the snapshot first
 // when asked.
-func startInverse(s stateSpec, snapshot string) stateInv {
+func startRevert(s stateSpec, snapshot string) stateInv {
 	desc := "start instance " + s.Instance + " again"
 	restore := s.RestoreOnRollback && snapshot != ""
 	if restore {
 		desc = fmt.Sprintf("restore snapshot %s of instance %s, then start it again", snapshot, s.Instance)
 	}
-	return &sdk.Inverse[stateInverse]{Description: desc, Data: stateInverse{Op: "start", Instance: s.Instance, Snapshot: snapshot, Restore: restore, Keep: s.keep}}
+	return &sdk.RevertData[stateRevert]{Description: desc, Data: stateRevert{Op: "start", Instance: s.Instance, Snapshot: snapshot, Restore: restore, Keep: s.keep}}
 }
 
 func nothingToUndo(s stateSpec) stateInv {
-	return &sdk.Inverse[stateInverse]{Description: fmt.Sprintf("nothing to undo: instance %s was already %s", s.Instance, s.State), Data: stateInverse{Op: "none"}}
+	return &sdk.RevertData[stateRevert]{Description: fmt.Sprintf("nothing to undo: instance %s was already %s", s.Instance, s.State), Data: stateRevert{Op: "none"}}
 }
 
-func readState(ctx context.Context, c *call, s stateSpec, prior statePrior) sdk.Read[stateInverse] {
+func readState(ctx context.Context, c *call, s stateSpec, prior statePrior) sdk.Read[stateRevert] {
 	inst, _, err := getInstance(ctx, c, s.Instance)
 	if err != nil {
-		return sdk.Read[stateInverse]{Diagnostics: apiErr(c, "Cannot Read Instance", err)}
+		return sdk.Read[stateRevert]{Diagnostics: apiErr(c, "Cannot Read Instance", err)}
 	}
 	if inst == nil {
-		return sdk.Read[stateInverse]{Observation: providers.Absent, Detail: fmt.Sprintf("instance %q does not exist", s.Instance)}
+		return sdk.Read[stateRevert]{Observation: providers.Absent, Detail: fmt.Sprintf("instance %q does not exist", s.Instance)}
 	}
 	cur := status(inst)
 	if cur != s.State {
 		if prior != nil {
-			return sdk.Read[stateInverse]{Observation: providers.Drifted, Detail: fmt.Sprintf("instance %q is %s; the step made it %s", s.Instance, cur, s.State)}
+			return sdk.Read[stateRevert]{Observation: providers.Drifted, Detail: fmt.Sprintf("instance %q is %s; the step made it %s", s.Instance, cur, s.State)}
 		}
-		return sdk.Read[stateInverse]{Observation: providers.Absent, Detail: fmt.Sprintf("instance %q is %s, not yet %s", s.Instance, cur, s.State)}
+		return sdk.Read[stateRevert]{Observation: providers.Absent, Detail: fmt.Sprintf("instance %q is %s, not yet %s", s.Instance, cur, s.State)}
 	}
-	r := sdk.Read[stateInverse]{Observation: providers.Present}
+	r := sdk.Read[stateRevert]{Observation: providers.Present}
 	ours := inst.Config[KeyStoppedBy] == c.Addr.String()
 	switch {
 	case prior != nil:
@@ -210,10 +210,10 @@ func readState(ctx context.Context, c *call, s stateSpec, prior statePrior) sdk.
 		// it: adopt it with the way back.
 		snap := inst.Config[KeySnapshot]
 		r.Outputs = stateOut{s.Instance, "running", snap}
-		r.Inverse = startInverse(s, snap)
+		r.Revert = startRevert(s, snap)
 	default:
 		r.Outputs = stateOut{s.Instance, cur, ""}
-		r.Inverse = nothingToUndo(s)
+		r.Revert = nothingToUndo(s)
 	}
 	return r
 }
@@ -229,9 +229,9 @@ func applyState(ctx context.Context, c *call, s stateSpec, _ struct{}, _ statePr
 		logf(c, "instance %s is already %s: nothing to do", s.Instance, s.State)
 		if ours && s.State == "stopped" {
 			snap := inst.Config[KeySnapshot]
-			return stateApply{Outputs: stateOut{s.Instance, "running", snap}, Inverse: startInverse(s, snap)}
+			return stateApply{Outputs: stateOut{s.Instance, "running", snap}, Revert: startRevert(s, snap)}
 		}
-		return stateApply{Outputs: stateOut{s.Instance, cur, ""}, Inverse: nothingToUndo(s)}
+		return stateApply{Outputs: stateOut{s.Instance, cur, ""}, Revert: nothingToUndo(s)}
 	}
 	snap := ""
 	if s.SnapshotBefore {
@@ -375,7 +375,7 @@ func stopInstance(ctx context.Context, c *call, s stateSpec, inst *incusapi.Inst
 	default:
 		return stateApply{Diagnostics: apiErr(c, "Cannot Stop Instance", err)}
 	}
-	return stateApply{Outputs: stateOut{s.Instance, cur, snap}, Inverse: startInverse(s, snap)}
+	return stateApply{Outputs: stateOut{s.Instance, cur, snap}, Revert: startRevert(s, snap)}
 }
 
 func startInstance(ctx context.Context, c *call, s stateSpec, inst *incusapi.Instance, cur, snap string) stateApply {
@@ -385,7 +385,7 @@ func startInstance(ctx context.Context, c *call, s stateSpec, inst *incusapi.Ins
 	}
 	logf(c, "instance %s started in %s", s.Instance, time.Since(start).Round(time.Millisecond))
 	// Back in service: it is no longer kept for rollback. The marks go
-	// back with the inverse.
+	// back with the revert data.
 	old := map[string]string{}
 	clear := map[string]string{}
 	for _, k := range markKeys {
@@ -402,11 +402,11 @@ func startInstance(ctx context.Context, c *call, s stateSpec, inst *incusapi.Ins
 	desc := "stop instance " + s.Instance + " again"
 	return stateApply{
 		Outputs: stateOut{s.Instance, cur, snap},
-		Inverse: &sdk.Inverse[stateInverse]{Description: desc, Data: stateInverse{Op: "stop", Instance: s.Instance, Snapshot: snap, Timeout: s.timeoutSeconds(), Force: s.ForceAfter, Marks: old}},
+		Revert:  &sdk.RevertData[stateRevert]{Description: desc, Data: stateRevert{Op: "stop", Instance: s.Instance, Snapshot: snap, Timeout: s.timeoutSeconds(), Force: s.ForceAfter, Marks: old}},
 	}
 }
 
-func revertState(ctx context.Context, c *call, a stateSpec, u sdk.Undo[stateInverse]) phases.Diagnostics {
+func revertState(ctx context.Context, c *call, a stateSpec, u sdk.Applied[stateRevert]) phases.Diagnostics {
 	inv := u.Data
 	if inv.Op == "none" {
 		return nil
@@ -468,7 +468,7 @@ func revertState(ctx context.Context, c *call, a stateSpec, u sdk.Undo[stateInve
 			}
 		}
 	default:
-		return phases.Errorf("Invalid Inverse", "The inverse of %s has an unknown operation %q.", c.Addr, inv.Op)
+		return phases.Errorf("Invalid Revert", "The revert data of %s has an unknown operation %q.", c.Addr, inv.Op)
 	}
 	return nil
 }

@@ -49,7 +49,7 @@ func TestInstanceStateLifecycle(t *testing.T) {
 	if _, err := time.Parse(time.RFC3339, i.Config[incus.KeyStoppedAt]); err != nil {
 		t.Errorf("stopped_at = %q", i.Config[incus.KeyStoppedAt])
 	}
-	wantContains(t, "the inverse", r.Inverse.Description, "restore snapshot "+snap, "start it again")
+	wantContains(t, "the revert data", r.Revert.Description, "restore snapshot "+snap, "start it again")
 
 	// Idempotent: Read present; the plan and a second apply do nothing.
 	prior := priorOf(r)
@@ -61,8 +61,8 @@ func TestInstanceStateLifecycle(t *testing.T) {
 	if n := len(snapshots(t, c, name)); n != 1 {
 		t.Errorf("a second apply took another snapshot: %d", n)
 	}
-	if again.Inverse == nil || !strings.Contains(again.Inverse.Description, "start it again") {
-		t.Errorf("the second apply lost the way back: %+v", again.Inverse)
+	if again.Revert == nil || !strings.Contains(again.Revert.Description, "start it again") {
+		t.Errorf("the second apply lost the way back: %+v", again.Revert)
 	}
 
 	// Something changes while it is stopped; rollback restores the snapshot.
@@ -71,7 +71,7 @@ func TestInstanceStateLifecycle(t *testing.T) {
 	if err := c.UpdateInstance(ctxT(t, 30*time.Second), name, put, ""); err != nil {
 		t.Fatal(err)
 	}
-	s.revert(r.Inverse)
+	s.revert(r.Revert)
 	i = inst(t, c, name)
 	if i.Status != "Running" {
 		t.Fatalf("status after rollback = %s", i.Status)
@@ -102,7 +102,7 @@ func TestStartAndStopAgain(t *testing.T) {
 	if i := inst(t, c, name); i.Status != "Running" || i.Config[incus.KeyKeepForRollback] != "" {
 		t.Fatalf("after start: %s %v", i.Status, i.Config)
 	}
-	s.revert(r.Inverse)
+	s.revert(r.Revert)
 	if i := inst(t, c, name); i.Status != "Stopped" || i.Config[incus.KeyKeepForRollback] != "true" {
 		t.Fatalf("after rollback: %s %v", i.Status, i.Config)
 	}
@@ -131,7 +131,7 @@ func TestGracefulStopTimeout(t *testing.T) {
 		t.Fatalf("status after force_after = %s", i.Status)
 	}
 	t.Logf("graceful (1s timeout) then forced stop: %s", time.Since(start))
-	s.revert(done.Inverse)
+	s.revert(done.Revert)
 	if i := inst(t, c, name); i.Status != "Running" {
 		t.Errorf("status after rollback = %s", i.Status)
 	}
@@ -185,10 +185,10 @@ func TestStopInterruptedThenResumed(t *testing.T) {
 		t.Errorf("snapshots after resume %v, want the first attempt's %v", got, firstSnap)
 	}
 	rr := s2.read(nil)
-	if rr.Observation != providers.Present || rr.Inverse == nil || !strings.Contains(rr.Inverse.Description, "start") {
-		t.Fatalf("Read after resume: %v %+v", rr.Observation, rr.Inverse)
+	if rr.Observation != providers.Present || rr.Revert == nil || !strings.Contains(rr.Revert.Description, "start") {
+		t.Fatalf("Read after resume: %v %+v", rr.Observation, rr.Revert)
 	}
-	s2.revert(done.Inverse)
+	s2.revert(done.Revert)
 	if i := inst(t, c, name); i.Status != "Running" {
 		t.Errorf("status after rollback = %s", i.Status)
 	}
@@ -249,7 +249,7 @@ func TestSnapshotLifecycle(t *testing.T) {
 	if !slices.Contains(snapshots(t, c, name), before) {
 		t.Fatalf("no snapshot %q before the restore: %v", before, snapshots(t, c, name))
 	}
-	restore.revert(rr.Inverse)
+	restore.revert(rr.Revert)
 	if v := inst(t, c, name).Config["user.v"]; v != "2" {
 		t.Errorf("after undoing the restore user.v = %q", v)
 	}
@@ -257,8 +257,8 @@ func TestSnapshotLifecycle(t *testing.T) {
 	nb := noBefore.mustPlan(nil)
 	wantContains(t, "the irreversible restore diff", nb.Diff, "irreversible")
 	wantContains(t, "the restore's irreversible reason", nb.Irreversible, "snapshot_before")
-	if r := noBefore.mustApply(nil, nil); r.Inverse != nil {
-		t.Errorf("a restore without snapshot_before returned an inverse: %+v", r.Inverse)
+	if r := noBefore.mustApply(nil, nil); r.Revert != nil {
+		t.Errorf("a restore without snapshot_before returned revert data: %+v", r.Revert)
 	}
 	missing := newStep(t, p, incus.Snapshot, "back3", map[string]cty.Value{"instance": str(name), "name": str("nope"), "action": str("restore")})
 	if d := missing.plan(nil).Diagnostics; d.HasErrors() || len(d) != 1 || d[0].Summary != "Snapshot Not Found Yet" {
@@ -268,7 +268,7 @@ func TestSnapshotLifecycle(t *testing.T) {
 	wantDiag(t, r.Diagnostics, "Unknown Snapshot", "nope")
 
 	// Rollback of the create deletes it.
-	create.revert(cr.Inverse)
+	create.revert(cr.Revert)
 	if slices.Contains(snapshots(t, c, name), "cutover") {
 		t.Error("rollback left the created snapshot")
 	}
@@ -279,8 +279,8 @@ func TestSnapshotLifecycle(t *testing.T) {
 	wantContains(t, "the delete diff", dp.Diff, "- delete snapshot "+before, "irreversible")
 	wantContains(t, "the delete's irreversible reason", dp.Irreversible, "cannot be brought back")
 	dr := del.mustApply(nil, nil)
-	if dr.Inverse != nil || slices.Contains(snapshots(t, c, name), before) {
-		t.Errorf("delete: inverse %+v, snapshots %v", dr.Inverse, snapshots(t, c, name))
+	if dr.Revert != nil || slices.Contains(snapshots(t, c, name), before) {
+		t.Errorf("delete: revert data %+v, snapshots %v", dr.Revert, snapshots(t, c, name))
 	}
 	if r := del.read(priorOf(dr)); r.Observation != providers.Present {
 		t.Errorf("Read after delete: %v", r.Observation)

@@ -42,8 +42,8 @@ func TestInstanceLifecycle(t *testing.T) {
 		`+ config limits.cpu = "1"`, `+ config limits.memory = "256MiB"`, `+ config user.role = "old-home"`,
 		`+ device data {path="/var/mnt/data", source="`+share+`", type="disk"}`, "+ profiles [default]", "rollback: delete the instance")
 	created := s.mustApply(pl.Private, nil)
-	if created.Inverse == nil || !strings.Contains(created.Inverse.Description, "delete instance "+name) {
-		t.Fatalf("inverse = %+v", created.Inverse)
+	if created.Revert == nil || !strings.Contains(created.Revert.Description, "delete instance "+name) {
+		t.Fatalf("revertOf = %+v", created.Revert)
 	}
 	i := inst(t, c, name)
 	if i.Status != "Running" || i.Config["limits.memory"] != "256MiB" || i.Config[incus.KeyCreatedBy] != "incus_instance.talos" || i.Devices["data"]["path"] != "/var/mnt/data" {
@@ -100,14 +100,14 @@ func TestInstanceLifecycle(t *testing.T) {
 		t.Fatalf("updated instance config %v devices %v", i.Config, i.Devices)
 	}
 	// A step that created the instance is undone by deleting it.
-	if updated.Inverse == nil || !strings.Contains(string(updated.Inverse.Data), `"delete"`) {
-		t.Errorf("inverse of an update of an instance the step created = %+v", updated.Inverse)
+	if updated.Revert == nil || !strings.Contains(string(updated.Revert.Data), `"delete"`) {
+		t.Errorf("revert data of an update of an instance the step created = %+v", updated.Revert)
 	}
 	if r := s.read(priorOf(updated)); r.Observation != providers.Present || r.Identity != created.Identity {
 		t.Errorf("Read after update: %v %s, identity %q (an update keeps the instance)", r.Observation, r.Detail, r.Identity)
 	}
 
-	s.revert(updated.Inverse)
+	s.revert(updated.Revert)
 	if _, _, err := c.Instance(ctxT(t, 10*time.Second), name); !incusapi.IsNotFound(err) {
 		t.Fatalf("after rollback the instance still exists (%v)", err)
 	}
@@ -119,7 +119,7 @@ func TestInstanceLifecycle(t *testing.T) {
 	if again.Identity == "" || again.Identity == created.Identity {
 		t.Errorf("the instance made again has identity %q, the first had %q", again.Identity, created.Identity)
 	}
-	s.revert(again.Inverse)
+	s.revert(again.Revert)
 }
 
 // TestInstanceUpdateRestore: a step that adopts an existing instance (an
@@ -143,13 +143,13 @@ func TestInstanceUpdateRestore(t *testing.T) {
 		t.Fatalf("the diff shows a sensitive value:\n%s", pl.Diff)
 	}
 	r := s.mustApply(pl.Private, nil)
-	if strings.Contains(string(r.Inverse.Data), "hunter2") || strings.Contains(r.Inverse.Description, "hunter2") {
-		t.Fatalf("the inverse shows a sensitive value: %s", r.Inverse.Data)
+	if strings.Contains(string(r.Revert.Data), "hunter2") || strings.Contains(r.Revert.Description, "hunter2") {
+		t.Fatalf("the revert data shows a sensitive value: %s", r.Revert.Data)
 	}
 	if got := inst(t, c, name).Config["user.secret"]; got != "hunter2-token" {
 		t.Fatalf("user.secret = %q", got)
 	}
-	rv := s.revert(r.Inverse)
+	rv := s.revert(r.Revert)
 	after := inst(t, c, name)
 	if after.Config["limits.memory"] != "128MiB" || after.Config["user.keep"] != "1" {
 		t.Errorf("restored config = %v, want %v", after.Config, before.Config)
@@ -232,8 +232,8 @@ func TestCleanupGuard(t *testing.T) {
 	wantContains(t, "the delete diff", pl.Diff, `- delete container "`+name+`"`, "retain_until 2000-01-01 has passed", "irreversible")
 	wantContains(t, "the plan's irreversible reason", pl.Irreversible, "cannot be brought back")
 	done := s.mustApply(pl.Private, nil)
-	if done.Inverse != nil {
-		t.Errorf("a deletion returned an inverse: %+v", done.Inverse)
+	if done.Revert != nil {
+		t.Errorf("a deletion returned revert data: %+v", done.Revert)
 	}
 	if _, _, err := c.Instance(ctxT(t, 10*time.Second), name); !incusapi.IsNotFound(err) {
 		t.Fatalf("the instance was not deleted: %v", err)

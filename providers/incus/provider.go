@@ -164,7 +164,7 @@ func warning(summary, format string, args ...any) phases.Diagnostics {
 	return phases.Diagnostics{{Severity: phases.Warning, Summary: summary, Detail: fmt.Sprintf(format, args...)}}
 }
 
-// pick returns the value kept in an inverse unless it was redacted there
+// pick returns the value kept in revert data unless it was redacted there
 // (a sensitive value), in which case the step's configuration has it.
 func pick(kept, fromConfig string) string {
 	if kept == "" || strings.Contains(kept, phases.Redacted) {

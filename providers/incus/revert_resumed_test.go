@@ -24,7 +24,7 @@ func TestResumedRevertDoesNotRestoreAgain(t *testing.T) {
 		"restore_on_rollback": cty.True, "force_after": cty.True, "stop_timeout": str("20s"),
 	})
 	r := s.mustApply(s.mustPlan(nil).Private, nil)
-	s.revert(r.Inverse)
+	s.revert(r.Revert)
 	i := inst(t, c, name)
 	if i.Status != "Running" || i.Config["user.app"] != "jellyfin" {
 		t.Fatalf("after the revert: %s, user.app = %q", i.Status, i.Config["user.app"])
@@ -36,7 +36,7 @@ func TestResumedRevertDoesNotRestoreAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	var log bytes.Buffer
-	rr := p.Revert(ctxT(t, 120*time.Second), providers.RevertRequest{Type: s.typ, Addr: s.addr, Config: s.cfg, Inverse: *r.Inverse, Resumed: true, Log: &log})
+	rr := p.Revert(ctxT(t, 120*time.Second), providers.RevertRequest{Type: s.typ, Addr: s.addr, Config: s.cfg, Revert: *r.Revert, Resumed: true, Log: &log})
 	if err := rr.Diagnostics.Err(); err != nil {
 		t.Fatalf("resumed revert: %v\n%s", err, log.String())
 	}

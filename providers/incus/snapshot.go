@@ -30,16 +30,16 @@ type snapshotOut struct {
 }
 
 type (
-	snapPrior = *sdk.Prior[struct{}, snapshotInverse]
-	snapApply = sdk.Apply[struct{}, snapshotInverse]
-	snapRead  = sdk.Read[snapshotInverse]
+	snapPrior = *sdk.Prior[struct{}, snapshotRevert]
+	snapApply = sdk.Apply[struct{}, snapshotRevert]
+	snapRead  = sdk.Read[snapshotRevert]
 	snapPlan  = sdk.Plan[struct{}]
 )
 
 // Snapshot is the name of the incus_snapshot step type.
 const Snapshot = "incus_snapshot"
 
-var snapshotStep = &sdk.StepType[*conn, snapshotSpec, struct{}, snapshotInverse]{
+var snapshotStep = &sdk.StepType[*conn, snapshotSpec, struct{}, snapshotRevert]{
 	Name:        Snapshot,
 	Description: "Creates, restores or deletes a named snapshot of an instance.",
 	Rollback:    "Deletes a snapshot it created; a restore with snapshot_before restores the snapshot taken first; a deletion cannot be undone.",
@@ -73,8 +73,8 @@ func validateSnapshot(c *call, s *snapshotSpec) phases.Diagnostics {
 	return diags
 }
 
-// snapshotInverse is how to undo an incus_snapshot step.
-type snapshotInverse struct {
+// snapshotRevert is how to undo an incus_snapshot step.
+type snapshotRevert struct {
 	Op       string `json:"op"` // "delete" (a created snapshot), "restore" (the one taken before a restore)
 	Instance string `json:"instance,omitempty"`
 	Snapshot string `json:"snapshot,omitempty"`
@@ -155,7 +155,7 @@ func readSnapshot(ctx context.Context, c *call, s snapshotSpec, prior snapPrior)
 			if prior == nil {
 				// Adopted: migrate cannot tell whether it made it, so
 				// rollback keeps it.
-				r.Inverse = &sdk.Inverse[snapshotInverse]{Description: fmt.Sprintf("nothing to undo: snapshot %s is kept", s.Name), Data: snapshotInverse{Op: "none"}}
+				r.Revert = &sdk.RevertData[snapshotRevert]{Description: fmt.Sprintf("nothing to undo: snapshot %s is kept", s.Name), Data: snapshotRevert{Op: "none"}}
 			}
 			return r
 		}
@@ -193,7 +193,7 @@ func applySnapshot(ctx context.Context, c *call, s snapshotSpec, _ struct{}, _ s
 	case "create":
 		if exists {
 			logf(c, "snapshot %s of instance %s already exists: nothing to do; rollback keeps it", s.Name, s.Instance)
-			return snapApply{Outputs: outputsOf(s, ""), Inverse: &sdk.Inverse[snapshotInverse]{Description: fmt.Sprintf("nothing to undo: snapshot %s existed already", s.Name), Data: snapshotInverse{Op: "none"}}}
+			return snapApply{Outputs: outputsOf(s, ""), Revert: &sdk.RevertData[snapshotRevert]{Description: fmt.Sprintf("nothing to undo: snapshot %s existed already", s.Name), Data: snapshotRevert{Op: "none"}}}
 		}
 		if err := c.Settings.c.CreateSnapshot(ctx, s.Instance, s.Name, false); err != nil {
 			return snapApply{Diagnostics: apiErr(c, "Cannot Create Snapshot", err)}
@@ -201,7 +201,7 @@ func applySnapshot(ctx context.Context, c *call, s snapshotSpec, _ struct{}, _ s
 		logf(c, "snapshot %s of instance %s created in %s", s.Name, s.Instance, time.Since(start).Round(time.Millisecond))
 		return snapApply{
 			Outputs: outputsOf(s, ""),
-			Inverse: &sdk.Inverse[snapshotInverse]{Description: fmt.Sprintf("delete snapshot %s of instance %s", s.Name, s.Instance), Data: snapshotInverse{Op: "delete", Instance: s.Instance, Snapshot: s.Name}},
+			Revert:  &sdk.RevertData[snapshotRevert]{Description: fmt.Sprintf("delete snapshot %s of instance %s", s.Name, s.Instance), Data: snapshotRevert{Op: "delete", Instance: s.Instance, Snapshot: s.Name}},
 		}
 	case "restore":
 		if !exists {
@@ -223,7 +223,7 @@ func applySnapshot(ctx context.Context, c *call, s snapshotSpec, _ struct{}, _ s
 		logf(c, "instance %s restored to snapshot %s in %s", s.Instance, s.Name, time.Since(start).Round(time.Millisecond))
 		r := snapApply{Outputs: outputsOf(s, before)}
 		if before != "" {
-			r.Inverse = &sdk.Inverse[snapshotInverse]{Description: fmt.Sprintf("restore instance %s to snapshot %s, taken before the restore", s.Instance, before), Data: snapshotInverse{Op: "restore", Instance: s.Instance, Snapshot: before}}
+			r.Revert = &sdk.RevertData[snapshotRevert]{Description: fmt.Sprintf("restore instance %s to snapshot %s, taken before the restore", s.Instance, before), Data: snapshotRevert{Op: "restore", Instance: s.Instance, Snapshot: before}}
 		} else {
 			logf(c, "this restore cannot be undone: snapshot_before was not set")
 		}
@@ -241,7 +241,7 @@ func applySnapshot(ctx context.Context, c *call, s snapshotSpec, _ struct{}, _ s
 	}
 }
 
-func revertSnapshot(ctx context.Context, c *call, a snapshotSpec, u sdk.Undo[snapshotInverse]) phases.Diagnostics {
+func revertSnapshot(ctx context.Context, c *call, a snapshotSpec, u sdk.Applied[snapshotRevert]) phases.Diagnostics {
 	inv := u.Data
 	name := pick(inv.Instance, a.Instance)
 	switch inv.Op {
@@ -271,7 +271,7 @@ func revertSnapshot(ctx context.Context, c *call, a snapshotSpec, u sdk.Undo[sna
 		}
 		logf(c, "instance %s restored to snapshot %s", name, inv.Snapshot)
 	default:
-		return phases.Errorf("Invalid Inverse", "The inverse of %s has an unknown operation %q.", c.Addr, inv.Op)
+		return phases.Errorf("Invalid Revert", "The revert data of %s has an unknown operation %q.", c.Addr, inv.Op)
 	}
 	return nil
 }

@@ -25,7 +25,7 @@ func BenchmarkStopStartCycle(b *testing.B) {
 			if r.Diagnostics.HasErrors() {
 				b.Fatalf("stop: %v %s", r.Diagnostics.Err(), log)
 			}
-			s.revert(r.Inverse)
+			s.revert(r.Revert)
 		}
 	})
 	b.Run("incus-cli", func(b *testing.B) {

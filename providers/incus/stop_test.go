@@ -14,9 +14,9 @@ import (
 
 // TestInstanceWaitStopped: a gentle stop (the first Ctrl-C: the request's
 // Stop closed) ends wait_for at once, on the real daemon. The instance
-// stays, created and started; the answer says Stopped, with its inverse
+// stays, created and started; the answer says Stopped, with its revert data
 // and what was not waited for. Applied again, as the next run does, the
-// step finds the instance, creates nothing, and only waits; its inverse
+// step finds the instance, creates nothing, and only waits; its revert data
 // deletes it.
 func TestInstanceWaitStopped(t *testing.T) {
 	t.Parallel()
@@ -78,28 +78,28 @@ func TestInstanceWaitStopped(t *testing.T) {
 	}
 	wantDiag(t, r.Diagnostics, "Stopped While Waiting", `instance "`+name+`" has the step's settings and is running`, "its IPv4 address (wait_for; last seen: status Running", "was not waited for")
 	wantContains(t, "the log", log, "instance "+name+" created", "waiting up to 10m0s for an IPv4 address", "stopped waiting for an IPv4 address")
-	if r.Inverse == nil || r.Inverse.Description != "delete instance "+name+" (stopped by force first)" {
-		t.Fatalf("the inverse of a stopped wait is %+v, want the delete", r.Inverse)
+	if r.Revert == nil || r.Revert.Description != "delete instance "+name+" (stopped by force first)" {
+		t.Fatalf("the revert data of a stopped wait is %+v, want the delete", r.Revert)
 	}
 	created := inst(t, c, name).CreatedAt
 
-	// The next run: the engine gives the kept inverse as the prior.
-	again, log, _ := stopped(&providers.Prior{Inverse: r.Inverse, Outputs: cty.EmptyObjectVal})
-	if !again.Stopped || again.Inverse == nil || again.Inverse.Description != r.Inverse.Description {
-		t.Errorf("applied again: Stopped=%v inverse %+v (%v)", again.Stopped, again.Inverse, again.Diagnostics)
+	// The next run: the engine gives the kept revert data as the prior.
+	again, log, _ := stopped(&providers.Prior{Revert: r.Revert, Outputs: cty.EmptyObjectVal})
+	if !again.Stopped || again.Revert == nil || again.Revert.Description != r.Revert.Description {
+		t.Errorf("applied again: Stopped=%v revert data %+v (%v)", again.Stopped, again.Revert, again.Diagnostics)
 	}
 	wantContains(t, "the log applied again", log, "already has the settings the step manages", "waiting up to 10m0s")
 	if i := inst(t, c, name); !i.CreatedAt.Equal(created) {
 		t.Errorf("applied again, the instance was made anew: created %v, then %v", created, i.CreatedAt)
 	}
-	s.revert(again.Inverse)
+	s.revert(again.Revert)
 	if _, _, err := c.Instance(ctxT(t, 10*time.Second), name); err == nil {
-		t.Errorf("the inverse of the stopped step left instance %s", name)
+		t.Errorf("the revert data of the stopped step left instance %s", name)
 	}
 }
 
 // TestInstanceWaitStoppedAfterAnUpdate: a stop that cuts the wait after
-// changing an instance the step did not create keeps the inverse that
+// changing an instance the step did not create keeps the revert data that
 // restores its settings, and so does the apply of the next run, which
 // changes nothing and would otherwise say "nothing to undo".
 func TestInstanceWaitStoppedAfterAnUpdate(t *testing.T) {
@@ -117,16 +117,16 @@ func TestInstanceWaitStoppedAfterAnUpdate(t *testing.T) {
 		close(stop) // asked before the wait begins: the change is made, the wait is not
 		var log bytes.Buffer
 		r := p.Apply(ctxT(t, 2*time.Minute), providers.ApplyRequest{Type: s.typ, Addr: s.addr, Config: s.cfg, Planned: s.mustPlan(prior).Private, Prior: prior, Log: &log, Stop: stop})
-		if !r.Stopped || r.Inverse == nil || !strings.Contains(r.Inverse.Description, "restore the previous config and devices of instance "+name) {
-			t.Fatalf("apply %d: Stopped=%v inverse %+v (%v)\n%s", i+1, r.Stopped, r.Inverse, r.Diagnostics, log.String())
+		if !r.Stopped || r.Revert == nil || !strings.Contains(r.Revert.Description, "restore the previous config and devices of instance "+name) {
+			t.Fatalf("apply %d: Stopped=%v revert data %+v (%v)\n%s", i+1, r.Stopped, r.Revert, r.Diagnostics, log.String())
 		}
 		if got := inst(t, c, name).Config["user.migrate-test"]; got != "stop" {
 			t.Fatalf("apply %d did not make its change before the wait: %q", i+1, got)
 		}
-		prior = &providers.Prior{Inverse: r.Inverse, Outputs: cty.EmptyObjectVal}
+		prior = &providers.Prior{Revert: r.Revert, Outputs: cty.EmptyObjectVal}
 	}
-	s.revert(prior.Inverse)
+	s.revert(prior.Revert)
 	if got, ok := inst(t, c, name).Config["user.migrate-test"]; ok {
-		t.Errorf("the kept inverse did not restore the config: %q is still set", got)
+		t.Errorf("the kept revert data did not restore the config: %q is still set", got)
 	}
 }

@@ -35,8 +35,8 @@ type volumeOut struct {
 	Name string `cty:"name"`
 }
 
-// volumeInverse is how to undo an incus_volume step.
-type volumeInverse struct {
+// volumeRevert is how to undo an incus_volume step.
+type volumeRevert struct {
 	Op   string `json:"op"` // "delete", "restore" or "none"
 	Pool string `json:"pool,omitempty"`
 	Name string `json:"name,omitempty"`
@@ -46,12 +46,12 @@ type volumeInverse struct {
 	NotKept []string `json:"not_kept,omitempty"`
 }
 
-type volApply = sdk.Apply[struct{}, volumeInverse]
+type volApply = sdk.Apply[struct{}, volumeRevert]
 
 // Volume is the name of the incus_volume step type.
 const Volume = "incus_volume"
 
-var volumeStep = &sdk.StepType[*conn, volumeSpec, struct{}, volumeInverse]{
+var volumeStep = &sdk.StepType[*conn, volumeSpec, struct{}, volumeRevert]{
 	Name:        Volume,
 	Description: "Ensures a custom storage volume exists in a pool with the given content type, size and config; rollback deletes the volume it created, or restores the config it changed.",
 	Rollback:    "Deletes the volume it created, or restores the config it changed.",
@@ -121,31 +121,31 @@ func volumeChanges(s volumeSpec, have map[string]string) []change {
 	return out
 }
 
-func readVolume(ctx context.Context, c *call, s volumeSpec, prior *sdk.Prior[struct{}, volumeInverse]) sdk.Read[volumeInverse] {
+func readVolume(ctx context.Context, c *call, s volumeSpec, prior *sdk.Prior[struct{}, volumeRevert]) sdk.Read[volumeRevert] {
 	if s.path != "" {
 		return readImport(ctx, c, s, prior)
 	}
 	v, _, err := getVolume(ctx, c, s)
 	if err != nil {
-		return sdk.Read[volumeInverse]{Diagnostics: apiErr(c, "Cannot Read Volume", err)}
+		return sdk.Read[volumeRevert]{Diagnostics: apiErr(c, "Cannot Read Volume", err)}
 	}
 	if v == nil {
-		return sdk.Read[volumeInverse]{Observation: providers.Absent, Detail: fmt.Sprintf("volume %q does not exist in pool %q", s.Name, s.Pool)}
+		return sdk.Read[volumeRevert]{Observation: providers.Absent, Detail: fmt.Sprintf("volume %q does not exist in pool %q", s.Name, s.Pool)}
 	}
 	if ch := volumeChanges(s, v.Config); len(ch) > 0 || v.ContentType != s.ContentType {
 		if v.ContentType != s.ContentType {
 			ch = append([]change{{'~', fmt.Sprintf("content_type: %q -> %q", v.ContentType, s.ContentType)}}, ch...)
 		}
-		return sdk.Read[volumeInverse]{Observation: providers.Drifted, Detail: renderChanges(fmt.Sprintf("volume %q differs from the step:", s.Name), ch)}
+		return sdk.Read[volumeRevert]{Observation: providers.Drifted, Detail: renderChanges(fmt.Sprintf("volume %q differs from the step:", s.Name), ch)}
 	}
-	r := sdk.Read[volumeInverse]{Observation: providers.Present, Outputs: volumeOut{s.Pool, s.Name}}
+	r := sdk.Read[volumeRevert]{Observation: providers.Present, Outputs: volumeOut{s.Pool, s.Name}}
 	if prior == nil && v.Config[KeyCreatedBy] == c.Addr.String() {
-		r.Inverse = deleteVolume(s)
+		r.Revert = deleteVolume(s)
 	}
 	return r
 }
 
-func planVolume(ctx context.Context, c *call, s volumeSpec, _ *sdk.Prior[struct{}, volumeInverse]) sdk.Plan[struct{}] {
+func planVolume(ctx context.Context, c *call, s volumeSpec, _ *sdk.Prior[struct{}, volumeRevert]) sdk.Plan[struct{}] {
 	if s.path != "" {
 		return planImport(ctx, c, s)
 	}
@@ -177,11 +177,11 @@ func sameContent(c *call, s volumeSpec, v *incusapi.StorageVolume) phases.Diagno
 	return errorf("Volume Content Type Differs", "%s: volume %q in pool %q holds %s content, but the step says content_type = %q. Incus cannot change it: fix the step, or delete the volume first.", c.Addr, s.Name, s.Pool, v.ContentType, s.ContentType)
 }
 
-func deleteVolume(s volumeSpec) *sdk.Inverse[volumeInverse] {
-	return &sdk.Inverse[volumeInverse]{Description: fmt.Sprintf("delete volume %s of pool %s", s.Name, s.Pool), Data: volumeInverse{Op: "delete", Pool: s.Pool, Name: s.Name}}
+func deleteVolume(s volumeSpec) *sdk.RevertData[volumeRevert] {
+	return &sdk.RevertData[volumeRevert]{Description: fmt.Sprintf("delete volume %s of pool %s", s.Name, s.Pool), Data: volumeRevert{Op: "delete", Pool: s.Pool, Name: s.Name}}
 }
 
-func applyVolume(ctx context.Context, c *call, s volumeSpec, _ struct{}, _ *sdk.Prior[struct{}, volumeInverse]) volApply {
+func applyVolume(ctx context.Context, c *call, s volumeSpec, _ struct{}, _ *sdk.Prior[struct{}, volumeRevert]) volApply {
 	if s.path != "" {
 		return applyImport(ctx, c, s)
 	}
@@ -197,7 +197,7 @@ func applyVolume(ctx context.Context, c *call, s volumeSpec, _ struct{}, _ *sdk.
 			return volApply{Diagnostics: apiErr(c, "Cannot Create Volume", err)}
 		}
 		logf(c, "volume %s created in pool %s (%s)", s.Name, s.Pool, s.ContentType)
-		return volApply{Outputs: out, Inverse: deleteVolume(s)}
+		return volApply{Outputs: out, Revert: deleteVolume(s)}
 	}
 	if d := sameContent(c, s, v); d != nil {
 		return volApply{Diagnostics: d}
@@ -207,16 +207,16 @@ func applyVolume(ctx context.Context, c *call, s volumeSpec, _ struct{}, _ *sdk.
 	if len(ch) == 0 {
 		logf(c, "volume %s already has the settings the step manages", s.Name)
 		if ours {
-			return volApply{Outputs: out, Inverse: deleteVolume(s)}
+			return volApply{Outputs: out, Revert: deleteVolume(s)}
 		}
-		return volApply{Outputs: out, Inverse: &sdk.Inverse[volumeInverse]{Description: fmt.Sprintf("nothing to undo: volume %s already had these settings", s.Name), Data: volumeInverse{Op: "none"}}}
+		return volApply{Outputs: out, Revert: &sdk.RevertData[volumeRevert]{Description: fmt.Sprintf("nothing to undo: volume %s already had these settings", s.Name), Data: volumeRevert{Op: "none"}}}
 	}
 	put := v.StorageVolumePut
 	put.Config = maps.Clone(v.Config)
 	if put.Config == nil {
 		put.Config = map[string]string{}
 	}
-	inv := volumeInverse{Op: "restore", Pool: s.Pool, Name: s.Name, Config: map[string]*string{}}
+	inv := volumeRevert{Op: "restore", Pool: s.Pool, Name: s.Name, Config: map[string]*string{}}
 	for k, want := range s.want {
 		old, had := v.Config[k]
 		switch {
@@ -239,12 +239,12 @@ func applyVolume(ctx context.Context, c *call, s volumeSpec, _ struct{}, _ *sdk.
 		logf(c, "volume %s: %c %s", s.Name, x.sign, x.text)
 	}
 	if ours {
-		return volApply{Outputs: out, Inverse: deleteVolume(s)}
+		return volApply{Outputs: out, Revert: deleteVolume(s)}
 	}
-	return volApply{Outputs: out, Inverse: &sdk.Inverse[volumeInverse]{Description: fmt.Sprintf("restore the previous config of volume %s", s.Name), Data: inv}}
+	return volApply{Outputs: out, Revert: &sdk.RevertData[volumeRevert]{Description: fmt.Sprintf("restore the previous config of volume %s", s.Name), Data: inv}}
 }
 
-func revertVolume(ctx context.Context, c *call, a volumeSpec, u sdk.Undo[volumeInverse]) phases.Diagnostics {
+func revertVolume(ctx context.Context, c *call, a volumeSpec, u sdk.Applied[volumeRevert]) phases.Diagnostics {
 	inv := u.Data
 	s := volumeSpec{Pool: pick(inv.Pool, orDefault(a.Pool, "default")), Name: pick(inv.Name, orDefault(a.Name, c.Addr.Name))}
 	if inv.Op == "none" {
@@ -267,7 +267,7 @@ func revertVolume(ctx context.Context, c *call, a volumeSpec, u sdk.Undo[volumeI
 		logf(c, "volume %s deleted from pool %s", s.Name, s.Pool)
 		return nil
 	case inv.Op != "restore":
-		return errorf("Invalid Inverse", "The inverse of %s has an unknown operation %q.", c.Addr, inv.Op)
+		return errorf("Invalid Revert", "The revert data of %s has an unknown operation %q.", c.Addr, inv.Op)
 	}
 	put := v.StorageVolumePut
 	put.Config = maps.Clone(v.Config)

@@ -80,25 +80,25 @@ func importMarks(v *incusapi.StorageVolume) (by, sum string) {
 	return by, sum
 }
 
-func readImport(ctx context.Context, c *call, s volumeSpec, prior *sdk.Prior[struct{}, volumeInverse]) sdk.Read[volumeInverse] {
+func readImport(ctx context.Context, c *call, s volumeSpec, prior *sdk.Prior[struct{}, volumeRevert]) sdk.Read[volumeRevert] {
 	v, _, err := getVolume(ctx, c, s)
 	if err != nil {
-		return sdk.Read[volumeInverse]{Diagnostics: apiErr(c, "Cannot Read Volume", err)}
+		return sdk.Read[volumeRevert]{Diagnostics: apiErr(c, "Cannot Read Volume", err)}
 	}
 	if v == nil {
-		return sdk.Read[volumeInverse]{Observation: providers.Absent, Detail: fmt.Sprintf("volume %q does not exist in pool %q", s.Name, s.Pool)}
+		return sdk.Read[volumeRevert]{Observation: providers.Absent, Detail: fmt.Sprintf("volume %q does not exist in pool %q", s.Name, s.Pool)}
 	}
 	sum, _, diags := fileDigest(c, s.path)
 	if diags.HasErrors() {
-		return sdk.Read[volumeInverse]{Diagnostics: diags}
+		return sdk.Read[volumeRevert]{Diagnostics: diags}
 	}
 	by, have := importMarks(v)
 	if v.ContentType != s.ContentType || have != sum {
-		return sdk.Read[volumeInverse]{Observation: providers.Drifted, Detail: fmt.Sprintf("volume %q (%s) does not hold source_file %s (sha256 %s): %s", s.Name, v.ContentType, s.SourceFile, short(sum), holds(have))}
+		return sdk.Read[volumeRevert]{Observation: providers.Drifted, Detail: fmt.Sprintf("volume %q (%s) does not hold source_file %s (sha256 %s): %s", s.Name, v.ContentType, s.SourceFile, short(sum), holds(have))}
 	}
-	r := sdk.Read[volumeInverse]{Observation: providers.Present, Outputs: volumeOut{s.Pool, s.Name}}
+	r := sdk.Read[volumeRevert]{Observation: providers.Present, Outputs: volumeOut{s.Pool, s.Name}}
 	if prior == nil && by == c.Addr.String() {
-		r.Inverse = deleteVolume(s)
+		r.Revert = deleteVolume(s)
 	}
 	return r
 }
@@ -183,9 +183,9 @@ func applyImport(ctx context.Context, c *call, s volumeSpec) volApply {
 	case "none":
 		logf(c, "volume %s already holds %s", s.Name, s.SourceFile)
 		if by, _ := importMarks(v); by != c.Addr.String() {
-			return volApply{Outputs: out, Inverse: &sdk.Inverse[volumeInverse]{Description: fmt.Sprintf("nothing to undo: volume %s already held the file", s.Name), Data: volumeInverse{Op: "none"}}}
+			return volApply{Outputs: out, Revert: &sdk.RevertData[volumeRevert]{Description: fmt.Sprintf("nothing to undo: volume %s already held the file", s.Name), Data: volumeRevert{Op: "none"}}}
 		}
-		return volApply{Outputs: out, Inverse: deleteVolume(s)}
+		return volApply{Outputs: out, Revert: deleteVolume(s)}
 	case "replace":
 		if err := c.Settings.c.DeleteStorageVolume(ctx, s.Pool, s.Name); err != nil && !incusapi.IsNotFound(err) {
 			return volApply{Diagnostics: apiErr(c, "Cannot Replace Volume", err)}
@@ -211,8 +211,8 @@ func applyImport(ctx context.Context, c *call, s volumeSpec) volApply {
 		err = c.Settings.c.UpdateStorageVolume(ctx, s.Pool, s.Name, put, etag)
 	}
 	if err != nil {
-		return volApply{Diagnostics: apiErr(c, "Cannot Mark Volume", err), Inverse: deleteVolume(s)}
+		return volApply{Diagnostics: apiErr(c, "Cannot Mark Volume", err), Revert: deleteVolume(s)}
 	}
 	logf(c, "%s imported as %s volume %s in pool %s (sha256 %s)", s.SourceFile, s.ContentType, s.Name, s.Pool, sent)
-	return volApply{Outputs: out, Inverse: deleteVolume(s)}
+	return volApply{Outputs: out, Revert: deleteVolume(s)}
 }

@@ -87,11 +87,11 @@ func TestVolumeCreateUpdateRevert(t *testing.T) {
 	if v := volume(t, c, name); v.Config["size"] != "32MiB" || v.Config["user.purpose"] != "bulk" {
 		t.Fatalf("updated volume = %v", v.Config)
 	}
-	s.revert(updated.Inverse)
+	s.revert(updated.Revert)
 	if _, _, err := c.StorageVolume(ctxT(t, 10*time.Second), "default", name); !incusapi.IsNotFound(err) {
 		t.Fatalf("the volume is still there after rollback: %v", err)
 	}
-	s.revert(updated.Inverse) // again, as a resumed rollback would
+	s.revert(updated.Revert) // again, as a resumed rollback would
 }
 
 // TestVolumeRestoresConfig: on a volume the step did not create, Apply
@@ -121,14 +121,14 @@ func TestVolumeRestoresConfig(t *testing.T) {
 		t.Fatalf("the diff shows a sensitive value:\n%s", pl.Diff)
 	}
 	r := s.mustApply(pl.Private, nil)
-	if strings.Contains(string(r.Inverse.Data), "secret") {
-		t.Fatalf("the inverse keeps a sensitive value: %s", r.Inverse.Data)
+	if strings.Contains(string(r.Revert.Data), "secret") {
+		t.Fatalf("the revert data keeps a sensitive value: %s", r.Revert.Data)
 	}
 	if v := volume(t, c, name); v.Config["user.role"] != "new" || v.Config["user.added"] != "yes" || v.Config["user.token"] != "new-secret-2" || v.Config["user.keep"] != "me" {
 		t.Fatalf("updated volume = %v", v.Config)
 	}
 	var log strings.Builder
-	rv := p.Revert(ctxT(t, 30*time.Second), providers.RevertRequest{Type: incus.Volume, Addr: s.addr, Config: s.cfg, Inverse: *r.Inverse, Log: &log})
+	rv := p.Revert(ctxT(t, 30*time.Second), providers.RevertRequest{Type: incus.Volume, Addr: s.addr, Config: s.cfg, Revert: *r.Revert, Log: &log})
 	if rv.Diagnostics.HasErrors() || len(rv.Diagnostics) != 1 || rv.Diagnostics[0].Summary != "Sensitive Settings Not Restored" {
 		t.Fatalf("Revert: %v", rv.Diagnostics)
 	}
@@ -220,7 +220,7 @@ func TestVolumeImport(t *testing.T) {
 	if v := volume(t, c, name); v.Config["size"] != "13000" {
 		t.Fatalf("replaced volume = %v", v.Config)
 	}
-	s.revert(replaced.Inverse)
+	s.revert(replaced.Revert)
 	if _, _, err := c.StorageVolume(ctxT(t, 10*time.Second), "default", name); !incusapi.IsNotFound(err) {
 		t.Fatalf("after rollback the volume is still there: %v", err)
 	}

@@ -148,7 +148,7 @@ func readExec(_ context.Context, c *call, a execAttrs, _ *sdk.Prior[none, revert
 	case err == nil:
 		// Found after an interruption, the step is adopted without
 		// running again; it must still know how to be undone.
-		return sdk.Read[revertData]{Observation: providers.Present, Inverse: inverse(c, a), Outputs: execOutputs{}}
+		return sdk.Read[revertData]{Observation: providers.Present, Revert: revertOf(c, a), Outputs: execOutputs{}}
 	case errors.Is(err, fs.ErrNotExist):
 		return sdk.Read[revertData]{Observation: providers.Absent, Detail: a.Creates + " does not exist"}
 	}
@@ -156,12 +156,12 @@ func readExec(_ context.Context, c *call, a execAttrs, _ *sdk.Prior[none, revert
 }
 
 func applyExec(ctx context.Context, c *call, a execAttrs, _ none, _ *sdk.Prior[none, revertData]) sdk.Apply[none, revertData] {
-	inv := inverse(c, a)
+	inv := revertOf(c, a)
 	dir := c.Settings.workdir(a.Dir)
 	if !c.Null("creates") {
 		if _, err := os.Stat(under(dir, a.Creates)); err == nil {
 			c.Log.Printf("%s: skipped, %s exists", c.Addr, a.Creates)
-			return sdk.Apply[none, revertData]{Outputs: execOutputs{}, Inverse: inv}
+			return sdk.Apply[none, revertData]{Outputs: execOutputs{}, Revert: inv}
 		}
 	}
 	out := newOutput(c.Log)
@@ -169,7 +169,7 @@ func applyExec(ctx context.Context, c *call, a execAttrs, _ none, _ *sdk.Prior[n
 	if err != nil {
 		return sdk.Apply[none, revertData]{Outputs: execOutputs{code}, Diagnostics: runFailed(ctx, c.Addr, "Command", showArgv(c, "command", a.Command), err, out)}
 	}
-	return sdk.Apply[none, revertData]{Outputs: execOutputs{code}, Inverse: inv}
+	return sdk.Apply[none, revertData]{Outputs: execOutputs{code}, Revert: inv}
 }
 
 // exitError is returned by run when the command ran but failed.
@@ -204,7 +204,7 @@ func runFailed(ctx context.Context, addr phases.Address, what, argv string, err 
 	return phases.Errorf(what+" Failed", "%s", detail)
 }
 
-// revertData is an exec step's Inverse.Data. Sensitive values are not
+// revertData is an exec step's Revert.Data. Sensitive values are not
 // kept: their places are listed and Revert takes them from the step's
 // configuration again.
 type revertData struct {
@@ -220,7 +220,7 @@ type revertData struct {
 	SecretCreates bool   `json:"secret_creates,omitempty"`
 }
 
-func inverse(c *call, a execAttrs) *sdk.Inverse[revertData] {
+func revertOf(c *call, a execAttrs) *sdk.RevertData[revertData] {
 	if c.Null("revert") {
 		return nil
 	}
@@ -242,10 +242,10 @@ func inverse(c *call, a execAttrs) *sdk.Inverse[revertData] {
 	if c.Sensitive("revert_creates") {
 		r.Creates, r.SecretCreates = phases.Redacted, true
 	}
-	return &sdk.Inverse[revertData]{Description: "run: " + showArgv(c, "revert", a.Revert), Data: r}
+	return &sdk.RevertData[revertData]{Description: "run: " + showArgv(c, "revert", a.Revert), Data: r}
 }
 
-func revertExec(ctx context.Context, c *call, a execAttrs, u sdk.Undo[revertData]) phases.Diagnostics {
+func revertExec(ctx context.Context, c *call, a execAttrs, u sdk.Applied[revertData]) phases.Diagnostics {
 	r := u.Data
 	if len(r.Argv) == 0 {
 		return nil

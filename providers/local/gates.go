@@ -39,7 +39,7 @@ var approvalStep = &sdk.StepType[*Provider, approvalAttrs, none, none]{
 // revertApproval undoes nothing itself: what was done by hand is undone by
 // hand, so it says what, from the runbook (the state keeps no message
 // that may hold a secret; the log is scrubbed).
-func revertApproval(_ context.Context, c *call, a approvalAttrs, _ sdk.Undo[none]) phases.Diagnostics {
+func revertApproval(_ context.Context, c *call, a approvalAttrs, _ sdk.Applied[none]) phases.Diagnostics {
 	if a.RevertMessage != "" {
 		c.Log.Printf("by hand, now: %s", a.RevertMessage)
 	}
@@ -77,8 +77,8 @@ func applyApproval(_ context.Context, c *call, a approvalAttrs, _ none, _ *sdk.P
 	}
 	return sdk.Apply[none, none]{
 		Outputs: approvalOutputs{by},
-		Inverse: undo,
-		Record:  map[string]string{"approved_by": by, "approved_at": time.Now().UTC().Format(time.RFC3339)},
+		Revert:  undo,
+		Facts:   map[string]string{"approved_by": by, "approved_at": time.Now().UTC().Format(time.RFC3339)},
 	}
 }
 
@@ -119,7 +119,7 @@ func applyWait(ctx context.Context, c *call, a waitAttrs, _ none, _ *sdk.Prior[n
 		}
 	}
 	// An empty object, as wait steps always recorded.
-	return sdk.Apply[none, none]{Outputs: struct{}{}, Inverse: nothingToUndo()}
+	return sdk.Apply[none, none]{Outputs: struct{}{}, Revert: nothingToUndo()}
 }
 
 // duration parses a non-negative duration attribute.

@@ -148,7 +148,7 @@ func applyHTTP(ctx context.Context, c *call, a httpAttrs, _ none, _ *sdk.Prior[n
 	for {
 		status, err := get(ctx, client, h.url, max(h.interval, 5*time.Second))
 		if err == nil && status == h.status {
-			return sdk.Apply[none, none]{Outputs: httpOutputs{status}, Inverse: nothingToUndo()}
+			return sdk.Apply[none, none]{Outputs: httpOutputs{status}, Revert: nothingToUndo()}
 		}
 		seen := fmt.Sprintf("status %d", status)
 		if err != nil {

@@ -29,13 +29,13 @@ func TestExecRevertCreates(t *testing.T) {
 		"revert_creates": cty.StringVal("undone"),
 	})
 	r := mustApply(t, p, "exec", cfg, io.Discard)
-	if r.Inverse == nil {
-		t.Fatal("no inverse")
+	if r.Revert == nil {
+		t.Fatal("no revert data")
 	}
 	revert := func(resumed bool) string {
 		t.Helper()
 		var log bytes.Buffer
-		rr := p.Revert(context.Background(), providers.RevertRequest{Type: "exec", Addr: phases.Address{Type: "exec", Name: "x"}, Config: cfg, Inverse: *r.Inverse, Resumed: resumed, Log: &log})
+		rr := p.Revert(context.Background(), providers.RevertRequest{Type: "exec", Addr: phases.Address{Type: "exec", Name: "x"}, Config: cfg, Revert: *r.Revert, Resumed: resumed, Log: &log})
 		if err := rr.Diagnostics.Err(); err != nil {
 			t.Fatalf("Revert: %v\n%s", err, log.String())
 		}

@@ -100,8 +100,8 @@ func TestExecArgvWithoutShell(t *testing.T) {
 		if got := r.Outputs.GetAttr("exit_code"); !got.RawEquals(cty.NumberIntVal(0)) {
 			t.Errorf("exit_code = %#v", got)
 		}
-		if r.Inverse != nil {
-			t.Errorf("an exec step without revert has inverse %+v, want nil", r.Inverse)
+		if r.Revert != nil {
+			t.Errorf("an exec step without revert has revert data %+v, want nil", r.Revert)
 		}
 	})
 }
@@ -193,25 +193,25 @@ func TestExecRevert(t *testing.T) {
 			"dir": cty.StringVal("work"),
 		})
 		r := mustApply(t, p, "exec", cfg, io.Discard)
-		if r.Inverse == nil {
-			t.Fatal("no inverse")
+		if r.Revert == nil {
+			t.Fatal("no revert data")
 		}
-		if want := `run: sh -c '[ "$(cat file)" = "$WHAT" ] && [ "$PASS" = s3cret-canary ] && rm file'`; r.Inverse.Description != want {
-			t.Errorf("inverse description = %q, want %q", r.Inverse.Description, want)
+		if want := `run: sh -c '[ "$(cat file)" = "$WHAT" ] && [ "$PASS" = s3cret-canary ] && rm file'`; r.Revert.Description != want {
+			t.Errorf("revert data description = %q, want %q", r.Revert.Description, want)
 		}
-		if bytes.Contains(r.Inverse.Data, []byte("s3cret-canary\"")) {
-			t.Errorf("the inverse keeps a sensitive env value: %s", r.Inverse.Data)
+		if bytes.Contains(r.Revert.Data, []byte("s3cret-canary\"")) {
+			t.Errorf("the revert data keeps a sensitive env value: %s", r.Revert.Data)
 		}
 		var data map[string]any
-		if err := json.Unmarshal(r.Inverse.Data, &data); err != nil || data["argv"] == nil || data["dir"] != "work" {
-			t.Errorf("inverse data = %s (%v), want argv, env and dir", r.Inverse.Data, err)
+		if err := json.Unmarshal(r.Revert.Data, &data); err != nil || data["argv"] == nil || data["dir"] != "work" {
+			t.Errorf("revertOf = %s (%v), want argv, env and dir", r.Revert.Data, err)
 		}
 		file := filepath.Join(root, "work", "file")
 		if _, err := os.Stat(file); err != nil {
 			t.Fatal(err)
 		}
 		var log bytes.Buffer
-		rr := p.Revert(context.Background(), providers.RevertRequest{Type: "exec", Addr: phases.Address{Type: "exec", Name: "x"}, Config: cfg, Inverse: *r.Inverse, Log: &log})
+		rr := p.Revert(context.Background(), providers.RevertRequest{Type: "exec", Addr: phases.Address{Type: "exec", Name: "x"}, Config: cfg, Revert: *r.Revert, Log: &log})
 		if err := rr.Diagnostics.Err(); err != nil {
 			t.Fatalf("Revert: %v\n%s", err, log.String())
 		}
@@ -219,7 +219,7 @@ func TestExecRevert(t *testing.T) {
 			t.Errorf("revert did not run: %v", err)
 		}
 		// Without the configuration the sensitive value is not available.
-		rr = p.Revert(context.Background(), providers.RevertRequest{Type: "exec", Addr: phases.Address{Type: "exec", Name: "x"}, Inverse: *r.Inverse})
+		rr = p.Revert(context.Background(), providers.RevertRequest{Type: "exec", Addr: phases.Address{Type: "exec", Name: "x"}, Revert: *r.Revert})
 		wantErr(t, rr.Diagnostics, "sensitive", `env "PASS"`)
 	})
 }
@@ -462,8 +462,8 @@ func TestExecSensitiveNeverPrinted(t *testing.T) {
 	var log providertest.SyncBuffer
 	r := apply(context.Background(), p, "exec", "secret", cfg, &log)
 	everything := pr.Diff + log.String() + fmt.Sprint(r.Diagnostics) + string(r.Private)
-	if r.Inverse != nil {
-		everything += r.Inverse.Description + string(r.Inverse.Data)
+	if r.Revert != nil {
+		everything += r.Revert.Description + string(r.Revert.Data)
 	}
 	if strings.Contains(everything, canary) {
 		t.Errorf("the canary appears in clear:\n%s", everything)
@@ -670,14 +670,14 @@ func TestApproval(t *testing.T) {
 		if err := r.Diagnostics.Err(); err != nil {
 			t.Fatal(err)
 		}
-		if r.Record["approved_by"] != by || r.Outputs.GetAttr("approved_by").AsString() != by {
-			t.Errorf("approved by %q / %#v, want %q", r.Record["approved_by"], r.Outputs, by)
+		if r.Facts["approved_by"] != by || r.Outputs.GetAttr("approved_by").AsString() != by {
+			t.Errorf("approved by %q / %#v, want %q", r.Facts["approved_by"], r.Outputs, by)
 		}
-		if at, err := time.Parse(time.RFC3339, r.Record["approved_at"]); err != nil || time.Since(at) > time.Minute {
-			t.Errorf("approved_at %q: %v", r.Record["approved_at"], err)
+		if at, err := time.Parse(time.RFC3339, r.Facts["approved_at"]); err != nil || time.Since(at) > time.Minute {
+			t.Errorf("approved_at %q: %v", r.Facts["approved_at"], err)
 		}
-		if r.Inverse == nil {
-			t.Error("no inverse")
+		if r.Revert == nil {
+			t.Error("no revert data")
 		}
 	}
 	t.Run("by flag", func(t *testing.T) {
@@ -694,10 +694,10 @@ func TestApproval(t *testing.T) {
 		if want := "Approve approval.dns? switch DNS at the registrar"; asked != want {
 			t.Errorf("asked %q, want %q", asked, want)
 		}
-		if by := r.Record["approved_by"]; !strings.Contains(by, "@") {
+		if by := r.Facts["approved_by"]; !strings.Contains(by, "@") {
 			t.Errorf("approved_by %q is not user@host", by)
 		}
-		recorded(t, r, r.Record["approved_by"])
+		recorded(t, r, r.Facts["approved_by"])
 	})
 	t.Run("prompt no", func(t *testing.T) {
 		t.Parallel()
@@ -724,7 +724,7 @@ func TestApproval(t *testing.T) {
 }
 
 // TestApprovalRevertMessage: what was done by hand is undone by hand; the
-// rollback plan (the inverse's description) and the revert's log say what.
+// rollback plan (the revert data's description) and the revert's log say what.
 func TestApprovalRevertMessage(t *testing.T) {
 	t.Parallel()
 	p := configured(t, local.New(), t.TempDir())
@@ -738,21 +738,21 @@ func TestApprovalRevertMessage(t *testing.T) {
 	if err := r.Diagnostics.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if r.Inverse == nil || r.Inverse.Description != "ask a person: point DNS back at the old VM" {
-		t.Fatalf("inverse %+v", r.Inverse)
+	if r.Revert == nil || r.Revert.Description != "ask a person: point DNS back at the old VM" {
+		t.Fatalf("revert data %+v", r.Revert)
 	}
 	for range 2 { // a revert runs again when resumed: it only says it again
 		var log bytes.Buffer
-		rv := p.Revert(context.Background(), providers.RevertRequest{Type: "approval", Addr: addr, Config: cfg, Inverse: *r.Inverse, Log: &log})
+		rv := p.Revert(context.Background(), providers.RevertRequest{Type: "approval", Addr: addr, Config: cfg, Revert: *r.Revert, Log: &log})
 		if err := rv.Diagnostics.Err(); err != nil || !strings.Contains(log.String(), "by hand, now: point DNS back at the old VM") {
 			t.Errorf("revert logged %q, %v", log.String(), err)
 		}
 	}
-	// The inverse goes to the state: a sensitive message stays out of it.
+	// The revert data goes to the state: a sensitive message stays out of it.
 	sens := obj(map[string]cty.Value{"message": cty.StringVal("x"), "revert_message": cty.StringVal("s3cret").Mark(phases.SensitiveMark)})
 	r = p.Apply(context.Background(), providers.ApplyRequest{Type: "approval", Addr: addr, Config: sens, Approval: providers.Approval{By: "ana@desk"}})
-	if r.Inverse == nil || strings.Contains(r.Inverse.Description, "s3cret") || !strings.Contains(r.Inverse.Description, "sensitive") {
-		t.Errorf("inverse with a sensitive revert_message: %+v", r.Inverse)
+	if r.Revert == nil || strings.Contains(r.Revert.Description, "s3cret") || !strings.Contains(r.Revert.Description, "sensitive") {
+		t.Errorf("revert data with a sensitive revert_message: %+v", r.Revert)
 	}
 }
 

@@ -94,5 +94,7 @@ type call = sdk.Call[*Provider]
 // none is the private data of step types that keep none.
 type none = struct{}
 
-// nothingToUndo is the inverse of steps without a lasting effect.
-func nothingToUndo() *sdk.Inverse[none] { return &sdk.Inverse[none]{Description: "nothing to undo"} }
+// nothingToUndo is the revert data of steps without a lasting effect.
+func nothingToUndo() *sdk.RevertData[none] {
+	return &sdk.RevertData[none]{Description: "nothing to undo"}
+}

@@ -12,7 +12,7 @@ import (
 func BenchmarkCodecApply(b *testing.B) {
 	req := providers.ApplyRequest{Type: "fake_step", Addr: phases.Address{Type: "fake_step", Name: "a"},
 		Config: cty.ObjectVal(map[string]cty.Value{"value": cty.StringVal("v"), "fail": cty.NullVal(cty.Bool)})}
-	resp := providers.ApplyResponse{Outputs: req.Config, Inverse: &providers.Inverse{Description: "undo", Data: []byte(`{"a":1}`)}}
+	resp := providers.ApplyResponse{Outputs: req.Config, Revert: &providers.RevertData{Description: "undo", Data: []byte(`{"a":1}`)}}
 	for b.Loop() {
 		raw, _, err := encode(req)
 		if err != nil {

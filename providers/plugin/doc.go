@@ -15,7 +15,7 @@
 //
 // The protocol is one JSON object per line each way:
 //
-//	plugin -> host, first:  {"protocol":3,"provider":"talos","schema":"<sha256>"}
+//	plugin -> host, first:  {"protocol":4,"provider":"talos","schema":"<sha256>"}
 //	host -> plugin:         {"id":7,"method":"apply","params":{"Type":...}}
 //	                        {"stop":7}                 call 7's Stop is closed
 //	                        {"cancel":7}

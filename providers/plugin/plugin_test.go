@@ -63,7 +63,7 @@ func tricks() *fake.Provider {
 			fmt.Fprintln(req.Log, "made it, waiting")
 			select {
 			case <-req.Stop:
-				return providers.ApplyResponse{Stopped: true, Inverse: &providers.Inverse{Description: "undo it"},
+				return providers.ApplyResponse{Stopped: true, Revert: &providers.RevertData{Description: "undo it"},
 					Diagnostics: phases.Errorf("Stopped While Waiting", "%s: made, not waited for.", req.Addr)}
 			case <-ctx.Done():
 				return providers.ApplyResponse{Diagnostics: phases.Errorf("Step Interrupted", "%s: %v.", req.Addr, ctx.Err())}
@@ -226,8 +226,8 @@ func TestStopCrosses(t *testing.T) {
 	close(stop)
 	select {
 	case r := <-done:
-		if !r.Stopped || r.Inverse == nil || r.Inverse.Description != "undo it" || !r.Diagnostics.HasErrors() || r.Diagnostics[0].Summary != "Stopped While Waiting" {
-			t.Fatalf("a stopped apply answered Stopped=%v Inverse=%+v %v", r.Stopped, r.Inverse, r.Diagnostics)
+		if !r.Stopped || r.Revert == nil || r.Revert.Description != "undo it" || !r.Diagnostics.HasErrors() || r.Diagnostics[0].Summary != "Stopped While Waiting" {
+			t.Fatalf("a stopped apply answered Stopped=%v Revert=%+v %v", r.Stopped, r.Revert, r.Diagnostics)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("closing Stop did not end the wait in the program")
@@ -389,7 +389,7 @@ func TestNewFieldsCross(t *testing.T) {
 	for _, resumed := range []bool{false, true} {
 		var log bytes.Buffer
 		r := p.(providers.Reverter).Revert(context.Background(), providers.RevertRequest{Type: fake.StepType, Addr: a, Config: stepConfig(cty.StringVal("v")),
-			Inverse: providers.Inverse{Description: "undo"}, Outputs: cty.EmptyObjectVal, Resumed: resumed, Log: &log})
+			Revert: providers.RevertData{Description: "undo"}, Outputs: cty.EmptyObjectVal, Resumed: resumed, Log: &log})
 		if r.Diagnostics.HasErrors() {
 			t.Fatal(r.Diagnostics.Err())
 		}
@@ -430,7 +430,7 @@ func TestOlderProtocolRefused(t *testing.T) {
 	}
 	p := plugin.Factory(plugin.Program{Name: "fake", Command: old, Schema: fake.Schema()})()
 	r := p.Configure(context.Background(), providers.ConfigureRequest{Name: "fake"})
-	if !r.Diagnostics.HasErrors() || !strings.Contains(r.Diagnostics.Err().Error(), "speaks plugin protocol 1, this migrate speaks 3") {
+	if !r.Diagnostics.HasErrors() || !strings.Contains(r.Diagnostics.Err().Error(), "speaks plugin protocol 1, this migrate speaks 4") {
 		t.Fatalf("a program of protocol 1: %v", r.Diagnostics)
 	}
 }

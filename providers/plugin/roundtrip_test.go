@@ -364,8 +364,8 @@ func TestCodecNamesWhatItCannotCarry(t *testing.T) {
 func TestCodecKeepsNilApartFromEmpty(t *testing.T) {
 	for _, v := range []providers.ApplyResponse{
 		{},
-		{Private: []byte{}, Record: map[string]string{}, Diagnostics: phases.Diagnostics{}},
-		{Inverse: &providers.Inverse{}, Outputs: cty.EmptyObjectVal, Record: map[string]string{"": ""}},
+		{Private: []byte{}, Facts: map[string]string{}, Diagnostics: phases.Diagnostics{}},
+		{Revert: &providers.RevertData{}, Outputs: cty.EmptyObjectVal, Facts: map[string]string{"": ""}},
 	} {
 		var got providers.ApplyResponse
 		if err := plugin.RoundTrip(v, &got); err != nil {

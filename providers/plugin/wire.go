@@ -14,8 +14,9 @@ import (
 
 // protocolVersion changes whenever a message changes shape: 2 is the
 // generic codec (codec.go), whose params are the Go fields by name; 3
-// adds the stop line (an Apply's Stop closed).
-const protocolVersion = 3
+// adds the stop line (an Apply's Stop closed); 4 renames the fields
+// that said Inverse (Revert, of type RevertData) and Record (Facts).
+const protocolVersion = 4
 
 // hello is the program's first line.
 type hello struct {

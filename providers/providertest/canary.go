@@ -69,12 +69,12 @@ func canaryRun(t testing.TB, h Harness, c CanaryCase) {
 		Approval: providers.Approval{By: "canary@localhost"}, Log: &log})
 	check("Apply", applied)
 	check("the Apply log", log.String())
-	prior := &providers.Prior{Outputs: applied.Outputs, Private: applied.Private, Inverse: applied.Inverse}
+	prior := &providers.Prior{Outputs: applied.Outputs, Private: applied.Private, Revert: applied.Revert}
 	check("Read after Apply", p.Read(ctx, providers.ReadRequest{Type: c.Type, Addr: a, Config: c.Config, Prior: prior}))
 	check("Plan after Apply", p.Plan(ctx, providers.PlanRequest{Type: c.Type, Addr: a, Config: c.Config, Prior: prior, Action: providers.Update}))
-	if rv, ok := p.(providers.Reverter); ok && applied.Inverse != nil {
+	if rv, ok := p.(providers.Reverter); ok && applied.Revert != nil {
 		log.Reset()
-		check("Revert", rv.Revert(ctx, providers.RevertRequest{Type: c.Type, Addr: a, Config: c.Config, Inverse: *applied.Inverse, Outputs: applied.Outputs, Log: &log}))
+		check("Revert", rv.Revert(ctx, providers.RevertRequest{Type: c.Type, Addr: a, Config: c.Config, Revert: *applied.Revert, Outputs: applied.Outputs, Log: &log}))
 		check("the Revert log", log.String())
 	}
 	if d, ok := p.(providers.InputDigester); ok {

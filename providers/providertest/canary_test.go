@@ -16,13 +16,13 @@ import (
 func TestLeaksFindsEveryField(t *testing.T) {
 	const s = "canary-4242"
 	cases := map[string]any{
-		"diff":     providers.PlanResponse{Diff: "x " + s},
-		"private":  providers.PlanResponse{Private: json.RawMessage(`{"k":"` + s + `"}`)},
-		"diag":     providers.ApplyResponse{Diagnostics: phases.Errorf("Boom", "it was %s", s)},
-		"inverse":  providers.ApplyResponse{Inverse: &providers.Inverse{Data: json.RawMessage(`["` + s + `"]`)}},
-		"inv desc": providers.ReadResponse{Inverse: &providers.Inverse{Description: s}},
-		"record":   providers.ApplyResponse{Record: map[string]string{"by": s}},
-		"output":   providers.ApplyResponse{Outputs: cty.ObjectVal(map[string]cty.Value{"m": cty.MapVal(map[string]cty.Value{"k": cty.StringVal("a" + s)})})},
+		"diff":        providers.PlanResponse{Diff: "x " + s},
+		"private":     providers.PlanResponse{Private: json.RawMessage(`{"k":"` + s + `"}`)},
+		"diag":        providers.ApplyResponse{Diagnostics: phases.Errorf("Boom", "it was %s", s)},
+		"revert data": providers.ApplyResponse{Revert: &providers.RevertData{Data: json.RawMessage(`["` + s + `"]`)}},
+		"inv desc":    providers.ReadResponse{Revert: &providers.RevertData{Description: s}},
+		"record":      providers.ApplyResponse{Facts: map[string]string{"by": s}},
+		"output":      providers.ApplyResponse{Outputs: cty.ObjectVal(map[string]cty.Value{"m": cty.MapVal(map[string]cty.Value{"k": cty.StringVal("a" + s)})})},
 	}
 	for name, v := range cases {
 		if len(providertest.Leaks(v, []string{s})) == 0 {

@@ -37,7 +37,7 @@ type Case struct {
 	Type string
 	// Config is the evaluated step configuration, an object value.
 	Config cty.Value
-	// Reversible says Apply returns an inverse that Revert can undo, and
+	// Reversible says Apply returns revert data that Revert can undo, and
 	// undo again (a revert interrupted before its end was recorded runs
 	// again).
 	Reversible bool
@@ -294,13 +294,13 @@ func checkApply(t *testing.T, p providers.Interface, c Case, st phases.StepType)
 			t.Fatalf("Apply: %v\nlog:\n%s", err, log.String())
 		}
 		checkOutputs(t, st, applied.Outputs)
-		if c.Reversible && applied.Inverse == nil {
-			t.Error("Apply of a reversible case returned no Inverse")
+		if c.Reversible && applied.Revert == nil {
+			t.Error("Apply of a reversible case returned no Revert")
 		}
 	})
 	if ok {
 		t.Run("read_after_apply", func(t *testing.T) {
-			prior := &providers.Prior{Outputs: applied.Outputs, Private: applied.Private, Inverse: applied.Inverse}
+			prior := &providers.Prior{Outputs: applied.Outputs, Private: applied.Private, Revert: applied.Revert}
 			var r providers.ReadResponse
 			call(t, "Read", func() {
 				r = p.Read(ctx, providers.ReadRequest{Type: c.Type, Addr: a, Config: c.Config, Prior: prior})
@@ -332,11 +332,11 @@ func checkApplyEdges(t *testing.T, p providers.Interface, c Case) {
 		}
 		assertNoCanary(t, "the log", log.String(), canaries)
 		assertNoCanary(t, "the diagnostics", fmt.Sprint(r.Diagnostics), canaries)
-		if r.Inverse != nil {
-			assertNoCanary(t, "the inverse", r.Inverse.Description+string(r.Inverse.Data), canaries)
+		if r.Revert != nil {
+			assertNoCanary(t, "the revert data", r.Revert.Description+string(r.Revert.Data), canaries)
 		}
 		assertNoCanary(t, "the private data", string(r.Private), canaries)
-		for k, v := range r.Record {
+		for k, v := range r.Facts {
 			assertNoCanary(t, "the record", k+"="+v, canaries)
 		}
 	})
@@ -367,12 +367,12 @@ func checkApplyEdges(t *testing.T, p providers.Interface, c Case) {
 func checkRevert(t *testing.T, p providers.Interface, c Case, applied providers.ApplyResponse) {
 	ctx := context.Background()
 	a := addr(c.Type)
-	if rv, isReverter := p.(providers.Reverter); isReverter && c.Reversible && applied.Inverse != nil {
+	if rv, isReverter := p.(providers.Reverter); isReverter && c.Reversible && applied.Revert != nil {
 		t.Run("revert", func(t *testing.T) {
 			var r providers.RevertResponse
 			var log bytes.Buffer
 			call(t, "Revert", func() {
-				r = rv.Revert(ctx, providers.RevertRequest{Type: c.Type, Addr: a, Config: c.Config, Inverse: *applied.Inverse, Outputs: applied.Outputs, Log: &log})
+				r = rv.Revert(ctx, providers.RevertRequest{Type: c.Type, Addr: a, Config: c.Config, Revert: *applied.Revert, Outputs: applied.Outputs, Log: &log})
 			})
 			if err := r.Diagnostics.Err(); err != nil {
 				t.Errorf("Revert: %v\nlog:\n%s", err, log.String())
@@ -381,7 +381,7 @@ func checkRevert(t *testing.T, p providers.Interface, c Case, applied providers.
 			// the second one must succeed on what the first left.
 			log.Reset()
 			call(t, "Revert", func() {
-				r = rv.Revert(ctx, providers.RevertRequest{Type: c.Type, Addr: a, Config: c.Config, Inverse: *applied.Inverse, Outputs: applied.Outputs, Resumed: true, Log: &log})
+				r = rv.Revert(ctx, providers.RevertRequest{Type: c.Type, Addr: a, Config: c.Config, Revert: *applied.Revert, Outputs: applied.Outputs, Resumed: true, Log: &log})
 			})
 			if err := r.Diagnostics.Err(); err != nil {
 				t.Errorf("Revert again (Resumed), after a revert that finished: %v\nlog:\n%s", err, log.String())

@@ -2,7 +2,7 @@ package sdk
 
 import "github.com/homelab-migrate/migrate/phases"
 
-// RedactArgv is argv, the value of the list attribute attr, as an inverse
+// RedactArgv is argv, the value of the list attribute attr, as revert data
 // may keep it in the state: its sensitive elements are phases.Redacted,
 // and secret lists their indices, so that a revert takes them from the
 // configuration again (RestoreArgv).

@@ -25,7 +25,7 @@
 //	p := &sdk.Provider[*Provider]{Name: "local", Steps: []sdk.Step[*Provider]{waitStep}}
 //
 // Example (example_test.go) is a whole provider: block, settings, typed
-// private and inverse data, a sensitive attribute and output. providers/local
+// private and revert data, a sensitive attribute and output. providers/local
 // is the reference for real handlers.
 //
 // A step type is one declaration: its StepType value holds the name, the
@@ -39,7 +39,7 @@
 //
 //  1. Write one file beside the provider's others, named for the step
 //     type: the name constant, the attributes and outputs structs, the
-//     private and inverse data, and the sdk.StepType with its handlers
+//     private and revert data, and the sdk.StepType with its handlers
 //     (Rollback says in a sentence what rollback does).
 //  2. Add its variable to the provider's Steps list (one line in New).
 //  3. For a plugin provider (helm, talos), run go generate on it (make
@@ -65,9 +65,9 @@
 // check, unknowns as with Unknowns, since rollback may lack them.
 //
 // What leaves the provider is scrubbed: text fields (Read.Detail,
-// Plan.Diff, Plan.Irreversible, inverse descriptions, records, every
+// Plan.Diff, Plan.Irreversible, revert data descriptions, records, every
 // diagnostic) have each secret replaced by phases.Redacted; private and
-// inverse data are typed (P, I), JSON-encoded, then scrubbed the same way
+// revert data are typed (P, I), JSON-encoded, then scrubbed the same way
 // (a handler keeps a secret's place, not the secret, and takes it from
 // the configuration again); output strings that contain a secret are
 // marked sensitive, so later steps still get the value while state and

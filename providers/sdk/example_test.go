@@ -29,7 +29,7 @@ type greetOutputs struct {
 	Token string `cty:"token" sensitive:"true"`
 }
 
-// greetPlan is the private data Plan hands to Apply; greetUndo the inverse.
+// greetPlan is the private data Plan hands to Apply; greetUndo the revert data.
 type greetPlan struct{ Line string }
 type greetUndo struct{ Name string }
 
@@ -45,10 +45,10 @@ var greetStep = &sdk.StepType[*greeter, greetAttrs, greetPlan, greetUndo]{
 		c.Log.Printf("%s", planned.Line)
 		return sdk.Apply[greetPlan, greetUndo]{
 			Outputs: greetOutputs{Said: planned.Line, Token: a.Token},
-			Inverse: &sdk.Inverse[greetUndo]{Description: "forget " + a.Name, Data: greetUndo{a.Name}},
+			Revert:  &sdk.RevertData[greetUndo]{Description: "forget " + a.Name, Data: greetUndo{a.Name}},
 		}
 	},
-	Revert: func(_ context.Context, c *sdk.Call[*greeter], _ greetAttrs, u sdk.Undo[greetUndo]) phases.Diagnostics {
+	Revert: func(_ context.Context, c *sdk.Call[*greeter], _ greetAttrs, u sdk.Applied[greetUndo]) phases.Diagnostics {
 		c.Log.Printf("goodbye, %s", u.Data.Name)
 		return nil
 	},
@@ -86,9 +86,9 @@ func Example() {
 	var log strings.Builder
 	r := p.Apply(ctx, providers.ApplyRequest{Type: "greet", Addr: addr, Config: cfg, Planned: plan.Private, Log: &log})
 	fmt.Print(log.String())
-	fmt.Println(r.Outputs.GetAttr("token").HasMark(phases.SensitiveMark), r.Inverse.Description, string(r.Inverse.Data))
+	fmt.Println(r.Outputs.GetAttr("token").HasMark(phases.SensitiveMark), r.Revert.Description, string(r.Revert.Data))
 	log.Reset()
-	p.Revert(ctx, providers.RevertRequest{Type: "greet", Addr: addr, Config: cfg, Inverse: *r.Inverse, Log: &log})
+	p.Revert(ctx, providers.RevertRequest{Type: "greet", Addr: addr, Config: cfg, Revert: *r.Revert, Log: &log})
 	fmt.Print(log.String())
 	// Output:
 	// say: hello, Ana ((sensitive value))

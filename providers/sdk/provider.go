@@ -54,14 +54,14 @@ var (
 // programming error, found by the first test that touches the provider.
 func (p *Provider[S]) init() {
 	p.once.Do(func() {
-		if err := p.Check(); err != nil {
+		if err := p.Validate(); err != nil {
 			panic("sdk: " + err.Error())
 		}
 	})
 }
 
-// Check derives the schema and says what is wrong with it, if anything.
-func (p *Provider[S]) Check() error {
+// Validate derives the schema and says what is wrong with it, if anything.
+func (p *Provider[S]) Validate() error {
 	block := map[string]phases.Attribute{}
 	if p.Settings != nil {
 		var err error
@@ -177,7 +177,7 @@ func (p *Provider[S]) Read(ctx context.Context, req providers.ReadRequest) provi
 	r.Detail = sc.text(r.Detail)
 	r.Identity = sc.text(r.Identity)
 	r.Outputs = sc.outputs(r.Outputs)
-	r.Inverse = scrubInverse(sc, r.Inverse)
+	r.Revert = scrubRevert(sc, r.Revert)
 	r.Diagnostics = sc.diags(r.Diagnostics)
 	return r
 }
@@ -208,8 +208,8 @@ func (p *Provider[S]) Apply(ctx context.Context, req providers.ApplyRequest) pro
 	_ = c.Log.Flush()
 	sc := c.scrubber()
 	r.Outputs = sc.outputs(r.Outputs)
-	r.Inverse = scrubInverse(sc, r.Inverse)
-	r.Record = sc.record(r.Record)
+	r.Revert = scrubRevert(sc, r.Revert)
+	r.Facts = sc.record(r.Facts)
 	r.Identity = sc.text(r.Identity)
 	r.Diagnostics = sc.diags(r.Diagnostics)
 	return r
@@ -246,8 +246,8 @@ func (p *Provider[S]) Close() error {
 	return p.CloseFunc()
 }
 
-// scrubInverse scrubs the description (the data is scrubbed when encoded).
-func scrubInverse(sc *scrubber, inv *providers.Inverse) *providers.Inverse {
+// scrubRevert scrubs the description (the data is scrubbed when encoded).
+func scrubRevert(sc *scrubber, inv *providers.RevertData) *providers.RevertData {
 	if inv == nil {
 		return nil
 	}

@@ -97,7 +97,7 @@ func TestAttributesRefuseUnsupportedTypes(t *testing.T) {
 	bad := &sdk.Provider[int]{Name: "bad", Steps: []sdk.Step[int]{&sdk.StepType[int, struct {
 		C chan int `cty:"c"`
 	}, none, none]{Name: "x"}}}
-	if err := bad.Check(); err == nil || !strings.Contains(err.Error(), "chan int") {
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "chan int") {
 		t.Errorf("Check = %v, want the field type named", err)
 	}
 }
@@ -245,16 +245,16 @@ func TestGateAndEnvelope(t *testing.T) {
 	if d := p.Revert(ctx, providers.RevertRequest{Type: "thing", Addr: addr(), Config: broken}).Diagnostics; d != nil {
 		t.Errorf("Revert of a type with nothing to undo: %v", d)
 	}
-	bad := &providers.Prior{Inverse: &providers.Inverse{Data: json.RawMessage(`{not json`)}}
+	bad := &providers.Prior{Revert: &providers.RevertData{Data: json.RawMessage(`{not json`)}}
 	typed := &sdk.Provider[int]{Name: "typed", Steps: []sdk.Step[int]{&sdk.StepType[int, struct{}, none, struct{ A []string }]{
 		Name: "t", Read: func(context.Context, *sdk.Call[int], struct{}, *sdk.Prior[none, struct{ A []string }]) sdk.Read[struct{ A []string }] {
-			t.Error("Read called with undecodable inverse data")
+			t.Error("Read called with undecodable revert data")
 			return sdk.Read[struct{ A []string }]{}
 		},
 	}}}
 	configured(t, typed)
 	if err := typed.Read(ctx, providers.ReadRequest{Type: "t", Addr: addr(), Prior: bad}).Diagnostics.Err(); err == nil || !strings.Contains(err.Error(), "Invalid Provider Data") {
-		t.Errorf("bad inverse data: %v", err)
+		t.Errorf("bad revert data: %v", err)
 	}
 	failing := &sdk.Provider[int]{Name: "failing", ConfigureFunc: func(context.Context, providers.ConfigureRequest) (int, phases.Diagnostics) {
 		return 0, phases.Errorf("Bad", "bad block")
@@ -280,8 +280,8 @@ func leaky() *sdk.Provider[int] {
 	diags := func(a attrs) phases.Diagnostics {
 		return phases.Diagnostics{{Severity: phases.Warning, Summary: "Said " + say(a), Detail: say(a)}}
 	}
-	inv := func(a attrs) *sdk.Inverse[leakData] {
-		return &sdk.Inverse[leakData]{Description: say(a), Data: leakData{a.Token, say(a)}}
+	inv := func(a attrs) *sdk.RevertData[leakData] {
+		return &sdk.RevertData[leakData]{Description: say(a), Data: leakData{a.Token, say(a)}}
 	}
 	st := &sdk.StepType[int, attrs, leakData, leakData]{
 		Name: "leak", Description: "Leaks.",
@@ -289,7 +289,7 @@ func leaky() *sdk.Provider[int] {
 			Said string `cty:"said"`
 		}{},
 		Read: func(_ context.Context, c *sdk.Call[int], a attrs, _ *sdk.Prior[leakData, leakData]) sdk.Read[leakData] {
-			return sdk.Read[leakData]{Observation: providers.Drifted, Detail: say(a), Inverse: inv(a), Diagnostics: diags(a),
+			return sdk.Read[leakData]{Observation: providers.Drifted, Detail: say(a), Revert: inv(a), Diagnostics: diags(a),
 				Outputs: struct {
 					Said string `cty:"said"`
 				}{say(a)}}
@@ -300,10 +300,10 @@ func leaky() *sdk.Provider[int] {
 		Apply: func(_ context.Context, c *sdk.Call[int], a attrs, planned leakData, _ *sdk.Prior[leakData, leakData]) sdk.Apply[leakData, leakData] {
 			c.Log.Printf("%s", say(a))
 			c.Log.Write([]byte("no newline at the end " + a.Token))
-			return sdk.Apply[leakData, leakData]{Private: planned, Inverse: inv(a), Record: map[string]string{"by": say(a)}, Diagnostics: diags(a),
+			return sdk.Apply[leakData, leakData]{Private: planned, Revert: inv(a), Facts: map[string]string{"by": say(a)}, Diagnostics: diags(a),
 				Outputs: cty.ObjectVal(map[string]cty.Value{"said": cty.StringVal(say(a))})}
 		},
-		Revert: func(_ context.Context, c *sdk.Call[int], a attrs, u sdk.Undo[leakData]) phases.Diagnostics {
+		Revert: func(_ context.Context, c *sdk.Call[int], a attrs, u sdk.Applied[leakData]) phases.Diagnostics {
 			c.Log.Printf("%s %s", say(a), u.Data.Note)
 			return diags(a)
 		},
@@ -326,8 +326,8 @@ func TestScrubsEveryField(t *testing.T) {
 	if said := r.Outputs.GetAttr("said"); !said.HasMark(phases.SensitiveMark) {
 		t.Errorf("an output holding a secret is not marked sensitive: %#v", said)
 	}
-	if !strings.Contains(string(r.Inverse.Data), phases.Redacted) || !strings.Contains(r.Inverse.Description, "word plain") {
-		t.Errorf("inverse = %+v, want the secret's place kept, the rest readable", r.Inverse)
+	if !strings.Contains(string(r.Revert.Data), phases.Redacted) || !strings.Contains(r.Revert.Description, "word plain") {
+		t.Errorf("revertOf = %+v, want the secret's place kept, the rest readable", r.Revert)
 	}
 }
 

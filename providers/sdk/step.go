@@ -32,7 +32,7 @@ type Call[S any] struct {
 	Approval providers.Approval
 	// Stop is the request's, in Apply: closed when a gentle stop was
 	// asked. A wait that follows the step's effect selects on it too and,
-	// when it closes, returns at once with Stopped set, the Inverse of
+	// when it closes, returns at once with Stopped set, the Revert of
 	// what was done, and StoppedWaiting's diagnostic. nil in Read, Plan
 	// and Revert (a nil channel never closes).
 	Stop <-chan struct{}
@@ -87,12 +87,12 @@ func (c *Call[S]) Null(attr string) bool { return c.cfg.obj.GetAttr(attr).IsNull
 type Prior[P, I any] struct {
 	Outputs cty.Value
 	Private P
-	Inverse *Inverse[I]
+	Revert  *RevertData[I]
 }
 
-// Inverse says how to undo a step; Data is kept in the state (the SDK
+// RevertData says how to revert a step; Data is kept in the state (the SDK
 // scrubs secrets out of it: keep a secret's place, not the secret).
-type Inverse[I any] struct {
+type RevertData[I any] struct {
 	Description string
 	Data        I
 }
@@ -103,7 +103,7 @@ type Read[I any] struct {
 	Observation providers.Observation
 	Detail      string
 	Outputs     any
-	Inverse     *Inverse[I]
+	Revert      *RevertData[I]
 	// Identity names the thing as it is now (providers.ReadResponse).
 	Identity string
 	// Private, in a Rebase read, is the step's private data (of its type
@@ -121,12 +121,12 @@ type Plan[P any] struct {
 }
 
 // Apply is what an Apply handler returns. Outputs as in Read; nil gives
-// a null object of the step type's outputs. A nil Inverse: not undoable.
+// a null object of the step type's outputs. A nil Revert: not undoable.
 type Apply[P, I any] struct {
 	Outputs any
 	Private P
-	Inverse *Inverse[I]
-	Record  map[string]string
+	Revert  *RevertData[I]
+	Facts   map[string]string
 	// Identity names what the step made or acted on
 	// (providers.ApplyResponse.Identity).
 	Identity string
@@ -138,8 +138,8 @@ type Apply[P, I any] struct {
 	Diagnostics phases.Diagnostics
 }
 
-// Undo is what a Revert handler gets.
-type Undo[I any] struct {
+// Applied is what a Revert handler gets: the apply being reverted.
+type Applied[I any] struct {
 	Description string
 	Data        I
 	// Outputs of the apply being undone.
@@ -151,7 +151,7 @@ type Undo[I any] struct {
 
 // StepType declares one step type: S are the provider's settings, A the
 // attributes struct (which is the schema, see Attributes), P the private
-// data from Plan to Apply, I the inverse data. Unset handlers: Read says
+// data from Plan to Apply, I the revert data. Unset handlers: Read says
 // present once applied, Plan says nothing more than the attributes
 // (PlanDiff), Revert has nothing to undo.
 type StepType[S, A, P, I any] struct {
@@ -182,7 +182,7 @@ type StepType[S, A, P, I any] struct {
 	// Revert undoes an apply; its attributes are decoded leniently (no
 	// required check, unknowns as with Unknowns): rollback evaluates
 	// the step again from the state, which may lack them.
-	Revert func(ctx context.Context, c *Call[S], a A, u Undo[I]) phases.Diagnostics
+	Revert func(ctx context.Context, c *Call[S], a A, u Applied[I]) phases.Diagnostics
 	// Digest adds to the step's input hash (providers.InputDigester).
 	Digest func(ctx context.Context, c *Call[S], a A) (string, phases.Diagnostics)
 
@@ -273,10 +273,10 @@ func (t *StepType[S, A, P, I]) prior(p *providers.Prior) (*Prior[P, I], phases.D
 	if err := decodeJSON(p.Private, &out.Private); err != nil {
 		return nil, badData("private data", err)
 	}
-	if p.Inverse != nil {
-		out.Inverse = &Inverse[I]{Description: p.Inverse.Description}
-		if err := decodeJSON(p.Inverse.Data, &out.Inverse.Data); err != nil {
-			return nil, badData("inverse data", err)
+	if p.Revert != nil {
+		out.Revert = &RevertData[I]{Description: p.Revert.Description}
+		if err := decodeJSON(p.Revert.Data, &out.Revert.Data); err != nil {
+			return nil, badData("revert data", err)
 		}
 	}
 	return out, nil
@@ -326,8 +326,8 @@ func (t *StepType[S, A, P, I]) read(ctx context.Context, c *Call[S], req provide
 	if resp.Outputs, err = t.outputs(r.Outputs, false); err != nil {
 		resp.Diagnostics = append(resp.Diagnostics, phases.FromError("Invalid Outputs", err)...)
 	}
-	if resp.Inverse, err = t.inverse(c, r.Inverse); err != nil {
-		resp.Diagnostics = append(resp.Diagnostics, phases.FromError("Invalid Inverse", err)...)
+	if resp.Revert, err = t.revertOf(c, r.Revert); err != nil {
+		resp.Diagnostics = append(resp.Diagnostics, phases.FromError("Invalid Revert", err)...)
 	}
 	return resp
 }
@@ -385,7 +385,7 @@ func (t *StepType[S, A, P, I]) apply(ctx context.Context, c *Call[S], req provid
 	}
 	r := t.Apply(ctx, c, a, planned, prior)
 	sc := c.scrubber()
-	resp := providers.ApplyResponse{Record: r.Record, Identity: r.Identity, Stopped: r.Stopped, Diagnostics: append(diags, r.Diagnostics...)}
+	resp := providers.ApplyResponse{Facts: r.Facts, Identity: r.Identity, Stopped: r.Stopped, Diagnostics: append(diags, r.Diagnostics...)}
 	var err error
 	if resp.Outputs, err = t.outputs(r.Outputs, true); err != nil {
 		resp.Diagnostics = append(resp.Diagnostics, phases.FromError("Invalid Outputs", err)...)
@@ -393,13 +393,13 @@ func (t *StepType[S, A, P, I]) apply(ctx context.Context, c *Call[S], req provid
 	if resp.Private, err = sc.encode(r.Private); err != nil {
 		resp.Diagnostics = append(resp.Diagnostics, phases.FromError("Invalid Private Data", err)...)
 	}
-	if resp.Inverse, err = t.inverse(c, r.Inverse); err != nil {
-		resp.Diagnostics = append(resp.Diagnostics, phases.FromError("Invalid Inverse", err)...)
+	if resp.Revert, err = t.revertOf(c, r.Revert); err != nil {
+		resp.Diagnostics = append(resp.Diagnostics, phases.FromError("Invalid Revert", err)...)
 	}
 	return resp
 }
 
-func (t *StepType[S, A, P, I]) inverse(c *Call[S], inv *Inverse[I]) (*providers.Inverse, error) {
+func (t *StepType[S, A, P, I]) revertOf(c *Call[S], inv *RevertData[I]) (*providers.RevertData, error) {
 	if inv == nil {
 		return nil, nil
 	}
@@ -407,7 +407,7 @@ func (t *StepType[S, A, P, I]) inverse(c *Call[S], inv *Inverse[I]) (*providers.
 	if err != nil {
 		return nil, err
 	}
-	return &providers.Inverse{Description: inv.Description, Data: data}, nil
+	return &providers.RevertData{Description: inv.Description, Data: data}, nil
 }
 
 // outputs converts a handler's outputs to a value of the declared type;
@@ -448,9 +448,9 @@ func (t *StepType[S, A, P, I]) revert(ctx context.Context, c *Call[S], req provi
 	if diags.HasErrors() {
 		return providers.RevertResponse{Diagnostics: diags}
 	}
-	u := Undo[I]{Description: req.Inverse.Description, Outputs: req.Outputs, Resumed: req.Resumed}
-	if err := decodeJSON(req.Inverse.Data, &u.Data); err != nil {
-		return providers.RevertResponse{Diagnostics: badData("inverse data", err)}
+	u := Applied[I]{Description: req.Revert.Description, Outputs: req.Outputs, Resumed: req.Resumed}
+	if err := decodeJSON(req.Revert.Data, &u.Data); err != nil {
+		return providers.RevertResponse{Diagnostics: badData("revert data", err)}
 	}
 	return providers.RevertResponse{Diagnostics: append(diags, t.Revert(ctx, c, a, u)...)}
 }
@@ -502,7 +502,7 @@ func StopCut(ctx context.Context) bool { return errors.Is(context.Cause(ctx), Er
 // StoppedWaiting is the diagnostic of an Apply that Call.Stop ended while
 // it waited: done says what the step did ("instance web created and
 // started"), notWaited what it was still waiting for ("its IPv4 address
-// (wait_for)"). Return it with Stopped set and the Inverse of what was
+// (wait_for)"). Return it with Stopped set and the Revert of what was
 // done.
 func StoppedWaiting(addr phases.Address, done, notWaited string) phases.Diagnostics {
 	return phases.Errorf("Stopped While Waiting", "%s was stopped while it waited: %s, but %s was not waited for. It is recorded as not done; the next run finds what was done and waits again.", addr, done, notWaited)

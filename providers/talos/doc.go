@@ -13,7 +13,7 @@
 //     a dry run whose diff is the plan, TRY with a timeout, the step's
 //     verify checks while the TRY is pending, then the permanent apply
 //     (NO_REBOOT by default). A failed check leaves the TRY to revert by
-//     itself. The inverse is the previous config, age-encrypted. The
+//     itself. The revert data is the previous config, age-encrypted. The
 //     rendered attribute's file is written by Apply only (a plan has no
 //     side effects), secrets redacted unless rendered_secrets = "include".
 //     A node in maintenance mode (booted from the ISO: self-signed TLS, no
@@ -23,7 +23,7 @@
 //     selector matching exactly one disk, with machinery's DiskLocator
 //     environment), and the config is sent over the insecure API only to
 //     an address the runbook names (maintenance.go, disks.go). The install
-//     has no inverse.
+//     has no revert data.
 //   - talos_bootstrap, talos_kubeconfig, talos_read, talos_service_health and
 //     talos_upgrade (the one explicit way to change the Talos version).
 //

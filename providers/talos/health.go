@@ -42,7 +42,7 @@ var serviceHealthStep = &sdk.StepType[*Provider, healthAttrs, none, none]{
 		if d := serviceHealth(ctx, newCall(sc), a.Services); d.HasErrors() {
 			return sdk.Apply[none, none]{Outputs: none{}, Diagnostics: d}
 		}
-		return sdk.Apply[none, none]{Outputs: none{}, Inverse: nothingToUndo()}
+		return sdk.Apply[none, none]{Outputs: none{}, Revert: nothingToUndo()}
 	},
 }
 

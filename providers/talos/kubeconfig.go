@@ -57,10 +57,10 @@ var kubeconfigStep = &sdk.StepType[*Provider, kubeconfigAttrs, none, none]{
 		c.log.Printf("kubeconfig written (mode 0600)")
 		return sdk.Apply[none, none]{
 			Outputs: kubeconfigOutputs{Path: a.Path},
-			Inverse: &sdk.Inverse[none]{Description: "remove the kubeconfig file " + a.Path},
+			Revert:  &sdk.RevertData[none]{Description: "remove the kubeconfig file " + a.Path},
 		}
 	},
-	Revert: func(_ context.Context, c *handle, a kubeconfigAttrs, _ sdk.Undo[none]) phases.Diagnostics {
+	Revert: func(_ context.Context, c *handle, a kubeconfigAttrs, _ sdk.Applied[none]) phases.Diagnostics {
 		if a.Path == "" || c.Unknown("path") {
 			return missing(c, "path")
 		}

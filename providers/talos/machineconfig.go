@@ -132,7 +132,7 @@ type planned struct {
 	FirstInstall []string `json:"first_install,omitempty"`
 }
 
-type mcPrior = sdk.Prior[planned, inverseData]
+type mcPrior = sdk.Prior[planned, machineConfigRevert]
 
 // MachineConfig is the talos_machine_config step type.
 const MachineConfig = "talos_machine_config"
@@ -164,7 +164,7 @@ type mcOutputs struct {
 	InstallerImage string `cty:"installer_image"`
 }
 
-var machineConfigStep = &sdk.StepType[*Provider, mcAttrs, planned, inverseData]{
+var machineConfigStep = &sdk.StepType[*Provider, mcAttrs, planned, machineConfigRevert]{
 	Name:        MachineConfig,
 	Description: "Renders the machine config (secrets bundle + patches, pinned version), validates it, shows the node's dry-run diff, then applies it with TRY, the verify checks and the permanent apply.",
 	Rollback:    "Re-applies the previous config through the same ladder (dry-run, TRY, verify, apply); it is kept in the state age-encrypted, so without an age identity the step is irreversible. A first install cannot be undone.",
@@ -175,7 +175,7 @@ var machineConfigStep = &sdk.StepType[*Provider, mcAttrs, planned, inverseData]{
 		c := newCall(sc)
 		r := planMachineConfig(ctx, c, a)
 		if c.s.recipient == nil && r.Irreversible == "" {
-			// The previous config is kept only age-encrypted (sealInverse).
+			// The previous config is kept only age-encrypted (sealRevert).
 			r.Irreversible = "its previous config can be kept for rollback only age-encrypted, but " + c.s.noKeyWhy + ": set age_identity or " + IdentityEnv
 		}
 		return r
@@ -284,9 +284,9 @@ func indent(s string) string {
 	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ")
 }
 
-// inverseData is the Data of a machine config inverse: each node's
+// machineConfigRevert is the Data of a machine config revert data: each node's
 // previous config, age-encrypted (it holds the cluster's secrets).
-type inverseData struct {
+type machineConfigRevert struct {
 	Recipient string                `json:"recipient"`
 	Nodes     map[string]prevConfig `json:"nodes"`
 }
@@ -296,7 +296,7 @@ type prevConfig struct {
 	Config string `json:"config_age"`
 }
 
-type mcApply = sdk.Apply[planned, inverseData]
+type mcApply = sdk.Apply[planned, machineConfigRevert]
 
 func applyMachineConfig(ctx context.Context, sc *handle, a mcAttrs, pl planned, _ *mcPrior) mcApply {
 	c := newCall(sc)
@@ -326,7 +326,7 @@ func applyMachineConfig(ctx context.Context, sc *handle, a mcAttrs, pl planned, 
 		}
 		return mcApply{Diagnostics: d}
 	}
-	inv := inverseData{Nodes: map[string]prevConfig{}}
+	inv := machineConfigRevert{Nodes: map[string]prevConfig{}}
 	for _, n := range ns {
 		prev, err := n.currentConfig(ctx)
 		if err != nil {
@@ -346,12 +346,12 @@ func applyMachineConfig(ctx context.Context, sc *handle, a mcAttrs, pl planned, 
 		}
 	}
 	out := mcOutputs{ConfigHash: r.hash, InstallerImage: r.image}
-	return mcApply{Outputs: out, Inverse: c.sealInverse(inv)}
+	return mcApply{Outputs: out, Revert: c.sealRevert(inv)}
 }
 
-// sealInverse encrypts the previous configs to the age recipient; with no
-// recipient there is no inverse, and the log says why.
-func (c *call) sealInverse(inv inverseData) *sdk.Inverse[inverseData] {
+// sealRevert encrypts the previous configs to the age recipient; with no
+// recipient there is no revert data, and the log says why.
+func (c *call) sealRevert(inv machineConfigRevert) *sdk.RevertData[machineConfigRevert] {
 	if c.s.recipient == nil {
 		c.log.Printf("no rollback for %s: the previous config holds the cluster's secrets and is kept only age-encrypted, but %s; set age_identity or %s to make this step reversible", c.addr, c.s.noKeyWhy, IdentityEnv)
 		return nil
@@ -372,7 +372,7 @@ func (c *call) sealInverse(inv inverseData) *sdk.Inverse[inverseData] {
 	for n := range inv.Nodes {
 		names = append(names, n)
 	}
-	return &sdk.Inverse[inverseData]{
+	return &sdk.RevertData[machineConfigRevert]{
 		Description: fmt.Sprintf("re-apply the previous machine config of %s (age-encrypted in state) through TRY, the checks and the permanent apply", strings.Join(sortStrings(names), ", ")),
 		Data:        inv,
 	}
@@ -457,7 +457,7 @@ func firstLine(s string) string {
 	return l
 }
 
-func readMachineConfig(ctx context.Context, sc *handle, a mcAttrs, prior *mcPrior) sdk.Read[inverseData] {
+func readMachineConfig(ctx context.Context, sc *handle, a mcAttrs, prior *mcPrior) sdk.Read[machineConfigRevert] {
 	c := newCall(sc)
 	p := c.p
 	if prior == nil {
@@ -469,27 +469,27 @@ func readMachineConfig(ctx context.Context, sc *handle, a mcAttrs, prior *mcPrio
 		// install rebooted. Only a node that persisted exactly this
 		// config is Present; else re-running the ladder is idempotent.
 		if out, ok := c.persistedAsRendered(ctx, a); ok {
-			return sdk.Read[inverseData]{Observation: providers.Present, Outputs: out, Detail: "never recorded as applied, but every node runs this config (a run stopped after applying it, e.g. during a first install's reboot)"}
+			return sdk.Read[machineConfigRevert]{Observation: providers.Present, Outputs: out, Detail: "never recorded as applied, but every node runs this config (a run stopped after applying it, e.g. during a first install's reboot)"}
 		}
-		return sdk.Read[inverseData]{Observation: providers.Absent, Detail: "never recorded as applied; the ladder runs (again)"}
+		return sdk.Read[machineConfigRevert]{Observation: providers.Absent, Detail: "never recorded as applied; the ladder runs (again)"}
 	}
 	st, known, diags := decodeMachineConfig(c, a)
 	if diags.HasErrors() || !known {
-		return sdk.Read[inverseData]{Observation: providers.Unknown, Diagnostics: diags}
+		return sdk.Read[machineConfigRevert]{Observation: providers.Unknown, Diagnostics: diags}
 	}
 	r, diags := c.render(st.role, st.patches)
 	if diags.HasErrors() {
-		return sdk.Read[inverseData]{Observation: providers.Unknown, Diagnostics: diags}
+		return sdk.Read[machineConfigRevert]{Observation: providers.Unknown, Diagnostics: diags}
 	}
 	ns, err := p.nodes(ctx)
 	if err != nil {
-		return sdk.Read[inverseData]{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
+		return sdk.Read[machineConfigRevert]{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
 	}
 	var drift []string
 	for _, n := range ns {
 		cur, err := n.currentConfig(ctx)
 		if err != nil {
-			return sdk.Read[inverseData]{Diagnostics: phases.Errorf("Cannot Read Current Config", "Reading the machine config of node %s failed: %v.", n.name, err)}
+			return sdk.Read[machineConfigRevert]{Diagnostics: phases.Errorf("Cannot Read Current Config", "Reading the machine config of node %s failed: %v.", n.name, err)}
 		}
 		cfg, err := loadConfig(cur)
 		if err != nil {
@@ -502,9 +502,9 @@ func readMachineConfig(ctx context.Context, sc *handle, a mcAttrs, prior *mcPrio
 		}
 	}
 	if len(drift) > 0 {
-		return sdk.Read[inverseData]{Observation: providers.Drifted, Detail: strings.Join(drift, "\n")}
+		return sdk.Read[machineConfigRevert]{Observation: providers.Drifted, Detail: strings.Join(drift, "\n")}
 	}
-	return sdk.Read[inverseData]{Observation: providers.Present, Outputs: mcOutputs{ConfigHash: r.hash, InstallerImage: r.image}}
+	return sdk.Read[machineConfigRevert]{Observation: providers.Present, Outputs: mcOutputs{ConfigHash: r.hash, InstallerImage: r.image}}
 }
 
 // inFlightWait bounds how long a read of a step found in flight waits for
@@ -607,10 +607,10 @@ func (c *call) persistedAsRendered(ctx context.Context, a mcAttrs) (mcOutputs, b
 	return mcOutputs{ConfigHash: r.hash, InstallerImage: r.image}, true
 }
 
-func revertMachineConfig(ctx context.Context, sc *handle, a mcAttrs, u sdk.Undo[inverseData]) phases.Diagnostics {
+func revertMachineConfig(ctx context.Context, sc *handle, a mcAttrs, u sdk.Applied[machineConfigRevert]) phases.Diagnostics {
 	c, inv := newCall(sc), u.Data
 	if len(inv.Nodes) == 0 {
-		return phases.Errorf("Invalid Inverse", "The recorded inverse of %s holds no previous config.", c.addr)
+		return phases.Errorf("Invalid Revert", "The recorded revert data of %s holds no previous config.", c.addr)
 	}
 	if c.s.identity == nil {
 		return phases.Errorf("No Age Identity", "Rolling back %s needs the age identity of recipient %s to decrypt the previous config: set age_identity or %s.", c.addr, inv.Recipient, IdentityEnv)

@@ -127,7 +127,7 @@ func configSummary(cfg coreconfig.Provider) string {
 // the insecure connection (as talosctl apply-config --insecure does),
 // waits for the install and the reboot, then goes on over mTLS with the
 // talosconfig of the same bundle: the version-skew guard and the verify
-// checks. An install cannot be undone: there is no inverse.
+// checks. An install cannot be undone: there is no revert data.
 func (c *call) firstInstall(ctx context.Context, st mcStep, r *rendered, ns []node) mcApply {
 	for _, n := range ns {
 		if !c.s.namedByRunbook(n.name) {

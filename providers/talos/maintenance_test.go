@@ -254,8 +254,8 @@ func TestFirstInstallEndToEndThenResumeSeesPresent(t *testing.T) {
 	if image != want || disk != "/dev/sda" || l.n.Version() != "v1.13.3" {
 		t.Errorf("installed %q on %q, running %s", image, disk, l.n.Version())
 	}
-	if r.Inverse != nil {
-		t.Errorf("a first install has an inverse: %+v", r.Inverse)
+	if r.Revert != nil {
+		t.Errorf("a first install has revert data: %+v", r.Revert)
 	}
 	for _, w := range []string{"sending the first config", "waiting for the install and the reboot", "installed; checks passed (services healthy: apid, machined)", "a first install cannot be undone"} {
 		if !strings.Contains(log.String(), w) {

@@ -98,8 +98,10 @@ func newCall(c *handle) *call {
 	return &call{Call: c, p: c.Settings, s: c.Settings.s, log: c.Log, addr: c.Addr}
 }
 
-// none is the private or inverse data of step types that keep none.
+// none is the private or revert data of step types that keep none.
 type none = struct{}
 
-// nothingToUndo is the inverse of checks.
-func nothingToUndo() *sdk.Inverse[none] { return &sdk.Inverse[none]{Description: "nothing to undo"} }
+// nothingToUndo is the revert data of checks.
+func nothingToUndo() *sdk.RevertData[none] {
+	return &sdk.RevertData[none]{Description: "nothing to undo"}
+}

@@ -77,7 +77,7 @@ var readStep = &sdk.StepType[*Provider, readAttrs, none, none]{
 		if err != nil {
 			return sdk.Apply[none, none]{Outputs: none{}, Diagnostics: phases.Errorf("Read Check Failed", "%v.", err)}
 		}
-		return sdk.Apply[none, none]{Outputs: none{}, Inverse: nothingToUndo()}
+		return sdk.Apply[none, none]{Outputs: none{}, Revert: nothingToUndo()}
 	},
 }
 

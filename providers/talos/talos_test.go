@@ -482,19 +482,19 @@ func TestLadderPassingChecksConfirms(t *testing.T) {
 	if !strings.HasSuffix(out["installer_image"].AsString(), ":v1.13.3") || len(out["config_hash"].AsString()) != 64 {
 		t.Errorf("outputs = %#v", r.Outputs)
 	}
-	if r.Inverse == nil {
-		t.Fatal("no inverse")
+	if r.Revert == nil {
+		t.Fatal("no revert data")
 	}
-	inv, _ := json.Marshal(r.Inverse)
+	inv, _ := json.Marshal(r.Revert)
 	sec := l.bundleSecrets(t)
-	assertNoSecrets(t, "the inverse", string(inv), sec)
+	assertNoSecrets(t, "the revert data", string(inv), sec)
 	assertNoSecrets(t, "the log", log.String(), sec)
 	if !strings.Contains(string(inv), l.id.Recipient().String()) || !strings.Contains(string(inv), "BEGIN AGE ENCRYPTED FILE") {
-		t.Errorf("the inverse is not sealed to the identity's recipient: %s", inv)
+		t.Errorf("the revert data is not sealed to the identity's recipient: %s", inv)
 	}
 
 	// Read: the node holds the rendered config.
-	prior := &providers.Prior{Outputs: r.Outputs, Inverse: r.Inverse}
+	prior := &providers.Prior{Outputs: r.Outputs, Revert: r.Revert}
 	rr := p.Read(context.Background(), providers.ReadRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Prior: prior})
 	if rr.Observation != providers.Present {
 		t.Errorf("Read after apply = %v %s %v", rr.Observation, rr.Detail, rr.Diagnostics)
@@ -502,7 +502,7 @@ func TestLadderPassingChecksConfirms(t *testing.T) {
 
 	// Rollback re-applies the previous config through the same ladder.
 	var rlog bytes.Buffer
-	rv := p.Revert(context.Background(), providers.RevertRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Inverse: *r.Inverse, Outputs: r.Outputs, Log: &rlog})
+	rv := p.Revert(context.Background(), providers.RevertRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Revert: *r.Revert, Outputs: r.Outputs, Log: &rlog})
 	if err := rv.Diagnostics.Err(); err != nil {
 		t.Fatalf("Revert: %v\n%s", err, rlog.String())
 	}
@@ -638,8 +638,8 @@ func TestAgeEncryptedTalosconfigAndSecrets(t *testing.T) {
 		t.Fatalf("Apply with encrypted files: %v\n%s", err, log.String())
 	}
 	sec := append(l.bundleSecrets(t), strings.TrimSpace(l.id.String()))
-	inv, _ := json.Marshal(ar.Inverse)
-	for where, text := range map[string]string{"diff": pr.Diff, "log": log.String(), "inverse": string(inv)} {
+	inv, _ := json.Marshal(ar.Revert)
+	for where, text := range map[string]string{"diff": pr.Diff, "log": log.String(), "revert data": string(inv)} {
 		assertNoSecrets(t, where, text, sec)
 	}
 }
@@ -653,8 +653,8 @@ func TestNoIdentityMeansIrreversibleWithReason(t *testing.T) {
 	if err := r.Diagnostics.Err(); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
-	if r.Inverse != nil {
-		t.Errorf("an inverse without an age identity: %+v", r.Inverse)
+	if r.Revert != nil {
+		t.Errorf("revert data without an age identity: %+v", r.Revert)
 	}
 	if !strings.Contains(log.String(), "no rollback") || !strings.Contains(log.String(), talos.IdentityEnv) {
 		t.Errorf("the log does not say why there is no rollback:\n%s", log.String())
@@ -666,8 +666,8 @@ func TestIdentityFromEnvironment(t *testing.T) {
 	t.Setenv(talos.IdentityEnv, l.id.String())
 	p := l.provider(t, map[string]cty.Value{"age_identity": cty.NilVal})
 	r := apply(context.Background(), p, talos.MachineConfig, obj(map[string]cty.Value{"try_timeout": cty.StringVal("20s")}), &bytes.Buffer{})
-	if err := r.Diagnostics.Err(); err != nil || r.Inverse == nil {
-		t.Fatalf("Apply with %s: %v, inverse %v", talos.IdentityEnv, err, r.Inverse)
+	if err := r.Diagnostics.Err(); err != nil || r.Revert == nil {
+		t.Fatalf("Apply with %s: %v, revert data %v", talos.IdentityEnv, err, r.Revert)
 	}
 }
 
@@ -692,8 +692,8 @@ func TestBootstrapKubeconfigServicesRead(t *testing.T) {
 		if err := r.Diagnostics.Err(); err != nil {
 			t.Fatalf("bootstrap %d: %v", i, err)
 		}
-		if r.Inverse != nil {
-			t.Error("bootstrap returned an inverse")
+		if r.Revert != nil {
+			t.Error("bootstrap returned revert data")
 		}
 		// Right after the bootstrap etcd is still starting, as on a node:
 		// the step is done only when it runs healthy.
@@ -722,11 +722,11 @@ func TestBootstrapKubeconfigServicesRead(t *testing.T) {
 	if b, _ := os.ReadFile(path); !strings.Contains(string(b), "clusters:") {
 		t.Errorf("not a kubeconfig:\n%s", b)
 	}
-	prior := &providers.Prior{Outputs: r.Outputs, Inverse: r.Inverse}
+	prior := &providers.Prior{Outputs: r.Outputs, Revert: r.Revert}
 	if rr := p.Read(ctx, providers.ReadRequest{Type: talos.Kubeconfig, Addr: phases.Address{Type: talos.Kubeconfig, Name: "node"}, Config: kc, Prior: prior}); rr.Observation != providers.Present {
 		t.Errorf("Read kubeconfig = %v", rr.Observation)
 	}
-	if rv := p.Revert(ctx, providers.RevertRequest{Type: talos.Kubeconfig, Config: kc, Inverse: *r.Inverse}); rv.Diagnostics.HasErrors() {
+	if rv := p.Revert(ctx, providers.RevertRequest{Type: talos.Kubeconfig, Config: kc, Revert: *r.Revert}); rv.Diagnostics.HasErrors() {
 		t.Fatal(rv.Diagnostics.Err())
 	}
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
@@ -791,14 +791,14 @@ func TestUpgradeIsTheExplicitWayAndReverts(t *testing.T) {
 	if v := l.n.Version(); v != "v1.13.3" {
 		t.Fatalf("node version after upgrade = %s", v)
 	}
-	if r.Inverse == nil || !strings.Contains(r.Inverse.Description, "v1.13.2") {
-		t.Fatalf("inverse = %+v", r.Inverse)
+	if r.Revert == nil || !strings.Contains(r.Revert.Description, "v1.13.2") {
+		t.Fatalf("revertOf = %+v", r.Revert)
 	}
 	addr := phases.Address{Type: talos.Upgrade, Name: "node"}
 	if rr := p.Read(ctx, providers.ReadRequest{Type: talos.Upgrade, Addr: addr, Config: cfg, Prior: &providers.Prior{}}); rr.Observation != providers.Present {
 		t.Errorf("Read after upgrade = %v", rr.Observation)
 	}
-	if rv := p.Revert(ctx, providers.RevertRequest{Type: talos.Upgrade, Addr: addr, Config: cfg, Inverse: *r.Inverse, Log: &log}); rv.Diagnostics.HasErrors() {
+	if rv := p.Revert(ctx, providers.RevertRequest{Type: talos.Upgrade, Addr: addr, Config: cfg, Revert: *r.Revert, Log: &log}); rv.Diagnostics.HasErrors() {
 		t.Fatalf("revert: %v\n%s", rv.Diagnostics.Err(), log.String())
 	}
 	if v := l.n.Version(); v != "v1.13.2" {
@@ -807,7 +807,7 @@ func TestUpgradeIsTheExplicitWayAndReverts(t *testing.T) {
 	// The revert runs again after a kill (Resumed): the node is on the
 	// version already, so no second reinstall (an upgrade would fail).
 	l.n.Fail("Upgrade", errors.New("a second reinstall"))
-	if rv := p.Revert(ctx, providers.RevertRequest{Type: talos.Upgrade, Addr: addr, Config: cfg, Inverse: *r.Inverse, Resumed: true, Log: &log}); rv.Diagnostics.HasErrors() {
+	if rv := p.Revert(ctx, providers.RevertRequest{Type: talos.Upgrade, Addr: addr, Config: cfg, Revert: *r.Revert, Resumed: true, Log: &log}); rv.Diagnostics.HasErrors() {
 		t.Errorf("resumed revert: %v\n%s", rv.Diagnostics.Err(), log.String())
 	}
 }

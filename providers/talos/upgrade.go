@@ -14,8 +14,8 @@ import (
 	"github.com/homelab-migrate/migrate/providers/sdk"
 )
 
-// upgradeInverse is the Data of an upgrade's inverse.
-type upgradeInverse struct {
+// upgradeRevert is the Data of an upgrade's revert data.
+type upgradeRevert struct {
 	Version string `json:"version"`
 }
 
@@ -34,7 +34,7 @@ type upgradeOutputs struct {
 	Image   string `cty:"image"`
 }
 
-var upgradeStep = &sdk.StepType[*Provider, upgradeAttrs, none, upgradeInverse]{
+var upgradeStep = &sdk.StepType[*Provider, upgradeAttrs, none, upgradeRevert]{
 	Name:        Upgrade,
 	Description: "Upgrades Talos to a target version with the Image Factory installer of the schematic, and waits until the node runs it.",
 	Rollback:    "Upgrades back to the previous version.",
@@ -47,13 +47,13 @@ var upgradeStep = &sdk.StepType[*Provider, upgradeAttrs, none, upgradeInverse]{
 		a.Version = "v" + strings.TrimPrefix(a.Version, "v")
 		return nil
 	},
-	Read: func(ctx context.Context, sc *handle, a upgradeAttrs, _ *sdk.Prior[none, upgradeInverse]) sdk.Read[upgradeInverse] {
+	Read: func(ctx context.Context, sc *handle, a upgradeAttrs, _ *sdk.Prior[none, upgradeRevert]) sdk.Read[upgradeRevert] {
 		if !known(newCall(sc), "version", "preserve") {
-			return sdk.Read[upgradeInverse]{Observation: providers.Unknown}
+			return sdk.Read[upgradeRevert]{Observation: providers.Unknown}
 		}
 		return readUpgrade(ctx, newCall(sc), a.Version)
 	},
-	Plan: func(_ context.Context, sc *handle, a upgradeAttrs, _ *sdk.Prior[none, upgradeInverse]) sdk.Plan[none] {
+	Plan: func(_ context.Context, sc *handle, a upgradeAttrs, _ *sdk.Prior[none, upgradeRevert]) sdk.Plan[none] {
 		if !known(newCall(sc), "version", "preserve") {
 			return sdk.Plan[none]{Diff: "upgrade Talos (the target is known after earlier steps run)"}
 		}
@@ -64,27 +64,27 @@ var upgradeStep = &sdk.StepType[*Provider, upgradeAttrs, none, upgradeInverse]{
 	Revert: revertUpgrade,
 }
 
-func readUpgrade(ctx context.Context, c *call, target string) sdk.Read[upgradeInverse] {
+func readUpgrade(ctx context.Context, c *call, target string) sdk.Read[upgradeRevert] {
 	ns, err := c.p.nodes(ctx)
 	if err != nil {
-		return sdk.Read[upgradeInverse]{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
+		return sdk.Read[upgradeRevert]{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
 	}
 	if d := c.reachable(ctx); d.HasErrors() {
-		return sdk.Read[upgradeInverse]{Diagnostics: d}
+		return sdk.Read[upgradeRevert]{Diagnostics: d}
 	}
 	for _, n := range ns {
 		v, err := n.version(ctx)
 		if d := c.unreachable(err); d != nil {
-			return sdk.Read[upgradeInverse]{Diagnostics: d}
+			return sdk.Read[upgradeRevert]{Diagnostics: d}
 		}
 		if err != nil {
-			return sdk.Read[upgradeInverse]{Diagnostics: phases.FromError("Cannot Read Talos Version", err)}
+			return sdk.Read[upgradeRevert]{Diagnostics: phases.FromError("Cannot Read Talos Version", err)}
 		}
 		if !sameVersion(v, target) {
-			return sdk.Read[upgradeInverse]{Observation: providers.Absent, Detail: fmt.Sprintf("node %s runs %s, not %s", n.name, v, target)}
+			return sdk.Read[upgradeRevert]{Observation: providers.Absent, Detail: fmt.Sprintf("node %s runs %s, not %s", n.name, v, target)}
 		}
 	}
-	return sdk.Read[upgradeInverse]{Observation: providers.Present, Outputs: upgradeOutputs{Version: target, Image: c.s.installerImage(target)}}
+	return sdk.Read[upgradeRevert]{Observation: providers.Present, Outputs: upgradeOutputs{Version: target, Image: c.s.installerImage(target)}}
 }
 
 func planUpgrade(c *call, target string, preserve bool) (string, phases.Diagnostics) {
@@ -99,8 +99,8 @@ func planUpgrade(c *call, target string, preserve bool) (string, phases.Diagnost
 	return b.String(), nil
 }
 
-func applyUpgrade(ctx context.Context, sc *handle, a upgradeAttrs, _ none, _ *sdk.Prior[none, upgradeInverse]) sdk.Apply[none, upgradeInverse] {
-	type result = sdk.Apply[none, upgradeInverse]
+func applyUpgrade(ctx context.Context, sc *handle, a upgradeAttrs, _ none, _ *sdk.Prior[none, upgradeRevert]) sdk.Apply[none, upgradeRevert] {
+	type result = sdk.Apply[none, upgradeRevert]
 	c, target, preserve := newCall(sc), a.Version, a.Preserve
 	ns, err := c.p.nodes(ctx)
 	if err != nil {
@@ -128,11 +128,11 @@ func applyUpgrade(ctx context.Context, sc *handle, a upgradeAttrs, _ none, _ *sd
 	out := upgradeOutputs{Version: target, Image: c.s.installerImage(target)}
 	if sameVersion(from, target) {
 		// A reinstall of the same version: there is nothing to go back to.
-		return result{Outputs: out, Inverse: &sdk.Inverse[upgradeInverse]{Description: "nothing to undo: the node ran this version before"}}
+		return result{Outputs: out, Revert: &sdk.RevertData[upgradeRevert]{Description: "nothing to undo: the node ran this version before"}}
 	}
 	return result{
 		Outputs: out,
-		Inverse: &sdk.Inverse[upgradeInverse]{Description: fmt.Sprintf("upgrade Talos back to %s (with the installer %s)", from, c.s.installerImage(from)), Data: upgradeInverse{Version: from}},
+		Revert:  &sdk.RevertData[upgradeRevert]{Description: fmt.Sprintf("upgrade Talos back to %s (with the installer %s)", from, c.s.installerImage(from)), Data: upgradeRevert{Version: from}},
 	}
 }
 
@@ -166,9 +166,9 @@ func (c *call) upgrade(ctx context.Context, n node, from, target string, preserv
 	return nil
 }
 
-func revertUpgrade(ctx context.Context, sc *handle, a upgradeAttrs, u sdk.Undo[upgradeInverse]) phases.Diagnostics {
+func revertUpgrade(ctx context.Context, sc *handle, a upgradeAttrs, u sdk.Applied[upgradeRevert]) phases.Diagnostics {
 	c, inv, preserve := newCall(sc), u.Data, a.Preserve
-	if inv == (upgradeInverse{}) {
+	if inv == (upgradeRevert{}) {
 		return nil
 	}
 	err := c.p.forNodes(ctx, func(n node) error {

@@ -196,7 +196,7 @@ func TestLostLeaseStopsWrites(t *testing.T) {
 				t.Fatalf("Checkpoint after the lock was lost: %v, want ErrLockLost", err)
 			}
 			t.Log(err)
-			if err := holder.Record(statetest.Rec("exec.c", state.Running)); !errors.Is(err, etcdstate.ErrLockLost) {
+			if err := holder.CheckpointUnsynced(statetest.Rec("exec.c", state.Running)); !errors.Is(err, etcdstate.ErrLockLost) {
 				t.Fatalf("Record after the lock was lost: %v", err)
 			}
 			holder.Close()

@@ -177,7 +177,7 @@ func (s *Store) Step(addr phases.Address) (*state.StepRecord, bool) {
 func (s *Store) Checkpoint(rec *state.StepRecord) error { return s.append(rec) }
 
 // Record is Checkpoint: an etcd commit is durable already.
-func (s *Store) Record(rec *state.StepRecord) error { return s.append(rec) }
+func (s *Store) CheckpointUnsynced(rec *state.StepRecord) error { return s.append(rec) }
 
 func (s *Store) append(rec *state.StepRecord) error {
 	if s.lease == 0 {

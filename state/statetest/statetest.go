@@ -121,7 +121,7 @@ func checkpointThenReopen(t *testing.T, b Backend) {
 	a := Rec("exec.a", state.Done)
 	a.StartedAt, a.FinishedAt = &now, &now
 	a.Outputs = json.RawMessage(`{"value":"x","type":"string"}`)
-	a.Record = map[string]string{"approved_by": "alice"}
+	a.Facts = map[string]string{"approved_by": "alice"}
 	Checkpoint(t, l, Rec("exec.a", state.Running), a, Rec("exec.b", state.Failed))
 	if s := l.Snapshot(); s.Serial != 3 || len(s.Steps) != 2 {
 		t.Fatalf("serial %d, %d steps; want 3, 2", s.Serial, len(s.Steps))
@@ -157,7 +157,7 @@ func checkpointThenReopen(t *testing.T, b Backend) {
 func recordVisible(t *testing.T, b Backend) {
 	l := OpenW(t, b, "migrate run")
 	defer l.Close()
-	if err := l.Record(Rec("exec.a", state.Running)); err != nil {
+	if err := l.CheckpointUnsynced(Rec("exec.a", state.Running)); err != nil {
 		t.Fatal(err)
 	}
 	got, ok := OpenR(t, b).Step(Rec("exec.a", state.Done).Addr)
@@ -207,7 +207,7 @@ func readOnlyNeverWrites(t *testing.T, b Backend) {
 	if err := r.Checkpoint(Rec("exec.a", state.Done)); !errors.Is(err, state.ErrReadOnly) {
 		t.Fatalf("Checkpoint read-only: %v, want ErrReadOnly", err)
 	}
-	if err := r.Record(Rec("exec.a", state.Done)); !errors.Is(err, state.ErrReadOnly) {
+	if err := r.CheckpointUnsynced(Rec("exec.a", state.Done)); !errors.Is(err, state.ErrReadOnly) {
 		t.Fatalf("Record read-only: %v, want ErrReadOnly", err)
 	}
 	if err := r.Persist(); !errors.Is(err, state.ErrReadOnly) {
@@ -377,21 +377,21 @@ func copies(t *testing.T, b Backend) {
 	l := OpenW(t, b, "migrate run")
 	defer l.Close()
 	r := Rec("exec.a", state.Done)
-	r.Record = map[string]string{"approved_by": "alice@laptop"}
+	r.Facts = map[string]string{"approved_by": "alice@laptop"}
 	r.Outputs = json.RawMessage(`{"value":1,"type":"number"}`)
 	Checkpoint(t, l, r)
-	r.Record["approved_by"] = "mallory"
+	r.Facts["approved_by"] = "mallory"
 	r.Outputs[10] = '9'
 	got, _ := l.Step(r.Addr)
-	if got.Record["approved_by"] != "alice@laptop" || string(got.Outputs) != `{"value":1,"type":"number"}` {
+	if got.Facts["approved_by"] != "alice@laptop" || string(got.Outputs) != `{"value":1,"type":"number"}` {
 		t.Fatalf("Checkpoint kept the caller's record, not a copy: %+v", got)
 	}
-	got.Record["approved_by"] = "eve"
+	got.Facts["approved_by"] = "eve"
 	s := l.Snapshot()
 	s.Steps["exec.a"].Outputs[10] = '7'
 	s.Steps["exec.b"] = Rec("exec.b", state.Done)
 	again, _ := l.Step(r.Addr)
-	if again.Record["approved_by"] != "alice@laptop" || string(again.Outputs) != `{"value":1,"type":"number"}` || len(l.Snapshot().Steps) != 1 {
+	if again.Facts["approved_by"] != "alice@laptop" || string(again.Outputs) != `{"value":1,"type":"number"}` || len(l.Snapshot().Steps) != 1 {
 		t.Fatal("Step/Snapshot returned shared data")
 	}
 	if _, ok := l.Step(Rec("exec.none", state.Done).Addr); ok {

@@ -171,7 +171,7 @@ func TestFirstInstallKilledDuringTheRebootWait(t *testing.T) {
 	}
 
 	// With an age identity, an installed node's config would get an
-	// inverse: the resumed run must still record the first install as one.
+	// revert data: the resumed run must still record the first install as one.
 	id, err := age.GenerateX25519Identity()
 	if err != nil {
 		t.Fatal(err)

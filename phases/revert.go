@@ -2,9 +2,9 @@ package phases
 
 import "encoding/json"
 
-// Inverse is how to undo an applied step. A provider returns it from Apply,
+// RevertData is how to revert an applied step. A provider returns it from Apply,
 // the state keeps it, and rollback hands it back to the provider.
-type Inverse struct {
+type RevertData struct {
 	// Description says in words what rollback will do ("run ./restore.sh",
 	// "start instance old-vm"). Shown in the rollback plan.
 	Description string `json:"description"`
