@@ -374,22 +374,14 @@ func (d *demo) wantStatus(ctx context.Context, phase, addr, want string) error {
 	if err != nil {
 		return fmt.Errorf("migrate status --json: %w", err)
 	}
-	var st struct {
-		Phases []struct {
-			Name  string `json:"name"`
-			Steps []struct {
-				Address string `json:"address"`
-				Status  string `json:"status"`
-			} `json:"steps"`
-		} `json:"phases"`
-	}
+	var st views.Status
 	if err := json.Unmarshal(out, &st); err != nil {
 		return fmt.Errorf("migrate status --json: %w", err)
 	}
 	for _, ph := range st.Phases {
 		for _, s := range ph.Steps {
-			if ph.Name == phase && s.Address == addr {
-				if s.Status != want {
+			if ph.Name == phase && s.Addr.String() == addr {
+				if string(s.Status) != want {
 					return fmt.Errorf("%s is %s, not %s as the injected failure should have left it", addr, s.Status, want)
 				}
 				return nil

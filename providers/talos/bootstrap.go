@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	machineapi "github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"google.golang.org/grpc/codes"
@@ -68,13 +67,8 @@ func applyBootstrap(ctx context.Context, c *call) (_ phases.Diagnostics, stopped
 // A gentle stop ends the wait at once (stopped).
 func waitEtcd(ctx context.Context, c *call, n node) (_ phases.Diagnostics, stopped bool) {
 	parent := ctx
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, serviceWait)
-		defer cancel()
-	}
-	deadline, _ := ctx.Deadline()
-	wait := time.Until(deadline).Round(time.Second)
+	ctx, cancel, wait := serviceDeadline(ctx)
+	defer cancel()
 	wctx, release := c.WaitContext(ctx)
 	defer release()
 	bad, err := c.waitServices(wctx, n, []string{"etcd"})

@@ -51,16 +51,22 @@ var serviceHealthStep = &sdk.StepType[*Provider, healthAttrs, none, none]{
 // a bootstrap or a reboot, etcd and the kubelet take a while to start.
 const serviceWait = 5 * time.Minute
 
+// serviceDeadline gives ctx the default wait unless it has a deadline
+// already (the step's timeout), and says how long that is.
+func serviceDeadline(ctx context.Context) (context.Context, context.CancelFunc, time.Duration) {
+	cancel := context.CancelFunc(func() {})
+	if _, ok := ctx.Deadline(); !ok {
+		ctx, cancel = context.WithTimeout(ctx, serviceWait)
+	}
+	deadline, _ := ctx.Deadline()
+	return ctx, cancel, time.Until(deadline).Round(time.Second)
+}
+
 func serviceHealth(ctx context.Context, c *call, svcs []string) phases.Diagnostics {
 	p := c.p
 	parent := ctx
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, serviceWait)
-		defer cancel()
-	}
-	deadline, _ := ctx.Deadline()
-	wait := time.Until(deadline).Round(time.Second)
+	ctx, cancel, wait := serviceDeadline(ctx)
+	defer cancel()
 	err := p.forNodes(ctx, func(n node) error {
 		bad, err := c.waitServices(ctx, n, svcs)
 		switch {

@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/homelab-migrate/migrate/state/etcdstate/etcdtest"
+	"github.com/homelab-migrate/migrate/views"
 )
 
 var migrateBin string
@@ -243,15 +244,7 @@ func (w *world) statuses(t *testing.T) map[string]string {
 	if err != nil {
 		t.Fatalf("migrate status --json: %v\n%s", err, errOut)
 	}
-	var st struct {
-		Phases []struct {
-			Name  string `json:"name"`
-			Steps []struct {
-				Address string `json:"address"`
-				Status  string `json:"status"`
-			} `json:"steps"`
-		} `json:"phases"`
-	}
+	var st views.Status // what migrate status --json prints
 	if err := json.Unmarshal(out, &st); err != nil {
 		t.Fatalf("migrate status --json does not parse: %v\n%s", err, out)
 	}
@@ -276,8 +269,8 @@ func (w *world) statuses(t *testing.T) map[string]string {
 	// The two views must agree.
 	for _, ph := range st.Phases {
 		for _, s := range ph.Steps {
-			if got := res[s.Address]; got != s.Status && !(got == "" && s.Status == "pending") {
-				t.Errorf("status --json says %s is %s, state show --json says %q", s.Address, s.Status, got)
+			if got := res[s.Addr.String()]; got != string(s.Status) && !(got == "" && s.Status == "pending") {
+				t.Errorf("status --json says %s is %s, state show --json says %q", s.Addr, s.Status, got)
 			}
 		}
 	}
