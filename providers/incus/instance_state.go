@@ -48,8 +48,8 @@ const InstanceState = "incus_instance_state"
 
 var stateStep = &sdk.StepType[*conn, stateSpec, struct{}, stateRevert]{
 	Name:        InstanceState,
-	Description: "Stops or starts an instance: gracefully with a timeout (force only when force_after is set), optionally after a snapshot; a stopped instance is kept for rollback, which starts it again.",
-	Rollback:    "Puts the instance back in its previous state (a stopped VM is started again, restored from its snapshot with restore_on_rollback).",
+	Description: "Stops or starts an instance: gracefully with a timeout (force only when force_after is set), optionally after a snapshot; a stopped instance is kept for rollback, which starts it again, and its boot.autostart is set to false, so that a reboot of the host does not start it beside what replaced it.",
+	Rollback:    "Puts the instance back in its previous state (a stopped VM is started again, restored from its snapshot with restore_on_rollback, its boot.autostart as it was).",
 	Outputs:     stateOut{},
 	Validate:    validateState,
 	Read:        readState,
@@ -122,6 +122,9 @@ type stateRevert struct {
 	Restore  bool   `json:"restore,omitempty"`
 	// Keep: the instance was kept for rollback; its absence is an error.
 	Keep bool `json:"keep,omitempty"`
+	// Autostart is boot.autostart before the stop ("true", "false" or
+	// "unset"), put back by "start" when the instance lost its mark.
+	Autostart string `json:"autostart,omitempty"`
 	// For "stop": the graceful timeout, force after it, and the marks the
 	// start removed, put back.
 	Timeout int               `json:"timeout,omitempty"`
@@ -129,7 +132,46 @@ type stateRevert struct {
 	Marks   map[string]string `json:"marks,omitempty"`
 }
 
-var markKeys = []string{KeyKeepForRollback, KeyStoppedAt, KeyStoppedBy, KeySnapshot}
+var markKeys = []string{KeyKeepForRollback, KeyStoppedAt, KeyStoppedBy, KeySnapshot, KeyAutostartBefore}
+
+// keyAutostart is the daemon's own key: whether the instance starts when
+// the host boots (unset: as it was running when the host went down).
+const keyAutostart = "boot.autostart"
+
+// autostartBefore is what KeyAutostartBefore keeps of an instance's
+// boot.autostart: its value, or "unset".
+func autostartBefore(inst *incusapi.Instance) string {
+	if v, ok := inst.Config[keyAutostart]; ok {
+		return v
+	}
+	return "unset"
+}
+
+// autostartRestored is the boot.autostart to put back for what
+// KeyAutostartBefore kept ("" removes the key, as setMarks does); ok is
+// false when nothing was kept.
+func autostartRestored(inst *incusapi.Instance) (value string, ok bool) {
+	before, ok := inst.Config[KeyAutostartBefore]
+	if !ok {
+		return "", false
+	}
+	if before == "unset" {
+		return "", true
+	}
+	return before, true
+}
+
+// autostartPlan says what the stop does to boot.autostart.
+func autostartPlan(inst *incusapi.Instance) string {
+	if inst.Config[keyAutostart] == "false" {
+		return ""
+	}
+	was := "unset"
+	if v, ok := inst.Config[keyAutostart]; ok {
+		was = fmt.Sprintf("%q", v)
+	}
+	return fmt.Sprintf("\n  ~ config %s = \"false\" (was %s: a reboot of the host must not start it again; rollback puts it back)", keyAutostart, was)
+}
 
 func planState(ctx context.Context, c *call, s stateSpec, _ statePrior) sdk.Plan[struct{}] {
 	inst, d := existing(ctx, c, s.Instance, planHint)
@@ -159,6 +201,7 @@ func planState(ctx context.Context, c *call, s stateSpec, _ statePrior) sdk.Plan
 			fmt.Fprintf(&b, "\n  + config %s = \"true\" (kept for rollback; a cleanup may delete it only after its retain_until)", KeyKeepForRollback)
 		}
 		fmt.Fprintf(&b, "\n  + config %s, %s", KeyStoppedAt, KeyStoppedBy)
+		b.WriteString(autostartPlan(inst))
 		b.WriteString("\n  rollback: ")
 		if s.RestoreOnRollback {
 			b.WriteString("restore the snapshot, then ")
@@ -172,13 +215,20 @@ func planState(ctx context.Context, c *call, s stateSpec, _ statePrior) sdk.Plan
 
 // startRevert undoes a stop: start again, restoring the snapshot first
 // when asked.
-func startRevert(s stateSpec, snapshot string) stateInv {
+func startRevert(s stateSpec, snapshot, autostart string) stateInv {
 	desc := "start instance " + s.Instance + " again"
 	restore := s.RestoreOnRollback && snapshot != ""
 	if restore {
 		desc = fmt.Sprintf("restore snapshot %s of instance %s, then start it again", snapshot, s.Instance)
 	}
-	return &sdk.RevertData[stateRevert]{Description: desc, Data: stateRevert{Op: "start", Instance: s.Instance, Snapshot: snapshot, Restore: restore, Keep: s.keep}}
+	switch autostart {
+	case "", "false":
+	case "unset":
+		desc += ", " + keyAutostart + " unset again"
+	default:
+		desc += fmt.Sprintf(", %s = %q again", keyAutostart, autostart)
+	}
+	return &sdk.RevertData[stateRevert]{Description: desc, Data: stateRevert{Op: "start", Instance: s.Instance, Snapshot: snapshot, Restore: restore, Keep: s.keep, Autostart: autostart}}
 }
 
 func nothingToUndo(s stateSpec) stateInv {
@@ -210,7 +260,7 @@ func readState(ctx context.Context, c *call, s stateSpec, prior statePrior) sdk.
 		// it: adopt it with the way back.
 		snap := inst.Config[KeySnapshot]
 		r.Outputs = stateOut{s.Instance, "running", snap}
-		r.Revert = startRevert(s, snap)
+		r.Revert = startRevert(s, snap, inst.Config[KeyAutostartBefore])
 	default:
 		r.Outputs = stateOut{s.Instance, cur, ""}
 		r.Revert = nothingToUndo(s)
@@ -229,7 +279,7 @@ func applyState(ctx context.Context, c *call, s stateSpec, _ struct{}, _ statePr
 		logf(c, "instance %s is already %s: nothing to do", s.Instance, s.State)
 		if ours && s.State == "stopped" {
 			snap := inst.Config[KeySnapshot]
-			return stateApply{Outputs: stateOut{s.Instance, "running", snap}, Revert: startRevert(s, snap)}
+			return stateApply{Outputs: stateOut{s.Instance, "running", snap}, Revert: startRevert(s, snap, inst.Config[KeyAutostartBefore])}
 		}
 		return stateApply{Outputs: stateOut{s.Instance, cur, ""}, Revert: nothingToUndo(s)}
 	}
@@ -350,6 +400,12 @@ func stopInstance(ctx context.Context, c *call, s stateSpec, inst *incusapi.Inst
 	if s.keep {
 		marks[KeyKeepForRollback] = "true"
 	}
+	// boot.autostart goes to false, its value before kept on the instance
+	// (a stop resumed after a kill finds it there, not the false it set).
+	if _, kept := inst.Config[KeyAutostartBefore]; !kept || inst.Config[KeyStoppedBy] != c.Addr.String() {
+		marks[KeyAutostartBefore] = autostartBefore(inst)
+	}
+	marks[keyAutostart] = "false"
 	// The marks go first: a stop interrupted half-way is then recognised
 	// by the next run, and no cleanup deletes the instance meanwhile.
 	if err := setMarks(ctx, c, s.Instance, marks); err != nil {
@@ -375,7 +431,11 @@ func stopInstance(ctx context.Context, c *call, s stateSpec, inst *incusapi.Inst
 	default:
 		return stateApply{Diagnostics: apiErr(c, "Cannot Stop Instance", err)}
 	}
-	return stateApply{Outputs: stateOut{s.Instance, cur, snap}, Revert: startRevert(s, snap)}
+	before := marks[KeyAutostartBefore]
+	if before == "" {
+		before = inst.Config[KeyAutostartBefore]
+	}
+	return stateApply{Outputs: stateOut{s.Instance, cur, snap}, Revert: startRevert(s, snap, before)}
 }
 
 func startInstance(ctx context.Context, c *call, s stateSpec, inst *incusapi.Instance, cur, snap string) stateApply {
@@ -393,6 +453,10 @@ func startInstance(ctx context.Context, c *call, s stateSpec, inst *incusapi.Ins
 			old[k] = v
 			clear[k] = ""
 		}
+	}
+	if v, ok := autostartRestored(inst); ok {
+		clear[keyAutostart] = v
+		old[keyAutostart] = inst.Config[keyAutostart]
 	}
 	if len(clear) > 0 {
 		if err := setMarks(ctx, c, s.Instance, clear); err != nil {
@@ -446,6 +510,11 @@ func revertState(ctx context.Context, c *call, a stateSpec, u sdk.Applied[stateR
 		clear := map[string]string{}
 		for _, k := range markKeys {
 			clear[k] = ""
+		}
+		if v, ok := autostartRestored(inst); ok {
+			clear[keyAutostart] = v
+		} else if inv.Autostart != "" {
+			clear[keyAutostart] = strings.TrimPrefix(inv.Autostart, "unset")
 		}
 		if err := setMarks(ctx, c, name, clear); err != nil {
 			return apiErr(c, "Cannot Unmark Instance", err)

@@ -30,11 +30,15 @@ func TestInstanceStateLifecycle(t *testing.T) {
 	wantContains(t, "the stop diff", pl.Diff,
 		`~ stop instance "`+name+`" (running -> stopped): gracefully within 20s, then by force`,
 		"+ snapshot migrate-old_home-", `+ config user.migrate.keep_for_rollback = "true"`,
-		"rollback: restore the snapshot, then start it again")
+		"rollback: restore the snapshot, then start it again",
+		`~ config boot.autostart = "false" (was unset: a reboot of the host must not start it again; rollback puts it back)`)
 	r := s.mustApply(pl.Private, nil)
 	i := inst(t, c, name)
 	if i.Status != "Stopped" {
 		t.Fatalf("status after stop = %s", i.Status)
+	}
+	if i.Config["boot.autostart"] != "false" || i.Config[incus.KeyAutostartBefore] != "unset" {
+		t.Errorf("a stopped old VM would start again at the host's next boot: boot.autostart %q, kept as %q", i.Config["boot.autostart"], i.Config[incus.KeyAutostartBefore])
 	}
 	snap := r.Outputs.GetAttr("snapshot").AsString()
 	if !strings.HasPrefix(snap, "migrate-old_home-") || !slices.Contains(snapshots(t, c, name), snap) {
@@ -79,7 +83,7 @@ func TestInstanceStateLifecycle(t *testing.T) {
 	if i.Config["user.app"] != "jellyfin" {
 		t.Errorf("the snapshot was not restored: user.app = %q", i.Config["user.app"])
 	}
-	for _, k := range []string{incus.KeyKeepForRollback, incus.KeyStoppedAt, incus.KeyStoppedBy, incus.KeySnapshot} {
+	for _, k := range []string{incus.KeyKeepForRollback, incus.KeyStoppedAt, incus.KeyStoppedBy, incus.KeySnapshot, incus.KeyAutostartBefore, "boot.autostart"} {
 		if v, ok := i.Config[k]; ok {
 			t.Errorf("%s = %q after rollback", k, v)
 		}
@@ -105,6 +109,41 @@ func TestStartAndStopAgain(t *testing.T) {
 	s.revert(r.Revert)
 	if i := inst(t, c, name); i.Status != "Stopped" || i.Config[incus.KeyKeepForRollback] != "true" {
 		t.Fatalf("after rollback: %s %v", i.Status, i.Config)
+	}
+}
+
+// TestStopKeepsAutostartOff: an old VM set to start with the host is
+// stopped with boot.autostart false (resumed, the value from before the
+// first attempt is kept), started again with it, and the start's own
+// rollback turns it off again.
+func TestStopKeepsAutostartOff(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	p := provider(t, nil)
+	name := launch(t, c, "autostart", true, map[string]string{"boot.autostart": "true"})
+	s := newStep(t, p, incus.InstanceState, "autostart", map[string]cty.Value{"instance": str(name), "state": str("stopped"), "force_after": cty.True})
+	wantContains(t, "the stop diff", s.mustPlan(nil).Diff, `~ config boot.autostart = "false" (was "true"`)
+	r := s.mustApply(nil, nil)
+	if i := inst(t, c, name); i.Config["boot.autostart"] != "false" || i.Config[incus.KeyAutostartBefore] != "true" {
+		t.Fatalf("after the stop: %v", i.Config)
+	}
+	wantContains(t, "the revert data", r.Revert.Description, `boot.autostart = "true" again`)
+	if again := s.mustApply(nil, nil); again.Revert == nil || !strings.Contains(again.Revert.Description, `boot.autostart = "true" again`) {
+		t.Errorf("applied again, the step forgot boot.autostart was true: %+v", again.Revert)
+	}
+
+	start := newStep(t, p, incus.InstanceState, "autostart_back", map[string]cty.Value{"instance": str(name), "state": str("running")})
+	up := start.mustApply(nil, nil)
+	if i := inst(t, c, name); i.Status != "Running" || i.Config["boot.autostart"] != "true" || i.Config[incus.KeyAutostartBefore] != "" {
+		t.Fatalf("started again: %s %v", i.Status, i.Config)
+	}
+	start.revert(up.Revert)
+	if i := inst(t, c, name); i.Status != "Stopped" || i.Config["boot.autostart"] != "false" || i.Config[incus.KeyAutostartBefore] != "true" {
+		t.Fatalf("the start rolled back: %s %v", i.Status, i.Config)
+	}
+	s.revert(r.Revert)
+	if i := inst(t, c, name); i.Status != "Running" || i.Config["boot.autostart"] != "true" {
+		t.Fatalf("the stop rolled back: %s %v", i.Status, i.Config)
 	}
 }
 

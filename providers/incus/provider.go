@@ -31,6 +31,11 @@ const (
 	KeyStoppedBy = "user.migrate.stopped_by"
 	// KeySnapshot is the snapshot taken just before that stop.
 	KeySnapshot = "user.migrate.snapshot"
+	// KeyAutostartBefore is the instance's boot.autostart before migrate
+	// stopped it ("true", "false", or "unset"): a stopped old VM must not
+	// come back at the host's next boot, beside the machine that replaced
+	// it, and rollback puts the setting back.
+	KeyAutostartBefore = "user.migrate.autostart_before"
 	// KeyCreatedBy is the address of the step that created the instance.
 	KeyCreatedBy = "user.migrate.created_by"
 )
