@@ -97,7 +97,7 @@ func (s *Server) instAPI(in *instance) map[string]any {
 		"description": in.Description, "architecture": in.Architecture, "config": in.Config,
 		"devices": in.Devices, "profiles": in.Profiles, "ephemeral": in.Ephemeral, "stateful": in.Stateful,
 		"expanded_config": cfg, "expanded_devices": devs,
-		"created_at": in.CreatedAt, "last_used_at": in.LastUsedAt, "location": "none", "project": "default"}
+		"created_at": in.CreatedAt, "last_used_at": lastUsed(in.LastUsedAt), "location": "none", "project": "default"}
 }
 
 // load reads the instances and volumes kept in Dir; New starts again
@@ -322,7 +322,12 @@ func (s *Server) createInstance(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	op := s.ops.start("task", "Creating instance", map[string][]string{"instances": {"/1.0/instances/" + in.Name}},
 		func(*operation) (map[string]any, error) {
-			err := s.checkDisks(in)
+			s.mu.Lock()
+			err := s.createRejection(in)
+			s.mu.Unlock()
+			if err == nil {
+				err = s.checkDisks(in)
+			}
 			if err == nil {
 				err = s.makeInstance(in, src)
 			}
@@ -411,6 +416,19 @@ func (s *Server) putInstance(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	patch := r.Method == http.MethodPatch
+	s.mu.Lock()
+	config, devices := req.Config, req.Devices
+	if patch {
+		config, devices = maps.Clone(in.Config), maps.Clone(in.Devices)
+		maps.Copy(config, req.Config)
+		maps.Copy(devices, req.Devices)
+	}
+	err = s.updateRejection(in.Type, config, devices)
+	s.mu.Unlock()
+	if err != nil {
+		failErr(w, err) // the daemon answers the request itself
+		return
+	}
 	s.ops.async(w, s.ops.start("task", "Updating instance", res, func(*operation) (map[string]any, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -458,4 +476,13 @@ func (s *Server) deleteInstance(w http.ResponseWriter, r *http.Request) {
 			s.logf("incus lab: deleted %s", in.Name)
 			return nil, os.RemoveAll(in.dir)
 		}))
+}
+
+// lastUsed is last_used_at as the daemon says it: the Unix epoch for an
+// instance that never ran.
+func lastUsed(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Unix(0, 0).UTC()
+	}
+	return t
 }

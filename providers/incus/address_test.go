@@ -410,3 +410,35 @@ func TestHelperRunAddress(t *testing.T) {
 	fmt.Println("helper finished:", err)
 	os.Exit(0)
 }
+
+// TestInFlightCreatedNotStarted: a run killed after its creation of the
+// instance and before the start and the wait for its address leaves an
+// instance that exists, stopped, without an address. Read in flight, it
+// is not done (adopted, its empty ipv4 output would reach the steps
+// that connect to it); applied again, it is started and waited for.
+func TestInFlightCreatedNotStarted(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	p := provider(t, nil)
+	name := unique("inflight")
+	cleanupInstance(t, c, name)
+	s := netStep(t, p, name, "", map[string]cty.Value{"wait_for": str("ipv4"), "wait_timeout": str("60s")})
+	// What the killed run had done: the instance, marked as the step's, not started.
+	if err := c.CreateInstance(ctxT(t, 60*time.Second), incusapi.InstancesPost{
+		Name: name, Type: "container", Source: incusapi.InstanceSource{Type: "image", Alias: incustest.NetImage},
+		InstancePut: incusapi.InstancePut{
+			Config:  map[string]string{incus.KeyCreatedBy: s.addr.String()},
+			Devices: map[string]map[string]string{"eth0": {"type": "nic", "network": incustest.Network}},
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rd := s.p.Read(ctxT(t, 60*time.Second), providers.ReadRequest{Type: s.typ, Addr: s.addr, Config: s.cfg, InFlight: true})
+	if rd.Diagnostics.HasErrors() || rd.Observation == providers.Present {
+		t.Fatalf("read in flight: %v %q (%v): an instance without the address wait_for names was taken as done", rd.Observation, rd.Detail, rd.Diagnostics.Err())
+	}
+	r := s.mustApply(nil, nil)
+	if out := outputs(r.Outputs); out["ipv4"] == "" || out["status"] != "Running" {
+		t.Fatalf("applied again: outputs %v", out)
+	}
+}

@@ -47,7 +47,7 @@ func TestVMRequestGolden(t *testing.T) {
 			"devices": devMap(map[string]map[string]string{
 				"root": {"type": "disk", "pool": "default", "path": "/", "size": "64GiB"},
 				"iso":  {"type": "disk", "source": "/var/lib/images/talos-v1.13.3-metal-amd64.iso", "boot.priority": "10"},
-				"bulk": {"type": "disk", "pool": "default", "source": "bulk", "size": "150GiB"},
+				"bulk": {"type": "disk", "pool": "default", "source": "bulk"}, // sized by its incus_volume: the daemon refuses a size on any disk but the root
 			}),
 		},
 		// By fingerprint.

@@ -259,9 +259,10 @@ func readInstance(ctx context.Context, c *call, spec InstanceSpec, prior instPri
 	if d.HasErrors() {
 		return sdk.Read[instanceRevert]{Diagnostics: d}
 	}
-	if a.Status == "Running" && !a.has(s.WaitFor) {
-		// Created, but the run that waited for its address stopped first:
-		// apply again, which waits.
+	if (a.Status == "Running" || c.InFlight) && !a.has(s.WaitFor) {
+		// Created, but the run that waited for its address stopped first
+		// (read in flight: maybe before it even started it): apply again,
+		// which starts it if it never ran, and waits.
 		return sdk.Read[instanceRevert]{Observation: providers.Drifted, Detail: fmt.Sprintf("instance %q has no %s address yet (wait_for); last seen: %s", s.Name, s.WaitFor, a.Seen)}
 	}
 	r := sdk.Read[instanceRevert]{Observation: providers.Present, Outputs: a.outputs(s.Name, inst.Type), Identity: identityOf(inst)}

@@ -53,7 +53,7 @@ func applyInstance(ctx context.Context, c *call, spec InstanceSpec, planned inst
 	} else {
 		logf(c, "instance %s already has the settings the step manages", s.Name)
 	}
-	if ours && s.Start && inst.Status != "Running" && inst.LastUsedAt.IsZero() {
+	if ours && s.Start && inst.Status != "Running" && neverStarted(inst) {
 		// Created by an earlier attempt that stopped before starting it.
 		if err := setState(ctx, c, s.Name, incusapi.InstanceStatePut{Action: "start"}); err != nil {
 			return instApply{Diagnostics: apiErr(c, "Cannot Start Instance", err)}
@@ -75,6 +75,12 @@ func applyInstance(ctx context.Context, c *call, spec InstanceSpec, planned inst
 		r.Revert = &sdk.RevertData[instanceRevert]{Description: fmt.Sprintf("restore the previous config and devices of instance %s", s.Name), Data: inv}
 	}
 	return withAddresses(ctx, c, s, r)
+}
+
+// neverStarted: the daemon says "1970-01-01T00:00:00Z" of an instance
+// that never ran (last_used_at), not Go's zero time.
+func neverStarted(inst *incusapi.Instance) bool {
+	return inst.LastUsedAt.IsZero() || inst.LastUsedAt.Unix() <= 0
 }
 
 // withAddresses completes a successful apply with the instance's status
