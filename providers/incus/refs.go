@@ -181,13 +181,7 @@ func (l *hostLists) missing(ctx context.Context, r hostRef) phases.Diagnostics {
 	where := c.Settings.where
 	switch r.kind {
 	case "pool":
-		fix := "Set pool to one of those, or create the pool (incus storage create)."
-		if r.name == "default" && slices.Contains(names, "local") {
-			fix = `Set pool = "local" (IncusOS calls its default pool "local"), or create the pool.`
-		} else if len(names) == 0 {
-			fix = "Create the pool (incus storage create), or set pool to one the host has."
-		}
-		return errorf("Unknown Storage Pool", "The storage pool %q named by %s does not exist on Incus at %s; %s. %s Nothing was changed.", r.name, by, where, has, fix)
+		return errorf("Unknown Storage Pool", "The storage pool %q named by %s does not exist on Incus at %s; %s. %s Nothing was changed.", r.name, by, where, has, poolFix(r.name, names))
 	case "volume":
 		return errorf("Unknown Storage Volume", "The custom storage volume %q of pool %q named by %s does not exist on Incus at %s%s; %s. If a step of the runbook creates it, refer to that step's outputs (pool = incus_volume.NAME.pool, source = incus_volume.NAME.name) so that this step waits for it; otherwise create the volume (incus storage volume create %s %s), or fix the name. Nothing was changed.", r.name, r.pool, by, where, projectNote(c), has, r.pool, r.name)
 	}
@@ -211,4 +205,15 @@ func instanceRefs(ctx context.Context, c *call, s DesiredInstance, inst *incusap
 // volumePool checks, before a volume is created, that its pool exists.
 func volumePool(ctx context.Context, c *call, s volumeSpec) phases.Diagnostics {
 	return checkRefs(ctx, c, []hostRef{{kind: "pool", name: s.Pool, attr: "pool"}})
+}
+
+// poolFix says how to fix a missing pool, given the pools the host has.
+func poolFix(missing string, has []string) string {
+	switch {
+	case missing == "default" && slices.Contains(has, "local"):
+		return `Set pool = "local" (IncusOS calls its default pool "local"), or create the pool.`
+	case len(has) == 0:
+		return "Create the pool (incus storage create), or set pool to one the host has."
+	}
+	return "Set pool to one of those, or create the pool (incus storage create)."
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/homelab-migrate/migrate/engine"
 	"github.com/homelab-migrate/migrate/providers/incus"
 	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
 	"github.com/homelab-migrate/migrate/providers/incus/internal/incustest"
@@ -124,5 +125,58 @@ func TestVolumeMissingPool(t *testing.T) {
 	wantDiag(t, r.Diagnostics, "Unknown Storage Pool", want...)
 	if _, err := c.StoragePool(ctxT(t, 10*time.Second), noPool); !incusapi.IsNotFound(err) {
 		t.Errorf("pool %s: %v", noPool, err)
+	}
+}
+
+// TestVolumeMadeInTheSameRun: an instance whose disk refers to the outputs
+// of the incus_volume step that makes the volume plans (deferred: the
+// volume is not there yet) and runs; named by a plain string instead, the
+// volume is not known to be made by the run, and the plan is refused,
+// saying to refer to the step's outputs. Nothing is created then.
+func TestVolumeMadeInTheSameRun(t *testing.T) {
+	c := client(t)
+	vol, name := unique("bulk"), unique("node")
+	t.Cleanup(func() { _ = c.DeleteStorageVolume(context.Background(), "default", vol) })
+	cleanupInstance(t, c, name) // runs first: the volume is in use until then
+	vars := []string{"volume=" + vol, "instance=" + name, "image=" + testImage}
+
+	e, done := migration(t, loadRunbook(t, "testdata/refs", append(vars, "source_by_name=true")...), t.TempDir())
+	_, diags := e.Plan(context.Background(), engine.PlanOptions{Phases: []string{"build"}})
+	done()
+	wantDiag(t, diags, "Unknown Storage Volume", `"`+vol+`"`, "device bulk of incus_instance.node", "source = incus_volume.NAME.name")
+	if _, _, err := c.StorageVolume(ctxT(t, 10*time.Second), "default", vol); !incusapi.IsNotFound(err) {
+		t.Fatalf("after the refused plan, volume %s: %v", vol, err)
+	}
+
+	plan, err := runPhase(t, loadRunbook(t, "testdata/refs", vars...), t.TempDir(), "build")
+	if err != nil {
+		t.Fatalf("run build: %v", err)
+	}
+	for _, sp := range plan.Phases[0].Steps {
+		if sp.Addr.String() == "incus_instance.node" && !sp.Deferred {
+			t.Errorf("the instance's plan was not deferred: %s", sp.Diff)
+		}
+	}
+	if d := inst(t, c, name).Devices["bulk"]; d["source"] != vol || d["pool"] != "default" {
+		t.Errorf("device bulk = %v", d)
+	}
+}
+
+// TestPoolFix: on an IncusOS host, whose default pool is "local", a step
+// written for pool "default" is told to use "local".
+func TestPoolFix(t *testing.T) {
+	for _, tc := range []struct {
+		missing string
+		has     []string
+		want    string
+	}{
+		{"default", []string{"data", "local"}, `Set pool = "local" (IncusOS calls its default pool "local")`},
+		{"default", []string{"data"}, "Set pool to one of those"},
+		{"tank", []string{"local"}, "Set pool to one of those"},
+		{"tank", nil, "Create the pool"},
+	} {
+		if got := incus.PoolFix(tc.missing, tc.has); !strings.Contains(got, tc.want) {
+			t.Errorf("PoolFix(%q, %v) = %q, want %q", tc.missing, tc.has, got, tc.want)
+		}
 	}
 }
