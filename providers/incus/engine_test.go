@@ -25,7 +25,13 @@ var factories = map[string]providers.Factory{"local": local.Factory, "incus": in
 // loadFixture loads testdata/runbook with the given variables.
 func loadFixture(t testing.TB, vars ...string) *phases.Runbook {
 	t.Helper()
-	dir, err := filepath.Abs("testdata/runbook")
+	return loadRunbook(t, "testdata/runbook", vars...)
+}
+
+// loadRunbook loads the runbook in dir with the given variables.
+func loadRunbook(t testing.TB, dir string, vars ...string) *phases.Runbook {
+	t.Helper()
+	dir, err := filepath.Abs(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,3 +26,6 @@ func Normalize(addr phases.Address, s *InstanceSpec) phases.Diagnostics {
 	_, diags := normalize(addr, *s, func(string, ...any) bool { return false })
 	return diags
 }
+
+// PoolFix is how the diagnostic of a missing pool says to fix it.
+func PoolFix(missing string, has []string) string { return poolFix(missing, has) }

@@ -25,7 +25,7 @@ type InstanceSpec struct {
 	Memory      string                       `cty:"memory" doc:"Memory (limits.memory), such as \"16GiB\"."`
 	Profiles    []string                     `cty:"profiles" doc:"Profiles, in order; the daemon's default when unset."`
 	Config      map[string]string            `cty:"config" doc:"Instance config keys, such as security.secureboot; only the keys listed are managed."`
-	Devices     map[string]map[string]string `cty:"devices" doc:"Devices by name, each a map with a type: a host directory shared by virtiofs {type=\"disk\", source=\"/tank/data\", path=\"/var/mnt/data\"} (mount tag incus_NAME), a volume {type=\"disk\", pool=\"default\", source=\"bulk\"}, a GPU {type=\"gpu\", gputype=\"physical\", pci=\"0000:00:02.0\"}, an ISO {type=\"disk\", source=\"/path/talos.iso\", \"boot.priority\"=\"10\"}."`
+	Devices     map[string]map[string]string `cty:"devices" doc:"Devices by name, each a map with a type: a host directory shared by virtiofs {type=\"disk\", source=\"/tank/data\", path=\"/var/mnt/data\"} (mount tag incus_NAME), a volume {type=\"disk\", pool=\"default\", source=\"bulk\"}, a GPU {type=\"gpu\", gputype=\"physical\", pci=\"0000:00:02.0\"}, an ISO {type=\"disk\", source=\"/path/talos.iso\", \"boot.priority\"=\"10\"}, a NIC {type=\"nic\", network=\"incusbr0\"} or {type=\"nic\", nictype=\"bridged\", parent=\"br0\"}. A disk's pool and volume and a nic's network (or bridged or macvlan parent) must exist; for a volume an incus_volume step makes, refer to its outputs (pool = incus_volume.NAME.pool, source = incus_volume.NAME.name) so that the plan waits for it."`
 	Start       bool                         `cty:"start" doc:"Start the instance once created."`
 	Description string                       `cty:"description" doc:"The instance description, set at creation."`
 	RetainUntil string                       `cty:"retain_until" doc:"With ensure = \"absent\": the date (YYYY-MM-DD) until which an instance kept for rollback must stay; its deletion is refused until that date has passed."`
@@ -50,7 +50,7 @@ const Instance = "incus_instance"
 
 var instanceStep = &sdk.StepType[*conn, InstanceSpec, instancePrivate, instanceRevert]{
 	Name:        Instance,
-	Description: "Ensures an Incus instance exists with the given type, image (or empty disk), limits, profiles, config and devices; or, with ensure = \"absent\", that it is deleted (refused for instances kept for rollback before retain_until).",
+	Description: "Ensures an Incus instance exists with the given type, image (or empty disk), limits, profiles, config and devices; or, with ensure = \"absent\", that it is deleted (refused for instances kept for rollback before retain_until). The storage pools, custom volumes and networks its devices name must exist on the host: plan and apply refuse, changing nothing, naming the missing ones and those the host has.",
 	Rollback:    "Deletes the instance it created, or restores the previous config and devices; a deletion cannot be undone.",
 	Outputs:     instanceOut{},
 	Validate: func(c *call, a *InstanceSpec) phases.Diagnostics {
@@ -154,10 +154,16 @@ func planInstance(ctx context.Context, c *call, spec InstanceSpec, prior instPri
 		if d := needsSource(c, s); d != nil {
 			return sdk.Plan[instancePrivate]{Diagnostics: d}
 		}
+		if d := instanceRefs(ctx, c, s, nil); d.HasErrors() {
+			return sdk.Plan[instancePrivate]{Diagnostics: d}
+		}
 		return sdk.Plan[instancePrivate]{Diff: createDiff(s), Private: instancePrivate{Planned: true}}
 	}
 	if inst.Type != s.Type {
 		return sdk.Plan[instancePrivate]{Diagnostics: errorf("Instance Type Differs", "%s: instance %q is a %s, but the step says type = %q. Incus cannot change an instance's type: fix the step, or delete the instance first.", c.Addr, s.Name, inst.Type, s.Type)}
+	}
+	if d := instanceRefs(ctx, c, s, inst); d.HasErrors() {
+		return sdk.Plan[instancePrivate]{Diagnostics: d}
 	}
 	pv := managedOf(prior)
 	ch := instanceChanges(s, inst, pv.Config, pv.Devices)

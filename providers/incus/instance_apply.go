@@ -44,6 +44,9 @@ func applyInstance(ctx context.Context, c *call, spec InstanceSpec, planned inst
 	put, inv := updatedPut(s, inst, pv.Config, pv.Devices)
 	ch := instanceChanges(s, inst, pv.Config, pv.Devices)
 	if len(ch) > 0 {
+		if d := instanceRefs(ctx, c, s, inst); d.HasErrors() {
+			return instApply{Diagnostics: d}
+		}
 		if err := c.Settings.c.UpdateInstance(ctx, s.Name, put, etag); err != nil {
 			return instApply{Diagnostics: apiErr(c, "Cannot Update Instance", err)}
 		}
@@ -182,6 +185,9 @@ func updatedPut(s DesiredInstance, inst *incusapi.Instance, removedConfig, remov
 func createInstance(ctx context.Context, c *call, s DesiredInstance, managed instancePrivate) instApply {
 	if d := needsSource(c, s); d != nil {
 		return instApply{Diagnostics: d}
+	}
+	if d := instanceRefs(ctx, c, s, nil); d.HasErrors() {
+		return instApply{Diagnostics: d} // the plan may be older than the host
 	}
 	post := CreateRequest(s, c.Addr.String())
 	start := time.Now()

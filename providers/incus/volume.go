@@ -16,7 +16,7 @@ import (
 
 // volumeSpec is an incus_volume step: a custom storage volume.
 type volumeSpec struct {
-	Pool        string            `cty:"pool" doc:"The storage pool, \"default\" by default."`
+	Pool        string            `cty:"pool" doc:"The storage pool, \"default\" by default; it must exist on the host (IncusOS calls its own \"local\")."`
 	Name        string            `cty:"name" doc:"The volume name; default the step's name."`
 	Size        string            `cty:"size" doc:"The volume size (its size config key), such as \"150GiB\"; the pool's default when unset."`
 	ContentType string            `cty:"content_type" doc:"\"filesystem\" (default), \"block\" (for a VM's extra disk) or \"iso\" (with source_file); it cannot change once created."`
@@ -154,6 +154,9 @@ func planVolume(ctx context.Context, c *call, s volumeSpec, _ *sdk.Prior[struct{
 		return sdk.Plan[struct{}]{Diagnostics: apiErr(c, "Cannot Read Volume", err)}
 	}
 	if v == nil {
+		if d := volumePool(ctx, c, s); d.HasErrors() {
+			return sdk.Plan[struct{}]{Diagnostics: d}
+		}
 		head := fmt.Sprintf("+ create %s volume %q in pool %q", s.ContentType, s.Name, s.Pool)
 		return sdk.Plan[struct{}]{Diff: renderChanges(head, volumeChanges(s, nil)) + "\n  rollback: delete the volume"}
 	}
@@ -191,6 +194,9 @@ func applyVolume(ctx context.Context, c *call, s volumeSpec, _ struct{}, _ *sdk.
 	}
 	out := volumeOut{s.Pool, s.Name}
 	if v == nil {
+		if d := volumePool(ctx, c, s); d.HasErrors() {
+			return volApply{Diagnostics: d}
+		}
 		post := incusapi.StorageVolumesPost{Name: s.Name, ContentType: s.ContentType, StorageVolumePut: incusapi.StorageVolumePut{Config: maps.Clone(s.want)}}
 		post.Config[KeyCreatedBy] = c.Addr.String()
 		if err := c.Settings.c.CreateStorageVolume(ctx, s.Pool, post); err != nil {

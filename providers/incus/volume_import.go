@@ -145,6 +145,11 @@ func planImport(ctx context.Context, c *call, s volumeSpec) sdk.Plan[struct{}] {
 	if err != nil {
 		return sdk.Plan[struct{}]{Diagnostics: apiErr(c, "Cannot Read Volume", err)}
 	}
+	if v == nil {
+		if d := volumePool(ctx, c, s); d.HasErrors() {
+			return sdk.Plan[struct{}]{Diagnostics: d}
+		}
+	}
 	sum, size, diags := fileDigest(c, s.path)
 	if diags.HasErrors() {
 		return sdk.Plan[struct{}]{Diagnostics: diags}
@@ -170,6 +175,11 @@ func applyImport(ctx context.Context, c *call, s volumeSpec) volApply {
 	v, _, err := getVolume(ctx, c, s)
 	if err != nil {
 		return volApply{Diagnostics: apiErr(c, "Cannot Read Volume", err)}
+	}
+	if v == nil {
+		if d := volumePool(ctx, c, s); d.HasErrors() {
+			return volApply{Diagnostics: d}
+		}
 	}
 	sum, _, diags := fileDigest(c, s.path)
 	if diags.HasErrors() {

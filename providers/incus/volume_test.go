@@ -162,7 +162,8 @@ func TestVolumeValidation(t *testing.T) {
 		wantDiag(t, newStep(t, p, incus.Volume, "v", tc.cfg).plan(nil).Diagnostics, tc.summary, tc.detail)
 	}
 	r, _ := newStep(t, p, incus.Volume, "v", map[string]cty.Value{"pool": str("no-such-pool-xyz")}).apply(ctxT(t, 30*time.Second), nil, nil)
-	wantDiag(t, r.Diagnostics, "Cannot Create Volume", "incus_volume.v", "no-such-pool-xyz")
+	// The pool is checked before the create is sent (TestVolumeMissingPool).
+	wantDiag(t, r.Diagnostics, "Unknown Storage Pool", "incus_volume.v", `"no-such-pool-xyz"`)
 }
 
 // TestVolumeImport: source_file is imported as an ISO volume (the daemon
