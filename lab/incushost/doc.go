@@ -52,7 +52,8 @@
 //   - Mount points the init needs (/usr or /usr/bin..., /dev/null...,
 //     symlinks bin -> usr/bin where the host has them) are created in the
 //     rootfs when absent, and stay visible through the files API.
-//   - Networks: one managed network (Options.Network, "labbr0"), no DHCP:
+//   - Networks: one managed network (Options.Network, "labbr0"), and
+//     "lo" listed unmanaged as the host's interface; no DHCP:
 //     every instance has a 127.0.1.N address (127.B.x.y with
 //     Options.AddressBlock B) from its creation; a running
 //     instance reports it on each NIC (and a booted VM on eth0), and the

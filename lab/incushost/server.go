@@ -376,6 +376,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /1.0/certificates", s.postCertificate)
 	mux.HandleFunc("GET /1.0/certificates", s.getCertificates)
 	mux.HandleFunc("DELETE /1.0/certificates/{fp}", s.deleteCertificate)
+	mux.HandleFunc("GET /1.0/networks", s.listNetworks)
 	mux.HandleFunc("GET /1.0/networks/{name}", s.getNetwork)
 	mux.HandleFunc("GET /1.0/networks/{name}/leases", s.getLeases)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -82,6 +82,7 @@ func (s *Server) volAPI(v *volume) map[string]any {
 
 func (s *Server) volumeRoutes(mux *http.ServeMux) {
 	base := "/1.0/storage-pools/{pool}/volumes/custom"
+	mux.HandleFunc("GET /1.0/storage-pools", s.listPools)
 	mux.HandleFunc("GET /1.0/storage-pools/{pool}", s.getPool)
 	mux.HandleFunc("GET "+base, s.listVolumes)
 	mux.HandleFunc("POST "+base, s.createVolume)
@@ -132,7 +133,20 @@ func (s *Server) getPool(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusNotFound, "Storage pool not found")
 		return
 	}
-	syncOK(w, map[string]any{"name": pool, "driver": "dir", "status": "Created", "config": map[string]string{}})
+	syncOK(w, poolAPI())
+}
+
+func poolAPI() map[string]any {
+	return map[string]any{"name": pool, "driver": "dir", "status": "Created", "config": map[string]string{}}
+}
+
+// listPools is GET /1.0/storage-pools: the lab's one pool.
+func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {
+	if recursive(r) {
+		syncOK(w, []any{poolAPI()})
+		return
+	}
+	syncOK(w, []string{"/1.0/storage-pools/" + pool})
 }
 
 // volume finds the volume and calls fn with s.mu held.
@@ -242,12 +256,38 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getNetwork(w http.ResponseWriter, r *http.Request) {
-	if r.PathValue("name") != s.opts.Network {
-		fail(w, http.StatusNotFound, "Network not found")
+	for _, n := range s.networks() {
+		if n["name"] == r.PathValue("name") {
+			syncOK(w, n)
+			return
+		}
+	}
+	fail(w, http.StatusNotFound, "Network not found")
+}
+
+// networks are the lab's managed network and, unmanaged as the daemon
+// reports the host's interfaces, its loopback (where its addresses are).
+func (s *Server) networks() []map[string]any {
+	return []map[string]any{
+		{"name": s.opts.Network, "type": "bridge", "managed": true, "status": "Created",
+			"config": map[string]string{"ipv4.address": "127.0.1.254/8", "ipv6.address": "none"}},
+		{"name": "lo", "type": "loopback", "managed": false, "config": map[string]string{}},
+	}
+}
+
+// listNetworks is GET /1.0/networks, sorted by name as the daemon's.
+func (s *Server) listNetworks(w http.ResponseWriter, r *http.Request) {
+	nets := s.networks()
+	slices.SortFunc(nets, func(a, b map[string]any) int { return strings.Compare(a["name"].(string), b["name"].(string)) })
+	if recursive(r) {
+		syncOK(w, nets)
 		return
 	}
-	syncOK(w, map[string]any{"name": s.opts.Network, "type": "bridge", "managed": true, "status": "Created",
-		"config": map[string]string{"ipv4.address": "127.0.1.254/8", "ipv6.address": "none"}})
+	var out []string
+	for _, n := range nets {
+		out = append(out, "/1.0/networks/"+n["name"].(string))
+	}
+	syncOK(w, out)
 }
 
 // getLeases: the lab's network hands each running instance with a NIC on
