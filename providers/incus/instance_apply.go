@@ -262,6 +262,26 @@ func settled(ctx context.Context, c *call, name, action string, err error) bool 
 	}
 }
 
+// settledAs watches the instance's status for up to settleWait until it
+// is want; false when it is not by then (or cannot be read).
+func settledAs(ctx context.Context, c *call, name, want string) bool {
+	deadline := time.Now().Add(settleWait)
+	for {
+		st, err := c.Settings.c.InstanceState(ctx, name)
+		if err == nil && st.Status == want {
+			return true
+		}
+		if err != nil || time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 func applyAbsent(ctx context.Context, c *call, s DesiredInstance, inst *incusapi.Instance) instApply {
 	out := instApply{Outputs: instanceOut{Name: s.Name, Type: s.Type}}
 	if inst == nil {

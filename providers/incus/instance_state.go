@@ -431,6 +431,21 @@ func stopInstance(ctx context.Context, c *call, s stateSpec, inst *incusapi.Inst
 	default:
 		return stateApply{Diagnostics: apiErr(c, "Cannot Stop Instance", err)}
 	}
+	// The world, not only the answer: on a busy daemon a stop can be
+	// answered while the instance still runs (a graceful stop racing the
+	// forced one). Watched until it says Stopped; forced again once when
+	// allowed.
+	if !settledAs(ctx, c, s.Instance, "Stopped") {
+		if s.ForceAfter {
+			logf(c, "instance %s still runs after its stop was answered; forcing it off again", s.Instance)
+			_ = setState(ctx, c, s.Instance, incusapi.InstanceStatePut{Action: "stop", Force: true})
+		}
+		if !settledAs(ctx, c, s.Instance, "Stopped") {
+			return stateApply{Diagnostics: phases.Errorf("Instance Still Running",
+				"%s: the daemon answered the stop of instance %q, but it still runs %s later. Nothing else was changed; run again to retry, or look at `incus info %s --show-log`.",
+				c.Addr, s.Instance, settleWait, s.Instance)}
+		}
+	}
 	before := marks[KeyAutostartBefore]
 	if before == "" {
 		before = inst.Config[KeyAutostartBefore]
