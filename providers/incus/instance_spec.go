@@ -112,6 +112,11 @@ func checkInstance(what string, s DesiredInstance) phases.Diagnostics {
 		if dev["type"] == "" {
 			errorf("Invalid Device", "Device %q of %s has no type: every device needs one, such as type = \"disk\" or type = \"gpu\".", name, what)
 		}
+		// The daemon's rule, said at plan time: "Only the root disk may
+		// have a size quota".
+		if dev["type"] == "disk" && dev["size"] != "" && (dev["path"] != "/" || dev["source"] != "") {
+			errorf("Invalid Device", "Device %q of %s sets size = %q, but only the root disk (path = \"/\", no source) may have a size: Incus refuses it (\"Only the root disk may have a size quota\"). Size the volume itself (incus_volume's size) and drop size here.", name, what, dev["size"])
+		}
 	}
 	if !instanceNameRE.MatchString(s.Name) {
 		errorf("Invalid Instance Name", "%q is not a valid instance name for %s: use letters, digits and dashes, starting with a letter, at most 63 characters (set name when the step's own name does not fit).", s.Name, what)

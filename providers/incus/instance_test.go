@@ -306,6 +306,7 @@ func TestValidation(t *testing.T) {
 		{map[string]cty.Value{"image": str("x"), "empty": cty.True}, "Conflicting Attributes", "image and empty"},
 		{map[string]cty.Value{"cpu": cty.NumberIntVal(2), "config": strMap(map[string]string{"limits.cpu": "3"})}, "Conflicting Attributes", "cpu"},
 		{map[string]cty.Value{"devices": devMap(map[string]map[string]string{"gpu": {"pci": "0000:00:02.0"}})}, "Invalid Device", "no type"},
+		{map[string]cty.Value{"devices": devMap(map[string]map[string]string{"bulk": {"type": "disk", "pool": "default", "source": "bulk", "size": "150GiB"}})}, "Invalid Device", "Only the root disk may have a size quota"},
 		{map[string]cty.Value{"name": str("9bad_name")}, "Invalid Instance Name", "9bad_name"},
 		{map[string]cty.Value{"config": strMap(map[string]string{incus.KeyKeepForRollback: "false"})}, "Reserved Config Key", "user.migrate"},
 		{map[string]cty.Value{"name": str(unique("new")), "type": str("container")}, "Missing Attribute", "image"},
