@@ -240,26 +240,11 @@ func settled(ctx context.Context, c *call, name, action string, err error) bool 
 	if want == "" {
 		return false
 	}
-	msg := strings.ToLower(err.Error())
-	racing := action == "stop" && strings.Contains(msg, "is not running")
-	deadline := time.Now().Add(settleWait)
-	for {
-		st, err := c.Settings.c.InstanceState(ctx, name)
-		if err != nil {
-			return false
-		}
-		if st.Status == want {
-			return true
-		}
-		if !racing || time.Now().After(deadline) {
-			return false
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(200 * time.Millisecond):
-		}
+	if strings.Contains(strings.ToLower(err.Error()), "is not running") && action == "stop" {
+		return settledAs(ctx, c, name, want) // racing a stop: watched for a while
 	}
+	st, err := c.Settings.c.InstanceState(ctx, name)
+	return err == nil && st.Status == want
 }
 
 // settledAs watches the instance's status for up to settleWait until it

@@ -257,8 +257,9 @@ func (w *world) probeOutOfOrder(t *testing.T, phase, killedAt string) {
 	// A kill after the phase's last step was recorded leaves it complete
 	// (the phase is its records): then the next phase is no longer out of
 	// order, and there is no refusal to probe.
+	before := w.statusJSON(t)
 	var st views.Status
-	if err := json.Unmarshal([]byte(w.statusJSON(t)), &st); err != nil {
+	if err := json.Unmarshal([]byte(before), &st); err != nil {
 		t.Fatalf("migrate status --json: %v", err)
 	}
 	for _, ph := range st.Phases {
@@ -272,7 +273,6 @@ func (w *world) probeOutOfOrder(t *testing.T, phase, killedAt string) {
 		calm = 10 * time.Second
 	}
 	events := w.lab.quiet(t, calm, time.Minute)
-	before := w.statusJSON(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	out, err := w.command(ctx, append([]string{"run", "--phase", next.name, "--auto-approve"}, next.flags...)...).CombinedOutput()
 	cancel()
