@@ -56,6 +56,7 @@ type Home struct {
 	vms map[string]*talosvm.VM
 
 	events *events // Dir/EventsFile
+	router *router // the LAN's DHCP server
 }
 
 // Start assembles the lab in o.Dir and serves it until Close; bad
@@ -68,7 +69,7 @@ func Start(ctx context.Context, o Options) (*Home, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Home{dir: dir, extra: o.Env, log: o.Log, vms: map[string]*talosvm.VM{}}
+	h := &Home{dir: dir, extra: o.Env, log: o.Log, vms: map[string]*talosvm.VM{}, router: newRouter(o.AddressBlock)}
 	if h.log == nil {
 		h.log = io.Discard
 	}
@@ -99,7 +100,7 @@ func Start(ctx context.Context, o Options) (*Home, error) {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
 	h.incus, err = incushost.New(incushost.Options{Dir: filepath.Join(dir, "incus"), Seed: true, BootVM: h.bootVM, Logf: h.logf,
-		AddressBlock: o.AddressBlock,
+		AddressBlock: o.AddressBlock, LAN: lanBridge, LANLease: h.router.lease,
 		OnExec: func(instance string, command []string) {
 			h.events.add(Event{Kind: EventExec, Instance: instance, Command: command})
 		}})
@@ -160,6 +161,11 @@ func (h *Home) logf(format string, args ...any) {
 // bootVM is the Incus host's BootVM: the VM becomes a lab Talos node on
 // the address the host gave it.
 func (h *Home) bootVM(ctx context.Context, spec incushost.VMSpec) (incushost.Guest, error) {
+	if spec.IPv4 == "" {
+		// On the LAN without a lease: it runs, and nobody can reach it.
+		h.logf("lab: %s boots on the LAN without an address (the router leased it none)", spec.Name)
+		return unreachable{}, nil
+	}
 	vm, err := talosvm.Boot(ctx, talosvm.Spec{
 		Name: spec.Name,
 		Addr: spec.IPv4,
@@ -183,6 +189,11 @@ func (h *Home) bootVM(ctx context.Context, spec incushost.VMSpec) (incushost.Gue
 	h.mu.Unlock()
 	return guest{h, spec.Name, vm}, nil
 }
+
+// unreachable is a VM that booted where nothing can reach it.
+type unreachable struct{}
+
+func (unreachable) Stop() error { return nil }
 
 type guest struct {
 	h    *Home

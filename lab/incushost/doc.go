@@ -53,7 +53,11 @@
 //     symlinks bin -> usr/bin where the host has them) are created in the
 //     rootfs when absent, and stay visible through the files API.
 //   - Networks: one managed network (Options.Network, "labbr0"), and
-//     "lo" listed unmanaged as the host's interface; no DHCP:
+//     "lo" listed unmanaged as the host's interface, and with Options.LAN
+//     the host's own bridge to the LAN, unmanaged (lan.go): a NIC bridged
+//     onto it gets its address from Options.LANLease (the home router's
+//     DHCP, by MAC), which the instance's state does not show, as the
+//     daemon cannot see it either; otherwise no DHCP:
 //     every instance has a 127.0.1.N address (127.B.x.y with
 //     Options.AddressBlock B) from its creation; a running
 //     instance reports it on each NIC (and a booted VM on eth0), and the

@@ -38,6 +38,14 @@ type Options struct {
 	Seed bool
 	// Network is the one managed network (default "labbr0").
 	Network string
+	// LAN, if set, is a bridge of the host to the home's LAN (IncusOS
+	// names it after its interface, e.g. "enp5s0"): listed unmanaged; a
+	// NIC with nictype bridged and this parent is on the LAN (see lan.go).
+	LAN string
+	// LANLease is the LAN's DHCP server (the home router): the address it
+	// gives a NIC of this MAC, "" for none. A VM booted with a NIC on the
+	// LAN boots at that address; Incus reports none.
+	LANLease func(mac string) string
 	// AddressBlock B: instances get addresses of 127.B.0.0/16 (0, the
 	// default: 127.0.1.1 on). Labs side by side on one machine take
 	// different blocks, or their Talos VMs' ports meet.

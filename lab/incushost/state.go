@@ -51,11 +51,12 @@ func (s *Server) interfaces(in *instance) map[string]any {
 		if guest == "" {
 			guest = name
 		}
-		mac := d["hwaddr"]
-		if mac == "" {
-			mac = cfg["volatile."+name+".hwaddr"]
+		mac := nicMAC(cfg, name, d) // as the guest's kernel tells it: lower case
+		addrs := []map[string]string{{"family": "inet", "address": in.IPv4, "netmask": "8", "scope": "global"}}
+		if s.onLAN(d) {
+			addrs = []map[string]string{} // the router's lease: Incus does not see it
 		}
-		out[guest] = map[string]any{"addresses": []map[string]string{{"family": "inet", "address": in.IPv4, "netmask": "8", "scope": "global"}},
+		out[guest] = map[string]any{"addresses": addrs,
 			"hwaddr": mac, "host_name": "lab" + name, "mtu": 1500, "state": "up", "type": "broadcast"}
 	}
 	if _, ok := out["eth0"]; !ok && in.guest != nil { // a booted VM is reachable on its address

@@ -27,8 +27,12 @@ type VMSpec struct {
 	DataShare string
 	// GPU: a device of type gpu is attached.
 	GPU bool
-	// IPv4 is the address the lab gives it (127.0.1.N), reported as eth0's.
+	// IPv4 is the address the lab gives it (127.0.1.N), reported as eth0's;
+	// with a NIC on the LAN, the address the LAN's DHCP server leases to
+	// its MAC, which Incus does not report ("" when it leases none).
 	IPv4 string
+	// LAN: its first NIC is bridged onto the LAN (Options.LAN).
+	LAN bool
 	// Dir is where the guest keeps what is on its disks: inside the
 	// instance's directory, so that it goes when the instance is deleted
 	// (a new VM of the same name starts from an empty disk).
@@ -90,6 +94,13 @@ func (s *Server) needsBoot(in *instance) bool { return s.isoFile(in) != "" }
 func (s *Server) vmSpec(in *instance) (VMSpec, error) {
 	cfg, devs := s.expanded(in)
 	spec := VMSpec{Name: in.Name, Config: cfg, Devices: devs, IPv4: in.IPv4, Dir: filepath.Join(in.dir, "guest")}
+	if mac, addr, lan := s.lanAddress(in); lan {
+		if addr == "" {
+			// No lease: the VM boots, but where on the LAN nobody knows.
+			s.logf("incus lab: %s: the LAN's DHCP server has no address for %s; the VM is unreachable", in.Name, mac)
+		}
+		spec.IPv4, spec.LAN = addr, true
+	}
 	for _, name := range slices.Sorted(maps.Keys(devs)) {
 		d := devs[name]
 		switch d["type"] {

@@ -266,13 +266,18 @@ func (s *Server) getNetwork(w http.ResponseWriter, r *http.Request) {
 }
 
 // networks are the lab's managed network and, unmanaged as the daemon
-// reports the host's interfaces, its loopback (where its addresses are).
+// reports the host's interfaces, its loopback (where its addresses are)
+// and the bridge to the LAN (Options.LAN).
 func (s *Server) networks() []map[string]any {
-	return []map[string]any{
+	nets := []map[string]any{
 		{"name": s.opts.Network, "type": "bridge", "managed": true, "status": "Created",
 			"config": map[string]string{"ipv4.address": "127.0.1.254/8", "ipv6.address": "none"}},
 		{"name": "lo", "type": "loopback", "managed": false, "config": map[string]string{}},
 	}
+	if s.opts.LAN != "" {
+		nets = append(nets, s.lanNetwork())
+	}
+	return nets
 }
 
 // listNetworks is GET /1.0/networks, sorted by name as the daemon's.

@@ -14,7 +14,7 @@ import (
 
 // block is the provider block's attributes.
 type block struct {
-	Remote     string `cty:"remote" doc:"A remote of the incus CLI's configuration (config.yml, servercerts/, client.crt/key in config_dir), such as \"myhost\"; \"local\" is the unix socket."`
+	Remote     string `cty:"remote" doc:"A remote of the incus CLI's configuration (config.yml, servercerts/, client.crt/key in config_dir), such as \"myhost\"; \"local\" is the unix socket. Without remote, address and socket: the incus CLI's default remote (default-remote in config.yml; the local socket when none is chosen)."`
 	ConfigDir  string `cty:"config_dir" doc:"The incus CLI's configuration directory, ~/.config/incus by default."`
 	Address    string `cty:"address" doc:"The daemon's HTTPS URL, such as https://192.168.1.10:8443, instead of a remote."`
 	Socket     string `cty:"socket" doc:"The daemon's unix socket, /var/lib/incus/unix.socket by default."`
@@ -72,6 +72,17 @@ func configure(req providers.ConfigureRequest) (*settings, phases.Diagnostics) {
 	case b.Remote != "" && b.Remote != "local":
 		diags = s.byRemote(b, configDir, what)
 	default:
+		// As the incus CLI: its default remote (`incus remote switch`),
+		// the local socket unless one was chosen.
+		remote, err := incusapi.DefaultRemote(configDir)
+		if err != nil {
+			return nil, phases.Errorf("Unreadable Incus Configuration", "%s names no remote, so it uses the incus CLI's default remote, but %v. Fix the file, or set remote, address or socket.", what, err)
+		}
+		if remote != "local" {
+			b.Remote = remote
+			diags = s.byRemote(b, configDir, what)
+			break
+		}
 		s.where = "the local unix socket"
 		if sock := os.Getenv("INCUS_SOCKET"); sock != "" {
 			s.where = "unix://" + sock

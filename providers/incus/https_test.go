@@ -91,6 +91,22 @@ func TestHTTPSClientCert(t *testing.T) {
 		t.Fatalf("status after rollback over HTTPS = %s", i.Status)
 	}
 
+	// An empty block follows the incus CLI's default remote, as `incus`
+	// does: switched to myhost, the step goes over HTTPS.
+	yml = strings.Replace(yml, "default-remote: local", "default-remote: myhost", 1)
+	if err := os.WriteFile(filepath.Join(dir, "config.yml"), []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	byDefault := provider(t, map[string]cty.Value{"config_dir": str(dir)})
+	s3 := newStep(t, byDefault, incus.InstanceState, "over-https", map[string]cty.Value{"instance": str(name), "state": str("stopped")})
+	wantContains(t, "the plan through the default remote", s3.mustPlan(nil).Diff, "~ stop instance")
+	if err := os.Remove(filepath.Join(dir, "client.key")); err != nil {
+		t.Fatal(err)
+	}
+	if d := incus.New().Configure(context.Background(), providers.ConfigureRequest{Name: "x", Config: obj(map[string]cty.Value{"config_dir": str(dir)})}).Diagnostics; !d.HasErrors() {
+		t.Fatal("a default remote whose client key is gone was accepted")
+	}
+
 	// An unknown remote is a configuration error naming the known ones.
 	p := incus.New()
 	d := p.Configure(context.Background(), providers.ConfigureRequest{Name: "x", Config: obj(map[string]cty.Value{"remote": str("nohost"), "config_dir": str(dir)})}).Diagnostics

@@ -38,6 +38,35 @@ func DefaultConfigDir() (string, error) {
 	return filepath.Join(home, ".config", "incus"), nil
 }
 
+// DefaultRemote is the incus CLI's default remote in configDir (default
+// DefaultConfigDir()): config.yml's default-remote, "local" when it names
+// none or there is no config.
+func DefaultRemote(configDir string) (string, error) {
+	if configDir == "" {
+		d, err := DefaultConfigDir()
+		if err != nil {
+			return "", err
+		}
+		configDir = d
+	}
+	cfgPath := filepath.Join(configDir, "config.yml")
+	data, err := os.ReadFile(cfgPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return "local", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("incus: reading %s: %w", cfgPath, err)
+	}
+	var cfg cliConfig
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		return "", fmt.Errorf("incus: reading %s: %w", cfgPath, err)
+	}
+	if cfg.DefaultRemote == "" {
+		return "local", nil
+	}
+	return cfg.DefaultRemote, nil
+}
+
 // RemoteOptions builds Options for a remote of the incus CLI, read from
 // configDir (default DefaultConfigDir()): config.yml (remotes: addr,
 // protocol, project; default-remote when remote is ""), servercerts/<remote>.crt

@@ -1,0 +1,32 @@
+package home
+
+import "testing"
+
+// TestRouter: reserved MACs get their address (whatever the case of the
+// MAC); the others a dynamic one each, kept across leases; a removed
+// reservation makes its MAC dynamic; bad input is refused.
+func TestRouter(t *testing.T) {
+	r := newRouter(7)
+	if got := r.lease("00:16:3E:4D:16:50"); got != "127.7.200.50" {
+		t.Fatalf("the node's reservation: %q", got)
+	}
+	if got := r.lease(RehearsalMAC); got != "127.7.200.51" {
+		t.Fatalf("the rehearsal's reservation: %q", got)
+	}
+	a, b := r.lease("02:00:00:00:00:01"), r.lease("02:00:00:00:00:02")
+	if a != "127.7.200.100" || b != "127.7.200.101" || r.lease("02:00:00:00:00:01") != a {
+		t.Fatalf("dynamic leases: %q %q", a, b)
+	}
+	if err := r.reserve(NodeMAC, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.lease(NodeMAC); got == "127.7.200.50" || got == "" {
+		t.Fatalf("without its reservation the node got %q", got)
+	}
+	if err := r.reserve("not-a-mac", "127.7.200.9"); err == nil {
+		t.Fatal("a bad MAC was reserved")
+	}
+	if err := r.reserve(NodeMAC, "somewhere"); err == nil {
+		t.Fatal("a bad address was reserved")
+	}
+}
