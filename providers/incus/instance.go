@@ -57,6 +57,7 @@ var instanceStep = &sdk.StepType[*conn, InstanceSpec, instancePrivate, instanceR
 		_, diags := normalize(c.Addr, *a, c.Sensitive)
 		return diags
 	},
+	Rebase: true, // a later step may change a declared device: see instance_handover.go
 	Read:   readInstance,
 	Plan:   planInstance,
 	Apply:  applyInstance,
@@ -73,6 +74,9 @@ type instancePrivate struct {
 	Planned bool     `json:"planned,omitempty"`
 	Config  []string `json:"managed_config,omitempty"`
 	Devices []string `json:"managed_devices,omitempty"`
+	// HandedOver: declared devices as later steps left them (see
+	// instance_handover.go).
+	HandedOver map[string]handedDevice `json:"handed_over,omitempty"`
 }
 
 type (
@@ -166,10 +170,11 @@ func planInstance(ctx context.Context, c *call, spec InstanceSpec, prior instPri
 		return sdk.Plan[instancePrivate]{Diagnostics: d}
 	}
 	pv := managedOf(prior)
+	s, kept := withHandedOver(s, pv)
 	ch := instanceChanges(s, inst, pv.Config, pv.Devices)
 	priv := instancePrivate{ETag: etag, Exists: true, Planned: true}
 	if len(ch) == 0 {
-		return sdk.Plan[instancePrivate]{Diff: fmt.Sprintf("instance %q (%s, %s) already has the settings the step manages: nothing to change", s.Name, s.Type, strings.ToLower(inst.Status)) + waitNote(s), Private: priv}
+		return sdk.Plan[instancePrivate]{Diff: fmt.Sprintf("instance %q (%s, %s) already has the settings the step manages: nothing to change", s.Name, s.Type, strings.ToLower(inst.Status)) + handedNote(kept) + waitNote(s), Private: priv}
 	}
 	head := fmt.Sprintf("~ update %s %q (%s) with the ETag read now; a change made meanwhile is refused, not overwritten", s.Type, s.Name, strings.ToLower(inst.Status))
 	return sdk.Plan[instancePrivate]{Diff: renderChanges(head, ch) + waitNote(s), Private: priv}
@@ -250,10 +255,14 @@ func readInstance(ctx context.Context, c *call, spec InstanceSpec, prior instPri
 		}
 		return sdk.Read[instanceRevert]{Observation: providers.Absent, Detail: fmt.Sprintf("instance %q still exists", s.Name)}
 	}
+	if c.Rebase {
+		return readHandOver(s, inst, managedOf(prior))
+	}
 	if inst == nil {
 		return sdk.Read[instanceRevert]{Observation: providers.Absent, Detail: fmt.Sprintf("instance %q does not exist", s.Name)}
 	}
 	pv := managedOf(prior)
+	s, _ = withHandedOver(s, pv)
 	ch := instanceChanges(s, inst, pv.Config, pv.Devices)
 	if inst.Type != s.Type {
 		ch = append([]change{{'~', fmt.Sprintf("type: %q -> %q", inst.Type, s.Type)}}, ch...)

@@ -41,6 +41,7 @@ func applyInstance(ctx context.Context, c *call, spec InstanceSpec, planned inst
 		return instApply{Diagnostics: errorf("Concurrent Change", "%s: instance %q did not exist when the plan was made, but exists now (made by someone else?). Make a new plan; migrate does not take over an instance it did not expect.", c.Addr, s.Name)}
 	}
 	pv := managedOf(prior)
+	s, managed.HandedOver = withHandedOver(s, pv)
 	put, inv := updatedPut(s, inst, pv.Config, pv.Devices)
 	ch := instanceChanges(s, inst, pv.Config, pv.Devices)
 	if len(ch) > 0 {
