@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -38,6 +39,10 @@ type Options struct {
 	Seed bool
 	// Network is the one managed network (default "labbr0").
 	Network string
+	// Pools are the storage pools the host has (default ["default"], as
+	// the test daemon; IncusOS names its own "local" and "data"). The
+	// first is the default profile's root disk pool.
+	Pools []string
 	// AddressBlock B: instances get addresses of 127.B.0.0/16 (0, the
 	// default: 127.0.1.1 on). Labs side by side on one machine take
 	// different blocks, or their Talos VMs' ports meet.
@@ -83,6 +88,14 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Network == "" {
 		opts.Network = "labbr0"
+	}
+	if len(opts.Pools) == 0 {
+		opts.Pools = []string{"default"}
+	}
+	for i, p := range opts.Pools {
+		if p == "" || strings.Contains(p, "/") || slices.Contains(opts.Pools[:i], p) {
+			return nil, fmt.Errorf("incushost: Options.Pools %q: pool names are distinct and have no \"/\"", opts.Pools)
+		}
 	}
 	if opts.AddressBlock < 0 || opts.AddressBlock > 255 {
 		return nil, fmt.Errorf("incushost: Options.AddressBlock %d is not in 0-255", opts.AddressBlock)
