@@ -23,7 +23,7 @@ func init() {
 const ctrlFD = 3
 
 func initMain() {
-	spec, devnull := enterRoot()
+	spec, devnull, hostRoot := enterRoot()
 	var mu sync.Mutex
 	waiting := map[int]*os.File{} // pid -> reply socket
 	go reap(&mu, waiting)         // PID 1 reaps every process, its commands' orphans too
@@ -41,34 +41,53 @@ func initMain() {
 			continue
 		}
 		fds, _ := syscall.ParseUnixRights(&msgs[0])
-		if len(fds) != 3 {
-			for _, fd := range fds {
-				syscall.Close(fd)
-			}
+		if len(fds) == 0 {
 			continue
 		}
 		for _, fd := range fds {
 			syscall.CloseOnExec(fd)
 		}
-		var req execSpec
+		var req ctrlRequest
 		replyTo := os.NewFile(uintptr(fds[0]), "reply")
-		if err := json.Unmarshal(buf[:n], &req); err != nil || len(req.Command) == 0 {
+		err = json.Unmarshal(buf[:n], &req)
+		switch {
+		case err == nil && (req.Mount != nil || req.Unmount != ""):
+			send(replyTo, hotplug(hostRoot, req))
+			replyTo.Close()
+		case err != nil || len(req.Command) == 0 || len(fds) != 3:
 			send(replyTo, reply{Error: "bad exec request"})
 			replyTo.Close()
-		} else {
+		default:
 			mu.Lock()
-			start(req, spec.NoSetGrps, devnull, fds, replyTo, waiting)
+			start(req.execSpec, spec.NoSetGrps, devnull, fds, replyTo, waiting)
 			mu.Unlock()
 		}
-		syscall.Close(fds[1])
-		syscall.Close(fds[2])
+		for _, fd := range fds[1:] {
+			syscall.Close(fd)
+		}
 	}
 }
 
+// hotplug mounts or unmounts a disk device of the running container.
+func hotplug(hostRoot int, req ctrlRequest) reply {
+	var err error
+	if req.Unmount != "" {
+		err = sandbox.Unbind(req.Unmount)
+	}
+	if err == nil && req.Mount != nil {
+		err = sandbox.HotBind(hostRoot, *req.Mount)
+	}
+	if err != nil {
+		return reply{Error: err.Error()}
+	}
+	return reply{}
+}
+
 // enterRoot reads the spec, mounts the instance's file systems and
-// chroots into it, then tells the lab it is ready; it returns the spec and
-// /dev/null in the root. A failure is written to the lab and exits.
-func enterRoot() (initSpec, int) {
+// chroots into it, then tells the lab it is ready; it returns the spec,
+// /dev/null in the root and the host's / (for hotplug, from before the
+// chroot). A failure is written to the lab and exits.
+func enterRoot() (initSpec, int, int) {
 	die := func(format string, args ...any) {
 		_, _ = syscall.Write(ctrlFD, fmt.Appendf(nil, format, args...))
 		os.Exit(1)
@@ -80,6 +99,10 @@ func enterRoot() (initSpec, int) {
 	if err := sandbox.Mount(spec.Root, spec.Binds); err != nil {
 		die("the lab could not prepare the instance's mounts: %v", err)
 	}
+	hostRoot, err := sandbox.HostRoot()
+	if err != nil {
+		die("opening the host's root: %v", err)
+	}
 	if err := syscall.Chroot(spec.Root); err != nil {
 		die("chroot: %v", err)
 	}
@@ -90,7 +113,7 @@ func enterRoot() (initSpec, int) {
 	}
 	syscall.CloseOnExec(ctrlFD)
 	_, _ = syscall.Write(ctrlFD, []byte("ready"))
-	return spec, devnull
+	return spec, devnull, hostRoot
 }
 
 // reap waits for every process that ends and sends the exit code of a

@@ -12,7 +12,8 @@
 // Layout of Dir: instances/NAME/{meta.json,rootfs/,logs/,snapshots/SNAP/},
 // images/ALIAS/rootfs/ (an image is a directory tree, copied as a new
 // instance's rootfs: ImportImage, Skeleton, Busybox), storage/POOL/ (custom
-// volumes; an imported ISO's bytes), certs/ (trusted clients) and the
+// volumes; an imported ISO's bytes; a filesystem volume's files in
+// custom/NAME/), certs/ (trusted clients) and the
 // server's certificate. Seed creates the lab-base image and the brief's
 // three old VMs (services, matrix, k3s), running, with a user.lab key.
 //
@@ -47,8 +48,14 @@
 //   - A VM without an ISO disk (the old VMs) behaves as a container; a VM
 //     booted through BootVM runs no commands (no agent) and its files are
 //     its rootfs directory's, not the guest's.
-//   - Disk devices of a container are bind mounts made when it starts
-//     (a device added while it runs is there from its next start).
+//   - Disk devices of a container (a host path, a filesystem custom
+//     volume's directory) are bind mounts made when it starts; one added
+//     to or removed from a running container is mounted or unmounted at
+//     once (hotplug: the init, asked over its control socket, reaches the
+//     host's files through an fd of / kept from before its chroot). A
+//     booted VM (BootVM) is told its shared directories at boot only: a
+//     change of them while it runs is refused, saying so; its other disks
+//     (block, ISO) change in the record, seen at its next boot.
 //   - Mount points the init needs (/usr or /usr/bin..., /dev/null...,
 //     symlinks bin -> usr/bin where the host has them) are created in the
 //     rootfs when absent, and stay visible through the files API.
@@ -62,7 +69,10 @@
 //     Options.AddressBlock B) from its creation; a running
 //     instance reports it on each NIC (and a booted VM on eth0), and the
 //     network's leases list it by the NIC's MAC.
-//   - Storage: one pool, "default"; volumes other than ISOs hold no bytes.
+//   - Storage: the pools of Options.Pools (default "default"; the first
+//     is the default profile's root disk pool), all "dir"; a filesystem
+//     volume holds files (a directory), a block volume no bytes (its size
+//     is what a VM's guest is told), an ISO its file.
 //   - Images: only local aliases (no image endpoints, no remote images).
 //     Profiles: config and devices, no project.
 //   - The incus CLI gets as far as what needs no websocket, no event
@@ -71,8 +81,8 @@
 //     `incus exec` and `incus file` websockets or SFTP).
 //   - Validation (validate.go): config keys (known ones, their value
 //     syntax, container-only and VM-only keys), device types and options,
-//     boot.priority, the root-only size, and the pool and network a device
-//     names are checked with the daemon's words, on creation (the
+//     boot.priority, the root-only size, and the pool, custom volume and
+//     network a device names are checked with the daemon's words, on creation (the
 //     operation fails) and on a change (the request fails); the corpus
 //     in providers/incus/incusapi holds both servers to the same answers.
 //     Not held: the rarer keys the table lacks (refused, as unknown:

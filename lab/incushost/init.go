@@ -38,16 +38,35 @@ type initSpec struct {
 	Binds     []sandbox.Bind `json:"binds"`
 }
 
-// binds are the disk devices of a container whose source is a host path.
-func binds(devs map[string]map[string]string) []sandbox.Bind {
+// binds are the disk devices of a container that mount a directory: a
+// host path, or a filesystem custom volume's directory (made when
+// missing); the caller holds s.mu.
+func (s *Server) binds(devs map[string]map[string]string) []sandbox.Bind {
 	var out []sandbox.Bind
 	for _, name := range slices.Sorted(maps.Keys(devs)) {
-		d := devs[name]
-		if d["type"] == "disk" && strings.HasPrefix(d["source"], "/") && strings.HasPrefix(d["path"], "/") {
-			out = append(out, sandbox.Bind{Source: d["source"], Path: d["path"], ReadOnly: d["readonly"] == "true"})
+		if b, ok := s.bindOf(devs[name]); ok {
+			out = append(out, b)
 		}
 	}
 	return out
+}
+
+// bindOf is the mount a disk device makes in a container, if any.
+func (s *Server) bindOf(d map[string]string) (sandbox.Bind, bool) {
+	if d["type"] != "disk" || !strings.HasPrefix(d["path"], "/") || d["path"] == "/" {
+		return sandbox.Bind{}, false
+	}
+	b := sandbox.Bind{Source: d["source"], Path: d["path"], ReadOnly: d["readonly"] == "true"}
+	if strings.HasPrefix(b.Source, "/") {
+		return b, true
+	}
+	v := s.volumes[orStr(d["pool"], s.defaultPool())+"/"+b.Source]
+	if !isVolumeSource(b.Source) || v == nil || v.ContentType != "filesystem" {
+		return sandbox.Bind{}, false
+	}
+	b.Source = s.volDir(v.Pool, v.Name)
+	_ = os.MkdirAll(b.Source, 0o755)
+	return b, true
 }
 
 // execSpec is one command, sent to the init with its reply socket,
@@ -60,7 +79,17 @@ type execSpec struct {
 	GID     uint32   `json:"gid"`
 }
 
-// reply is one line from the init about a command.
+// ctrlRequest is one message to the init: a command to start (with its
+// reply socket, stdout and stderr), or a disk to mount or unmount in the
+// running container (with its reply socket only).
+type ctrlRequest struct {
+	execSpec
+	Mount   *sandbox.Bind `json:"mount,omitempty"`
+	Unmount string        `json:"unmount,omitempty"` // done before Mount when both are set
+}
+
+// reply is one line from the init about a command (or a hotplug: its
+// error, if any).
 type reply struct {
 	PID   int    `json:"pid,omitempty"`
 	Error string `json:"error,omitempty"`
@@ -69,7 +98,7 @@ type reply struct {
 
 const childEnv = "MIGRATE_INCUSHOST_CHILD"
 
-func startInit(in *instance, devs map[string]map[string]string) (*initProc, error) {
+func startInit(in *instance, binds []sandbox.Bind) (*initProc, error) {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -81,7 +110,7 @@ func startInit(in *instance, devs map[string]map[string]string) (*initProc, erro
 		ctrl.Close()
 		return nil, err
 	}
-	b, _ := json.Marshal(initSpec{Root: in.rootfs(), NoSetGrps: os.Geteuid() != 0, Binds: binds(devs)})
+	b, _ := json.Marshal(initSpec{Root: in.rootfs(), NoSetGrps: os.Geteuid() != 0, Binds: binds})
 	cmd := exec.Command(self, string(b))
 	cmd.Env = []string{childEnv + "=1"}
 	cmd.ExtraFiles = []*os.File{theirs}
@@ -174,4 +203,31 @@ func (r *running) wait() int {
 		return 128 + int(syscall.SIGKILL)
 	}
 	return *rep.Exit
+}
+
+// hotplug asks the init to unmount what is at unmount ("" for nothing)
+// and then mount b (nil for nothing) in the running container.
+func (p *initProc) hotplug(unmount string, b *sandbox.Bind) error {
+	pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	mine := os.NewFile(uintptr(pair[0]), "hotplug-reply")
+	defer mine.Close()
+	msg, _ := json.Marshal(ctrlRequest{Mount: b, Unmount: unmount})
+	p.mu.Lock()
+	err = syscall.Sendmsg(int(p.ctrl.Fd()), msg, syscall.UnixRights(pair[1]), nil, 0)
+	p.mu.Unlock()
+	syscall.Close(pair[1])
+	if err != nil {
+		return fmt.Errorf("the instance's init is gone: %w", err)
+	}
+	rep, err := (&running{r: bufio.NewReader(mine), f: mine}).next()
+	switch {
+	case err != nil:
+		return errors.New("the instance stopped during the hotplug")
+	case rep.Error != "":
+		return errors.New(rep.Error)
+	}
+	return nil
 }

@@ -432,6 +432,9 @@ func (s *Server) putInstance(w http.ResponseWriter, r *http.Request) {
 	s.ops.async(w, s.ops.start("task", "Updating instance", res, func(*operation) (map[string]any, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		was := *in
+		was.Config, was.Devices = maps.Clone(in.Config), maps.Clone(in.Devices)
+		_, before := s.expanded(in)
 		if patch {
 			maps.Copy(in.Config, req.Config)
 			maps.Copy(in.Devices, req.Devices)
@@ -452,6 +455,11 @@ func (s *Server) putInstance(w http.ResponseWriter, r *http.Request) {
 			if req.Profiles != nil {
 				in.Profiles = req.Profiles
 			}
+		}
+		_, after := s.expanded(in)
+		if err := s.hotplugDisks(in, before, after); err != nil {
+			in.Config, in.Devices, in.Description, in.Ephemeral, in.Stateful, in.Profiles = was.Config, was.Devices, was.Description, was.Ephemeral, was.Stateful, was.Profiles
+			return nil, err
 		}
 		s.setVolatile(in)
 		return nil, in.save()

@@ -19,13 +19,13 @@ type profile struct {
 	Devices     map[string]map[string]string `json:"devices"`
 }
 
-func defaultProfile() *profile {
+func defaultProfile(pool string) *profile {
 	return &profile{Name: "default", Description: "Default Incus profile", Config: map[string]string{},
 		Devices: map[string]map[string]string{"root": {"type": "disk", "path": "/", "pool": pool}}}
 }
 
 func (s *Server) loadProfiles() error {
-	s.profiles = map[string]*profile{"default": defaultProfile()}
+	s.profiles = map[string]*profile{"default": defaultProfile(s.defaultPool())}
 	files, _ := filepath.Glob(filepath.Join(s.dir, "profiles", "*.json"))
 	for _, f := range files {
 		b, err := os.ReadFile(f)

@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -46,6 +47,10 @@ type Options struct {
 	// gives a NIC of this MAC, "" for none. A VM booted with a NIC on the
 	// LAN boots at that address; Incus reports none.
 	LANLease func(mac string) string
+	// Pools are the storage pools the host has (default ["default"], as
+	// the test daemon; IncusOS names its own "local" and "data"). The
+	// first is the default profile's root disk pool.
+	Pools []string
 	// AddressBlock B: instances get addresses of 127.B.0.0/16 (0, the
 	// default: 127.0.1.1 on). Labs side by side on one machine take
 	// different blocks, or their Talos VMs' ports meet.
@@ -91,6 +96,14 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Network == "" {
 		opts.Network = "labbr0"
+	}
+	if len(opts.Pools) == 0 {
+		opts.Pools = []string{"default"}
+	}
+	for i, p := range opts.Pools {
+		if p == "" || strings.Contains(p, "/") || slices.Contains(opts.Pools[:i], p) {
+			return nil, fmt.Errorf("incushost: Options.Pools %q: pool names are distinct and have no \"/\"", opts.Pools)
+		}
 	}
 	if opts.AddressBlock < 0 || opts.AddressBlock > 255 {
 		return nil, fmt.Errorf("incushost: Options.AddressBlock %d is not in 0-255", opts.AddressBlock)

@@ -154,7 +154,7 @@ func (s *Server) startLocked(in *instance) error {
 		in.guest = g
 	} else if in.init == nil {
 		_, devs := s.expanded(in)
-		p, err := startInit(in, devs)
+		p, err := startInit(in, s.binds(devs))
 		if err != nil {
 			return err
 		}

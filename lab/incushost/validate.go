@@ -144,6 +144,8 @@ func (s *Server) updateRejection(typ string, config map[string]string, devices m
 		return nil
 	case "config":
 		return errf(code, "Invalid config: %s", msg)
+	case "pool":
+		return errf(code, "%s", msg)
 	default:
 		return errf(code, "Invalid devices: %s", msg)
 	}
@@ -192,8 +194,11 @@ func (s *Server) deviceRejection(name string, d map[string]string) (msg, where s
 		if d["size"] != "" && !root {
 			return failed("Only the root disk may have a size quota"), "devices", http.StatusInternalServerError
 		}
-		if p := d["pool"]; p != "" && p != pool {
+		if p := d["pool"]; p != "" && !s.hasPool(p) {
 			return fmt.Sprintf("Failed add validation for device %q: Failed to get storage pool %q: Storage pool not found", name, p), "pool", http.StatusNotFound
+		}
+		if p, src := d["pool"], d["source"]; p != "" && isVolumeSource(src) && s.volumes[p+"/"+src] == nil {
+			return fmt.Sprintf("Failed add validation for device %q: Failed loading custom volume: Storage volume not found", name), "pool", http.StatusNotFound
 		}
 	case "nic":
 		if n := d["network"]; n != "" && n != s.opts.Network {
@@ -202,6 +207,10 @@ func (s *Server) deviceRejection(name string, d map[string]string) (msg, where s
 	}
 	return "", "", 0
 }
+
+// isVolumeSource: a disk's source names a custom volume of its pool
+// unless it is a host path or a remote (ceph:) or typed one ("/" in it).
+func isVolumeSource(src string) bool { return src != "" && !strings.ContainsAny(src, "/:") }
 
 func knownOption(opts []string, k string) bool {
 	for _, o := range opts {

@@ -10,7 +10,8 @@ import (
 // TestProviderGoldenRequestsPass: the requests the incus provider sends
 // for VMs (its golden files; VMs cannot run against the real daemon
 // here) pass the lab's rules, which the validation corpus holds to the
-// daemon's (providers/incus/incusapi, against both).
+// daemon's (providers/incus/incusapi, against both), once the volumes
+// they name exist.
 func TestProviderGoldenRequestsPass(t *testing.T) {
 	s, err := New(Options{Dir: t.TempDir()})
 	if err != nil {
@@ -30,6 +31,11 @@ func TestProviderGoldenRequestsPass(t *testing.T) {
 			t.Fatalf("%s: %v", f, err)
 		}
 		s.mu.Lock()
+		for _, d := range req.Devices { // the volumes they name exist, as the runbook's incus_volume steps make them
+			if d["type"] == "disk" && d["pool"] != "" && isVolumeSource(d["source"]) {
+				s.volumes[d["pool"]+"/"+d["source"]] = &volume{Pool: d["pool"], Name: d["source"], ContentType: "block"}
+			}
+		}
 		err = s.createRejection(&instance{Name: req.Name, Type: req.Type, Config: req.Config, Devices: req.Devices})
 		s.mu.Unlock()
 		if err != nil {

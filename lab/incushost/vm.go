@@ -22,8 +22,9 @@ type VMSpec struct {
 	// ISO is the path of the ISO file it boots from.
 	ISO string
 	// DataShare is the host directory of its first shared directory (a
-	// disk device whose source is a host path, virtiofs on a real host);
-	// empty without one.
+	// disk device whose source is a host path or a filesystem custom
+	// volume, virtiofs on a real host, in device name order); empty
+	// without one.
 	DataShare string
 	// GPU: a device of type gpu is attached.
 	GPU bool
@@ -50,8 +51,12 @@ type Disk struct {
 	// File is the volume's file on the host (an ISO); empty otherwise.
 	File string
 	ISO  bool
-	// Shared: Source is a host directory.
+	// Shared: Source is a host directory, or a filesystem volume (whose
+	// directory is then VMSpec.DataShare when it is the first).
 	Shared bool
+	// Dir is a shared disk's host directory: the host path, or the
+	// filesystem volume's directory.
+	Dir string
 }
 
 // Guest is a booted VM; Stop ends it (the VM stopped, or the lab closed).
@@ -77,7 +82,7 @@ func (s *Server) isoFile(in *instance) string {
 		if isISOPath(d["source"]) {
 			return d["source"]
 		}
-		if v := s.volumes[orStr(d["pool"], pool)+"/"+d["source"]]; v != nil && v.ContentType == "iso" {
+		if v := s.volumes[orStr(d["pool"], s.defaultPool())+"/"+d["source"]]; v != nil && v.ContentType == "iso" {
 			return s.volPath(v.Pool, v.Name, ".iso")
 		}
 	}
@@ -123,12 +128,12 @@ func (s *Server) vmSpec(in *instance) (VMSpec, error) {
 				}
 				spec.ISO = disk.File
 			case strings.HasPrefix(d["source"], "/"):
-				disk.Shared = true
+				disk.Shared, disk.Dir = true, d["source"]
 				if spec.DataShare == "" {
 					spec.DataShare = d["source"]
 				}
 			case d["source"] != "":
-				disk.Pool = orStr(d["pool"], pool)
+				disk.Pool = orStr(d["pool"], s.defaultPool())
 				v := s.volumes[disk.Pool+"/"+d["source"]]
 				if v == nil {
 					return spec, errf(http.StatusBadRequest, "Device %q of VM %q: no volume %q in pool %q", name, in.Name, d["source"], disk.Pool)
@@ -136,9 +141,15 @@ func (s *Server) vmSpec(in *instance) (VMSpec, error) {
 				if disk.Size == 0 && v.Config["size"] != "" {
 					disk.Size, _ = parseSize(v.Config["size"])
 				}
-				if v.ContentType == "iso" {
+				switch v.ContentType {
+				case "iso":
 					disk.ISO, disk.File = true, s.volPath(v.Pool, v.Name, ".iso")
 					spec.ISO = disk.File
+				case "filesystem": // shared with the guest, as a host path
+					disk.Shared, disk.Dir = true, s.volDir(v.Pool, v.Name)
+					if spec.DataShare == "" {
+						spec.DataShare = s.volDir(v.Pool, v.Name)
+					}
 				}
 			}
 			spec.Disks = append(spec.Disks, disk)

@@ -13,9 +13,10 @@ import (
 )
 
 // volume is a custom volume of a pool: metadata in
-// Dir/storage/POOL/NAME.json, an ISO's bytes in NAME.iso beside it. A
-// block or filesystem volume has no bytes here: its size is what a VM's
-// guest is told.
+// Dir/storage/POOL/NAME.json, an ISO's bytes in NAME.iso beside it, a
+// filesystem volume's files in Dir/storage/POOL/custom/NAME/ (what a disk
+// device naming it mounts). A block volume has no bytes here: its size is
+// what a VM's guest is told.
 type volume struct {
 	Pool        string            `json:"pool"`
 	Name        string            `json:"name"`
@@ -24,8 +25,16 @@ type volume struct {
 	Config      map[string]string `json:"config"`
 }
 
-// Pools of the lab: "default" only, as the test daemon's.
-const pool = "default"
+// defaultPool is the default profile's root disk pool: the first of
+// Options.Pools.
+func (s *Server) defaultPool() string { return s.opts.Pools[0] }
+
+func (s *Server) hasPool(p string) bool { return slices.Contains(s.opts.Pools, p) }
+
+// volDir is where a filesystem volume keeps its files.
+func (s *Server) volDir(pool, name string) string {
+	return filepath.Join(s.dir, "storage", pool, "custom", name)
+}
 
 func (s *Server) volPath(pool, name, ext string) string {
 	return filepath.Join(s.dir, "storage", pool, name+ext)
@@ -66,7 +75,7 @@ func (s *Server) usedBy(v *volume) []string {
 	for _, n := range slices.Sorted(maps.Keys(s.instances)) {
 		_, devs := s.expanded(s.instances[n])
 		for _, d := range devs {
-			if d["type"] == "disk" && d["source"] == v.Name && orStr(d["pool"], pool) == v.Pool {
+			if d["type"] == "disk" && d["source"] == v.Name && orStr(d["pool"], s.defaultPool()) == v.Pool {
 				out = append(out, "/1.0/instances/"+n)
 				break
 			}
@@ -118,7 +127,11 @@ func (s *Server) volumeRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("PATCH "+base+"/{name}", put)
 	mux.HandleFunc("DELETE "+base+"/{name}", s.volume(func(w http.ResponseWriter, r *http.Request, v *volume) {
 		if u := s.usedBy(v); len(u) > 0 {
-			fail(w, http.StatusBadRequest, "The storage volume is still in use by %s", strings.Join(u, ", "))
+			fail(w, http.StatusBadRequest, "The storage volume is still in use")
+			return
+		}
+		if err := os.RemoveAll(s.volDir(v.Pool, v.Name)); err != nil {
+			failErr(w, err)
 			return
 		}
 		delete(s.volumes, v.Pool+"/"+v.Name)
@@ -129,24 +142,30 @@ func (s *Server) volumeRoutes(mux *http.ServeMux) {
 }
 
 func (s *Server) getPool(w http.ResponseWriter, r *http.Request) {
-	if r.PathValue("pool") != pool {
+	if !s.hasPool(r.PathValue("pool")) {
 		fail(w, http.StatusNotFound, "Storage pool not found")
 		return
 	}
-	syncOK(w, poolAPI())
+	syncOK(w, poolAPI(r.PathValue("pool")))
 }
 
-func poolAPI() map[string]any {
-	return map[string]any{"name": pool, "driver": "dir", "status": "Created", "config": map[string]string{}}
+func poolAPI(name string) map[string]any {
+	return map[string]any{"name": name, "driver": "dir", "status": "Created", "config": map[string]string{}}
 }
 
-// listPools is GET /1.0/storage-pools: the lab's one pool.
+// listPools is GET /1.0/storage-pools: Options.Pools.
 func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {
+	var full []any
+	var urls []string
+	for _, p := range s.opts.Pools {
+		full = append(full, poolAPI(p))
+		urls = append(urls, "/1.0/storage-pools/"+p)
+	}
 	if recursive(r) {
-		syncOK(w, []any{poolAPI()})
+		syncOK(w, full)
 		return
 	}
-	syncOK(w, []string{"/1.0/storage-pools/" + pool})
+	syncOK(w, urls)
 }
 
 // volume finds the volume and calls fn with s.mu held.
@@ -154,7 +173,7 @@ func (s *Server) volume(fn func(http.ResponseWriter, *http.Request, *volume)) ht
 	return func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if r.PathValue("pool") != pool {
+		if !s.hasPool(r.PathValue("pool")) {
 			fail(w, http.StatusNotFound, "Storage pool not found")
 			return
 		}
@@ -193,7 +212,7 @@ func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) {
 // becomes the volume's.
 func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) {
 	p := r.PathValue("pool")
-	if p != pool {
+	if !s.hasPool(p) {
 		fail(w, http.StatusNotFound, "Storage pool not found")
 		return
 	}
@@ -251,6 +270,11 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) {
 		func(*operation) (map[string]any, error) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
+			if v.ContentType == "filesystem" {
+				if err := os.MkdirAll(s.volDir(v.Pool, v.Name), 0o755); err != nil {
+					return nil, err
+				}
+			}
 			return nil, s.saveVolume(v)
 		}))
 }

@@ -132,8 +132,12 @@ func stFlag(ms uintptr) uintptr {
 	}
 }
 
-func bindDevice(root string, b Bind) error {
-	st, err := os.Stat(b.Source)
+func bindDevice(root string, b Bind) error { return bindFrom(root, b.Source, b) }
+
+// bindFrom mounts source (b.Source as the caller reaches it) at b.Path in
+// root, making the mount point as the daemon does.
+func bindFrom(root, source string, b Bind) error {
+	st, err := os.Stat(source)
 	if err != nil {
 		return fmt.Errorf("Missing source path %q", b.Source)
 	}
@@ -154,7 +158,7 @@ func bindDevice(root string, b Bind) error {
 	// In the caller's own mount namespace: a symlink in the path can only
 	// misplace the mount there, never on the host.
 	target := filepath.Join(root, rel)
-	if err := syscall.Mount(b.Source, target, "", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
+	if err := syscall.Mount(source, target, "", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
 		return fmt.Errorf("bind-mounting %s at %s: %w", b.Source, b.Path, err)
 	}
 	if b.ReadOnly {

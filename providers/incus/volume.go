@@ -16,16 +16,17 @@ import (
 
 // volumeSpec is an incus_volume step: a custom storage volume.
 type volumeSpec struct {
-	Pool        string            `cty:"pool" doc:"The storage pool, \"default\" by default; it must exist on the host (IncusOS calls its own \"local\")."`
+	Pool        string            `cty:"pool" doc:"The storage pool; by default the pool of the default profile's root disk, as Incus chooses (\"default\" on a plain install, \"local\" on IncusOS). It must exist on the host."`
 	Name        string            `cty:"name" doc:"The volume name; default the step's name."`
 	Size        string            `cty:"size" doc:"The volume size (its size config key), such as \"150GiB\"; the pool's default when unset."`
 	ContentType string            `cty:"content_type" doc:"\"filesystem\" (default), \"block\" (for a VM's extra disk) or \"iso\" (with source_file); it cannot change once created."`
 	SourceFile  string            `cty:"source_file" doc:"A file to import as the volume, as incus storage volume import does (content_type \"iso\", the default with it): the Talos ISO need not sit on the host. Relative to the runbook; a changed file plans an update, which imports it again."`
 	Config      map[string]string `cty:"config" doc:"Volume config keys, such as snapshots.schedule; only the keys listed are managed."`
 
-	want map[string]string // Config with size
-	sens map[string]bool   // sensitive keys of want
-	path string            // SourceFile, absolute
+	poolChosen bool              // Pool was unset: the default profile's root disk pool
+	want       map[string]string // Config with size
+	sens       map[string]bool   // sensitive keys of want
+	path       string            // SourceFile, absolute
 }
 
 // volumeOut is the outputs of an incus_volume step: what a disk device
@@ -66,7 +67,6 @@ var volumeStep = &sdk.StepType[*conn, volumeSpec, struct{}, volumeRevert]{
 
 func validateVolume(c *call, s *volumeSpec) phases.Diagnostics {
 	var diags phases.Diagnostics
-	s.Pool = orDefault(s.Pool, "default")
 	s.Name = orDefault(s.Name, c.Addr.Name)
 	if s.SourceFile != "" {
 		return append(diags, validateImport(c, s)...)
@@ -122,6 +122,9 @@ func volumeChanges(s volumeSpec, have map[string]string) []change {
 }
 
 func readVolume(ctx context.Context, c *call, s volumeSpec, prior *sdk.Prior[struct{}, volumeRevert]) sdk.Read[volumeRevert] {
+	if d := choosePool(ctx, c, &s); d.HasErrors() {
+		return sdk.Read[volumeRevert]{Diagnostics: d}
+	}
 	if s.path != "" {
 		return readImport(ctx, c, s, prior)
 	}
@@ -146,6 +149,9 @@ func readVolume(ctx context.Context, c *call, s volumeSpec, prior *sdk.Prior[str
 }
 
 func planVolume(ctx context.Context, c *call, s volumeSpec, _ *sdk.Prior[struct{}, volumeRevert]) sdk.Plan[struct{}] {
+	if d := choosePool(ctx, c, &s); d.HasErrors() {
+		return sdk.Plan[struct{}]{Diagnostics: d}
+	}
 	if s.path != "" {
 		return planImport(ctx, c, s)
 	}
@@ -157,7 +163,7 @@ func planVolume(ctx context.Context, c *call, s volumeSpec, _ *sdk.Prior[struct{
 		if d := volumePool(ctx, c, s); d.HasErrors() {
 			return sdk.Plan[struct{}]{Diagnostics: d}
 		}
-		head := fmt.Sprintf("+ create %s volume %q in pool %q", s.ContentType, s.Name, s.Pool)
+		head := fmt.Sprintf("+ create %s volume %q in pool %q%s", s.ContentType, s.Name, s.Pool, chosenNote(s))
 		return sdk.Plan[struct{}]{Diff: renderChanges(head, volumeChanges(s, nil)) + "\n  rollback: delete the volume"}
 	}
 	if d := sameContent(c, s, v); d != nil {
@@ -165,9 +171,9 @@ func planVolume(ctx context.Context, c *call, s volumeSpec, _ *sdk.Prior[struct{
 	}
 	ch := volumeChanges(s, v.Config)
 	if len(ch) == 0 {
-		return sdk.Plan[struct{}]{Diff: fmt.Sprintf("volume %q in pool %q already has the settings the step manages: nothing to change", s.Name, s.Pool)}
+		return sdk.Plan[struct{}]{Diff: fmt.Sprintf("volume %q in pool %q%s already has the settings the step manages: nothing to change", s.Name, s.Pool, chosenNote(s))}
 	}
-	head := fmt.Sprintf("~ update volume %q in pool %q", s.Name, s.Pool)
+	head := fmt.Sprintf("~ update volume %q in pool %q%s", s.Name, s.Pool, chosenNote(s))
 	return sdk.Plan[struct{}]{Diff: renderChanges(head, ch) + "\n  rollback: restore the previous config"}
 }
 
@@ -185,6 +191,9 @@ func deleteVolume(s volumeSpec) *sdk.RevertData[volumeRevert] {
 }
 
 func applyVolume(ctx context.Context, c *call, s volumeSpec, _ struct{}, _ *sdk.Prior[struct{}, volumeRevert]) volApply {
+	if d := choosePool(ctx, c, &s); d.HasErrors() {
+		return volApply{Diagnostics: d}
+	}
 	if s.path != "" {
 		return applyImport(ctx, c, s)
 	}

@@ -163,7 +163,7 @@ func planImport(ctx context.Context, c *call, s volumeSpec) sdk.Plan[struct{}] {
 	case "replace":
 		return sdk.Plan[struct{}]{Diff: fmt.Sprintf("~ replace volume %q in pool %q: import source_file %s again (%d bytes, sha256 %s; %s)\n  rollback: delete the volume", s.Name, s.Pool, s.SourceFile, size, short(sum), holds(importMarksSum(v)))}
 	}
-	return sdk.Plan[struct{}]{Diff: fmt.Sprintf("+ import source_file %s (%d bytes, sha256 %s) as iso volume %q in pool %q\n  rollback: delete the volume", s.SourceFile, size, short(sum), s.Name, s.Pool)}
+	return sdk.Plan[struct{}]{Diff: fmt.Sprintf("+ import source_file %s (%d bytes, sha256 %s) as iso volume %q in pool %q%s\n  rollback: delete the volume", s.SourceFile, size, short(sum), s.Name, s.Pool, chosenNote(s))}
 }
 
 func importMarksSum(v *incusapi.StorageVolume) string {

@@ -52,7 +52,7 @@ func TestVolumeCreateUpdateRevert(t *testing.T) {
 	}
 	s := newStep(t, p, incus.Volume, "bulk", cfg)
 	pl := s.mustPlan(nil)
-	wantContains(t, "the create diff", pl.Diff, `+ create block volume "`+name+`" in pool "default"`,
+	wantContains(t, "the create diff", pl.Diff, `+ create block volume "`+name+`" in pool "default" (the default profile's root disk pool; set pool to choose another)`,
 		`+ config size = "16MiB"`, `+ config user.purpose = "bulk"`, "rollback: delete the volume")
 	created := s.mustApply(pl.Private, nil)
 	v := volume(t, c, name)

@@ -36,6 +36,8 @@ var validationCorpus = []struct {
 	{name: "unknown-type", devices: map[string]map[string]string{"x": {"type": "blah"}}, refusal: `Invalid device type "blah"`},
 	{name: "no-pool", devices: map[string]map[string]string{"x": {"type": "disk", "path": "/mnt/x", "pool": "nosuchpool", "source": "vol"}},
 		refusal: `Failed to get storage pool "nosuchpool": Storage pool not found`},
+	{name: "no-volume", devices: map[string]map[string]string{"x": {"type": "disk", "path": "/mnt/x", "pool": "default", "source": "nosuchvolume"}},
+		refusal: `Failed add validation for device "x": Failed loading custom volume: Storage volume not found`},
 	{name: "no-network", devices: map[string]map[string]string{"eth1": {"type": "nic", "network": "nosuchnet"}},
 		refusal: `Failed to load network "nosuchnet" for project "default": Network not found`},
 }
