@@ -55,7 +55,9 @@
 //     host's files through an fd of / kept from before its chroot). A
 //     booted VM (BootVM) is told its shared directories at boot only: a
 //     change of them while it runs is refused, saying so; its other disks
-//     (block, ISO) change in the record, seen at its next boot.
+//     (block, ISO) change in the record, seen at its next boot. The files
+//     API reads and writes the rootfs directory, under the mounts: a file
+//     in a mounted volume is seen by the container's commands, not by it.
 //   - Mount points the init needs (/usr or /usr/bin..., /dev/null...,
 //     symlinks bin -> usr/bin where the host has them) are created in the
 //     rootfs when absent, and stay visible through the files API.

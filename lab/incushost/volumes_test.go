@@ -1,9 +1,11 @@
 package incushost_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/homelab-migrate/migrate/lab/incushost"
@@ -92,5 +94,52 @@ func TestVolumeHotplug(t *testing.T) {
 	}
 	if _, err := os.Stat(files); !os.IsNotExist(err) {
 		t.Fatalf("the deleted volume's files stayed: %v", err)
+	}
+}
+
+// TestBootedVMSharesAFilesystemVolume: a booted VM gets a filesystem
+// volume's directory as its shared directory; changing its shared disks
+// while the guest runs is refused, saying what to do.
+func TestBootedVMSharesAFilesystemVolume(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		specs []incushost.VMSpec
+	)
+	boot := func(_ context.Context, spec incushost.VMSpec) (incushost.Guest, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		specs = append(specs, spec)
+		return &fakeGuest{}, nil
+	}
+	dir := t.TempDir()
+	_, c := lab(t, incushost.Options{Dir: dir, BootVM: boot, Pools: []string{"local", "data"}})
+	ctx := ctxT(t)
+	if err := c.ImportStorageVolume(ctx, "local", "iso", "iso", strings.NewReader("an ISO image")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateStorageVolume(ctx, "data", incusapi.StorageVolumesPost{Name: "photos"}); err != nil {
+		t.Fatal(err)
+	}
+	err := c.CreateInstance(ctx, incusapi.InstancesPost{Name: "vm", Type: "virtual-machine", Source: incusapi.InstanceSource{Type: "none"}, Start: true,
+		InstancePut: incusapi.InstancePut{Devices: map[string]map[string]string{
+			"iso":    {"type": "disk", "pool": "local", "source": "iso", "boot.priority": "10"},
+			"photos": {"type": "disk", "pool": "data", "source": "photos", "path": "/var/mnt/photos"},
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if len(specs) != 1 || specs[0].DataShare != filepath.Join(dir, "storage", "data", "custom", "photos") {
+		t.Fatalf("the VM's specs: %+v", specs)
+	}
+	mu.Unlock()
+	i, etag, err := c.Instance(ctx, "vm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := i.Put()
+	delete(put.Devices, "photos")
+	if err := c.UpdateInstance(ctx, "vm", put, etag); err == nil || !strings.Contains(err.Error(), "stop the instance") {
+		t.Fatalf("unplugging a shared disk from a booted VM: %v", err)
 	}
 }

@@ -31,6 +31,7 @@ func TestConformance(t *testing.T) {
 		}
 	}
 	box := launch(t, c, "conf-box", true, nil)
+	devVol := fsVolume(t, c, "conf-dev")
 	local := t.TempDir()
 	if err := os.WriteFile(filepath.Join(local, "push.conf"), []byte("pushed by the conformance suite\n"), 0o640); err != nil {
 		t.Fatal(err)
@@ -58,6 +59,8 @@ func TestConformance(t *testing.T) {
 				"creates": str("/root/made"), "revert": list("rm", "-f", "/root/made"), "env": strMap(map[string]string{"A": "b"}),
 			})},
 			{Type: incus.File, Reversible: true, Config: obj(map[string]cty.Value{"instance": str(box), "source": str("push.conf"), "destination": str("/root/push.conf"), "mode": str("0600")})},
+			{Type: incus.Device, Reversible: true, Config: obj(map[string]cty.Value{"instance": str(box), "name": str("conf-data"),
+				"device": strMap(map[string]string{"type": "disk", "pool": "default", "source": devVol, "path": "/mnt/conf"})})},
 			{Type: incus.File, Reversible: true, Config: obj(map[string]cty.Value{"instance": str(box), "direction": str("pull"), "source": str("/root/pull.conf"), "destination": str("pulled.conf")})},
 		},
 	})
@@ -74,6 +77,9 @@ func TestConformance(t *testing.T) {
 	}
 	if readIn(t, c, box, "/root/runs") != "run\n" || stat(t, c, box, "/root/made") != nil || stat(t, c, box, "/root/push.conf") != nil {
 		t.Errorf("incus_exec ran %q times (want once), or a revert left /root/made or /root/push.conf", readIn(t, c, box, "/root/runs"))
+	}
+	if i := inst(t, c, box); i.Devices["conf-data"] != nil {
+		t.Errorf("the attached device was not detached: %v", i.Devices)
 	}
 	if _, err := os.Stat(filepath.Join(local, "pulled.conf")); !os.IsNotExist(err) {
 		t.Errorf("the pulled file was not removed: %v", err)

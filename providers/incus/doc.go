@@ -38,7 +38,19 @@
 //     type, config keys), or imports source_file as an ISO volume
 //     (volume_import.go: the file's SHA-256 is an input and the volume's
 //     mark); the revert data deletes what it created, or restores the config
-//     it changed.
+//     it changed. A volume without pool goes to the pool of the default
+//     profile's root disk, asked of the daemon as incus does
+//     (default_pool.go; "local" on IncusOS), and the plan says so.
+//   - incus_device: attaches one device (instance, name, device: its
+//     type and options) to an instance that exists, or detaches one
+//     (ensure = "absent"; a profile's is masked with type = "none"), with
+//     the ETag the plan read; on a running instance the daemon hot-plugs
+//     it, and a refused hotplug says to stop the instance first. A device
+//     of that name from a profile, or with other options, is planned as
+//     a change; the revert data keeps the instance's own previous device
+//     (none: rollback removes it) and the instance's UUID, so a rollback
+//     never touches an instance made again under the name. Outputs:
+//     instance, name and a disk's path (device.go, device_apply.go).
 //   - incus_exec: runs an argv inside an instance (env, user, group, cwd,
 //     timeout), its output streamed to the step's log line by line, its
 //     exit code an output; a non-zero exit fails with the last lines. It
