@@ -27,6 +27,8 @@ type VMSpec struct {
 	DataShare string
 	// GPU: a device of type gpu is attached.
 	GPU bool
+	// NICs are its nic devices, sorted by device name.
+	NICs []NIC
 	// IPv4 is the address the lab gives it (127.0.1.N), reported as eth0's.
 	IPv4 string
 	// Dir is where the guest keeps what is on its disks: inside the
@@ -48,6 +50,17 @@ type Disk struct {
 	ISO  bool
 	// Shared: Source is a host directory.
 	Shared bool
+}
+
+// NIC is a nic device of a VM.
+type NIC struct {
+	Device string // the device's name
+	Name   string // the interface's name in the guest: the device's name option, else the device's
+	// MAC is its hwaddr option, else volatile.<device>.hwaddr (made at
+	// creation, as the daemon does), lower case as the guest shows it.
+	MAC     string
+	Network string // the managed network it joins, or
+	Parent  string // the host interface (a bridge) it is attached to
 }
 
 // Guest is a booted VM; Stop ends it (the VM stopped, or the lab closed).
@@ -95,6 +108,10 @@ func (s *Server) vmSpec(in *instance) (VMSpec, error) {
 		switch d["type"] {
 		case "gpu":
 			spec.GPU = true
+		case "nic":
+			spec.NICs = append(spec.NICs, NIC{Device: name, Name: orStr(d["name"], name),
+				MAC:     strings.ToLower(orStr(d["hwaddr"], cfg["volatile."+name+".hwaddr"])),
+				Network: d["network"], Parent: d["parent"]})
 		case "disk":
 			disk := Disk{Device: name, Path: d["path"], Pool: d["pool"], Source: d["source"]}
 			if sz := d["size"]; sz != "" {
