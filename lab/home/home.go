@@ -174,6 +174,7 @@ func (h *Home) bootVM(ctx context.Context, spec incushost.VMSpec) (incushost.Gue
 		Disks:   disks(spec.Disks),
 		DataDir: spec.DataShare,
 		GPU:     spec.GPU,
+		NICs:    nics(spec.NICs),
 		Log:     h.logf,
 
 		OnBootstrap: func() { h.events.add(Event{Kind: EventBootstrap, Instance: spec.Name}) },
@@ -307,4 +308,13 @@ func (h *Home) Close() error {
 	}
 	h.events.close()
 	return err
+}
+
+// nics are the VM's NICs as its node's links: the guest's name, the MAC.
+func nics(in []incushost.NIC) []talosnode.NIC {
+	var out []talosnode.NIC
+	for _, n := range in {
+		out = append(out, talosnode.NIC{Name: n.Name, MAC: n.MAC})
+	}
+	return out
 }

@@ -293,6 +293,12 @@ func TestISOVMsBootThroughTheHook(t *testing.T) {
 	if sizes["root"] != 20<<30 || sizes["bulk"] != 150<<30 || sizes["iso"] != 12 {
 		t.Fatalf("the disks' sizes: %v", sizes)
 	}
+	// the NIC's MAC is the one the daemon's way made at creation
+	if inst, _, err := c.Instance(ctx, "talos"); err != nil || len(spec.NICs) != 1 ||
+		spec.NICs[0] != (incushost.NIC{Device: "eth0", Name: "eth0", MAC: inst.Config["volatile.eth0.hwaddr"], Network: "labbr0"}) ||
+		!strings.HasPrefix(spec.NICs[0].MAC, "10:66:6a:") {
+		t.Fatalf("the VM's NICs: %+v (%v)", spec.NICs, err)
+	}
 	st, err := c.InstanceState(ctx, "talos")
 	if err != nil || len(st.Network["eth0"].Addresses) == 0 || st.Network["eth0"].Addresses[0].Address != spec.IPv4 {
 		t.Fatalf("the VM's eth0: %+v %v", st, err)

@@ -214,10 +214,12 @@ func (s *Server) getInstance(w http.ResponseWriter, r *http.Request) {
 	syncOK(w, s.instAPI(in))
 }
 
+// hwaddr is a NIC's MAC as the daemon makes one (volatile.<dev>.hwaddr):
+// Incus's prefix 10:66:6a (not LXD's 00:16:3e), then random.
 func hwaddr() string {
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
-	return fmt.Sprintf("00:16:3e:%02x:%02x:%02x", b[0], b[1], b[2])
+	return fmt.Sprintf("10:66:6a:%02x:%02x:%02x", b[0], b[1], b[2])
 }
 
 // uuid4 is a random (version 4) UUID.

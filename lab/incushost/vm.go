@@ -28,6 +28,8 @@ type VMSpec struct {
 	DataShare string
 	// GPU: a device of type gpu is attached.
 	GPU bool
+	// NICs are its nic devices, sorted by device name.
+	NICs []NIC
 	// IPv4 is the address the lab gives it (127.0.1.N), reported as eth0's;
 	// with a NIC on the LAN, the address the LAN's DHCP server leases to
 	// its MAC, which Incus does not report ("" when it leases none).
@@ -57,6 +59,17 @@ type Disk struct {
 	// Dir is a shared disk's host directory: the host path, or the
 	// filesystem volume's directory.
 	Dir string
+}
+
+// NIC is a nic device of a VM.
+type NIC struct {
+	Device string // the device's name
+	Name   string // the interface's name in the guest: the device's name option, else the device's
+	// MAC is its hwaddr option, else volatile.<device>.hwaddr (made at
+	// creation, as the daemon does), lower case as the guest shows it.
+	MAC     string
+	Network string // the managed network it joins, or
+	Parent  string // the host interface (a bridge) it is attached to
 }
 
 // Guest is a booted VM; Stop ends it (the VM stopped, or the lab closed).
@@ -111,6 +124,10 @@ func (s *Server) vmSpec(in *instance) (VMSpec, error) {
 		switch d["type"] {
 		case "gpu":
 			spec.GPU = true
+		case "nic":
+			spec.NICs = append(spec.NICs, NIC{Device: name, Name: orStr(d["name"], name),
+				MAC:     strings.ToLower(orStr(d["hwaddr"], cfg["volatile."+name+".hwaddr"])),
+				Network: d["network"], Parent: d["parent"]})
 		case "disk":
 			disk := Disk{Device: name, Path: d["path"], Pool: d["pool"], Source: d["source"]}
 			if sz := d["size"]; sz != "" {

@@ -147,9 +147,10 @@ func (d Disk) resource() *block.Disk {
 }
 
 // newResources is the node's COSI state: the resource definitions talosctl
-// resolves "disks" with, one block.Disk per disk, and block.SystemDisk once
-// installed (systemDisk != "").
-func newResources(disks []Disk, systemDisk string) (state.State, error) {
+// resolves "disks" and "links" with, one block.Disk per disk,
+// block.SystemDisk once installed (systemDisk != ""), and the links of
+// lo and the NICs (links.go).
+func newResources(disks []Disk, nics []NIC, systemDisk string) (state.State, error) {
 	st := state.WrapCore(namespaced.NewState(inmem.Build))
 	ctx := context.Background()
 
@@ -168,6 +169,10 @@ func newResources(disks []Disk, systemDisk string) (state.State, error) {
 		if err := st.Create(ctx, d.resource(), state.WithCreateOwner("block.DisksController")); err != nil {
 			return nil, fmt.Errorf("disk %s: %w", d.Name, err)
 		}
+	}
+
+	if err := addLinks(st, nics); err != nil {
+		return nil, err
 	}
 
 	if systemDisk != "" {

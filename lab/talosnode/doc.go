@@ -36,7 +36,10 @@
 //     transport, readonly, cdrom, rotational, io/sector size 512) and the
 //     ResourceDefinitions talosctl resolves "disks" with (namespace meta);
 //     no block.SystemDisk before the install (so CEL's system_disk is false
-//     for every disk then). Writes answer PermissionDenied.
+//     for every disk then); network.LinkStatus (namespace network, what
+//     talosctl get links --insecure lists: how a client tells by its MAC
+//     which machine answers at an address) of lo and each NIC of
+//     Options.NICs (links.go). Writes answer PermissionDenied.
 //   - After the first ApplyConfiguration (not a dry run) the reply is sent,
 //     then the maintenance service stops (connection refused), the
 //     "installer" checks machine.install.disk against the disks and the
@@ -161,6 +164,9 @@
 //     (default 1s), open streams end Unavailable, then the node boots from
 //     its persisted config and state.
 //   - Version: the installed tag, platform metal/metal, RBAC feature on.
+//   - Links (network.LinkStatus, namespace network) of lo and
+//     Options.NICs, the same in maintenance mode and installed: a NIC's
+//     MAC does not change with the install.
 //   - Other MachineService methods answer Unimplemented.
 //
 // # Differences from a real node
@@ -174,7 +180,12 @@
 //     on it.
 //   - With "nodes" naming several aliases of this node, the node answers once.
 //   - Only MachineService and, of the resource API, the disks (block.Disk,
-//     block.SystemDisk; readers may Get/List/Watch) are served: no other
+//     block.SystemDisk) and the links (network.LinkStatus: lo, and each
+//     NIC as a virtio ethernet link up with its MAC as hardwareAddr and
+//     permanentAddr; lo's operationalState is unknown, as Linux reports
+//     it; no addresses, routes or link specs) are served (readers may
+//     Get/List/Watch; a real node serves every non-sensitive resource to
+//     them): no other
 //     resources (talosctl get members, volumestatus ...), no
 //     ImageService or LifecycleService (talosctl v1.13's upgrade uses them
 //     and its --legacy upgrade watches Events), no storage, time, inspect or

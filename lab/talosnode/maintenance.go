@@ -51,7 +51,7 @@ var maintenanceRules = map[string]role.Set{
 func (n *Node) initMaintenance() error {
 	var err error
 
-	if n.resources, err = newResources(n.opts.Disks, ""); err != nil {
+	if n.resources, err = newResources(n.opts.Disks, n.opts.NICs, ""); err != nil {
 		return err
 	}
 

@@ -77,6 +77,10 @@ type Options struct {
 	// Disks are the machine's disks (block.Disk resources), default
 	// DefaultDisks.
 	Disks []Disk
+	// NICs are the machine's network interfaces (network.LinkStatus
+	// resources, with lo), default one eth0 with a MAC of 10:66:6a:…
+	// stable for Dir.
+	NICs []NIC
 	// Addresses are the node's own IP addresses (besides loopback): its
 	// certificates name them, as on a node.
 	Addresses []string
@@ -231,6 +235,16 @@ func New(opts Options) (*Node, error) {
 		}
 	}
 
+	if len(n.opts.NICs) == 0 {
+		n.opts.NICs = defaultNICs(dir)
+	}
+
+	for _, c := range n.opts.NICs {
+		if err = c.check(); err != nil {
+			return nil, fmt.Errorf("talosnode: %w", err)
+		}
+	}
+
 	if err = n.makeDirs(); err != nil {
 		return nil, err
 	}
@@ -309,7 +323,7 @@ func (n *Node) loadInstalled() error {
 	}
 
 	var err error
-	if n.resources, err = newResources(n.opts.Disks, systemDisk); err != nil {
+	if n.resources, err = newResources(n.opts.Disks, n.opts.NICs, systemDisk); err != nil {
 		return err
 	}
 

@@ -22,6 +22,10 @@
 //     without the gpu device reproduces the brief's discovery: no driver,
 //     whatever the schematic.
 //
+// The VM's NICs (Spec.NICs: name and MAC, from its nic devices' hwaddr or
+// volatile.<dev>.hwaddr) are the node's links (network.LinkStatus), so
+// that a client tells the VM by its MAC (talosctl get links --insecure).
+//
 // After the bootstrap, the node's Kubernetes is real (lab/kubecp): etcd,
 // kube-apiserver on Addr:6443, controller manager, scheduler, and kwok as
 // the kubelet of a Node named after the config's hostname. The binaries are

@@ -31,6 +31,10 @@ type Spec struct {
 	Disks   []talosnode.Disk // from the VM's disk devices
 	DataDir string           // host directory of the `data` virtiofs device; "" when none
 	GPU     bool             // a `gpu` device is attached
+	// NICs are the VM's network interfaces with their MACs (its nic
+	// devices: hwaddr, else volatile.<dev>.hwaddr): the links the node
+	// reports (talosctl get links). None: the node's default eth0.
+	NICs []talosnode.NIC
 	// Schematics adds schematic ID -> official extensions to
 	// KnownSchematics (a schematic the lab's Image Factory knows).
 	Schematics map[string][]string
@@ -108,6 +112,7 @@ func Boot(_ context.Context, spec Spec) (*VM, error) {
 		Addresses:      []string{spec.Addr},
 		Maintenance:    true,
 		Disks:          spec.Disks,
+		NICs:           spec.NICs,
 		Shares:         shares,
 		GPU:            spec.GPU,
 		Extensions:     func(image string) []string { return schematics[schematicID(image)] },

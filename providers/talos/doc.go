@@ -22,7 +22,18 @@
 //     the disks it reports (the install disk, each UserVolumeConfig CEL
 //     selector matching exactly one disk, with machinery's DiskLocator
 //     environment), and the config is sent over the insecure API only to
-//     an address the runbook names (maintenance.go, disks.go). The install
+//     an address the runbook names (maintenance.go, disks.go). With mac
+//     (the VM's NIC; one node per step), the node at the address must
+//     have a link of that MAC, read as talosctl get links --insecure
+//     does (network.LinkStatus over the insecure connection): the plan
+//     says "node ADDR is MAC, the VM's NIC", another MAC fails the plan
+//     ("Another Machine At The Address": the MACs found, the one
+//     expected, the router's DHCP reservation to check), and the apply
+//     checks again on the connection it sends on, sending nothing to
+//     another machine; an address where nothing answers names the MAC
+//     and its reservation (mac.go, reach.go). Without mac the plan notes
+//     once that the node's identity was not checked. An installed node
+//     is not checked (its certificates are its identity). The install
 //     has no revert data.
 //   - talos_bootstrap, talos_kubeconfig, talos_read, talos_service_health and
 //     talos_upgrade (the one explicit way to change the Talos version).

@@ -29,6 +29,9 @@ type mcStep struct {
 	rendered string
 	// withSecrets: rendered_secrets = "include".
 	withSecrets bool
+	// mac: the MAC the node in maintenance mode must have (normalized),
+	// "" when not checked.
+	mac string
 }
 
 // verifySpec is what must hold while the TRY is pending.
@@ -116,10 +119,14 @@ func decodeMachineConfig(c *call, a mcAttrs) (st mcStep, isKnown bool, diags pha
 		}
 		st.withSecrets = rs == "include"
 	}
+	if a.MAC != nil && !c.Unknown("mac") {
+		st.mac, _ = normalizeMAC(*a.MAC) // refused at validate when it does not parse
+		c.mac = st.mac
+	}
 	if !c.Unknown("verify") { // else no checks (a revert may not know them)
 		st.verify = verifySpec{services: a.Verify.Services, files: a.Verify.Files, kubernetes: a.Verify.Kubernetes}
 	}
-	return st, known(c, "role", "patches", "mode", "try_timeout", "verify"), diags
+	return st, known(c, "role", "patches", "mode", "try_timeout", "verify", "mac"), diags
 }
 
 // planned is the Private of a machine config plan: the hash of each node's
@@ -149,6 +156,9 @@ type mcAttrs struct {
 	// RenderedSecrets: the PKI keys and tokens are redacted from the
 	// rendered file unless the user asks for them.
 	RenderedSecrets *string `cty:"rendered_secrets" doc:"\"redact\" (default): the rendered file has its keys, tokens and secrets redacted; \"include\": written as sent to the node."`
+	// MAC: the node in maintenance mode cannot prove who it is; its NIC's
+	// MAC says it is the VM (mac.go).
+	MAC *string `cty:"mac" doc:"The MAC of the VM's NIC (e.g. \"10:66:6a:00:00:01\", any usual form): before the first config is sent to a node in maintenance mode, at plan and again right before the apply, the node at the address must have a link with this MAC (as talosctl get links --insecure lists them), else nothing is sent. One node per step (a step with several nodes refuses it). Not checked on an installed node (its certificates are its identity). Unset: the node's identity is not checked."`
 }
 
 // verifyAttrs is what must hold while the TRY is pending.
@@ -170,6 +180,7 @@ var machineConfigStep = &sdk.StepType[*Provider, mcAttrs, planned, machineConfig
 	Rollback:    "Re-applies the previous config through the same ladder (dry-run, TRY, verify, apply); it is kept in the state age-encrypted, so without an age identity the step is irreversible. A first install cannot be undone.",
 	Outputs:     mcOutputs{},
 	Unknowns:    true, // the plan says which settings are known after earlier steps
+	Validate:    func(sc *handle, a *mcAttrs) phases.Diagnostics { return validateMAC(newCall(sc), a) },
 	Read:        readMachineConfig,
 	Plan: func(ctx context.Context, sc *handle, a mcAttrs, _ *mcPrior) sdk.Plan[planned] {
 		c := newCall(sc)

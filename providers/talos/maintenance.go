@@ -75,9 +75,12 @@ func (s *settings) namedByRunbook(addr string) bool {
 // maintenance mode: "install: first config", with what will be written
 // and where.
 func (c *call) planFirstInstall(ctx context.Context, st mcStep, r *rendered, ns []node) sdk.Plan[planned] {
-	var diags phases.Diagnostics
+	diags := c.macFor(ns, st.mac)
 	var b strings.Builder
 	b.WriteString("install: first config\n")
+	if st.mac == "" {
+		fmt.Fprintf(&b, "note: the node's identity was not checked (no mac set): the first config goes to whatever machine answers in maintenance mode at %s\n", strings.Join(c.p.targets(), ", "))
+	}
 	for _, n := range ns {
 		if !c.s.namedByRunbook(n.name) {
 			diags = append(diags, phases.Errorf("First Install Not Allowed",
@@ -89,6 +92,14 @@ func (c *call) planFirstInstall(ctx context.Context, st mcStep, r *rendered, ns 
 		if err != nil {
 			diags = append(diags, phases.Errorf("Cannot Read Disks", "Reading the disks of node %s (maintenance mode), which the first install of %s is checked against, failed: %v.", n.name, c.addr, err)...)
 			continue
+		}
+		if st.mac != "" && !diags.HasErrors() {
+			l, d := c.insecureCheckMAC(ctx, n.name, st.mac, "")
+			if d.HasErrors() {
+				diags = append(diags, d...)
+				continue
+			}
+			fmt.Fprintf(&b, "node %s is %s, the VM's NIC (link %s)\n", n.name, l.mac, l.name)
 		}
 		diags = append(diags, c.checkDisks(n.name, r, disks)...)
 		fmt.Fprintf(&b, "node %s: disks %s\n", n.name, diskList(disks))
@@ -129,6 +140,9 @@ func configSummary(cfg coreconfig.Provider) string {
 // talosconfig of the same bundle: the version-skew guard and the verify
 // checks. An install cannot be undone: there is no revert data.
 func (c *call) firstInstall(ctx context.Context, st mcStep, r *rendered, ns []node) mcApply {
+	if d := c.macFor(ns, st.mac); d.HasErrors() {
+		return mcApply{Diagnostics: d}
+	}
 	for _, n := range ns {
 		if !c.s.namedByRunbook(n.name) {
 			return mcApply{Diagnostics: phases.Errorf("First Install Not Allowed",
@@ -142,7 +156,7 @@ func (c *call) firstInstall(ctx context.Context, st mcStep, r *rendered, ns []no
 		if d := c.checkDisks(n.name, r, disks); d.HasErrors() {
 			return mcApply{Diagnostics: d}
 		}
-		if d := c.sendFirstConfig(ctx, n, r); d.HasErrors() {
+		if d := c.sendFirstConfig(ctx, n, r, st.mac); d.HasErrors() {
 			return mcApply{Diagnostics: d}
 		}
 	}
@@ -176,8 +190,11 @@ func (c *call) firstInstall(ctx context.Context, st mcStep, r *rendered, ns []no
 	return mcApply{Outputs: mcOutputs{ConfigHash: r.hash, InstallerImage: r.image}}
 }
 
-// sendFirstConfig applies the config to one node in maintenance mode.
-func (c *call) sendFirstConfig(ctx context.Context, n node, r *rendered) phases.Diagnostics {
+// sendFirstConfig applies the config to one node in maintenance mode;
+// with a mac, only after its links, read on the same connection right
+// before, show that MAC (the address may have changed hands since the
+// plan).
+func (c *call) sendFirstConfig(ctx context.Context, n node, r *rendered, mac string) phases.Diagnostics {
 	actx, cancel := bounded(ctx)
 	defer cancel()
 	ic, err := insecureClient(actx, n.name)
@@ -185,6 +202,13 @@ func (c *call) sendFirstConfig(ctx context.Context, n node, r *rendered) phases.
 		return phases.FromError("Cannot Reach Talos", err)
 	}
 	defer ic.Close() //nolint:errcheck
+	if mac != "" {
+		l, d := c.checkMAC(actx, ic, n.name, mac, " Nothing was sent.")
+		if d.HasErrors() {
+			return d
+		}
+		c.log.Printf("node %s is %s, the VM's NIC (link %s)", n.name, l.mac, l.name)
+	}
 	c.log.Printf("node %s: maintenance mode: sending the first config (sha256 %s, installer %s, install disk %s)", n.name, r.hash, r.image, c.s.installDisk)
 	resp, err := ic.ApplyConfiguration(actx, &machineapi.ApplyConfigurationRequest{Data: r.bytes, Mode: machineapi.ApplyConfigurationRequest_AUTO})
 	if err != nil {

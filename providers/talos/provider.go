@@ -92,6 +92,9 @@ type call struct {
 	s    *settings
 	log  *secret.Writer
 	addr phases.Address
+	// mac is the MAC the step's node must have (talos_machine_config's
+	// mac), "" when none: an unreachable node's error names it.
+	mac string
 }
 
 func newCall(c *handle) *call {

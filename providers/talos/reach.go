@@ -67,6 +67,9 @@ func (c *call) unreachable(err error) phases.Diagnostics {
 func (c *call) unreachableSay() sdk.Unreachable {
 	return sdk.Unreachable{
 		First: func(err error) phases.Diagnostics {
+			if c.mac != "" {
+				return c.unreachableMAC(err)
+			}
 			return phases.Errorf("Cannot Reach Talos",
 				"%s cannot reach the Talos API of node %s at %s: %v. The endpoint comes from %s. "+
 					"Check that the node is up (booted, its Talos API listening on port %d: a VM still booting does not answer yet); "+
@@ -121,4 +124,15 @@ func dialAddress(e string) string {
 		return e
 	}
 	return net.JoinHostPort(strings.Trim(e, "[]"), strconv.Itoa(constants.ApidPort))
+}
+
+// unreachableMAC is the first diagnostic of a step that expects the node
+// at its address to be the VM of a MAC (talos_machine_config's mac):
+// the address is the router's DHCP reservation for that MAC.
+func (c *call) unreachableMAC(err error) phases.Diagnostics {
+	return phases.Errorf("Cannot Reach Talos",
+		"%s cannot reach the Talos API of node %s at %s: %v. The endpoint comes from %s, and the node there must be the VM whose NIC has MAC %s. "+
+			"Check the router's DHCP reservation for %s (that it hands out %s to that MAC); that the VM has a NIC with hwaddr %s on the LAN bridge and is up (booted from the ISO, its Talos API listening on port %d: a VM still booting does not answer yet); "+
+			"and that nothing between this machine and the node blocks the port.",
+		c.addr, strings.Join(c.p.targets(), ", "), c.endpoints(), err, c.endpointSource(), c.mac, c.mac, strings.Join(c.p.targets(), ", "), c.mac, constants.ApidPort)
 }
