@@ -25,7 +25,9 @@ test: fmt-check modules vet services
 
 ## test-incus-lab: the Incus suite again, against the lab's Incus host
 ## (lab/incushost, served by lab/cmd/incus-lab in a fresh directory)
-## instead of the real daemon; what the lab cannot do is skipped, saying
+## instead of the real daemon, over HTTPS with a trusted client
+## certificate (INCUS_CONF; the client library's own tests use its unix
+## socket); what the lab cannot do is skipped, saying
 ## why (~1 min). Its own TMPDIR: the suite's slot locks are not shared
 ## with a run against the real daemon.
 INCUS_LAB_DIR ?= $(or $(TMPDIR),/tmp)/migrate-incus-lab

@@ -152,3 +152,47 @@ func TestStepsGoingWithADiscarderInFlightAreNotAsked(t *testing.T) {
 		t.Errorf("the job was applied again")
 	}
 }
+
+// TestPlanDoesNotAskWhatWentWithADiscardingStep: once the deletion of
+// the throwaway VM is done, the plan does not read what went with it
+// (its cluster is gone: asking fails), and says why; what is outside it
+// is read as usual.
+func TestPlanDoesNotAskWhatWentWithADiscardingStep(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	b := newRB()
+	p := b.phase("rehearsal")
+	b.step(p, "vm")
+	b.step(p, "job", "vm")
+	del := b.step(p, "delete", "job")
+	del.Discards = []phases.Address{addr("job")}
+	if err := h.run(b.r); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var read []string
+	h.fake.ReadFn = func(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
+		mu.Lock()
+		read = append(read, req.Addr.Name)
+		mu.Unlock()
+		if req.Addr.Name == "job" {
+			return providers.ReadResponse{Diagnostics: phases.Errorf("Cannot Reach Kubernetes", "dial tcp: connection refused")}
+		}
+		return providers.ReadResponse{Observation: providers.Present}
+	}
+	e, _ := h.open(b.r)
+	plan, diags := e.Plan(context.Background(), engine.PlanOptions{})
+	if diags.HasErrors() {
+		t.Fatalf("the plan asked what went with the deletion: %v", diags.Err())
+	}
+	for _, sp := range plan.Phases[0].Steps {
+		if sp.Addr.Name == "job" && (sp.Action != providers.NoOp || !strings.Contains(sp.Detail, "went with fake_step.delete")) {
+			t.Errorf("job: %s %q", sp.Action, sp.Detail)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Contains(strings.Join(read, " "), "job") {
+		t.Errorf("read: %v", read)
+	}
+}

@@ -398,3 +398,46 @@ func TestRecheckAcrossPhases(t *testing.T) {
 		t.Errorf("after the second run the VM is %q, the deletion ran %d times; want it deleted again", w.vm, w.count("delete"))
 	}
 }
+
+// TestUnreadableUntilItsWorldIsMadeAgain: after a rollback the VM is gone
+// while the config and the bootstrap (which rollback cannot undo) stay
+// done, and asking about them fails: their node does not answer. The
+// plan of the next run is no error: they are read again once the VM is
+// made again, and, their world replaced, run again.
+func TestUnreadableUntilItsWorldIsMadeAgain(t *testing.T) {
+	t.Parallel()
+	h, b, w := replacedWorld(t)
+	if err := h.run(b.r); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.rollback(b.r); err != nil {
+		t.Fatal(err)
+	}
+	inner := h.fake.ReadFn
+	h.fake.ReadFn = func(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
+		w.mu.Lock()
+		gone := w.vm == ""
+		w.mu.Unlock()
+		if req.Addr.Name != "vm" && gone {
+			return providers.ReadResponse{Diagnostics: phases.Errorf("Cannot Reach Talos", "dial tcp 192.168.1.50:50000: connection refused")}
+		}
+		return inner(ctx, req)
+	}
+	e, st := h.open(b.r)
+	defer st.Close()
+	plan, diags := e.Plan(context.Background(), engine.PlanOptions{})
+	if diags.HasErrors() {
+		t.Fatalf("the plan failed on what the run makes again first: %v", diags.Err())
+	}
+	for _, name := range []string{"config", "bootstrap"} {
+		if sp := stepPlanNamed(t, plan, name); sp.Action == providers.NoOp && len(sp.Recheck) == 0 {
+			t.Errorf("%s: %s %q, want it read again after the VM", name, sp.Action, sp.Detail)
+		}
+	}
+	if err := e.Run(context.Background(), context.Background(), plan, engine.RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if w.count("vm") != 2 || w.count("config") != 2 || w.count("bootstrap") != 2 {
+		t.Errorf("applies: %v, want each twice (the new VM configured and bootstrapped)", w.applied)
+	}
+}

@@ -340,6 +340,14 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 		sp.Detail = why
 		return sp, nil
 	}
+	if rec != nil && rec.Status == state.Done {
+		if by, gone := e.goneWith(s.Addr, find); gone {
+			// What it made went with what a later step deleted (a VM and
+			// the cluster inside it): there is nothing left to ask.
+			sp.Detail = fmt.Sprintf("went with %s (done): not read again", by)
+			return sp, nil
+		}
+	}
 	cfg, after, diags := out.evaluateAfter(s)
 	if diags.HasErrors() {
 		sp.Action = providers.Create
@@ -450,6 +458,15 @@ func (e *Engine) observeDone(ctx context.Context, s *phases.Step, rec *state.Ste
 		return false, nil
 	}
 	read := p.Read(ctx, providers.ReadRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec)})
+	if before := out.changesBefore(s.DependsOn); len(before) > 0 && read.Diagnostics.HasErrors() {
+		// What it acts on is made again by steps before it in this run
+		// (a node reinstalled on a VM made anew): not there to be read
+		// yet, which is no error. The run reads it after them.
+		sp.Recheck = before
+		out.markRecheck(s.Addr)
+		sp.Detail = "cannot be read before " + joinAddrs(before) + " ran: read again after them"
+		return true, nil
+	}
 	diags := withSubject(read.Diagnostics, s.Range)
 	if why := targetReplaced(rec, read.Identity); why != "" {
 		sp.Action, sp.Detail = providers.Create, why

@@ -93,7 +93,7 @@ Stop it with: kill %d   (its log: %s)
 
 // LabUp is what `migrate-lab serve` serves, once it does.
 type LabUp struct {
-	Dir, Socket, DataDir string
+	Dir, Incus, DataDir string
 	// EnvFlag is what `migrate-lab env` needs to find this lab: empty in
 	// the default directory, else " --dir DIR".
 	EnvFlag string
@@ -101,7 +101,7 @@ type LabUp struct {
 
 // LabServing says the lab is up and how to point migrate at it.
 func (v *View) LabServing(u LabUp) {
-	fmt.Fprintf(v.out, "The lab is up in %s: the Incus host on %s (old VMs services, matrix, k3s), data in %s.\n", u.Dir, u.Socket, u.DataDir)
+	fmt.Fprintf(v.out, "The lab is up in %s: the Incus host at %s (old VMs services, matrix, k3s), its data volume in %s.\n", u.Dir, u.Incus, u.DataDir)
 	fmt.Fprintf(v.out, "In another shell, to drive examples/homelab against it:\n\n  eval \"$(migrate-lab env%s)\"\n\nCtrl-C stops it.\n", u.EnvFlag)
 }
 

@@ -72,9 +72,9 @@ $ migrate run --phase rehearsal
 func TestLabServing(t *testing.T) {
 	t.Parallel()
 	v, out, _ := newView()
-	v.LabServing(views.LabUp{Dir: "/l", Socket: "/l/incus/unix.socket", DataDir: "/l/data", EnvFlag: " --dir /l"})
+	v.LabServing(views.LabUp{Dir: "/l", Incus: "https://127.0.0.1:8443", DataDir: "/l/data", EnvFlag: " --dir /l"})
 	v.LabStopping()
-	for _, want := range []string{"The lab is up in /l: the Incus host on /l/incus/unix.socket", `eval "$(migrate-lab env --dir /l)"`, "Ctrl-C stops it.", "Stopping the lab"} {
+	for _, want := range []string{"The lab is up in /l: the Incus host at https://127.0.0.1:8443", `eval "$(migrate-lab env --dir /l)"`, "Ctrl-C stops it.", "Stopping the lab"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("lab serve lacks %q:\n%s", want, out)
 		}

@@ -395,7 +395,11 @@ func (d *demo) wantStatus(ctx context.Context, phase, addr, want string) error {
 // running with their data, and Synapse active in matrix again.
 func (d *demo) oldVMsBack(ctx context.Context) error {
 	d.v.Say("The old VMs, read from the lab's Incus host")
-	c, err := incusapi.New(incusapi.Options{Socket: labenv.Socket(d.lab)})
+	opts, err := incusapi.RemoteOptions(labenv.ClientConfig(d.lab), "")
+	if err != nil {
+		return err
+	}
+	c, err := incusapi.New(opts)
 	if err != nil {
 		return err
 	}

@@ -12,8 +12,11 @@ func (a *app) envCommand() *cobra.Command {
 		Use:   "env",
 		Short: "Print the export lines that point migrate and examples/homelab at a running lab",
 		Long: `Print the export lines that point migrate and examples/homelab at the lab
-running in --dir: INCUS_DIR (the incus provider's default socket becomes the
-lab's) and the example's variables. In a shell: eval "$(migrate-lab env)".`,
+running in --dir: INCUS_CONF (an incus CLI configuration whose default
+remote, "lab", is the lab's Incus host over HTTPS with a trusted client
+certificate: the incus CLI and the incus provider both use it) and the
+example's variables. In a shell: eval "$(migrate-lab env)", then
+incus list, or migrate plan.`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			vars, err := labenv.Read(dir)

@@ -53,14 +53,12 @@ func TestEnvWithoutLab(t *testing.T) {
 func TestServeWhereALabRuns(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	if err := labenv.Write(dir, []string{"INCUS_DIR=" + filepath.Join(dir, "incus")}); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Dir(labenv.Socket(dir)), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("unix", labenv.Socket(dir))
+	l, err := net.Listen("tcp", "127.0.0.1:0") // its Incus host answers
 	if err != nil {
+		t.Fatal(err)
+	}
+	conf := labenv.ClientConfig(dir)
+	if err := labenv.Write(dir, l.Addr().String(), []string{"INCUS_CONF=" + conf}); err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
@@ -69,7 +67,7 @@ func TestServeWhereALabRuns(t *testing.T) {
 		t.Errorf("serve where a lab runs: %v\n%s", err, out)
 	}
 	out, err = lab(t, "env", "--dir", dir)
-	if err != nil || out != "export INCUS_DIR="+filepath.Join(dir, "incus")+"\n" {
+	if err != nil || out != "export INCUS_CONF="+conf+"\n" {
 		t.Errorf("env of the running lab: %v\n%s", err, out)
 	}
 }

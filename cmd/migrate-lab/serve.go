@@ -23,10 +23,12 @@ func (a *app) serveCommand() *cobra.Command {
 		Use:   "serve",
 		Short: "Run the lab home server until Ctrl-C or SIGTERM",
 		Long: `Run the lab home server until Ctrl-C or SIGTERM: an Incus host holding the
-old VMs (services, matrix, k3s) on a unix socket, whose VMs booted from the
+old VMs (services, matrix, k3s), as an IncusOS host: HTTPS only, pools
+local and tank (its data volume), the NAT bridge incusbr0 and a bridge to
+the LAN, whose router leases addresses by MAC. Its VMs booted from the
 Talos ISO become Talos nodes in maintenance mode (a real Kubernetes after
-their bootstrap), the host's data directory, the Talos ISO and the Matrix
-federation endpoint of examples/homelab. In another shell,
+their bootstrap); the Talos ISO and the Matrix federation endpoint of
+examples/homelab are there too. In another shell,
 eval "$(migrate-lab env)" points migrate at it.
 
 SIGUSR1 makes the federation endpoint fail (503), SIGUSR2 heals it.`,
@@ -36,7 +38,7 @@ SIGUSR1 makes the federation endpoint fail (503), SIGUSR2 heals it.`,
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", labenv.DefaultDir(), "the lab's directory `D`")
-	cmd.Flags().IntVar(&block, "address-block", 0, "the VMs get addresses 127.`B`.1.N (0: 127.0.1.N); another block lets two labs run side by side")
+	cmd.Flags().IntVar(&block, "address-block", 0, "the VMs get addresses 127.`B`.1.N, on the LAN 127.B.200.N (0: 127.0.1.N); another block lets two labs run side by side")
 	return cmd
 }
 
@@ -72,7 +74,7 @@ func (a *app) serve(ctx context.Context, dir string, block int) error {
 			}
 		}
 	}()
-	up := views.LabUp{Dir: h.Dir(), Socket: h.Socket(), DataDir: h.DataDir()}
+	up := views.LabUp{Dir: h.Dir(), Incus: "https://" + h.HTTPSAddr(), DataDir: h.DataDir()}
 	if dir != labenv.DefaultDir() {
 		up.EnvFlag = " --dir " + dir
 	}

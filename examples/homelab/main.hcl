@@ -15,7 +15,14 @@
 # Secrets live beside the runbook, age-encrypted (secrets/*.age,
 # secrets.auto.hcl.age); patches, charts and manifests stay plain so that
 # reviews can read them. Against a real home server, change the variables
-# below (the host's paths, the iGPU's PCI address, the domain).
+# below (the host's remote, pools and LAN bridge, the node's MAC and the
+# address the router reserves for it, the iGPU's PCI address, the domain).
+#
+# The host is an IncusOS server: no shell, only its HTTPS API (8443) with a
+# trusted client certificate, from another machine. migrate reaches it as
+# the incus CLI does, through a remote of the CLI's configuration:
+#
+#   incus remote add incusos https://192.168.1.10:8443 --token TOKEN
 
 variable "hostname" {
   type        = string
@@ -31,10 +38,58 @@ variable "hostname" {
   }
 }
 
-variable "zfs_data" {
+variable "incus_remote" {
   type        = string
-  default     = "/tank/data"
-  description = "The host's two-disk ZFS mirror: photos, files, recordings. Shared into the VM by virtiofs (tag incus_data), mounted by Talos at /var/mnt/data."
+  default     = "incusos"
+  description = "The IncusOS host, as a remote of the incus CLI (incus remote add; its client certificate and the server's pinned one come from the CLI's configuration, INCUS_CONF or ~/.config/incus)."
+}
+
+variable "storage_pool" {
+  type        = string
+  default     = "local"
+  description = "The host's pool for the VMs' disks and the ISO: IncusOS's own ZFS pool is called local."
+}
+
+variable "data_pool" {
+  type        = string
+  default     = "tank"
+  description = "The pool on the host's two-disk ZFS mirror, holding the data volume."
+}
+
+variable "data_volume" {
+  type        = string
+  default     = "data"
+  description = "The custom filesystem volume of data_pool with the photos, files and recordings (and, after the move, Synapse's data): shared into the VM by virtiofs (tag incus_data), mounted by Talos at /var/mnt/data. It never leaves the host."
+}
+
+variable "lan_bridge" {
+  type        = string
+  default     = "enp5s0"
+  description = "The host's bridge to the LAN (IncusOS makes one of each interface, named after it: incus network list shows it). The node must be on the LAN: Talos' API, Kubernetes, Samba, the NodePorts and the router's forwards reach it there; incusbr0 is NAT."
+}
+
+variable "node_mac" {
+  type        = string
+  default     = "10:66:6a:4d:16:50"
+  description = "The fixed MAC of the Talos VM's NIC on the LAN: the router reserves node_address for it."
+}
+
+variable "node_address" {
+  type        = string
+  default     = "192.168.1.50"
+  description = "The address the router's DHCP reserves for node_mac. Incus cannot see it (Talos runs no Incus agent): migrate reaches the node here, and checks, before the first config, that the node answering is the VM with node_mac."
+}
+
+variable "rehearsal_mac" {
+  type        = string
+  default     = "10:66:6a:4d:16:51"
+  description = "The fixed MAC of the rehearsal VM's NIC on the LAN."
+}
+
+variable "rehearsal_address" {
+  type        = string
+  default     = "192.168.1.51"
+  description = "The address the router reserves for rehearsal_mac."
 }
 
 variable "igpu_pci" {
@@ -102,27 +157,30 @@ variable "retain_old_vms_until" {
   description = "The old VMs may be deleted after this date, not before."
 }
 
-provider "incus" "host" {} # the local socket of the IncusOS host
+provider "incus" "host" {
+  remote = var.incus_remote # HTTPS, with the incus CLI's client certificate
+}
 
-# The throwaway node of the rehearsal, reached at the address its VM gets.
-# The same secrets as the real node: it is deleted at the end of the phase.
+# The throwaway node of the rehearsal, reached at the address the router
+# reserves for its MAC. The same secrets as the real node: it is deleted at
+# the end of the phase.
 provider "talos" "rehearsal" {
-  endpoints        = [incus_instance.rehearsal.ipv4]
+  endpoints        = [var.rehearsal_address]
   talosconfig      = "secrets/talosconfig.age"
   secrets          = "secrets/secrets.yaml.age"
   version          = "v1.13.3"
   cluster_name     = "rehearsal"
-  cluster_endpoint = "https://${incus_instance.rehearsal.ipv4}:6443"
+  cluster_endpoint = "https://${var.rehearsal_address}:6443"
   extensions       = ["siderolabs/i915"] # the iGPU firmware: what the rehearsal tests
 }
 
 provider "talos" "node" {
-  endpoints        = [incus_instance.talos.ipv4]
+  endpoints        = [var.node_address]
   talosconfig      = "secrets/talosconfig.age"
   secrets          = "secrets/secrets.yaml.age"
   version          = "v1.13.3" # what the cluster runs: render with THIS version, never the client's
   cluster_name     = "home"
-  cluster_endpoint = "https://${incus_instance.talos.ipv4}:6443"
+  cluster_endpoint = "https://${var.node_address}:6443"
   extensions       = ["siderolabs/i915"]
 }
 
@@ -140,6 +198,7 @@ phase "rehearsal" {
   # The Talos ISO as a storage volume: the rehearsal and the real VM boot it.
   step "incus_volume" "talos_iso" {
     provider    = incus.host
+    pool        = var.storage_pool
     name        = "talos-v1-13-3-i915"
     source_file = var.talos_iso
   }
@@ -152,20 +211,23 @@ phase "rehearsal" {
     memory   = "4GiB"
     config   = { "security.secureboot" = "false" } # the Factory's metal ISO is not signed for Secure Boot
     devices = {
-      root    = { type = "disk", pool = "default", path = "/", size = "16GiB" }
-      data    = { type = "disk", source = var.zfs_data, path = "/var/mnt/data" } # virtiofs tag incus_data
+      root    = { type = "disk", pool = var.storage_pool, path = "/", size = "16GiB" }
+      data    = { type = "disk", pool = var.data_pool, source = var.data_volume, path = "/var/mnt/data" } # virtiofs tag incus_data
+      lan     = { type = "nic", nictype = "bridged", parent = var.lan_bridge, hwaddr = var.rehearsal_mac }
       igpu    = { type = "gpu", gputype = "physical", pci = var.igpu_pci }
       install = { type = "disk", pool = incus_volume.talos_iso.pool, source = incus_volume.talos_iso.name, "boot.priority" = "10" }
     }
-    start        = true
-    wait_for     = "ipv4"
-    wait_timeout = "5m"
+    start = true # no wait_for: on the LAN, only the router knows its address
   }
 
+  # Sent only to the VM just made: the node at rehearsal_address must
+  # have its MAC, or nothing is sent.
   step "talos_machine_config" "rehearsal" {
-    provider = talos.rehearsal
-    patches  = ["patches/rehearsal.yaml"]
-    verify   = { services = ["apid"] }
+    provider   = talos.rehearsal
+    mac        = var.rehearsal_mac
+    patches    = ["patches/rehearsal.yaml"]
+    verify     = { services = ["apid"] }
+    depends_on = [incus_instance.rehearsal]
   }
 
   step "talos_bootstrap" "rehearsal" {
@@ -236,14 +298,15 @@ phase "rehearsal" {
   }
 
   # Both passed: the throwaway VM goes (this cannot be undone), and all
-  # that was made inside it: a rollback has nothing to undo there.
+  # that was made inside it: a rollback has nothing to undo there, and a
+  # plan nothing to read.
   step "incus_instance" "rehearsal_deleted" {
     provider   = incus.host
     name       = "rehearsal"
     ensure     = "absent"
     depends_on = [talos_read.rehearsal_data, talos_read.rehearsal_igpu]
     discards = [
-      talos_machine_config.rehearsal, talos_bootstrap.rehearsal,
+      incus_instance.rehearsal, talos_machine_config.rehearsal, talos_bootstrap.rehearsal,
       kubernetes_namespace.rehearsal_media, kubernetes_job.rehearsal_write,
     ]
   }
@@ -255,6 +318,7 @@ phase "platform" {
   # The separate big disk, chosen in the patch by its size (149-151 GiB).
   step "incus_volume" "bulk" {
     provider     = incus.host
+    pool         = var.storage_pool
     size         = "150GiB"
     content_type = "block"
   }
@@ -267,15 +331,14 @@ phase "platform" {
     memory   = "24GiB"
     config   = { "security.secureboot" = "false" }
     devices = {
-      root    = { type = "disk", pool = "default", path = "/", size = "64GiB" }
-      data    = { type = "disk", source = var.zfs_data, path = "/var/mnt/data" } # virtiofs tag incus_data
+      root    = { type = "disk", pool = var.storage_pool, path = "/", size = "64GiB" }
+      data    = { type = "disk", pool = var.data_pool, source = var.data_volume, path = "/var/mnt/data" } # virtiofs tag incus_data
       bulk    = { type = "disk", pool = incus_volume.bulk.pool, source = incus_volume.bulk.name }
+      lan     = { type = "nic", nictype = "bridged", parent = var.lan_bridge, hwaddr = var.node_mac }
       igpu    = { type = "gpu", gputype = "physical", pci = var.igpu_pci }
       install = { type = "disk", pool = incus_volume.talos_iso.pool, source = incus_volume.talos_iso.name, "boot.priority" = "10" }
     }
-    start        = true
-    wait_for     = "ipv4"
-    wait_timeout = "5m"
+    start = true # no wait_for: on the LAN, only the router knows its address
   }
 
   # The first install (maintenance mode: the plan says "install: first
@@ -283,12 +346,25 @@ phase "platform" {
   # patch go through the ladder: dry-run diff, TRY, verify, then no-reboot.
   step "talos_machine_config" "node" {
     provider    = talos.node
+    mac         = var.node_mac # the node at node_address must be this VM
     patches     = ["patches/node.yaml"]
     try_timeout = "2m"
     rendered    = "rendered/controlplane.yaml"
     verify = {
       services = ["apid", "machined"]
     }
+    depends_on = [incus_instance.talos]
+  }
+
+  # Installed: the VM boots from its disk from now on, never the ISO again
+  # (a reboot into the installer would wipe nothing, but boots no cluster).
+  # Rollback attaches it again.
+  step "incus_device" "talos_iso_detached" {
+    provider   = incus.host
+    instance   = incus_instance.talos.name
+    name       = "install"
+    ensure     = "absent"
+    depends_on = [talos_machine_config.node]
   }
 
   step "talos_bootstrap" "etcd" {
@@ -476,33 +552,43 @@ phase "ingress-matrix" {
     revert   = ["systemctl", "start", "matrix-synapse"]
   }
 
-  # A consistent copy of the database and the media store, once: after a
-  # crash the marker says it is done, and it is not dumped a second time.
+  # The data volume, attached to the old VM for the copy: the export goes
+  # from the old VM to the volume on the host, never through the machine
+  # running migrate. Rollback detaches it.
+  step "incus_device" "matrix_data" {
+    provider   = incus.host
+    instance   = var.matrix_vm
+    name       = "migrate-data"
+    device     = { type = "disk", pool = var.data_pool, source = var.data_volume, path = "/mnt/migrate-data" }
+    depends_on = [incus_exec.stop_synapse]
+  }
+
+  # A consistent copy of the database and the media store, once, into a new
+  # directory of the data volume (Synapse's data directory from now on, the
+  # node's /var/mnt/data/matrix): made aside and renamed when whole, so a
+  # crash leaves no half copy; the marker, in the old VM (the restore Job
+  # changes the copy), says it is done. It prints what it copies and how
+  # much.
   step "incus_exec" "export_synapse" {
     provider = incus.host
     instance = var.matrix_vm
     command = ["sh", "-c", <<-EOT
       set -e
-      mkdir -p /root/synapse-export
-      sqlite3 /var/lib/matrix-synapse/homeserver.db ".backup /root/synapse-export/homeserver.db"
-      tar -C /var/lib/matrix-synapse -cf /root/synapse-export/media.tar media
-      touch /root/synapse-export/.done
+      cd /mnt/migrate-data
+      rm -rf matrix.partial && mkdir matrix.partial
+      echo "database: $(du -sh /var/lib/matrix-synapse/homeserver.db | cut -f1)"
+      sqlite3 /var/lib/matrix-synapse/homeserver.db ".backup matrix.partial/homeserver.db"
+      echo "media store: $(find /var/lib/matrix-synapse/media -type f | wc -l) files, $(du -sh /var/lib/matrix-synapse/media | cut -f1)"
+      tar -C /var/lib/matrix-synapse -cf matrix.partial/media.tar media
+      mv matrix.partial matrix
+      touch /root/.synapse-exported
+      echo "copied: $(du -sh matrix | cut -f1) in /mnt/migrate-data/matrix"
     EOT
     ]
-    creates    = "/root/synapse-export/.done"
-    revert     = ["rm", "-rf", "/root/synapse-export"]
-    depends_on = [incus_exec.stop_synapse]
-  }
-
-  # Onto the data share, which the Talos node mounts at /var/mnt/data:
-  # a new directory, Synapse's data directory from now on.
-  step "incus_file" "synapse_data" {
-    provider    = incus.host
-    instance    = var.matrix_vm
-    direction   = "pull"
-    source      = "/root/synapse-export"
-    destination = "${var.zfs_data}/matrix"
-    depends_on  = [incus_exec.export_synapse]
+    creates    = "/root/.synapse-exported"
+    revert     = ["rm", "-rf", "/mnt/migrate-data/matrix", "/mnt/migrate-data/matrix.partial", "/root/.synapse-exported"]
+    timeout    = "2h"
+    depends_on = [incus_device.matrix_data]
   }
 
   # The signing key is the homeserver's identity: it never lands in clear,
@@ -564,7 +650,7 @@ phase "ingress-matrix" {
     name      = "synapse-restore"
     file      = "manifests/synapse-restore.yaml"
     timeout   = "30m"
-    depends_on = [kubernetes_manifest.synapse_storage, incus_file.synapse_data]
+    depends_on = [kubernetes_manifest.synapse_storage, incus_exec.export_synapse]
   }
 
   step "helm_release" "synapse" {
@@ -616,7 +702,7 @@ phase "ingress-matrix" {
     state             = "stopped"
     snapshot_before   = true
     keep_for_rollback = true
-    depends_on        = [approval.dns, incus_file.synapse_data, incus_file.signing_key]
+    depends_on        = [approval.dns, incus_exec.export_synapse, incus_file.signing_key]
   }
 
   check "http_check" "federation" {

@@ -8,11 +8,20 @@
 //
 //	h, _ := home.Start(ctx, home.Options{Dir: dir, Log: os.Stderr})
 //	defer h.Close()
-//	env := h.Env() // INCUS_DIR, MIGRATE_VAR_zfs_data, ... for examples/homelab
+//	env := h.Env() // INCUS_CONF, MIGRATE_VAR_incus_remote, ... for examples/homelab
 //
-// Layout of Dir: incus/ (the Incus host; incus/unix.socket is its socket,
-// what INCUS_DIR points the incus provider at), data/ (the host's data,
-// the example's zfs_data, shared into the VMs), images/ (the Talos ISO: an
+// The host is an IncusOS host as the brief's: reached over HTTPS only (no
+// unix socket), with a client certificate it trusts; its pools are
+// IncusOS's own "local" (StoragePool) and "tank" (DataPool, the data
+// disks) holding the custom filesystem volume "data" (DataVolume: the
+// photos, files and recordings, shared into the node); its networks the
+// NAT bridge incusbr0 (the old VMs) and its own bridge to the LAN,
+// enp5s0 (LANBridge), whose DHCP server is the home router (router.go).
+//
+// Layout of Dir: incus/ (the Incus host; incus/server.crt its
+// certificate), incus-client/ (an INCUS_CONF directory whose default
+// remote "lab" is the host, with a trusted client certificate: what the
+// incus CLI and the incus provider use), images/ (the Talos ISO: an
 // empty placeholder, the lab boots no real image), lab.env (Env, for
 // `migrate-lab env`: lab/labenv; removed by Close) and events.jsonl
 // (EventsFile: the effects the lab made, one JSON line each, appended:
@@ -23,12 +32,15 @@
 // (incus/instances/NAME/guest/): deleting the instance deletes them, and
 // a new VM of the same name boots from an empty disk.
 //
-// Addresses: the Incus host gives every instance a 127.0.1.N address at
-// its creation, in creation order; a Talos VM listens on it (machine API
-// :50000, Kubernetes :6443), and the example reaches it through its
-// instance's ipv4 attribute, so no variable names it. Two labs on one
-// machine give the same addresses, unless one takes another
-// Options.AddressBlock (127.B.1.N).
+// Addresses: the Incus host gives every instance a 127.B.1.N address on
+// incusbr0 (B: Options.AddressBlock). A VM bridged onto the LAN gets its
+// address from the router instead, which Incus does not see: by
+// reservation for a MAC it was told of (NodeMAC gets NodeAddress,
+// 127.B.200.50, RehearsalMAC 127.B.200.51, the example's defaults), from
+// 127.B.200.100 on for the others; Reserve changes a reservation as a user
+// does in the router's page. A Talos VM listens on its address (machine
+// API :50000, Kubernetes :6443). Two labs on one machine take different
+// blocks, or their addresses meet.
 //
 // The federation endpoint answers GET /_matrix/federation/v1/version with
 // 200 and Synapse's body, or 503 after FailFederation(true): the demo's

@@ -57,7 +57,16 @@ type Home struct {
 
 	events *events // Dir/EventsFile
 	router *router // the LAN's DHCP server
+	// dataDir holds the data volume's files.
+	dataDir string
 }
+
+// The lab host's names, IncusOS's (examples/homelab's defaults).
+const (
+	StoragePool = "local" // IncusOS's own ZFS pool
+	DataPool    = "tank"  // the pool on the data disks
+	DataVolume  = "data"  // its custom volume shared into the node
+)
 
 // Start assembles the lab in o.Dir and serves it until Close; bad
 // Options.Env lines are refused.
@@ -77,15 +86,8 @@ func Start(ctx context.Context, o Options) (*Home, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
-	for _, d := range []string{"incus", "data", "images"} {
+	for _, d := range []string{"incus", "images"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			return nil, fmt.Errorf("lab: %w", err)
-		}
-	}
-	// The old VMs' data lands here during the move; the apps' hostPaths
-	// (media, files, photos, frigate) are directories of the share.
-	for _, d := range []string{"media", "files", "photos", "frigate"} {
-		if err := os.MkdirAll(filepath.Join(dir, "data", d), 0o755); err != nil {
 			return nil, fmt.Errorf("lab: %w", err)
 		}
 	}
@@ -99,7 +101,10 @@ func Start(ctx context.Context, o Options) (*Home, error) {
 	if h.events, err = openEvents(dir); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
+	// As IncusOS: its own pool "local", a pool on the data disks, the
+	// NAT bridge incusbr0 and a bridge of its own to the LAN.
 	h.incus, err = incushost.New(incushost.Options{Dir: filepath.Join(dir, "incus"), Seed: true, BootVM: h.bootVM, Logf: h.logf,
+		Pools: []string{StoragePool, DataPool}, Network: "incusbr0",
 		AddressBlock: o.AddressBlock, LAN: lanBridge, LANLease: h.router.lease,
 		OnExec: func(instance string, command []string) {
 			h.events.add(Event{Kind: EventExec, Instance: instance, Command: command})
@@ -108,11 +113,23 @@ func Start(ctx context.Context, o Options) (*Home, error) {
 		h.events.close()
 		return nil, fmt.Errorf("lab: %w", err)
 	}
+	// The data volume: the photos, files and recordings (the apps'
+	// hostPaths are its directories); the old VMs' exports land here.
+	if h.dataDir, err = h.incus.FilesystemVolume(DataPool, DataVolume); err != nil {
+		h.Close()
+		return nil, fmt.Errorf("lab: %w", err)
+	}
+	for _, d := range []string{"media", "files", "photos", "frigate"} {
+		if err := os.MkdirAll(filepath.Join(h.dataDir, d), 0o755); err != nil {
+			h.Close()
+			return nil, fmt.Errorf("lab: %w", err)
+		}
+	}
 	if err := h.serve(ctx); err != nil {
 		h.Close()
 		return nil, err
 	}
-	if err := labenv.Write(dir, h.Env()); err != nil {
+	if err := labenv.Write(dir, h.httpsAddr, h.Env()); err != nil {
 		h.Close()
 		return nil, fmt.Errorf("lab: %w", err)
 	}
@@ -120,15 +137,17 @@ func Start(ctx context.Context, o Options) (*Home, error) {
 }
 
 func (h *Home) serve(ctx context.Context) error {
-	if err := h.incus.Listen(h.Socket()); err != nil {
-		return fmt.Errorf("lab: %w", err)
-	}
+	// HTTPS only, as IncusOS: no shell, so no unix socket either.
 	addr, err := h.incus.ServeHTTPS("127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
 	h.httpsAddr = addr.String()
 	if err := os.WriteFile(filepath.Join(h.dir, "incus", "server.crt"), h.incus.CertPEM(), 0o644); err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	// What `incus remote add lab ...` would have made, trusted already.
+	if err := h.incus.WriteClientConfig(labenv.ClientConfig(h.dir), Remote, "https://"+h.httpsAddr); err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
 
@@ -246,8 +265,14 @@ func disks(devs []incushost.Disk) []talosnode.Disk {
 // Dir is the lab's directory.
 func (h *Home) Dir() string { return h.dir }
 
-// Socket is the Incus host's unix socket.
-func (h *Home) Socket() string { return labenv.Socket(h.dir) }
+// ClientConfig is the INCUS_CONF directory whose default remote, Remote,
+// is the lab's Incus host (a trusted client certificate, its server
+// certificate pinned).
+func (h *Home) ClientConfig() string { return labenv.ClientConfig(h.dir) }
+
+// Remote is the incus CLI remote that names the lab's Incus host in
+// ClientConfig (the example's incus_remote).
+const Remote = "lab"
 
 // HTTPSAddr is the Incus host's HTTPS address; its certificate is
 // Dir/incus/server.crt.
@@ -256,8 +281,15 @@ func (h *Home) HTTPSAddr() string { return h.httpsAddr }
 // Incus is the lab's Incus host.
 func (h *Home) Incus() *incushost.Server { return h.incus }
 
-// DataDir is the host's data directory (the example's zfs_data).
-func (h *Home) DataDir() string { return filepath.Join(h.dir, "data") }
+// DataDir holds the files of the host's data volume (DataPool/DataVolume,
+// the example's data_pool and data_volume).
+func (h *Home) DataDir() string { return h.dataDir }
+
+// DataDirIn is DataDir of the lab in dir, for a test that runs the lab as
+// a process of its own (migrate-lab serve).
+func DataDirIn(dir string) string {
+	return incushost.VolumeDir(filepath.Join(dir, "incus"), DataPool, DataVolume)
+}
 
 // ISO is the Talos ISO file (the example's talos_iso).
 func (h *Home) ISO() string { return filepath.Join(h.dir, "images", ISOName) }
@@ -276,14 +308,17 @@ func (h *Home) VM(name string) *talosvm.VM {
 }
 
 // Env is what a shell exports to drive examples/homelab against the lab:
-// the incus provider's default socket is the lab's (INCUS_DIR; INCUS_SOCKET
-// too, which wins over it), and the example's variables that name the
-// host's paths and the homeserver's URL; then Options.Env.
+// INCUS_CONF (the incus CLI's configuration, and so the incus provider's,
+// with the lab as remote "lab"), and the example's variables that name
+// the remote, the nodes' addresses on the LAN, the ISO and the
+// homeserver's URL; then Options.Env. The example's defaults of the
+// pools, the LAN bridge and the MACs are the lab's.
 func (h *Home) Env() []string {
 	return append([]string{
-		"INCUS_DIR=" + filepath.Join(h.dir, "incus"),
-		"INCUS_SOCKET=" + h.Socket(),
-		"MIGRATE_VAR_zfs_data=" + h.DataDir(),
+		"INCUS_CONF=" + h.ClientConfig(),
+		"MIGRATE_VAR_incus_remote=" + Remote,
+		"MIGRATE_VAR_node_address=" + h.NodeAddress(),
+		"MIGRATE_VAR_rehearsal_address=" + h.RehearsalAddress(),
 		"MIGRATE_VAR_talos_iso=" + h.ISO(),
 		"MIGRATE_VAR_matrix_url=" + h.fedURL,
 	}, h.extra...)

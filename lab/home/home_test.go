@@ -21,9 +21,11 @@ import (
 )
 
 // TestHome: a lab home server holds the three old VMs, running, behind
-// its socket; its env points at it; the federation endpoint answers and
-// fails on demand; a VM booted from the ISO is a Talos node on the
-// address the Incus host gave it; Close leaves no process and no lab.env.
+// its HTTPS API only (no unix socket), with IncusOS's pools and networks;
+// its env points the incus CLI's configuration at it; the federation
+// endpoint answers and fails on demand; a VM booted from the ISO with a
+// NIC on the LAN is a Talos node at the address the router reserves for
+// its MAC; Close leaves no process and no lab.env.
 func TestHome(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -42,13 +44,43 @@ func TestHome(t *testing.T) {
 		}
 	}()
 
-	// The incus provider's client finds the socket through INCUS_DIR alone.
+	// The incus provider's client finds it through INCUS_CONF alone.
 	env := envMap(h.Env())
-	t.Setenv("INCUS_SOCKET", "")
-	t.Setenv("INCUS_DIR", env["INCUS_DIR"])
-	c, err := incusapi.New(incusapi.Options{})
+	t.Setenv("INCUS_CONF", env["INCUS_CONF"])
+	opts, err := incusapi.RemoteOptions("", "")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if opts.URL != "https://"+h.HTTPSAddr() || opts.Socket != "" {
+		t.Fatalf("the lab's remote: %+v, want HTTPS to %s", opts, h.HTTPSAddr())
+	}
+	c, err := incusapi.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if matches, _ := filepath.Glob(filepath.Join(dir, "incus", "*.socket")); len(matches) > 0 {
+		t.Errorf("the IncusOS lab serves a unix socket: %v", matches)
+	}
+	pools, err := c.StoragePools(ctx)
+	if err != nil || !slices.Equal(pools, []string{StoragePool, DataPool}) {
+		t.Errorf("pools %v, %v; want local and tank", pools, err)
+	}
+	if vols, err := c.StorageVolumes(ctx, DataPool); err != nil || !slices.Contains(vols, DataVolume) {
+		t.Errorf("the volumes of %s: %v, %v; want %s", DataPool, vols, err, DataVolume)
+	}
+	nets, err := c.Networks(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	managed := map[string]bool{}
+	for _, n := range nets {
+		managed[n.Name] = n.Managed
+	}
+	if m, ok := managed["incusbr0"]; !ok || !m {
+		t.Errorf("networks %v: want the managed incusbr0", managed)
+	}
+	if m, ok := managed[h.LANBridge()]; !ok || m {
+		t.Errorf("networks %v: want the host's own bridge %s, unmanaged", managed, h.LANBridge())
 	}
 	defer c.Close()
 	list, err := c.Instances(ctx)
@@ -66,9 +98,9 @@ func TestHome(t *testing.T) {
 		t.Errorf("running instances %v, want the three old VMs", running)
 	}
 
-	want := map[string]string{"INCUS_DIR": filepath.Join(dir, "incus"), "INCUS_SOCKET": filepath.Join(dir, "incus", "unix.socket"),
-		"MIGRATE_VAR_zfs_data": filepath.Join(dir, "data"), "MIGRATE_VAR_talos_iso": filepath.Join(dir, "images", ISOName),
-		"MIGRATE_AGE_IDENTITY": "/demo/identity.txt"}
+	want := map[string]string{"INCUS_CONF": filepath.Join(dir, "incus-client"), "MIGRATE_VAR_incus_remote": Remote,
+		"MIGRATE_VAR_node_address": fmt.Sprintf("127.%d.200.50", block), "MIGRATE_VAR_rehearsal_address": fmt.Sprintf("127.%d.200.51", block),
+		"MIGRATE_VAR_talos_iso": filepath.Join(dir, "images", ISOName), "MIGRATE_AGE_IDENTITY": "/demo/identity.txt"}
 	for k, v := range want {
 		if env[k] != v {
 			t.Errorf("Env %s=%q, want %q", k, env[k], v)
@@ -97,11 +129,13 @@ func TestHome(t *testing.T) {
 		t.Errorf("federation with the failure off: %d, want 200", code)
 	}
 
-	// A VM with the Talos ISO boots as a lab Talos node on its address.
+	// A VM with the Talos ISO boots as a lab Talos node at the address
+	// the router reserves for its NIC's MAC, which Incus does not report.
 	err = c.CreateInstance(ctx, incusapi.InstancesPost{Name: "talos", Type: "virtual-machine", Source: incusapi.InstanceSource{Type: "none"},
 		InstancePut: incusapi.InstancePut{Devices: map[string]map[string]string{
-			"root":    {"type": "disk", "pool": "default", "path": "/", "size": "16GiB"},
-			"data":    {"type": "disk", "source": h.DataDir(), "path": "/var/mnt/data"},
+			"root":    {"type": "disk", "pool": StoragePool, "path": "/", "size": "16GiB"},
+			"data":    {"type": "disk", "pool": DataPool, "source": DataVolume, "path": "/var/mnt/data"},
+			"lan":     {"type": "nic", "nictype": "bridged", "parent": h.LANBridge(), "hwaddr": NodeMAC},
 			"igpu":    {"type": "gpu", "gputype": "physical", "pci": "0000:00:02.0"},
 			"install": {"type": "disk", "source": h.ISO(), "boot.priority": "10"},
 		}}})
@@ -119,13 +153,15 @@ func TestHome(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ""
-	for _, a := range st.Network["eth0"].Addresses {
-		addr = a.Address
+	for name, n := range st.Network {
+		if name != "lo" && len(n.Addresses) > 0 {
+			t.Errorf("Incus reports an address of the VM on the LAN: %s %+v", name, n.Addresses)
+		}
 	}
+	addr := h.NodeAddress()
 	spec := vm.Spec()
-	if spec.Addr != addr || !strings.HasPrefix(addr, fmt.Sprintf("127.%d.1.", block)) || spec.DataDir != h.DataDir() || !spec.GPU {
-		t.Errorf("the VM's spec %+v, want its eth0 address %q, the data dir and the gpu", spec, addr)
+	if spec.Addr != addr || spec.DataDir != h.DataDir() || !spec.GPU {
+		t.Errorf("the VM's spec %+v, want the address %q, the data volume's dir and the gpu", spec, addr)
 	}
 	if !slices.Equal(spec.Disks, []talosnode.Disk{{Name: "/dev/sda", Size: strconv.Itoa(16 << 30), Model: "QEMU HARDDISK", Serial: "incus_root", Transport: "scsi"}}) {
 		t.Errorf("the VM's disks: %+v", spec.Disks)

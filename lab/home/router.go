@@ -15,8 +15,8 @@ import (
 // The example's Talos VMs' fixed MACs (examples/homelab's node_mac and
 // rehearsal_mac defaults), reserved by the lab's router.
 const (
-	NodeMAC      = "00:16:3e:4d:16:50"
-	RehearsalMAC = "00:16:3e:4d:16:51"
+	NodeMAC      = "10:66:6a:4d:16:50"
+	RehearsalMAC = "10:66:6a:4d:16:51"
 )
 
 // lanBridge is the lab host's bridge to the LAN, named after its
@@ -32,10 +32,13 @@ type router struct {
 	next         int
 }
 
+// The hosts of the reservations the lab's router starts with.
+const nodeHost, rehearsalHost = 50, 51
+
 func newRouter(block int) *router {
 	r := &router{block: block, reservations: map[string]string{}, dynamic: map[string]string{}, next: 100}
-	r.reservations[NodeMAC] = r.addr(50)
-	r.reservations[RehearsalMAC] = r.addr(51)
+	r.reservations[NodeMAC] = r.addr(nodeHost)
+	r.reservations[RehearsalMAC] = r.addr(rehearsalHost)
 	return r
 }
 
@@ -96,3 +99,10 @@ func (h *Home) Reserved(mac string) string {
 // LANBridge is the Incus host's bridge to the LAN (examples/homelab's
 // lan_bridge).
 func (h *Home) LANBridge() string { return lanBridge }
+
+// NodeAddress is the address the router reserves for NodeMAC when the
+// lab starts (the example's node_address).
+func (h *Home) NodeAddress() string { return h.router.addr(nodeHost) }
+
+// RehearsalAddress is the one it reserves for RehearsalMAC.
+func (h *Home) RehearsalAddress() string { return h.router.addr(rehearsalHost) }

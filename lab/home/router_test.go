@@ -7,7 +7,7 @@ import "testing"
 // reservation makes its MAC dynamic; bad input is refused.
 func TestRouter(t *testing.T) {
 	r := newRouter(7)
-	if got := r.lease("00:16:3E:4D:16:50"); got != "127.7.200.50" {
+	if got := r.lease("10:66:6A:4D:16:50"); got != "127.7.200.50" {
 		t.Fatalf("the node's reservation: %q", got)
 	}
 	if got := r.lease(RehearsalMAC); got != "127.7.200.51" {

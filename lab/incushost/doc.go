@@ -83,15 +83,20 @@
 //     `incus exec` and `incus file` websockets or SFTP).
 //   - Validation (validate.go): config keys (known ones, their value
 //     syntax, container-only and VM-only keys), device types and options,
-//     boot.priority, the root-only size, and the pool, custom volume and
-//     network a device names are checked with the daemon's words, on creation (the
-//     operation fails) and on a change (the request fails); the corpus
-//     in providers/incus/incusapi holds both servers to the same answers.
+//     boot.priority, the root-only size, the forms of a disk's source (a
+//     source or a path, a local one absolute and existing), a NIC's
+//     parent where its nictype needs one and its MAC's syntax, and the
+//     pool, custom volume and network a device names are checked with
+//     the daemon's words, on creation (the operation fails) and on a
+//     change (the request fails); the corpus in providers/incus/incusapi
+//     holds both servers to the same answers.
 //     Not held: the rarer keys the table lacks (refused, as unknown:
 //     add them from the daemon's list), the value syntax of free-form
-//     keys (limits.cpu.allowance, snapshots.schedule, raw.*), a disk
-//     source's forms beyond an existing host path, gputype/pci matching
-//     real hardware, and which changes need a stopped instance.
+//     keys (limits.cpu.allowance, snapshots.schedule, raw.*), and what
+//     the daemon checks only when an instance starts: gputype and pci
+//     matching real hardware (it accepts gputype = "weird" at creation
+//     too), a bridged NIC's parent existing, and which changes need a
+//     stopped instance.
 //   - Operations cannot be cancelled ("This operation can't be
 //     cancelled"), as a record-output exec on the daemon.
 //   - Owners: as root, the lab keeps the uids and gids of files (the user

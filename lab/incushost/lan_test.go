@@ -31,7 +31,7 @@ func TestLAN(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		asked = append(asked, mac)
-		if mac == "00:16:3e:4d:16:50" {
+		if mac == "10:66:6a:4d:16:50" {
 			return "127.0.200.50"
 		}
 		return ""
@@ -63,7 +63,7 @@ func TestLAN(t *testing.T) {
 		InstancePut: incusapi.InstancePut{Devices: map[string]map[string]string{
 			"root": {"type": "disk", "path": "/", "pool": "default"},
 			"iso":  {"type": "disk", "pool": "default", "source": "talos-iso", "boot.priority": "10"},
-			"eth0": {"type": "nic", "nictype": "bridged", "parent": "enp5s0", "hwaddr": "00:16:3E:4D:16:50"},
+			"eth0": {"type": "nic", "nictype": "bridged", "parent": "enp5s0", "hwaddr": "10:66:6A:4D:16:50"},
 		}}, Start: true})
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +72,7 @@ func TestLAN(t *testing.T) {
 	if len(specs) != 1 || specs[0].IPv4 != "127.0.200.50" || !specs[0].LAN {
 		t.Fatalf("the VM on the LAN boots at its reservation: %+v", specs)
 	}
-	if len(asked) != 1 || asked[0] != "00:16:3e:4d:16:50" {
+	if len(asked) != 1 || asked[0] != "10:66:6a:4d:16:50" {
 		t.Fatalf("the router was asked for %v, want the NIC's MAC", asked)
 	}
 	mu.Unlock()
@@ -80,7 +80,7 @@ func TestLAN(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, ok := st.Network["eth0"]; !ok || len(n.Addresses) != 0 || n.Hwaddr != "00:16:3e:4d:16:50" {
+	if n, ok := st.Network["eth0"]; !ok || len(n.Addresses) != 0 || n.Hwaddr != "10:66:6a:4d:16:50" {
 		t.Fatalf("Incus reports the LAN lease it cannot see: %+v", st.Network)
 	}
 

@@ -59,6 +59,9 @@ func (s *Server) interfaces(in *instance) map[string]any {
 		out[guest] = map[string]any{"addresses": addrs,
 			"hwaddr": mac, "host_name": "lab" + name, "mtu": 1500, "state": "up", "type": "broadcast"}
 	}
+	if _, _, lan := s.lanAddress(in); lan {
+		return out // on the LAN: where, only the router knows
+	}
 	if _, ok := out["eth0"]; !ok && in.guest != nil { // a booted VM is reachable on its address
 		out["eth0"] = map[string]any{"addresses": []map[string]string{{"family": "inet", "address": in.IPv4, "netmask": "8", "scope": "global"}},
 			"hwaddr": "", "host_name": "", "mtu": 1500, "state": "up", "type": "broadcast"}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -200,12 +201,59 @@ func (s *Server) deviceRejection(name string, d map[string]string) (msg, where s
 		if p, src := d["pool"], d["source"]; p != "" && isVolumeSource(src) && s.volumes[p+"/"+src] == nil {
 			return fmt.Sprintf("Failed add validation for device %q: Failed loading custom volume: Storage volume not found", name), "pool", http.StatusNotFound
 		}
+		if msg := diskSourceRejection(d); msg != "" {
+			return failed("%s", msg), "devices", http.StatusInternalServerError
+		}
+		if src := d["source"]; strings.HasPrefix(src, "/") && d["pool"] == "" && !pathExists(src) {
+			return fmt.Sprintf("Failed add validation for device %q: Missing source path %q for disk %q", name, src, name), "pool", http.StatusInternalServerError
+		}
 	case "nic":
 		if n := d["network"]; n != "" && n != s.opts.Network {
 			return failed("Failed loading device %q: Failed to load network %q for project \"default\": Network not found", name, n), "devices", http.StatusNotFound
 		}
+		if msg := nicRejection(d); msg != "" {
+			return failed("%s", msg), "devices", http.StatusInternalServerError
+		}
 	}
 	return "", "", 0
+}
+
+// diskSourceRejection: the forms of a disk's source the daemon takes
+// (internal/server/device/disk.go): a path for the guest or a source,
+// and a local source (no pool) absolute. "" when it is valid.
+func diskSourceRejection(d map[string]string) string {
+	src := d["source"]
+	switch {
+	case src == "" && d["path"] == "":
+		return `Disk entry is missing the required "source" or "path" property`
+	case src != "" && d["pool"] == "" && !strings.HasPrefix(src, "/") && !strings.Contains(src, ":"):
+		return "Source path must be absolute for local sources"
+	}
+	return ""
+}
+
+// nicRejection: the options a NIC's type needs, and the syntax of its
+// MAC (internal/server/device/nic.go, validate.IsNetworkMAC).
+func nicRejection(d map[string]string) string {
+	if d["network"] == "" {
+		switch d["nictype"] {
+		case "bridged", "macvlan", "sriov", "physical", "ipvlan":
+			if d["parent"] == "" {
+				return `Invalid value for device option "parent": Required value`
+			}
+		}
+	}
+	if mac := d["hwaddr"]; mac != "" && !macRE.MatchString(mac) {
+		return `Invalid value for device option "hwaddr": Invalid MAC address, must be 6 bytes of hex separated by colons`
+	}
+	return ""
+}
+
+var macRE = regexp.MustCompile(`^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$`)
+
+func pathExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // isVolumeSource: a disk's source names a custom volume of its pool

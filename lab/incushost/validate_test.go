@@ -11,7 +11,7 @@ import (
 // for VMs (its golden files; VMs cannot run against the real daemon
 // here) pass the lab's rules, which the validation corpus holds to the
 // daemon's (providers/incus/incusapi, against both), once the volumes
-// they name exist.
+// and host paths they name exist.
 func TestProviderGoldenRequestsPass(t *testing.T) {
 	s, err := New(Options{Dir: t.TempDir()})
 	if err != nil {
@@ -34,6 +34,14 @@ func TestProviderGoldenRequestsPass(t *testing.T) {
 		for _, d := range req.Devices { // the volumes they name exist, as the runbook's incus_volume steps make them
 			if d["type"] == "disk" && d["pool"] != "" && isVolumeSource(d["source"]) {
 				s.volumes[d["pool"]+"/"+d["source"]] = &volume{Pool: d["pool"], Name: d["source"], ContentType: "block"}
+			}
+			// ...and so do the host paths, on the host they are meant for:
+			// here, a copy under the test's directory.
+			if src := d["source"]; d["type"] == "disk" && d["pool"] == "" && filepath.IsAbs(src) {
+				d["source"] = filepath.Join(t.TempDir(), src)
+				if err := os.MkdirAll(d["source"], 0o755); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		err = s.createRejection(&instance{Name: req.Name, Type: req.Type, Config: req.Config, Devices: req.Devices})

@@ -32,8 +32,12 @@ func (s *Server) defaultPool() string { return s.opts.Pools[0] }
 func (s *Server) hasPool(p string) bool { return slices.Contains(s.opts.Pools, p) }
 
 // volDir is where a filesystem volume keeps its files.
-func (s *Server) volDir(pool, name string) string {
-	return filepath.Join(s.dir, "storage", pool, "custom", name)
+func (s *Server) volDir(pool, name string) string { return VolumeDir(s.dir, pool, name) }
+
+// VolumeDir is where the host in dir (Options.Dir) keeps the files of the
+// filesystem volume pool/name: for tests that look at them from outside.
+func VolumeDir(dir, pool, name string) string {
+	return filepath.Join(dir, "storage", pool, "custom", name)
 }
 
 func (s *Server) volPath(pool, name, ext string) string {
@@ -340,4 +344,27 @@ func (s *Server) getLeases(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	syncOK(w, out)
+}
+
+// FilesystemVolume makes the custom filesystem volume pool/name when
+// absent (as `incus storage volume create`) and returns the directory
+// holding its files: for a lab's seed (a host's data volume) and tests.
+func (s *Server) FilesystemVolume(pool, name string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.hasPool(pool) {
+		return "", errf(http.StatusNotFound, "Storage pool not found")
+	}
+	v := s.volumes[pool+"/"+name]
+	if v == nil {
+		v = &volume{Pool: pool, Name: name, ContentType: "filesystem", Config: map[string]string{}}
+		if err := s.saveVolume(v); err != nil {
+			return "", err
+		}
+		s.volumes[pool+"/"+name] = v
+	} else if v.ContentType != "filesystem" {
+		return "", errf(http.StatusBadRequest, "Volume %q of pool %q is a %s volume, not a filesystem", name, pool, v.ContentType)
+	}
+	dir := s.volDir(pool, name)
+	return dir, os.MkdirAll(dir, 0o755)
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"math/big"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -44,7 +45,16 @@ var (
 func client(t testing.TB) *incusapi.Client {
 	t.Helper()
 	incustest.Hold(t)
-	c, err := incusapi.New(incusapi.Options{Socket: incustest.Socket})
+	opts := incusapi.Options{Socket: incustest.Socket}
+	if os.Getenv("INCUS_CONF") != "" {
+		// The lab (lab/cmd/incus-lab): over HTTPS, through the default
+		// remote of its incus CLI configuration, as the provider's default.
+		var err error
+		if opts, err = incusapi.RemoteOptions("", ""); err != nil {
+			t.Fatalf("the incus CLI configuration of INCUS_CONF: %v", err)
+		}
+	}
+	c, err := incusapi.New(opts)
 	if err != nil {
 		t.Fatalf("incusapi.New: %v", err)
 	}

@@ -222,6 +222,18 @@ func planMachineConfig(ctx context.Context, c *call, a mcAttrs) sdk.Plan[planned
 	if diags.HasErrors() {
 		return sdk.Plan[planned]{Diagnostics: diags}
 	}
+	if c.AfterChanges && !c.answersSoon(ctx) {
+		// Its VM is made or started by a step it depends on, in this run.
+		var b strings.Builder
+		fmt.Fprintf(&b, "install: first config, once the steps it depends on ran: no node answers at %s yet (its VM is still to be made or booted)\n", c.endpoints())
+		fmt.Fprintf(&b, "install disk: %s\n", c.s.installDisk)
+		fmt.Fprintf(&b, "installer image: %s (schematic %s, pinned version %s)\n", r.image, c.s.schematicID, c.s.version)
+		fmt.Fprintf(&b, "machine config (%s) rendered for Talos %s, Kubernetes %s: %s\n", st.role, c.s.version, c.s.k8sVersion, configSummary(r.cfg))
+		fmt.Fprintf(&b, "rendered config sha256: %s\n", r.hash)
+		b.WriteString("then: the node's disks are checked against the install disk before anything is sent; a node that is not in maintenance mode gets the change through the ladder instead")
+		return sdk.Plan[planned]{Diff: b.String(), Private: planned{Nodes: map[string]string{}, Rendered: r.hash, FirstInstall: c.s.endpoints},
+			Irreversible: "a first install writes Talos to the install disk of a node in maintenance mode; rollback cannot undo it (that takes a wipe and the ISO)"}
+	}
 	ns, err := c.p.nodes(ctx)
 	if err != nil {
 		return sdk.Plan[planned]{Diagnostics: phases.FromError("Cannot Reach Talos", err)}

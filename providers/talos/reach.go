@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/constants"
 
@@ -135,4 +136,25 @@ func (c *call) unreachableMAC(err error) phases.Diagnostics {
 			"Check the router's DHCP reservation for %s (that it hands out %s to that MAC); that the VM has a NIC with hwaddr %s on the LAN bridge and is up (booted from the ISO, its Talos API listening on port %d: a VM still booting does not answer yet); "+
 			"and that nothing between this machine and the node blocks the port.",
 		c.addr, strings.Join(c.p.targets(), ", "), c.endpoints(), err, c.endpointSource(), c.mac, c.mac, strings.Join(c.p.targets(), ", "), c.mac, constants.ApidPort)
+}
+
+// answersSoon says whether any endpoint of the provider accepts a
+// connection within a few seconds: asked by a plan made while a step it
+// depends on still has to make or start the node, so that a node not
+// booted yet is no error but a plan for later. It records nothing in the
+// provider's reach (the run will find out).
+func (c *call) answersSoon(ctx context.Context) bool {
+	cl, err := c.p.conn(ctx)
+	if err != nil || len(cl.GetEndpoints()) == 0 {
+		return true // nothing to dial here: the step's own calls tell
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	for _, e := range cl.GetEndpoints() {
+		if conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", dialAddress(e)); err == nil {
+			conn.Close()
+			return true
+		}
+	}
+	return false
 }

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/homelab-migrate/migrate/lab/home"
 )
 
 // TestDemo runs `migrate-lab demo` as `make demo` does, in a directory of its
@@ -18,7 +20,7 @@ func TestDemo(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "demo")
 	cmd := exec.Command(migrateLab, "demo", "--dir", dir, "--address-block", "21", "--no-color")
-	cmd.Env = append(os.Environ(), "MIGRATE_AGE_IDENTITY=", "INCUS_SOCKET=", "INCUS_DIR=")
+	cmd.Env = append(os.Environ(), "MIGRATE_AGE_IDENTITY=", "INCUS_SOCKET=", "INCUS_DIR=", "INCUS_CONF=")
 	out, err := cmd.CombinedOutput()
 	text := string(out)
 	if err != nil {
@@ -61,7 +63,7 @@ func TestDemo(t *testing.T) {
 			t.Errorf("the demo's output lacks %q", want)
 		}
 	}
-	if got := string(must(os.ReadFile(filepath.Join(dir, "lab", "data", ".migrate", "rehearsal")))); got != "written by a pod of the rehearsal\n" {
+	if got := string(must(os.ReadFile(filepath.Join(home.DataDirIn(filepath.Join(dir, "lab")), ".migrate", "rehearsal")))); got != "written by a pod of the rehearsal\n" {
 		t.Errorf("the rehearsal's file on the data share: %q", got)
 	}
 	if m := regexp.MustCompile(`(?m)^Error:`).FindAllString(text, -1); len(m) != 1 {

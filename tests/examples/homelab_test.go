@@ -22,7 +22,9 @@ func homelabApps(t *testing.T) (dir string, env []string) {
 	if err := os.WriteFile(filepath.Join(dir, "secrets/kubeconfig"), must(os.ReadFile(kubeconfig)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return dir, []string{"MIGRATE_AGE_IDENTITY=" + filepath.Join(dir, "secrets/demo-identity.txt")}
+	// The incus provider is configured even without an incus step: the
+	// daemon here is the incus CLI's "local", not an IncusOS remote.
+	return dir, []string{"MIGRATE_AGE_IDENTITY=" + filepath.Join(dir, "secrets/demo-identity.txt"), "MIGRATE_VAR_incus_remote=local"}
 }
 
 // TestHomelabPodSecurityExceptions: the plan of the phases with pods on
@@ -160,7 +162,13 @@ func TestHomelabWholePlan(t *testing.T) {
 	if err := os.WriteFile(iso, []byte("not really an ISO: the plan only hashes it"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	vars := []string{"--var", "talos_iso=" + iso, "--var", "zfs_data=" + t.TempDir()}
+	// The daemon's names for what IncusOS calls local, tank/data and its
+	// LAN bridge.
+	volume := "mt-data-" + canary(t)[4:12]
+	incusOut(t, "storage", "volume", "create", "default", volume)
+	t.Cleanup(func() { exec.Command("incus", "storage", "volume", "delete", "default", volume).Run() })
+	vars := []string{"--var", "talos_iso=" + iso, "--var", "incus_remote=local", "--var", "storage_pool=default", "--var", "data_pool=default",
+		"--var", "data_volume=" + volume, "--var", "lan_bridge=migratebr0"}
 	for _, v := range []string{"services", "matrix", "k3s"} {
 		name := "mt-" + v + "-" + canary(t)[4:12]
 		incusOut(t, "launch", image(), name)
@@ -170,7 +178,7 @@ func TestHomelabWholePlan(t *testing.T) {
 	env := []string{"MIGRATE_AGE_IDENTITY=" + filepath.Join(dir, "secrets/demo-identity.txt")}
 	plan := run(t, dir, env, append([]string{"plan"}, vars...)...)
 	for _, want := range []string{"Phase rehearsal", "Phase platform", "Phase data-apps", "Phase host-services", "Phase ingress-matrix", "Phase cleanup",
-		`import source_file ` + iso, "incus_instance.rehearsal_deleted", "talos_machine_config.node will run: its provider talos.node is configured with values (known after incus_instance.talos)"} {
+		`import source_file ` + iso, "incus_instance.rehearsal_deleted", "talos_machine_config.node will run", "install: first config, once the steps it depends on ran: no node answers at 192.168.1.50:50000 yet"} {
 		if !strings.Contains(plan, want) {
 			t.Errorf("the plan lacks %q:\n%s", want, plan)
 		}

@@ -66,7 +66,7 @@ func TestLabServePlansHomelab(t *testing.T) {
 		t.Helper()
 		script := `eval "$("$MIGRATE_LAB" env --dir "$LAB")" && exec "$MIGRATE" "$@" --runbook "$DIR" --no-color --age-identity "$DIR/secrets/demo-identity.txt"`
 		cmd := exec.Command("sh", append([]string{"-c", script, "sh"}, args...)...)
-		cmd.Env = append(os.Environ(), "MIGRATE="+migrate, "MIGRATE_LAB="+migrateLab, "LAB="+lab, "DIR="+dir, "MIGRATE_AGE_IDENTITY=", "INCUS_SOCKET=", "INCUS_DIR=")
+		cmd.Env = append(os.Environ(), "MIGRATE="+migrate, "MIGRATE_LAB="+migrateLab, "LAB="+lab, "DIR="+dir, "MIGRATE_AGE_IDENTITY=", "INCUS_SOCKET=", "INCUS_DIR=", "INCUS_CONF=")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("migrate %s against the lab: %v\n%s", strings.Join(args, " "), err, out)
@@ -86,7 +86,7 @@ func TestLabServePlansHomelab(t *testing.T) {
 	// The whole move plans against it: the old VMs are read from the lab.
 	whole := shell("plan")
 	for _, want := range []string{`stop instance "matrix" (running -> stopped)`, `stop instance "services" (running -> stopped)`,
-		"homeserver.signing.key -> ./secrets/synapse-signing.key.age", "-> " + filepath.Join(lab, "data", "matrix"),
+		"homeserver.signing.key -> ./secrets/synapse-signing.key.age", "attach disk migrate-data",
 		"GET http://127.0.0.1:"} {
 		if !strings.Contains(whole, want) {
 			t.Errorf("the whole plan lacks %q:\n%s", want, whole)

@@ -78,7 +78,12 @@ func TestHomelabMatrixMove(t *testing.T) {
 	}
 	regSecret := regexp.MustCompile(`synapse_registration_secret = "([^"]+)"`).FindStringSubmatch(string(autoVars))[1]
 	vm := oldMatrix(t, signingKey)
-	share := t.TempDir()
+	// The data volume, a custom volume of the daemon's pool (IncusOS's
+	// tank/data in the example): the export lands in it.
+	volume := "mt-data-" + hex.EncodeToString(must(randomBytes(4)))
+	incusOut(t, "storage", "volume", "create", "default", volume)
+	t.Cleanup(func() { exec.Command("incus", "storage", "volume", "delete", "default", volume).Run() })
+	share := "/var/lib/incus/storage-pools/default/custom/default_" + volume // the dir driver's layout
 	federation := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/_matrix/federation/v1/version" {
 			http.NotFound(w, r)
@@ -89,7 +94,8 @@ func TestHomelabMatrixMove(t *testing.T) {
 	t.Cleanup(federation.Close)
 
 	env := []string{agefile.IdentityEnv + "=" + filepath.Join(dir, "secrets/demo-identity.txt")}
-	flags := []string{"--var", "matrix_vm=" + vm, "--var", "zfs_data=" + share, "--var", "matrix_url=" + federation.URL}
+	flags := []string{"--var", "matrix_vm=" + vm, "--var", "incus_remote=local", "--var", "data_pool=default", "--var", "data_volume=" + volume,
+		"--var", "matrix_url=" + federation.URL}
 	var seen bytes.Buffer // everything migrate printed
 	do := func(args ...string) string {
 		out := run(t, dir, env, append(args, flags...)...)
@@ -98,7 +104,7 @@ func TestHomelabMatrixMove(t *testing.T) {
 	}
 
 	plan := do("plan")
-	for _, want := range []string{"incus_exec.stop_synapse", "incus_file.signing_key", "kubernetes_secret.signing_key",
+	for _, want := range []string{"incus_exec.stop_synapse", "incus_device.matrix_data", "incus_file.signing_key", "kubernetes_secret.signing_key",
 		"kubernetes_manifest.synapse_storage", "kubernetes_job.restore_synapse", "helm_release.synapse", "kubernetes_manifest.ingress"} {
 		if !strings.Contains(plan, want) {
 			t.Errorf("the plan lacks %s:\n%s", want, plan)
@@ -119,7 +125,8 @@ func TestHomelabMatrixMove(t *testing.T) {
 	if got := incusOut(t, "snapshot", "list", vm, "--format", "csv"); !strings.Contains(got, "migrate-") {
 		t.Errorf("no snapshot was taken before the stop: %q", got)
 	}
-	// The data share: the database and the media store, as exported.
+	// The data volume: the database and the media store, as exported; the
+	// volume is detached again by the rollback only.
 	if b, err := os.ReadFile(filepath.Join(share, "matrix/homeserver.db")); err != nil || string(b) != "SQLite format 3\x00 the rooms\n" {
 		t.Errorf("the database on the share: %q, %v", b, err)
 	}
@@ -323,4 +330,10 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+func randomBytes(n int) ([]byte, error) {
+	b := make([]byte, n)
+	_, err := rand.Read(b)
+	return b, err
 }

@@ -18,7 +18,7 @@ const (
 	invCompletes  = "every phase and the rollback complete"
 	invReadable   = "the state is readable (status --json, state show --json)"
 	invOnce       = "once-only effects happened once (lab events)"
-	invPulledOnce = "the Synapse export pulled once (data share)"
+	invPulledOnce = "the Synapse export made once (data volume)"
 	invThrowaway  = "no throwaway VM left running"
 	invEtcd       = "no cluster without etcd"
 	invRefusal    = "a refused command changed nothing"
@@ -76,7 +76,7 @@ var effects = []effect{
 	{"the node's etcd bootstrapped", "platform", "talos_bootstrap.etcd", false, bootstrapOf("talos")},
 	{"the Job data-share-probe run", "data-apps", "kubernetes_job.data_probe", false, podOf("talos", "media", "data-share-probe")},
 	{"Synapse stopped in the old VM matrix", "ingress-matrix", "incus_exec.stop_synapse", true, execOf("matrix", "systemctl stop matrix-synapse")},
-	{"Synapse's export run in the old VM matrix", "ingress-matrix", "incus_exec.export_synapse", false, execOf("matrix", "synapse-export/.done")},
+	{"Synapse's export run in the old VM matrix", "ingress-matrix", "incus_exec.export_synapse", false, execOf("matrix", "touch /root/.synapse-exported")},
 	{"the Job synapse-restore run", "ingress-matrix", "kubernetes_job.restore_synapse", false, podOf("talos", "matrix", "synapse-restore")},
 	{"Synapse started again in the old VM matrix", "rollback", "incus_exec.stop_synapse", true, execOf("matrix", "systemctl start matrix-synapse")},
 }
@@ -186,29 +186,29 @@ func (w *world) checkEtcd(t *testing.T, st *status) {
 	}
 }
 
-// checkPulledOnce: once the restore Job ran this pass, the data share
-// holds what it made of the export (the archive unpacked and removed,
-// the marker removed): a second pull would bring them back.
+// checkPulledOnce: once the restore Job ran this pass, the data volume
+// holds what it made of the export (the archive unpacked and removed): a
+// second export would bring it back.
 func (w *world) checkPulledOnce(t *testing.T, st *status) {
 	t.Helper()
 	restore := st.step("kubernetes_job.restore_synapse")
 	if w.rolledBack || !w.doneThisPass(restore) {
 		return
 	}
-	dir := filepath.Join(w.lab.dir, "data", "matrix")
+	dir := filepath.Join(home.DataDirIn(w.lab.dir), "matrix")
 	var back []string
-	for _, name := range []string{"media.tar", ".done"} {
+	for _, name := range []string{"media.tar"} {
 		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
 			back = append(back, name)
 		}
 	}
-	pull := st.step("incus_file.synapse_data")
+	pull := st.step("incus_exec.export_synapse")
 	verb := "is"
 	if len(back) > 1 {
 		verb = "are"
 	}
 	w.expect(t, invPulledOnce, len(back) == 0,
-		"%s: %s %s back in %s after kubernetes_job.restore_synapse (finished %s) removed them: the export was pulled again over the restored data (incus_file.synapse_data is %s)",
+		"%s: %s %s back in %s after kubernetes_job.restore_synapse (finished %s) removed them: the export was made again over the restored data (incus_exec.export_synapse is %s)",
 		w.where, strings.Join(back, " and "), verb, dir, when(restore.FinishedAt), w.recorded(pull))
 }
 

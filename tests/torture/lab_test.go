@@ -73,7 +73,11 @@ func startLab(t *testing.T, root string) *lab {
 	if l.env, err = labenv.Read(l.dir); err != nil {
 		t.Fatal(err)
 	}
-	if l.incus, err = incusapi.New(incusapi.Options{Socket: labenv.Socket(l.dir)}); err != nil {
+	opts, err := incusapi.RemoteOptions(labenv.ClientConfig(l.dir), "") // HTTPS, as migrate
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.incus, err = incusapi.New(opts); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(l.incus.Close)
@@ -141,8 +145,12 @@ func (l *lab) instance(t *testing.T, name string) *incusapi.Instance {
 	return in
 }
 
-// ipv4 is the instance's address as the Incus host reports it ("" when
-// it has none: absent or stopped).
+// lanAddress is where the lab's router puts the example's Talos VMs on
+// the LAN (the addresses lab.env gives the example): Incus cannot say.
+var lanAddress = map[string]string{"talos": "MIGRATE_VAR_node_address", "rehearsal": "MIGRATE_VAR_rehearsal_address"}
+
+// ipv4 is the instance's address ("" when it has none: absent or
+// stopped): a Talos VM's on the LAN, else the one the Incus host reports.
 func (l *lab) ipv4(t *testing.T, name string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -153,6 +161,17 @@ func (l *lab) ipv4(t *testing.T, name string) string {
 	}
 	if err != nil {
 		t.Fatalf("the lab's Incus host: state of %s: %v", name, err)
+	}
+	if key, ok := lanAddress[name]; ok {
+		if st.Status != "Running" {
+			return ""
+		}
+		for _, kv := range l.env {
+			if v, found := strings.CutPrefix(kv, key+"="); found {
+				return v
+			}
+		}
+		t.Fatalf("lab.env has no %s", key)
 	}
 	for _, nic := range st.Network {
 		for _, a := range nic.Addresses {

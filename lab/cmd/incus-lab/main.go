@@ -6,7 +6,10 @@
 //	incus-lab --dir DIR -- go test ./providers/incus/...               # runs the command against it
 //
 // With a command after --, it serves while the command runs, gives it the
-// environment the Incus tests read (INCUS_SOCKET, INCUS_HTTPS,
+// environment the Incus tests read (INCUS_CONF: an incus CLI configuration
+// whose default remote is the lab over HTTPS, with a trusted client
+// certificate, which the provider's suite goes through; INCUS_SOCKET,
+// which the client library's own tests use; INCUS_HTTPS,
 // INCUS_SERVER_CERT, INCUS_TEST_NETWORK, INCUS_LAB=1) and exits with its
 // exit status. Without one, it prints that environment and serves.
 package main
@@ -85,6 +88,11 @@ func run() (int, error) {
 			return 0, err
 		}
 		env = append(env, "INCUS_HTTPS="+addr.String(), "INCUS_SERVER_CERT="+*cert)
+		conf := filepath.Join(*dir, "client")
+		if err := s.WriteClientConfig(conf, "lab", "https://"+addr.String()); err != nil {
+			return 0, err
+		}
+		env = append(env, "INCUS_CONF="+conf)
 	}
 	if flag.NArg() > 0 {
 		cmd := exec.Command(flag.Arg(0), flag.Args()[1:]...)

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/homelab-migrate/migrate/providers/incus/internal/incustest"
 )
 
 // validationCorpus is one set of instance requests that the daemon
@@ -40,6 +42,17 @@ var validationCorpus = []struct {
 		refusal: `Failed add validation for device "x": Failed loading custom volume: Storage volume not found`},
 	{name: "no-network", devices: map[string]map[string]string{"eth1": {"type": "nic", "network": "nosuchnet"}},
 		refusal: `Failed to load network "nosuchnet" for project "default": Network not found`},
+	{name: "bridged-on-lan", devices: map[string]map[string]string{"lan": {"type": "nic", "nictype": "bridged", "parent": incustest.Network, "hwaddr": "10:66:6A:4D:16:50"}}},
+	{name: "bridged-no-parent", devices: map[string]map[string]string{"lan": {"type": "nic", "nictype": "bridged"}},
+		refusal: `Device validation failed for "lan": Invalid value for device option "parent": Required value`},
+	{name: "bad-mac", devices: map[string]map[string]string{"lan": {"type": "nic", "nictype": "bridged", "parent": incustest.Network, "hwaddr": "zz:16"}},
+		refusal: `Invalid value for device option "hwaddr": Invalid MAC address, must be 6 bytes of hex separated by colons`},
+	{name: "relative-source", devices: map[string]map[string]string{"x": {"type": "disk", "path": "/mnt/x", "source": "relative/path"}},
+		refusal: `Device validation failed for "x": Source path must be absolute for local sources`},
+	{name: "missing-source-path", devices: map[string]map[string]string{"x": {"type": "disk", "path": "/mnt/x", "source": "/nonexistent/migrate-test"}},
+		refusal: `Failed add validation for device "x": Missing source path "/nonexistent/migrate-test" for disk "x"`},
+	{name: "disk-without-path", devices: map[string]map[string]string{"x": {"type": "disk"}},
+		refusal: `Disk entry is missing the required "source" or "path" property`},
 }
 
 // TestValidationCorpus creates a container of each request: accepted
