@@ -116,7 +116,8 @@ func TestFirstInstallNoNodeAtTheAddress(t *testing.T) {
 	conf := l.config(false)
 	conf["endpoints"] = strs(dead)
 	p := l.provider(t, conf)
-	cfg := macConfig("10:66:6a:00:00:01")
+	cfg := obj(map[string]cty.Value{"patches": strs("patches/node.yaml"), "mac": cty.StringVal("10:66:6a:00:00:01"),
+		"verify": verify([]string{"apid"}, nil), "boot_timeout": cty.StringVal("3s")})
 	for _, what := range []string{"plan", "apply"} {
 		var d error
 		if what == "plan" {
@@ -125,11 +126,60 @@ func TestFirstInstallNoNodeAtTheAddress(t *testing.T) {
 			planned := []byte(`{"nodes":{},"rendered":"x","first_install":["` + dead + `"]}`)
 			d = p.Apply(context.Background(), providers.ApplyRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Planned: planned, Log: &bytes.Buffer{}}).Diagnostics.Err()
 		}
-		for _, w := range []string{"Cannot Reach Talos", "at " + dead, "the VM whose NIC has MAC 10:66:6a:00:00:01", "the router's DHCP reservation for 10:66:6a:00:00:01", "a NIC with hwaddr 10:66:6a:00:00:01 on the LAN bridge"} {
+		wants := []string{"Cannot Reach Talos", "at " + dead, "the VM whose NIC has MAC 10:66:6a:00:00:01", "the router's DHCP reservation for 10:66:6a:00:00:01", "a NIC with hwaddr 10:66:6a:00:00:01 on the LAN bridge"}
+		if what == "apply" {
+			wants = append(wants, "nothing answered for 3s") // after boot_timeout
+		}
+		for _, w := range wants {
 			if d == nil || !strings.Contains(d.Error(), w) {
 				t.Errorf("%s: the error lacks %q: %v", what, w, d)
 			}
 		}
+	}
+}
+
+// TestFirstInstallWaitsForTheNodeToBoot: planned as a first install, the
+// apply finds nothing at the address yet (the VM is booting from the
+// ISO) and waits for it, then checks its MAC and installs.
+func TestFirstInstallWaitsForTheNodeToBoot(t *testing.T) {
+	t.Parallel()
+	l := startMaintenanceMAC(t, "10:66:6a:00:00:01")
+	late, err := talosnode.New(talosnode.Options{Dir: t.TempDir(), Maintenance: true, Disks: maintDisks, RebootDuration: 200 * time.Millisecond, Hostname: "lab-node",
+		NICs: []talosnode.NIC{{Name: "eth0", MAC: "10:66:6a:00:00:02"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := ln.Addr().String()
+	ln.Close()
+	conf := l.config(false)
+	conf["endpoints"] = strs(at)
+	p := l.provider(t, conf)
+	cfg := obj(map[string]cty.Value{"patches": strs("patches/node.yaml"), "mac": cty.StringVal("10:66:6a:00:00:02"),
+		"verify": verify([]string{"apid"}, nil), "boot_timeout": cty.StringVal("2m")})
+	go func() {
+		time.Sleep(3 * time.Second) // booting
+		if err := late.Start(at); err != nil {
+			t.Errorf("the late node: %v", err)
+		}
+	}()
+	t.Cleanup(late.Stop)
+	var log bytes.Buffer
+	planned := []byte(`{"nodes":{},"rendered":"x","first_install":["` + at + `"]}`)
+	r := p.Apply(context.Background(), providers.ApplyRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Planned: planned, Log: &log})
+	if err := r.Diagnostics.Err(); err != nil {
+		t.Fatalf("Apply: %v\n%s", err, log.String())
+	}
+	select {
+	case <-late.Installed():
+	case <-time.After(time.Minute):
+		t.Fatal("the late node was not installed")
+	}
+	if !strings.Contains(log.String(), "waiting up to 2m0s for the node at") {
+		t.Errorf("the log does not say it waited:\n%s", log.String())
 	}
 }
 

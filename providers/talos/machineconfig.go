@@ -32,6 +32,8 @@ type mcStep struct {
 	// mac: the MAC the node in maintenance mode must have (normalized),
 	// "" when not checked.
 	mac string
+	// boot: how long a first install waits for its node to answer.
+	boot time.Duration
 }
 
 // verifySpec is what must hold while the TRY is pending.
@@ -110,6 +112,13 @@ func decodeMachineConfig(c *call, a mcAttrs) (st mcStep, isKnown bool, diags pha
 		}
 		st.try = d
 	}
+	if bt, k := setting(c, "boot_timeout", a.BootTimeout, "5m"); k {
+		d, err := time.ParseDuration(bt)
+		if err != nil || d < 0 {
+			diags = append(diags, phases.Errorf("Invalid Attribute Value", "The \"boot_timeout\" attribute of %s must be a duration, such as \"5m\", not %q.", c.addr, bt)...)
+		}
+		st.boot = d
+	}
 	if !c.Unknown("rendered") { // else nothing is written
 		st.rendered = a.Rendered
 	}
@@ -158,7 +167,8 @@ type mcAttrs struct {
 	RenderedSecrets *string `cty:"rendered_secrets" doc:"\"redact\" (default): the rendered file has its keys, tokens and secrets redacted; \"include\": written as sent to the node."`
 	// MAC: the node in maintenance mode cannot prove who it is; its NIC's
 	// MAC says it is the VM (mac.go).
-	MAC *string `cty:"mac" doc:"The MAC of the VM's NIC (e.g. \"10:66:6a:00:00:01\", any usual form): before the first config is sent to a node in maintenance mode, at plan and again right before the apply, the node at the address must have a link with this MAC (as talosctl get links --insecure lists them), else nothing is sent. One node per step (a step with several nodes refuses it). Not checked on an installed node (its certificates are its identity). Unset: the node's identity is not checked."`
+	BootTimeout *string `cty:"boot_timeout" doc:"How long a first install waits for the node to answer at its address (a VM booting from the ISO, its address leased by the router), \"5m\" by default; the first Ctrl-C ends the wait."`
+	MAC         *string `cty:"mac" doc:"The MAC of the VM's NIC (e.g. \"10:66:6a:00:00:01\", any usual form): before the first config is sent to a node in maintenance mode, at plan and again right before the apply, the node at the address must have a link with this MAC (as talosctl get links --insecure lists them), else nothing is sent. One node per step (a step with several nodes refuses it). Not checked on an installed node (its certificates are its identity). Unset: the node's identity is not checked."`
 }
 
 // verifyAttrs is what must hold while the TRY is pending.
@@ -334,6 +344,12 @@ func applyMachineConfig(ctx context.Context, sc *handle, a mcAttrs, pl planned, 
 	if st.rendered != "" { // only here: plan has no side effects
 		if err := writePrivate(c.s.abs(st.rendered), c.renderedFile(st, r)); err != nil {
 			return mcApply{Diagnostics: phases.Errorf("Cannot Write Rendered Config", "Writing the rendered config of %s: %v.", c.addr, err)}
+		}
+	}
+	if len(pl.FirstInstall) > 0 {
+		// Planned as a first install: its VM may still be booting.
+		if r := c.awaitBoot(ctx, st.boot); r != nil {
+			return *r
 		}
 	}
 	ns, err := c.p.nodes(ctx)

@@ -158,3 +158,40 @@ func (c *call) answersSoon(ctx context.Context) bool {
 	}
 	return false
 }
+
+// awaitBoot waits up to wait for the endpoints to answer, as a node booted
+// from the ISO does once up (its address leased by the router): nil when
+// they do (or the wait is 0); otherwise the apply to return, stopped by
+// the first Ctrl-C or failed after the wait with what to check.
+func (c *call) awaitBoot(ctx context.Context, wait time.Duration) *mcApply {
+	if c.answersSoon(ctx) || wait == 0 {
+		return nil
+	}
+	c.log.Printf("waiting up to %s for the node at %s to answer (booting from the ISO)", wait, c.endpoints())
+	wctx, release := c.WaitContext(ctx)
+	defer release()
+	wctx, cancel := context.WithTimeout(wctx, wait)
+	defer cancel()
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-wctx.Done():
+			if sdk.StopCut(wctx) {
+				return &mcApply{Stopped: true, Diagnostics: sdk.StoppedWaiting(c.addr, "nothing was sent", "the node at "+c.endpoints())}
+			}
+			err := fmt.Errorf("nothing answered for %s", wait)
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			if c.mac != "" {
+				return &mcApply{Diagnostics: c.unreachableMAC(err)}
+			}
+			return &mcApply{Diagnostics: c.unreachableSay().First(err)}
+		case <-tick.C:
+			if c.answersSoon(wctx) {
+				return nil
+			}
+		}
+	}
+}
