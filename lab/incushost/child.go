@@ -54,7 +54,7 @@ func initMain() {
 		case err == nil && (req.Mount != nil || req.Unmount != ""):
 			send(replyTo, hotplug(hostRoot, req))
 			replyTo.Close()
-		case err != nil || len(req.Command) == 0 || len(fds) != 3:
+		case err != nil || len(req.Command) == 0 || len(fds) != 3 && len(fds) != 4:
 			send(replyTo, reply{Error: "bad exec request"})
 			replyTo.Close()
 		default:
@@ -159,6 +159,11 @@ func start(req execSpec, noSetGroups bool, devnull int, fds []int, replyTo *os.F
 		dir = "/"
 	}
 	sys := &syscall.SysProcAttr{Setsid: true}
+	stdin := devnull
+	if len(fds) == 4 { // a stdin of the exec's: pipe or terminal
+		stdin = fds[3]
+		sys.Setctty, sys.Ctty = req.Tty, 0
+	}
 	if (req.UID != 0 || req.GID != 0) && noSetGroups {
 		send(replyTo, reply{Error: fmt.Sprintf("the lab runs without root: its instances have only user and group 0 (asked for %d:%d)", req.UID, req.GID)})
 		replyTo.Close()
@@ -168,7 +173,7 @@ func start(req execSpec, noSetGroups bool, devnull int, fds []int, replyTo *os.F
 		sys.Credential = &syscall.Credential{Uid: req.UID, Gid: req.GID, Groups: []uint32{}}
 	}
 	pid, err := syscall.ForkExec(path, req.Command, &syscall.ProcAttr{Dir: dir, Env: req.Env,
-		Files: []uintptr{uintptr(devnull), uintptr(fds[1]), uintptr(fds[2])}, Sys: sys})
+		Files: []uintptr{uintptr(stdin), uintptr(fds[1]), uintptr(fds[2])}, Sys: sys})
 	if err != nil {
 		send(replyTo, reply{Error: fmt.Sprintf("Failed to run %s: %v", req.Command[0], err)})
 		replyTo.Close()

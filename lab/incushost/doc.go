@@ -77,10 +77,21 @@
 //     is what a VM's guest is told), an ISO its file.
 //   - Images: only local aliases (no image endpoints, no remote images).
 //     Profiles: config and devices, no project.
-//   - The incus CLI gets as far as what needs no websocket, no event
-//     stream and no server-side filter (`incus profile create` works;
-//     `incus list` wants api_filtering, `incus start` /1.0/events,
-//     `incus exec` and `incus file` websockets or SFTP).
+//   - The incus CLI (Debian's incus-client 6.0) drives it over HTTPS
+//     with the everyday commands a person looks at a host with (tested
+//     in cli_test.go): remote add with a trust token (`incus config trust
+//     add`, trust.go), list, info, config show, exec (record-output, and
+//     over websockets: pipes, or a terminal whose size follows the
+//     control channel; signals are not forwarded), file pull and push
+//     (SFTP, sftp.go: the rootfs, not what is mounted over it), start,
+//     stop, snapshot create and list, storage list, storage volume list
+//     (custom volumes only: no instance volumes), network list, profile
+//     list, operation list and monitor (operation and lifecycle events,
+//     no logging). WriteClientConfig makes an INCUS_CONF whose default
+//     remote is the lab, with a trusted client certificate. The API
+//     extensions advertised are the daemon's names for what it
+//     implements (extensions.go). Images, projects, backups (an empty
+//     list), console and file mount are not there.
 //   - Validation (validate.go): config keys (known ones, their value
 //     syntax, container-only and VM-only keys), device types and options,
 //     boot.priority, the root-only size, the forms of a disk's source (a

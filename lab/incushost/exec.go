@@ -39,11 +39,12 @@ func (s *Server) execRoutes(mux *http.ServeMux) {
 }
 
 func (s *Server) postExec(w http.ResponseWriter, r *http.Request) {
-	var req execPost
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+	var wsReq execWSPost
+	if err := json.NewDecoder(r.Body).Decode(&wsReq); err != nil {
 		fail(w, http.StatusBadRequest, "bad request: %v", err)
 		return
 	}
+	req := wsReq.execPost
 	if len(req.Command) == 0 {
 		fail(w, http.StatusBadRequest, "No command given")
 		return
@@ -63,6 +64,10 @@ func (s *Server) postExec(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	if err != nil {
 		failErr(w, err)
+		return
+	}
+	if wsReq.WaitForWS {
+		s.execWebsocket(w, in, init, wsReq)
 		return
 	}
 	id := newID()

@@ -77,6 +77,9 @@ type execSpec struct {
 	Cwd     string   `json:"cwd"`
 	UID     uint32   `json:"uid"`
 	GID     uint32   `json:"gid"`
+	// Tty: the command's stdin (sent as a fourth descriptor) is a
+	// terminal, to be its controlling one.
+	Tty bool `json:"tty,omitempty"`
 }
 
 // ctrlRequest is one message to the init: a command to start (with its
@@ -158,6 +161,11 @@ type running struct {
 // exec starts a command through the init; the error is the daemon's
 // wording when the program does not exist ("Command not found").
 func (p *initProc) exec(spec execSpec, stdout, stderr *os.File) (*running, error) {
+	return p.execWith(spec, nil, stdout, stderr)
+}
+
+// execWith is exec with a stdin of the caller's (nil: /dev/null).
+func (p *initProc) execWith(spec execSpec, stdin, stdout, stderr *os.File) (*running, error) {
 	pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -165,7 +173,11 @@ func (p *initProc) exec(spec execSpec, stdout, stderr *os.File) (*running, error
 	mine := os.NewFile(uintptr(pair[0]), "exec-reply")
 	b, _ := json.Marshal(spec)
 	p.mu.Lock()
-	err = syscall.Sendmsg(int(p.ctrl.Fd()), b, syscall.UnixRights(pair[1], int(stdout.Fd()), int(stderr.Fd())), nil, 0)
+	fds := []int{pair[1], int(stdout.Fd()), int(stderr.Fd())}
+	if stdin != nil {
+		fds = append(fds, int(stdin.Fd()))
+	}
+	err = syscall.Sendmsg(int(p.ctrl.Fd()), b, syscall.UnixRights(fds...), nil, 0)
 	p.mu.Unlock()
 	syscall.Close(pair[1])
 	if err != nil {

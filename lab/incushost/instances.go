@@ -369,6 +369,7 @@ func (s *Server) makeInstance(in *instance, src string) error {
 		return err
 	}
 	s.logf("incus lab: created %s %s", in.Type, in.Name)
+	s.lifecycle("instance-created", in.Name)
 	return nil
 }
 
@@ -484,6 +485,7 @@ func (s *Server) deleteInstance(w http.ResponseWriter, r *http.Request) {
 	s.ops.async(w, s.ops.start("task", "Deleting instance", map[string][]string{"instances": {"/1.0/instances/" + in.Name}},
 		func(*operation) (map[string]any, error) {
 			s.logf("incus lab: deleted %s", in.Name)
+			s.lifecycle("instance-deleted", in.Name)
 			return nil, os.RemoveAll(in.dir)
 		}))
 }

@@ -36,6 +36,9 @@ type operations struct {
 	ttl time.Duration
 	mu  sync.Mutex
 	ops map[string]*operation
+	// notify, if set, is told of an operation as it starts and as it ends
+	// (the event stream).
+	notify func(op operation)
 }
 
 func newOperations(ttl time.Duration) *operations {
@@ -66,6 +69,7 @@ func (o *operations) startID(id, class, desc string, resources map[string][]stri
 	o.mu.Lock()
 	o.ops[op.ID] = op
 	o.mu.Unlock()
+	o.told(op)
 	go func() {
 		meta, err := fn(op)
 		o.mu.Lock()
@@ -84,6 +88,7 @@ func (o *operations) startID(id, class, desc string, resources map[string][]stri
 			op.Status, op.StatusCode = "Success", 200
 		}
 		o.mu.Unlock()
+		o.told(op)
 		close(op.done)
 		time.AfterFunc(o.ttl, func() { // finished operations vanish, as the daemon's do
 			o.mu.Lock()
@@ -92,6 +97,12 @@ func (o *operations) startID(id, class, desc string, resources map[string][]stri
 		})
 	}()
 	return op
+}
+
+func (o *operations) told(op *operation) {
+	if o.notify != nil {
+		o.notify(o.snapshot(op))
+	}
 }
 
 // snapshot copies the operation's public part under the lock.

@@ -166,6 +166,7 @@ func (s *Server) startLocked(in *instance) error {
 	in.Running = true
 	in.LastUsedAt = time.Now().UTC()
 	s.logf("incus lab: started %s", in.Name)
+	s.lifecycle("instance-started", in.Name)
 	return in.save()
 }
 
@@ -184,6 +185,7 @@ func (s *Server) stopLocked(in *instance) error {
 	}
 	in.Running = false
 	s.logf("incus lab: stopped %s", in.Name)
+	s.lifecycle("instance-stopped", in.Name)
 	return in.save()
 }
 
