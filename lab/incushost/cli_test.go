@@ -86,6 +86,13 @@ func TestIncusCLI(t *testing.T) {
 
 	out := run("list")
 	wantOut(t, "list", out, "| services | RUNNING |", "| matrix   | RUNNING |", "| k3s      | RUNNING |")
+	run("stop", "k3s")
+	out = run("list", "status=running") // a server-side filter (api_filtering)
+	if !strings.Contains(out, "| services |") || strings.Contains(out, "k3s") {
+		t.Errorf("list status=running:\n%s", out)
+	}
+	wantOut(t, "list status=stopped", run("list", "status=stopped"), "| k3s  | STOPPED |")
+	run("start", "k3s")
 	wantOut(t, "info", run("info"), "instances_files_sftp", "auth: trusted")
 	wantOut(t, "info services", run("info", "services"), "Name: services", "Status: RUNNING")
 	wantOut(t, "config show", run("config", "show", "services"), "user.lab: old-vm", "volatile.uuid:")

@@ -5,7 +5,7 @@ package incushost
 // implements, and only those. The incus CLI checks some before a command
 // ("The server is missing the required ... API extension"):
 //
-//	api_filtering        incus list (?filter=, recursion=2)
+//	api_filtering        incus list (?filter=: KEY eq|ne VALUE joined by and, filter.go)
 //	storage, network     incus storage list, storage volume list, network list
 //	container_backup     incus info INSTANCE (its backups, none here)
 //	instances_files_sftp incus file pull/push (SFTP over an upgraded connection)

@@ -177,6 +177,20 @@ func (s *Server) listInstances(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	names := slices.Sorted(maps.Keys(s.instances))
+	clauses, err := parseFilter(r.URL.Query().Get("filter"))
+	if err != nil {
+		failErr(w, err)
+		return
+	}
+	if clauses != nil {
+		var kept []string
+		for _, n := range names {
+			if matchFilter(s.instAPI(s.instances[n]), clauses) {
+				kept = append(kept, n)
+			}
+		}
+		names = kept
+	}
 	if recursive(r) {
 		full := r.URL.Query().Get("recursion") == "2" // the view `incus list` asks for
 		out := []map[string]any{}
