@@ -128,11 +128,8 @@ func execEnv(req execPost) []string {
 }
 
 func (s *Server) execOutput(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	in, err := s.lookup(r.PathValue("name"))
-	s.mu.Unlock()
-	if err != nil {
-		failErr(w, err)
+	in, ok := s.requested(w, r)
+	if !ok {
 		return
 	}
 	file := r.PathValue("file")
@@ -160,11 +157,8 @@ func (s *Server) execOutput(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listExecOutput(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	in, err := s.lookup(r.PathValue("name"))
-	s.mu.Unlock()
-	if err != nil {
-		failErr(w, err)
+	in, ok := s.requested(w, r)
+	if !ok {
 		return
 	}
 	out := []string{}

@@ -23,11 +23,8 @@ func (s *Server) fileRoutes(mux *http.ServeMux) {
 }
 
 func (s *Server) files(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	in, err := s.lookup(r.PathValue("name"))
-	s.mu.Unlock()
-	if err != nil {
-		failErr(w, err)
+	in, ok := s.requested(w, r)
+	if !ok {
 		return
 	}
 	p := r.URL.Query().Get("path")

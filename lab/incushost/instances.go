@@ -512,3 +512,16 @@ func lastUsed(t time.Time) time.Time {
 	}
 	return t
 }
+
+// requested is the instance the request names; false when it has
+// answered the request with the daemon's error.
+func (s *Server) requested(w http.ResponseWriter, r *http.Request) (*instance, bool) {
+	s.mu.Lock()
+	in, err := s.lookup(r.PathValue("name"))
+	s.mu.Unlock()
+	if err != nil {
+		failErr(w, err)
+		return nil, false
+	}
+	return in, true
+}

@@ -23,11 +23,8 @@ func (s *Server) sftpRoutes(mux *http.ServeMux) {
 }
 
 func (s *Server) serveSFTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	in, err := s.lookup(r.PathValue("name"))
-	s.mu.Unlock()
-	if err != nil {
-		failErr(w, err)
+	in, ok := s.requested(w, r)
+	if !ok {
 		return
 	}
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "sftp") {

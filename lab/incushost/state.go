@@ -79,11 +79,8 @@ func (s *Server) putState(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "bad request: %v", err)
 		return
 	}
-	s.mu.Lock()
-	in, err := s.lookup(r.PathValue("name"))
-	s.mu.Unlock()
-	if err != nil {
-		failErr(w, err)
+	in, ok := s.requested(w, r)
+	if !ok {
 		return
 	}
 	desc := map[string]string{"start": "Starting instance", "stop": "Stopping instance", "restart": "Restarting instance"}[req.Action]

@@ -193,6 +193,10 @@ func (s *Server) volume(fn func(http.ResponseWriter, *http.Request, *volume)) ht
 func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.hasPool(r.PathValue("pool")) {
+		fail(w, http.StatusNotFound, "Storage pool not found")
+		return
+	}
 	var out []any
 	for _, k := range slices.Sorted(maps.Keys(s.volumes)) {
 		v := s.volumes[k]
