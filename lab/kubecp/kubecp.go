@@ -57,6 +57,16 @@ type Config struct {
 	// status of a pod it ran before): a record for tests that count
 	// Jobs run (lab/home's events log).
 	OnPodRun func(namespace, pod, job string)
+	// Taints and Labels are the Node's beyond the kubelet's own labels,
+	// as Talos registers it from its machine config (talosvm): a control
+	// plane that does not allow scheduling is tainted NoSchedule.
+	Taints []Taint
+	Labels map[string]string
+}
+
+// Taint is a Node taint.
+type Taint struct {
+	Key, Value, Effect string
 }
 
 // ControlPlane is a running control plane.
@@ -352,18 +362,28 @@ type httpError struct {
 func (e *httpError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.code, e.body) }
 
 // registerNode creates the Node as a kubelet registers itself (kwok then
-// keeps its status). Talos' single-node clusters schedule on the control
-// plane: no taint.
+// keeps its status), with the taints and labels Talos gives it
+// (Config.Taints, Config.Labels); registered at an earlier boot, they are
+// set again, as Talos keeps them in line with its config.
 func (c *ControlPlane) registerNode(ctx context.Context) error {
 	name := c.cfg.NodeName
+	labels := map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+		"node-role.kubernetes.io/control-plane": "", "type": "kwok"}
+	for k, v := range c.cfg.Labels {
+		labels[k] = v
+	}
+	taints := []map[string]string{}
+	for _, t := range c.cfg.Taints {
+		taints = append(taints, map[string]string{"key": t.Key, "value": t.Value, "effect": t.Effect})
+	}
 	node := map[string]any{
 		"apiVersion": "v1", "kind": "Node",
 		"metadata": map[string]any{
 			"name":        name,
 			"annotations": map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-			"labels": map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-				"node-role.kubernetes.io/control-plane": "", "type": "kwok"},
+			"labels":      labels,
 		},
+		"spec": map[string]any{"taints": taints},
 		"status": map[string]any{
 			"allocatable": map[string]string{"cpu": "6", "memory": "24Gi", "pods": "110"},
 			"capacity":    map[string]string{"cpu": "6", "memory": "24Gi", "pods": "110"},
@@ -380,8 +400,12 @@ func (c *ControlPlane) registerNode(ctx context.Context) error {
 	err = c.call(ctx, http.MethodPost, "/api/v1/nodes", strings.NewReader(string(b)))
 
 	var he *httpError
-	if errors.As(err, &he) && he.code == http.StatusConflict {
-		return nil // registered at an earlier boot
+	if errors.As(err, &he) && he.code == http.StatusConflict { // registered at an earlier boot
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}, "spec": map[string]any{"taints": taints}})
+		if err := c.do(ctx, http.MethodPatch, "/api/v1/nodes/"+name, "application/merge-patch+json", strings.NewReader(string(patch)), nil); err != nil {
+			return fmt.Errorf("kubecp: updating node %s: %w", name, err)
+		}
+		return nil
 	}
 
 	if err != nil {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -246,12 +248,34 @@ func (k *kube) start(ctx context.Context, cfg talosconfig.Config, etcdDir string
 		HostPath:          k.hostPath,
 		Log:               k.spec.Log,
 		OnPodRun:          k.spec.OnPodRun,
+		Taints:            nodeTaints(cfg),
+		Labels:            cfg.Machine().NodeLabels(),
 	})
 	if err == nil {
 		k.spec.Log("talosvm: VM %s: Kubernetes API ready on %s after %s", k.spec.Name, Endpoint(k.spec.Addr), time.Since(start).Round(time.Second))
 	}
 
 	return cp, err
+}
+
+// nodeTaints are the taints Talos gives its node: a control plane is
+// tainted node-role.kubernetes.io/control-plane:NoSchedule unless
+// cluster.allowSchedulingOnControlPlanes, then machine.nodeTaints
+// (KEY: VALUE:EFFECT, or KEY: EFFECT).
+func nodeTaints(cfg talosconfig.Config) []kubecp.Taint {
+	var out []kubecp.Taint
+	if cfg.Machine().Type().IsControlPlane() && !cfg.Cluster().ScheduleOnControlPlanes() {
+		out = append(out, kubecp.Taint{Key: "node-role.kubernetes.io/control-plane", Effect: "NoSchedule"})
+	}
+	for _, key := range slices.Sorted(maps.Keys(cfg.Machine().NodeTaints())) {
+		v := cfg.Machine().NodeTaints()[key]
+		value, effect := "", v
+		if i := strings.LastIndex(v, ":"); i >= 0 {
+			value, effect = v[:i], v[i+1:]
+		}
+		out = append(out, kubecp.Taint{Key: key, Value: value, Effect: effect})
+	}
+	return out
 }
 
 // hostname is the node's hostname by its config: a HostnameConfig

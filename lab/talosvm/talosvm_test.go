@@ -326,6 +326,10 @@ func TestVM(t *testing.T) {
 	for {
 		n, err := k.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err == nil && ready(n) {
+			// The homelab patch allows scheduling on its one control plane.
+			if len(n.Spec.Taints) != 0 {
+				t.Errorf("the node's taints: %+v, want none (allowSchedulingOnControlPlanes)", n.Spec.Taints)
+			}
 			break
 		}
 
