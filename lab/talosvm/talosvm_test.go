@@ -466,7 +466,8 @@ func ready(n *corev1.Node) bool {
 func TestVMWithoutGPU(t *testing.T) {
 	t.Parallel()
 
-	hostnameOnly := []byte("apiVersion: v1alpha1\nkind: HostnameConfig\nauto: \"off\"\nhostname: lab-node\n")
+	// No share, but pods still schedule on the one control plane.
+	hostnameOnly := []byte("apiVersion: v1alpha1\nkind: HostnameConfig\nauto: \"off\"\nhostname: lab-node\n---\ncluster:\n  allowSchedulingOnControlPlanes: true\n")
 
 	for _, tc := range []struct {
 		name  string
