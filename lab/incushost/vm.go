@@ -126,7 +126,7 @@ func (s *Server) vmSpec(in *instance) (VMSpec, error) {
 			spec.GPU = true
 		case "nic":
 			spec.NICs = append(spec.NICs, NIC{Device: name, Name: orStr(d["name"], name),
-				MAC:     strings.ToLower(orStr(d["hwaddr"], cfg["volatile."+name+".hwaddr"])),
+				MAC:     nicMAC(cfg, name, d),
 				Network: d["network"], Parent: d["parent"]})
 		case "disk":
 			disk := Disk{Device: name, Path: d["path"], Pool: d["pool"], Source: d["source"]}

@@ -40,18 +40,21 @@ func (c *call) reachable(ctx context.Context) phases.Diagnostics {
 	if len(eps) == 0 {
 		return nil
 	}
-	return c.p.reach.Probe(ctx, c.addr, func(ctx context.Context) error {
-		var errs []error
-		for _, e := range eps {
-			conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", dialAddress(e))
-			if err == nil {
-				conn.Close()
-				return nil
-			}
-			errs = append(errs, err)
+	return c.p.reach.Probe(ctx, c.addr, func(ctx context.Context) error { return dialAny(ctx, eps) }, c.unreachableSay())
+}
+
+// dialAny dials the endpoints: nil once one accepts a connection.
+func dialAny(ctx context.Context, eps []string) error {
+	var errs []error
+	for _, e := range eps {
+		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", dialAddress(e))
+		if err == nil {
+			conn.Close()
+			return nil
 		}
-		return errors.Join(errs...)
-	}, c.unreachableSay())
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // unreachable is the diagnostic of a call of the step that could not
@@ -150,13 +153,7 @@ func (c *call) answersSoon(ctx context.Context) bool {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	for _, e := range cl.GetEndpoints() {
-		if conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", dialAddress(e)); err == nil {
-			conn.Close()
-			return true
-		}
-	}
-	return false
+	return dialAny(ctx, cl.GetEndpoints()) == nil
 }
 
 // awaitBoot waits up to wait for the endpoints to answer, as a node booted
