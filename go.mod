@@ -37,6 +37,7 @@ require (
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/kr/fs v0.1.0 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect
+	k8s.io/component-helpers v0.37.2 // indirect
 )
 
 require (

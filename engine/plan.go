@@ -213,6 +213,27 @@ func (o *outputs) pending(a phases.Address) {
 	o.mu.Unlock()
 }
 
+// planned gives the steps after a the outputs its plan already knows
+// (providers.PlanResponse.Outputs); what it does not know stays unknown
+// until a has run. a still changes.
+func (o *outputs) planned(a phases.Address, v cty.Value) {
+	if v == cty.NilVal || v.IsNull() {
+		return
+	}
+	marked, err := cty.Transform(v, func(_ cty.Path, x cty.Value) (cty.Value, error) {
+		if !x.IsKnown() {
+			return x.Mark(knownAfter(a)), nil
+		}
+		return x, nil
+	})
+	if err != nil {
+		return
+	}
+	o.mu.Lock()
+	o.m[a] = marked
+	o.mu.Unlock()
+}
+
 // changesBefore lists the steps of deps that change in this plan, or
 // that are read again after steps that do.
 func (o *outputs) changesBefore(deps []phases.Address) []phases.Address {
@@ -407,6 +428,9 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 	diags = append(diags, withSubject(e.takeDiff(sp, resp), s.Range)...)
 	sp.Irreversible = e.hooks.redactor.Text(resp.Irreversible)
 	sp.Planned = resp.Private
+	if !resp.Diagnostics.HasErrors() {
+		out.planned(s.Addr, resp.Outputs)
+	}
 	return sp, diags
 }
 

@@ -188,7 +188,14 @@ type PlanResponse struct {
 	// it before anything runs.
 	Irreversible string
 	// Private is passed back in ApplyRequest.Planned.
-	Private     json.RawMessage
+	Private json.RawMessage
+	// Outputs, when not cty.NilVal, are the step's outputs as far as the
+	// plan knows them: its unknown parts are known after apply. Steps
+	// after it are planned with the known parts (a node's taints, from
+	// the machine config about to be applied), so they can be judged
+	// before anything runs. Apply must produce the same known values: a
+	// step planned with them fails at run if they changed.
+	Outputs     cty.Value
 	Diagnostics phases.Diagnostics
 }
 

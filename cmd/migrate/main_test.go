@@ -836,7 +836,7 @@ provider "talos" "node" {
 }
 phase "platform" {
   step "exec" "boot" { command = ["true"] }
-  step "talos_kubeconfig" "admin" { path = "kubeconfig" }
+  step "talos_kubeconfig" "admin" { path = "kubeconfig.age" }
 }
 `})
 	run(t, dir, 0, "validate")
@@ -854,7 +854,7 @@ provider "talos" "node" {
   endpoints = ["10.0.0.${exec.boot.exit_code}"]
 }
 phase "platform" {
-  step "talos_kubeconfig" "admin" { path = "kubeconfig" }
+  step "talos_kubeconfig" "admin" { path = "kubeconfig.age" }
 }
 phase "later" {
   step "exec" "boot" { command = ["true"] }

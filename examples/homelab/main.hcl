@@ -92,6 +92,28 @@ variable "rehearsal_address" {
   description = "The address the router reserves for rehearsal_mac."
 }
 
+variable "node_cpu" {
+  type        = number
+  default     = 6
+  description = "The Talos VM's cores; with node_memory, what the plan judges the pods' requests against before the cluster exists."
+}
+
+variable "node_memory" {
+  type        = string
+  default     = "24GiB"
+  description = "The Talos VM's memory."
+}
+
+variable "rehearsal_cpu" {
+  type    = number
+  default = 2
+}
+
+variable "rehearsal_memory" {
+  type    = string
+  default = "4GiB"
+}
+
 variable "igpu_pci" {
   type        = string
   default     = "0000:00:02.0"
@@ -185,7 +207,7 @@ provider "talos" "node" {
 }
 
 provider "helm" "cluster" {
-  kubeconfig           = "secrets/kubeconfig" # written by talos_kubeconfig.admin (0600, git-ignored)
+  kubeconfig           = "secrets/kubeconfig.age" # written by talos_kubeconfig.admin, age-encrypted: opened in memory
   default_pod_security = "baseline"           # what Talos enforces
 }
 
@@ -207,8 +229,8 @@ phase "rehearsal" {
     provider = incus.host
     type     = "virtual-machine"
     empty    = true
-    cpu      = 2
-    memory   = "4GiB"
+    cpu      = var.rehearsal_cpu
+    memory   = var.rehearsal_memory
     config   = { "security.secureboot" = "false" } # the Factory's metal ISO is not signed for Secure Boot
     devices = {
       root    = { type = "disk", pool = var.storage_pool, path = "/", size = "16GiB" }
@@ -237,14 +259,19 @@ phase "rehearsal" {
 
   step "talos_kubeconfig" "rehearsal" {
     provider   = talos.rehearsal
-    path       = "secrets/rehearsal.kubeconfig"
+    path       = "secrets/rehearsal.kubeconfig.age" # the admin key: age-encrypted, opened in memory
     depends_on = [talos_bootstrap.rehearsal]
   }
 
+  # The node as its machine config and its VM make it: the plan judges
+  # every pod after this against it before the VM exists (a Talos control
+  # plane taints itself NoSchedule unless the patch allows scheduling).
   step "kubernetes_ready" "rehearsal" {
-    provider   = helm.cluster
-    kubeconfig = talos_kubeconfig.rehearsal.path
-    timeout    = "10m"
+    provider      = helm.cluster
+    kubeconfig    = talos_kubeconfig.rehearsal.path
+    timeout       = "10m"
+    node_spec     = talos_machine_config.rehearsal.node
+    node_capacity = { cpu = var.rehearsal_cpu, memory = var.rehearsal_memory }
   }
 
   # The same exception as the real media namespace: hostPath needs it.
@@ -327,8 +354,8 @@ phase "platform" {
     provider = incus.host
     type     = "virtual-machine"
     empty    = true
-    cpu      = 6
-    memory   = "24GiB"
+    cpu      = var.node_cpu
+    memory   = var.node_memory
     config   = { "security.secureboot" = "false" }
     devices = {
       root    = { type = "disk", pool = var.storage_pool, path = "/", size = "64GiB" }
@@ -374,15 +401,17 @@ phase "platform" {
 
   step "talos_kubeconfig" "admin" {
     provider   = talos.node
-    path       = "secrets/kubeconfig"
+    path       = "secrets/kubeconfig.age" # the admin key: age-encrypted, opened in memory
     depends_on = [talos_bootstrap.etcd]
   }
 
   step "kubernetes_ready" "node" {
-    provider   = helm.cluster
-    kubeconfig = talos_kubeconfig.admin.path
-    node       = var.hostname
-    timeout    = "10m"
+    provider      = helm.cluster
+    kubeconfig    = talos_kubeconfig.admin.path
+    node          = var.hostname
+    timeout       = "10m"
+    node_spec     = talos_machine_config.node.node # judged against before the cluster exists
+    node_capacity = { cpu = var.node_cpu, memory = var.node_memory }
   }
 
   check "talos_service_health" "control_plane" {

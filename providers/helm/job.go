@@ -292,7 +292,7 @@ func planJob(ctx context.Context, c *call, a jobAttrs, _ *sdk.Prior[jobPrivate, 
 	default:
 		b.WriteString(jobState(live, hash) + "\n")
 	}
-	line, diags := p.jobPreflight(ctx, c, cl, a, want)
+	line, diags := p.jobPreflight(ctx, c, cl, a, want, true)
 	b.WriteString(line + "\n")
 	fmt.Fprintf(&b, "inputs hash %.12s\n", hash)
 	writePrefixed(&b, "  ", jobYAML(shown))
@@ -306,7 +306,23 @@ func foreignJob(c *call, a jobAttrs) phases.Diagnostics {
 // jobPreflight checks the pod template against the PodSecurity level of
 // the Job's namespace, as releases are checked: the API server accepts
 // the Job and its controller then fails to create pods.
-func (p *Provider) jobPreflight(ctx context.Context, c *call, cl *cluster, a jobAttrs, j *batchv1.Job) (string, phases.Diagnostics) {
+// jobPreflight checks the Job's pod template as releases are checked:
+// against the PodSecurity level of its namespace, and, when planning,
+// against the nodes that would run it. Its line is the plan's.
+func (p *Provider) jobPreflight(ctx context.Context, c *call, cl *cluster, a jobAttrs, j *batchv1.Job, planning bool) (string, phases.Diagnostics) {
+	line, diags := p.podSecurityOfJob(ctx, c, cl, a, j)
+	if !planning {
+		return line, diags
+	}
+	raw, err := json.Marshal(j)
+	if err != nil {
+		return line, append(diags, phases.Errorf("Scheduling Check Failed", "The pod template of %s cannot be judged: %v.", jobID(a), err)...)
+	}
+	sched, d := p.schedulingPreflight(ctx, cl, a.Kubeconfig, jobID(a), a.Namespace, []string{string(raw)})
+	return line + "\n" + sched, append(diags, d...)
+}
+
+func (p *Provider) podSecurityOfJob(ctx context.Context, c *call, cl *cluster, a jobAttrs, j *batchv1.Job) (string, phases.Diagnostics) {
 	level, why := p.levelOf(ctx, cl, a.Namespace)
 	line := fmt.Sprintf("namespace %s: PodSecurity %s (%s)", a.Namespace, level, why)
 	raw, err := json.Marshal(j)
@@ -342,7 +358,7 @@ func applyJob(ctx context.Context, c *call, a jobAttrs, _ jobPrivate, _ *sdk.Pri
 	if diags.HasErrors() {
 		return jobApply{Diagnostics: diags}
 	}
-	if _, diags := p.jobPreflight(ctx, c, cl, a, want); diags.HasErrors() {
+	if _, diags := p.jobPreflight(ctx, c, cl, a, want, false); diags.HasErrors() {
 		return jobApply{Diagnostics: diags}
 	}
 	limit, _ := time.ParseDuration(a.Timeout)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/homelab-migrate/migrate/providers/sdk"
+	"github.com/homelab-migrate/migrate/secret/agefile"
 )
 
 // cluster is one kubeconfig (path and context) made ready for use: the
@@ -81,7 +83,10 @@ func (cs *clusters) get(path, context string) (*cluster, error) {
 	if context != "" {
 		overrides.CurrentContext = context
 	}
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
+	loader, err := loaderOf(path, rules, overrides)
+	if err != nil {
+		return nil, err
+	}
 	rc, err := loader.ClientConfig()
 	if err != nil {
 		if clientcmd.IsEmptyConfig(err) {
@@ -116,6 +121,39 @@ func (cs *clusters) get(path, context string) (*cluster, error) {
 	}
 	cs.m[k] = c
 	return c, nil
+}
+
+// loaderOf is the client config of a kubeconfig: read by client-go's
+// loading rules, or, when the file is age-encrypted (talos_kubeconfig
+// writes it so), decrypted in memory with MIGRATE_AGE_IDENTITY: the
+// cluster's admin key never lies in clear on disk.
+func loaderOf(path string, rules *clientcmd.ClientConfigLoadingRules, overrides *clientcmd.ConfigOverrides) (clientcmd.ClientConfig, error) {
+	if path == "" {
+		return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides), nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if !agefile.IsEncrypted(b) {
+		if strings.HasSuffix(path, agefile.Ext) {
+			return nil, fmt.Errorf("the kubeconfig %s is named %s but is not age-encrypted: encrypt it (migrate secrets encrypt) or rename it", path, agefile.Ext)
+		}
+		return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides), nil
+	}
+	ids, err := agefile.Identities("")
+	if err != nil {
+		return nil, fmt.Errorf("the kubeconfig %s is age-encrypted: %w", path, err)
+	}
+	plain, err := agefile.Decrypt(b, ids...)
+	if err != nil {
+		return nil, fmt.Errorf("decrypting the kubeconfig %s: %w", path, err)
+	}
+	cfg, err := clientcmd.Load(plain)
+	if err != nil {
+		return nil, fmt.Errorf("loading the kubeconfig %s: %w", path, err)
+	}
+	return clientcmd.NewNonInteractiveClientConfig(*cfg, overrides.CurrentContext, overrides, rules), nil
 }
 
 // getter is the cluster as Helm's genericclioptions.RESTClientGetter, with

@@ -204,7 +204,7 @@ func planManifest(ctx context.Context, c *call, a manAttrs, _ *sdk.Prior[struct{
 	}
 	objs, cl, dyn := t.objs, t.cl, t.dyn
 	var b strings.Builder
-	lines, diags := p.manifestPreflight(ctx, c, cl, objs)
+	lines, diags := p.manifestPreflight(ctx, c, cl, a.Kubeconfig, objs, true)
 	if diags.HasErrors() {
 		return manPlan{Diagnostics: diags}
 	}
@@ -280,8 +280,9 @@ func planManifest(ctx context.Context, c *call, a manAttrs, _ *sdk.Prior[struct{
 var podKinds = map[string]bool{"Pod": true, "Deployment": true, "StatefulSet": true, "DaemonSet": true, "ReplicaSet": true, "Job": true, "CronJob": true}
 
 // manifestPreflight checks the pod templates against the PodSecurity
-// level their namespace will have, as releases are checked.
-func (p *Provider) manifestPreflight(ctx context.Context, c *call, cl *cluster, objs []*manObj) ([]string, phases.Diagnostics) {
+// level their namespace will have, and against the nodes that would run
+// them, as releases are checked.
+func (p *Provider) manifestPreflight(ctx context.Context, c *call, cl *cluster, kubeconfig string, objs []*manObj, planning bool) ([]string, phases.Diagnostics) {
 	byNS := map[string][]string{}
 	for _, o := range objs {
 		if podKinds[o.u.GetKind()] {
@@ -315,7 +316,15 @@ func (p *Provider) manifestPreflight(ctx context.Context, c *call, cl *cluster, 
 		v[0].Definite = true
 		diags = append(diags, v...)
 	}
-	return lines, diags
+	var docs []string
+	for _, ns := range slices.Sorted(maps.Keys(byNS)) {
+		docs = append(docs, byNS[ns]...)
+	}
+	if len(docs) == 0 || !planning {
+		return lines, diags
+	}
+	line, d := p.schedulingPreflight(ctx, cl, kubeconfig, c.Addr.String(), "default", docs)
+	return append(lines, line), append(diags, d...)
 }
 
 type manApply = sdk.Apply[struct{}, manifestRevert]
@@ -327,7 +336,7 @@ func applyManifest(ctx context.Context, c *call, a manAttrs, _ struct{}, prior *
 		return manApply{Diagnostics: diags}
 	}
 	objs, cl, dyn := t.objs, t.cl, t.dyn
-	if _, diags := p.manifestPreflight(ctx, c, cl, objs); diags.HasErrors() {
+	if _, diags := p.manifestPreflight(ctx, c, cl, a.Kubeconfig, objs, false); diags.HasErrors() {
 		return manApply{Diagnostics: diags}
 	}
 	// Applied again: what undoes the first apply stays.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/helm/scheduling"
 	"github.com/homelab-migrate/migrate/providers/sdk"
 	"github.com/homelab-migrate/migrate/secret"
 )
@@ -45,6 +46,11 @@ type Provider struct {
 	// that a later helm_release of the same run is checked against it.
 	mu     sync.Mutex
 	levels map[string]string
+	// expected remembers, by kubeconfig file, the node a kubernetes_ready
+	// step says its cluster will have (node_spec, node_capacity): the pods
+	// of later steps are judged against it while the cluster does not
+	// answer yet.
+	expected map[string]scheduling.Node
 
 	// hmacKey keys the fingerprints of Secret values in manifest diffs:
 	// comparable within a run, useless for guessing the value.

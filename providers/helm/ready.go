@@ -18,9 +18,11 @@ import (
 // readyAttrs are the attributes of a kubernetes_ready step (a check, or a
 // step after the bootstrap).
 type readyAttrs struct {
-	Node       string `cty:"node" doc:"The node to wait for; default every node (at least one must be registered)."`
-	Timeout    string `cty:"timeout" doc:"How long to wait, \"5m\" by default."`
-	Kubeconfig string `cty:"kubeconfig" doc:"Path to a kubeconfig for this step, relative to the runbook (such as talos_kubeconfig.admin.path); default the provider's."`
+	Node         string        `cty:"node" doc:"The node to wait for; default every node (at least one must be registered)."`
+	Timeout      string        `cty:"timeout" doc:"How long to wait, \"5m\" by default."`
+	Kubeconfig   string        `cty:"kubeconfig" doc:"Path to a kubeconfig for this step, relative to the runbook (such as talos_kubeconfig.admin.path); default the provider's."`
+	NodeSpec     nodeSpecAttrs `cty:"node_spec" doc:"The node the cluster will have, as its machine config makes it: talos_machine_config's node output (name, labels, taints, system_reserved), known at plan. Until the cluster answers, the plan judges every pod template of the later steps on this kubeconfig against it (taints, nodeSelector and affinity, requests); apply checks that the node registered carries no NoSchedule or NoExecute taint it did not say."`
+	NodeCapacity capacityAttrs `cty:"node_capacity" doc:"What the node's machine has: cpu (cores) and memory (\"24GiB\", as incus_instance takes it); with node_spec's system_reserved and kubelet's hard eviction, its allocatable resources."`
 }
 
 // Ready is the kubernetes_ready step type.
@@ -41,10 +43,19 @@ var readyStep = &sdk.StepType[*Provider, readyAttrs, struct{}, struct{}]{
 	CanCheck:    true,
 	WaitsOnly:   true,
 	Validate:    validateReady,
+	Unknowns:    true, // node_spec may be known only once the machine config is rendered
 	// Plan does not contact the cluster: right after a bootstrap its
 	// kubeconfig may not be written yet.
 	Plan: func(_ context.Context, c *call, a readyAttrs, _ *sdk.Prior[struct{}, struct{}]) sdk.Plan[struct{}] {
-		return sdk.Plan[struct{}]{Diff: fmt.Sprintf("wait up to %s until the API server answers /readyz and %s Ready", orDefault(a.Timeout, "5m"), readyWhat(a))}
+		diff := fmt.Sprintf("wait up to %s until the API server answers /readyz and %s Ready", orDefault(a.Timeout, "5m"), readyWhat(a))
+		if c.Unknown("kubeconfig") || c.Unknown("node") || c.Unknown("timeout") {
+			return sdk.Plan[struct{}]{Diff: diff + " (" + sdk.UnknownText + ": its kubeconfig or node)"}
+		}
+		line, diags := c.Settings.rememberNode(c, a)
+		if line != "" {
+			diff += "\n" + line
+		}
+		return sdk.Plan[struct{}]{Diff: diff, Diagnostics: diags}
 	},
 	Apply: applyReady,
 }
@@ -64,7 +75,7 @@ func orDefault(s, def string) string {
 }
 
 func validateReady(c *call, a *readyAttrs) phases.Diagnostics {
-	if a.Timeout == "" {
+	if a.Timeout == "" || c.Unknown("timeout") {
 		return nil
 	}
 	if d, err := time.ParseDuration(a.Timeout); err != nil || d <= 0 {
@@ -77,6 +88,9 @@ func applyReady(ctx context.Context, c *call, a readyAttrs, _ struct{}, _ *sdk.P
 	cl, diags := c.Settings.clusterOf(c, a.Kubeconfig)
 	if diags.HasErrors() {
 		return sdk.Apply[struct{}, struct{}]{Diagnostics: diags}
+	}
+	if _, d := c.Settings.rememberNode(c, a); d.HasErrors() {
+		return sdk.Apply[struct{}, struct{}]{Diagnostics: d}
 	}
 	timeout := readyTimeout
 	if a.Timeout != "" {
@@ -114,6 +128,9 @@ func applyReady(ctx context.Context, c *call, a readyAttrs, _ struct{}, _ *sdk.P
 		return sdk.Apply[struct{}, struct{}]{Diagnostics: phases.Errorf("Kubernetes Not Ready", "%s: the cluster was not ready after waiting %s: %s.", c.Addr, waited, last)}
 	}
 	c.Log.Printf("the API server is ready and %s Ready", readyWhat(a))
+	if d := unexpectedTaints(parent, c, cl, a); d.HasErrors() {
+		return sdk.Apply[struct{}, struct{}]{Diagnostics: d}
+	}
 	return sdk.Apply[struct{}, struct{}]{Revert: &sdk.RevertData[struct{}]{Description: "nothing to undo: a check"}}
 }
 
@@ -188,4 +205,76 @@ func clipText(s string) string {
 		return s[:200] + "..."
 	}
 	return s
+}
+
+// rememberNode keeps the node a step's node_spec says its cluster will
+// have, for the scheduling preflight of later steps; the line says so in
+// the plan.
+func (p *Provider) rememberNode(c *call, a readyAttrs) (string, phases.Diagnostics) {
+	if c.Null("node_spec") || c.Unknown("node_spec") || c.Unknown("node_capacity") {
+		return "", nil
+	}
+	spec := a.NodeSpec
+	if spec.Name == "" {
+		spec.Name = a.Node
+	}
+	var capacity *capacityAttrs
+	if !c.Null("node_capacity") {
+		capacity = &a.NodeCapacity
+	}
+	n, err := expectedNode(spec, capacity)
+	if err != nil {
+		return "", phases.Errorf("Invalid Attribute Value", "%s: %v.", c.Addr, err)
+	}
+	p.expectNode(a.Kubeconfig, n)
+	var taints []string
+	for _, t := range n.Taints {
+		taints = append(taints, taintText(t))
+	}
+	line := fmt.Sprintf("node %s as its machine config makes it: taints %s", n.Name, orDefault(strings.Join(taints, ", "), "none"))
+	if cpu, ok := n.Allocatable[corev1.ResourceCPU]; ok {
+		line += ", allocatable cpu " + cpu.String()
+	}
+	if mem, ok := n.Allocatable[corev1.ResourceMemory]; ok {
+		line += ", memory " + mem.String()
+	}
+	return line + " (the pods of later steps are judged against it until the cluster answers)", nil
+}
+
+func taintText(t corev1.Taint) string {
+	if t.Value == "" {
+		return t.Key + ":" + string(t.Effect)
+	}
+	return t.Key + "=" + t.Value + ":" + string(t.Effect)
+}
+
+// unexpectedTaints fails when the node registered carries a taint that
+// keeps pods off and that node_spec did not say: the plan judged the
+// pods against another node than the one there.
+func unexpectedTaints(ctx context.Context, c *call, cl *cluster, a readyAttrs) phases.Diagnostics {
+	if c.Null("node_spec") || a.Node == "" && a.NodeSpec.Name == "" {
+		return nil
+	}
+	name := orDefault(a.NodeSpec.Name, a.Node)
+	ctx, cancel := context.WithTimeout(ctx, readyProbe)
+	defer cancel()
+	n, err := cl.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil // readyState saw it; a read failing now says nothing of its taints
+	}
+	said := map[string]bool{}
+	for _, t := range a.NodeSpec.Taints {
+		said[t.Key+"="+t.Value+":"+t.Effect] = true
+	}
+	var extra []string
+	for _, t := range n.Spec.Taints {
+		if (t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute) && !said[t.Key+"="+t.Value+":"+string(t.Effect)] &&
+			!strings.HasPrefix(t.Key, "node.kubernetes.io/") { // the node lifecycle's own (not-ready, unschedulable...)
+			extra = append(extra, taintText(t))
+		}
+	}
+	if len(extra) > 0 {
+		return phases.Errorf("Node Not As Planned", "%s: node %s carries the taint(s) %s, which its node_spec did not say: the plan judged the pods of the later steps against a node without them. Make a new plan (migrate plan) to judge them against the node as it is.", c.Addr, name, strings.Join(extra, ", "))
+	}
+	return nil
 }

@@ -298,7 +298,7 @@ func planRelease(ctx context.Context, c *call, st relAttrs, _ *sdk.Prior[release
 	if diags.HasErrors() {
 		return relPlan{Diagnostics: diags}
 	}
-	lines, diags := p.preflight(ctx, cl, st, r.objects)
+	lines, diags := p.preflight(ctx, cl, st, r.objects, true)
 
 	base := h.base()
 	switch {
@@ -354,7 +354,7 @@ func (p *Provider) planOffline(ctx context.Context, c *call, st relAttrs) relPla
 	if diags.HasErrors() {
 		return relPlan{Diagnostics: diags}
 	}
-	lines, diags := p.preflight(ctx, nil, st, r.objects)
+	lines, diags := p.preflight(ctx, nil, st, r.objects, true)
 	if diags.HasErrors() {
 		return relPlan{Diagnostics: diags}
 	}
@@ -422,7 +422,7 @@ func applyRelease(ctx context.Context, c *call, st relAttrs, planned releasePriv
 	if diags.HasErrors() {
 		return relApply{Diagnostics: diags}
 	}
-	if _, diags := p.preflight(ctx, cl, st, r.objects); diags.HasErrors() {
+	if _, diags := p.preflight(ctx, cl, st, r.objects, false); diags.HasErrors() {
 		return relApply{Diagnostics: diags}
 	}
 

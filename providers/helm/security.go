@@ -38,10 +38,12 @@ func (p *Provider) levelOf(ctx context.Context, cl *cluster, ns string) (level, 
 }
 
 // preflight checks every pod template of the rendered objects against the
-// level of its namespace. It returns one line per namespace touched
+// level of its namespace, and, when planning, against the nodes that
+// would run it (schedulingPreflight; at apply the cluster's own scheduler
+// judges, and the wait names what stays Pending). It returns one line per namespace touched
 // ("namespace media: PodSecurity privileged ...") and an error diagnostic
 // per namespace with violations.
-func (p *Provider) preflight(ctx context.Context, cl *cluster, st relAttrs, objs []*object) ([]string, phases.Diagnostics) {
+func (p *Provider) preflight(ctx context.Context, cl *cluster, st relAttrs, objs []*object, planning bool) ([]string, phases.Diagnostics) {
 	byNS := map[string][]*object{st.Namespace: nil}
 	for _, o := range objs {
 		if o.Namespaced {
@@ -71,5 +73,13 @@ func (p *Provider) preflight(ctx context.Context, cl *cluster, st relAttrs, objs
 			diags = append(diags, v...)
 		}
 	}
-	return lines, diags
+	if !planning {
+		return lines, diags
+	}
+	var docs []string
+	for _, o := range objs {
+		docs = append(docs, o.Raw)
+	}
+	line, d := p.schedulingPreflight(ctx, cl, st.Kubeconfig, "release "+st.Name, st.Namespace, docs)
+	return append(lines, line), append(diags, d...)
 }

@@ -113,10 +113,15 @@ type Read[I any] struct {
 }
 
 // Plan is what a Plan handler returns; Private comes back to Apply.
+// Outputs, when not nil, are the outputs the plan can tell already (a
+// struct value with cty tags, or a cty.Value); the outputs named in
+// Unknown are known after apply (providers.PlanResponse.Outputs).
 type Plan[P any] struct {
 	Diff         string
 	Irreversible string
 	Private      P
+	Outputs      any
+	Unknown      []string
 	Diagnostics  phases.Diagnostics
 }
 
@@ -353,7 +358,31 @@ func (t *StepType[S, A, P, I]) plan(ctx context.Context, c *Call[S], req provide
 	if resp.Private, err = c.scrubber().encode(r.Private); err != nil {
 		resp.Diagnostics = append(resp.Diagnostics, phases.FromError("Invalid Private Data", err)...)
 	}
+	if r.Outputs != nil {
+		if resp.Outputs, err = t.plannedOutputs(r.Outputs, r.Unknown); err != nil {
+			resp.Diagnostics = append(resp.Diagnostics, phases.FromError("Invalid Planned Outputs", err)...)
+		}
+		resp.Outputs = c.scrubber().outputs(resp.Outputs)
+	}
 	return resp
+}
+
+// plannedOutputs are a plan's outputs, those named in unknown replaced by
+// unknown values of their type.
+func (t *StepType[S, A, P, I]) plannedOutputs(v any, unknown []string) (cty.Value, error) {
+	out, err := t.outputs(v, true)
+	if err != nil || len(unknown) == 0 || out.IsNull() || !out.Type().IsObjectType() {
+		return out, err
+	}
+	attrs := out.AsValueMap()
+	for _, name := range unknown {
+		old, ok := attrs[name]
+		if !ok {
+			return cty.NilVal, fmt.Errorf("no output %q to leave unknown", name)
+		}
+		attrs[name] = cty.UnknownVal(old.Type()).WithMarks(old.Marks())
+	}
+	return cty.ObjectVal(attrs), nil
 }
 
 // deferred is the diff of a plan whose attributes are not known yet.

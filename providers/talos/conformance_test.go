@@ -1,6 +1,7 @@
 package talos_test
 
 import (
+	"path/filepath"
 	"testing"
 
 	"github.com/zclconf/go-cty/cty"
@@ -27,7 +28,7 @@ func TestConformance(t *testing.T) {
 				"verify":      verify([]string{"apid"}, map[string]string{"/var/mnt/data/.probe": "ok"}),
 			})},
 			{Type: talos.Bootstrap, Config: cty.EmptyObjectVal},
-			{Type: talos.Kubeconfig, Reversible: true, Config: obj(map[string]cty.Value{"path": cty.StringVal("out/kubeconfig")})},
+			{Type: talos.Kubeconfig, Reversible: true, Config: obj(map[string]cty.Value{"path": cty.StringVal(filepath.Join(t.TempDir(), "kubeconfig"))})}, // in clear: outside the runbook
 			{Type: talos.Read, Reversible: true, Config: obj(map[string]cty.Value{"path": cty.StringVal("/var/mnt/data/.probe"), "expect": cty.StringVal("ok")})},
 			{Type: talos.ServiceHealth, Reversible: true, Config: obj(map[string]cty.Value{"services": strs("apid", "etcd")})},
 			{Type: talos.Upgrade, Reversible: true, Config: obj(map[string]cty.Value{"version": cty.StringVal("v1.13.3")})},

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/sdk"
+	"github.com/homelab-migrate/migrate/secret/agefile"
 )
 
 // Kubeconfig is the talos_kubeconfig step type.
@@ -17,7 +19,7 @@ const Kubeconfig = "talos_kubeconfig"
 
 // kubeconfigAttrs is a talos_kubeconfig step.
 type kubeconfigAttrs struct {
-	Path string `cty:"path" required:"true" doc:"Where to write the kubeconfig, relative to the runbook."`
+	Path string `cty:"path" required:"true" doc:"Where to write the kubeconfig (mode 0600), relative to the runbook. It holds the cluster's admin key: a path ending in .age is written age-encrypted to the runbook's .age-recipients (the helm provider opens it in memory with MIGRATE_AGE_IDENTITY); a plain path inside the runbook's directory is refused, since a copy of the runbook would carry the key in clear."`
 }
 
 // kubeconfigOutputs are a talos_kubeconfig step's outputs.
@@ -27,15 +29,18 @@ type kubeconfigOutputs struct {
 
 var kubeconfigStep = &sdk.StepType[*Provider, kubeconfigAttrs, none, none]{
 	Name:        Kubeconfig,
-	Description: "Fetches the cluster's kubeconfig from the node and writes it (mode 0600) for later steps.",
+	Description: "Fetches the cluster's kubeconfig from the node and writes it (mode 0600) for later steps: age-encrypted when its path ends in .age, never in clear inside the runbook.",
 	Rollback:    "Removes the file.",
 	Outputs:     kubeconfigOutputs{},
 	Unknowns:    true, // the plan names the path known after apply
 	Validate: func(c *handle, a *kubeconfigAttrs) phases.Diagnostics {
+		if c.Unknown("path") {
+			return nil
+		}
 		if a.Path == "" {
 			return missing(c, "path")
 		}
-		return nil
+		return inClear(c, a.Path)
 	},
 	Read: func(_ context.Context, c *handle, a kubeconfigAttrs, _ *sdk.Prior[none, none]) sdk.Read[none] {
 		if c.Unknown("path") {
@@ -47,14 +52,28 @@ var kubeconfigStep = &sdk.StepType[*Provider, kubeconfigAttrs, none, none]{
 		return sdk.Read[none]{Observation: providers.Present, Outputs: kubeconfigOutputs{Path: a.Path}}
 	},
 	Plan: func(_ context.Context, c *handle, a kubeconfigAttrs, _ *sdk.Prior[none, none]) sdk.Plan[none] {
-		return sdk.Plan[none]{Diff: fmt.Sprintf("write the cluster's kubeconfig, fetched from %s, to %s (mode 0600)", strings.Join(c.Settings.targets(), ", "), a.Path)}
+		how := "mode 0600"
+		if sealed(a.Path) {
+			if _, err := agefile.RunbookRecipients(c.Settings.s.dir); err != nil {
+				return sdk.Plan[none]{Diagnostics: phases.Errorf("Cannot Encrypt Kubeconfig", "%s writes the kubeconfig age-encrypted (%s), but %v.", c.Addr, a.Path, err)}
+			}
+			how = "age-encrypted to the runbook's " + agefile.RecipientsFile + ", mode 0600"
+		}
+		return sdk.Plan[none]{
+			Diff:    fmt.Sprintf("write the cluster's kubeconfig, fetched from %s, to %s (%s)", strings.Join(c.Settings.targets(), ", "), a.Path, how),
+			Outputs: kubeconfigOutputs{Path: a.Path}, // known now: the helm steps after it know which cluster they judge
+		}
 	},
 	Apply: func(ctx context.Context, sc *handle, a kubeconfigAttrs, _ none, _ *sdk.Prior[none, none]) sdk.Apply[none, none] {
 		c := newCall(sc)
 		if d := fetchKubeconfig(ctx, c, c.s.abs(a.Path)); d.HasErrors() {
 			return sdk.Apply[none, none]{Diagnostics: d}
 		}
-		c.log.Printf("kubeconfig written (mode 0600)")
+		if sealed(a.Path) {
+			c.log.Printf("kubeconfig written, age-encrypted (mode 0600)")
+		} else {
+			c.log.Printf("kubeconfig written (mode 0600)")
+		}
 		return sdk.Apply[none, none]{
 			Outputs: kubeconfigOutputs{Path: a.Path},
 			Revert:  &sdk.RevertData[none]{Description: "remove the kubeconfig file " + a.Path},
@@ -89,8 +108,38 @@ func fetchKubeconfig(ctx context.Context, c *call, path string) phases.Diagnosti
 		c.captureDmesg(ctx, n)
 		return phases.Errorf("Cannot Fetch Kubeconfig", "Node %s did not give the kubeconfig: %v. Is the cluster bootstrapped (talos_bootstrap)?", n.name, apiErr("Kubeconfig", err))
 	}
+	if sealed(path) {
+		rs, err := agefile.RunbookRecipients(c.s.dir)
+		if err != nil {
+			return phases.Errorf("Cannot Encrypt Kubeconfig", "%s writes the kubeconfig age-encrypted, but %v.", c.addr, err)
+		}
+		if b, err = agefile.Encrypt(b, true, rs...); err != nil {
+			return phases.Errorf("Cannot Encrypt Kubeconfig", "Encrypting the kubeconfig: %v.", err)
+		}
+	}
 	if err := writePrivate(path, b); err != nil {
 		return phases.Errorf("Cannot Write Kubeconfig", "Writing the kubeconfig: %v.", err)
 	}
 	return nil
+}
+
+// sealed: the kubeconfig is written age-encrypted.
+func sealed(path string) bool { return strings.HasSuffix(path, agefile.Ext) }
+
+// inClear refuses a kubeconfig written in clear inside the runbook's
+// directory: its admin key would travel with every copy of the runbook
+// (git-ignored only where someone thought of it).
+func inClear(c *handle, path string) phases.Diagnostics {
+	if c.Settings == nil || c.Settings.s == nil {
+		return nil
+	}
+	dir := c.Settings.s.dir
+	if sealed(path) || dir == "" {
+		return nil
+	}
+	rel, err := filepath.Rel(dir, c.Settings.s.abs(path))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return nil
+	}
+	return phases.Errorf("Kubeconfig In Clear", "%s would write the cluster's admin key in clear inside the runbook (%s). Name an age file (path = %q: encrypted to the runbook's %s, opened in memory by the helm provider) or a path outside the runbook's directory.", c.Addr, path, path+agefile.Ext, agefile.RecipientsFile)
 }

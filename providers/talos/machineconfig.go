@@ -182,6 +182,24 @@ type verifyAttrs struct {
 type mcOutputs struct {
 	ConfigHash     string `cty:"config_hash"`
 	InstallerImage string `cty:"installer_image"`
+	// Node is the Kubernetes node the config registers (nodeOf), known
+	// at plan: kubernetes_ready's node_spec takes it, so that pods are
+	// judged against the node before the cluster exists.
+	Node nodeOutputs `cty:"node"`
+}
+
+// outputsOf are the outputs of a step that applies r.
+func outputsOf(r *rendered) mcOutputs {
+	return mcOutputs{ConfigHash: r.hash, InstallerImage: r.image, Node: nodeOf(r.cfg)}
+}
+
+// withNode gives a plan the outputs r makes known: all but the config's
+// hash, which the nodes' own config may still change (known after apply).
+func withNode(p sdk.Plan[planned], r *rendered) sdk.Plan[planned] {
+	if !p.Diagnostics.HasErrors() {
+		p.Outputs, p.Unknown = outputsOf(r), []string{"config_hash"}
+	}
+	return p
 }
 
 var machineConfigStep = &sdk.StepType[*Provider, mcAttrs, planned, machineConfigRevert]{
@@ -241,8 +259,8 @@ func planMachineConfig(ctx context.Context, c *call, a mcAttrs) sdk.Plan[planned
 		fmt.Fprintf(&b, "machine config (%s) rendered for Talos %s, Kubernetes %s: %s\n", st.role, c.s.version, c.s.k8sVersion, configSummary(r.cfg))
 		fmt.Fprintf(&b, "rendered config sha256: %s\n", r.hash)
 		b.WriteString("then: the node's disks are checked against the install disk before anything is sent; a node that is not in maintenance mode gets the change through the ladder instead")
-		return sdk.Plan[planned]{Diff: b.String(), Private: planned{Nodes: map[string]string{}, Rendered: r.hash, FirstInstall: c.s.endpoints},
-			Irreversible: "a first install writes Talos to the install disk of a node in maintenance mode; rollback cannot undo it (that takes a wipe and the ISO)"}
+		return withNode(sdk.Plan[planned]{Diff: b.String(), Private: planned{Nodes: map[string]string{}, Rendered: r.hash, FirstInstall: c.s.endpoints},
+			Irreversible: "a first install writes Talos to the install disk of a node in maintenance mode; rollback cannot undo it (that takes a wipe and the ISO)"}, r)
 	}
 	ns, err := c.p.nodes(ctx)
 	if err != nil {
@@ -252,7 +270,7 @@ func planMachineConfig(ctx context.Context, c *call, a mcAttrs) sdk.Plan[planned
 		// A node booted from the ISO fails the mTLS dial: is it waiting
 		// for its first config?
 		if m := maintenanceNodes(ctx, ns); len(m) > 0 && len(m) == len(ns) {
-			return c.planFirstInstall(ctx, st, r, ns)
+			return withNode(c.planFirstInstall(ctx, st, r, ns), r)
 		}
 		return sdk.Plan[planned]{Diagnostics: d}
 	}
@@ -286,7 +304,7 @@ func planMachineConfig(ctx context.Context, c *call, a mcAttrs) sdk.Plan[planned
 		diff := configDiff(m.GetModeDetails())
 		fmt.Fprintf(&b, "node %s: config diff (the node's dry run, secrets redacted):\n%s\n", n.name, indent(diff))
 	}
-	return sdk.Plan[planned]{Diff: b.String(), Private: pl, Diagnostics: diags}
+	return withNode(sdk.Plan[planned]{Diff: b.String(), Private: pl, Diagnostics: diags}, r)
 }
 
 // applyRefused explains a refused apply.
@@ -384,7 +402,7 @@ func applyMachineConfig(ctx context.Context, sc *handle, a mcAttrs, pl planned, 
 			return mcApply{Diagnostics: d}
 		}
 	}
-	out := mcOutputs{ConfigHash: r.hash, InstallerImage: r.image}
+	out := outputsOf(r)
 	return mcApply{Outputs: out, Revert: c.sealRevert(inv)}
 }
 
@@ -543,7 +561,7 @@ func readMachineConfig(ctx context.Context, sc *handle, a mcAttrs, prior *mcPrio
 	if len(drift) > 0 {
 		return sdk.Read[machineConfigRevert]{Observation: providers.Drifted, Detail: strings.Join(drift, "\n")}
 	}
-	return sdk.Read[machineConfigRevert]{Observation: providers.Present, Outputs: mcOutputs{ConfigHash: r.hash, InstallerImage: r.image}}
+	return sdk.Read[machineConfigRevert]{Observation: providers.Present, Outputs: outputsOf(r)}
 }
 
 // inFlightWait bounds how long a read of a step found in flight waits for
@@ -643,7 +661,7 @@ func (c *call) persistedAsRendered(ctx context.Context, a mcAttrs) (mcOutputs, b
 			return mcOutputs{}, false
 		}
 	}
-	return mcOutputs{ConfigHash: r.hash, InstallerImage: r.image}, true
+	return outputsOf(r), true
 }
 
 func revertMachineConfig(ctx context.Context, sc *handle, a mcAttrs, u sdk.Applied[machineConfigRevert]) phases.Diagnostics {

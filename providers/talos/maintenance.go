@@ -187,7 +187,7 @@ func (c *call) firstInstall(ctx context.Context, st mcStep, r *rendered, ns []no
 		c.log.Printf("node %s: installed; checks passed (%s)", n.name, st.verify)
 	}
 	c.log.Printf("no rollback for %s: a first install cannot be undone", c.addr)
-	return mcApply{Outputs: mcOutputs{ConfigHash: r.hash, InstallerImage: r.image}}
+	return mcApply{Outputs: outputsOf(r)}
 }
 
 // sendFirstConfig applies the config to one node in maintenance mode;

@@ -55,7 +55,7 @@ func TestUnreachableNode(t *testing.T) {
 		cfg := map[string]cty.Value{}
 		switch typ {
 		case talos.Kubeconfig:
-			cfg["path"] = cty.StringVal("kubeconfig")
+			cfg["path"] = cty.StringVal("kubeconfig.age")
 		case talos.Read:
 			cfg["path"] = cty.StringVal("/etc/hostname")
 		case talos.Upgrade:

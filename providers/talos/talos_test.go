@@ -26,6 +26,7 @@ import (
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/talos"
+	"github.com/homelab-migrate/migrate/secret/agefile"
 )
 
 // briefPatch is the brief's three-document patch.
@@ -709,18 +710,37 @@ func TestBootstrapKubeconfigServicesRead(t *testing.T) {
 		t.Errorf("service health after bootstrap: %v\n%s", r.Diagnostics.Err(), log.String())
 	}
 
-	kc := obj(map[string]cty.Value{"path": cty.StringVal("out/kubeconfig")})
+	// In clear inside the runbook: refused, nothing written.
+	clear := obj(map[string]cty.Value{"path": cty.StringVal("out/kubeconfig")})
+	if r := apply(ctx, p, talos.Kubeconfig, clear, &bytes.Buffer{}); !r.Diagnostics.HasErrors() || !strings.Contains(r.Diagnostics.Err().Error(), "Kubeconfig In Clear") {
+		t.Errorf("a clear kubeconfig inside the runbook: %v", r.Diagnostics.Err())
+	}
+	if _, err := os.Stat(filepath.Join(l.dir, "out/kubeconfig")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused kubeconfig was written: %v", err)
+	}
+	// Without the runbook's recipients, an age kubeconfig cannot be sealed.
+	kc := obj(map[string]cty.Value{"path": cty.StringVal("out/kubeconfig.age")})
+	if r := apply(ctx, p, talos.Kubeconfig, kc, &bytes.Buffer{}); !r.Diagnostics.HasErrors() || !strings.Contains(r.Diagnostics.Err().Error(), ".age-recipients") {
+		t.Errorf("no recipients: %v", r.Diagnostics.Err())
+	}
+	if err := os.WriteFile(filepath.Join(l.dir, ".age-recipients"), []byte(l.id.Recipient().String()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	r := apply(ctx, p, talos.Kubeconfig, kc, &bytes.Buffer{})
 	if err := r.Diagnostics.Err(); err != nil {
 		t.Fatalf("kubeconfig: %v", err)
 	}
-	path := filepath.Join(l.dir, "out/kubeconfig")
+	path := filepath.Join(l.dir, "out/kubeconfig.age")
 	fi, err := os.Stat(path)
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("kubeconfig file: %v %v", fi, err)
 	}
-	if b, _ := os.ReadFile(path); !strings.Contains(string(b), "clusters:") {
-		t.Errorf("not a kubeconfig:\n%s", b)
+	sealed, _ := os.ReadFile(path)
+	if strings.Contains(string(sealed), "client-key-data") || !agefile.IsEncrypted(sealed) {
+		t.Errorf("the kubeconfig is not age-encrypted:\n%.200s", sealed)
+	}
+	if b, err := agefile.Decrypt(sealed, l.id); err != nil || !strings.Contains(string(b), "clusters:") || !strings.Contains(string(b), "client-key-data") {
+		t.Errorf("not a kubeconfig (%v):\n%s", err, b)
 	}
 	prior := &providers.Prior{Outputs: r.Outputs, Revert: r.Revert}
 	if rr := p.Read(ctx, providers.ReadRequest{Type: talos.Kubeconfig, Addr: phases.Address{Type: talos.Kubeconfig, Name: "node"}, Config: kc, Prior: prior}); rr.Observation != providers.Present {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/homelab-migrate/migrate/lab/home"
+	"github.com/homelab-migrate/migrate/secret/agefile"
 )
 
 // homelabApps is examples/homelab with only its data-apps and
@@ -19,12 +20,27 @@ func homelabApps(t *testing.T) (dir string, env []string) {
 	kubeconfig := labKubeconfig(t)
 	dir = copyExample(t, "homelab")
 	keepPhases(t, filepath.Join(dir, "main.hcl"), "data-apps", "host-services")
-	if err := os.WriteFile(filepath.Join(dir, "secrets/kubeconfig"), must(os.ReadFile(kubeconfig)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	sealKubeconfig(t, dir, must(os.ReadFile(kubeconfig)))
 	// The incus provider is configured even without an incus step: the
 	// daemon here is the incus CLI's "local", not an IncusOS remote.
 	return dir, []string{"MIGRATE_AGE_IDENTITY=" + filepath.Join(dir, "secrets/demo-identity.txt"), "MIGRATE_VAR_incus_remote=local"}
+}
+
+// sealKubeconfig writes kubeconfig as the runbook's talos_kubeconfig
+// writes it: secrets/kubeconfig.age, sealed to its recipients.
+func sealKubeconfig(t *testing.T, dir string, kubeconfig []byte) {
+	t.Helper()
+	rs, err := agefile.RunbookRecipients(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := agefile.Encrypt(kubeconfig, true, rs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "secrets/kubeconfig.age"), sealed, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestHomelabPodSecurityExceptions: the plan of the phases with pods on

@@ -62,16 +62,20 @@ func TestLabServePlansHomelab(t *testing.T) {
 
 	dir := copyExample(t, "homelab")
 	// What a user types: the lab's environment, then migrate.
-	shell := func(args ...string) string {
-		t.Helper()
+	try := func(args ...string) (string, error) {
 		script := `eval "$("$MIGRATE_LAB" env --dir "$LAB")" && exec "$MIGRATE" "$@" --runbook "$DIR" --no-color --age-identity "$DIR/secrets/demo-identity.txt"`
 		cmd := exec.Command("sh", append([]string{"-c", script, "sh"}, args...)...)
 		cmd.Env = append(os.Environ(), "MIGRATE="+migrate, "MIGRATE_LAB="+migrateLab, "LAB="+lab, "DIR="+dir, "MIGRATE_AGE_IDENTITY=", "INCUS_SOCKET=", "INCUS_DIR=", "INCUS_CONF=")
 		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	shell := func(args ...string) string {
+		t.Helper()
+		out, err := try(args...)
 		if err != nil {
 			t.Fatalf("migrate %s against the lab: %v\n%s", strings.Join(args, " "), err, out)
 		}
-		return string(out)
+		return out
 	}
 	if out := shell("validate"); !strings.HasPrefix(out, "The runbook is valid") {
 		t.Errorf("validate: %s", out)
@@ -90,6 +94,41 @@ func TestLabServePlansHomelab(t *testing.T) {
 		"GET http://127.0.0.1:"} {
 		if !strings.Contains(whole, want) {
 			t.Errorf("the whole plan lacks %q:\n%s", want, whole)
+		}
+	}
+
+	// Before any VM exists, the pods are judged against the nodes the
+	// machine configs make: schedulable, as the patches allow it.
+	for _, want := range []string{"node rehearsal as its machine config makes it: taints none",
+		"node talos-home as its machine config makes it: taints none",
+		"scheduling: judged against node talos-home as its machine config makes it"} {
+		if !strings.Contains(whole, want) {
+			t.Errorf("the whole plan lacks %q:\n%s", want, whole)
+		}
+	}
+	// Without allowSchedulingOnControlPlanes, Talos taints its control
+	// plane: the plan fails, naming the taint and the fix.
+	for _, patch := range []string{"patches/rehearsal.yaml", "patches/node.yaml"} {
+		path := filepath.Join(dir, patch)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), "allowSchedulingOnControlPlanes: true") {
+			t.Fatalf("%s does not allow scheduling on the control plane", patch)
+		}
+		if err := os.WriteFile(path, []byte(strings.Replace(string(b), "allowSchedulingOnControlPlanes: true", "allowSchedulingOnControlPlanes: false", 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refused, err := try("plan")
+	if err == nil {
+		t.Errorf("the plan passed with tainted control planes:\n%s", refused)
+	}
+	for _, want := range []string{"Pods Would Not Schedule", "Job media/data-share-write", "node rehearsal: untolerated taint node-role.kubernetes.io/control-plane:NoSchedule",
+		"allowSchedulingOnControlPlanes: true"} {
+		if !strings.Contains(strings.Join(strings.Fields(refused), " "), want) { // the terminal wraps lines
+			t.Errorf("the refused plan lacks %q:\n%s", want, refused)
 		}
 	}
 

@@ -61,9 +61,7 @@ func TestHomelabMatrixMove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "secrets/kubeconfig"), kc, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	sealKubeconfig(t, dir, kc)
 
 	signingKey := "ed25519 a_mtst " + canary(t) // the homeserver's identity: a canary
 	ids, err := age.ParseIdentities(bytes.NewReader(must(os.ReadFile(filepath.Join(dir, "secrets/demo-identity.txt")))))

@@ -102,7 +102,34 @@ func Evaluate(manifests []byte, level string, defaultNamespace string) ([]Findin
 	}
 	lv := psaapi.LevelVersion{Level: lvl, Version: psaapi.LatestVersion()}
 
+	templates, err := PodTemplates(manifests, defaultNamespace)
+	if err != nil {
+		return nil, err
+	}
 	var findings []Finding
+	for _, t := range templates {
+		for _, f := range evaluatePod(ev, lv, t.Meta, t.Spec) {
+			f.Kind, f.Namespace, f.Name = t.Kind, t.Namespace, t.Name
+			findings = append(findings, f)
+		}
+	}
+	return findings, nil
+}
+
+// PodTemplate is the pod template of one workload object of a manifest.
+type PodTemplate struct {
+	// Kind, Namespace and Name identify the object that carries it, as in
+	// Finding.
+	Kind, Namespace, Name string
+	Meta                  *metav1.ObjectMeta
+	Spec                  *corev1.PodSpec
+}
+
+// PodTemplates parses manifests as Evaluate does and returns the pod
+// template of every workload object, in document order, for other checks
+// of pod templates (package scheduling). Errors are Evaluate's.
+func PodTemplates(manifests []byte, defaultNamespace string) ([]PodTemplate, error) {
+	var out []PodTemplate
 	n := 0
 	for _, d := range splitDocuments(manifests) {
 		doc := d.text
@@ -116,7 +143,7 @@ func Evaluate(manifests []byte, level string, defaultNamespace string) ([]Findin
 		}
 		raw = bytes.TrimSpace(raw)
 		if bytes.Equal(raw, []byte("null")) {
-			continue // only comments, or an explicit null
+			continue
 		}
 		objs, err := workloads(raw, "", "")
 		if err != nil {
@@ -127,13 +154,10 @@ func Evaluate(manifests []byte, level string, defaultNamespace string) ([]Findin
 			if ns == "" {
 				ns = defaultNamespace
 			}
-			for _, f := range evaluatePod(ev, lv, o.podMeta, o.podSpec) {
-				f.Kind, f.Namespace, f.Name = o.kind, ns, o.name
-				findings = append(findings, f)
-			}
+			out = append(out, PodTemplate{Kind: o.kind, Namespace: ns, Name: o.name, Meta: o.podMeta, Spec: o.podSpec})
 		}
 	}
-	return findings, nil
+	return out, nil
 }
 
 // evaluatePod runs the checks and attributes each failed check either to

@@ -33,7 +33,7 @@ phase "platform" {
 
   step "talos_kubeconfig" "admin" {
     provider   = talos.node
-    path       = "secrets/kubeconfig"
+    path       = "secrets/kubeconfig.age"
     depends_on = [talos_bootstrap.etcd]
   }
 
