@@ -16,7 +16,13 @@
 // signs an admin certificate with that CA, works against it), the service
 // account key of the machine config, and PodSecurity admission as Talos
 // configures it (enforce baseline, audit and warn restricted, kube-system
-// exempt; the same file as scripts/kube-up.sh). The Node object is
+// exempt; the same file as scripts/kube-up.sh), and Secrets encrypted at
+// rest in etcd as Talos configures it (encryption.go: an
+// EncryptionConfiguration, Dir/encryption.yaml, mode 0600, whose secretbox
+// key is the machine config's cluster.secretboxEncryptionSecret, then
+// aescbc with cluster.aescbcEncryptionSecret for older configs, then
+// identity; a key that is not 32 bytes of base64 is refused by Start).
+// The Node object is
 // registered under the node's hostname, schedulable (Talos' single-node
 // clusters schedule on the control plane), and kwok keeps it Ready.
 //

@@ -46,7 +46,13 @@ type Config struct {
 	CA *x509.PEMEncodedCertificateAndKey
 	// ServiceAccountKey is the machine config's service account key (PEM).
 	ServiceAccountKey []byte
-	Log               func(format string, args ...any) // progress; nil for none
+	// SecretboxKey and AESCBCKey are the machine config's
+	// cluster.secretboxEncryptionSecret and (older configs)
+	// cluster.aescbcEncryptionSecret, base64 of 32 bytes: the API server
+	// encrypts Secrets in etcd with them, as Talos configures it
+	// (encryption.go).
+	SecretboxKey, AESCBCKey string
+	Log                     func(format string, args ...any) // progress; nil for none
 	// HostPath maps a node path to where it lives on the host (the
 	// node's HostPath). With it, the control plane runs the commands of
 	// the node's Job pods (jobs.go) instead of kwok's pod-complete stage
@@ -103,8 +109,13 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		return nil, errors.New("kubecp: the machine config has no cluster CA or service account key")
 	}
 
+	encryption, err := encryptionConfig(cfg.SecretboxKey, cfg.AESCBCKey)
+	if err != nil {
+		return nil, err
+	}
+
 	c := &ControlPlane{cfg: cfg, kubeconfig: filepath.Join(cfg.Dir, "kubeconfig")}
-	if err := c.writeFiles(); err != nil {
+	if err := c.writeFiles(encryption); err != nil {
 		return nil, err
 	}
 
@@ -150,7 +161,8 @@ func (c *ControlPlane) start(ctx context.Context) error {
 		"--service-cluster-ip-range", "10.96.0.0/12",
 		"--authorization-mode", "RBAC",
 		"--allow-privileged=true",
-		"--admission-control-config-file", filepath.Join(cfg.Dir, "admission.yaml")); err != nil {
+		"--admission-control-config-file", filepath.Join(cfg.Dir, "admission.yaml"),
+		"--encryption-provider-config", filepath.Join(cfg.Dir, "encryption.yaml")); err != nil {
 		return err
 	}
 
@@ -461,8 +473,9 @@ func (c *ControlPlane) PIDs() map[string]int {
 
 // writeFiles writes Dir/pki (the CA, the API server's serving certificate
 // for Addr, an admin client certificate, the service account key), the
-// components' kubeconfig and the admission configuration.
-func (c *ControlPlane) writeFiles() error {
+// components' kubeconfig, the admission configuration and the
+// encryption configuration (0600: it holds the keys).
+func (c *ControlPlane) writeFiles(encryption []byte) error {
 	cfg := c.cfg
 	pki := filepath.Join(cfg.Dir, "pki")
 
@@ -501,8 +514,9 @@ func (c *ControlPlane) writeFiles() error {
 	files := map[string][]byte{
 		"pki/ca.crt": cfg.CA.Crt, "pki/ca.key": cfg.CA.Key,
 		"pki/apiserver.crt": serving.CrtPEM, "pki/apiserver.key": serving.KeyPEM,
-		"pki/sa.key":     cfg.ServiceAccountKey,
-		"admission.yaml": []byte(admission),
+		"pki/sa.key":      cfg.ServiceAccountKey,
+		"admission.yaml":  []byte(admission),
+		"encryption.yaml": encryption,
 		"kubeconfig": fmt.Appendf(nil, kubeconfigFormat, cfg.Addr, APIPort,
 			base64.StdEncoding.EncodeToString(cfg.CA.Crt),
 			base64.StdEncoding.EncodeToString(admin.CrtPEM), base64.StdEncoding.EncodeToString(admin.KeyPEM)),
