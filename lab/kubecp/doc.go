@@ -22,9 +22,18 @@
 // key is the machine config's cluster.secretboxEncryptionSecret, then
 // aescbc with cluster.aescbcEncryptionSecret for older configs, then
 // identity; a key that is not 32 bytes of base64 is refused by Start).
-// The Node object is
-// registered under the node's hostname, schedulable (Talos' single-node
-// clusters schedule on the control plane), and kwok keeps it Ready.
+// The node's kubelet endpoint (logs.go) listens on Addr:10250: over HTTPS,
+// a client authenticated by a certificate of the cluster CA (the API
+// server's --kubelet-client-certificate, system:masters) and authorized
+// by a SubjectAccessReview of nodes/proxy, as a kubelet in webhook mode;
+// it serves GET /containerLogs/NS/POD/CONTAINER (pods/log: `kubectl
+// logs`) from the output the pod runner keeps, with follow (streamed
+// while the container runs, ended when it ends), tailLines, limitBytes,
+// timestamps, sinceSeconds and sinceTime. The Node object is
+// registered under the node's hostname, with the taints and labels of the
+// machine config (Config.Taints, Config.Labels), its InternalIP Addr and
+// kubelet port 10250 (kwok, run without --node-port, leaves both), and
+// kwok keeps it Ready.
 //
 // Stop ends them in order (kwok, scheduler, controller manager, API
 // server, etcd): TERM, then KILL after a grace period, each waited for, so
@@ -50,8 +59,11 @@
 // its exit code, reason Completed or Error and the last KiB of its output
 // as message (whatever its terminationMessagePolicy: a kubelet reads
 // /dev/termination-log, and the output only on error with
-// FallbackToLogsOnError); the Job controller completes or fails the Job. The output is
-// kept in Dir/logs/pods/NS_NAME.log. A pod is bounded by its
+// FallbackToLogsOnError); the Job controller completes or fails the Job.
+// Each container's output is kept as a kubelet keeps it, in the CRI's
+// format (Dir/logs/pods/NS_NAME_UID/CONTAINER/0.log: what the kubelet
+// endpoint serves), and all of the pod's, with what the lab did, in
+// Dir/logs/pods/NS_NAME.log. A pod is bounded by its
 // activeDeadlineSeconds or 30 minutes (DeadlineExceeded, counted from
 // when its first command starts); a pod deleted while it runs has its
 // commands killed. Its result is
@@ -68,8 +80,13 @@
 // command must exist in the host's /usr, /bin, /sbin), containers one
 // after the other instead of side by side, no restart (restartPolicy
 // OnFailure is Never), no service account token mounted, no network
-// namespace (the host's network), no resource limits, no probes, no logs
-// served to the API server (pods/log), securityContext ignored (the
+// namespace (the host's network), no resource limits, no probes, no
+// exec, attach or port-forward on the kubelet endpoint (only logs), no
+// previous logs (no restart), stdout and stderr through one pipe (their
+// order kept, all tagged stdout); the API server prefers the node's
+// InternalIP to reach the kubelet (--kubelet-preferred-address-types: the
+// hostname resolves on a Talos node, not on the lab's host);
+// securityContext ignored (the
 // commands run as root of their user namespace, with every capability but
 // CAP_SYS_ADMIN and CAP_SYS_CHROOT). A pod the lab cannot run fails
 // saying so: volumes other than hostPath, a claim bound to a hostPath PV

@@ -280,13 +280,29 @@ func (c *ControlPlane) runContainer(ctx context.Context, pod *corev1.Pod, ctr co
 		return terminated(ctr, 128, "CreateContainerConfigError", err.Error(), time.Now())
 	}
 
-	fmt.Fprintf(log, "== container %s: %q\n", ctr.Name, spec.Argv)
+	// the container's own log, which the kubelet's endpoint serves (logs.go)
+	// (live before it exists: a follow that finds it follows it)
+	logPath := c.containerLogPath(pod, ctr.Name)
+
+	c.live.set(logPath, true)
+	defer c.live.set(logPath, false)
+
+	cri, err := openCRILog(logPath)
+	if err != nil {
+		return terminated(ctr, 128, "RunContainerError", err.Error(), time.Now())
+	}
+	defer cri.Close() //nolint:errcheck
+
+	// as written, not expanded: a $(VAR) may be a Secret's value
+	fmt.Fprintf(log, "== container %s: %q\n", ctr.Name, append(slices.Clone(ctr.Command), ctr.Args...))
 
 	var tail tailBuffer
 
 	start := time.Now()
 	cmd := sandbox.Command(ctx, spec)
-	cmd.Stdout = io.MultiWriter(log, &tail)
+	// one pipe for both streams (as 2>&1): their lines stay in the order
+	// written, where two pipes could swap them; all tagged stdout
+	cmd.Stdout = io.MultiWriter(log, &tail, cri.stream("stdout"))
 	cmd.Stderr = cmd.Stdout
 	cmd.WaitDelay = 5 * time.Second
 	err = cmd.Run()

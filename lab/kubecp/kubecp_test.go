@@ -1,21 +1,29 @@
 package kubecp_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	stdx509 "crypto/x509"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/siderolabs/crypto/x509"
 	coreconfig "github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate"
 	machinetype "github.com/siderolabs/talos/pkg/machinery/config/machine"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -58,7 +66,7 @@ func startNode(t *testing.T, n int) *node {
 	t.Helper()
 
 	addr := fmt.Sprintf("127.25.1.%d", n)
-	for _, port := range []int{kubecp.APIPort, kubecp.EtcdPort, kubecp.EtcdPeerPort} {
+	for _, port := range []int{kubecp.APIPort, kubecp.EtcdPort, kubecp.EtcdPeerPort, kubecp.KubeletPort} {
 		l, err := net.Listen("tcp", net.JoinHostPort(addr, fmt.Sprint(port)))
 		if err != nil {
 			t.Fatalf("%s:%d is taken (another run of this test?): %v", addr, port, err)
@@ -188,4 +196,237 @@ func TestStartBadKey(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "cluster.secretboxEncryptionSecret is not 32 bytes in base64") {
 		t.Fatalf("a short secretbox key: %v", err)
 	}
+}
+
+// job creates a Job of one pod (no retry) in ns running the container.
+func (n *node) job(t *testing.T, ctx context.Context, ns, name string, ctr corev1.Container) {
+	t.Helper()
+	n.jobSpec(t, ctx, ns, name, corev1.PodSpec{Containers: []corev1.Container{ctr}})
+}
+
+func (n *node) jobSpec(t *testing.T, ctx context.Context, ns, name string, spec corev1.PodSpec) {
+	t.Helper()
+
+	spec.RestartPolicy = corev1.RestartPolicyNever
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       batchv1.JobSpec{BackoffLimit: new(int32), Template: corev1.PodTemplateSpec{Spec: spec}},
+	}
+	if _, err := n.k.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitSA waits for the default ServiceAccount of a new namespace: pods
+// are refused until the controller manager made it.
+func waitSA(t *testing.T, ctx context.Context, k kubernetes.Interface, ns string) {
+	t.Helper()
+
+	for {
+		if _, err := k.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err == nil {
+			return
+		}
+
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no default ServiceAccount in %s", ns)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// pod waits for the pod of Job name to be in one of the phases.
+func (n *node) pod(t *testing.T, ctx context.Context, ns, name string, phases ...corev1.PodPhase) *corev1.Pod {
+	t.Helper()
+
+	for {
+		pods, err := n.k.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + name})
+		if err == nil && len(pods.Items) == 1 && slices.Contains(phases, pods.Items[0].Status.Phase) {
+			return &pods.Items[0]
+		}
+
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the pod of job %s never %v: %v %v", name, phases, pods, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// TestLogs: the node serves its Job pods' output as a kubelet does, to
+// the API server's pods/log (client-go and kubectl): followed while the
+// container runs, ending when it ends; tailLines, limitBytes, timestamps;
+// a client without the API server's certificate is refused.
+func TestLogs(t *testing.T) {
+	t.Parallel()
+
+	n := startNode(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	// the pod prints, then waits for the test to open the gate (a file
+	// on its hostPath volume)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "logs", Labels: map[string]string{"pod-security.kubernetes.io/enforce": "privileged"}}}
+	if _, err := n.k.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	waitSA(t, ctx, n.k, "logs")
+
+	create := corev1.HostPathDirectoryOrCreate
+	n.jobSpec(t, ctx, "logs", "talk", corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "talk", Image: "busybox", Command: []string{"sh", "-c",
+			"echo first; echo to stderr >&2; printf 'no newline '; while [ ! -e /gate/open ]; do sleep 0.1; done; echo last"},
+			VolumeMounts: []corev1.VolumeMount{{Name: "gate", MountPath: "/gate"}}}},
+		Volumes: []corev1.Volume{{Name: "gate", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/gate", Type: &create}}}},
+	})
+	gate := filepath.Join(n.host, "gate", "open")
+	pod := n.pod(t, ctx, "logs", "talk", corev1.PodRunning)
+
+	rc, err := n.k.CoreV1().Pods("logs").GetLogs(pod.Name, &corev1.PodLogOptions{Follow: true}).Stream(ctx)
+	if err != nil {
+		t.Fatalf("following the pod's log: %v", err)
+	}
+	defer rc.Close() //nolint:errcheck
+
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(rc)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+
+	for _, want := range []string{"first", "to stderr"} {
+		select {
+		case got := <-lines:
+			if got != want {
+				t.Fatalf("followed line %q, want %q", got, want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("no line %q while the pod runs", want)
+		}
+	}
+
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	var rest []string
+	for l := range lines { // ends when the container ends
+		rest = append(rest, l)
+	}
+
+	if fmt.Sprint(rest) != "[no newline last]" {
+		t.Errorf("the followed log's end: %q", rest)
+	}
+
+	n.pod(t, ctx, "logs", "talk", corev1.PodSucceeded)
+
+	logs := func(o *corev1.PodLogOptions) (string, error) {
+		b, err := n.k.CoreV1().Pods("logs").GetLogs(pod.Name, o).DoRaw(ctx)
+		return string(b), err
+	}
+
+	two, three := int64(2), int64(3)
+	for _, tc := range []struct {
+		opts *corev1.PodLogOptions
+		want string
+	}{
+		{&corev1.PodLogOptions{}, "first\nto stderr\nno newline last\n"},
+		{&corev1.PodLogOptions{TailLines: &two}, "to stderr\nno newline last\n"},
+		{&corev1.PodLogOptions{LimitBytes: &three}, "fir"},
+		{&corev1.PodLogOptions{Container: "talk", Follow: true}, "first\nto stderr\nno newline last\n"}, // ended: no wait
+	} {
+		if got, err := logs(tc.opts); err != nil || got != tc.want {
+			t.Errorf("logs %+v: %q %v, want %q", tc.opts, got, err, tc.want)
+		}
+	}
+
+	stamped, err := logs(&corev1.PodLogOptions{Timestamps: true, TailLines: &two})
+	if ls := strings.Split(strings.TrimSpace(stamped), "\n"); err != nil || len(ls) != 2 || !strings.HasSuffix(ls[0], " to stderr") {
+		t.Errorf("logs with timestamps: %q %v", stamped, err)
+	} else if at, err := time.Parse(time.RFC3339Nano, strings.Fields(ls[0])[0]); err != nil || time.Since(at) > 5*time.Minute {
+		t.Errorf("the timestamp of %q: %v %v", ls[0], at, err)
+	}
+
+	if got, err := logs(&corev1.PodLogOptions{Container: "nope"}); err == nil || !strings.Contains(got, "container nope is not valid") { // the API server's Status
+		t.Errorf("logs of a container the pod has not: %q %#v", got, err)
+	}
+
+	// the real kubectl, as a user runs it
+	if kubectl, err := exec.LookPath("kubectl"); err == nil {
+		out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", n.cp.Kubeconfig(), "logs", "-n", "logs", "job/talk", "--tail", "1").CombinedOutput()
+		if err != nil || string(out) != "no newline last\n" {
+			t.Errorf("kubectl logs job/talk: %q %v", out, err)
+		}
+	} else {
+		t.Log("no kubectl on PATH: client-go only")
+	}
+
+	// the Node points the API server at the endpoint, kwok's heartbeats
+	// leave it so
+	node, err := n.k.CoreV1().Nodes().Get(ctx, "talos-lab", metav1.GetOptions{})
+	if err != nil || node.Status.DaemonEndpoints.KubeletEndpoint.Port != kubecp.KubeletPort || node.Status.Addresses[0].Address != n.addr {
+		t.Errorf("the node's kubelet endpoint: %+v %v", node.Status, err)
+	}
+
+	// a kubelet authenticates its client: the cluster CA's certificate of
+	// someone allowed nodes/proxy
+	url := fmt.Sprintf("https://%s:%d/containerLogs/logs/%s/talk", n.addr, kubecp.KubeletPort, pod.Name)
+	for _, tc := range []struct {
+		name string
+		cert []tls.Certificate
+		want string
+	}{
+		{"no certificate", nil, "401 Unauthorized"},
+		{"another CA's", []tls.Certificate{clientCert(t, nil, "system:masters")}, "401 Unauthorized"}, // not the CA asked for: not sent
+		{"the cluster CA's, no rights", []tls.Certificate{clientCert(t, n.cfg.Cluster().IssuingCA(), "nobody")}, "403 Forbidden"},
+	} {
+		c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+			InsecureSkipVerify: true, Certificates: tc.cert, MinVersion: tls.VersionTLS12}}} //nolint:gosec // the kubelet's certificate is not what is tested
+		resp, err := c.Get(url)
+		got := fmt.Sprint(err)
+		if err == nil {
+			got = resp.Status
+			resp.Body.Close() //nolint:errcheck
+		}
+		if !strings.Contains(got, tc.want) {
+			t.Errorf("the kubelet's endpoint to a client with %s: %s, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// clientCert is a client certificate signed by ca (a new CA when nil),
+// its organization org.
+func clientCert(t *testing.T, ca *x509.PEMEncodedCertificateAndKey, org string) tls.Certificate {
+	t.Helper()
+
+	if ca == nil {
+		other, err := x509.NewSelfSignedCertificateAuthority(x509.ECDSA(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		ca = &x509.PEMEncodedCertificateAndKey{Crt: other.CrtPEM, Key: other.KeyPEM}
+	}
+
+	authority, err := x509.NewCertificateAuthorityFromCertificateAndKey(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	kp, err := x509.NewKeyPair(authority, x509.CommonName(org), x509.Organization(org),
+		x509.ExtKeyUsage([]stdx509.ExtKeyUsage{stdx509.ExtKeyUsageClientAuth}))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cert, err := tls.X509KeyPair(kp.CrtPEM, kp.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	return cert
 }

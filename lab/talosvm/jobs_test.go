@@ -166,6 +166,16 @@ func testJobs(t *testing.T, ctx context.Context, k kubernetes.Interface, c *clie
 		t.Errorf("container statuses %+v", st)
 	}
 
+	// its output, as `kubectl logs` asks the node for it (lab/kubecp's
+	// kubelet endpoint on the node's address)
+	if b, err := k.CoreV1().Pods("jobs").GetLogs(pod.Name, &corev1.PodLogOptions{Container: "write"}).DoRaw(ctx); err != nil || string(b) != "done\n" {
+		t.Errorf("the pod's log: %q %v", b, err)
+	}
+
+	if b, err := k.CoreV1().Pods("jobs").GetLogs(pod.Name, &corev1.PodLogOptions{Container: "init"}).DoRaw(ctx); err != nil || string(b) != "" {
+		t.Errorf("the init container's log (its output went to a file): %q %v", b, err)
+	}
+
 	want := "from the init container\nhello from the pod\n"
 	if b, err := os.ReadFile(filepath.Join(data, ".migrate/rehearsal")); err != nil || string(b) != want {
 		t.Errorf("the pod's file in the VM's data dir: %q %v", b, err)
