@@ -273,7 +273,13 @@ func (c *ControlPlane) runContainer(ctx context.Context, pod *corev1.Pod, ctr co
 		return waiting(ctr, "DeadlineExceeded", "the pod's deadline passed before the container started")
 	}
 
-	spec, err := containerSpec(pod, ctr, filepath.Join(dir, "containers", ctr.Name), volumes)
+	var spec sandbox.Spec
+
+	names, vars, err := c.containerEnv(ctx, pod, ctr)
+	if err == nil {
+		spec, err = containerSpec(pod, ctr, filepath.Join(dir, "containers", ctr.Name), volumes, names, vars)
+	}
+
 	if err != nil {
 		fmt.Fprintf(log, "== container %s: %v\n", ctr.Name, err)
 
@@ -330,26 +336,15 @@ func (c *ControlPlane) runContainer(ctx context.Context, pod *corev1.Pod, ctr co
 }
 
 // containerSpec is a container as a sandbox command: its command and args,
-// its env (values only), its volume mounts.
-func containerSpec(pod *corev1.Pod, ctr corev1.Container, root string, volumes map[string]string) (sandbox.Spec, error) {
+// its env (names in order, their values: containerEnv), its volume mounts.
+func containerSpec(pod *corev1.Pod, ctr corev1.Container, root string, volumes map[string]string, names []string, vars map[string]string) (sandbox.Spec, error) {
 	if len(ctr.Command) == 0 {
 		return sandbox.Spec{}, fmt.Errorf("container %q has no command: the lab's node runs no images, so it cannot run an image's entrypoint; give the container a command (and args) from the host's /usr", ctr.Name)
 	}
 
-	if len(ctr.EnvFrom) > 0 {
-		return sandbox.Spec{}, fmt.Errorf("container %q: envFrom is not supported by the lab's node: give env values", ctr.Name)
-	}
-
 	env := []string{"HOSTNAME=" + pod.Name, "HOME=/root"}
-	vars := map[string]string{}
-
-	for _, e := range ctr.Env {
-		if e.ValueFrom != nil {
-			return sandbox.Spec{}, fmt.Errorf("container %q: env %s uses valueFrom, which the lab's node cannot resolve: give a value", ctr.Name, e.Name)
-		}
-
-		vars[e.Name] = expand(e.Value, vars)
-		env = append(env, e.Name+"="+vars[e.Name])
+	for _, k := range names {
+		env = append(env, k+"="+vars[k])
 	}
 
 	if _, ok := vars["PATH"]; !ok {

@@ -430,3 +430,89 @@ func clientCert(t *testing.T, ca *x509.PEMEncodedCertificateAndKey, org string) 
 
 	return cert
 }
+
+// TestEnvValueFrom: a Job pod's env takes Secret and ConfigMap keys and
+// the pod's fields, and envFrom whole sources with their prefix, as
+// kubelet makes them; a missing source or key that is not optional fails
+// the container with kubelet's message.
+func TestEnvValueFrom(t *testing.T) {
+	t.Parallel()
+
+	n := startNode(t, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	yes := true
+	secret := func(name, key string, optional bool) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key, Optional: &optional}}
+	}
+	configMap := func(name, key string, optional bool) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key, Optional: &optional}}
+	}
+	field := func(path string) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}
+	}
+
+	if _, err := n.k.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db"},
+		Data: map[string][]byte{"password": []byte("s3cret"), "user": []byte("synapse")}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := n.k.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"},
+		Data: map[string]string{"mode": "prod", "level": "debug"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	n.job(t, ctx, "default", "env", corev1.Container{Name: "c", Image: "busybox",
+		Command: []string{"sh", "-c", `echo "PASS=$PASS MODE=$MODE OPT=${OPT-unset} OPTKEY=${OPTKEY-unset} POD=$POD NS=$NS NODE=$NODE IP=$IP URL=$URL CFG_level=$CFG_level user=$user"`},
+		EnvFrom: []corev1.EnvFromSource{
+			{Prefix: "CFG_", ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "app"}}},
+			{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "db"}}},
+			{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "absent"}, Optional: &yes}},
+		},
+		Env: []corev1.EnvVar{
+			{Name: "PASS", ValueFrom: secret("db", "password", false)},
+			{Name: "MODE", ValueFrom: configMap("app", "mode", false)},
+			{Name: "OPT", ValueFrom: secret("absent", "x", true)},
+			{Name: "OPTKEY", ValueFrom: configMap("app", "absent", true)},
+			{Name: "POD", ValueFrom: field("metadata.name")},
+			{Name: "NS", ValueFrom: field("metadata.namespace")},
+			{Name: "NODE", ValueFrom: field("spec.nodeName")},
+			{Name: "IP", ValueFrom: field("status.podIP")},
+			{Name: "URL", Value: "$(MODE)://$(user):$(PASS)"},
+		}})
+
+	failures := map[string]struct {
+		ctr  corev1.Container
+		want string
+	}{
+		"no-secret":    {corev1.Container{Env: []corev1.EnvVar{{Name: "X", ValueFrom: secret("x", "k", false)}}}, `secret "x" not found`},
+		"no-key":       {corev1.Container{Env: []corev1.EnvVar{{Name: "X", ValueFrom: secret("db", "k", false)}}}, "couldn't find key k in Secret default/db"},
+		"no-configmap": {corev1.Container{Env: []corev1.EnvVar{{Name: "X", ValueFrom: configMap("nocm", "k", false)}}}, `configmap "nocm" not found`},
+		"no-cm-key":    {corev1.Container{Env: []corev1.EnvVar{{Name: "X", ValueFrom: configMap("app", "k", false)}}}, "couldn't find key k in ConfigMap default/app"},
+		"no-envfrom": {corev1.Container{EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "gone"}}}}}, `secret "gone" not found`},
+		"no-envfrom-cm": {corev1.Container{EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "gone"}}}}}, `configmap "gone" not found`},
+	}
+	for name, f := range failures {
+		ctr := f.ctr
+		ctr.Name, ctr.Image, ctr.Command = "c", "busybox", []string{"true"} // a run would end Completed
+		n.job(t, ctx, "default", name, ctr)
+	}
+
+	pod := n.pod(t, ctx, "default", "env", corev1.PodSucceeded, corev1.PodFailed)
+	want := fmt.Sprintf("PASS=s3cret MODE=prod OPT=unset OPTKEY=unset POD=%s NS=default NODE=talos-lab IP=%s URL=prod://synapse:s3cret CFG_level=debug user=synapse\n", pod.Name, pod.Status.PodIP)
+	if st := pod.Status.ContainerStatuses; pod.Status.Phase != corev1.PodSucceeded || pod.Status.PodIP == "" || len(st) != 1 || st[0].State.Terminated == nil || st[0].State.Terminated.Message != want {
+		t.Errorf("the pod with env from its sources: %s %+v, want output %q", pod.Status.Phase, pod.Status.ContainerStatuses, want)
+	}
+
+	for name, f := range failures {
+		pod := n.pod(t, ctx, "default", name, corev1.PodSucceeded, corev1.PodFailed)
+		st := pod.Status.ContainerStatuses
+		if pod.Status.Phase != corev1.PodFailed || len(st) != 1 || st[0].State.Terminated == nil ||
+			st[0].State.Terminated.Reason != "CreateContainerConfigError" || st[0].State.Terminated.Message != f.want {
+			t.Errorf("job %s: %s %+v, want CreateContainerConfigError %q", name, pod.Status.Phase, st, f.want)
+		}
+	}
+}

@@ -239,7 +239,7 @@ func testJobs(t *testing.T, ctx context.Context, k kubernetes.Interface, c *clie
 
 	waitFor(t, ctx, "the deleted job's command to be killed", func() bool { return !sleeping("567") })
 
-	// what the lab cannot do fails the pod, saying so
+	// what the lab cannot do, or kubelet would not, fails the pod, saying so
 	for name, spec := range map[string]corev1.PodSpec{
 		"value-from": {Containers: []corev1.Container{{Name: "c", Image: "busybox", Command: []string{"true"},
 			Env: []corev1.EnvVar{{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{Key: "k", LocalObjectReference: corev1.LocalObjectReference{Name: "s"}}}}}}}},
@@ -247,7 +247,7 @@ func testJobs(t *testing.T, ctx context.Context, k kubernetes.Interface, c *clie
 		"config-map": {Containers: []corev1.Container{{Name: "c", Image: "busybox", Command: []string{"true"}}},
 			Volumes: []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}}},
 	} {
-		want := map[string]string{"value-from": "env TOKEN uses valueFrom, which the lab's node cannot resolve",
+		want := map[string]string{"value-from": `secret "s" not found`, // kubelet's CreateContainerConfigError
 			"no-command": "the lab's node runs no images", "config-map": `volume "cfg" is of a kind the lab's node cannot mount`}[name]
 
 		j, pod := runJob(t, ctx, k, "jobs", name, spec)
