@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	stdx509 "crypto/x509"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -309,6 +310,36 @@ func TestLogs(t *testing.T) {
 		}
 	}
 
+	// the real kubectl follows it too, as a user runs it
+	var kubectlOut *bytes.Buffer
+
+	var kubectlDone chan error
+
+	if kubectl, err := exec.LookPath("kubectl"); err == nil {
+		kubectlOut, kubectlDone = &bytes.Buffer{}, make(chan error, 1)
+		cmd := exec.CommandContext(ctx, kubectl, "--kubeconfig", n.cp.Kubeconfig(), "logs", "-f", "-n", "logs", pod.Name)
+		out, _ := cmd.StdoutPipe() //nolint:errcheck
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+
+		rd := bufio.NewReader(out)
+
+		first, err := rd.ReadString('\n')
+		if err != nil || first != "first\n" {
+			t.Fatalf("kubectl logs -f while the pod runs: %q %v", first, err)
+		}
+
+		go func() {
+			b, _ := io.ReadAll(rd) //nolint:errcheck
+			kubectlOut.Write(b)
+			kubectlDone <- cmd.Wait()
+		}()
+	} else {
+		t.Log("no kubectl on PATH: client-go only")
+	}
+
 	if err := os.WriteFile(gate, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -355,14 +386,15 @@ func TestLogs(t *testing.T) {
 		t.Errorf("logs of a container the pod has not: %q %#v", got, err)
 	}
 
-	// the real kubectl, as a user runs it
-	if kubectl, err := exec.LookPath("kubectl"); err == nil {
-		out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", n.cp.Kubeconfig(), "logs", "-n", "logs", "job/talk", "--tail", "1").CombinedOutput()
+	if kubectlDone != nil {
+		if err := <-kubectlDone; err != nil || kubectlOut.String() != "to stderr\nno newline last\n" {
+			t.Errorf("kubectl logs -f: the rest %q, ended %v", kubectlOut.String(), err)
+		}
+
+		out, err := exec.CommandContext(ctx, "kubectl", "--kubeconfig", n.cp.Kubeconfig(), "logs", "-n", "logs", "job/talk", "--tail", "1").CombinedOutput()
 		if err != nil || string(out) != "no newline last\n" {
 			t.Errorf("kubectl logs job/talk: %q %v", out, err)
 		}
-	} else {
-		t.Log("no kubectl on PATH: client-go only")
 	}
 
 	// the Node points the API server at the endpoint, kwok's heartbeats
