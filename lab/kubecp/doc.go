@@ -16,9 +16,24 @@
 // signs an admin certificate with that CA, works against it), the service
 // account key of the machine config, and PodSecurity admission as Talos
 // configures it (enforce baseline, audit and warn restricted, kube-system
-// exempt; the same file as scripts/kube-up.sh). The Node object is
-// registered under the node's hostname, schedulable (Talos' single-node
-// clusters schedule on the control plane), and kwok keeps it Ready.
+// exempt; the same file as scripts/kube-up.sh), and Secrets encrypted at
+// rest in etcd as Talos configures it (encryption.go: an
+// EncryptionConfiguration, Dir/encryption.yaml, mode 0600, whose secretbox
+// key is the machine config's cluster.secretboxEncryptionSecret, then
+// aescbc with cluster.aescbcEncryptionSecret for older configs, then
+// identity; a key that is not 32 bytes of base64 is refused by Start).
+// The node's kubelet endpoint (logs.go) listens on Addr:10250: over HTTPS,
+// a client authenticated by a certificate of the cluster CA (the API
+// server's --kubelet-client-certificate, system:masters) and authorized
+// by a SubjectAccessReview of nodes/proxy, as a kubelet in webhook mode;
+// it serves GET /containerLogs/NS/POD/CONTAINER (pods/log: `kubectl
+// logs`) from the output the pod runner keeps, with follow (streamed
+// while the container runs, ended when it ends), tailLines, limitBytes,
+// timestamps, sinceSeconds and sinceTime. The Node object is
+// registered under the node's hostname, with the taints and labels of the
+// machine config (Config.Taints, Config.Labels), its InternalIP Addr and
+// kubelet port 10250 (kwok, run without --node-port, leaves both), and
+// kwok keeps it Ready.
 //
 // Stop ends them in order (kwok, scheduler, controller manager, API
 // server, etcd): TERM, then KILL after a grace period, each waited for, so
@@ -32,8 +47,15 @@
 // which kwok-stages/pod-fail.yaml, embedded too, fails) and runs each container's
 // command and args, init containers first, one after the other, each in
 // lab/sandbox: chrooted in its own directory under Dir/pods/UID, with the
-// host's /usr, the pod's volumes at their mountPaths and its env values
-// ($(VAR) expanded in command, args and env, as kubelet does).
+// host's /usr, the pod's volumes at their mountPaths and its environment
+// as kubelet makes it (env.go): envFrom (a ConfigMap's or Secret's keys,
+// with its prefix), then env, values with $(VAR) expanded (in command and
+// args too), valueFrom a Secret's or ConfigMap's key or a field of the
+// pod (metadata.name, namespace, uid, labels and annotations,
+// spec.nodeName, serviceAccountName, status.podIP(s), hostIP(s)); a
+// missing source or key not optional fails the container with kubelet's
+// CreateContainerConfigError message (`secret "x" not found`, `couldn't
+// find key k in Secret ns/x`).
 // hostPath volumes are where the node path lives on the host (a virtiofs
 // share, or under the node's root), type-checked as kubelet checks them
 // (Directory must exist: "hostPath type check failed: PATH is not a
@@ -44,8 +66,11 @@
 // its exit code, reason Completed or Error and the last KiB of its output
 // as message (whatever its terminationMessagePolicy: a kubelet reads
 // /dev/termination-log, and the output only on error with
-// FallbackToLogsOnError); the Job controller completes or fails the Job. The output is
-// kept in Dir/logs/pods/NS_NAME.log. A pod is bounded by its
+// FallbackToLogsOnError); the Job controller completes or fails the Job.
+// Each container's output is kept as a kubelet keeps it, in the CRI's
+// format (Dir/logs/pods/NS_NAME_UID/CONTAINER/0.log: what the kubelet
+// endpoint serves), and all of the pod's, with what the lab did, in
+// Dir/logs/pods/NS_NAME.log. A pod is bounded by its
 // activeDeadlineSeconds or 30 minutes (DeadlineExceeded, counted from
 // when its first command starts); a pod deleted while it runs has its
 // commands killed. Its result is
@@ -55,20 +80,27 @@
 // node that rebooted. Without Config.HostPath, kwok's pod-complete stage
 // marks Job pods Succeeded without running anything.
 //
-// Differences from a real node: etcd without TLS; one client certificate
+// Differences from a real node: etcd without TLS (Secrets in it are
+// encrypted, as on Talos; see above); one client certificate
 // (system:masters) for the controller manager, scheduler and kwok; no
 // kube-proxy, CoreDNS, flannel or kubelet. kwok runs no container: only
 // Job pods run (above), and not as a kubelet runs them: no image (the
 // command must exist in the host's /usr, /bin, /sbin), containers one
 // after the other instead of side by side, no restart (restartPolicy
 // OnFailure is Never), no service account token mounted, no network
-// namespace (the host's network), no resource limits, no probes, no logs
-// served to the API server (pods/log), securityContext ignored (the
+// namespace (the host's network), no resource limits (resourceFieldRef
+// is refused), no probes, no exec, attach or port-forward on the kubelet
+// endpoint (only logs), no previous logs (no restart), stdout and stderr
+// through one pipe (their order kept, all tagged stdout); the API server
+// prefers the node's InternalIP to reach the kubelet
+// (--kubelet-preferred-address-types: the hostname resolves on a Talos
+// node, not on the lab's host); securityContext ignored (the
 // commands run as root of their user namespace, with every capability but
 // CAP_SYS_ADMIN and CAP_SYS_CHROOT). A pod the lab cannot run fails
 // saying so: volumes other than hostPath, a claim bound to a hostPath PV
-// and emptyDir (FailedMount), env valueFrom or envFrom, a container
-// without command (CreateContainerConfigError). The commands run as root
+// and emptyDir (FailedMount), a container without command
+// (CreateContainerConfigError; kubelet would leave such a pod Pending and
+// retry, the lab fails it). The commands run as root
 // in a user namespace: as root on the host, uids 0-65535 are the host's
 // (chown works); as another user only that user is mapped, so a chown to
 // another uid fails (Synapse's restore chowns to 991).

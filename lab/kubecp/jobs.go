@@ -273,20 +273,42 @@ func (c *ControlPlane) runContainer(ctx context.Context, pod *corev1.Pod, ctr co
 		return waiting(ctr, "DeadlineExceeded", "the pod's deadline passed before the container started")
 	}
 
-	spec, err := containerSpec(pod, ctr, filepath.Join(dir, "containers", ctr.Name), volumes)
+	var spec sandbox.Spec
+
+	names, vars, err := c.containerEnv(ctx, pod, ctr)
+	if err == nil {
+		spec, err = containerSpec(pod, ctr, filepath.Join(dir, "containers", ctr.Name), volumes, names, vars)
+	}
+
 	if err != nil {
 		fmt.Fprintf(log, "== container %s: %v\n", ctr.Name, err)
 
 		return terminated(ctr, 128, "CreateContainerConfigError", err.Error(), time.Now())
 	}
 
-	fmt.Fprintf(log, "== container %s: %q\n", ctr.Name, spec.Argv)
+	// the container's own log, which the kubelet's endpoint serves (logs.go)
+	// (live before it exists: a follow that finds it follows it)
+	logPath := c.containerLogPath(pod, ctr.Name)
+
+	c.live.set(logPath, true)
+	defer c.live.set(logPath, false)
+
+	cri, err := openCRILog(logPath)
+	if err != nil {
+		return terminated(ctr, 128, "RunContainerError", err.Error(), time.Now())
+	}
+	defer cri.Close() //nolint:errcheck
+
+	// as written, not expanded: a $(VAR) may be a Secret's value
+	fmt.Fprintf(log, "== container %s: %q\n", ctr.Name, append(slices.Clone(ctr.Command), ctr.Args...))
 
 	var tail tailBuffer
 
 	start := time.Now()
 	cmd := sandbox.Command(ctx, spec)
-	cmd.Stdout = io.MultiWriter(log, &tail)
+	// one pipe for both streams (as 2>&1): their lines stay in the order
+	// written, where two pipes could swap them; all tagged stdout
+	cmd.Stdout = io.MultiWriter(log, &tail, cri.stream("stdout"))
 	cmd.Stderr = cmd.Stdout
 	cmd.WaitDelay = 5 * time.Second
 	err = cmd.Run()
@@ -314,26 +336,15 @@ func (c *ControlPlane) runContainer(ctx context.Context, pod *corev1.Pod, ctr co
 }
 
 // containerSpec is a container as a sandbox command: its command and args,
-// its env (values only), its volume mounts.
-func containerSpec(pod *corev1.Pod, ctr corev1.Container, root string, volumes map[string]string) (sandbox.Spec, error) {
+// its env (names in order, their values: containerEnv), its volume mounts.
+func containerSpec(pod *corev1.Pod, ctr corev1.Container, root string, volumes map[string]string, names []string, vars map[string]string) (sandbox.Spec, error) {
 	if len(ctr.Command) == 0 {
 		return sandbox.Spec{}, fmt.Errorf("container %q has no command: the lab's node runs no images, so it cannot run an image's entrypoint; give the container a command (and args) from the host's /usr", ctr.Name)
 	}
 
-	if len(ctr.EnvFrom) > 0 {
-		return sandbox.Spec{}, fmt.Errorf("container %q: envFrom is not supported by the lab's node: give env values", ctr.Name)
-	}
-
 	env := []string{"HOSTNAME=" + pod.Name, "HOME=/root"}
-	vars := map[string]string{}
-
-	for _, e := range ctr.Env {
-		if e.ValueFrom != nil {
-			return sandbox.Spec{}, fmt.Errorf("container %q: env %s uses valueFrom, which the lab's node cannot resolve: give a value", ctr.Name, e.Name)
-		}
-
-		vars[e.Name] = expand(e.Value, vars)
-		env = append(env, e.Name+"="+vars[e.Name])
+	for _, k := range names {
+		env = append(env, k+"="+vars[k])
 	}
 
 	if _, ok := vars["PATH"]; !ok {

@@ -46,7 +46,13 @@ type Config struct {
 	CA *x509.PEMEncodedCertificateAndKey
 	// ServiceAccountKey is the machine config's service account key (PEM).
 	ServiceAccountKey []byte
-	Log               func(format string, args ...any) // progress; nil for none
+	// SecretboxKey and AESCBCKey are the machine config's
+	// cluster.secretboxEncryptionSecret and (older configs)
+	// cluster.aescbcEncryptionSecret, base64 of 32 bytes: the API server
+	// encrypts Secrets in etcd with them, as Talos configures it
+	// (encryption.go).
+	SecretboxKey, AESCBCKey string
+	Log                     func(format string, args ...any) // progress; nil for none
 	// HostPath maps a node path to where it lives on the host (the
 	// node's HostPath). With it, the control plane runs the commands of
 	// the node's Job pods (jobs.go) instead of kwok's pod-complete stage
@@ -76,7 +82,9 @@ type ControlPlane struct {
 	kubeconfig string
 	api        *http.Client
 	stopPods   context.CancelFunc // ends the pod runner (jobs.go)
-	runners    sync.WaitGroup     // the pod runner and its pods
+	runners    sync.WaitGroup     // the pod runner, its pods, the kubelet's endpoint
+	kubelet    *http.Server       // the kubelet's endpoint (logs.go)
+	live       liveLogs           // the container logs being written
 }
 
 type proc struct {
@@ -103,8 +111,13 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		return nil, errors.New("kubecp: the machine config has no cluster CA or service account key")
 	}
 
+	encryption, err := encryptionConfig(cfg.SecretboxKey, cfg.AESCBCKey)
+	if err != nil {
+		return nil, err
+	}
+
 	c := &ControlPlane{cfg: cfg, kubeconfig: filepath.Join(cfg.Dir, "kubeconfig")}
-	if err := c.writeFiles(); err != nil {
+	if err := c.writeFiles(encryption); err != nil {
 		return nil, err
 	}
 
@@ -149,8 +162,15 @@ func (c *ControlPlane) start(ctx context.Context) error {
 		"--service-account-issuer", "https://kubernetes.default.svc",
 		"--service-cluster-ip-range", "10.96.0.0/12",
 		"--authorization-mode", "RBAC",
+		// pods/log and the like: the kubelet's endpoint (logs.go) is on the
+		// node's address; its hostname resolves on a Talos node (its
+		// /etc/hosts), not on the lab's host
+		"--kubelet-client-certificate", filepath.Join(pki, "apiserver-kubelet-client.crt"),
+		"--kubelet-client-key", filepath.Join(pki, "apiserver-kubelet-client.key"),
+		"--kubelet-preferred-address-types", "InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP",
 		"--allow-privileged=true",
-		"--admission-control-config-file", filepath.Join(cfg.Dir, "admission.yaml")); err != nil {
+		"--admission-control-config-file", filepath.Join(cfg.Dir, "admission.yaml"),
+		"--encryption-provider-config", filepath.Join(cfg.Dir, "encryption.yaml")); err != nil {
 		return err
 	}
 
@@ -179,6 +199,10 @@ func (c *ControlPlane) start(ctx context.Context) error {
 	if err := c.wait(ctx, "kube-controller-manager", func() bool {
 		return c.get(ctx, "/api/v1/namespaces/default/serviceaccounts/default") == nil
 	}); err != nil {
+		return err
+	}
+
+	if err := c.serveKubelet(); err != nil {
 		return err
 	}
 
@@ -388,7 +412,9 @@ func (c *ControlPlane) registerNode(ctx context.Context) error {
 			"allocatable": map[string]string{"cpu": "6", "memory": "24Gi", "pods": "110"},
 			"capacity":    map[string]string{"cpu": "6", "memory": "24Gi", "pods": "110"},
 			"addresses":   []map[string]string{{"type": "InternalIP", "address": c.cfg.Addr}, {"type": "Hostname", "address": name}},
-			"nodeInfo":    map[string]string{"architecture": "amd64", "operatingSystem": "linux", "osImage": "Talos (lab, kubelet simulated by kwok)"},
+			// kwok leaves them (no --node-port: it would serve that port itself)
+			"daemonEndpoints": map[string]any{"kubeletEndpoint": map[string]int{"Port": KubeletPort}},
+			"nodeInfo":        map[string]string{"architecture": "amd64", "operatingSystem": "linux", "osImage": "Talos (lab, kubelet simulated by kwok)"},
 		},
 	}
 
@@ -405,6 +431,11 @@ func (c *ControlPlane) registerNode(ctx context.Context) error {
 		if err := c.do(ctx, http.MethodPatch, "/api/v1/nodes/"+name, "application/merge-patch+json", strings.NewReader(string(patch)), nil); err != nil {
 			return fmt.Errorf("kubecp: updating node %s: %w", name, err)
 		}
+		// registered before the node served logs: its kubelet port
+		status, _ := json.Marshal(map[string]any{"status": map[string]any{"daemonEndpoints": node["status"].(map[string]any)["daemonEndpoints"]}}) //nolint:forcetypeassert
+		if err := c.do(ctx, http.MethodPatch, "/api/v1/nodes/"+name+"/status", "application/merge-patch+json", strings.NewReader(string(status)), nil); err != nil {
+			return fmt.Errorf("kubecp: updating node %s: %w", name, err)
+		}
 		return nil
 	}
 
@@ -419,10 +450,15 @@ func (c *ControlPlane) registerNode(ctx context.Context) error {
 // controller manager, API server, etcd): TERM, KILL after 15s, each
 // reaped. Safe to call twice.
 func (c *ControlPlane) Stop() {
+	if c.kubelet != nil {
+		c.kubelet.Close() //nolint:errcheck // its streams end
+	}
+
 	if c.stopPods != nil {
 		c.stopPods() // its pods killed, their status left for the next start
-		c.runners.Wait()
 	}
+
+	c.runners.Wait()
 
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		p := c.procs[i]
@@ -461,8 +497,9 @@ func (c *ControlPlane) PIDs() map[string]int {
 
 // writeFiles writes Dir/pki (the CA, the API server's serving certificate
 // for Addr, an admin client certificate, the service account key), the
-// components' kubeconfig and the admission configuration.
-func (c *ControlPlane) writeFiles() error {
+// components' kubeconfig, the admission configuration and the
+// encryption configuration (0600: it holds the keys).
+func (c *ControlPlane) writeFiles(encryption []byte) error {
 	cfg := c.cfg
 	pki := filepath.Join(cfg.Dir, "pki")
 
@@ -498,11 +535,35 @@ func (c *ControlPlane) writeFiles() error {
 		return err
 	}
 
+	// the kubelet's serving certificate, and the API server's client
+	// certificate to the kubelet (Talos': system:masters)
+	kubelet, err := x509.NewKeyPair(ca,
+		x509.CommonName(cfg.NodeName),
+		x509.IPAddresses([]net.IP{net.ParseIP(cfg.Addr)}), x509.DNSNames([]string{cfg.NodeName}),
+		x509.NotBefore(now.Add(-time.Minute)), x509.NotAfter(now.Add(365*24*time.Hour)),
+		x509.KeyUsage(stdx509.KeyUsageDigitalSignature|stdx509.KeyUsageKeyEncipherment),
+		x509.ExtKeyUsage([]stdx509.ExtKeyUsage{stdx509.ExtKeyUsageServerAuth}))
+	if err != nil {
+		return err
+	}
+
+	kubeletClient, err := x509.NewKeyPair(ca,
+		x509.CommonName("apiserver-kubelet-client"), x509.Organization("system:masters"),
+		x509.NotBefore(now.Add(-time.Minute)), x509.NotAfter(now.Add(365*24*time.Hour)),
+		x509.KeyUsage(stdx509.KeyUsageDigitalSignature|stdx509.KeyUsageKeyEncipherment),
+		x509.ExtKeyUsage([]stdx509.ExtKeyUsage{stdx509.ExtKeyUsageClientAuth}))
+	if err != nil {
+		return err
+	}
+
 	files := map[string][]byte{
+		"pki/kubelet.crt": kubelet.CrtPEM, "pki/kubelet.key": kubelet.KeyPEM,
+		"pki/apiserver-kubelet-client.crt": kubeletClient.CrtPEM, "pki/apiserver-kubelet-client.key": kubeletClient.KeyPEM,
 		"pki/ca.crt": cfg.CA.Crt, "pki/ca.key": cfg.CA.Key,
 		"pki/apiserver.crt": serving.CrtPEM, "pki/apiserver.key": serving.KeyPEM,
-		"pki/sa.key":     cfg.ServiceAccountKey,
-		"admission.yaml": []byte(admission),
+		"pki/sa.key":      cfg.ServiceAccountKey,
+		"admission.yaml":  []byte(admission),
+		"encryption.yaml": encryption,
 		"kubeconfig": fmt.Appendf(nil, kubeconfigFormat, cfg.Addr, APIPort,
 			base64.StdEncoding.EncodeToString(cfg.CA.Crt),
 			base64.StdEncoding.EncodeToString(admin.CrtPEM), base64.StdEncoding.EncodeToString(admin.KeyPEM)),

@@ -166,6 +166,16 @@ func testJobs(t *testing.T, ctx context.Context, k kubernetes.Interface, c *clie
 		t.Errorf("container statuses %+v", st)
 	}
 
+	// its output, as `kubectl logs` asks the node for it (lab/kubecp's
+	// kubelet endpoint on the node's address)
+	if b, err := k.CoreV1().Pods("jobs").GetLogs(pod.Name, &corev1.PodLogOptions{Container: "write"}).DoRaw(ctx); err != nil || string(b) != "done\n" {
+		t.Errorf("the pod's log: %q %v", b, err)
+	}
+
+	if b, err := k.CoreV1().Pods("jobs").GetLogs(pod.Name, &corev1.PodLogOptions{Container: "init"}).DoRaw(ctx); err != nil || string(b) != "" {
+		t.Errorf("the init container's log (its output went to a file): %q %v", b, err)
+	}
+
 	want := "from the init container\nhello from the pod\n"
 	if b, err := os.ReadFile(filepath.Join(data, ".migrate/rehearsal")); err != nil || string(b) != want {
 		t.Errorf("the pod's file in the VM's data dir: %q %v", b, err)
@@ -229,7 +239,7 @@ func testJobs(t *testing.T, ctx context.Context, k kubernetes.Interface, c *clie
 
 	waitFor(t, ctx, "the deleted job's command to be killed", func() bool { return !sleeping("567") })
 
-	// what the lab cannot do fails the pod, saying so
+	// what the lab cannot do, or kubelet would not, fails the pod, saying so
 	for name, spec := range map[string]corev1.PodSpec{
 		"value-from": {Containers: []corev1.Container{{Name: "c", Image: "busybox", Command: []string{"true"},
 			Env: []corev1.EnvVar{{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{Key: "k", LocalObjectReference: corev1.LocalObjectReference{Name: "s"}}}}}}}},
@@ -237,7 +247,7 @@ func testJobs(t *testing.T, ctx context.Context, k kubernetes.Interface, c *clie
 		"config-map": {Containers: []corev1.Container{{Name: "c", Image: "busybox", Command: []string{"true"}}},
 			Volumes: []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}}},
 	} {
-		want := map[string]string{"value-from": "env TOKEN uses valueFrom, which the lab's node cannot resolve",
+		want := map[string]string{"value-from": `secret "s" not found`, // kubelet's CreateContainerConfigError
 			"no-command": "the lab's node runs no images", "config-map": `volume "cfg" is of a kind the lab's node cannot mount`}[name]
 
 		j, pod := runJob(t, ctx, k, "jobs", name, spec)

@@ -245,6 +245,8 @@ func (k *kube) start(ctx context.Context, cfg talosconfig.Config, etcdDir string
 		Bin:               bin,
 		CA:                cluster.IssuingCA(),
 		ServiceAccountKey: cluster.ServiceAccount().Key,
+		SecretboxKey:      cluster.SecretboxEncryptionSecret(),
+		AESCBCKey:         cluster.AESCBCEncryptionSecret(),
 		HostPath:          k.hostPath,
 		Log:               k.spec.Log,
 		OnPodRun:          k.spec.OnPodRun,

@@ -47,7 +47,7 @@ func freeAddr(t *testing.T) string {
 		addr := fmt.Sprintf("127.%d.%d.%d", 100+rand.IntN(100), rand.IntN(256), 2+rand.IntN(250))
 		free := true
 
-		for _, port := range []int{talosvm.APIPort, 6443, 2379, 2380} {
+		for _, port := range []int{talosvm.APIPort, 6443, 2379, 2380, 10250} { // 10250: the kubelet's (logs)
 			l, err := net.Listen("tcp", net.JoinHostPort(addr, fmt.Sprint(port)))
 			if err != nil {
 				free = false

@@ -1,0 +1,237 @@
+package kubecp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// A container's environment as kubelet makes it: envFrom first (each
+// ConfigMap's or Secret's keys, with the source's prefix), then env, whose
+// values are expanded ($(VAR)) against what came before and whose
+// valueFrom takes a ConfigMap's or Secret's key or a field of the pod. A
+// source that is missing fails the container with kubelet's message
+// (CreateContainerConfigError), unless it is optional.
+
+// containerEnv is the container's variables, in order, with their values.
+func (c *ControlPlane) containerEnv(ctx context.Context, pod *corev1.Pod, ctr corev1.Container) ([]string, map[string]string, error) {
+	var names []string
+
+	vars := map[string]string{}
+	set := func(k, v string) {
+		if _, ok := vars[k]; !ok {
+			names = append(names, k)
+		}
+
+		vars[k] = v
+	}
+
+	for _, from := range ctr.EnvFrom {
+		data, err := c.envSource(ctx, pod.Namespace, from)
+		if err != nil {
+			return nil, nil, err
+		}
+
+		for _, k := range slices.Sorted(maps.Keys(data)) {
+			set(from.Prefix+k, data[k])
+		}
+	}
+
+	for _, e := range ctr.Env {
+		if e.ValueFrom == nil {
+			set(e.Name, expand(e.Value, vars))
+
+			continue
+		}
+
+		v, ok, err := c.valueFrom(ctx, pod, e)
+		if err != nil {
+			return nil, nil, err
+		}
+
+		if ok {
+			set(e.Name, v)
+		}
+	}
+
+	return names, vars, nil
+}
+
+// envSource is the data of an envFrom's ConfigMap or Secret (none for a
+// missing optional one).
+func (c *ControlPlane) envSource(ctx context.Context, ns string, from corev1.EnvFromSource) (map[string]string, error) {
+	switch {
+	case from.ConfigMapRef != nil:
+		var cm corev1.ConfigMap
+
+		found, err := c.object(ctx, ns, "configmap", from.ConfigMapRef.Name, &cm)
+		if err != nil || (!found && isOptional(from.ConfigMapRef.Optional)) {
+			return nil, err
+		}
+
+		if !found {
+			return nil, fmt.Errorf("configmap %q not found", from.ConfigMapRef.Name)
+		}
+
+		return cm.Data, nil
+	case from.SecretRef != nil:
+		var s corev1.Secret
+
+		found, err := c.object(ctx, ns, "secret", from.SecretRef.Name, &s)
+		if err != nil || (!found && isOptional(from.SecretRef.Optional)) {
+			return nil, err
+		}
+
+		if !found {
+			return nil, fmt.Errorf("secret %q not found", from.SecretRef.Name)
+		}
+
+		data := map[string]string{}
+		for k, v := range s.Data {
+			data[k] = string(v)
+		}
+
+		return data, nil
+	default:
+		return nil, errors.New("envFrom names neither a configMapRef nor a secretRef")
+	}
+}
+
+// valueFrom is an env variable's value from its source; ok is false for
+// an optional source that is missing (the variable is not set).
+func (c *ControlPlane) valueFrom(ctx context.Context, pod *corev1.Pod, e corev1.EnvVar) (string, bool, error) {
+	src := e.ValueFrom
+
+	switch {
+	case src.ConfigMapKeyRef != nil:
+		ref := src.ConfigMapKeyRef
+
+		var cm corev1.ConfigMap
+
+		found, err := c.object(ctx, pod.Namespace, "configmap", ref.Name, &cm)
+
+		switch {
+		case err != nil:
+			return "", false, err
+		case !found && isOptional(ref.Optional):
+			return "", false, nil
+		case !found:
+			return "", false, fmt.Errorf("configmap %q not found", ref.Name)
+		}
+
+		v, ok := cm.Data[ref.Key]
+		if !ok && !isOptional(ref.Optional) {
+			return "", false, fmt.Errorf("couldn't find key %s in ConfigMap %s/%s", ref.Key, pod.Namespace, ref.Name)
+		}
+
+		return v, ok, nil
+	case src.SecretKeyRef != nil:
+		ref := src.SecretKeyRef
+
+		var s corev1.Secret
+
+		found, err := c.object(ctx, pod.Namespace, "secret", ref.Name, &s)
+
+		switch {
+		case err != nil:
+			return "", false, err
+		case !found && isOptional(ref.Optional):
+			return "", false, nil
+		case !found:
+			return "", false, fmt.Errorf("secret %q not found", ref.Name)
+		}
+
+		v, ok := s.Data[ref.Key]
+		if !ok && !isOptional(ref.Optional) {
+			return "", false, fmt.Errorf("couldn't find key %s in Secret %s/%s", ref.Key, pod.Namespace, ref.Name)
+		}
+
+		return string(v), ok, nil
+	case src.FieldRef != nil:
+		v, err := podField(pod, src.FieldRef.FieldPath)
+
+		return v, err == nil, err
+	default:
+		return "", false, fmt.Errorf("env %s: resourceFieldRef is not supported by the lab's node (it sets no resource limits): give a value", e.Name)
+	}
+}
+
+// podField is a fieldRef's value, as kubelet resolves the paths the
+// downward API allows for env.
+func podField(pod *corev1.Pod, path string) (string, error) {
+	if k, ok := subscript(path, "metadata.labels"); ok {
+		return pod.Labels[k], nil
+	}
+
+	if k, ok := subscript(path, "metadata.annotations"); ok {
+		return pod.Annotations[k], nil
+	}
+
+	switch path {
+	case "metadata.name":
+		return pod.Name, nil
+	case "metadata.namespace":
+		return pod.Namespace, nil
+	case "metadata.uid":
+		return string(pod.UID), nil
+	case "spec.nodeName":
+		return pod.Spec.NodeName, nil
+	case "spec.serviceAccountName":
+		return pod.Spec.ServiceAccountName, nil
+	case "status.hostIP":
+		return pod.Status.HostIP, nil
+	case "status.podIP":
+		return pod.Status.PodIP, nil
+	case "status.hostIPs", "status.podIPs":
+		var ips []string
+
+		if path == "status.hostIPs" {
+			for _, ip := range pod.Status.HostIPs {
+				ips = append(ips, ip.IP)
+			}
+		} else {
+			for _, ip := range pod.Status.PodIPs {
+				ips = append(ips, ip.IP)
+			}
+		}
+
+		return strings.Join(ips, ","), nil
+	}
+
+	return "", fmt.Errorf("unsupported fieldPath: %s", path)
+}
+
+// subscript is KEY of PREFIX['KEY'].
+func subscript(path, prefix string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, prefix+"['")
+	if !ok || !strings.HasSuffix(rest, "']") {
+		return "", false
+	}
+
+	return strings.TrimSuffix(rest, "']"), true
+}
+
+func isOptional(o *bool) bool { return o != nil && *o }
+
+// object gets a namespaced ConfigMap or Secret (kind "configmap",
+// "secret") into out; found is false when it does not exist.
+func (c *ControlPlane) object(ctx context.Context, ns, kind, name string, out any) (bool, error) {
+	err := c.do(ctx, http.MethodGet, "/api/v1/namespaces/"+ns+"/"+kind+"s/"+name, "application/json", nil, out)
+
+	var he *httpError
+	if errors.As(err, &he) && he.code == http.StatusNotFound {
+		return false, nil
+	}
+
+	if err != nil {
+		return false, fmt.Errorf("getting %s %q: %w", kind, name, err)
+	}
+
+	return true, nil
+}
