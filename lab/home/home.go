@@ -1,6 +1,7 @@
 package home
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -194,7 +196,10 @@ func (h *Home) bootVM(ctx context.Context, spec incushost.VMSpec) (incushost.Gue
 		DataDir: spec.DataShare,
 		GPU:     spec.GPU,
 		NICs:    nics(spec.NICs),
-		Log:     h.logf,
+		// As Incus sizes a VM: 1 CPU and 1GiB unless its limits say.
+		CPU:    cpuCount(spec.Config["limits.cpu"]),
+		Memory: strings.TrimSuffix(cmp.Or(spec.Config["limits.memory"], "1GiB"), "B"),
+		Log:    h.logf,
 
 		OnBootstrap: func() { h.events.add(Event{Kind: EventBootstrap, Instance: spec.Name}) },
 		OnPodRun: func(namespace, pod, job string) {
@@ -208,6 +213,30 @@ func (h *Home) bootVM(ctx context.Context, spec incushost.VMSpec) (incushost.Gue
 	h.vms[spec.Name] = vm
 	h.mu.Unlock()
 	return guest{h, spec.Name, vm}, nil
+}
+
+// cpuCount is the number of CPUs of limits.cpu: a count ("6"), or the
+// CPUs it pins ("0-3,6"); Incus gives a VM 1 when unset.
+func cpuCount(limit string) string {
+	if limit == "" {
+		return "1"
+	}
+	if !strings.ContainsAny(limit, "-,") {
+		return limit
+	}
+	n := 0
+	for _, part := range strings.Split(limit, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, errA := strconv.Atoi(strings.TrimSpace(lo))
+		b, errB := strconv.Atoi(strings.TrimSpace(hi))
+		switch {
+		case isRange && errA == nil && errB == nil && b >= a:
+			n += b - a + 1
+		case !isRange && errA == nil:
+			n++
+		}
+	}
+	return strconv.Itoa(max(n, 1))
 }
 
 // unreachable is a VM that booted where nothing can reach it.

@@ -32,8 +32,11 @@
 // timestamps, sinceSeconds and sinceTime. The Node object is
 // registered under the node's hostname, with the taints and labels of the
 // machine config (Config.Taints, Config.Labels), its InternalIP Addr and
-// kubelet port 10250 (kwok, run without --node-port, leaves both), and
-// kwok keeps it Ready.
+// kubelet port 10250 (kwok, run without --node-port, leaves both), the
+// VM's size as its capacity (Config.CPU, Config.Memory) and as
+// allocatable that minus Talos' kubelet reservation and hard eviction, so
+// the real scheduler leaves a pod that asks for more Pending; and kwok
+// keeps it Ready.
 //
 // Stop ends them in order (kwok, scheduler, controller manager, API
 // server, etcd): TERM, then KILL after a grace period, each waited for, so

@@ -1,6 +1,7 @@
 package kubecp
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	stdx509 "crypto/x509"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/siderolabs/crypto/x509"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Ports of a Talos control plane node.
@@ -68,6 +70,32 @@ type Config struct {
 	// plane that does not allow scheduling is tainted NoSchedule.
 	Taints []Taint
 	Labels map[string]string
+	// CPU and Memory are the node's capacity, as Kubernetes quantities
+	// (the VM's limits.cpu and limits.memory); "" for 6 and 24Gi. Its
+	// allocatable is that minus what Talos' kubelet reserves for the
+	// system on a control plane (50m, 512Mi) and kubelet's hard eviction
+	// threshold (100Mi), so the real scheduler leaves a pod that asks for
+	// more Pending, as on the VM.
+	CPU, Memory string
+}
+
+// allocatable is what kubelet leaves to pods of a Talos control plane's
+// capacity: minus Talos' systemReserved (constants
+// KubeletSystemReservedCPU, KubeletSystemReservedMemoryControlPlane) and
+// kubelet's default hard eviction of memory.available<100Mi.
+func allocatable(cpu, memory string) (string, string, error) {
+	c, err := resource.ParseQuantity(cpu)
+	if err != nil {
+		return "", "", fmt.Errorf("kubecp: node cpu %q: %w", cpu, err)
+	}
+	m, err := resource.ParseQuantity(memory)
+	if err != nil {
+		return "", "", fmt.Errorf("kubecp: node memory %q: %w", memory, err)
+	}
+	c.Sub(resource.MustParse("50m"))
+	m.Sub(resource.MustParse("512Mi"))
+	m.Sub(resource.MustParse("100Mi"))
+	return c.String(), m.String(), nil
 }
 
 // Taint is a Node taint.
@@ -396,6 +424,11 @@ func (c *ControlPlane) registerNode(ctx context.Context) error {
 	for k, v := range c.cfg.Labels {
 		labels[k] = v
 	}
+	capCPU, capMem := cmp.Or(c.cfg.CPU, "6"), cmp.Or(c.cfg.Memory, "24Gi")
+	allocCPU, allocMem, err := allocatable(capCPU, capMem)
+	if err != nil {
+		return err
+	}
 	taints := []map[string]string{}
 	for _, t := range c.cfg.Taints {
 		taints = append(taints, map[string]string{"key": t.Key, "value": t.Value, "effect": t.Effect})
@@ -409,8 +442,8 @@ func (c *ControlPlane) registerNode(ctx context.Context) error {
 		},
 		"spec": map[string]any{"taints": taints},
 		"status": map[string]any{
-			"allocatable": map[string]string{"cpu": "6", "memory": "24Gi", "pods": "110"},
-			"capacity":    map[string]string{"cpu": "6", "memory": "24Gi", "pods": "110"},
+			"allocatable": map[string]string{"cpu": allocCPU, "memory": allocMem, "pods": "110"},
+			"capacity":    map[string]string{"cpu": capCPU, "memory": capMem, "pods": "110"},
 			"addresses":   []map[string]string{{"type": "InternalIP", "address": c.cfg.Addr}, {"type": "Hostname", "address": name}},
 			// kwok leaves them (no --node-port: it would serve that port itself)
 			"daemonEndpoints": map[string]any{"kubeletEndpoint": map[string]int{"Port": KubeletPort}},

@@ -33,6 +33,9 @@ type Spec struct {
 	Disks   []talosnode.Disk // from the VM's disk devices
 	DataDir string           // host directory of the `data` virtiofs device; "" when none
 	GPU     bool             // a `gpu` device is attached
+	// CPU and Memory are the VM's size as Kubernetes quantities (its
+	// limits.cpu and limits.memory): the node's capacity (kubecp.Config).
+	CPU, Memory string
 	// NICs are the VM's network interfaces with their MACs (its nic
 	// devices: hwaddr, else volatile.<dev>.hwaddr): the links the node
 	// reports (talosctl get links). None: the node's default eth0.
@@ -251,6 +254,8 @@ func (k *kube) start(ctx context.Context, cfg talosconfig.Config, etcdDir string
 		Log:               k.spec.Log,
 		OnPodRun:          k.spec.OnPodRun,
 		Taints:            nodeTaints(cfg),
+		CPU:               k.spec.CPU,
+		Memory:            k.spec.Memory,
 		Labels:            cfg.Machine().NodeLabels(),
 	})
 	if err == nil {

@@ -72,6 +72,38 @@ func TestDemo(t *testing.T) {
 	if procs := processesMentioning(filepath.Join(dir, "lab")); len(procs) > 0 {
 		t.Errorf("processes of the demo's lab left: %v", procs)
 	}
+	// The cluster's admin key never lay in clear in the runbook: the
+	// kubeconfigs were age files (removed by the rollback).
+	if !strings.Contains(text, "kubeconfig written, age-encrypted") {
+		t.Error("the demo's output does not say the kubeconfig was written age-encrypted")
+	}
+	for _, f := range clearKeys(t, filepath.Join(dir, "homelab")) {
+		t.Errorf("a key in clear under the runbook: %s", f)
+	}
+}
+
+// clearKeys lists the files under dir that hold a private key or a
+// kubeconfig's client key in clear.
+func clearKeys(t *testing.T, dir string) []string {
+	t.Helper()
+	var found []string
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(b), "client-key-data") || regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----`).Match(b) {
+			found = append(found, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
 }
 
 // tail is the last n lines of s.
