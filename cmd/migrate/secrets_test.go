@@ -250,7 +250,7 @@ func TestSecretsGenTalos(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(decryptFile(t, out, id)), bundle); err != nil {
 		t.Fatal(err)
 	}
-	if err := bundle.Validate(); err != nil || bundle.Certs == nil || bundle.Secrets.BootstrapToken == "" {
+	if err := bundle.Validate(nil); err != nil || bundle.Certs == nil || bundle.Secrets.BootstrapToken == "" {
 		t.Fatalf("the bundle does not load: %v", err)
 	}
 	before, _ := os.ReadFile(out)

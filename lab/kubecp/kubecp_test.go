@@ -23,6 +23,7 @@ import (
 	coreconfig "github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate"
 	machinetype "github.com/siderolabs/talos/pkg/machinery/config/machine"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -75,7 +76,7 @@ func startNode(t *testing.T, n int) *node {
 		l.Close() //nolint:errcheck
 	}
 
-	in, err := generate.NewInput("lab", "https://"+addr+":6443", "")
+	in, err := generate.NewInput("lab", "https://"+addr+":6443", constants.DefaultKubernetesVersion)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,15 +93,15 @@ func startNode(t *testing.T, n int) *node {
 
 	dir, host := t.TempDir(), t.TempDir()
 	logs := &syncBuf{}
-	cluster := cfg.Cluster()
+	secretbox, aescbc := kubecp.EncryptionKeys(cfg)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
 	cp, err := kubecp.Start(ctx, kubecp.Config{
 		Dir: dir, EtcdDir: filepath.Join(dir, "etcd"), Addr: addr, NodeName: "talos-lab", Bin: bin,
-		CA: cluster.IssuingCA(), ServiceAccountKey: cluster.ServiceAccount().Key,
-		SecretboxKey: cluster.SecretboxEncryptionSecret(), AESCBCKey: cluster.AESCBCEncryptionSecret(),
+		CA: cfg.K8sAPIServerCAConfig().IssuingCA(), ServiceAccountKey: cfg.K8sServiceAccountConfig().IssuingKey().Key,
+		SecretboxKey: secretbox, AESCBCKey: aescbc,
 		HostPath: func(p string) (string, error) { return filepath.Join(host, p), nil },
 		Log:      logs.logf,
 	})
@@ -182,7 +183,7 @@ func TestSecretsEncryptedAtRest(t *testing.T) {
 // TestStartBadKey: a machine config key that is not 32 bytes of base64
 // is refused before anything starts, naming the field.
 func TestStartBadKey(t *testing.T) {
-	in, err := generate.NewInput("lab", "https://127.25.1.250:6443", "")
+	in, err := generate.NewInput("lab", "https://127.25.1.250:6443", constants.DefaultKubernetesVersion)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +194,7 @@ func TestStartBadKey(t *testing.T) {
 	}
 
 	_, err = kubecp.Start(context.Background(), kubecp.Config{Dir: t.TempDir(), Addr: "127.25.1.250",
-		CA: cfg.Cluster().IssuingCA(), ServiceAccountKey: cfg.Cluster().ServiceAccount().Key, SecretboxKey: "c2hvcnQ="})
+		CA: cfg.K8sAPIServerCAConfig().IssuingCA(), ServiceAccountKey: cfg.K8sServiceAccountConfig().IssuingKey().Key, SecretboxKey: "c2hvcnQ="})
 	if err == nil || !strings.Contains(err.Error(), "cluster.secretboxEncryptionSecret is not 32 bytes in base64") {
 		t.Fatalf("a short secretbox key: %v", err)
 	}
@@ -414,7 +415,7 @@ func TestLogs(t *testing.T) {
 	}{
 		{"no certificate", nil, "401 Unauthorized"},
 		{"another CA's", []tls.Certificate{clientCert(t, nil, "system:masters")}, "401 Unauthorized"}, // not the CA asked for: not sent
-		{"the cluster CA's, no rights", []tls.Certificate{clientCert(t, n.cfg.Cluster().IssuingCA(), "nobody")}, "403 Forbidden"},
+		{"the cluster CA's, no rights", []tls.Certificate{clientCert(t, n.cfg.K8sAPIServerCAConfig().IssuingCA(), "nobody")}, "403 Forbidden"},
 	} {
 		c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
 			InsecureSkipVerify: true, Certificates: tc.cert, MinVersion: tls.VersionTLS12}}} //nolint:gosec // the kubelet's certificate is not what is tested

@@ -59,7 +59,8 @@
 //   - Identity and TLS. New generates (or loads) Dir/secrets.yaml with
 //     machinery's generate/secrets, the initial controlplane config with
 //     generate.NewInput (install disk /dev/sda, the node version's contract,
-//     installer image ghcr.io/siderolabs/installer:<version>), an apid server
+//     installer image ghcr.io/siderolabs/installer:<version>; Kubernetes
+//     KubernetesVersionOf the version), an apid server
 //     certificate for 127.0.0.1, ::1, localhost and the hostname signed by the
 //     bundle's OS CA, and an os:admin client certificate. The server requires
 //     and verifies client certificates against the OS CA; roles come from the
@@ -76,7 +77,7 @@
 //     host); another name answers Unavailable ("dial tcp X:50000 ... no route
 //     to host"), a name with a port answers Internal `invalid target "..."`
 //     (apid's NewAPID), a multi-valued "node" InvalidArgument.
-//   - ApplyConfiguration follows machined v1.13: configloader.NewFromBytes,
+//   - ApplyConfiguration follows machined v1.13 on a 1.13 node: configloader.NewFromBytes,
 //     "doesn't contain v1alpha1 config" refusal, Validate in the metal mode of
 //     an installed node (RequiresInstall false, not strict: warnings are
 //     returned in the response, not errors), the Kubernetes image tag checks of
@@ -91,6 +92,17 @@
 //     REBOOT persists and reboots; STAGED persists for the next boot; TRY runs
 //     the config in memory only and reverts to the config that ran before it
 //     after try_mode_timeout (default 1m) unless a non-TRY apply comes first.
+//     That is a 1.13 node (Options.Version v1.13.x). A 1.14 node (v1.14.x)
+//     follows machined v1.14 instead (release.go): REBOOT on an installed
+//     node answers Unimplemented "the REBOOT mode is not supported, please
+//     use AUTO or NO_REBOOT modes instead", AUTO resolves to NO_REBOOT
+//     ("AUTO(NO_REBOOT)"), and no change needs a reboot (no
+//     CanApplyImmediate). Its own config is rendered with the 1.14 contract
+//     (multi-document Kubernetes config, UnattendedInstallConfig, whose disk
+//     selector the install matches against the machine's disks). A 1.13
+//     node's loader refuses the document kinds machinery v1.13 does not
+//     register ("not registered"), as a real 1.13 node refuses a config
+//     rendered for 1.14; both validate with the linked machinery (v1.14.1).
 //     Dry run answers ModeDetails "Dry run summary:\n<details> (skipped in
 //     dry-run).\nConfig diff:\n\n<configdiff.DiffConfigs(running, new)>" or
 //     "No changes."; the diff is NOT redacted (secrets that change show).

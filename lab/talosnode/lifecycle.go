@@ -16,7 +16,6 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/configdiff"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/siderolabs/talos/pkg/machinery/config/container"
-	"github.com/siderolabs/talos/pkg/machinery/config/types/v1alpha1"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -172,7 +171,8 @@ func (n *Node) persistLocked(b []byte) error {
 	return writeFileAtomic(n.persistedConfigPath(), b, 0o600)
 }
 
-// applyConfiguration follows machined's ApplyConfiguration (Talos v1.13).
+// applyConfiguration follows machined's ApplyConfiguration of the node's
+// release (release.go says where 1.13 and 1.14 differ).
 func (n *Node) applyConfiguration(in *machine.ApplyConfigurationRequest) (*machine.ApplyConfigurationResponse, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -209,8 +209,11 @@ func (n *Node) applyLocked(in *machine.ApplyConfigurationRequest, rec *ApplyReco
 		return nil, err
 	}
 
-	mode, modeDetails, modeErr, err := applyMode(mode, current, cfg)
-	if err != nil {
+	var modeDetails, modeErr string
+
+	if m, details, ok := releaseMode(n.state.Version, mode); ok {
+		mode, modeDetails = m, details // 1.14: no reboot, ever
+	} else if mode, modeDetails, modeErr, err = applyMode(mode, current, cfg); err != nil {
 		return nil, err
 	}
 
@@ -254,6 +257,14 @@ func (n *Node) checkApplyLocked(in *machine.ApplyConfigurationRequest) (cfg, cur
 
 	if cfg.RawV1Alpha1() == nil {
 		return nil, nil, nil, status.Error(codes.InvalidArgument, "the applied machine configuration doesn't contain v1alpha1 config, did you mean to patch the machine config instead?")
+	}
+
+	if err = checkReleaseKinds(n.state.Version, cfg); err != nil {
+		return nil, nil, nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+
+	if in.GetMode() == machine.ApplyConfigurationRequest_REBOOT && rebootModeRemoved(n.state.Version) {
+		return nil, nil, nil, errRebootModeRemoved
 	}
 
 	warnings, err = cfg.Validate(metalMode{})
@@ -399,7 +410,7 @@ func (n *Node) runtimeValidateLocked(cfg config.Provider) ([]string, error) {
 	}
 
 	check := func(name, ref string) {
-		k8s, err := v1alpha1.KubernetesVersionFromImageRef(ref)
+		k8s, err := compatibility.KubernetesVersionFromImageRef(ref)
 		if err == nil {
 			err = k8s.SupportedWith(talosVersion)
 		} else {
@@ -416,12 +427,24 @@ func (n *Node) runtimeValidateLocked(cfg config.Provider) ([]string, error) {
 			warnings = append(warnings, ".machine.install.extensions is deprecated, please see https://docs.siderolabs.com/talos/latest/platform-specific-installations/boot-assets")
 		}
 
-		check("kubelet", m.Kubelet().Image())
+		// The K8s* accessors read the v1alpha1 sections (Talos 1.13's
+		// shape) and the multi-document Kubernetes config (1.14's) alike.
+		if k := cfg.K8sKubeletConfig(); k != nil {
+			check("kubelet", k.Image())
+		}
 
-		if m.Type().IsControlPlane() && cfg.Cluster() != nil {
-			check("kube-apiserver", cfg.Cluster().APIServer().Image())
-			check("kube-controller-manager", cfg.Cluster().ControllerManager().Image())
-			check("kube-scheduler", cfg.Cluster().Scheduler().Image())
+		if m.Type().IsControlPlane() {
+			if c := cfg.K8sAPIServerConfig(); c != nil {
+				check("kube-apiserver", c.Image())
+			}
+
+			if c := cfg.K8sControllerManagerConfig(); c != nil {
+				check("kube-controller-manager", c.Image())
+			}
+
+			if c := cfg.K8sSchedulerConfig(); c != nil {
+				check("kube-scheduler", c.Image())
+			}
 		}
 	}
 

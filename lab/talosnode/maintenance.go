@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/cel/celenv"
 	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
@@ -245,6 +246,10 @@ func (n *Node) maintenanceApplyLocked(in *machine.ApplyConfigurationRequest) (*m
 		return nil, fmt.Errorf("failed to parse config: %w", err)
 	}
 
+	if err = checkReleaseKinds(n.state.Version, cfg); err != nil {
+		return nil, fmt.Errorf("failed to parse config: %w", err)
+	}
+
 	warnings, err := cfg.Validate(installMode{})
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "configuration validation failed: %s", err)
@@ -359,16 +364,10 @@ func (n *Node) installLockedFromMaintenance(cfg config.Provider, data []byte) er
 		return errors.New("the config has no machine section")
 	}
 
-	disk := cfg.Machine().Install().Disk()
-	if disk == "" {
-		return errors.New("install.diskSelector is not modelled by the lab node: give install.disk")
+	image, disk, err := installTarget(cfg, n.opts.Disks)
+	if err != nil {
+		return err
 	}
-
-	if _, ok := findDisk(n.opts.Disks, disk); !ok {
-		return fmt.Errorf("failed to install: install disk %s not found", disk)
-	}
-
-	image := cfg.Machine().Install().Image()
 
 	tag, err := imageTag(image)
 	if err != nil {
@@ -377,7 +376,10 @@ func (n *Node) installLockedFromMaintenance(cfg config.Provider, data []byte) er
 
 	n.logfLocked(facilityUser, "warning", "[talos] installing Talos %s from %s to %s", tag, image, disk)
 
-	bundle := secrets.NewBundleFromConfig(secrets.NewClock(), cfg)
+	bundle, err := secrets.NewBundleFromConfig(secrets.NewClock(), cfg)
+	if err != nil {
+		return fmt.Errorf("error reading the secrets of the config: %w", err)
+	}
 
 	var buf strings.Builder
 
@@ -456,8 +458,70 @@ func (n *Node) InstallFailures() []string {
 // useClusterName names the talosconfig context and the cluster in logs
 // after the config the node was installed with, not Options.ClusterName.
 func (n *Node) useClusterName(cfg config.Provider) {
-	if cl := cfg.Cluster(); cl != nil && cl.Name() != "" {
-		n.contextName = cl.Name()
-		n.opts.ClusterName = cl.Name()
+	if cl := cfg.K8sClusterConfig(); cl != nil && cl.ClusterName() != "" {
+		n.contextName = cl.ClusterName()
+		n.opts.ClusterName = cl.ClusterName()
 	}
+}
+
+// installTarget is the installer image and install disk of a config:
+// Talos 1.14's UnattendedInstallConfig document (its disk selector matched
+// against the machine's disks, exactly one), else 1.13's machine.install.
+func installTarget(cfg config.Provider, disks []Disk) (image, disk string, err error) {
+	if u := cfg.UnattendedInstallConfig(); u != nil {
+		sel := u.VolumeSelector()
+		if sel.IsZero() {
+			return "", "", errors.New("UnattendedInstallConfig: provisioning.diskSelector is required")
+		}
+
+		var matched []string
+
+		for _, d := range disks {
+			spec := d.resource().TypedSpec()
+
+			ok, evalErr := sel.EvalBool(celenv.DiskLocator(), map[string]any{"disk": spec, "system_disk": false})
+			if evalErr != nil {
+				return "", "", fmt.Errorf("UnattendedInstallConfig: disk selector: %w", evalErr)
+			}
+
+			if ok {
+				matched = append(matched, d.Name)
+			}
+		}
+
+		switch len(matched) {
+		case 0:
+			return "", "", fmt.Errorf("failed to install: no disk matches the install disk selector %q", sel.String())
+		case 1:
+		default:
+			return "", "", fmt.Errorf("failed to install: the install disk selector %q matches %d disks (%s)", sel.String(), len(matched), strings.Join(matched, ", "))
+		}
+
+		return u.InstallerImage(), matched[0], nil
+	}
+
+	disk = cfg.Machine().Install().Disk()
+	if disk == "" {
+		return "", "", errors.New("install.diskSelector is not modelled by the lab node: give install.disk")
+	}
+
+	if _, ok := findDisk(disks, disk); !ok {
+		return "", "", fmt.Errorf("failed to install: install disk %s not found", disk)
+	}
+
+	return cfg.Machine().Install().Image(), disk, nil
+}
+
+// installImage is the installer image a config names (either shape), ""
+// when it names none.
+func installImage(cfg config.Provider) string {
+	if u := cfg.UnattendedInstallConfig(); u != nil {
+		return u.InstallerImage()
+	}
+
+	if cfg.Machine() == nil {
+		return ""
+	}
+
+	return cfg.Machine().Install().Image()
 }

@@ -48,7 +48,7 @@ const (
 type Options struct {
 	Dir               string // working dir: secrets.yaml, talosconfig, the node's config and simulated filesystem live here
 	Version           string // Talos version the node runs, default "v1.13.3"
-	KubernetesVersion string // default: machinery constants.DefaultKubernetesVersion
+	KubernetesVersion string // default: KubernetesVersionOf(Version)
 	Hostname          string // default "lab-node"
 	ClusterName       string // default "lab"
 
@@ -275,7 +275,7 @@ func (opts *Options) setDefaults() {
 	}
 
 	if opts.KubernetesVersion == "" {
-		opts.KubernetesVersion = constants.DefaultKubernetesVersion
+		opts.KubernetesVersion = KubernetesVersionOf(opts.Version)
 	}
 
 	if opts.Hostname == "" {

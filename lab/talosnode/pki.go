@@ -233,12 +233,14 @@ current-context: {{ .User }}
 // kubeconfig.GenerateAdmin: client certificate CN=admin O=system:masters
 // signed by the cluster (Kubernetes) CA of the running config.
 func adminKubeconfig(cfg talosconfig.Config) ([]byte, error) {
-	cluster := cfg.Cluster()
-	if cluster == nil || cluster.IssuingCA() == nil {
+	// The K8s* accessors read Talos 1.13's v1alpha1 cluster section and
+	// 1.14's multi-document Kubernetes config alike.
+	caCfg, cluster := cfg.K8sAPIServerCAConfig(), cfg.K8sClusterConfig()
+	if caCfg == nil || caCfg.IssuingCA() == nil || cluster == nil || cluster.ClusterEndpoint() == nil {
 		return nil, errors.New("cluster CA is not set in the machine config")
 	}
 
-	ca, err := x509.NewCertificateAuthorityFromCertificateAndKey(cluster.IssuingCA())
+	ca, err := x509.NewCertificateAuthorityFromCertificateAndKey(caCfg.IssuingCA())
 	if err != nil {
 		return nil, fmt.Errorf("error parsing cluster CA: %w", err)
 	}
@@ -257,18 +259,22 @@ func adminKubeconfig(cfg talosconfig.Config) ([]byte, error) {
 		return nil, err
 	}
 
-	caPEM := append([]byte(nil), cluster.IssuingCA().Crt...)
-	for _, accepted := range cluster.AcceptedCAs() {
-		caPEM = append(caPEM, accepted.Crt...)
+	// The accepted CAs may list the issuing one (the v1alpha1 bridge
+	// does): each certificate once.
+	caPEM := append([]byte(nil), caCfg.IssuingCA().Crt...)
+	for _, accepted := range caCfg.AcceptedCAs() {
+		if !bytes.Equal(accepted.Crt, caCfg.IssuingCA().Crt) {
+			caPEM = append(caPEM, accepted.Crt...)
+		}
 	}
 
 	var buf bytes.Buffer
 
 	err = kubeconfigTemplate.Execute(&buf, map[string]string{
-		"Cluster": cluster.Name(),
-		"Server":  cluster.Endpoint().String(),
+		"Cluster": cluster.ClusterName(),
+		"Server":  cluster.ClusterEndpoint().String(),
 		"CA":      base64.StdEncoding.EncodeToString(caPEM),
-		"User":    "admin@" + cluster.Name(),
+		"User":    "admin@" + cluster.ClusterName(),
 		"Crt":     base64.StdEncoding.EncodeToString(kp.CrtPEM),
 		"Key":     base64.StdEncoding.EncodeToString(kp.KeyPEM),
 	})

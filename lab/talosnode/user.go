@@ -9,7 +9,7 @@ import (
 // UserInput is what a user generates before meeting a node in maintenance
 // mode, as talosctl gen secrets / gen config do: a fresh secrets bundle
 // (in.Options.SecretsBundle) and the generate input of that bundle for
-// cluster, with DefaultVersion's contract and the endpoint
+// cluster, with DefaultVersion's contract and Kubernetes, and the endpoint
 // https://127.0.0.1:6443; opts add to those.
 func UserInput(cluster string, opts ...generate.Option) (*generate.Input, error) {
 	contract, err := talosconfig.ParseContractFromVersion(DefaultVersion)
@@ -22,6 +22,6 @@ func UserInput(cluster string, opts ...generate.Option) (*generate.Input, error)
 		return nil, err
 	}
 
-	return generate.NewInput(cluster, "https://127.0.0.1:6443", "",
+	return generate.NewInput(cluster, "https://127.0.0.1:6443", KubernetesVersionOf(DefaultVersion),
 		append([]generate.Option{generate.WithVersionContract(contract), generate.WithSecretsBundle(bundle)}, opts...)...)
 }

@@ -39,8 +39,8 @@ func (n *Node) hardwareLocked() {
 	}
 
 	image := n.state.Image // the last install or upgrade
-	if image == "" && cfg.Machine() != nil {
-		image = cfg.Machine().Install().Image()
+	if image == "" {
+		image = installImage(cfg)
 	}
 
 	var ext []string

@@ -28,7 +28,10 @@
 //
 // After the bootstrap, the node's Kubernetes is real (lab/kubecp): etcd,
 // kube-apiserver on Addr:6443, controller manager, scheduler, and kwok as
-// the kubelet of a Node named after the config's hostname. The binaries are
+// the kubelet of a Node named after the config's hostname, registered with
+// the labels and taints Talos gives it (machinery's K8sNodeConfig: on 1.13
+// the control-plane taint unless cluster.allowSchedulingOnControlPlanes,
+// plus machine.nodeLabels/nodeTaints; on 1.14 the KubeNodeConfig document). The binaries are
 // built once (lab/kubecp/build-kube.sh); the first Boot that bootstraps says so
 // on Spec.Log with progress and how long it took. The kubeconfig the node's
 // Kubeconfig RPC returns reaches it when the config's cluster endpoint is

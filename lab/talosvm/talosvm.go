@@ -228,10 +228,14 @@ func (k *kube) Start(cfg talosconfig.Config, etcdDir string) {
 }
 
 func (k *kube) start(ctx context.Context, cfg talosconfig.Config, etcdDir string) (*kubecp.ControlPlane, error) {
-	cluster := cfg.Cluster()
-	if cluster == nil || cluster.ServiceAccount() == nil {
+	// The K8s* accessors read Talos 1.13's v1alpha1 cluster section and
+	// 1.14's multi-document Kubernetes config alike.
+	caCfg, sa := cfg.K8sAPIServerCAConfig(), cfg.K8sServiceAccountConfig()
+	if caCfg == nil || caCfg.IssuingCA() == nil || sa == nil || sa.IssuingKey() == nil {
 		return nil, errors.New("the machine config has no cluster section")
 	}
+
+	secretbox, aescbc := kubecp.EncryptionKeys(cfg) // Secrets at rest, in 1.13's config or 1.14's
 
 	bin, err := kubecp.Binaries(ctx, k.spec.Log)
 	if err != nil {
@@ -246,17 +250,17 @@ func (k *kube) start(ctx context.Context, cfg talosconfig.Config, etcdDir string
 		Addr:              k.spec.Addr,
 		NodeName:          hostname(cfg, k.spec.Name),
 		Bin:               bin,
-		CA:                cluster.IssuingCA(),
-		ServiceAccountKey: cluster.ServiceAccount().Key,
-		SecretboxKey:      cluster.SecretboxEncryptionSecret(),
-		AESCBCKey:         cluster.AESCBCEncryptionSecret(),
+		CA:                caCfg.IssuingCA(),
+		ServiceAccountKey: sa.IssuingKey().Key,
+		SecretboxKey:      secretbox,
+		AESCBCKey:         aescbc,
 		HostPath:          k.hostPath,
 		Log:               k.spec.Log,
 		OnPodRun:          k.spec.OnPodRun,
 		Taints:            nodeTaints(cfg),
 		CPU:               k.spec.CPU,
 		Memory:            k.spec.Memory,
-		Labels:            cfg.Machine().NodeLabels(),
+		Labels:            nodeLabels(cfg),
 	})
 	if err == nil {
 		k.spec.Log("talosvm: VM %s: Kubernetes API ready on %s after %s", k.spec.Name, Endpoint(k.spec.Addr), time.Since(start).Round(time.Second))
@@ -267,15 +271,21 @@ func (k *kube) start(ctx context.Context, cfg talosconfig.Config, etcdDir string
 
 // nodeTaints are the taints Talos gives its node: a control plane is
 // tainted node-role.kubernetes.io/control-plane:NoSchedule unless
-// cluster.allowSchedulingOnControlPlanes, then machine.nodeTaints
-// (KEY: VALUE:EFFECT, or KEY: EFFECT).
+// cluster.allowSchedulingOnControlPlanes (1.13), or as its KubeNodeConfig
+// document says (1.14, where config generation writes that taint), then
+// the node's own taints (KEY: VALUE:EFFECT, or KEY: EFFECT).
 func nodeTaints(cfg talosconfig.Config) []kubecp.Taint {
-	var out []kubecp.Taint
-	if cfg.Machine().Type().IsControlPlane() && !cfg.Cluster().ScheduleOnControlPlanes() {
-		out = append(out, kubecp.Taint{Key: "node-role.kubernetes.io/control-plane", Effect: "NoSchedule"})
+	node := cfg.K8sNodeConfig()
+	if node == nil {
+		return nil
 	}
-	for _, key := range slices.Sorted(maps.Keys(cfg.Machine().NodeTaints())) {
-		v := cfg.Machine().NodeTaints()[key]
+
+	taints := node.Taints()
+
+	var out []kubecp.Taint
+
+	for _, key := range slices.Sorted(maps.Keys(taints)) {
+		v := taints[key]
 		value, effect := "", v
 		if i := strings.LastIndex(v, ":"); i >= 0 {
 			value, effect = v[:i], v[i+1:]
@@ -283,6 +293,17 @@ func nodeTaints(cfg talosconfig.Config) []kubecp.Taint {
 		out = append(out, kubecp.Taint{Key: key, Value: value, Effect: effect})
 	}
 	return out
+}
+
+// nodeLabels are the labels the node registers with: machine.nodeLabels
+// (1.13) or the KubeNodeConfig document's (1.14), with the control-plane
+// role label.
+func nodeLabels(cfg talosconfig.Config) map[string]string {
+	if node := cfg.K8sNodeConfig(); node != nil {
+		return node.Labels()
+	}
+
+	return nil
 }
 
 // hostname is the node's hostname by its config: a HostnameConfig

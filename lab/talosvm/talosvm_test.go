@@ -122,7 +122,7 @@ func install(t *testing.T, ctx context.Context, vm *talosvm.VM, image string, pa
 		t.Fatal(err)
 	}
 
-	if c, err := configloader.NewFromBytes(data); err != nil || c.Cluster().Endpoint().String() != talosvm.Endpoint(host) {
+	if c, err := configloader.NewFromBytes(data); err != nil || c.K8sClusterConfig().ClusterEndpoint().String() != talosvm.Endpoint(host) {
 		t.Fatalf("patched config: %v", err)
 	}
 

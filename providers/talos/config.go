@@ -15,8 +15,8 @@ import (
 	machineapi "github.com/siderolabs/talos/pkg/machinery/api/machine"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/compatibility"
+	coreconfig "github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
-	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"go.yaml.in/yaml/v4"
 
 	"github.com/homelab-migrate/migrate/phases"
@@ -81,8 +81,11 @@ func configure(req providers.ConfigureRequest) (*settings, phases.Diagnostics) {
 		errf("Missing Required Attribute", "The \"version\" attribute of provider talos %q is required.", req.Name)
 	} else {
 		s.version = "v" + strings.TrimPrefix(a.Version, "v")
+		if _, err := releaseContract(s.version); err != nil {
+			errf("Unsupported Talos Version", "The talos provider %q pins version = %q: %v.", req.Name, a.Version, err)
+		}
 	}
-	s.k8sVersion = strings.TrimPrefix(or(a.KubernetesVersion, constants.DefaultKubernetesVersion), "v")
+	s.k8sVersion = strings.TrimPrefix(or(a.KubernetesVersion, defaultKubernetes(s.version)), "v")
 	s.clusterName, s.clusterURL = a.ClusterName, a.ClusterEndpoint
 	s.installDisk = or(a.InstallDisk, "/dev/sda")
 	schematicYAML, extensions := a.Schematic, a.Extensions
@@ -260,7 +263,9 @@ func parseBundle(b []byte) (*secrets.Bundle, error) {
 	if bundle.Certs == nil || bundle.Secrets == nil || bundle.Cluster == nil || bundle.TrustdInfo == nil {
 		return nil, fmt.Errorf("it lacks cluster, secrets, trustdinfo or certs")
 	}
-	if err := bundle.Validate(); err != nil {
+	// The bundle's checks of the library's own release: the fields every
+	// supported release needs.
+	if err := bundle.Validate(coreconfig.TalosVersionCurrent); err != nil {
 		return nil, err
 	}
 	return bundle, nil

@@ -100,8 +100,12 @@ func decodeMachineConfig(c *call, a mcAttrs) (st mcStep, isKnown bool, diags pha
 	var k bool
 	if st.modeName, k = setting(c, "mode", a.Mode, "no-reboot"); k {
 		m, ok := modes[st.modeName]
-		if !ok {
-			diags = append(diags, phases.Errorf("Invalid Attribute Value", "The \"mode\" attribute of %s must be \"no-reboot\", \"auto\" or \"reboot\", not %q.", c.addr, st.modeName)...)
+		switch {
+		case !ok:
+			diags = append(diags, phases.Errorf("Invalid Attribute Value", "The \"mode\" attribute of %s must be %s, not %q.", c.addr, modesOf(c.s.version), st.modeName)...)
+		case m == machineapi.ApplyConfigurationRequest_REBOOT && rebootModeRemoved(c.s.version):
+			// The node would refuse it (Unimplemented) after the TRY passed.
+			diags = append(diags, phases.Errorf("Apply Mode Not In This Release", "The \"mode\" attribute of %s is \"reboot\", which Talos %s refuses (\"the REBOOT mode is not supported, please use AUTO or NO_REBOOT modes instead\"): since 1.14 every change applies without a reboot. Set mode = \"auto\" or \"no-reboot\" (the same on 1.14), or remove it.", c.addr, c.s.version)...)
 		}
 		st.mode = m
 	}
@@ -158,7 +162,7 @@ const MachineConfig = "talos_machine_config"
 type mcAttrs struct {
 	Role       *string     `cty:"role" doc:"\"controlplane\" (default) or \"worker\"."`
 	Patches    []string    `cty:"patches" doc:"Patch files (strategic merge, multi-document, or JSON patches), relative to the runbook."`
-	Mode       *string     `cty:"mode" doc:"\"no-reboot\" (default), \"auto\" or \"reboot\": what the permanent apply may do."`
+	Mode       *string     `cty:"mode" doc:"\"no-reboot\" (default), \"auto\" or \"reboot\": what the permanent apply may do. Talos 1.13 reboots for a change outside its immediate list with \"auto\" or \"reboot\" (no TRY then); Talos 1.14 applies every change without a reboot, resolves \"auto\" to no-reboot and has no \"reboot\" (refused at plan)."`
 	TryTimeout *string     `cty:"try_timeout" doc:"How long the TRY stays before the node reverts it by itself, \"1m\" by default."`
 	Verify     verifyAttrs `cty:"verify" doc:"Checks run while the TRY is pending: services (healthy), files (path -> content, read through the API), kubernetes (the API answers)."`
 	Rendered   string      `cty:"rendered" doc:"Write the rendered config here (mode 0600) for review, during run only (plan writes nothing)."`
@@ -280,7 +284,7 @@ func planMachineConfig(ctx context.Context, c *call, a mcAttrs) sdk.Plan[planned
 	if len(st.patches) > 0 {
 		fmt.Fprintf(&b, "patches: %s\n", strings.Join(st.patches, ", "))
 	}
-	fmt.Fprintf(&b, "ladder: TRY for %s -> verify (%s) -> %s\n", st.try, st.verify, st.modeName)
+	fmt.Fprintf(&b, "ladder: TRY for %s -> verify (%s) -> %s%s\n", st.try, st.verify, st.modeName, modeNote(c.s.version, st.modeName))
 	fmt.Fprintf(&b, "rendered config sha256: %s\n", r.hash)
 	pl := planned{Nodes: map[string]string{}, Rendered: r.hash}
 	for _, n := range ns {
@@ -676,7 +680,8 @@ func revertMachineConfig(ctx context.Context, sc *handle, a mcAttrs, u sdk.Appli
 	if st.try == 0 {
 		st.try = time.Minute
 	}
-	if st.modeName == "" {
+	if st.modeName == "" || (st.mode == machineapi.ApplyConfigurationRequest_REBOOT && rebootModeRemoved(c.s.version)) {
+		// A release without REBOOT (1.14) confirms the old config as any other.
 		st.mode, st.modeName = machineapi.ApplyConfigurationRequest_NO_REBOOT, "no-reboot"
 	}
 	ns, d := c.guarded(ctx)

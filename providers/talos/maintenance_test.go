@@ -75,7 +75,7 @@ func newMaintLab(t *testing.T, n *talosnode.Node, endpoint string) *maintLab {
 		t.Fatal(err)
 	}
 	l.secrets = l.write(t, "secrets.yaml", string(b))
-	in, err := generate.NewInput("lab", endpoint, "", generate.WithSecretsBundle(bundle), generate.WithVersionContract(contract))
+	in, err := generate.NewInput("lab", endpoint, talosnode.KubernetesVersionOf("v1.13.3"), generate.WithSecretsBundle(bundle), generate.WithVersionContract(contract))
 	if err != nil {
 		t.Fatal(err)
 	}

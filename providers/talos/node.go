@@ -57,19 +57,21 @@ func nodeMeta(cfg coreconfig.Provider) (name string, labels map[string]string, t
 		labels["kubernetes.io/hostname"] = name
 	}
 	taints = []nodeTaint{}
-	if cfg.Machine() == nil {
-		return name, labels, taints
-	}
-	if cfg.Machine().Type().IsControlPlane() {
+	if cfg.Machine() != nil && cfg.Machine().Type().IsControlPlane() {
 		labels[controlPlaneTaint] = ""
 		labels["node.kubernetes.io/exclude-from-external-load-balancers"] = ""
-		if cfg.Cluster() == nil || !cfg.Cluster().ScheduleOnControlPlanes() {
-			taints = append(taints, nodeTaint{Key: controlPlaneTaint, Effect: "NoSchedule"})
-		}
 	}
-	maps.Copy(labels, cfg.Machine().NodeLabels())
-	for _, key := range slices.Sorted(maps.Keys(cfg.Machine().NodeTaints())) {
-		v := cfg.Machine().NodeTaints()[key]
+	// K8sNodeConfig reads 1.13's v1alpha1 (machine.nodeLabels and
+	// nodeTaints, with the control-plane taint unless
+	// cluster.allowSchedulingOnControlPlanes) and 1.14's KubeNodeConfig
+	// document (where config generation writes that taint) alike.
+	node := cfg.K8sNodeConfig()
+	if node == nil {
+		return name, labels, taints
+	}
+	maps.Copy(labels, node.Labels())
+	for _, key := range slices.Sorted(maps.Keys(node.Taints())) {
+		v := node.Taints()[key]
 		value, effect := "", v
 		if i := strings.LastIndex(v, ":"); i >= 0 {
 			value, effect = v[:i], v[i+1:]

@@ -21,13 +21,13 @@ type providerAttrs struct {
 	Nodes             []string `cty:"nodes" doc:"Nodes to act on; default the context's nodes, else the endpoints."`
 	Talosconfig       string   `cty:"talosconfig" doc:"Path to the talosconfig, relative to the runbook; may be age-encrypted. Default $TALOSCONFIG or ~/.talos/config."`
 	Context           string   `cty:"context" doc:"The talosconfig context; default its current context."`
-	Version           string   `cty:"version" required:"true" doc:"The Talos version the cluster runs, such as \"v1.13.3\": configs are rendered for it and steps refuse a node running another."`
-	KubernetesVersion *string  `cty:"kubernetes_version" doc:"The Kubernetes version; default machinery's default."`
+	Version           string   `cty:"version" required:"true" doc:"The Talos version the cluster runs, 1.13 or 1.14 (such as \"v1.14.1\"): configs are rendered for it with that release's version contract (1.14's multi-document Kubernetes config and UnattendedInstallConfig), apply modes follow it, and steps refuse a node running another. A release newer than the linked machinery (v1.14) or older than 1.13 is refused at plan."`
+	KubernetesVersion *string  `cty:"kubernetes_version" doc:"The Kubernetes version; default the pinned release's default (1.36.1 for Talos 1.13, 1.37.0 for 1.14)."`
 	ClusterName       string   `cty:"cluster_name" doc:"The cluster name; default the talosconfig context's cluster, else \"talos\"."`
 	ClusterEndpoint   string   `cty:"cluster_endpoint" doc:"The Kubernetes API endpoint, https://IP:6443; default the first endpoint on port 6443."`
 	Secrets           string   `cty:"secrets" doc:"Path to the secrets bundle YAML (talosctl gen secrets), relative to the runbook; may be age-encrypted."`
 	InstallDisk       *string  `cty:"install_disk" doc:"The install disk, \"/dev/sda\" by default."`
-	Schematic         string   `cty:"schematic" doc:"An Image Factory schematic as YAML; the installer image is factory.talos.dev/metal-installer/<its ID>:<version>."`
+	Schematic         string   `cty:"schematic" doc:"An Image Factory schematic as YAML; the installer image is factory.talos.dev/metal-installer/<its ID>:<version> (Image Factory's metal installer, talosctl 1.14's default; also served for 1.13)."`
 	Extensions        []string `cty:"extensions" doc:"Official system extensions (such as \"siderolabs/i915\") making the schematic, instead of schematic."`
 	AgeIdentity       string   `cty:"age_identity" doc:"Path to an age identity file; default $MIGRATE_AGE_IDENTITY (an identity or a path)."`
 }

@@ -66,9 +66,12 @@ func (c *call) render(role string, patchNames []string) (*rendered, phases.Diagn
 	if s.clusterURL == "" {
 		return nil, phases.Errorf("No Cluster Endpoint", "Set cluster_endpoint (https://IP:6443) or endpoints in the talos provider block: %s needs the Kubernetes API endpoint.", c.addr)
 	}
-	contract, err := coreconfig.ParseContractFromVersion(s.version)
+	// The config of the release the cluster runs, in that release's
+	// shape: 1.13's v1alpha1 sections, 1.14's multi-document Kubernetes
+	// config and UnattendedInstallConfig (release.go).
+	contract, err := releaseContract(s.version)
 	if err != nil {
-		return nil, phases.Errorf("Invalid Version", "The talos provider's version %q is not a Talos version: %v.", s.version, err)
+		return nil, phases.Errorf("Unsupported Talos Version", "%s cannot be rendered: the talos provider pins version = %q: %v.", c.addr, s.version, err)
 	}
 	image := s.installerImage(s.version)
 	in, err := generate.NewInput(s.clusterName, s.clusterURL, s.k8sVersion,
@@ -347,6 +350,8 @@ func validationDiags(addr phases.Address, err error, files []*patchFile) phases.
 			}
 			d.Detail = fmt.Sprintf("The machine config of %s sets the hostname twice: %s. Since Talos 1.12 the hostname belongs in the HostnameConfig document only; remove %s. (machinery: %s)",
 				addr, strings.Join(parts, ", and "), legacyField, msg)
+		case strings.Contains(msg, "allowSchedulingOnControlPlanes is already set in v1alpha1 config"):
+			d = scheduleKeyDiag(addr, msg, files)
 		default:
 			kind, name, rest := "", "", msg
 			if m := docPrefixRE.FindStringSubmatch(msg); m != nil && m[1] != "v1alpha1" {
@@ -388,4 +393,18 @@ func docName(kind, name string) string {
 		return kind
 	}
 	return kind + " " + fmt.Sprintf("%q", name)
+}
+
+// scheduleKeyDiag explains Talos 1.14's refusal of the 1.13 way to let
+// pods schedule on a control plane: 1.14 renders the control-plane taint
+// into the KubeNodeConfig document, which the v1alpha1 key conflicts with.
+func scheduleKeyDiag(addr phases.Address, msg string, files []*patchFile) phases.Diagnostic {
+	d := phases.Diagnostic{Severity: phases.Error, Summary: "Scheduling Key Of Another Release"}
+	where := "the patches"
+	if at := findPath(files, "", "", "cluster", "allowSchedulingOnControlPlanes"); len(at) > 0 {
+		d.Subject, where = at[0].rng(), at[0].String()
+	}
+	d.Detail = fmt.Sprintf("The machine config of %s sets cluster.allowSchedulingOnControlPlanes (%s), the Talos 1.13 way; since Talos 1.14 the control-plane taint is in the KubeNodeConfig document, which the key conflicts with. Replace it with a patch deleting the taint:\n\n"+
+		"apiVersion: v1alpha1\nkind: KubeNodeConfig\ntaints:\n  node-role.kubernetes.io/control-plane:\n    $patch: delete\n\n(machinery: %s)", addr, where, msg)
+	return d
 }

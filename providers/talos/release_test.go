@@ -1,0 +1,175 @@
+package talos_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/talos"
+)
+
+// schedulePatch114 lets pods schedule on a Talos 1.14 control plane: 1.14
+// generates the control-plane taint into the KubeNodeConfig document
+// (cluster.allowSchedulingOnControlPlanes conflicts with it).
+const schedulePatch114 = `apiVersion: v1alpha1
+kind: KubeNodeConfig
+taints:
+  node-role.kubernetes.io/control-plane:
+    $patch: delete
+`
+
+// The homelab's node pinned to v1.14.1 against a lab node of that
+// release: rendered with 1.14's contract (the install in an
+// UnattendedInstallConfig of the 1.14 installer, the Kubernetes config
+// in its own documents), planned with the node's dry run, and applied
+// through the ladder with AUTO, which 1.14 takes as NO_REBOOT even for a
+// change 1.13 reboots for.
+func TestPin114PlansAndRunsAgainst114Node(t *testing.T) {
+	t.Parallel()
+	l := startNode(t, "v1.14.1")
+	l.write(t, "patches/schedule.yaml", schedulePatch114)
+	l.write(t, "patches/env.yaml", "machine:\n  env:\n    HTTP_PROXY: http://proxy:3128\n")
+	p := l.provider(t, map[string]cty.Value{"version": cty.StringVal("v1.14.1")})
+	cfg := obj(map[string]cty.Value{
+		"patches":     strs("patches/node.yaml", "patches/schedule.yaml", "patches/env.yaml"),
+		"mode":        cty.StringVal("auto"),
+		"try_timeout": cty.StringVal("30s"),
+		"verify":      verify([]string{"apid"}, nil),
+	})
+	pr := plan(p, talos.MachineConfig, cfg)
+	if err := pr.Diagnostics.Err(); err != nil {
+		t.Fatalf("Plan: %v", err)
+	}
+	image := "factory.talos.dev/metal-installer/" + talos.ExtensionsSchematicID("siderolabs/i915") + ":v1.14.1"
+	for _, want := range []string{"rendered for Talos v1.14.1, Kubernetes 1.37.0", image, "config diff", "UnattendedInstallConfig", "resolves auto to no-reboot"} {
+		if !strings.Contains(pr.Diff, want) {
+			t.Errorf("the plan lacks %q:\n%s", want, pr.Diff)
+		}
+	}
+	if strings.Contains(pr.Diff, "needs a reboot") {
+		t.Errorf("the plan says a reboot is needed, which 1.14 never does:\n%s", pr.Diff)
+	}
+	var log bytes.Buffer
+	ar := p.Apply(context.Background(), providers.ApplyRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Planned: pr.Private, Log: &log})
+	if err := ar.Diagnostics.Err(); err != nil {
+		t.Fatalf("Apply: %v\n%s", err, log.String())
+	}
+	var modes []string
+	for _, a := range l.n.Applies() {
+		if !a.DryRun {
+			modes = append(modes, a.Mode+">"+a.EffectiveMode)
+		}
+	}
+	if got := strings.Join(modes, ","); got != "TRY>TRY,AUTO>NO_REBOOT" {
+		t.Errorf("applies = %s, want TRY>TRY,AUTO>NO_REBOOT", got)
+	}
+	if got := ar.Outputs.AsValueMap()["installer_image"].AsString(); got != image {
+		t.Errorf("installer_image = %s, want %s", got, image)
+	}
+	running, err := configloader.NewFromBytes(l.n.PersistedConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := running.UnattendedInstallConfig(); u == nil || u.InstallerImage() != image {
+		t.Errorf("the node's config installs %v, want %s", u, image)
+	}
+	if taints := running.K8sNodeConfig().Taints(); len(taints) != 0 {
+		t.Errorf("the node keeps taints %v despite the KubeNodeConfig patch", taints)
+	}
+}
+
+// The 1.13 way of letting pods schedule on a control plane, rendered for
+// 1.14, is refused at plan naming the KubeNodeConfig way.
+func TestPin114OldSchedulingKeyNamesTheNewWay(t *testing.T) {
+	t.Parallel()
+	l := startNode(t, "v1.14.1")
+	l.write(t, "patches/schedule.yaml", "cluster:\n  allowSchedulingOnControlPlanes: true\n")
+	p := l.provider(t, map[string]cty.Value{"version": cty.StringVal("v1.14.1")})
+	r := plan(p, talos.MachineConfig, obj(map[string]cty.Value{"patches": strs("patches/node.yaml", "patches/schedule.yaml")}))
+	err := r.Diagnostics.Err()
+	if err == nil {
+		t.Fatal("cluster.allowSchedulingOnControlPlanes rendered for 1.14 was not refused")
+	}
+	for _, want := range []string{"patches/schedule.yaml:2", "KubeNodeConfig", "$patch: delete", "Talos 1.14"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal lacks %q: %v", want, err)
+		}
+	}
+	if len(l.n.Applies()) != 0 {
+		t.Error("the node was sent a config")
+	}
+}
+
+// A v1.13.3 pin against a v1.14.1 node is refused by the skew guard,
+// before anything is sent.
+func TestPin113Against114NodeRefusedBySkewGuard(t *testing.T) {
+	t.Parallel()
+	l := startNode(t, "v1.14.1")
+	p := l.provider(t, nil) // version = v1.13.3
+	cfg := obj(map[string]cty.Value{"patches": strs("patches/node.yaml")})
+	pr := plan(p, talos.MachineConfig, cfg)
+	err := pr.Diagnostics.Err()
+	if err == nil {
+		t.Fatal("a v1.13.3 pin planned against a v1.14.1 node")
+	}
+	for _, want := range []string{"Talos Version Skew", "runs Talos v1.14.1", "version = \"v1.14.1\"", ":v1.13.3"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal lacks %q: %v", want, err)
+		}
+	}
+	if len(l.n.Applies()) != 0 {
+		t.Error("the node was sent a config despite the skew")
+	}
+}
+
+// A pin newer than the linked machinery, or older than the oldest release
+// the provider supports, is refused when the provider block is read, with
+// what to do.
+func TestPinOutsideTheSupportedReleasesRefused(t *testing.T) {
+	t.Parallel()
+	l := startNode(t, "v1.14.1")
+	for pin, wants := range map[string][]string{
+		"v1.15.0": {"Unsupported Talos Version", "v1.15.0", "newer than the machine-config library", "v1.14", "Pin a v1.14 or v1.13 release"},
+		"v1.12.6": {"Unsupported Talos Version", "v1.12.6", "older than the oldest release", "v1.13", "upgrade the cluster"},
+	} {
+		p := talos.New()
+		r := p.Configure(context.Background(), providers.ConfigureRequest{Name: "node", Config: l.providerConfig(map[string]cty.Value{"version": cty.StringVal(pin), "kubernetes_version": cty.StringVal("1.33.0")}), Dir: l.dir})
+		_ = p.Close()
+		err := r.Diagnostics.Err()
+		if err == nil {
+			t.Errorf("version = %q was taken", pin)
+			continue
+		}
+		for _, want := range wants {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("version = %q: the refusal lacks %q: %v", pin, want, err)
+			}
+		}
+	}
+}
+
+// Talos 1.14 has no REBOOT apply mode: mode = "reboot" is refused at plan,
+// before any TRY.
+func TestRebootModeRefusedFor114(t *testing.T) {
+	t.Parallel()
+	l := startNode(t, "v1.14.1")
+	p := l.provider(t, map[string]cty.Value{"version": cty.StringVal("v1.14.1")})
+	r := plan(p, talos.MachineConfig, obj(map[string]cty.Value{"patches": strs("patches/node.yaml"), "mode": cty.StringVal("reboot")}))
+	err := r.Diagnostics.Err()
+	if err == nil {
+		t.Fatal("mode = \"reboot\" planned for Talos 1.14")
+	}
+	for _, want := range []string{"\"reboot\"", "v1.14.1", "mode = \"auto\" or \"no-reboot\""} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal lacks %q: %v", want, err)
+		}
+	}
+	if len(l.n.Applies()) != 0 {
+		t.Error("the node was sent a config")
+	}
+}
