@@ -147,6 +147,11 @@ func (h *Home) serve(ctx context.Context) error {
 	if h.factory, err = factory.Start("127.0.0.1:0", factory.Options{}); err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
+	// As the public factory, it knows the brief's schematic already
+	// (someone registered it before): a plan can tell the ISO's size.
+	if _, err = h.factory.Register([]byte("customization:\n  systemExtensions:\n    officialExtensions: [siderolabs/i915]\n")); err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
 
 	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
