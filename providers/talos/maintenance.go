@@ -245,7 +245,7 @@ func maintenanceVersion(ctx context.Context, addr string) (string, error) {
 	defer c.Close() //nolint:errcheck
 	v, err := safe.StateGet[*runtime.Version](ctx, c.COSI, runtime.NewVersion().Metadata())
 	if err != nil {
-		return "", apiErr("COSI Get runtime.Version", err)
+		return "", err // its status tells a resource not served (guardMaintenance)
 	}
 	return v.TypedSpec().Version, nil
 }
@@ -256,8 +256,14 @@ func maintenanceVersion(ctx context.Context, addr string) (string, error) {
 // validates and installs it as that version does.
 func (c *call) guardMaintenance(ctx context.Context, addr string) phases.Diagnostics {
 	v, err := maintenanceVersion(ctx, addr)
+	if st, ok := status.FromError(err); err != nil && ok && (st.Code() == codes.NotFound || st.Code() == codes.PermissionDenied || st.Code() == codes.Unimplemented) {
+		// A node that does not serve the resource: the guard runs over
+		// mTLS once it is installed, as before.
+		c.log.Printf("node %s (maintenance mode) does not say the version it booted (%v): checked after the install", addr, apiErr("COSI Get runtime.Version", err))
+		return nil
+	}
 	if err != nil {
-		return phases.Errorf("Cannot Read Talos Version", "Node %s (maintenance mode) did not say the version it booted (the skew guard needs it before the first install): %v. Nothing was sent.", addr, err)
+		return phases.Errorf("Cannot Read Talos Version", "Node %s (maintenance mode) did not say the version it booted (the skew guard needs it before the first install): %v. Nothing was sent.", addr, apiErr("COSI Get runtime.Version", err))
 	}
 	if !sameVersion(v, c.s.version) {
 		return phases.Errorf("Talos Version Skew",
