@@ -30,7 +30,7 @@ with the commands a person types (the migrate program beside migrate-lab,
 or in PATH), and show the way back:
 
   1. start the lab (migrate-lab serve): an Incus host with the old VMs
-     services, matrix and k3s, the host's data, the Talos ISO;
+     services, matrix and k3s, the host's data, an Image Factory;
   2. migrate plan;
   3. migrate run --phase ... for each phase, with live progress;
   4. a failure injected in ingress-matrix: the homeserver does not answer

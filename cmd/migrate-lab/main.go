@@ -66,7 +66,7 @@ type app struct {
 const rootHelp = `migrate-lab is the lab home server that migrate's tests and its demo
 migrate: an Incus host holding the old VMs (services, matrix, k3s), whose
 VMs booted from the Talos ISO become Talos nodes (a real Kubernetes after
-their bootstrap), the host's data directory, the Talos ISO and a Matrix
+their bootstrap), the host's data directory, an Image Factory and a Matrix
 federation endpoint, in one process. It is a test fixture, not a part of
 migrate.`
 

@@ -27,7 +27,7 @@ old VMs (services, matrix, k3s), as an IncusOS host: HTTPS only, pools
 local and tank (its data volume), the NAT bridge incusbr0 and a bridge to
 the LAN, whose router leases addresses by MAC. Its VMs booted from the
 Talos ISO become Talos nodes in maintenance mode (a real Kubernetes after
-their bootstrap); the Talos ISO and the Matrix federation endpoint of
+their bootstrap); the Image Factory (the ISO) and the Matrix federation endpoint of
 examples/homelab are there too. In another shell,
 eval "$(migrate-lab env)" points migrate at it.
 

@@ -120,10 +120,16 @@ variable "igpu_pci" {
   description = "The Intel iGPU, passed through for hardware video decoding."
 }
 
-variable "talos_iso" {
+variable "image_factory" {
   type        = string
-  default     = "/var/lib/images/talos-v1.13.3-i915.iso"
-  description = "An Image Factory ISO of the same version and schematic (siderolabs/i915) as the talos providers', on the machine running migrate: imported as a storage volume."
+  default     = "https://factory.talos.dev"
+  description = "The Image Factory the talos providers register their schematic with and talos_image.talos downloads the ISO from."
+}
+
+variable "talos_iso_dir" {
+  type        = string
+  default     = ""
+  description = "Where talos_image.talos keeps the ISO it downloads, on the machine running migrate; empty: the user's cache directory, outside the runbook."
 }
 
 variable "services_vm" {
@@ -194,6 +200,7 @@ provider "talos" "rehearsal" {
   cluster_name     = "rehearsal"
   cluster_endpoint = "https://${var.rehearsal_address}:6443"
   extensions       = ["siderolabs/i915"] # the iGPU firmware: what the rehearsal tests
+  image_factory    = var.image_factory
 }
 
 provider "talos" "node" {
@@ -204,6 +211,7 @@ provider "talos" "node" {
   cluster_name     = "home"
   cluster_endpoint = "https://${var.node_address}:6443"
   extensions       = ["siderolabs/i915"]
+  image_factory    = var.image_factory
 }
 
 provider "helm" "cluster" {
@@ -217,12 +225,19 @@ provider "helm" "cluster" {
 phase "rehearsal" {
   description = "The disqualifying tests on a throwaway Talos VM: a pod writes to the data share and the node reads it back; the iGPU is visible. Nothing real is touched before this passes."
 
+  # The Talos ISO from the Image Factory, of the node's version and
+  # schematic (registered first, its installer checked): no ISO by hand.
+  step "talos_image" "talos" {
+    provider = talos.node
+    path     = var.talos_iso_dir == "" ? null : "${var.talos_iso_dir}/talos-v1.13.3-i915.iso"
+  }
+
   # The Talos ISO as a storage volume: the rehearsal and the real VM boot it.
   step "incus_volume" "talos_iso" {
     provider    = incus.host
     pool        = var.storage_pool
     name        = "talos-v1-13-3-i915"
-    source_file = var.talos_iso
+    source_file = talos_image.talos.path
   }
 
   step "incus_instance" "rehearsal" {

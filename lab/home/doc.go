@@ -3,12 +3,14 @@
 // the lab's Incus host (lab/incushost) holding the brief's three old VMs,
 // whose VMs booted from the Talos ISO become lab Talos nodes
 // (lab/talosvm, with a real Kubernetes after the bootstrap), the host's
-// data directory, the Talos ISO, and the Matrix federation endpoint the
-// example's http_check asks.
+// data directory, the Image Factory the talos provider fetches the ISO
+// from (lab/factory, on 127.0.0.1; it knows the brief's i915 schematic
+// already, as the public factory does), and the Matrix federation
+// endpoint the example's http_check asks.
 //
 //	h, _ := home.Start(ctx, home.Options{Dir: dir, Log: os.Stderr})
 //	defer h.Close()
-//	env := h.Env() // INCUS_CONF, MIGRATE_VAR_incus_remote, ... for examples/homelab
+//	env := h.Env() // INCUS_CONF, MIGRATE_VAR_incus_remote, MIGRATE_VAR_image_factory, ... for examples/homelab
 //
 // The host is an IncusOS host as the brief's: reached over HTTPS only (no
 // unix socket), with a client certificate it trusts; its pools are
@@ -21,8 +23,9 @@
 // Layout of Dir: incus/ (the Incus host; incus/server.crt its
 // certificate), incus-client/ (an INCUS_CONF directory whose default
 // remote "lab" is the host, with a trusted client certificate: what the
-// incus CLI and the incus provider use), images/ (the Talos ISO: an
-// empty placeholder, the lab boots no real image), lab.env (Env, for
+// incus CLI and the incus provider use), images/ (where the example's
+// talos_image downloads the ISO: MIGRATE_VAR_talos_iso_dir; WriteISO
+// writes one as a user who fetched it by hand has it), lab.env (Env, for
 // `migrate-lab env`: lab/labenv; removed by Close) and events.jsonl
 // (EventsFile: the effects the lab made, one JSON line each, appended:
 // every command started in an instance, every etcd bootstrap of a Talos
@@ -41,6 +44,12 @@
 // does in the router's page. A Talos VM listens on its address (machine
 // API :50000, Kubernetes :6443). Two labs on one machine take different
 // blocks, or their addresses meet.
+//
+// A VM boots the ISO attached to it (lab/talosvm): the node runs its
+// Talos version and schematic. An ISO that holds no Talos image (an empty
+// file) does not boot: the VM runs, nothing answers at its address, and
+// the lab's log has its console's "BdsDxe: No bootable option or device
+// was found", as OVMF says on a real host.
 //
 // The federation endpoint answers GET /_matrix/federation/v1/version with
 // 200 and Synapse's body, or 503 after FailFederation(true): the demo's

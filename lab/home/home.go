@@ -17,14 +17,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/homelab-migrate/migrate/lab/factory"
 	"github.com/homelab-migrate/migrate/lab/incushost"
 	"github.com/homelab-migrate/migrate/lab/labenv"
 	"github.com/homelab-migrate/migrate/lab/talosnode"
 	"github.com/homelab-migrate/migrate/lab/talosvm"
 )
-
-// ISOName is the Talos ISO's file name under Dir/images.
-const ISOName = "talos-v1.13.3-i915.iso"
 
 // FederationPath is what the example's http_check asks of matrix_url.
 const FederationPath = "/_matrix/federation/v1/version"
@@ -53,6 +51,7 @@ type Home struct {
 	federation *http.Server
 	fedURL     string
 	failFed    atomic.Bool
+	factory    *factory.Factory // the lab's Image Factory
 
 	mu  sync.Mutex
 	vms map[string]*talosvm.VM
@@ -93,13 +92,6 @@ func Start(ctx context.Context, o Options) (*Home, error) {
 			return nil, fmt.Errorf("lab: %w", err)
 		}
 	}
-	iso := filepath.Join(dir, "images", ISOName)
-	if f, err := os.OpenFile(iso, os.O_CREATE|os.O_WRONLY, 0o644); err != nil {
-		return nil, fmt.Errorf("lab: %w", err)
-	} else {
-		f.Close()
-	}
-
 	if h.events, err = openEvents(dir); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
@@ -153,6 +145,16 @@ func (h *Home) serve(ctx context.Context) error {
 		return fmt.Errorf("lab: %w", err)
 	}
 
+	// The Image Factory the talos provider fetches the ISO from.
+	if h.factory, err = factory.Start("127.0.0.1:0", factory.Options{}); err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	// As the public factory, it knows the brief's schematic already
+	// (someone registered it before): a plan can tell the ISO's size.
+	if _, err = h.factory.Register([]byte("customization:\n  systemExtensions:\n    officialExtensions: [siderolabs/i915]\n")); err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+
 	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("lab: federation endpoint: %w", err)
@@ -197,15 +199,23 @@ func (h *Home) bootVM(ctx context.Context, spec incushost.VMSpec) (incushost.Gue
 		GPU:     spec.GPU,
 		NICs:    nics(spec.NICs),
 		// As Incus sizes a VM: 1 CPU and 1GiB unless its limits say.
-		CPU:    cpuCount(spec.Config["limits.cpu"]),
-		Memory: strings.TrimSuffix(cmp.Or(spec.Config["limits.memory"], "1GiB"), "B"),
-		Log:    h.logf,
+		CPU:     cpuCount(spec.Config["limits.cpu"]),
+		Memory:  strings.TrimSuffix(cmp.Or(spec.Config["limits.memory"], "1GiB"), "B"),
+		ISO:     spec.ISO,
+		Factory: h.factory.Extensions,
+		Log:     h.logf,
 
 		OnBootstrap: func() { h.events.add(Event{Kind: EventBootstrap, Instance: spec.Name}) },
 		OnPodRun: func(namespace, pod, job string) {
 			h.events.add(Event{Kind: EventPod, Instance: spec.Name, Namespace: namespace, Job: job, Pod: pod})
 		},
 	})
+	var noMedium *talosvm.NoBootableMediumError
+	if errors.As(err, &noMedium) {
+		// As on a host: the VM runs, its firmware finds nothing to boot.
+		h.logf("lab: %s console: %v", spec.Name, err)
+		return unreachable{}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +283,7 @@ func disks(devs []incushost.Disk) []talosnode.Disk {
 		switch {
 		case d.Shared:
 		case d.ISO:
-			if d.Size > 0 { // the lab's placeholder ISO is empty: no medium
+			if d.Size > 0 { // an empty file: no medium
 				out = append(out, talosnode.Disk{Name: fmt.Sprintf("/dev/sr%d", sr), Size: fmt.Sprint(d.Size),
 					Model: "QEMU CD-ROM", Serial: "incus_" + d.Device, Transport: "scsi", Readonly: true, CDROM: true})
 				sr++
@@ -320,8 +330,34 @@ func DataDirIn(dir string) string {
 	return incushost.VolumeDir(filepath.Join(dir, "incus"), DataPool, DataVolume)
 }
 
-// ISO is the Talos ISO file (the example's talos_iso).
-func (h *Home) ISO() string { return filepath.Join(h.dir, "images", ISOName) }
+// Factory is the lab's Image Factory (the example's image_factory is its URL).
+func (h *Home) Factory() *factory.Factory { return h.factory }
+
+// ImagesDir is where the demo keeps the ISO talos_image downloads (the
+// example's talos_iso_dir).
+func (h *Home) ImagesDir() string { return filepath.Join(h.dir, "images") }
+
+// WriteISO registers the schematic of official extensions with the lab's
+// factory and writes its ISO of that Talos version under ImagesDir, as a
+// user who fetched it by hand would have it; its path.
+func (h *Home) WriteISO(version string, extensions ...string) (string, error) {
+	var s factory.Schematic
+	s.Customization.SystemExtensions.OfficialExtensions = extensions
+	y, err := s.Marshal()
+	if err != nil {
+		return "", err
+	}
+	id, err := h.factory.Register(y)
+	if err != nil {
+		return "", err
+	}
+	b, err := factory.EncodeISO(version, "amd64", s)
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(h.ImagesDir(), fmt.Sprintf("talos-%s-%s.iso", version, id[:12]))
+	return p, os.WriteFile(p, b, 0o644)
+}
 
 // MatrixURL is the federation endpoint's base URL (the example's matrix_url).
 func (h *Home) MatrixURL() string { return h.fedURL }
@@ -339,8 +375,8 @@ func (h *Home) VM(name string) *talosvm.VM {
 // Env is what a shell exports to drive examples/homelab against the lab:
 // INCUS_CONF (the incus CLI's configuration, and so the incus provider's,
 // with the lab as remote "lab"), and the example's variables that name
-// the remote, the nodes' addresses on the LAN, the ISO and the
-// homeserver's URL; then Options.Env. The example's defaults of the
+// the remote, the nodes' addresses on the LAN, the Image Factory (and the
+// directory the ISO is downloaded to) and the homeserver's URL; then Options.Env. The example's defaults of the
 // pools, the LAN bridge and the MACs are the lab's.
 func (h *Home) Env() []string {
 	return append([]string{
@@ -348,7 +384,8 @@ func (h *Home) Env() []string {
 		"MIGRATE_VAR_incus_remote=" + Remote,
 		"MIGRATE_VAR_node_address=" + h.NodeAddress(),
 		"MIGRATE_VAR_rehearsal_address=" + h.RehearsalAddress(),
-		"MIGRATE_VAR_talos_iso=" + h.ISO(),
+		"MIGRATE_VAR_image_factory=" + h.factory.URL(),
+		"MIGRATE_VAR_talos_iso_dir=" + h.ImagesDir(),
 		"MIGRATE_VAR_matrix_url=" + h.fedURL,
 	}, h.extra...)
 }
@@ -369,6 +406,9 @@ func (h *Home) Close() error {
 	err := h.incus.Close()
 	if h.federation != nil {
 		h.federation.Close()
+	}
+	if h.factory != nil {
+		h.factory.Close()
 	}
 	h.events.close()
 	return err

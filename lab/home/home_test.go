@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/homelab-migrate/migrate/lab/factory"
 	"github.com/homelab-migrate/migrate/lab/incushost"
 	"github.com/homelab-migrate/migrate/lab/labenv"
 	"github.com/homelab-migrate/migrate/lab/talosnode"
@@ -100,14 +101,19 @@ func TestHome(t *testing.T) {
 
 	want := map[string]string{"INCUS_CONF": filepath.Join(dir, "incus-client"), "MIGRATE_VAR_incus_remote": Remote,
 		"MIGRATE_VAR_node_address": fmt.Sprintf("127.%d.200.50", block), "MIGRATE_VAR_rehearsal_address": fmt.Sprintf("127.%d.200.51", block),
-		"MIGRATE_VAR_talos_iso": filepath.Join(dir, "images", ISOName), "MIGRATE_AGE_IDENTITY": "/demo/identity.txt"}
+		"MIGRATE_VAR_image_factory": h.Factory().URL(), "MIGRATE_VAR_talos_iso_dir": filepath.Join(dir, "images"),
+		"MIGRATE_AGE_IDENTITY": "/demo/identity.txt"}
 	for k, v := range want {
 		if env[k] != v {
 			t.Errorf("Env %s=%q, want %q", k, env[k], v)
 		}
 	}
-	if fi, err := os.Stat(env["MIGRATE_VAR_talos_iso"]); err != nil || !fi.Mode().IsRegular() {
-		t.Errorf("the ISO: %v", err)
+	if code, body := get(t, env["MIGRATE_VAR_image_factory"]+"/versions"); code != 200 || !strings.Contains(body, "v1.13.3") {
+		t.Errorf("the Image Factory's versions: %d %s", code, body)
+	}
+	iso, err := h.WriteISO("v1.13.3", "siderolabs/i915")
+	if err != nil {
+		t.Fatal(err)
 	}
 	if fi, err := os.Stat(filepath.Join(dir, labenv.File)); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("lab.env: %v (want mode 0600)", err)
@@ -137,7 +143,7 @@ func TestHome(t *testing.T) {
 			"data":    {"type": "disk", "pool": DataPool, "source": DataVolume, "path": "/var/mnt/data"},
 			"lan":     {"type": "nic", "nictype": "bridged", "parent": h.LANBridge(), "hwaddr": NodeMAC},
 			"igpu":    {"type": "gpu", "gputype": "physical", "pci": "0000:00:02.0"},
-			"install": {"type": "disk", "source": h.ISO(), "boot.priority": "10"},
+			"install": {"type": "disk", "source": iso, "boot.priority": "10"},
 		}}})
 	if err == nil {
 		err = c.SetState(ctx, "talos", incusapi.InstanceStatePut{Action: "start"})
@@ -163,7 +169,8 @@ func TestHome(t *testing.T) {
 	if spec.Addr != addr || spec.DataDir != h.DataDir() || !spec.GPU {
 		t.Errorf("the VM's spec %+v, want the address %q, the data volume's dir and the gpu", spec, addr)
 	}
-	if !slices.Equal(spec.Disks, []talosnode.Disk{{Name: "/dev/sda", Size: strconv.Itoa(16 << 30), Model: "QEMU HARDDISK", Serial: "incus_root", Transport: "scsi"}}) {
+	if !slices.Equal(spec.Disks, []talosnode.Disk{{Name: "/dev/sda", Size: strconv.Itoa(16 << 30), Model: "QEMU HARDDISK", Serial: "incus_root", Transport: "scsi"},
+		{Name: "/dev/sr0", Size: strconv.Itoa(factory.ISOSize), Model: "QEMU CD-ROM", Serial: "incus_install", Transport: "scsi", Readonly: true, CDROM: true}}) {
 		t.Errorf("the VM's disks: %+v", spec.Disks)
 	}
 	conn, err := net.DialTimeout("tcp", net.JoinHostPort(addr, "50000"), 10*time.Second)
@@ -188,6 +195,27 @@ func TestHome(t *testing.T) {
 	}
 	if _, err := os.Stat(spec.Dir); !os.IsNotExist(err) {
 		t.Errorf("the VM's node after the instance's deletion: %v", err)
+	}
+
+	// A VM whose ISO holds no Talos image starts, and its firmware finds
+	// nothing to boot: no node, the console says so.
+	blank := filepath.Join(h.ImagesDir(), "blank.iso")
+	if err := os.WriteFile(blank, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = c.CreateInstance(ctx, incusapi.InstancesPost{Name: "blank", Type: "virtual-machine", Source: incusapi.InstanceSource{Type: "none"},
+		InstancePut: incusapi.InstancePut{Devices: map[string]map[string]string{
+			"root":    {"type": "disk", "pool": StoragePool, "path": "/", "size": "16GiB"},
+			"install": {"type": "disk", "source": blank, "boot.priority": "10"},
+		}}})
+	if err == nil {
+		err = c.SetState(ctx, "blank", incusapi.InstanceStatePut{Action: "start"})
+	}
+	if err != nil {
+		t.Fatalf("starting a VM with an empty ISO: %v", err)
+	}
+	if h.VM("blank") != nil || !strings.Contains(log.String(), "blank console: talosvm: VM \"blank\": BdsDxe: No bootable option or device was found") {
+		t.Errorf("a VM of an empty ISO booted a node, or its console says nothing; log:\n%s", log.String())
 	}
 
 	closed = true

@@ -134,10 +134,17 @@
 //     mounted. HostPath maps a node path to the host (a share's directory
 //     or under Root()), refusing ".." and symlinks out of them: lab/kubecp
 //     mounts pods' hostPath volumes so.
-//     Options.GPU with an installed image whose extensions
-//     (Options.Extensions) include siderolabs/i915 loads the driver:
+//     Options.GPU with a running image whose extensions include
+//     siderolabs/i915 (in maintenance mode Options.BootExtensions, the
+//     ISO's; installed, the installer image's, Options.Extensions) loads
+//     the driver:
 //     /proc/modules lists i915 and dmesg has its "i915 0000:00:02.0: [drm]"
-//     lines; otherwise /proc/modules has no i915.
+//     lines; otherwise /proc/modules has no i915. In maintenance mode the
+//     node reports the image it booted as resources readable with
+//     --insecure: Version (runtime, id "version": Talos and
+//     Options.Version) and one ExtensionStatus per extension of
+//     Options.BootExtensions, then "schematic" whose version is
+//     Options.BootSchematic, as Image Factory images carry it.
 //   - Options.ControlPlane (lab/kubecp through lab/talosvm) is started by
 //     the bootstrap and at each boot of a bootstrapped node, stopped by a
 //     reboot and by Stop; ServiceList's etcd health is then its real etcd's

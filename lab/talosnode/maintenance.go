@@ -56,6 +56,10 @@ func (n *Node) initMaintenance() error {
 		return err
 	}
 
+	if err = addBootImage(n.resources, n.state.Version, n.opts.BootSchematic, n.opts.BootExtensions); err != nil {
+		return err
+	}
+
 	if n.maintCert, err = selfSignedCertificate(n.opts.Hostname); err != nil {
 		return err
 	}
@@ -69,6 +73,7 @@ func (n *Node) initMaintenance() error {
 	n.logfLocked(facilityKern, "notice", "Linux version 6.18.0-talos (root@buildkitsandbox) (gcc (GCC) 15.2.0, GNU ld (GNU Binutils) 2.45) #1 SMP")
 	n.logfLocked(facilityUser, "warning", "[talos] talosctl version %s booting (maintenance mode, no machine config)", n.state.Version)
 	n.logfLocked(facilityUser, "warning", "[talos] entering maintenance service")
+	n.modulesLocked(n.opts.BootExtensions)
 
 	return nil
 }
@@ -335,6 +340,7 @@ func (n *Node) scheduleInstall(cfg config.Provider, data []byte) {
 		} else {
 			n.installing = false
 			n.logfLocked(facilityUser, "warning", "[talos] entering maintenance service")
+			n.modulesLocked(n.opts.BootExtensions)
 		}
 
 		n.unavailable = time.Time{}

@@ -94,6 +94,15 @@ type Options struct {
 	// /proc/modules, its [drm] lines in dmesg) loads only when the
 	// installed image's schematic carries siderolabs/i915 (Extensions).
 	GPU bool
+	// BootSchematic and BootExtensions are the image the node boots in
+	// maintenance mode (the ISO): its schematic ID and official
+	// extensions. In maintenance mode they are what it runs (with GPU,
+	// i915 loads only when BootExtensions has siderolabs/i915) and
+	// reports (ExtensionStatus resources); Version is the image's version
+	// (the Version resource). The installed node runs its installer
+	// image's instead (Extensions).
+	BootSchematic  string
+	BootExtensions []string
 	// Extensions returns the system extensions an installer image carries
 	// (the Image Factory's view of its schematic); nil knows none.
 	Extensions func(installImage string) []string
@@ -254,6 +263,10 @@ func New(opts Options) (*Node, error) {
 	}
 
 	if _, statErr := os.Stat(n.persistedConfigPath()); opts.Maintenance && errors.Is(statErr, os.ErrNotExist) {
+		// Nothing installed: it runs the image it booted, whatever an
+		// earlier boot of another image recorded.
+		n.state.Version = n.opts.Version
+
 		return n, n.initMaintenance()
 	}
 

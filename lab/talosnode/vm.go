@@ -48,6 +48,12 @@ func (n *Node) hardwareLocked() {
 		ext = n.opts.Extensions(image)
 	}
 
+	n.modulesLocked(ext)
+}
+
+// modulesLocked writes /proc/modules (and the driver's dmesg lines) of a
+// boot whose image carries the extensions ext.
+func (n *Node) modulesLocked(ext []string) {
 	modules := baseModules
 	if n.opts.GPU && slices.Contains(ext, "siderolabs/i915") {
 		modules = i915Module + modules
@@ -62,7 +68,7 @@ func (n *Node) hardwareLocked() {
 	}
 
 	p := filepath.Join(n.rootDir, "proc/modules")
-	if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
 		os.WriteFile(p, []byte(modules), 0o444) //nolint:errcheck
 	}
 }

@@ -5,7 +5,15 @@
 // Boot starts a lab Talos node (lab/talosnode) in maintenance mode on
 // Spec.Addr:50000, a loopback address of 127.0.0.0/8 the caller picks (on
 // Linux every address of 127/8 is local without setup), with the VM's
-// disks. What its devices give the node:
+// disks. The node runs the ISO it booted (Spec.ISO, lab/factory's
+// format): its Talos version (the Version resource of talosctl get
+// version --insecure, and the installed node's until an install or
+// upgrade says otherwise) and, in maintenance mode, its schematic's
+// extensions (ExtensionStatus resources, the "schematic" one with its
+// ID). A file without the lab ISO's header (an empty placeholder) does
+// not boot: Boot returns a NoBootableMediumError (the firmware's "No
+// bootable option or device was found"), which lab/home turns into a VM
+// that runs and answers nothing. What its devices give the node:
 //
 //   - The `data` disk device (virtiofs, tag incus_data) is Spec.DataDir:
 //     after the install, a machine config with an ExternalVolumeConfig of
@@ -13,14 +21,15 @@
 //     node's /var/mnt/<name> that directory (Read serves it). Without the
 //     document nothing is mounted.
 //   - The `gpu` device (Spec.GPU): the i915 driver loads (i915 in
-//     /proc/modules, its "[drm]" lines in dmesg) only when the installed
-//     image's schematic carries siderolabs/i915. The node knows the
-//     schematic from the installer image of its config
+//     /proc/modules, its "[drm]" lines in dmesg) only when the running
+//     image's schematic carries siderolabs/i915: the ISO's in maintenance
+//     mode, the installer image's once installed. The node knows the
+//     installer's schematic from the installer image of its config
 //     (…/metal-installer/<schematic id>:<version>, what the talos provider
-//     writes from its extensions), looked up in the schematics this lab's
-//     "Image Factory" knows (KnownSchematics, Spec.Schematics). So a VM
-//     without the gpu device reproduces the brief's discovery: no driver,
-//     whatever the schematic.
+//     writes from its extensions), looked up in KnownSchematics,
+//     Spec.Schematics, then the schematics registered with the lab's
+//     Image Factory (Spec.Factory). So a VM without the gpu device
+//     reproduces the brief's discovery: no driver, whatever the schematic.
 //
 // The VM's NICs (Spec.NICs: name and MAC, from its nic devices' hwaddr or
 // volatile.<dev>.hwaddr) are the node's links (network.LinkStatus), so

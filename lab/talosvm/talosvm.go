@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/homelab-migrate/migrate/lab/factory"
 	"github.com/homelab-migrate/migrate/lab/kubecp"
 	"github.com/homelab-migrate/migrate/lab/talosnode"
 	"github.com/homelab-migrate/migrate/providers/talos"
@@ -43,6 +44,16 @@ type Spec struct {
 	// Schematics adds schematic ID -> official extensions to
 	// KnownSchematics (a schematic the lab's Image Factory knows).
 	Schematics map[string][]string
+	// ISO is the file the VM boots from (lab/factory's format): the node
+	// runs its Talos version and, in maintenance mode, its schematic's
+	// extensions. A file that is no lab ISO (an empty placeholder) does
+	// not boot: Boot returns a NoBootableMediumError. "" boots the
+	// default image (talosnode.DefaultVersion, no extensions).
+	ISO string
+	// Factory looks up schematics registered with the lab's Image
+	// Factory (lab/factory's Extensions), for the installer image of the
+	// node's config; nil: only KnownSchematics and Schematics.
+	Factory func(schematicID string) ([]string, bool)
 	// RebootDuration of the node (talosnode.Options); 0 for its default.
 	RebootDuration time.Duration
 	Log            func(format string, args ...any) // the lab's log; nil for none
@@ -99,6 +110,25 @@ func Boot(_ context.Context, spec Spec) (*VM, error) {
 	for id, ext := range spec.Schematics {
 		schematics[id] = ext
 	}
+	installed := func(image string) []string {
+		id := schematicID(image)
+		if ext, ok := schematics[id]; ok {
+			return ext
+		}
+		if spec.Factory != nil {
+			ext, _ := spec.Factory(id)
+			return ext
+		}
+		return nil
+	}
+
+	var iso factory.ISO
+	if spec.ISO != "" {
+		var err error
+		if iso, err = factory.ReadISO(spec.ISO); err != nil {
+			return nil, &NoBootableMediumError{VM: spec.Name, ISO: spec.ISO, Err: err}
+		}
+	}
 
 	shares := map[string]string{}
 	if spec.DataDir != "" {
@@ -120,7 +150,10 @@ func Boot(_ context.Context, spec Spec) (*VM, error) {
 		NICs:           spec.NICs,
 		Shares:         shares,
 		GPU:            spec.GPU,
-		Extensions:     func(image string) []string { return schematics[schematicID(image)] },
+		Version:        iso.Version,
+		BootSchematic:  iso.SchematicID,
+		BootExtensions: iso.Extensions(),
+		Extensions:     installed,
 		ControlPlane:   k,
 		RebootDuration: spec.RebootDuration,
 		OnBootstrap:    spec.OnBootstrap,
@@ -137,10 +170,29 @@ func Boot(_ context.Context, spec Spec) (*VM, error) {
 		return nil, fmt.Errorf("talosvm: VM %q: %w", spec.Name, err)
 	}
 
-	spec.Log("talosvm: VM %s booted from the Talos ISO: machine API on %s", spec.Name, node.Addr())
+	if spec.ISO != "" {
+		spec.Log("talosvm: VM %s booted Talos %s (schematic %s) from %s: machine API on %s", spec.Name, node.Version(), iso.SchematicID, spec.ISO, node.Addr())
+	} else {
+		spec.Log("talosvm: VM %s booted from the Talos ISO: machine API on %s", spec.Name, node.Addr())
+	}
 
 	return &VM{spec: spec, node: node, kube: k}, nil
 }
+
+// NoBootableMediumError: the VM's ISO holds no Talos image. On a real
+// host the VM starts and its firmware finds nothing to boot (OVMF's
+// "BdsDxe: No bootable option or device was found."): nothing answers at
+// its address.
+type NoBootableMediumError struct {
+	VM, ISO string
+	Err     error
+}
+
+func (e *NoBootableMediumError) Error() string {
+	return fmt.Sprintf("talosvm: VM %q: BdsDxe: No bootable option or device was found (%s: %v)", e.VM, e.ISO, e.Err)
+}
+
+func (e *NoBootableMediumError) Unwrap() error { return e.Err }
 
 // schematicID is the schematic of an Image Factory installer image
 // (<host>/<kind>-installer/<id>:<tag>), "" for another image.

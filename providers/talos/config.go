@@ -45,6 +45,7 @@ type settings struct {
 	bundle      *secrets.Bundle
 	schematic   schematic
 	schematicID string
+	factoryURL  string // image_factory, without a trailing slash
 
 	identity  age.Identity
 	recipient age.Recipient
@@ -118,6 +119,13 @@ func configure(req providers.ConfigureRequest) (*settings, phases.Diagnostics) {
 	}
 
 	s.setSchematic(schematicYAML, extensions, errf)
+	s.factoryURL = "https://" + FactoryHost
+	if a.ImageFactory != "" {
+		s.factoryURL = strings.TrimRight(a.ImageFactory, "/")
+	}
+	if u, err := url.Parse(s.factoryURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		errf("Invalid Image Factory", "image_factory must be the Image Factory's base URL, such as https://%s, not %q.", FactoryHost, s.factoryURL)
+	}
 
 	if s.version != "" {
 		if err := checkCompatibility(s.k8sVersion, s.version); err != nil {

@@ -35,13 +35,29 @@
 //     once that the node's identity was not checked. An installed node
 //     is not checked (its certificates are its identity). The install
 //     has no revert data.
+//   - talos_image (image.go): the ISO from the Image Factory at the
+//     provider's image_factory (default https://factory.talos.dev). It
+//     checks GET /versions offers the pin, registers the schematic's
+//     canonical YAML with POST /schematics and refuses an answered ID
+//     other than the one computed locally (schematic.go: image-factory
+//     is not imported), checks the installer's manifest (HEAD
+//     /v2/metal-installer/<id>/manifests/<version>), then downloads
+//     /image/<id>/<version>/metal-<arch>.iso through a temporary file
+//     beside path (default the user cache directory), logging progress
+//     every quarter and its SHA-256. A file holding the recorded
+//     checksum is not fetched again (Read: present; changed: drifted).
+//     Rollback keeps the file. The installer image in machine configs
+//     stays factory.talos.dev/...: image_factory does not change it.
 //   - talos_bootstrap, talos_kubeconfig, talos_read, talos_service_health and
 //     talos_upgrade (the one explicit way to change the Talos version).
 //
 // The version-skew guard: a config rendered by a client of another version
 // carries that version's installer image and silently upgrades the node at
 // its next install. Every step but talos_upgrade reads the node's version
-// first and refuses to go on when it differs from the provider's pin.
+// first and refuses to go on when it differs from the provider's pin. A
+// node in maintenance mode answers no Version RPC: its Version resource
+// (talosctl get version --insecure, the ISO's version) is checked before
+// the first config, at plan and apply (guardMaintenance).
 //
 // Endpoints that do not answer are told once (reach.go): a step dials
 // them first, and the first to find them down names the node, the
@@ -55,7 +71,7 @@
 // Each step type is one declaration on providers/sdk (an sdk.StepType:
 // name, description, attributes and outputs structs, rollback sentence,
 // handlers) in its own file: machineconfig.go, bootstrap.go,
-// kubeconfig.go, read.go, health.go and upgrade.go; provider.go lists them
+// kubeconfig.go, read.go, health.go, upgrade.go and image.go; provider.go lists them
 // and holds the provider block (decoded in config.go). The attributes
 // struct is the schema and the decoded inputs; the SDK does the envelope
 // (gating, decoding, unknown values, scrubbing of every field that leaves

@@ -7,10 +7,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cosi-project/runtime/pkg/safe"
 	machineapi "github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	coreconfig "github.com/siderolabs/talos/pkg/machinery/config"
 	configconfig "github.com/siderolabs/talos/pkg/machinery/config/config"
+	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -88,6 +90,11 @@ func (c *call) planFirstInstall(ctx context.Context, st mcStep, r *rendered, ns 
 				n.name, c.addr, n.name)...)
 			continue
 		}
+		if d := c.guardMaintenance(ctx, n.name); d.HasErrors() {
+			diags = append(diags, d...)
+			continue
+		}
+		fmt.Fprintf(&b, "node %s booted Talos %s, the pinned version\n", n.name, c.s.version)
 		disks, err := maintenanceDisks(ctx, n.name)
 		if err != nil {
 			diags = append(diags, phases.Errorf("Cannot Read Disks", "Reading the disks of node %s (maintenance mode), which the first install of %s is checked against, failed: %v.", n.name, c.addr, err)...)
@@ -148,6 +155,9 @@ func (c *call) firstInstall(ctx context.Context, st mcStep, r *rendered, ns []no
 			return mcApply{Diagnostics: phases.Errorf("First Install Not Allowed",
 				"Node %s is in maintenance mode and cannot prove who it is; %s sends the first config (with the cluster's secrets) only to an address the runbook names in the talos provider block (endpoints or nodes), and %s comes from the talosconfig. Nothing was sent.",
 				n.name, c.addr, n.name)}
+		}
+		if d := c.guardMaintenance(ctx, n.name); d.HasErrors() {
+			return mcApply{Diagnostics: d}
 		}
 		disks, err := maintenanceDisks(ctx, n.name)
 		if err != nil {
@@ -218,6 +228,47 @@ func (c *call) sendFirstConfig(ctx context.Context, n node, r *rendered, mac str
 		for _, w := range m.GetWarnings() {
 			c.log.Printf("node %s: warning: %s", n.name, w)
 		}
+	}
+	return nil
+}
+
+// maintenanceVersion is the Talos version a node in maintenance mode runs,
+// the image it booted: its Version resource, as talosctl get version
+// --insecure reads it (the Version RPC is not open in maintenance mode).
+func maintenanceVersion(ctx context.Context, addr string) (string, error) {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
+	c, err := insecureClient(ctx, addr)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close() //nolint:errcheck
+	v, err := safe.StateGet[*runtime.Version](ctx, c.COSI, runtime.NewVersion().Metadata())
+	if err != nil {
+		return "", err // its status tells a resource not served (guardMaintenance)
+	}
+	return v.TypedSpec().Version, nil
+}
+
+// guardMaintenance is the version-skew guard of a node in maintenance
+// mode: the image it booted must be of the pinned version. The config is
+// rendered for the pin, and a node booted from an ISO of another version
+// validates and installs it as that version does.
+func (c *call) guardMaintenance(ctx context.Context, addr string) phases.Diagnostics {
+	v, err := maintenanceVersion(ctx, addr)
+	if st, ok := status.FromError(err); err != nil && ok && (st.Code() == codes.NotFound || st.Code() == codes.PermissionDenied || st.Code() == codes.Unimplemented) {
+		// A node that does not serve the resource: the guard runs over
+		// mTLS once it is installed, as before.
+		c.log.Printf("node %s (maintenance mode) does not say the version it booted (%v): checked after the install", addr, apiErr("COSI Get runtime.Version", err))
+		return nil
+	}
+	if err != nil {
+		return phases.Errorf("Cannot Read Talos Version", "Node %s (maintenance mode) did not say the version it booted (the skew guard needs it before the first install): %v. Nothing was sent.", addr, apiErr("COSI Get runtime.Version", err))
+	}
+	if !sameVersion(v, c.s.version) {
+		return phases.Errorf("Talos Version Skew",
+			"Node %s booted Talos %s (maintenance mode: the ISO's version), but the talos provider block pins version = %q. Its first config is rendered for %s, with the installer image %s, and would be validated and installed by a node of another release. Nothing was sent. Boot the VM from the ISO of the pinned version (talos_image of this provider downloads it), or pin version = %q.",
+			addr, v, c.s.version, c.s.version, c.s.installerImage(c.s.version), v)
 	}
 	return nil
 }

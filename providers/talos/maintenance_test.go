@@ -117,6 +117,7 @@ func TestPlanFirstInstallOfMaintenanceNode(t *testing.T) {
 	image := "factory.talos.dev/metal-installer/dc8730aa8cc7bfa5ef7e2b3284248f2631135b2faf4ae11aa997a0c1987b0eee:v1.13.3"
 	for _, want := range []string{
 		"install: first config\n",
+		"node " + l.n.Addr() + " booted Talos v1.13.3, the pinned version\n",
 		"first apply allowed only to " + l.n.Addr() + " (the address the runbook names)",
 		"install disk: /dev/sda\n",
 		"installer image: " + image + " (schematic dc8730aa8cc7bfa5ef7e2b3284248f2631135b2faf4ae11aa997a0c1987b0eee, pinned version v1.13.3)",
@@ -354,5 +355,34 @@ func TestFirstInstallFoundInFlightWaitsForTheReboot(t *testing.T) {
 	}
 	if got := len(n.Applies()); got != 1 {
 		t.Errorf("the node got %d configs, want the first install's only", got)
+	}
+}
+
+// A node booted from an ISO of another release than the pin is refused
+// by the skew guard before its first config, at plan and at apply.
+func TestFirstInstallRefusesISOOfAnotherVersion(t *testing.T) {
+	t.Parallel()
+	n, err := talosnode.New(talosnode.Options{Dir: t.TempDir(), Maintenance: true, Version: "v1.14.1", Disks: maintDisks, RebootDuration: 200 * time.Millisecond, Hostname: "lab-node"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Stop)
+	l := newMaintLab(t, n, "https://127.0.0.1:6443")
+	p := l.provider(t, l.config(false)) // pins v1.13.3
+	cfg := obj(map[string]cty.Value{"patches": strs("patches/node.yaml")})
+	r := plan(p, talos.MachineConfig, cfg)
+	err = r.Diagnostics.Err()
+	if err == nil || !strings.Contains(err.Error(), "Talos Version Skew") || !strings.Contains(err.Error(), "booted Talos v1.14.1") || !strings.Contains(err.Error(), `pins version = "v1.13.3"`) {
+		t.Fatalf("Plan = %q, %v; want the skew guard's refusal", r.Diff, err)
+	}
+	a := apply(context.Background(), p, talos.MachineConfig, cfg, &bytes.Buffer{})
+	if err := a.Diagnostics.Err(); err == nil || !strings.Contains(err.Error(), "Talos Version Skew") || !strings.Contains(err.Error(), "Nothing was sent") {
+		t.Fatalf("Apply: %v; want the skew guard's refusal", err)
+	}
+	if got := n.Applies(); len(got) != 0 || !n.Maintenance() {
+		t.Errorf("the node got configs %+v (maintenance %v)", got, n.Maintenance())
 	}
 }

@@ -30,6 +30,7 @@ type providerAttrs struct {
 	Schematic         string   `cty:"schematic" doc:"An Image Factory schematic as YAML; the installer image is factory.talos.dev/metal-installer/<its ID>:<version> (Image Factory's metal installer, talosctl 1.14's default; also served for 1.13)."`
 	Extensions        []string `cty:"extensions" doc:"Official system extensions (such as \"siderolabs/i915\") making the schematic, instead of schematic."`
 	AgeIdentity       string   `cty:"age_identity" doc:"Path to an age identity file; default $MIGRATE_AGE_IDENTITY (an identity or a path)."`
+	ImageFactory      string   `cty:"image_factory" doc:"The Image Factory's base URL, where talos_image registers the schematic and downloads the ISO; default https://factory.talos.dev."`
 }
 
 // Provider talks to Talos nodes through their machine API. It is safe for
@@ -52,7 +53,7 @@ func New() *Provider {
 		Settings:      providerAttrs{},
 		ConfigureFunc: p.configure,
 		CloseFunc:     p.close,
-		Steps:         []sdk.Step[*Provider]{machineConfigStep, bootstrapStep, kubeconfigStep, readStep, serviceHealthStep, upgradeStep},
+		Steps:         []sdk.Step[*Provider]{machineConfigStep, bootstrapStep, kubeconfigStep, readStep, serviceHealthStep, upgradeStep, imageStep},
 		// Every call scrubs the secrets loaded with the provider block
 		// besides the step's own, and blanks secret fields of YAML.
 		Scrub: func(p *Provider) *secret.Scrubber {

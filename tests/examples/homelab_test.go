@@ -1,6 +1,7 @@
 package examples
 
 import (
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/homelab-migrate/migrate/lab/factory"
 	"github.com/homelab-migrate/migrate/lab/home"
 	"github.com/homelab-migrate/migrate/secret/agefile"
 )
@@ -174,16 +176,16 @@ func TestHomelabRehearsalWithoutGPU(t *testing.T) {
 func TestHomelabWholePlan(t *testing.T) {
 	t.Parallel()
 	dir := copyExample(t, "homelab")
-	iso := filepath.Join(t.TempDir(), "talos.iso")
-	if err := os.WriteFile(iso, []byte("not really an ISO: the plan only hashes it"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	// The ISO comes from an Image Factory: the lab's.
+	images := httptest.NewServer(factory.New(factory.Options{}).Handler())
+	t.Cleanup(images.Close)
+	isoDir := t.TempDir()
 	// The daemon's names for what IncusOS calls local, tank/data and its
 	// LAN bridge.
 	volume := "mt-data-" + canary(t)[4:12]
 	incusOut(t, "storage", "volume", "create", "default", volume)
 	t.Cleanup(func() { exec.Command("incus", "storage", "volume", "delete", "default", volume).Run() })
-	vars := []string{"--var", "talos_iso=" + iso, "--var", "incus_remote=local", "--var", "storage_pool=default", "--var", "data_pool=default",
+	vars := []string{"--var", "image_factory=" + images.URL, "--var", "talos_iso_dir=" + isoDir, "--var", "incus_remote=local", "--var", "storage_pool=default", "--var", "data_pool=default",
 		"--var", "data_volume=" + volume, "--var", "lan_bridge=migratebr0"}
 	for _, v := range []string{"services", "matrix", "k3s"} {
 		name := "mt-" + v + "-" + canary(t)[4:12]
@@ -194,7 +196,9 @@ func TestHomelabWholePlan(t *testing.T) {
 	env := []string{"MIGRATE_AGE_IDENTITY=" + filepath.Join(dir, "secrets/demo-identity.txt")}
 	plan := run(t, dir, env, append([]string{"plan"}, vars...)...)
 	for _, want := range []string{"Phase rehearsal", "Phase platform", "Phase data-apps", "Phase host-services", "Phase ingress-matrix", "Phase cleanup",
-		`import source_file ` + iso, "incus_instance.rehearsal_deleted", "talos_machine_config.node will run", "install: first config, once the steps it depends on ran: no node answers at 192.168.1.50:50000 yet"} {
+		"register schematic dc8730aa8cc7bfa5ef7e2b3284248f2631135b2faf4ae11aa997a0c1987b0eee with " + images.URL,
+		"download " + images.URL + "/image/dc8730aa8cc7bfa5ef7e2b3284248f2631135b2faf4ae11aa997a0c1987b0eee/v1.13.3/metal-amd64.iso",
+		filepath.Join(isoDir, "talos-v1.13.3-i915.iso"), "incus_instance.rehearsal_deleted", "talos_machine_config.node will run", "install: first config, once the steps it depends on ran: no node answers at 192.168.1.50:50000 yet"} {
 		if !strings.Contains(plan, want) {
 			t.Errorf("the plan lacks %q:\n%s", want, plan)
 		}

@@ -82,7 +82,7 @@ func TestLabServePlansHomelab(t *testing.T) {
 	}
 	plan := shell("plan", "--phase", "rehearsal")
 	for _, want := range []string{"incus_volume.talos_iso", filepath.Join(lab, "images"), "incus_instance.rehearsal",
-		`instance "rehearsal" is already absent`, "Plan: 11 to create"} {
+		`instance "rehearsal" is already absent`, "talos_image.talos", "register schematic dc8730aa8cc7bfa5ef7e2b3284248f2631135b2faf4ae11aa997a0c1987b0eee", "(1048576 bytes)", "Plan: 12 to create"} {
 		if !strings.Contains(plan, want) {
 			t.Errorf("the plan lacks %q:\n%s", want, plan)
 		}
