@@ -21,7 +21,8 @@
 // Layout of Dir: incus/ (the Incus host; incus/server.crt its
 // certificate), incus-client/ (an INCUS_CONF directory whose default
 // remote "lab" is the host, with a trusted client certificate: what the
-// incus CLI and the incus provider use), images/ (the Talos ISO: an
+// incus CLI and the incus provider use), matrix-ca.pem (MatrixCA),
+// images/ (the Talos ISO: an
 // empty placeholder, the lab boots no real image), lab.env (Env, for
 // `migrate-lab env`: lab/labenv; removed by Close) and events.jsonl
 // (EventsFile: the effects the lab made, one JSON line each, appended:
@@ -42,7 +43,14 @@
 // API :50000, Kubernetes :6443). Two labs on one machine take different
 // blocks, or their addresses meet.
 //
-// The federation endpoint answers GET /_matrix/federation/v1/version with
-// 200 and Synapse's body, or 503 after FailFederation(true): the demo's
-// injected failure.
+// The federation endpoint (MatrixURL) stands in for the homeserver as the
+// internet reaches it: HTTPS only, with a certificate for MatrixDomain
+// and its address from a CA of its own (MatrixCA, Dir/matrix-ca.pem, the
+// example's matrix_ca; a new one each start), so a client that does not
+// name that CA refuses it as one refuses an untrusted ingress. It answers
+// GET /_matrix/federation/v1/version with 200 and Synapse's body, or 503
+// after FailFederation(true): the demo's injected failure; and GET
+// /.well-known/matrix/server with the delegation {"m.server":
+// "matrix.example.org:443"} (MatrixDelegation), as Synapse's
+// serve_server_wellknown does.
 package home
