@@ -847,6 +847,12 @@ phase "ingress-matrix" {
       metadata   = { name = "synapse" }
       spec = {
         ingressClassName = "nginx"
+        # TLS for matrix_domain with the certificate of the Secret
+        # synapse-tls (kubernetes.io/tls), which this runbook does not make:
+        # cert-manager's, or a kubernetes_secret of that type from age
+        # files. Without it ingress-nginx serves a self-signed certificate
+        # of its own, and the checks below refuse it.
+        tls = [{ hosts = [var.matrix_domain], secretName = "synapse-tls" }]
         rules = [{
           host = var.matrix_domain
           http = { paths = [{ path = "/", pathType = "Prefix", backend = { service = { name = "synapse", port = { number = 8008 } } } }] }
