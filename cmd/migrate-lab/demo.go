@@ -38,7 +38,8 @@ or in PATH), and show the way back:
      where it stopped; the failure heals and the same command resumes;
   5. migrate status: every phase done;
   6. migrate rollback: every phase undone, the three old VMs running again
-     with their data; migrate status.
+     with their data and their services (Jellyfin, Frigate, Synapse)
+     active; migrate status.
 
 The runbook is copied to DIR/homelab (the example as migrate carries it),
 the lab lives in DIR/lab, its log in DIR/lab.log. The first run builds
@@ -78,7 +79,7 @@ var demoPhases = []string{"rehearsal", "platform", "data-apps", "host-services",
 // demoVMs are the old VMs and a file of each that must be there after
 // the rollback.
 var demoVMs = []struct{ name, file string }{
-	{"services", "/var/lib/jellyfin/config/system.xml"},
+	{"services", "/var/lib/jellyfin/data/jellyfin.db"},
 	{"matrix", "/var/lib/matrix-synapse/homeserver.db"},
 	{"k3s", "/etc/rancher/k3s/k3s.yaml"},
 }
@@ -392,7 +393,8 @@ func (d *demo) wantStatus(ctx context.Context, phase, addr, want string) error {
 }
 
 // oldVMsBack shows, through the lab's Incus API, the three old VMs
-// running with their data, and Synapse active in matrix again.
+// running with their data, and the services the move stopped in them
+// (Jellyfin and Frigate in services, Synapse in matrix) active again.
 func (d *demo) oldVMsBack(ctx context.Context) error {
 	d.v.Say("The old VMs, read from the lab's Incus host")
 	opts, err := incusapi.RemoteOptions(labenv.ClientConfig(d.lab), "")
@@ -420,18 +422,21 @@ func (d *demo) oldVMsBack(ctx context.Context) error {
 		}
 		d.v.OldVM(vm.name, in.Status, vm.file, fi.Type, fi.Mode)
 	}
-	e, err := c.StartExec(ctx, "matrix", incusapi.ExecPost{Command: []string{"systemctl", "is-active", "matrix-synapse"}})
-	if err != nil {
-		return err
+	// The services the move stopped in them run again.
+	for _, u := range []struct{ vm, unit string }{{"services", "jellyfin"}, {"services", "frigate"}, {"matrix", "matrix-synapse"}} {
+		e, err := c.StartExec(ctx, u.vm, incusapi.ExecPost{Command: []string{"systemctl", "is-active", u.unit}})
+		if err != nil {
+			return err
+		}
+		code, err := c.WaitExec(ctx, e)
+		if err != nil {
+			return err
+		}
+		if code != 0 {
+			return fmt.Errorf("%s is not active in the old VM %s after the rollback (systemctl is-active exited %d)", u.unit, u.vm, code)
+		}
+		d.v.UnitActive(u.vm, u.unit)
 	}
-	code, err := c.WaitExec(ctx, e)
-	if err != nil {
-		return err
-	}
-	if code != 0 {
-		return fmt.Errorf("matrix-synapse is not active in the old VM matrix after the rollback (systemctl is-active exited %d)", code)
-	}
-	d.v.UnitActive("matrix", "matrix-synapse")
 	return nil
 }
 

@@ -135,7 +135,7 @@ variable "talos_iso_dir" {
 variable "services_vm" {
   type        = string
   default     = "services"
-  description = "The old Incus VM of the home services (Samba, Jellyfin, Frigate)."
+  description = "The old Incus VM of the home services: Samba, Jellyfin (Debian's jellyfin package: /var/lib/jellyfin, /etc/jellyfin), Frigate (Docker Compose in /opt/frigate, its /config in /opt/frigate/config)."
 }
 
 variable "matrix_vm" {
@@ -151,14 +151,25 @@ variable "k3s_vm" {
 }
 
 variable "matrix_domain" {
-  type    = string
-  default = "matrix.example.org"
+  type        = string
+  default     = "matrix.example.org"
+  description = "The homeserver's public name: the Ingress's host, and where its .well-known delegates federation to (port 443: the router forwards no 8448)."
 }
 
 variable "matrix_url" {
   type        = string
   default     = "https://matrix.example.org"
-  description = "Where the homeserver answers from the internet once DNS points at the home."
+  description = "Where the homeserver answers from the internet once DNS points at the home: https://, its certificate verified."
+  validation {
+    condition     = startswith(var.matrix_url, "https://")
+    error_message = "Federation is served over TLS: matrix_url must be an https:// URL."
+  }
+}
+
+variable "matrix_ca" {
+  type        = string
+  default     = ""
+  description = "A PEM file of the CA that issued the homeserver's certificate, for the federation checks; empty: the system's CAs (a certificate of a public CA, such as Let's Encrypt's)."
 }
 
 variable "federation_wait" {
@@ -176,7 +187,7 @@ variable "forge_url" {
 variable "synapse_registration_secret" {
   type        = string
   sensitive   = true
-  description = "Synapse's registration shared secret (from secrets.auto.hcl.age): never shown, never stored in clear."
+  description = "Synapse's registration shared secret on the new homeserver (from secrets.auto.hcl.age; register_new_matrix_user signs with it): kept in the Secret synapse-config beside homeserver.yaml, which reads it from there (registration_shared_secret_path). Never shown, never stored in clear."
 }
 
 variable "retain_old_vms_until" {
@@ -436,7 +447,87 @@ phase "platform" {
 }
 
 phase "data-apps" {
-  description = "Jellyfin and Frigate with the host's data, the iGPU and their config on the bulk disk, on fixed NodePorts of the LAN: their namespace is privileged, in git, on purpose."
+  description = "Jellyfin and Frigate with the host's data, the iGPU, and their configuration and databases moved from the old services VM onto the data share, on fixed NodePorts of the LAN: their namespace is privileged, in git, on purpose."
+
+  # The old Jellyfin and Frigate stop first: a database copied while it
+  # writes is not a copy, and from now on only the new ones write their
+  # data and the recordings on the share. Rollback starts them again
+  # (after the cleanup's rollback started the VM itself).
+  step "incus_exec" "stop_jellyfin" {
+    provider = incus.host
+    instance = var.services_vm
+    command  = ["systemctl", "stop", "jellyfin"]
+    revert   = ["systemctl", "start", "jellyfin"]
+  }
+
+  step "incus_exec" "stop_frigate" {
+    provider = incus.host
+    instance = var.services_vm
+    command  = ["systemctl", "stop", "frigate"] # its Docker Compose unit
+    revert   = ["systemctl", "start", "frigate"]
+  }
+
+  # The data volume, attached to the old VM for the copies, as the Matrix
+  # move does: from the old VM to the volume on the host, never through
+  # the machine running migrate. Rollback detaches it.
+  step "incus_device" "services_data" {
+    provider   = incus.host
+    instance   = var.services_vm
+    name       = "migrate-data"
+    device     = { type = "disk", pool = var.data_pool, source = var.data_volume, path = "/mnt/migrate-data" }
+    depends_on = [incus_exec.stop_jellyfin, incus_exec.stop_frigate]
+  }
+
+  # Jellyfin's users, library database, metadata and settings, once, into
+  # apps/jellyfin of the data volume: laid out as the official image
+  # wants its /config (Debian's /var/lib/jellyfin is the image's data
+  # directory /config, /etc/jellyfin its /config/config; the cache is not
+  # moved: Jellyfin rebuilds it). Made aside and renamed when whole; the
+  # marker, in the old VM, says it is done (the new Jellyfin changes the
+  # copy).
+  step "incus_exec" "export_jellyfin" {
+    provider = incus.host
+    instance = var.services_vm
+    command = ["sh", "-c", <<-EOT
+      set -e
+      mkdir -p /mnt/migrate-data/apps && cd /mnt/migrate-data/apps
+      rm -rf jellyfin.partial && mkdir jellyfin.partial
+      echo "databases: $(ls /var/lib/jellyfin/data/*.db | wc -l) ($(du -ch /var/lib/jellyfin/data/*.db | tail -1 | cut -f1)), data: $(du -sh /var/lib/jellyfin | cut -f1), configuration: $(ls /etc/jellyfin | wc -l) files"
+      cp -a /var/lib/jellyfin/. jellyfin.partial/
+      mkdir -p jellyfin.partial/config && cp -a /etc/jellyfin/. jellyfin.partial/config/
+      mv jellyfin.partial jellyfin
+      touch /root/.jellyfin-exported
+      echo "copied: $(du -sh jellyfin | cut -f1) in /mnt/migrate-data/apps/jellyfin"
+    EOT
+    ]
+    creates    = "/root/.jellyfin-exported"
+    revert     = ["sh", "-c", "rm -rf /mnt/migrate-data/apps/jellyfin /mnt/migrate-data/apps/jellyfin.partial /root/.jellyfin-exported && { rmdir /mnt/migrate-data/apps 2>/dev/null || true; }"]
+    timeout    = "1h"
+    depends_on = [incus_exec.stop_jellyfin, incus_device.services_data]
+  }
+
+  # Frigate's /config (config.yml, the cameras; frigate.db, the events
+  # and the index of the recordings), once, into apps/frigate. The
+  # recordings are on the share already, where the new Frigate mounts them.
+  step "incus_exec" "export_frigate" {
+    provider = incus.host
+    instance = var.services_vm
+    command = ["sh", "-c", <<-EOT
+      set -e
+      mkdir -p /mnt/migrate-data/apps && cd /mnt/migrate-data/apps
+      rm -rf frigate.partial
+      echo "configuration: config.yml ($(wc -l < /opt/frigate/config/config.yml) lines), database: frigate.db ($(du -h /opt/frigate/config/frigate.db | cut -f1))"
+      cp -a /opt/frigate/config frigate.partial
+      mv frigate.partial frigate
+      touch /root/.frigate-exported
+      echo "copied: $(du -sh frigate | cut -f1) in /mnt/migrate-data/apps/frigate"
+    EOT
+    ]
+    creates    = "/root/.frigate-exported"
+    revert     = ["sh", "-c", "rm -rf /mnt/migrate-data/apps/frigate /mnt/migrate-data/apps/frigate.partial /root/.frigate-exported && { rmdir /mnt/migrate-data/apps 2>/dev/null || true; }"]
+    timeout    = "1h"
+    depends_on = [incus_exec.stop_frigate, incus_device.services_data]
+  }
 
   step "kubernetes_namespace" "media" {
     provider     = helm.cluster
@@ -453,15 +544,18 @@ phase "data-apps" {
       nodePort   = 30096 # http://NODE:30096 on the LAN
       gpu        = true
       privileged = true # /dev/dri from a hostPath is usable only by a privileged container (no device plugin)
+      # The media where the old VM had them: the library's paths, in its
+      # database, stay true. The configuration is the export's, and must
+      # be there (Directory): an empty one would be a new server.
       hostData = {
-        media  = { path = "/var/mnt/data/media", mountPath = "/media", readOnly = true }
-        config = { path = "/var/mnt/bulk/jellyfin/config", mountPath = "/config", type = "DirectoryOrCreate" }
+        media  = { path = "/var/mnt/data/media", mountPath = "/var/mnt/data/media", readOnly = true }
+        config = { path = "/var/mnt/data/apps/jellyfin", mountPath = "/config", type = "Directory" }
         cache  = { path = "/var/mnt/bulk/jellyfin/cache", mountPath = "/cache", type = "DirectoryOrCreate" }
       }
       probe     = { http = "/health" }
       resources = { requests = { cpu = "500m", memory = "1Gi" }, limits = { memory = "4Gi" } }
     }
-    depends_on = [kubernetes_namespace.media]
+    depends_on = [kubernetes_namespace.media, incus_exec.export_jellyfin]
   }
 
   step "helm_release" "frigate" {
@@ -480,12 +574,12 @@ phase "data-apps" {
       env        = { LIBVA_DRIVER_NAME = "iHD" } # VA-API on the iGPU
       hostData = {
         recordings = { path = "/var/mnt/data/frigate", mountPath = "/media/frigate" }
-        config     = { path = "/var/mnt/bulk/frigate/config", mountPath = "/config", type = "DirectoryOrCreate" }
+        config     = { path = "/var/mnt/data/apps/frigate", mountPath = "/config", type = "Directory" } # the export's
       }
       probe     = { http = "/api/version" }
       resources = { requests = { cpu = "1", memory = "1Gi" }, limits = { memory = "4Gi" } }
     }
-    depends_on = [kubernetes_namespace.media]
+    depends_on = [kubernetes_namespace.media, incus_exec.export_frigate]
   }
 
   # A pod of the namespace writes on the share; the node must see it.
@@ -635,8 +729,64 @@ phase "ingress-matrix" {
     depends_on = [incus_device.matrix_data]
   }
 
-  # The signing key is the homeserver's identity: it never lands in clear,
-  # neither on disk (pulled straight into an age file) nor in the state.
+  # Synapse's configuration, whole (the official image refuses to start
+  # without one), rewritten in the old VM for the pod: the database and the
+  # media on the data share (/data, the claim), the signing key from its
+  # Secret (/keys), the pid file in /data, no log file (Synapse logs to
+  # stderr: kubectl logs), listening on all the pod's addresses, the
+  # registration secret read from the Secret synapse-config (the
+  # runbook's, var.synapse_registration_secret), and the .well-known
+  # delegation served (federation on 443, the ingress). Its other secrets
+  # (macaroon_secret_key, form_secret) stay as they were: the sessions
+  # stay valid. Written 0600 beside the old one, never printed; it fails
+  # when a path the pod needs was not rewritten.
+  step "incus_exec" "synapse_config" {
+    provider = incus.host
+    instance = var.matrix_vm
+    command = ["sh", "-c", <<-EOT
+      set -e
+      umask 077
+      mkdir -p /root/migrate && cd /root/migrate
+      sed -E \
+        -e 's|^([[:space:]]+database:).*|\1 /data/homeserver.db|' \
+        -e 's|^media_store_path:.*|media_store_path: /data/media|' \
+        -e 's|^signing_key_path:.*|signing_key_path: /keys/homeserver.signing.key|' \
+        -e 's|^pid_file:.*|pid_file: /data/homeserver.pid|' \
+        -e 's|^log_config:.*|# log_config: none in the pod, Synapse logs to stderr|' \
+        -e "s|^([[:space:]]+bind_addresses:).*|\1 ['0.0.0.0']|" \
+        -e 's|^registration_shared_secret:.*|registration_shared_secret_path: /config/registration_shared_secret|' \
+        -e '/^serve_server_wellknown:/d' \
+        /etc/matrix-synapse/homeserver.yaml > homeserver.yaml.partial
+      echo 'serve_server_wellknown: true' >> homeserver.yaml.partial
+      for want in '    database: /data/homeserver.db' 'media_store_path: /data/media' 'signing_key_path: /keys/homeserver.signing.key' \
+          'registration_shared_secret_path: /config/registration_shared_secret'; do
+        grep -qxF "$want" homeserver.yaml.partial || { echo "homeserver.yaml: no line '$want' after the rewrite: is /etc/matrix-synapse/homeserver.yaml laid out as Debian's (database.args.database, and media_store_path, signing_key_path, registration_shared_secret at the top level)?" >&2; exit 1; }
+      done
+      if grep -nE '/(var/lib|etc|var/log)/matrix-synapse' homeserver.yaml.partial | cut -d: -f1 | grep .; then
+        echo "homeserver.yaml: the lines above still name the old VM's paths, which the pod does not have" >&2
+        exit 1
+      fi
+      mv homeserver.yaml.partial homeserver.yaml
+      echo "homeserver.yaml rewritten for the pod: database /data/homeserver.db, media /data/media, signing key /keys/homeserver.signing.key, registration secret from /config"
+    EOT
+    ]
+    creates    = "/root/migrate/homeserver.yaml"
+    revert     = ["rm", "-rf", "/root/migrate"]
+    depends_on = [incus_exec.stop_synapse]
+  }
+
+  # The signing key is the homeserver's identity, and homeserver.yaml holds
+  # its secrets: they never land in clear, neither on disk (pulled straight
+  # into age files) nor in the state.
+  step "incus_file" "synapse_config" {
+    provider    = incus.host
+    instance    = var.matrix_vm
+    direction   = "pull"
+    source      = "/root/migrate/homeserver.yaml"
+    destination = "secrets/synapse-homeserver.yaml.age"
+    depends_on  = [incus_exec.synapse_config]
+  }
+
   step "incus_file" "signing_key" {
     provider    = incus.host
     instance    = var.matrix_vm
@@ -675,6 +825,17 @@ phase "ingress-matrix" {
     depends_on = [kubernetes_namespace.matrix, incus_file.signing_key]
   }
 
+  # The configuration Synapse starts with (SYNAPSE_CONFIG_PATH), and the
+  # registration secret it reads beside it.
+  step "kubernetes_secret" "synapse_config" {
+    provider   = helm.cluster
+    namespace  = "matrix"
+    name       = "synapse-config"
+    files      = { "homeserver.yaml" = "secrets/synapse-homeserver.yaml.age" }
+    data       = { registration_shared_secret = var.synapse_registration_secret }
+    depends_on = [kubernetes_namespace.matrix, incus_file.synapse_config]
+  }
+
   # Synapse's data lives on the data share: a volume the cluster binds to
   # the directory the export was pulled into.
   step "kubernetes_manifest" "synapse_storage" {
@@ -687,7 +848,8 @@ phase "ingress-matrix" {
   }
 
   # The restore, once, inside the cluster: the database and media put
-  # where the new Synapse expects them, owned by its user.
+  # where the new homeserver.yaml says (/data/homeserver.db, /data/media),
+  # owned by Synapse's user.
   step "kubernetes_job" "restore_synapse" {
     provider  = helm.cluster
     namespace = "matrix"
@@ -703,17 +865,21 @@ phase "ingress-matrix" {
     namespace = "matrix"
     wait      = true
     timeout   = "10m"
+    # The image starts Synapse with --config-path SYNAPSE_CONFIG_PATH: the
+    # old VM's configuration, rewritten, from the Secret synapse-config.
     values = {
-      image       = "matrixdotorg/synapse:v1.120"
-      port        = 8008
-      env         = { SYNAPSE_SERVER_NAME = var.matrix_domain, SYNAPSE_CONFIG_DIR = "/data" }
-      claims      = { data = { claim = "synapse-data", mountPath = "/data" } }
-      secretFiles = { signing = { secret = "synapse-signing-key", mountPath = "/keys" } }
-      probe       = { http = "/health" }
-      resources   = { requests = { cpu = "250m", memory = "512Mi" }, limits = { memory = "2Gi" } }
+      image  = "matrixdotorg/synapse:v1.120"
+      port   = 8008
+      env    = { SYNAPSE_CONFIG_PATH = "/config/homeserver.yaml" }
+      claims = { data = { claim = "synapse-data", mountPath = "/data" } }
+      secretFiles = {
+        config  = { secret = "synapse-config", mountPath = "/config" }
+        signing = { secret = "synapse-signing-key", mountPath = "/keys" }
+      }
+      probe     = { http = "/health" }
+      resources = { requests = { cpu = "250m", memory = "512Mi" }, limits = { memory = "2Gi" } }
     }
-    set_sensitive = { "env.SYNAPSE_REGISTRATION_SHARED_SECRET" = var.synapse_registration_secret }
-    depends_on    = [kubernetes_job.restore_synapse, kubernetes_secret.signing_key]
+    depends_on = [kubernetes_job.restore_synapse, kubernetes_secret.signing_key, kubernetes_secret.synapse_config]
   }
 
   step "kubernetes_manifest" "ingress" {
@@ -725,6 +891,12 @@ phase "ingress-matrix" {
       metadata   = { name = "synapse" }
       spec = {
         ingressClassName = "nginx"
+        # TLS for matrix_domain with the certificate of the Secret
+        # synapse-tls (kubernetes.io/tls), which this runbook does not make:
+        # cert-manager's, or a kubernetes_secret of that type from age
+        # files. Without it ingress-nginx serves a self-signed certificate
+        # of its own, and the checks below refuse it.
+        tls = [{ hosts = [var.matrix_domain], secretName = "synapse-tls" }]
         rules = [{
           host = var.matrix_domain
           http = { paths = [{ path = "/", pathType = "Prefix", backend = { service = { name = "synapse", port = { number = 8008 } } } }] }
@@ -746,11 +918,22 @@ phase "ingress-matrix" {
     state             = "stopped"
     snapshot_before   = true
     keep_for_rollback = true
-    depends_on        = [approval.dns, incus_exec.export_synapse, incus_file.signing_key]
+    depends_on        = [approval.dns, incus_exec.export_synapse, incus_file.signing_key, incus_file.synapse_config]
+  }
+
+  # From the internet, over TLS, the certificate verified (against
+  # matrix_ca, or the system's CAs): the delegation other servers read
+  # first, then federation itself.
+  check "http_check" "well_known" {
+    url      = "${var.matrix_url}/.well-known/matrix/server"
+    ca       = var.matrix_ca
+    contains = "${var.matrix_domain}:443"
+    timeout  = var.federation_wait
   }
 
   check "http_check" "federation" {
     url     = "${var.matrix_url}/_matrix/federation/v1/version"
+    ca      = var.matrix_ca
     timeout = var.federation_wait
   }
 }

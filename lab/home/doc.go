@@ -23,7 +23,8 @@
 // Layout of Dir: incus/ (the Incus host; incus/server.crt its
 // certificate), incus-client/ (an INCUS_CONF directory whose default
 // remote "lab" is the host, with a trusted client certificate: what the
-// incus CLI and the incus provider use), images/ (where the example's
+// incus CLI and the incus provider use), matrix-ca.pem (MatrixCA),
+// images/ (where the example's
 // talos_image downloads the ISO: MIGRATE_VAR_talos_iso_dir; WriteISO
 // writes one as a user who fetched it by hand has it), lab.env (Env, for
 // `migrate-lab env`: lab/labenv; removed by Close) and events.jsonl
@@ -51,7 +52,14 @@
 // the lab's log has its console's "BdsDxe: No bootable option or device
 // was found", as OVMF says on a real host.
 //
-// The federation endpoint answers GET /_matrix/federation/v1/version with
-// 200 and Synapse's body, or 503 after FailFederation(true): the demo's
-// injected failure.
+// The federation endpoint (MatrixURL) stands in for the homeserver as the
+// internet reaches it: HTTPS only, with a certificate for MatrixDomain
+// and its address from a CA of its own (MatrixCA, Dir/matrix-ca.pem, the
+// example's matrix_ca; a new one each start), so a client that does not
+// name that CA refuses it as one refuses an untrusted ingress. It answers
+// GET /_matrix/federation/v1/version with 200 and Synapse's body, or 503
+// after FailFederation(true): the demo's injected failure; and GET
+// /.well-known/matrix/server with the delegation {"m.server":
+// "matrix.example.org:443"} (MatrixDelegation), as Synapse's
+// serve_server_wellknown does.
 package home

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"os"
@@ -159,7 +160,19 @@ func (h *Home) serve(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("lab: federation endpoint: %w", err)
 	}
+	// TLS only, from a CA of its own, as the homeserver behind the
+	// ingress: a client must be told to trust it (matrix_ca).
+	cfg, err := h.matrixTLS(net.IPv4(127, 0, 0, 1))
+	if err != nil {
+		l.Close()
+		return fmt.Errorf("lab: federation endpoint: %w", err)
+	}
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+WellKnownPath, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		fmt.Fprintf(w, `{"m.server":%q}`, MatrixDelegation) // Synapse's compact JSON
+	})
 	mux.HandleFunc("GET "+FederationPath, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		if h.failFed.Load() {
@@ -169,9 +182,11 @@ func (h *Home) serve(ctx context.Context) error {
 		}
 		io.WriteString(w, `{"server":{"name":"Synapse","version":"1.120.0"}}`)
 	})
-	h.federation = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	h.fedURL = "http://" + l.Addr().String()
-	go h.federation.Serve(l)
+	// A client that refuses the certificate is not news: its handshake
+	// errors stay out of the lab's log.
+	h.federation = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, TLSConfig: cfg, ErrorLog: log.New(io.Discard, "", 0)}
+	h.fedURL = "https://" + l.Addr().String()
+	go h.federation.ServeTLS(l, "", "")
 	return nil
 }
 
@@ -359,7 +374,8 @@ func (h *Home) WriteISO(version string, extensions ...string) (string, error) {
 	return p, os.WriteFile(p, b, 0o644)
 }
 
-// MatrixURL is the federation endpoint's base URL (the example's matrix_url).
+// MatrixURL is the federation endpoint's base URL, https:// (the
+// example's matrix_url); its certificate chains to MatrixCA.
 func (h *Home) MatrixURL() string { return h.fedURL }
 
 // FailFederation makes the federation endpoint answer 503 (true) or 200.
@@ -376,7 +392,8 @@ func (h *Home) VM(name string) *talosvm.VM {
 // INCUS_CONF (the incus CLI's configuration, and so the incus provider's,
 // with the lab as remote "lab"), and the example's variables that name
 // the remote, the nodes' addresses on the LAN, the Image Factory (and the
-// directory the ISO is downloaded to) and the homeserver's URL; then Options.Env. The example's defaults of the
+// directory the ISO is downloaded to), the homeserver's URL and its CA;
+// then Options.Env. The example's defaults of the
 // pools, the LAN bridge and the MACs are the lab's.
 func (h *Home) Env() []string {
 	return append([]string{
@@ -387,6 +404,7 @@ func (h *Home) Env() []string {
 		"MIGRATE_VAR_image_factory=" + h.factory.URL(),
 		"MIGRATE_VAR_talos_iso_dir=" + h.ImagesDir(),
 		"MIGRATE_VAR_matrix_url=" + h.fedURL,
+		"MIGRATE_VAR_matrix_ca=" + h.MatrixCA(),
 	}, h.extra...)
 }
 

@@ -2,6 +2,9 @@ package home
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -122,16 +125,32 @@ func TestHome(t *testing.T) {
 		t.Errorf("labenv.Read = %v, %v; want %v", got, err, h.Env())
 	}
 
+	// The federation endpoint: TLS only, trusted with the lab's CA alone.
 	fed := env["MIGRATE_VAR_matrix_url"] + FederationPath
-	if code, body := get(t, fed); code != 200 || !strings.Contains(body, "Synapse") {
+	if !strings.HasPrefix(fed, "https://") || env["MIGRATE_VAR_matrix_ca"] != h.MatrixCA() {
+		t.Errorf("matrix_url %q, matrix_ca %q", env["MIGRATE_VAR_matrix_url"], env["MIGRATE_VAR_matrix_ca"])
+	}
+	pool := x509.NewCertPool()
+	if caPEM, err := os.ReadFile(env["MIGRATE_VAR_matrix_ca"]); err != nil || !pool.AppendCertsFromPEM(caPEM) {
+		t.Fatal("the lab's Matrix CA file holds no certificate")
+	}
+	trusting := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	if code, body := getWith(t, trusting, fed); code != 200 || !strings.Contains(body, "Synapse") {
 		t.Errorf("federation: %d %s", code, body)
 	}
+	if code, body := getWith(t, trusting, env["MIGRATE_VAR_matrix_url"]+WellKnownPath); code != 200 || body != `{"m.server":"matrix.example.org:443"}` {
+		t.Errorf("the delegation: %d %s", code, body)
+	}
+	var unknown x509.UnknownAuthorityError
+	if _, err := http.Get(fed); !errors.As(err, &unknown) {
+		t.Errorf("the federation endpoint without the lab's CA: %v, want an unknown authority", err)
+	}
 	h.FailFederation(true)
-	if code, _ := get(t, fed); code != 503 {
+	if code, _ := getWith(t, trusting, fed); code != 503 {
 		t.Errorf("federation with the failure on: %d, want 503", code)
 	}
 	h.FailFederation(false)
-	if code, _ := get(t, fed); code != 200 {
+	if code, _ := getWith(t, trusting, fed); code != 200 {
 		t.Errorf("federation with the failure off: %d, want 200", code)
 	}
 
@@ -266,15 +285,20 @@ func TestStartRefusesBadOptions(t *testing.T) {
 	}
 }
 
-func get(t *testing.T, url string) (int, string) {
+func getWith(t *testing.T, c *http.Client, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := c.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	return getWith(t, http.DefaultClient, url)
 }
 
 func envMap(env []string) map[string]string {

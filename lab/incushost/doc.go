@@ -15,7 +15,17 @@
 // volumes; an imported ISO's bytes; a filesystem volume's files in
 // custom/NAME/), certs/ (trusted clients) and the
 // server's certificate. Seed creates the lab-base image and the brief's
-// three old VMs (services, matrix, k3s), running, with a user.lab key.
+// three old VMs (services, matrix, k3s), running, with a user.lab key,
+// and the files of what they run where their packages keep them
+// (seed.go): in services, Samba's smb.conf, Debian's jellyfin (its
+// databases in /var/lib/jellyfin/data, its configuration in
+// /etc/jellyfin) and Frigate by Docker Compose (/opt/frigate/config:
+// config.yml and frigate.db); in matrix, Debian's matrix-synapse (the
+// SQLite database and media under /var/lib/matrix-synapse, the
+// homeserver.yaml, log.yaml and signing key under /etc/matrix-synapse,
+// the yaml with secrets of its own, random at each seeding, mode 0600);
+// in k3s its kubeconfig. A stand-in systemctl records its calls and each
+// unit's state (running until stopped).
 //
 // Commands (exec, record-output mode) run for real. A running container
 // has an init: the lab's executable started again (an init function of

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -172,6 +173,28 @@ func TestSeedMakesTheOldVMs(t *testing.T) {
 	}
 	if code, out, _ := run(t, c, "services", "cat", "/etc/samba/smb.conf"); code != 0 || !strings.Contains(out, "[media]") {
 		t.Fatalf("smb.conf: %d %q", code, out)
+	}
+	// Synapse's configuration as Debian's, with secrets of its own: no
+	// placeholder left, none the same as another, readable by root only.
+	code, conf, _ := run(t, c, "matrix", "cat", "/etc/matrix-synapse/homeserver.yaml")
+	secrets := regexp.MustCompile(`(?m)^(registration_shared_secret|macaroon_secret_key|form_secret): "([^"@]{50})"$`).FindAllStringSubmatch(conf, -1)
+	if code != 0 || len(secrets) != 3 || secrets[0][2] == secrets[1][2] || !strings.Contains(conf, "database: /var/lib/matrix-synapse/homeserver.db") {
+		t.Fatalf("homeserver.yaml: %d %v\n%s", code, secrets, conf)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "instances/matrix/rootfs/etc/matrix-synapse/homeserver.yaml")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("homeserver.yaml's mode: %v %v, want 0600", fi.Mode(), err)
+	}
+	// Jellyfin (Debian's package) and Frigate (Docker Compose) in services,
+	// running until something stops them.
+	for _, f := range []string{"/var/lib/jellyfin/data/jellyfin.db", "/var/lib/jellyfin/data/library.db", "/etc/jellyfin/system.xml", "/opt/frigate/config/config.yml", "/opt/frigate/config/frigate.db"} {
+		if code, out, _ := run(t, c, "services", "cat", f); code != 0 || out == "" {
+			t.Errorf("services: %s: %d %q", f, code, out)
+		}
+	}
+	for _, unit := range []string{"jellyfin", "frigate"} {
+		if code, out, _ := run(t, c, "services", "systemctl", "is-active", unit); code != 0 || out != "active\n" {
+			t.Errorf("services: systemctl is-active %s: %d %q", unit, code, out)
+		}
 	}
 	// A second start keeps what is there.
 	if err := c.SetState(ctxT(t), "k3s", incusapi.InstanceStatePut{Action: "stop", Force: true}); err != nil {

@@ -1,6 +1,7 @@
 package incushost
 
 import (
+	"crypto/rand"
 	"fmt"
 	"os"
 	"os/exec"
@@ -103,20 +104,106 @@ const sqlite3 = `#!/bin/sh
 exec cp "$1" "${2#.backup }"
 `
 
+// homeserverYAML is Synapse's configuration as Debian's matrix-synapse
+// package leaves it (with server_name set, and the secrets Synapse
+// generates: seedVM fills in random ones): listening on localhost behind
+// the VM's reverse proxy, SQLite under /var/lib/matrix-synapse, the key
+// and the log configuration under /etc/matrix-synapse.
+const homeserverYAML = `# Configuration file for Synapse.
+#
+# This is a YAML file: see [1] for a quick introduction. Note in particular
+# that *indentation is important*: all the elements of a list or dictionary
+# should have the same indentation.
+#
+# [1] https://docs.ansible.com/ansible/latest/reference_appendices/YAMLSyntax.html
+#
+# For more information on how to configure Synapse, including a complete accounting of
+# each option, go to docs/usage/configuration/config_documentation.md or
+# https://element-hq.github.io/synapse/latest/usage/configuration/config_documentation.html
+server_name: "matrix.example.org"
+public_baseurl: "https://matrix.example.org/"
+pid_file: "/var/run/matrix-synapse.pid"
+listeners:
+  - port: 8008
+    tls: false
+    type: http
+    x_forwarded: true
+    bind_addresses: ['::1', '127.0.0.1']
+    resources:
+      - names: [client, federation]
+        compress: false
+database:
+  name: sqlite3
+  args:
+    database: /var/lib/matrix-synapse/homeserver.db
+log_config: "/etc/matrix-synapse/log.yaml"
+media_store_path: /var/lib/matrix-synapse/media
+signing_key_path: "/etc/matrix-synapse/homeserver.signing.key"
+trusted_key_servers:
+  - server_name: "matrix.org"
+enable_registration: false
+registration_shared_secret: "@registration_shared_secret@"
+macaroon_secret_key: "@macaroon_secret_key@"
+form_secret: "@form_secret@"
+report_stats: false
+suppress_key_server_warning: true
+`
+
+// synapseLogYAML is Debian's /etc/matrix-synapse/log.yaml: a file under
+// /var/log/matrix-synapse, which a pod does not have.
+const synapseLogYAML = `version: 1
+formatters:
+  precise:
+    format: '%(asctime)s - %(name)s - %(lineno)d - %(levelname)s - %(request)s - %(message)s'
+handlers:
+  file:
+    class: logging.handlers.RotatingFileHandler
+    formatter: precise
+    filename: /var/log/matrix-synapse/homeserver.log
+    maxBytes: 104857600
+    backupCount: 10
+    encoding: utf8
+loggers:
+  synapse.storage.SQL:
+    level: INFO
+root:
+  level: INFO
+  handlers: [file]
+disable_existing_loggers: false
+`
+
+// seededSecrets are the placeholders of homeserverYAML that seedVM fills
+// with random values, as Synapse's --generate-config does.
+var seededSecrets = []string{"registration_shared_secret", "macaroon_secret_key", "form_secret"}
+
 // oldVMs are the brief's three old VMs: their files by path (mode 0755
-// for the stand-in programs).
+// for the stand-in programs). The services VM holds Debian's jellyfin
+// package (data in /var/lib/jellyfin, configuration in /etc/jellyfin,
+// a library whose paths are those of the share) and Frigate run by
+// Docker Compose from /opt/frigate (its /config: config.yml and the
+// SQLite frigate.db).
 var oldVMs = map[string]map[string]string{
 	"services": {
-		"/etc/samba/smb.conf":                 "[global]\n   workgroup = HOME\n\n[media]\n   path = /var/mnt/data/media\n   read only = no\n",
-		"/var/lib/jellyfin/config/system.xml": "<ServerConfiguration><IsStartupWizardCompleted>true</IsStartupWizardCompleted></ServerConfiguration>\n",
-		"/var/lib/frigate/config.yml":         "mqtt:\n  enabled: false\ncameras: {}\n",
-		"/usr/local/bin/systemctl":            systemctl,
+		"/etc/samba/smb.conf":                                     "[global]\n   workgroup = HOME\n\n[media]\n   path = /var/mnt/data/media\n   read only = no\n",
+		"/etc/jellyfin/system.xml":                                "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<ServerConfiguration xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" xmlns:xsd=\"http://www.w3.org/2001/XMLSchema\">\n  <IsStartupWizardCompleted>true</IsStartupWizardCompleted>\n  <ServerName>home</ServerName>\n  <EnableMetrics>false</EnableMetrics>\n</ServerConfiguration>\n",
+		"/etc/jellyfin/encoding.xml":                              "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<EncodingOptions xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" xmlns:xsd=\"http://www.w3.org/2001/XMLSchema\">\n  <HardwareAccelerationType>vaapi</HardwareAccelerationType>\n  <VaapiDevice>/dev/dri/renderD128</VaapiDevice>\n</EncodingOptions>\n",
+		"/etc/jellyfin/network.xml":                               "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<NetworkConfiguration xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" xmlns:xsd=\"http://www.w3.org/2001/XMLSchema\">\n  <InternalHttpPort>8096</InternalHttpPort>\n</NetworkConfiguration>\n",
+		"/etc/jellyfin/logging.json":                              "{\n  \"Serilog\": {\n    \"MinimumLevel\": \"Information\"\n  }\n}\n",
+		"/var/lib/jellyfin/data/jellyfin.db":                      "SQLite format 3\x00 the users: ana, ben\n",
+		"/var/lib/jellyfin/data/library.db":                       "SQLite format 3\x00 the library: /var/mnt/data/media/movies/Night of the Lab (1968).mkv\n",
+		"/var/lib/jellyfin/root/default/Movies/options.xml":       "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<LibraryOptions>\n  <PathInfos>\n    <MediaPathInfo>\n      <Path>/var/mnt/data/media/movies</Path>\n    </MediaPathInfo>\n  </PathInfos>\n</LibraryOptions>\n",
+		"/var/lib/jellyfin/metadata/library/ab/abcdef/poster.jpg": "a poster\n",
+		"/opt/frigate/docker-compose.yml":                         "services:\n  frigate:\n    image: ghcr.io/blakeblackshear/frigate:0.14.1\n    restart: unless-stopped\n    shm_size: 512mb\n    devices: [/dev/dri/renderD128]\n    volumes:\n      - ./config:/config\n      - /var/mnt/data/frigate:/media/frigate\n    ports: ['5000:5000', '8554:8554']\n",
+		"/opt/frigate/config/config.yml":                          "mqtt:\n  enabled: false\ndatabase:\n  path: /config/frigate.db\nffmpeg:\n  hwaccel_args: preset-vaapi\ncameras:\n  driveway:\n    ffmpeg:\n      inputs:\n        - path: rtsp://192.168.1.60:554/stream1\n          roles: [detect, record]\n    detect:\n      width: 1280\n      height: 720\nrecord:\n  enabled: true\n  retain:\n    days: 7\n",
+		"/opt/frigate/config/frigate.db":                          "SQLite format 3\x00 the events of camera driveway\n",
+		"/usr/local/bin/systemctl":                                systemctl,
 	},
 	"matrix": {
 		"/var/lib/matrix-synapse/homeserver.db":                "SQLite format 3\x00 the rooms\n",
 		"/var/lib/matrix-synapse/media/local_content/ab/cd/ef": "a picture\n",
 		"/etc/matrix-synapse/homeserver.signing.key":           "ed25519 a_lab 1+lab+signing+key+not+a+secret+elsewhere\n",
-		"/etc/matrix-synapse/homeserver.yaml":                  "server_name: matrix.home.example\ndatabase:\n  name: sqlite3\n  args:\n    database: /var/lib/matrix-synapse/homeserver.db\nmedia_store_path: /var/lib/matrix-synapse/media\nsigning_key_path: /etc/matrix-synapse/homeserver.signing.key\n",
+		"/etc/matrix-synapse/homeserver.yaml":                  homeserverYAML,
+		"/etc/matrix-synapse/log.yaml":                         synapseLogYAML,
 		"/usr/local/bin/systemctl":                             systemctl,
 		"/usr/local/bin/sqlite3":                               sqlite3,
 	},
@@ -174,12 +261,18 @@ func (s *Server) seedVM(name string) error {
 		return err
 	}
 	for p, body := range oldVMs[name] {
+		for _, k := range seededSecrets {
+			if strings.Contains(body, "@"+k+"@") {
+				body = strings.ReplaceAll(body, "@"+k+"@", randomSecret())
+			}
+		}
 		f := filepath.Join(in.rootfs(), p)
 		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
 			return err
 		}
 		mode := os.FileMode(0o600)
-		if strings.HasPrefix(body, "#!") || strings.HasSuffix(p, ".conf") || strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml") {
+		if strings.HasPrefix(body, "#!") || strings.HasSuffix(p, ".conf") || strings.HasSuffix(p, ".yml") || strings.HasSuffix(p, ".xml") || strings.HasSuffix(p, ".json") ||
+			strings.HasSuffix(p, ".yaml") && !strings.Contains(body, "secret") {
 			mode = 0o644
 		}
 		if strings.HasPrefix(body, "#!") {
@@ -195,4 +288,16 @@ func (s *Server) seedVM(name string) error {
 	s.instances[name] = in
 	s.logf("incus lab: seeded the old VM %s", name)
 	return s.startLocked(in)
+}
+
+// randomSecret is a secret as Synapse generates them: 50 characters of
+// letters, digits and symbols a double-quoted YAML string needs no escape for.
+func randomSecret() string {
+	const chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,;:^&*-_+=#~"
+	b := make([]byte, 50)
+	rand.Read(b)
+	for i := range b {
+		b[i] = chars[int(b[i])%len(chars)]
+	}
+	return string(b)
 }

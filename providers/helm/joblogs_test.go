@@ -10,6 +10,7 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/config/generate"
 	machinetype "github.com/siderolabs/talos/pkg/machinery/config/machine"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"github.com/zclconf/go-cty/cty"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -25,7 +26,7 @@ import (
 func labNode(t *testing.T) *kube {
 	t.Helper()
 
-	in, err := generate.NewInput("lab", "https://127.25.2.2:6443", "")
+	in, err := generate.NewInput("lab", "https://127.25.2.2:6443", constants.DefaultKubernetesVersion)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,6 +34,7 @@ func labNode(t *testing.T) *kube {
 	if err != nil {
 		t.Fatal(err)
 	}
+	secretbox, _ := kubecp.EncryptionKeys(cfg)
 	bin, err := kubecp.Binaries(context.Background(), t.Logf)
 	if err != nil {
 		t.Fatal(err)
@@ -42,8 +44,8 @@ func labNode(t *testing.T) *kube {
 	dir, host := t.TempDir(), t.TempDir()
 	cp, err := kubecp.Start(ctx, kubecp.Config{
 		Dir: dir, EtcdDir: filepath.Join(dir, "etcd"), Addr: "127.25.2.2", NodeName: "talos-lab", Bin: bin,
-		CA: cfg.Cluster().IssuingCA(), ServiceAccountKey: cfg.Cluster().ServiceAccount().Key,
-		SecretboxKey: cfg.Cluster().SecretboxEncryptionSecret(),
+		CA: cfg.K8sAPIServerCAConfig().IssuingCA(), ServiceAccountKey: cfg.K8sServiceAccountConfig().IssuingKey().Key,
+		SecretboxKey: secretbox,
 		HostPath:     func(p string) (string, error) { return filepath.Join(host, p), nil },
 	})
 	if err != nil {

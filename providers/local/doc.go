@@ -4,8 +4,11 @@
 //   - exec: run a command given as an argv list (no shell unless the argv
 //     is ["sh", "-c", ...]), with env, dir, an optional revert command run by
 //     rollback, and creates = PATH to skip it once PATH exists;
-//   - http_check: wait until a URL answers an expected HTTP status, as a step
-//     or a check;
+//   - http_check: wait until a URL answers an expected HTTP status (and,
+//     with contains, a body holding a text), as a step or a check; an
+//     https:// URL's certificate is verified against the system's CAs, or
+//     only those of the PEM file ca (a server of its own CA), and a
+//     certificate not trusted is said so, with what to change;
 //   - approval: a human gate that records who approved and when;
 //   - wait: a pause of a given duration.
 //

@@ -16,16 +16,46 @@ import (
 )
 
 // homelabApps is examples/homelab with only its data-apps and
-// host-services phases, against the API server of scripts/kube-up.sh.
+// host-services phases, against the API server of scripts/kube-up.sh and
+// the real Incus daemon: data-apps moves Jellyfin's and Frigate's data
+// out of the old services VM (a busybox container stands in for it) onto
+// the data volume (a custom volume of the daemon's pool).
 func homelabApps(t *testing.T) (dir string, env []string) {
 	t.Helper()
 	kubeconfig := labKubeconfig(t)
 	dir = copyExample(t, "homelab")
 	keepPhases(t, filepath.Join(dir, "main.hcl"), "data-apps", "host-services")
 	sealKubeconfig(t, dir, must(os.ReadFile(kubeconfig)))
-	// The incus provider is configured even without an incus step: the
-	// daemon here is the incus CLI's "local", not an IncusOS remote.
-	return dir, []string{"MIGRATE_AGE_IDENTITY=" + filepath.Join(dir, "secrets/demo-identity.txt"), "MIGRATE_VAR_incus_remote=local"}
+	volume := "mt-data-" + canary(t)[4:12]
+	incusOut(t, "storage", "volume", "create", "default", volume)
+	t.Cleanup(func() { exec.Command("incus", "storage", "volume", "delete", "default", volume).Run() })
+	// The daemon here is the incus CLI's "local", not an IncusOS remote.
+	return dir, []string{"MIGRATE_AGE_IDENTITY=" + filepath.Join(dir, "secrets/demo-identity.txt"), "MIGRATE_VAR_incus_remote=local",
+		"MIGRATE_VAR_services_vm=" + oldServices(t), "MIGRATE_VAR_data_pool=default", "MIGRATE_VAR_data_volume=" + volume}
+}
+
+// oldServices launches the stand-in of the old services VM: Jellyfin's
+// and Frigate's files where Debian's package and a Docker Compose install
+// keep them, and a systemctl stand-in that records its calls.
+func oldServices(t *testing.T) string {
+	t.Helper()
+	name := "mt-services-" + canary(t)[4:12]
+	incusOut(t, "launch", image(), name)
+	t.Cleanup(func() { exec.Command("incus", "delete", "--force", name).Run() })
+	for path, f := range map[string]struct{ body, mode string }{
+		"/var/lib/jellyfin/data/jellyfin.db": {"SQLite format 3\x00 the users\n", "0600"},
+		"/etc/jellyfin/system.xml":           {"<ServerConfiguration/>\n", "0644"},
+		"/opt/frigate/config/config.yml":     {"cameras: {}\n", "0644"},
+		"/opt/frigate/config/frigate.db":     {"SQLite format 3\x00 the events\n", "0644"},
+		"/bin/systemctl":                     {"#!/bin/sh\n# stand-in for systemd: records the calls\necho \"$*\" >> /root/systemctl.calls\n", "0755"},
+	} {
+		src := filepath.Join(t.TempDir(), "f")
+		if err := os.WriteFile(src, []byte(f.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		incusOut(t, "file", "push", "-p", "--mode", f.mode, src, name+path)
+	}
+	return name
 }
 
 // sealKubeconfig writes kubeconfig as the runbook's talos_kubeconfig
@@ -103,7 +133,7 @@ func TestHomelabMediaNeedsPrivileged(t *testing.T) {
 	text := strings.Join(strings.Fields(string(out)), " ")
 	_, finding, _ := strings.Cut(text, "Deployment media/jellyfin: hostPath volumes")
 	finding, _, _ = strings.Cut(finding, " - ")
-	for _, want := range []string{`"dev-dri"`, "/dev/dri", "/var/mnt/data/media", "/var/mnt/bulk/jellyfin/config"} {
+	for _, want := range []string{`"dev-dri"`, "/dev/dri", "/var/mnt/data/media", "/var/mnt/data/apps/jellyfin"} {
 		if !strings.Contains(finding, want) {
 			t.Errorf("Jellyfin's hostPath finding lacks %q: %q\n%s", want, finding, out)
 		}

@@ -91,7 +91,9 @@ func TestLabServePlansHomelab(t *testing.T) {
 	whole := shell("plan")
 	for _, want := range []string{`stop instance "matrix" (running -> stopped)`, `stop instance "services" (running -> stopped)`,
 		"homeserver.signing.key -> ./secrets/synapse-signing.key.age", "attach disk migrate-data",
-		"GET http://127.0.0.1:"} {
+		"GET https://127.0.0.1:", "/.well-known/matrix/server until it answers 200", `with a body containing "matrix.example.org:443"`,
+		"ca: the certificate must chain to " + filepath.Join(lab, "matrix-ca.pem"),
+		`stop instance "services"`, "systemctl stop jellyfin", "homeserver.yaml -> ./secrets/synapse-homeserver.yaml.age"} {
 		if !strings.Contains(whole, want) {
 			t.Errorf("the whole plan lacks %q:\n%s", want, whole)
 		}

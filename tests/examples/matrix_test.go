@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -75,25 +78,35 @@ func TestHomelabMatrixMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	regSecret := regexp.MustCompile(`synapse_registration_secret = "([^"]+)"`).FindStringSubmatch(string(autoVars))[1]
-	vm := oldMatrix(t, signingKey)
+	macaroon := "mac" + canary(t) // a secret of the old homeserver.yaml, carried over
+	vm := oldMatrix(t, signingKey, macaroon)
 	// The data volume, a custom volume of the daemon's pool (IncusOS's
 	// tank/data in the example): the export lands in it.
 	volume := "mt-data-" + hex.EncodeToString(must(randomBytes(4)))
 	incusOut(t, "storage", "volume", "create", "default", volume)
 	t.Cleanup(func() { exec.Command("incus", "storage", "volume", "delete", "default", volume).Run() })
 	share := "/var/lib/incus/storage-pools/default/custom/default_" + volume // the dir driver's layout
-	federation := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/_matrix/federation/v1/version" {
+	// The homeserver from the internet: TLS, from a CA only the runbook
+	// names (httptest's certificate is its own CA).
+	federation := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/_matrix/federation/v1/version":
+			w.Write([]byte(`{"server":{"name":"Synapse","version":"1.120.0"}}`))
+		case "/.well-known/matrix/server":
+			w.Write([]byte(`{"m.server":"matrix.example.org:443"}`))
+		default:
 			http.NotFound(w, r)
-			return
 		}
-		w.Write([]byte(`{"server":{"name":"Synapse","version":"1.120.0"}}`))
 	}))
 	t.Cleanup(federation.Close)
+	ca := filepath.Join(t.TempDir(), "matrix-ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: federation.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	env := []string{agefile.IdentityEnv + "=" + filepath.Join(dir, "secrets/demo-identity.txt")}
 	flags := []string{"--var", "matrix_vm=" + vm, "--var", "incus_remote=local", "--var", "data_pool=default", "--var", "data_volume=" + volume,
-		"--var", "matrix_url=" + federation.URL}
+		"--var", "matrix_url=" + federation.URL, "--var", "matrix_ca=" + ca}
 	var seen bytes.Buffer // everything migrate printed
 	do := func(args ...string) string {
 		out := run(t, dir, env, append(args, flags...)...)
@@ -103,6 +116,7 @@ func TestHomelabMatrixMove(t *testing.T) {
 
 	plan := do("plan")
 	for _, want := range []string{"incus_exec.stop_synapse", "incus_device.matrix_data", "incus_file.signing_key", "kubernetes_secret.signing_key",
+		"incus_exec.synapse_config", "incus_file.synapse_config", "kubernetes_secret.synapse_config", "+ Secret matrix/synapse-config (keys: homeserver.yaml, registration_shared_secret)",
 		"kubernetes_manifest.synapse_storage", "kubernetes_job.restore_synapse", "helm_release.synapse", "kubernetes_manifest.ingress"} {
 		if !strings.Contains(plan, want) {
 			t.Errorf("the plan lacks %s:\n%s", want, plan)
@@ -142,6 +156,32 @@ func TestHomelabMatrixMove(t *testing.T) {
 	if got := kubectlJSON(t, kubeconfig, "/api/v1/namespaces/matrix/secrets/synapse-signing-key"); !strings.Contains(got, `"homeserver.signing.key"`) {
 		t.Errorf("the Secret: %s", got)
 	}
+	// Synapse's configuration: the old one, its paths the pod's, in the
+	// Secret the release mounts at /config, beside the runbook's
+	// registration secret; on disk only in an age file.
+	config := secretData(t, kubeconfig, "matrix", "synapse-config")
+	hs := config["homeserver.yaml"]
+	for _, want := range []string{"\n    database: /data/homeserver.db\n", "\nmedia_store_path: /data/media\n", "\nsigning_key_path: /keys/homeserver.signing.key\n",
+		"\nregistration_shared_secret_path: /config/registration_shared_secret\n", "\nserve_server_wellknown: true\n", `macaroon_secret_key: "` + macaroon + `"`, "server_name: \"matrix.example.org\""} {
+		if !strings.Contains(hs, want) {
+			t.Errorf("the Secret's homeserver.yaml lacks %q:\n%s", want, hs)
+		}
+	}
+	if strings.Contains(hs, "/var/lib/matrix-synapse") || strings.Contains(hs, "/etc/matrix-synapse") || strings.Contains(hs, "registration_shared_secret:") {
+		t.Errorf("the Secret's homeserver.yaml keeps the old VM's paths or its registration secret:\n%s", hs)
+	}
+	if config["registration_shared_secret"] != regSecret {
+		t.Error("the Secret's registration_shared_secret is not the runbook's")
+	}
+	if sealed, err := os.ReadFile(filepath.Join(dir, "secrets/synapse-homeserver.yaml.age")); err != nil || !agefile.IsEncrypted(sealed) {
+		t.Errorf("the pulled homeserver.yaml is not an age file: %v", err)
+	}
+	deploy := kubectlJSON(t, kubeconfig, "/apis/apps/v1/namespaces/matrix/deployments/synapse")
+	for _, want := range []string{`{"name":"SYNAPSE_CONFIG_PATH","value":"/config/homeserver.yaml"}`, `"secretName":"synapse-config"`, `"mountPath":"/config"`} {
+		if !strings.Contains(deploy, want) {
+			t.Errorf("the Deployment lacks %s:\n%s", want, deploy)
+		}
+	}
 	for path, want := range map[string]string{
 		"/apis/batch/v1/namespaces/matrix/jobs/synapse-restore":          `"type":"Complete","status":"True"`,
 		"/apis/apps/v1/namespaces/matrix/deployments/synapse":            `"type":"Available","status":"True"`,
@@ -173,8 +213,13 @@ func TestHomelabMatrixMove(t *testing.T) {
 	if got := incusOut(t, "exec", vm, "--", "cat", "/root/systemctl.calls"); strings.TrimSpace(got) != "stop matrix-synapse\nstart matrix-synapse" {
 		t.Errorf("systemctl was called: %q (once stop, once start)", got)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "secrets/synapse-signing.key.age")); !os.IsNotExist(err) {
-		t.Errorf("rollback left the pulled key: %v", err)
+	for _, f := range []string{"secrets/synapse-signing.key.age", "secrets/synapse-homeserver.yaml.age"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); !os.IsNotExist(err) {
+			t.Errorf("rollback left the pulled %s: %v", f, err)
+		}
+	}
+	if got := incusOut(t, "exec", vm, "--", "sh", "-c", "ls /root/migrate 2>&1 || true"); !strings.Contains(got, "No such file") {
+		t.Errorf("rollback left the rewritten configuration in the old instance: %q", got)
 	}
 	if _, err := os.Stat(filepath.Join(share, "matrix")); !os.IsNotExist(err) {
 		t.Errorf("rollback left the export on the share: %v", err)
@@ -187,7 +232,7 @@ func TestHomelabMatrixMove(t *testing.T) {
 	}
 
 	// The canaries: in nothing migrate printed or left on disk.
-	for _, c := range []string{signingKey, regSecret} {
+	for _, c := range []string{signingKey, regSecret, macaroon} {
 		if strings.Contains(seen.String(), c) {
 			t.Errorf("a secret reached the terminal")
 		}
@@ -229,8 +274,9 @@ func keepPhases(t *testing.T, path string, keep ...string) {
 }
 
 // oldMatrix launches the stand-in of the old matrix VM: Synapse's files
-// where Debian's package keeps them, and systemctl/sqlite3 stand-ins.
-func oldMatrix(t *testing.T, signingKey string) string {
+// where Debian's package keeps them (its homeserver.yaml with the
+// macaroon key given), and systemctl/sqlite3 stand-ins.
+func oldMatrix(t *testing.T, signingKey, macaroon string) string {
 	t.Helper()
 	b := make([]byte, 4)
 	rand.Read(b)
@@ -244,7 +290,10 @@ func oldMatrix(t *testing.T, signingKey string) string {
 		"/var/lib/matrix-synapse/homeserver.db":      {"SQLite format 3\x00 the rooms\n", "0600"},
 		"/var/lib/matrix-synapse/media/local/ab/cd":  {"a picture\n", "0600"},
 		"/etc/matrix-synapse/homeserver.signing.key": {signingKey + "\n", "0600"},
-		"/root/synapse.state":                        {"running\n", "0644"},
+		"/etc/matrix-synapse/homeserver.yaml": {"server_name: \"matrix.example.org\"\npid_file: \"/var/run/matrix-synapse.pid\"\nlisteners:\n  - port: 8008\n    type: http\n    x_forwarded: true\n    bind_addresses: ['::1', '127.0.0.1']\n    resources:\n      - names: [client, federation]\n" +
+			"database:\n  name: sqlite3\n  args:\n    database: /var/lib/matrix-synapse/homeserver.db\nlog_config: \"/etc/matrix-synapse/log.yaml\"\nmedia_store_path: /var/lib/matrix-synapse/media\n" +
+			"signing_key_path: \"/etc/matrix-synapse/homeserver.signing.key\"\nregistration_shared_secret: \"old" + macaroon + "\"\nmacaroon_secret_key: \"" + macaroon + "\"\n", "0600"},
+		"/root/synapse.state": {"running\n", "0644"},
 		"/bin/systemctl": {"#!/bin/sh\n# stand-in for systemd: records the calls and the one service's state\n" +
 			"echo \"$*\" >> /root/systemctl.calls\n" +
 			"case \"$1\" in stop) echo stopped > /root/synapse.state;; start) echo running > /root/synapse.state;; esac\n", "0755"},
@@ -334,4 +383,18 @@ func randomBytes(n int) ([]byte, error) {
 	b := make([]byte, n)
 	_, err := rand.Read(b)
 	return b, err
+}
+
+// secretData is a Secret's data, decoded.
+func secretData(t *testing.T, kubeconfig, namespace, name string) map[string]string {
+	t.Helper()
+	var sec struct{ Data map[string]string }
+	if err := json.Unmarshal([]byte(kubectlJSON(t, kubeconfig, "/api/v1/namespaces/"+namespace+"/secrets/"+name)), &sec); err != nil {
+		t.Fatalf("the Secret %s/%s: %v", namespace, name, err)
+	}
+	out := map[string]string{}
+	for k, v := range sec.Data {
+		out[k] = string(must(base64.StdEncoding.DecodeString(v)))
+	}
+	return out
 }

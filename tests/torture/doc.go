@@ -19,15 +19,17 @@
 //     state show --json parse);
 //   - every once-only effect happened once per pass, counted from the
 //     lab's events log (lab/home, events.jsonl): Synapse stopped in the
-//     old matrix VM (and started again by the rollback) once, or once more
-//     per kill that found the step running; its export run once; each
+//     old matrix VM, Jellyfin and Frigate in the old services VM (and
+//     started again by the rollback) once, or once more per kill that
+//     found the step running; each one's export run once, and Synapse's
+//     configuration rewritten once; each
 //     Job's pod run once (the rehearsal's data test, data-apps' probe,
 //     the Synapse restore); each Talos VM's etcd bootstrapped once; and
 //     the export pulled onto the data share once (the restore's result
 //     is not overwritten by a second pull);
 //   - no throwaway VM is left: once the rehearsal is complete, the VM
 //     `rehearsal` is gone; after the rollback no Talos VM is left and the
-//     three old VMs run, Synapse active;
+//     three old VMs run, Synapse, Jellyfin and Frigate active;
 //   - no cluster without etcd: a Talos VM whose kubeconfig was fetched
 //     in the pass was bootstrapped in the pass (each pass makes its VMs
 //     anew); a bootstrap recorded done in the pass has a healthy etcd on

@@ -74,11 +74,18 @@ var effects = []effect{
 	{"the rehearsal VM's etcd bootstrapped", "rehearsal", "talos_bootstrap.rehearsal", false, bootstrapOf("rehearsal")},
 	{"the rehearsal's Job data-share-write run", "rehearsal", "kubernetes_job.rehearsal_write", false, podOf("rehearsal", "media", "data-share-write")},
 	{"the node's etcd bootstrapped", "platform", "talos_bootstrap.etcd", false, bootstrapOf("talos")},
+	{"Jellyfin stopped in the old VM services", "data-apps", "incus_exec.stop_jellyfin", true, execOf("services", "systemctl stop jellyfin")},
+	{"Frigate stopped in the old VM services", "data-apps", "incus_exec.stop_frigate", true, execOf("services", "systemctl stop frigate")},
+	{"Jellyfin's export run in the old VM services", "data-apps", "incus_exec.export_jellyfin", false, execOf("services", "touch /root/.jellyfin-exported")},
+	{"Frigate's export run in the old VM services", "data-apps", "incus_exec.export_frigate", false, execOf("services", "touch /root/.frigate-exported")},
 	{"the Job data-share-probe run", "data-apps", "kubernetes_job.data_probe", false, podOf("talos", "media", "data-share-probe")},
 	{"Synapse stopped in the old VM matrix", "ingress-matrix", "incus_exec.stop_synapse", true, execOf("matrix", "systemctl stop matrix-synapse")},
 	{"Synapse's export run in the old VM matrix", "ingress-matrix", "incus_exec.export_synapse", false, execOf("matrix", "touch /root/.synapse-exported")},
+	{"Synapse's configuration rewritten in the old VM matrix", "ingress-matrix", "incus_exec.synapse_config", false, execOf("matrix", "mv homeserver.yaml.partial homeserver.yaml")},
 	{"the Job synapse-restore run", "ingress-matrix", "kubernetes_job.restore_synapse", false, podOf("talos", "matrix", "synapse-restore")},
 	{"Synapse started again in the old VM matrix", "rollback", "incus_exec.stop_synapse", true, execOf("matrix", "systemctl start matrix-synapse")},
+	{"Jellyfin started again in the old VM services", "rollback", "incus_exec.stop_jellyfin", true, execOf("services", "systemctl start jellyfin")},
+	{"Frigate started again in the old VM services", "rollback", "incus_exec.stop_frigate", true, execOf("services", "systemctl start frigate")},
 }
 
 func bootstrapOf(vm string) func(home.Event) bool {
@@ -233,8 +240,10 @@ func (w *world) checkCompleted(t *testing.T, name string) {
 		in := w.lab.instance(t, vm)
 		w.expect(t, invOldVMs, in != nil && in.Status == "Running", "%s: the old VM %s is %s after the rollback", w.where, vm, statusOf(in))
 	}
-	code, err := w.lab.exec(t, "matrix", "systemctl", "is-active", "matrix-synapse")
-	w.expect(t, invOldVMs, err == nil && code == 0, "%s: matrix-synapse is not active in the old VM matrix after the rollback (systemctl is-active: %d, %v)", w.where, code, err)
+	for _, u := range []struct{ vm, unit string }{{"matrix", "matrix-synapse"}, {"services", "jellyfin"}, {"services", "frigate"}} {
+		code, err := w.lab.exec(t, u.vm, "systemctl", "is-active", u.unit)
+		w.expect(t, invOldVMs, err == nil && code == 0, "%s: %s is not active in the old VM %s after the rollback (systemctl is-active: %d, %v)", w.where, u.unit, u.vm, code, err)
+	}
 }
 
 // statusOf is an instance's status as the Incus host says it, or absent.
