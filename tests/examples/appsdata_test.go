@@ -71,7 +71,7 @@ func TestHomelabAppsDataAndSynapseWhole(t *testing.T) {
 	}
 
 	// Synapse's configuration, in the Secret its release mounts at /config.
-	kubeconfig := filepath.Join(dir, "secrets/kubeconfig")
+	kubeconfig := openKubeconfig(t, dir)
 	config := secretData(t, kubeconfig, "matrix", "synapse-config")
 	hs := config["homeserver.yaml"]
 	for _, want := range []string{"\n    database: /data/homeserver.db\n", "\nmedia_store_path: /data/media\n", "\nsigning_key_path: /keys/homeserver.signing.key\n",

@@ -75,6 +75,26 @@ func sealKubeconfig(t *testing.T, dir string, kubeconfig []byte) {
 	}
 }
 
+// openKubeconfig is the runbook's secrets/kubeconfig.age, decrypted with
+// its demo identity into a file of the test's (outside the runbook), for
+// the test's own clients.
+func openKubeconfig(t *testing.T, dir string) string {
+	t.Helper()
+	ids, err := agefile.Identities(filepath.Join(dir, "secrets/demo-identity.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := agefile.Decrypt(must(os.ReadFile(filepath.Join(dir, "secrets/kubeconfig.age"))), ids...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, plain, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // TestHomelabPodSecurityExceptions: the plan of the phases with pods on
 // the host's data lists the PodSecurity exceptions of the brief — media
 // (Jellyfin, Frigate), files (Samba), ci (the runner) — and no other
