@@ -92,6 +92,16 @@ variable "rehearsal_address" {
   description = "The address the router reserves for rehearsal_mac."
 }
 
+variable "talos_version" {
+  type        = string
+  default     = "v1.13.3"
+  description = "The Talos release the cluster runs (1.13 or 1.14): the providers render its configs, talos_image fetches its ISO. On v1.14 the patches' cluster.allowSchedulingOnControlPlanes becomes a KubeNodeConfig document (the plan says how)."
+  validation {
+    condition     = can(regex("^v1\\.1[34]\\.[0-9]+$", var.talos_version))
+    error_message = "talos_version must be a Talos 1.13 or 1.14 release such as \"v1.13.3\" or \"v1.14.1\"."
+  }
+}
+
 variable "node_cpu" {
   type        = number
   default     = 6
@@ -207,7 +217,7 @@ provider "talos" "rehearsal" {
   endpoints        = [var.rehearsal_address]
   talosconfig      = "secrets/talosconfig.age"
   secrets          = "secrets/secrets.yaml.age"
-  version          = "v1.13.3"
+  version          = var.talos_version
   cluster_name     = "rehearsal"
   cluster_endpoint = "https://${var.rehearsal_address}:6443"
   extensions       = ["siderolabs/i915"] # the iGPU firmware: what the rehearsal tests
@@ -218,7 +228,7 @@ provider "talos" "node" {
   endpoints        = [var.node_address]
   talosconfig      = "secrets/talosconfig.age"
   secrets          = "secrets/secrets.yaml.age"
-  version          = "v1.13.3" # what the cluster runs: render with THIS version, never the client's
+  version          = var.talos_version # what the cluster runs: render with THIS version, never the client's
   cluster_name     = "home"
   cluster_endpoint = "https://${var.node_address}:6443"
   extensions       = ["siderolabs/i915"]
@@ -240,14 +250,14 @@ phase "rehearsal" {
   # schematic (registered first, its installer checked): no ISO by hand.
   step "talos_image" "talos" {
     provider = talos.node
-    path     = var.talos_iso_dir == "" ? null : "${var.talos_iso_dir}/talos-v1.13.3-i915.iso"
+    path     = var.talos_iso_dir == "" ? null : "${var.talos_iso_dir}/talos-${var.talos_version}-i915.iso"
   }
 
   # The Talos ISO as a storage volume: the rehearsal and the real VM boot it.
   step "incus_volume" "talos_iso" {
     provider    = incus.host
     pool        = var.storage_pool
-    name        = "talos-v1-13-3-i915"
+    name        = "talos-${replace(var.talos_version, ".", "-")}-i915"
     source_file = talos_image.talos.path
   }
 

@@ -1,6 +1,9 @@
 package talosnode
 
 import (
+	blockpb "github.com/siderolabs/talos/pkg/machinery/api/resource/definitions/block"
+	"github.com/siderolabs/talos/pkg/machinery/proto"
+
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -483,7 +486,12 @@ func installTarget(cfg config.Provider, disks []Disk) (image, disk string, err e
 		var matched []string
 
 		for _, d := range disks {
-			spec := d.resource().TypedSpec()
+			// The selector sees the disk as the node's volume manager
+			// shows it to CEL: the protobuf DiskSpec.
+			spec := &blockpb.DiskSpec{}
+			if err := proto.ResourceSpecToProto(d.resource(), spec); err != nil {
+				return "", "", fmt.Errorf("disk %s: %w", d.Name, err)
+			}
 
 			ok, evalErr := sel.EvalBool(celenv.DiskLocator(), map[string]any{"disk": spec, "system_disk": false})
 			if evalErr != nil {

@@ -5,10 +5,12 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/homelab-migrate/migrate/lab/talosnode"
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/talos"
 )
@@ -171,5 +173,43 @@ func TestRebootModeRefusedFor114(t *testing.T) {
 	}
 	if len(l.n.Applies()) != 0 {
 		t.Error("the node was sent a config")
+	}
+}
+
+// A v1.14.1 pin installs a node booted from a 1.14 ISO: the first config
+// (its install in UnattendedInstallConfig) goes over the maintenance API,
+// the node installs from its disk selector and comes back over mTLS.
+func TestFirstInstall114(t *testing.T) {
+	t.Parallel()
+	n, err := talosnode.New(talosnode.Options{Dir: t.TempDir(), Version: "v1.14.1", Maintenance: true, Disks: maintDisks, RebootDuration: 200 * time.Millisecond, Hostname: "lab-node"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Stop)
+	l := newMaintLab(t, n, "https://127.0.0.1:6443")
+	cfgBlock := l.config(false)
+	cfgBlock["version"] = cty.StringVal("v1.14.1")
+	p := l.provider(t, cfgBlock)
+	cfg := obj(map[string]cty.Value{"patches": strs("patches/node.yaml"), "verify": verify([]string{"apid"}, nil)})
+	pr := plan(p, talos.MachineConfig, cfg)
+	if err := pr.Diagnostics.Err(); err != nil {
+		t.Fatalf("Plan: %v", err)
+	}
+	if !strings.Contains(pr.Diff, "install: first config") {
+		t.Errorf("the plan is not a first install:\n%s", pr.Diff)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var log bytes.Buffer
+	r := p.Apply(ctx, providers.ApplyRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Planned: pr.Private, Log: &log})
+	if err := r.Diagnostics.Err(); err != nil {
+		t.Fatalf("Apply: %v\n%s", err, log.String())
+	}
+	image, disk := n.Install()
+	if !strings.HasSuffix(image, ":v1.14.1") || disk != "/dev/sda" || n.Version() != "v1.14.1" {
+		t.Errorf("installed %q on %q, running %s", image, disk, n.Version())
 	}
 }
