@@ -182,6 +182,18 @@ variable "matrix_ca" {
   description = "A PEM file of the CA that issued the homeserver's certificate, for the federation checks; empty: the system's CAs (a certificate of a public CA, such as Let's Encrypt's)."
 }
 
+variable "matrix_tls_cert" {
+  type        = string
+  default     = "secrets/matrix-tls.crt.age"
+  description = "The certificate (with its chain) the ingress serves for matrix_domain, e.g. from your ACME client, age-encrypted (migrate secrets encrypt): the Secret synapse-tls."
+}
+
+variable "matrix_tls_key" {
+  type        = string
+  default     = "secrets/matrix-tls.key.age"
+  description = "The certificate's private key, age-encrypted: it never lies in clear beside the runbook, and is redacted everywhere."
+}
+
 variable "federation_wait" {
   type        = string
   default     = "5m"
@@ -892,6 +904,16 @@ phase "ingress-matrix" {
     depends_on = [kubernetes_job.restore_synapse, kubernetes_secret.signing_key, kubernetes_secret.synapse_config]
   }
 
+  # The homeserver's certificate for the ingress (kubernetes.io/tls).
+  step "kubernetes_secret" "synapse_tls" {
+    provider   = helm.cluster
+    namespace  = "matrix"
+    name       = "synapse-tls"
+    type       = "kubernetes.io/tls"
+    files      = { "tls.crt" = var.matrix_tls_cert, "tls.key" = var.matrix_tls_key }
+    depends_on = [kubernetes_namespace.matrix]
+  }
+
   step "kubernetes_manifest" "ingress" {
     provider   = helm.cluster
     namespace  = "matrix"
@@ -901,11 +923,10 @@ phase "ingress-matrix" {
       metadata   = { name = "synapse" }
       spec = {
         ingressClassName = "nginx"
-        # TLS for matrix_domain with the certificate of the Secret
-        # synapse-tls (kubernetes.io/tls), which this runbook does not make:
-        # cert-manager's, or a kubernetes_secret of that type from age
-        # files. Without it ingress-nginx serves a self-signed certificate
-        # of its own, and the checks below refuse it.
+        # TLS for matrix_domain with the certificate of synapse-tls
+        # (kubernetes_secret.synapse_tls). Without it ingress-nginx would
+        # serve a self-signed certificate of its own, and the checks below
+        # would refuse it.
         tls = [{ hosts = [var.matrix_domain], secretName = "synapse-tls" }]
         rules = [{
           host = var.matrix_domain
@@ -913,7 +934,7 @@ phase "ingress-matrix" {
         }]
       }
     }]
-    depends_on = [helm_release.synapse, helm_release.ingress]
+    depends_on = [helm_release.synapse, helm_release.ingress, kubernetes_secret.synapse_tls]
   }
 
   step "approval" "dns" {

@@ -24,6 +24,8 @@
 // certificate), incus-client/ (an INCUS_CONF directory whose default
 // remote "lab" is the host, with a trusted client certificate: what the
 // incus CLI and the incus provider use), matrix-ca.pem (MatrixCA),
+// matrix-tls.crt and matrix-tls.key (the endpoint's certificate, the
+// example's synapse-tls Secret: MatrixTLSCert, MatrixTLSKey),
 // images/ (where the example's
 // talos_image downloads the ISO: MIGRATE_VAR_talos_iso_dir; WriteISO
 // writes one as a user who fetched it by hand has it), lab.env (Env, for

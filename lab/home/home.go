@@ -405,6 +405,8 @@ func (h *Home) Env() []string {
 		"MIGRATE_VAR_talos_iso_dir=" + h.ImagesDir(),
 		"MIGRATE_VAR_matrix_url=" + h.fedURL,
 		"MIGRATE_VAR_matrix_ca=" + h.MatrixCA(),
+		"MIGRATE_VAR_matrix_tls_cert=" + h.MatrixTLSCert(),
+		"MIGRATE_VAR_matrix_tls_key=" + h.MatrixTLSKey(),
 	}, h.extra...)
 }
 

@@ -71,6 +71,19 @@ func (h *Home) matrixTLS(ip net.IP) (*tls.Config, error) {
 	if err := os.WriteFile(h.MatrixCA(), caPEM, 0o644); err != nil {
 		return nil, fmt.Errorf("lab: the Matrix CA: %w", err)
 	}
+	// The same certificate for the ingress (the example's synapse-tls
+	// Secret): the endpoint stands in for the ingress that serves it.
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	chain := append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), caPEM...)
+	if err := os.WriteFile(h.MatrixTLSCert(), chain, 0o644); err != nil {
+		return nil, fmt.Errorf("lab: the Matrix certificate: %w", err)
+	}
+	if err := os.WriteFile(h.MatrixTLSKey(), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		return nil, fmt.Errorf("lab: the Matrix certificate's key: %w", err)
+	}
 	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{{Certificate: [][]byte{der, caDER}, PrivateKey: key}}}, nil
 }
 
@@ -82,3 +95,12 @@ func serial() *big.Int {
 // MatrixCA is the PEM file of the CA of the federation endpoint's
 // certificate (the example's matrix_ca).
 func (h *Home) MatrixCA() string { return filepath.Join(h.dir, matrixCAFile) }
+
+// MatrixTLSCert and MatrixTLSKey are the endpoint's certificate (with its
+// CA) and key under Dir, the example's matrix_tls_cert and matrix_tls_key:
+// what the runbook's ingress serves for matrix_domain (a certificate of
+// the user's on a real server, from their ACME client, age-encrypted).
+func (h *Home) MatrixTLSCert() string { return filepath.Join(h.dir, "matrix-tls.crt") }
+
+// MatrixTLSKey: see MatrixTLSCert.
+func (h *Home) MatrixTLSKey() string { return filepath.Join(h.dir, "matrix-tls.key") }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -89,6 +90,15 @@ func TestHomelabAppsDataAndSynapseWhole(t *testing.T) {
 	}
 	if config["registration_shared_secret"] != regSecret {
 		t.Error("the Secret's registration_shared_secret is not the runbook's")
+	}
+	// The ingress's certificate: the one the federation endpoint serves,
+	// its key only in the cluster, never in what migrate printed.
+	tlsSecret := secretData(t, kubeconfig, "matrix", "synapse-tls")
+	if !strings.Contains(tlsSecret["tls.crt"], "BEGIN CERTIFICATE") || !strings.Contains(tlsSecret["tls.key"], "PRIVATE KEY") {
+		t.Errorf("the Secret synapse-tls: keys %v", slices.Sorted(maps.Keys(tlsSecret)))
+	}
+	if strings.Contains(seen.String(), strings.TrimSpace(strings.Split(tlsSecret["tls.key"], "\n")[1])) {
+		t.Error("migrate printed the ingress certificate's key")
 	}
 	deploy := kubectlJSON(t, kubeconfig, "/apis/apps/v1/namespaces/matrix/deployments/synapse")
 	for _, want := range []string{`{"name":"SYNAPSE_CONFIG_PATH","value":"/config/homeserver.yaml"}`, `"secretName":"synapse-config"`, `"mountPath":"/config"`} {

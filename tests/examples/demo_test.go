@@ -72,6 +72,11 @@ func TestDemo(t *testing.T) {
 	if procs := processesMentioning(filepath.Join(dir, "lab")); len(procs) > 0 {
 		t.Errorf("processes of the demo's lab left: %v", procs)
 	}
+	// The ISO came from the lab's Image Factory: a real file, not an
+	// empty one (whose sha256 is e3b0c442...).
+	if m := regexp.MustCompile(`downloaded 100% \((\d+) bytes, sha256 ([0-9a-f]{64})\)`).FindStringSubmatch(text); m == nil || m[1] == "0" || strings.HasPrefix(m[2], "e3b0c442") {
+		t.Errorf("the demo's output does not show the ISO downloaded from the factory with its size and sha256: %v", m)
+	}
 	// The cluster's admin key never lay in clear in the runbook: the
 	// kubeconfigs were age files (removed by the rollback).
 	if !strings.Contains(text, "kubeconfig written, age-encrypted") {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -104,9 +105,22 @@ func TestHomelabMatrixMove(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The same certificate for the ingress's synapse-tls Secret.
+	tlsCert, tlsKey := filepath.Join(t.TempDir(), "tls.crt"), filepath.Join(t.TempDir(), "tls.key")
+	keyDER, err := x509.MarshalPKCS8PrivateKey(federation.TLS.Certificates[0].PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tlsCert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: federation.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tlsKey, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
 	env := []string{agefile.IdentityEnv + "=" + filepath.Join(dir, "secrets/demo-identity.txt")}
 	flags := []string{"--var", "matrix_vm=" + vm, "--var", "incus_remote=local", "--var", "data_pool=default", "--var", "data_volume=" + volume,
-		"--var", "matrix_url=" + federation.URL, "--var", "matrix_ca=" + ca}
+		"--var", "matrix_url=" + federation.URL, "--var", "matrix_ca=" + ca, "--var", "matrix_tls_cert=" + tlsCert, "--var", "matrix_tls_key=" + tlsKey}
 	var seen bytes.Buffer // everything migrate printed
 	do := func(args ...string) string {
 		out := run(t, dir, env, append(args, flags...)...)
