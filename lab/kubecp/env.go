@@ -68,39 +68,40 @@ func (c *ControlPlane) containerEnv(ctx context.Context, pod *corev1.Pod, ctr co
 func (c *ControlPlane) envSource(ctx context.Context, ns string, from corev1.EnvFromSource) (map[string]string, error) {
 	switch {
 	case from.ConfigMapRef != nil:
-		var cm corev1.ConfigMap
-
-		found, err := c.object(ctx, ns, "configmap", from.ConfigMapRef.Name, &cm)
-		if err != nil || (!found && isOptional(from.ConfigMapRef.Optional)) {
-			return nil, err
-		}
-
-		if !found {
-			return nil, fmt.Errorf("configmap %q not found", from.ConfigMapRef.Name)
-		}
-
-		return cm.Data, nil
+		data, _, err := c.sourceData(ctx, ns, "configmap", from.ConfigMapRef.Name, from.ConfigMapRef.Optional)
+		return data, err
 	case from.SecretRef != nil:
-		var s corev1.Secret
-
-		found, err := c.object(ctx, ns, "secret", from.SecretRef.Name, &s)
-		if err != nil || (!found && isOptional(from.SecretRef.Optional)) {
-			return nil, err
-		}
-
-		if !found {
-			return nil, fmt.Errorf("secret %q not found", from.SecretRef.Name)
-		}
-
-		data := map[string]string{}
-		for k, v := range s.Data {
-			data[k] = string(v)
-		}
-
-		return data, nil
+		data, _, err := c.sourceData(ctx, ns, "secret", from.SecretRef.Name, from.SecretRef.Optional)
+		return data, err
 	default:
 		return nil, errors.New("envFrom names neither a configMapRef nor a secretRef")
 	}
+}
+
+// sourceData is the data of a ConfigMap or Secret (kind "configmap" or
+// "secret"), a Secret's values decoded; found is false for a missing
+// optional one, and a missing required one is kubelet's error.
+func (c *ControlPlane) sourceData(ctx context.Context, ns, kind, name string, optional *bool) (data map[string]string, found bool, err error) {
+	var typed any = &corev1.ConfigMap{}
+	if kind == "secret" {
+		typed = &corev1.Secret{}
+	}
+	if found, err = c.object(ctx, ns, kind, name, typed); err != nil || (!found && isOptional(optional)) {
+		return nil, false, err
+	}
+	if !found {
+		return nil, false, fmt.Errorf("%s %q not found", kind, name)
+	}
+	data = map[string]string{}
+	switch o := typed.(type) {
+	case *corev1.ConfigMap:
+		maps.Copy(data, o.Data)
+	case *corev1.Secret:
+		for k, v := range o.Data {
+			data[k] = string(v)
+		}
+	}
+	return data, true, nil
 }
 
 // valueFrom is an env variable's value from its source; ok is false for
@@ -108,51 +109,33 @@ func (c *ControlPlane) envSource(ctx context.Context, ns string, from corev1.Env
 func (c *ControlPlane) valueFrom(ctx context.Context, pod *corev1.Pod, e corev1.EnvVar) (string, bool, error) {
 	src := e.ValueFrom
 
+	var (
+		kind, key, name string
+		optional        *bool
+	)
+
 	switch {
 	case src.ConfigMapKeyRef != nil:
-		ref := src.ConfigMapKeyRef
+		kind, key, name, optional = "configmap", src.ConfigMapKeyRef.Key, src.ConfigMapKeyRef.Name, src.ConfigMapKeyRef.Optional
+	case src.SecretKeyRef != nil:
+		kind, key, name, optional = "secret", src.SecretKeyRef.Key, src.SecretKeyRef.Name, src.SecretKeyRef.Optional
+	}
 
-		var cm corev1.ConfigMap
-
-		found, err := c.object(ctx, pod.Namespace, "configmap", ref.Name, &cm)
-
-		switch {
-		case err != nil:
+	if kind != "" {
+		data, found, err := c.sourceData(ctx, pod.Namespace, kind, name, optional)
+		if err != nil || !found {
 			return "", false, err
-		case !found && isOptional(ref.Optional):
-			return "", false, nil
-		case !found:
-			return "", false, fmt.Errorf("configmap %q not found", ref.Name)
 		}
 
-		v, ok := cm.Data[ref.Key]
-		if !ok && !isOptional(ref.Optional) {
-			return "", false, fmt.Errorf("couldn't find key %s in ConfigMap %s/%s", ref.Key, pod.Namespace, ref.Name)
+		v, ok := data[key]
+		if !ok && !isOptional(optional) {
+			return "", false, fmt.Errorf("couldn't find key %s in %s %s/%s", key, map[string]string{"configmap": "ConfigMap", "secret": "Secret"}[kind], pod.Namespace, name)
 		}
 
 		return v, ok, nil
-	case src.SecretKeyRef != nil:
-		ref := src.SecretKeyRef
+	}
 
-		var s corev1.Secret
-
-		found, err := c.object(ctx, pod.Namespace, "secret", ref.Name, &s)
-
-		switch {
-		case err != nil:
-			return "", false, err
-		case !found && isOptional(ref.Optional):
-			return "", false, nil
-		case !found:
-			return "", false, fmt.Errorf("secret %q not found", ref.Name)
-		}
-
-		v, ok := s.Data[ref.Key]
-		if !ok && !isOptional(ref.Optional) {
-			return "", false, fmt.Errorf("couldn't find key %s in Secret %s/%s", ref.Key, pod.Namespace, ref.Name)
-		}
-
-		return string(v), ok, nil
+	switch {
 	case src.FieldRef != nil:
 		v, err := podField(pod, src.FieldRef.FieldPath)
 

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers/helm/scheduling"
 	"github.com/homelab-migrate/migrate/providers/sdk"
 )
 
@@ -229,7 +230,7 @@ func (p *Provider) rememberNode(c *call, a readyAttrs) (string, phases.Diagnosti
 	p.expectNode(a.Kubeconfig, n)
 	var taints []string
 	for _, t := range n.Taints {
-		taints = append(taints, taintText(t))
+		taints = append(taints, scheduling.TaintString(t))
 	}
 	line := fmt.Sprintf("node %s as its machine config makes it: taints %s", n.Name, orDefault(strings.Join(taints, ", "), "none"))
 	if cpu, ok := n.Allocatable[corev1.ResourceCPU]; ok {
@@ -239,13 +240,6 @@ func (p *Provider) rememberNode(c *call, a readyAttrs) (string, phases.Diagnosti
 		line += ", memory " + mem.String()
 	}
 	return line + " (the pods of later steps are judged against it until the cluster answers)", nil
-}
-
-func taintText(t corev1.Taint) string {
-	if t.Value == "" {
-		return t.Key + ":" + string(t.Effect)
-	}
-	return t.Key + "=" + t.Value + ":" + string(t.Effect)
 }
 
 // unexpectedTaints fails when the node registered carries a taint that
@@ -264,13 +258,13 @@ func unexpectedTaints(ctx context.Context, c *call, cl *cluster, a readyAttrs) p
 	}
 	said := map[string]bool{}
 	for _, t := range a.NodeSpec.Taints {
-		said[t.Key+"="+t.Value+":"+t.Effect] = true
+		said[scheduling.TaintString(corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})] = true
 	}
 	var extra []string
 	for _, t := range n.Spec.Taints {
-		if (t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute) && !said[t.Key+"="+t.Value+":"+string(t.Effect)] &&
+		if (t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute) && !said[scheduling.TaintString(t)] &&
 			!strings.HasPrefix(t.Key, "node.kubernetes.io/") { // the node lifecycle's own (not-ready, unschedulable...)
-			extra = append(extra, taintText(t))
+			extra = append(extra, scheduling.TaintString(t))
 		}
 	}
 	if len(extra) > 0 {

@@ -92,7 +92,7 @@ func judge(pod *corev1.Pod, affinity nodeaffinity.RequiredNodeAffinity, requests
 		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
 	}
 	if t, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), n.Taints, pod.Spec.Tolerations, blocking, false); untolerated {
-		return Refusal{Node: n.Name, Why: "untolerated taint " + taintString(t), Taint: &t}, true
+		return Refusal{Node: n.Name, Why: "untolerated taint " + TaintString(t), Taint: &t}, true
 	}
 	if ok, err := affinity.Match(node); err != nil {
 		return Refusal{Node: n.Name, Why: "its node affinity is invalid: " + err.Error()}, true
@@ -113,7 +113,8 @@ func tolerates(pod *corev1.Pod, t corev1.Taint) bool {
 	return corev1helpers.TolerationsTolerateTaint(klog.Background(), pod.Spec.Tolerations, &t, false)
 }
 
-func taintString(t corev1.Taint) string {
+// TaintString is a taint as kubectl writes it: KEY[=VALUE]:EFFECT.
+func TaintString(t corev1.Taint) string {
 	if t.Value == "" {
 		return t.Key + ":" + string(t.Effect)
 	}
@@ -160,7 +161,7 @@ func Message(subject string, findings []Finding) string {
 func fixOf(r Refusal) string {
 	switch {
 	case r.Taint != nil && r.Taint.Key == "node-role.kubernetes.io/control-plane":
-		return "Fix: a Talos control plane taints itself " + taintString(*r.Taint) + " unless its machine config allows workloads on it; for a single-node cluster patch the machine config (talos_machine_config's patches) with\n    cluster:\n      allowSchedulingOnControlPlanes: true\n  or give the pod a toleration {key: " + r.Taint.Key + ", operator: Exists, effect: " + string(r.Taint.Effect) + "}."
+		return "Fix: a Talos control plane taints itself " + TaintString(*r.Taint) + " unless its machine config allows workloads on it; for a single-node cluster patch the machine config (talos_machine_config's patches) with\n    cluster:\n      allowSchedulingOnControlPlanes: true\n  or give the pod a toleration {key: " + r.Taint.Key + ", operator: Exists, effect: " + string(r.Taint.Effect) + "}."
 	case r.Taint != nil:
 		return fmt.Sprintf("Fix: give the pod a toleration {key: %s, operator: Exists, effect: %s}, or remove the taint from the node (on Talos: machine.nodeTaints).", r.Taint.Key, r.Taint.Effect)
 	case strings.HasPrefix(r.Why, "insufficient"):
