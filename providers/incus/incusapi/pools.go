@@ -10,9 +10,11 @@ import (
 
 // StoragePool is GET /1.0/storage-pools/{name} (the part migrate reads).
 type StoragePool struct {
-	Name   string `json:"name"`
-	Driver string `json:"driver"`
-	Status string `json:"status"`
+	Name   string            `json:"name"`
+	Driver string            `json:"driver"` // "zfs", "btrfs", "lvm", "dir", ...
+	Status string            `json:"status"`
+	Config map[string]string `json:"config,omitempty"`
+	UsedBy []string          `json:"used_by,omitempty"`
 }
 
 // StoragePool reads a storage pool; IsNotFound when the host has none of
@@ -31,6 +33,17 @@ func (c *Client) StoragePools(ctx context.Context) ([]string, error) {
 	return c.names(ctx, "/1.0/storage-pools", nil)
 }
 
+// StoragePoolsAll reads all the host's storage pools, sorted by name
+// (GET /1.0/storage-pools?recursion=1).
+func (c *Client) StoragePoolsAll(ctx context.Context) ([]StoragePool, error) {
+	var list []StoragePool
+	if _, err := c.get(ctx, "/1.0/storage-pools", url.Values{"recursion": {"1"}}, &list); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(list, func(a, b StoragePool) int { return strings.Compare(a.Name, b.Name) })
+	return list, nil
+}
+
 // StorageVolumes lists the names of a pool's custom volumes, sorted
 // (GET /1.0/storage-pools/{pool}/volumes/custom).
 func (c *Client) StorageVolumes(ctx context.Context, pool string) ([]string, error) {
@@ -40,10 +53,12 @@ func (c *Client) StorageVolumes(ctx context.Context, pool string) ([]string, err
 // Network is GET /1.0/networks/{name} (the part migrate reads): a managed
 // network, or an interface of the host the daemon reports unmanaged.
 type Network struct {
-	Name    string `json:"name"`
-	Type    string `json:"type"` // "bridge", "macvlan", "physical", "loopback", ...
-	Managed bool   `json:"managed"`
-	Status  string `json:"status,omitempty"`
+	Name    string            `json:"name"`
+	Type    string            `json:"type"` // "bridge", "macvlan", "physical", "loopback", ...
+	Managed bool              `json:"managed"`
+	Status  string            `json:"status,omitempty"`
+	Config  map[string]string `json:"config,omitempty"` // a managed one's: ipv4.address, ipv4.nat, ipv4.dhcp...
+	UsedBy  []string          `json:"used_by,omitempty"`
 }
 
 // Network reads a network; IsNotFound when the host has none of that name.
