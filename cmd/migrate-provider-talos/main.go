@@ -8,6 +8,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/homelab-migrate/migrate/providers/plugin"
@@ -22,6 +23,17 @@ func main() {
 			version = os.Args[2]
 		}
 		if err := talos.GenSecrets(os.Stdout, version); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 2 && os.Args[1] == talosschema.GenTalosconfigArg {
+		bundle, err := io.ReadAll(os.Stdin)
+		if err == nil {
+			err = talos.GenTalosconfig(os.Stdout, bundle, os.Args[2])
+		}
+		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -242,61 +243,92 @@ func checkVarFile(src []byte, name string) error {
 
 func (a *app) secretsGenCommand(recipients *[]string) *cobra.Command {
 	gen := &cobra.Command{Use: "gen", Short: "Generate new secrets, written only encrypted"}
-	var out, version string
+	var out, tcOut, version, context string
 	talos := &cobra.Command{
 		Use:   "talos",
-		Short: "Generate a new Talos secrets bundle, as talosctl gen secrets does, written only encrypted",
+		Short: "Generate a new Talos secrets bundle and its admin talosconfig, as talosctl gen secrets and gen config do, written only encrypted",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			rs, err := a.recipients(*recipients)
 			if err != nil {
 				return err
 			}
-			if out == "" {
+			if out == "" || tcOut == "" {
 				dir, err := a.dir()
 				if err != nil {
 					return err
 				}
-				out = filepath.Join(dir, "secrets", "secrets.yaml.age")
+				out = cmp.Or(out, filepath.Join(dir, "secrets", "secrets.yaml.age"))
+				tcOut = cmp.Or(tcOut, filepath.Join(dir, "secrets", "talosconfig.age"))
 			}
-			if _, err := os.Stat(out); err == nil {
-				return fmt.Errorf("%s exists: a new bundle would replace the cluster's keys; remove it first if that is what you want", out)
+			for _, p := range []string{out, tcOut} {
+				if _, err := os.Stat(p); err == nil {
+					return fmt.Errorf("%s exists: a new bundle would replace the cluster's keys (and its talosconfig would no longer match); remove both first if that is what you want", p)
+				}
 			}
-			// The talos program generates it (migrate does not carry
-			// Talos's libraries); it comes back through a pipe.
-			prog, err := plugin.Locate(talosProgram())
+			bundle, tc, err := genTalosSecrets(version, context)
 			if err != nil {
 				return err
 			}
-			args := []string{talosschema.GenSecretsArg}
-			if version != "" {
-				args = append(args, version)
+			for _, f := range []struct {
+				path  string
+				clear []byte
+			}{{out, bundle}, {tcOut, tc}} {
+				sealed, err := agefile.Encrypt(f.clear, true, rs...)
+				if err != nil {
+					return err
+				}
+				if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
+					return err
+				}
+				if err := writeFile(f.path, sealed, false); err != nil {
+					return err
+				}
 			}
-			cmd := exec.Command(prog, args...)
-			cmd.Env = providers.Environ()
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			if err := cmd.Run(); err != nil {
-				return fmt.Errorf("generating the secrets bundle: %v: %s", err, strings.TrimSpace(stderr.String()))
-			}
-			sealed, err := agefile.Encrypt(stdout.Bytes(), true, rs...)
-			if err != nil {
-				return err
-			}
-			if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-				return err
-			}
-			if err := writeFile(out, sealed, false); err != nil {
-				return err
-			}
-			a.view().Note("Wrote a new Talos secrets bundle to %s, sealed to %d recipient(s).", out, len(rs))
+			a.view().Note("Wrote a new Talos secrets bundle to %s and its admin talosconfig (context %q) to %s, sealed to %d recipient(s).", out, context, tcOut, len(rs))
 			return nil
 		},
 	}
-	talos.Flags().StringVar(&out, "out", "", "the encrypted `FILE` to write (default DIR/secrets/secrets.yaml.age)")
+	talos.Flags().StringVar(&out, "out", "", "the encrypted `FILE` to write the bundle to (default DIR/secrets/secrets.yaml.age)")
+	talos.Flags().StringVar(&tcOut, "talosconfig-out", "", "the encrypted `FILE` to write the admin talosconfig to (default DIR/secrets/talosconfig.age)")
+	talos.Flags().StringVar(&context, "context", "home", "the talosconfig's `CONTEXT` name")
 	talos.Flags().StringVar(&version, "talos-version", "", "the Talos `VERSION` the bundle is for, such as v1.13.3 (default the talos provider's own)")
 	gen.AddCommand(talos)
 	return gen
+}
+
+// genTalosSecrets makes a new Talos secrets bundle for version ("": the
+// talos provider's own) and the talosconfig of its administrator in
+// context, both in clear, in memory only. The talos program makes them
+// (migrate does not carry Talos's libraries); they come back through a
+// pipe.
+func genTalosSecrets(version, context string) (bundle, talosconfig []byte, err error) {
+	prog, err := plugin.Locate(talosProgram())
+	if err != nil {
+		return nil, nil, err
+	}
+	run := func(stdin []byte, args ...string) ([]byte, error) {
+		cmd := exec.Command(prog, args...)
+		cmd.Env = providers.Environ()
+		cmd.Stdin = bytes.NewReader(stdin)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr.String()))
+		}
+		return stdout.Bytes(), nil
+	}
+	args := []string{talosschema.GenSecretsArg}
+	if version != "" {
+		args = append(args, version)
+	}
+	if bundle, err = run(nil, args...); err != nil {
+		return nil, nil, fmt.Errorf("generating the secrets bundle: %w", err)
+	}
+	if talosconfig, err = run(bundle, talosschema.GenTalosconfigArg, context); err != nil {
+		return nil, nil, fmt.Errorf("generating the talosconfig: %w", err)
+	}
+	return bundle, talosconfig, nil
 }
 
 // talosProgram is the talos provider's program name.

@@ -2,13 +2,18 @@ package main
 
 import (
 	"bytes"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"filippo.io/age"
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"go.yaml.in/yaml/v4"
 
@@ -243,7 +248,7 @@ func TestSecretsGenTalos(t *testing.T) {
 		}
 		return nil
 	})
-	if len(files) != 2 { // .age-recipients and the bundle: no clear copy
+	if len(files) != 3 { // .age-recipients, the bundle and the talosconfig: no clear copy
 		t.Errorf("files in the runbook: %v", files)
 	}
 	bundle := &secrets.Bundle{Clock: secrets.NewClock()}
@@ -252,6 +257,33 @@ func TestSecretsGenTalos(t *testing.T) {
 	}
 	if err := bundle.Validate(nil); err != nil || bundle.Certs == nil || bundle.Secrets.BootstrapToken == "" {
 		t.Fatalf("the bundle does not load: %v", err)
+	}
+	// The talosconfig is an administrator's of that cluster: its
+	// certificate is signed by the bundle's Talos API CA.
+	tc, err := clientconfig.FromString(decryptFile(t, filepath.Join(dir, "secrets", "talosconfig.age"), id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := tc.Contexts[tc.Context]
+	if tc.Context != "home" || ctx == nil {
+		t.Fatalf("the talosconfig's context: %q of %v", tc.Context, tc.Contexts)
+	}
+	if ca, _ := base64.StdEncoding.DecodeString(ctx.CA); !bytes.Equal(ca, bundle.Certs.OS.Crt) {
+		t.Errorf("the talosconfig's CA is not the bundle's Talos API CA")
+	}
+	crtPEM, _ := base64.StdEncoding.DecodeString(ctx.Crt)
+	block, _ := pem.Decode(crtPEM)
+	caBlock, _ := pem.Decode(bundle.Certs.OS.Crt)
+	if block == nil || caBlock == nil {
+		t.Fatal("the talosconfig's certificate or the CA is not PEM")
+	}
+	crt, err1 := x509.ParseCertificate(block.Bytes)
+	caCrt, err2 := x509.ParseCertificate(caBlock.Bytes)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	if err := crt.CheckSignatureFrom(caCrt); err != nil || !slices.Contains(crt.Subject.Organization, "os:admin") {
+		t.Errorf("the admin certificate (%v) is not signed by the bundle's CA: %v", crt.Subject, err)
 	}
 	before, _ := os.ReadFile(out)
 	r = migrateEnv(t, dir, env, "secrets", "gen", "talos")

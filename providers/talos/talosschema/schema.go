@@ -14,6 +14,11 @@ const TypeName = "talos"
 // talos): migrate itself does not carry Talos's libraries.
 const GenSecretsArg = "gen-secrets"
 
+// GenTalosconfigArg, followed by a context name, makes the talos program
+// read a secrets bundle on its input and write the talosconfig of an
+// administrator of that cluster (migrate secrets gen talos).
+const GenTalosconfigArg = "gen-talosconfig"
+
 // schemaJSON is the schema the provider derives from its step types,
 // written by go generate ./providers/talos.
 //
