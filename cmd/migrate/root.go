@@ -44,6 +44,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.docsCommand(),
 		a.stateCommand(),
 		a.secretsCommand(),
+		a.initCommand(),
 		a.versionCommand(),
 	)
 	return root

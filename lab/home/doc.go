@@ -18,7 +18,10 @@
 // disks) holding the custom filesystem volume "data" (DataVolume: the
 // photos, files and recordings, shared into the node); its networks the
 // NAT bridge incusbr0 (the old VMs) and its own bridge to the LAN,
-// enp5s0 (LANBridge), whose DHCP server is the home router (router.go).
+// enp5s0 (LANBridge), whose DHCP server is the home router (router.go);
+// its hardware the brief's machine (Hardware: 8 threads, 32GiB, the Intel
+// iGPU at 0000:00:02.0 with i915, an NVMe disk, the mirror's two disks),
+// as /1.0/resources reports it to migrate init.
 //
 // Layout of Dir: incus/ (the Incus host; incus/server.crt its
 // certificate), incus-client/ (an INCUS_CONF directory whose default

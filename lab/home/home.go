@@ -99,7 +99,7 @@ func Start(ctx context.Context, o Options) (*Home, error) {
 	// As IncusOS: its own pool "local", a pool on the data disks, the
 	// NAT bridge incusbr0 and a bridge of its own to the LAN.
 	h.incus, err = incushost.New(incushost.Options{Dir: filepath.Join(dir, "incus"), Seed: true, BootVM: h.bootVM, Logf: h.logf,
-		Pools: []string{StoragePool, DataPool}, Network: "incusbr0",
+		Pools: []string{StoragePool, DataPool}, Network: "incusbr0", Hardware: &Hardware,
 		AddressBlock: o.AddressBlock, LAN: lanBridge, LANLease: h.router.lease,
 		OnExec: func(instance string, command []string) {
 			h.events.add(Event{Kind: EventExec, Instance: instance, Command: command})
@@ -314,6 +314,23 @@ func disks(devs []incushost.Disk) []talosnode.Disk {
 		}
 	}
 	return out
+}
+
+// Hardware is the brief's machine as its /1.0/resources reports it: 8
+// CPU threads and 32GiB, the Intel iGPU at 0000:00:02.0 (i915, the one
+// examples/homelab passes through: igpu_pci), the NVMe disk of IncusOS
+// and its pool "local", and the two disks of the "tank" ZFS mirror.
+var Hardware = incushost.Hardware{
+	CPUs: 8, Memory: 32 << 30,
+	GPUs: []incushost.GPU{{PCIAddress: "0000:00:02.0", Driver: "i915", DriverVersion: "6.12.20", Vendor: "Intel Corporation", VendorID: "8086",
+		Product: "Alder Lake-P GT1 [UHD Graphics]", ProductID: "46a3", Card: "card0", Render: "renderD128"}},
+	Disks: []incushost.HostDisk{
+		{ID: "nvme0n1", Model: "Samsung SSD 980 1TB", Type: "nvme", Serial: "S649NL0T000001", Size: 1000204886016, PCIAddress: "0000:01:00.0"},
+		{ID: "sda", Model: "WDC WD40EFRX-68N32N0", Type: "sata", Serial: "WD-WCC7K0000001", Size: 4000787030016, PCIAddress: "0000:00:17.0"},
+		{ID: "sdb", Model: "WDC WD40EFRX-68N32N0", Type: "sata", Serial: "WD-WCC7K0000002", Size: 4000787030016, PCIAddress: "0000:00:17.0"},
+	},
+	// local: what IncusOS leaves of the NVMe disk; tank: the mirror.
+	PoolSizes: map[string]int64{StoragePool: 900 << 30, DataPool: 3600 << 30},
 }
 
 // Dir is the lab's directory.

@@ -25,7 +25,9 @@
 // homeserver.yaml, log.yaml and signing key under /etc/matrix-synapse,
 // the yaml with secrets of its own, random at each seeding, mode 0600);
 // in k3s its kubeconfig. A stand-in systemctl records its calls and each
-// unit's state (running until stopped).
+// unit's state (running until stopped). services and matrix have
+// boot.autostart = true, as a home server's VMs that start with it; k3s
+// has none.
 //
 // Commands (exec, record-output mode) run for real. A running container
 // has an init: the lab's executable started again (an init function of
@@ -118,6 +120,17 @@
 //     matching real hardware (it accepts gputype = "weird" at creation
 //     too), a bridged NIC's parent existing, and which changes need a
 //     stopped instance.
+//   - Hardware (resources.go): /1.0/resources reports what
+//     Options.Hardware describes (CPU threads, memory, GPUs with their PCI
+//     addresses, drivers and DRM nodes, disks), not the machine's: the lab
+//     has no PCI bus of its own (nil: no GPU, no disk, the machine's CPU
+//     count); its network cards, NUMA nodes, CPU sockets and firmware are
+//     empty. A pool's resources are Hardware.PoolSizes (used: the bytes
+//     its directory holds), else the file system it lies on; inodes are 0.
+//   - A VM booted through BootVM runs no agent: its state reports -1
+//     processes (the daemon hears only QEMU then), and its files, SFTP
+//     and commands are refused with the daemon's "VM agent isn't currently
+//     running" (500). A running old VM reports its init and commands.
 //   - Operations cannot be cancelled ("This operation can't be
 //     cancelled"), as a record-output exec on the daemon.
 //   - Owners: as root, the lab keeps the uids and gids of files (the user

@@ -55,7 +55,9 @@ func (s *Server) postExec(w http.ResponseWriter, r *http.Request) {
 		err = errf(http.StatusBadRequest, "Instance is not running")
 	}
 	if err == nil && in.init == nil {
-		err = errf(http.StatusBadRequest, "VM %q runs a guest of its own (no agent): the lab cannot run commands in it", in.Name)
+		// A VM booted from an ISO runs a guest of its own, no agent: the
+		// daemon's words for it.
+		err = errf(http.StatusInternalServerError, "VM agent isn't currently running")
 	}
 	var init *initProc
 	if err == nil {

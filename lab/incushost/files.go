@@ -27,6 +27,10 @@ func (s *Server) files(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if s.agentless(in) {
+		fail(w, http.StatusInternalServerError, "VM agent isn't currently running")
+		return
+	}
 	p := r.URL.Query().Get("path")
 	if !strings.HasPrefix(p, "/") {
 		fail(w, http.StatusBadRequest, "The path %q is not absolute", p)
@@ -226,4 +230,12 @@ func orMode(m, def fs.FileMode) fs.FileMode {
 		return def
 	}
 	return m
+}
+
+// agentless reports whether in is a running VM booted from an ISO: its
+// guest runs no Incus agent, so the daemon cannot reach its files.
+func (s *Server) agentless(in *instance) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return in.guest != nil
 }

@@ -213,6 +213,11 @@ var oldVMs = map[string]map[string]string{
 	},
 }
 
+// autostart are the old VMs that start with the host (boot.autostart),
+// as a home server's services and homeserver do; the k3s playground is
+// started by hand.
+var autostart = map[string]bool{"services": true, "matrix": true}
+
 // OldVMs names the three old VMs Seed creates.
 var OldVMs = []string{"services", "matrix", "k3s"}
 
@@ -253,6 +258,9 @@ func (s *Server) seedVM(name string) error {
 		Devices:  map[string]map[string]string{"eth0": {"type": "nic", "network": s.opts.Network, "name": "eth0"}},
 		Profiles: []string{"default"}, CreatedAt: now,
 		dir: filepath.Join(s.dir, "instances", name), IPv4: s.newIP()}
+	if autostart[name] {
+		in.Config["boot.autostart"] = "true"
+	}
 	s.mu.Unlock()
 	if err := os.MkdirAll(filepath.Join(in.dir, "logs"), 0o755); err != nil {
 		return err

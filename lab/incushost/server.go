@@ -58,6 +58,9 @@ type Options struct {
 	// OperationTTL is how long a finished operation stays readable (default 5 s,
 	// as the real daemon).
 	OperationTTL time.Duration
+	// Hardware is what /1.0/resources reports (nil: no GPU, no disk, the
+	// machine's CPU count) and the pools' sizes.
+	Hardware *Hardware
 	// Logf, if set, is told what the server does.
 	Logf func(format string, args ...any)
 	// OnExec, if set, is called with each command the server starts in
@@ -411,6 +414,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /1.0/certificates", s.postCertificate)
 	mux.HandleFunc("GET /1.0/certificates", s.getCertificates)
 	mux.HandleFunc("DELETE /1.0/certificates/{fp}", s.deleteCertificate)
+	mux.HandleFunc("GET /1.0/resources", s.getResources)
+	mux.HandleFunc("GET /1.0/storage-pools/{pool}/resources", s.getPoolResources)
 	mux.HandleFunc("GET /1.0/networks", s.listNetworks)
 	mux.HandleFunc("GET /1.0/networks/{name}", s.getNetwork)
 	mux.HandleFunc("GET /1.0/networks/{name}/leases", s.getLeases)

@@ -27,6 +27,10 @@ func (s *Server) serveSFTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if s.agentless(in) {
+		fail(w, http.StatusInternalServerError, "VM agent isn't currently running")
+		return
+	}
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "sftp") {
 		fail(w, http.StatusBadRequest, "Missing or invalid upgrade header")
 		return

@@ -31,7 +31,12 @@ func (s *Server) stateAPI(in *instance) map[string]any {
 	out := map[string]any{"status": st, "status_code": code, "pid": 0, "processes": 0,
 		"cpu": map[string]any{"usage": 0}, "memory": map[string]any{"usage": 0}}
 	if in.Running {
-		out["pid"], out["processes"] = os.Getpid(), len(in.execs)
+		// Its init and the commands it runs; a VM booted from an ISO runs
+		// no agent, and the daemon, which then only hears QEMU, says -1.
+		out["pid"], out["processes"] = os.Getpid(), 1+len(in.execs)
+		if in.guest != nil {
+			out["processes"] = -1
+		}
 		out["network"] = s.interfaces(in)
 	}
 	return out

@@ -303,7 +303,7 @@ func (s *Server) getNetwork(w http.ResponseWriter, r *http.Request) {
 func (s *Server) networks() []map[string]any {
 	nets := []map[string]any{
 		{"name": s.opts.Network, "type": "bridge", "managed": true, "status": "Created",
-			"config": map[string]string{"ipv4.address": "127.0.1.254/8", "ipv6.address": "none"}},
+			"config": map[string]string{"ipv4.address": "127.0.1.254/8", "ipv4.nat": "true", "ipv6.address": "none"}},
 		{"name": "lo", "type": "loopback", "managed": false, "config": map[string]string{}},
 	}
 	if s.opts.LAN != "" {

@@ -41,9 +41,12 @@ var rules = []rule{
 	{pkg: "runbooks", may: []string{"graph", "phases", "secret/..."}, why: "the loader turns HCL into phases values"},
 	{pkg: "engine", may: []string{"graph", "phases", "providers", "secret", "state"}, never: []string{hcl},
 		why: "the engine knows providers by their interface only, and runbooks only as phases values (HCL belongs to runbooks)"},
-	{pkg: "views", may: []string{"engine", "phases", "providers", "secret", "state"}, why: "views render what the engine and state say"},
+	{pkg: "views", may: []string{"engine", "inventory", "phases", "providers", "secret", "state"}, why: "views render what the engine and state say (and what migrate init read)"},
+	{pkg: "inventory", may: []string{"providers/incus/incusapi"}, why: "reads an Incus host through the typed client, nothing else: no engine, no runbook"},
+	{pkg: "scaffold", may: []string{"examples/homelab", "inventory", "secret/agefile"}, why: "writes a new runbook from the example's template and what inventory chose"},
 	{pkg: "reference", may: []string{"phases"}, why: "the reference is written from schemas, not from providers"},
 	{pkg: "examples", why: "the example runbooks, embedded for migrate-lab demo: it imports nothing of ours"},
+	{pkg: "examples/homelab", why: "the homelab runbook without its secrets, migrate init's template: it imports nothing of ours"},
 
 	{pkg: "providers", may: []string{"phases"}, why: "the interface every provider implements"},
 	{pkg: "providers/sdk/...", may: []string{"phases", "providers", "providers/sdk/...", "secret"}, why: "the skeleton below every provider"},
@@ -58,8 +61,8 @@ var rules = []rule{
 	{pkg: "lab/...", may: []string{"..."}, never: []string{"cmd/..."}, why: "the lab is a test fixture, not a part of the CLI"},
 	{pkg: "bench/...", may: []string{"..."}, never: []string{"cmd/..."}, why: "benchmarks measure the packages, not the CLI"},
 	{pkg: "tests/...", may: []string{"..."}, why: "tests may use anything"},
-	{pkg: "cmd/migrate", may: []string{"..."}, never: []string{"lab/...", "examples/..."},
-		why: "the product carries no test fixture: the lab and the demo's examples are migrate-lab's"},
+	{pkg: "cmd/migrate", may: []string{"..."}, never: []string{"lab/...", "examples"},
+		why: "the product carries no test fixture: the lab and the demo's examples (with their secrets) are migrate-lab's; migrate init's template, examples/homelab without secrets, is the product's"},
 	{pkg: "cmd/...", may: []string{"..."}, why: "the programs put everything together"},
 }
 

@@ -1,0 +1,130 @@
+package inventory_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/homelab-migrate/migrate/inventory"
+)
+
+// brief is the story's host as Read would see it: three old VMs, the
+// Intel iGPU, the pools and the LAN bridge.
+func brief() *inventory.Host {
+	vm := func(name string, apps ...inventory.App) inventory.Instance {
+		return inventory.Instance{Name: name, Type: "virtual-machine", Status: "Running", Agent: inventory.AgentRunning, RootPool: "local",
+			Devices: map[string]map[string]string{"root": {"type": "disk", "pool": "local", "path": "/"}}, Apps: apps}
+	}
+	return &inventory.Host{CPUs: 8, Memory: 32 << 30, DefaultPool: "local",
+		GPUs: []inventory.GPUCard{{PCIAddress: "0000:00:02.0", Driver: "i915", Vendor: "Intel Corporation", VendorID: "8086"}},
+		Pools: []inventory.Pool{{Name: "local", Driver: "zfs", Total: 1 << 40},
+			{Name: "tank", Driver: "zfs", Total: 4 << 40, Volumes: []inventory.Volume{{Pool: "tank", Name: "data", ContentType: "filesystem"}}}},
+		Networks: []inventory.Network{{Name: "incusbr0", Type: "bridge", Managed: true, NAT: true}, {Name: "enp5s0", Type: "bridge"}},
+		Instances: []inventory.Instance{
+			vm("services", inventory.App{Name: "Jellyfin", Role: inventory.RoleServices}),
+			vm("matrix", inventory.App{Name: "Synapse", Role: inventory.RoleMatrix, Detail: map[string]string{"server_name": "m.example.net"}}),
+			vm("k3s", inventory.App{Name: "k3s", Role: inventory.RoleK3s}),
+		}}
+}
+
+func judge(t *testing.T, h *inventory.Host) []inventory.Finding {
+	t.Helper()
+	site, guesses, err := inventory.Choose(h, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(guesses, inventory.Check(h, site)...)
+}
+
+func has(fs []inventory.Finding, code, severity, subject, seen string) bool {
+	for _, f := range fs {
+		if f.Code == code && f.Severity == severity && f.Subject == subject && strings.Contains(f.Seen, seen) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestCheck: each way a host can stop the move is a finding of its code
+// and severity; the brief's host has only the story's.
+func TestCheck(t *testing.T) {
+	fs := judge(t, brief())
+	for _, f := range fs {
+		if f.Severity == inventory.Blocker {
+			t.Errorf("the brief's host has a blocker: %+v", f)
+		}
+	}
+	if !has(fs, inventory.CodeVMNoGPU, inventory.Warning, "instance services", "decoding ran on the CPU") {
+		t.Errorf("no vm-no-gpu: %+v", fs)
+	}
+
+	for _, tc := range []struct {
+		name                          string
+		change                        func(h *inventory.Host)
+		code, severity, subject, seen string
+		steps                         string
+	}{
+		{"no agent", func(h *inventory.Host) { h.Instances[1].Agent = inventory.AgentAbsent },
+			inventory.CodeNoAgent, inventory.Blocker, "instance matrix", "incus_exec.export_synapse", "incus_file.signing_key"},
+		{"no agent on k3s", func(h *inventory.Host) { h.Instances[2].Agent = inventory.AgentAbsent },
+			inventory.CodeNoAgent, inventory.Warning, "instance k3s", "its stop and snapshot need no agent", ""},
+		{"stopped VM", func(h *inventory.Host) {
+			h.Instances[2].Status, h.Instances[2].Agent = "Stopped", inventory.AgentUnknown
+		},
+			inventory.CodeAgentUnknown, inventory.Warning, "instance k3s", "is stopped", ""},
+		{"gpu passed through", func(h *inventory.Host) {
+			h.Instances[0].Devices["gpu0"] = map[string]string{"type": "gpu", "gputype": "physical", "pci": "0000:00:02.0"}
+		}, inventory.CodeGPUInUse, inventory.Blocker, "gpu 0000:00:02.0", "until incus_instance_state.old_services (phase cleanup)", ""},
+		{"no gpu", func(h *inventory.Host) { h.GPUs = nil },
+			inventory.CodeNoHostGPU, inventory.Blocker, "host", "no GPU", "talos_read.rehearsal_igpu"},
+		{"an AMD gpu", func(h *inventory.Host) {
+			h.GPUs = []inventory.GPUCard{{PCIAddress: "0000:03:00.0", Driver: "amdgpu", Vendor: "AMD", VendorID: "1002"}}
+		}, inventory.CodeGPUDriver, inventory.Warning, "gpu 0000:03:00.0", "not an Intel one", ""},
+		{"no LAN bridge", func(h *inventory.Host) { h.Networks = h.Networks[:1] },
+			inventory.CodeNoLANBridge, inventory.Blocker, "networks", "no bridge to the LAN", ""},
+		{"a full pool", func(h *inventory.Host) { h.Pools[0].Used = h.Pools[0].Total - 100<<30 },
+			inventory.CodePoolRoom, inventory.Blocker, "pool local", "has 100GiB free of 1TiB", ""},
+		{"a dir pool's snapshots", func(h *inventory.Host) {
+			h.Pools[0].Driver, h.Pools[0].Used = "dir", h.Pools[0].Total-240<<30
+			h.Instances[0].RootUsage = 20 << 30
+		}, inventory.CodePoolRoom, inventory.Blocker, "pool local", "the snapshot of services (a dir pool copies its 20GiB root)", ""},
+		{"data volume used elsewhere", func(h *inventory.Host) {
+			h.Pools[1].Volumes[0].UsedBy = []string{"backup"}
+			h.Instances = append(h.Instances, inventory.Instance{Name: "backup", Type: "container", Status: "Running"})
+		}, inventory.CodeVolumeAttached, inventory.Warning, "volume tank/data", "attached to backup", ""},
+		{"no data volume", func(h *inventory.Host) { h.Pools[1].Volumes = nil },
+			inventory.CodeNoDataVolume, inventory.Blocker, "data volume", "no custom filesystem volume", ""},
+		{"no k3s VM", func(h *inventory.Host) { h.Instances = h.Instances[:2] },
+			inventory.CodeRoleMissing, inventory.Blocker, "role k3s", "no instance runs the k3s playground", "incus_instance_state.old_k3s"},
+		{"autostart", func(h *inventory.Host) { h.Instances[1].Autostart = true },
+			inventory.CodeAutostart, inventory.Info, "instance matrix", "phase ingress-matrix", ""},
+		{"found by name", func(h *inventory.Host) { h.Instances[2].Apps = nil },
+			inventory.CodeGuess, inventory.Guess, "variable k3s_vm", "by its name only", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := brief()
+			tc.change(h)
+			fs := judge(t, h)
+			if !has(fs, tc.code, tc.severity, tc.subject, tc.seen) {
+				t.Fatalf("no %s %s finding about %s saying %q:\n%+v", tc.severity, tc.code, tc.subject, tc.seen, fs)
+			}
+			if tc.steps != "" {
+				found := false
+				for _, f := range fs {
+					if f.Code == tc.code && strings.Contains(strings.Join(f.Steps, " "), tc.steps) {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("the %s finding does not mark step %s", tc.code, tc.steps)
+				}
+			}
+		})
+	}
+}
+
+func TestChooseRefusesAnEmptyHost(t *testing.T) {
+	if _, _, err := inventory.Choose(&inventory.Host{}, time.Now()); err != inventory.ErrNoInstances {
+		t.Errorf("an empty host: %v", err)
+	}
+}

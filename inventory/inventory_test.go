@@ -1,0 +1,206 @@
+package inventory_test
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/homelab-migrate/migrate/inventory"
+	"github.com/homelab-migrate/migrate/lab/home"
+	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
+)
+
+// recorder is a proxy in front of a unix socket that keeps the method
+// and path of every request.
+type recorder struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (r *recorder) record(method, path string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, method+" "+path)
+}
+
+// labHost starts the lab home server and a client of its Incus host
+// through a recording proxy.
+func labHost(t *testing.T) (*home.Home, *incusapi.Client, *recorder) {
+	t.Helper()
+	h, err := home.Start(t.Context(), home.Options{Dir: filepath.Join(t.TempDir(), "lab"), AddressBlock: 31})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	// The proxy speaks to the host on a socket of its own (the test's:
+	// the home is HTTPS only).
+	sock := filepath.Join(h.Dir(), "test.socket")
+	if err := h.Incus().Listen(sock); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			rec.record(pr.In.Method, pr.In.URL.Path)
+			pr.SetURL(&url.URL{Scheme: "http", Host: "incus"})
+		},
+		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		}},
+	}
+	front := filepath.Join(h.Dir(), "front.socket")
+	l, err := net.Listen("unix", front)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: proxy}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	c, err := incusapi.New(incusapi.Options{Socket: front})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return h, c, rec
+}
+
+// world is the host's state as the API shows it, for a before and after.
+func world(t *testing.T, c *incusapi.Client) string {
+	t.Helper()
+	ctx := t.Context()
+	var parts []any
+	insts, err := c.Instances(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range insts {
+		snaps, err := c.Snapshots(ctx, i.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, i, snaps)
+	}
+	pools, err := c.StoragePoolsAll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pools {
+		vols, err := c.StorageVolumesAll(ctx, p.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, p, vols)
+	}
+	nets, _ := c.Networks(ctx)
+	profs, _ := c.Profiles(ctx)
+	parts = append(parts, nets, profs)
+	b, err := json.MarshalIndent(parts, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func findingsOf(fs []inventory.Finding, code string) []inventory.Finding {
+	var out []inventory.Finding
+	for _, f := range fs {
+		if f.Code == code {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// TestReadTheLabHost: the brief's host, read as migrate init reads it:
+// the old VMs and what runs in them, the services VM's missing GPU, the
+// autostart, the pools and networks by their names; and nothing on the
+// host changed (only GETs and HEADs went out, and the world is the same).
+func TestReadTheLabHost(t *testing.T) {
+	h, c, rec := labHost(t)
+	before := world(t, c)
+	eventsBefore, err := home.ReadEvents(h.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.calls = nil
+
+	host, err := inventory.Read(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, call := range rec.calls {
+		if m, _, _ := strings.Cut(call, " "); m != http.MethodGet && m != http.MethodHead {
+			t.Errorf("the inventory sent %s: it must only read", call)
+		}
+	}
+	if len(rec.calls) < 10 {
+		t.Errorf("the proxy saw too few requests to have read the host: %v", rec.calls)
+	}
+	if after := world(t, c); after != before {
+		t.Errorf("the host changed while it was read:\nbefore %s\nafter %s", before, after)
+	}
+	if ev, _ := home.ReadEvents(h.Dir()); len(ev) != len(eventsBefore) {
+		t.Errorf("the inventory ran commands in the old VMs: %v", ev[len(eventsBefore):])
+	}
+
+	apps := map[string][]string{}
+	for _, i := range host.Instances {
+		for _, a := range i.Apps {
+			apps[i.Name] = append(apps[i.Name], a.Name)
+		}
+	}
+	want := map[string][]string{"services": {"Jellyfin", "Frigate", "Samba"}, "matrix": {"Synapse"}, "k3s": {"k3s"}}
+	for vm, w := range want {
+		if !slices.Equal(apps[vm], w) {
+			t.Errorf("apps of %s: %v, want %v", vm, apps[vm], w)
+		}
+	}
+	svc := host.Instance("services")
+	if svc == nil || svc.Agent != inventory.AgentRunning || len(svc.GPUDevices()) != 0 {
+		t.Fatalf("services: %+v", svc)
+	}
+	if svc.Apps[0].HWAccel != "vaapi (/etc/jellyfin/encoding.xml)" || svc.Apps[1].HWAccel != "preset-vaapi (/opt/frigate/config/config.yml)" {
+		t.Errorf("the hardware decoding the apps are set for: %+v", svc.Apps)
+	}
+
+	site, guesses, err := inventory.Choose(host, time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if site.ServicesVM != "services" || site.MatrixVM != "matrix" || site.K3sVM != "k3s" ||
+		site.StoragePool != home.StoragePool || site.DataPool != home.DataPool || site.DataVolume != home.DataVolume ||
+		site.LANBridge != "enp5s0" || site.MatrixDomain != "matrix.example.org" || site.MatrixURL != "https://matrix.example.org" ||
+		site.RetainUntil != "2027-02-02" {
+		t.Errorf("the site: %+v", site)
+	}
+	if site.NodeMAC == site.RehearsalMAC || !strings.HasPrefix(site.NodeMAC, "10:66:6a:") {
+		t.Errorf("the new MACs: %s %s", site.NodeMAC, site.RehearsalMAC)
+	}
+	if site.TODO["node_address"] == "" || !strings.Contains(site.TODO["node_address"], site.NodeMAC) {
+		t.Errorf("node_address is not left to the user: %v", site.TODO)
+	}
+
+	fs := append(guesses, inventory.Check(host, site)...)
+	gpu := findingsOf(fs, inventory.CodeVMNoGPU)
+	if len(gpu) != 1 || gpu[0].Subject != "instance services" || !strings.Contains(gpu[0].Seen, "decoding ran on the CPU") || !strings.Contains(gpu[0].Seen, "vaapi") {
+		t.Errorf("the services VM's missing GPU: %+v", gpu)
+	}
+	if nb := findingsOf(fs, inventory.CodeNoLANBridge); len(nb) != 0 {
+		t.Errorf("the LAN bridge was not found: %+v", nb)
+	}
+	for _, f := range fs {
+		if f.Seen == "" || f.Do == "" || f.Code == "" || f.Subject == "" {
+			t.Errorf("a finding without what was seen or what to do: %+v", f)
+		}
+	}
+	t.Logf("findings: %+v", fs)
+}

@@ -1,0 +1,313 @@
+package scaffold
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"filippo.io/age"
+	"github.com/hashicorp/hcl/v2/hclwrite"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/homelab-migrate/migrate/examples/homelab"
+	"github.com/homelab-migrate/migrate/inventory"
+	"github.com/homelab-migrate/migrate/secret/agefile"
+)
+
+// Input is what the runbook is written from.
+type Input struct {
+	Host     *inventory.Host
+	Site     inventory.Site
+	Findings []inventory.Finding
+	// Remote is the incus CLI remote the host was read through (the
+	// runbook's incus_remote); with Address set instead, the provider
+	// block names the address and the certificates' files.
+	Remote  string
+	Address *Address
+	// Recipients are whom the secrets are sealed to: age1... lines of
+	// .age-recipients.
+	Recipients []string
+	// Talos holds the new cluster's secrets bundle and its
+	// administrator's talosconfig, in clear (sealed here).
+	Talos TalosSecrets
+	Now   time.Time
+}
+
+// Address is a host reached by URL with certificates given as files.
+type Address struct {
+	URL, ClientCert, ClientKey, ServerCert string
+}
+
+// TalosSecrets are a new cluster's secrets, as `migrate secrets gen
+// talos` makes them.
+type TalosSecrets struct {
+	Bundle, Talosconfig []byte
+}
+
+// File is one file of the runbook directory, relative to it.
+type File struct {
+	Path string
+	Data []byte
+	Mode fs.FileMode
+}
+
+// Render makes the runbook's files in memory.
+func Render(in Input) ([]File, error) {
+	if len(in.Recipients) == 0 {
+		return nil, errors.New("no age recipient to seal the secrets to")
+	}
+	var rs []age.Recipient
+	for _, r := range in.Recipients {
+		x, err := age.ParseX25519Recipient(r)
+		if err != nil {
+			return nil, fmt.Errorf("recipient %q: %w", r, err)
+		}
+		rs = append(rs, x)
+	}
+	if len(in.Talos.Bundle) == 0 || len(in.Talos.Talosconfig) == 0 {
+		return nil, errors.New("no Talos secrets to write")
+	}
+	var files []File
+	add := func(p string, b []byte, mode fs.FileMode) { files = append(files, File{Path: p, Data: b, Mode: mode}) }
+	seal := func(p string, clear []byte) error {
+		b, err := agefile.Encrypt(clear, true, rs...)
+		if err != nil {
+			return fmt.Errorf("sealing %s: %w", p, err)
+		}
+		add(p, b, 0o600)
+		return nil
+	}
+
+	// The template: examples/homelab without its secrets and recipients.
+	tmpl := homelab.Runbook()
+	err := fs.WalkDir(tmpl, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !templateFile(p) {
+			return err
+		}
+		b, err := fs.ReadFile(tmpl, p)
+		if err != nil {
+			return err
+		}
+		if p == "main.hcl" {
+			if b, err = mainHCL(b, in); err != nil {
+				return err
+			}
+		}
+		add(p, b, 0o644)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("the runbook template: %w", err)
+	}
+
+	add("site.auto.hcl", siteHCL(in), 0o644)
+	add(agefile.RecipientsFile, []byte("# Whom the secrets of this runbook are sealed to, one age recipient per line\n# (age-keygen -y IDENTITY prints an identity's). Add your team's; then re-seal\n# each .age file (migrate secrets edit) so that they can open it.\n"+strings.Join(in.Recipients, "\n")+"\n"), 0o644)
+	if err := seal("secrets/secrets.yaml.age", in.Talos.Bundle); err != nil {
+		return nil, err
+	}
+	if err := seal("secrets/talosconfig.age", in.Talos.Talosconfig); err != nil {
+		return nil, err
+	}
+	if err := seal("secrets/ci-runner-token.age", []byte("TODO-the-runner-registration-token-of-your-forge\n")); err != nil {
+		return nil, err
+	}
+	reg := make([]byte, 32)
+	rand.Read(reg)
+	if err := seal("secrets.auto.hcl.age", fmt.Appendf(nil, "# The new homeserver's registration shared secret (register_new_matrix_user\n# signs with it), made by migrate init. migrate secrets edit secrets.auto.hcl.age\n# opens this file in $EDITOR.\nsynapse_registration_secret = %q\n",
+		base64.RawURLEncoding.EncodeToString(reg))); err != nil {
+		return nil, err
+	}
+	add("secrets/README.md", []byte(secretsREADME), 0o644)
+	add(".gitignore", []byte(gitignore), 0o644)
+	slices.SortFunc(files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	return files, nil
+}
+
+// templateFile: what of examples/homelab a new runbook starts from (its
+// secrets are the demo's, sealed to the published demo identity).
+func templateFile(p string) bool {
+	top, _, _ := strings.Cut(p, "/")
+	return p == "main.hcl" || top == "charts" || top == "manifests" || top == "patches"
+}
+
+const secretsREADME = `Age-encrypted secrets, sealed to the recipients in ../.age-recipients;
+set MIGRATE_AGE_IDENTITY to your identity file to open them in memory.
+migrate init made them new for this host:
+
+- secrets.yaml.age: the cluster's PKI, a Talos secrets bundle (migrate secrets gen talos);
+- talosconfig.age: the Talos API client config of its administrator, made from it;
+- ci-runner-token.age: a PLACEHOLDER: put your forge's runner registration token
+  in a file and seal it instead (rm ci-runner-token.age; migrate secrets encrypt
+  ci-runner-token --rm);
+- ../secrets.auto.hcl.age: the new homeserver's registration secret.
+
+The run adds the kubeconfigs (kubeconfig.age, rehearsal.kubeconfig.age) and
+Synapse's signing key and configuration from the old matrix VM
+(synapse-signing.key.age, synapse-homeserver.yaml.age). Put the homeserver's
+certificate and key here too, sealed: matrix-tls.crt.age and matrix-tls.key.age
+(migrate secrets encrypt FILE --rm).
+`
+
+const gitignore = `# State and what a run writes that is not for the repository.
+.migrate/
+rendered/
+secrets/kubeconfig.age
+secrets/rehearsal.kubeconfig.age
+`
+
+// mainHCL is the template's main.hcl for this host: a header saying so,
+// the provider block for an address, and a TODO before each step a
+// finding concerns.
+func mainHCL(b []byte, in Input) ([]byte, error) {
+	s := string(b)
+	s = strings.Replace(s, "secrets/demo-identity.txt   # the DEMO identity", "~/.config/migrate/age.key   # your identity (age-keygen)", 1)
+	if in.Address != nil {
+		const remoteLine = "  remote = var.incus_remote # HTTPS, with the incus CLI's client certificate\n"
+		if !strings.Contains(s, remoteLine) {
+			return nil, errors.New("main.hcl: the incus provider block is not the expected one")
+		}
+		var blk strings.Builder
+		for _, kv := range [][2]string{{"address", in.Address.URL}, {"client_cert", in.Address.ClientCert}, {"client_key", in.Address.ClientKey}, {"server_cert", in.Address.ServerCert}} {
+			if kv[1] != "" {
+				fmt.Fprintf(&blk, "  %-11s = %s\n", kv[0], hclString(kv[1]))
+			}
+		}
+		s = strings.Replace(s, remoteLine, blk.String(), 1)
+	}
+	todo := map[string][]string{}
+	for _, f := range in.Findings {
+		for _, st := range f.Steps {
+			todo[st] = append(todo[st], f.Do)
+		}
+	}
+	for _, st := range sortedKeys(todo) {
+		typ, name, _ := strings.Cut(st, ".")
+		head := fmt.Sprintf("  step %q %q {\n", typ, name)
+		i := strings.Index(s, head)
+		if i < 0 {
+			continue // a step the template no longer has: the report still says it
+		}
+		var c strings.Builder
+		for _, do := range slices.Compact(todo[st]) {
+			c.WriteString(comment("  # TODO(migrate init): ", "  #   ", do))
+		}
+		s = s[:i] + c.String() + s[i:]
+	}
+	header := comment("# ", "# ", fmt.Sprintf("Written by migrate init on %s from %s, examples/homelab's runbook: the host's names are in site.auto.hcl, and TODO marks what only you can decide (migrate init's report says why).", in.Now.Format(time.DateOnly), hostName(in)))
+	return []byte(header + "\n" + s), nil
+}
+
+func hostName(in Input) string {
+	if in.Host == nil {
+		return "the host"
+	}
+	if in.Host.Server.Name != "" {
+		return in.Host.Server.Name + " (" + in.Host.Target + ")"
+	}
+	return in.Host.Target
+}
+
+// comment wraps text at 76 columns into comment lines.
+func comment(first, rest, text string) string {
+	var b strings.Builder
+	line := first
+	for _, w := range strings.Fields(text) {
+		if len(line)+len(w) > 78 && line != first && line != rest {
+			b.WriteString(strings.TrimRight(line, " ") + "\n")
+			line = rest
+		}
+		line += w + " "
+	}
+	b.WriteString(strings.TrimRight(line, " ") + "\n")
+	return b.String()
+}
+
+func hclString(s string) string {
+	return strings.TrimSpace(string(hclwrite.TokensForValue(cty.StringVal(s)).Bytes()))
+}
+
+// Write writes files into dir, which must be empty or absent: each file
+// is created with O_EXCL, so none is ever overwritten; on a failure the
+// files and directories it made are removed again.
+func Write(dir string, files []File) (err error) {
+	if err := CheckEmpty(dir); err != nil {
+		return err
+	}
+	var made []string // files and directories, in the order made
+	defer func() {
+		if err != nil {
+			for _, p := range slices.Backward(made) {
+				os.Remove(p)
+			}
+		}
+	}()
+	mkdir := func(d string) error { return mkdirAll(d, &made) }
+	if err := mkdir(dir); err != nil {
+		return err
+	}
+	for _, f := range files {
+		p := filepath.Join(dir, filepath.FromSlash(f.Path))
+		if err := mkdir(filepath.Dir(p)); err != nil {
+			return err
+		}
+		fh, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, f.Mode)
+		if err != nil {
+			return err
+		}
+		made = append(made, p)
+		if _, err := fh.Write(f.Data); err != nil {
+			fh.Close()
+			return err
+		}
+		if err := fh.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func mkdirAll(d string, made *[]string) error {
+	if _, err := os.Stat(d); err == nil {
+		return nil
+	}
+	if parent := filepath.Dir(d); parent != d {
+		if err := mkdirAll(parent, made); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	*made = append(*made, d)
+	return nil
+}
+
+// CheckEmpty says whether dir can take a new runbook: absent, or an
+// empty directory.
+func CheckEmpty(dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case len(entries) > 0:
+		var names []string
+		for _, e := range entries[:min(len(entries), 3)] {
+			names = append(names, e.Name())
+		}
+		more := ""
+		if len(entries) > 3 {
+			more = fmt.Sprintf(" and %d more", len(entries)-3)
+		}
+		return fmt.Errorf("%s is not empty (it has %s%s): migrate init writes a new runbook only into an empty or new directory, and never overwrites a file; choose another directory", dir, strings.Join(names, ", "), more)
+	}
+	return nil
+}

@@ -1,0 +1,129 @@
+package scaffold
+
+import (
+	"fmt"
+	"github.com/hashicorp/hcl/v2/hclwrite"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/homelab-migrate/migrate/inventory"
+)
+
+// siteHCL is site.auto.hcl: the host's names as the runbook's variables,
+// each with where it came from, and a TODO for what only the user knows.
+func siteHCL(in Input) []byte {
+	s, h := in.Site, in.Host
+	var b strings.Builder
+	b.WriteString(comment("# ", "# ", fmt.Sprintf("The host as migrate init read it on %s: %s. These values win over main.hcl's defaults and MIGRATE_VAR_* (a --var or --var-file wins over them). Change what is wrong; each TODO is for you to settle.", in.Now.Format("2006-01-02"), hostName(in))))
+	b.WriteString("\n")
+	line := func(name, value, note string) {
+		l := fmt.Sprintf("%-20s = %s", name, value)
+		if note != "" {
+			l += " # " + note
+		}
+		b.WriteString(l + "\n")
+	}
+	str := func(name, value, note string) {
+		if value == "" {
+			return
+		}
+		line(name, hclString(value), note)
+	}
+	if in.Address == nil {
+		str("incus_remote", in.Remote, "the incus CLI's remote it was read through")
+		b.WriteString("\n")
+	}
+
+	b.WriteString("# The old VMs, by what runs in them.\n")
+	for _, role := range inventory.Roles {
+		name := s.RoleVM(role)
+		if name == "" {
+			b.WriteString(comment("# ", "#   ", fmt.Sprintf("TODO: %s_vm: no instance runs %s; set it, or delete the steps that name var.%s_vm (marked TODO in main.hcl).", role, roleApps(role), role)))
+			continue
+		}
+		str(role+"_vm", name, appsOf(h, name))
+	}
+	b.WriteString("\n# Storage and network.\n")
+	str("storage_pool", s.StoragePool, poolNote(h, s.StoragePool, "the Talos VM's disks and the ISO"))
+	str("data_pool", s.DataPool, poolNote(h, s.DataPool, "the data volume's pool"))
+	str("data_volume", s.DataVolume, "shared into the node by virtiofs, mounted at /var/mnt/data")
+	if s.LANBridge != "" {
+		str("lan_bridge", s.LANBridge, "the node's NIC is bridged onto the LAN here")
+	} else {
+		b.WriteString("# TODO: lan_bridge: the host has no bridge to the LAN (see migrate init's report).\n")
+	}
+	if s.IGPUPCI != "" {
+		str("igpu_pci", s.IGPUPCI, gpuNote(h, s.IGPUPCI))
+	} else {
+		b.WriteString("# TODO: igpu_pci: the host has no GPU; delete the igpu devices in main.hcl (marked TODO).\n")
+	}
+
+	b.WriteString("\n# The Talos node.\n")
+	if s.NodeCPU > 0 {
+		line("node_cpu", fmt.Sprint(s.NodeCPU), fmt.Sprintf("of the host's %d CPU threads", h.CPUs))
+		str("node_memory", s.NodeMemory, "of the host's "+inventory.SizeString(h.Memory))
+	}
+	str("node_mac", s.NodeMAC, "new, unused on the host: reserve node_address for it in the router")
+	str("rehearsal_mac", s.RehearsalMAC, "new: reserve rehearsal_address for it")
+	str("retain_old_vms_until", s.RetainUntil, "the old VMs may be deleted after this date")
+	if s.MatrixDomain != "" {
+		b.WriteString("\n# The homeserver, as its homeserver.yaml names it.\n")
+		str("matrix_domain", s.MatrixDomain, "Synapse's server_name")
+		str("matrix_url", s.MatrixURL, "its public_baseurl: where the internet reaches it")
+	}
+
+	b.WriteString("\n# What only you know: until you set them, main.hcl's defaults stand (its\n# examples), so a plan works but a run would reach the wrong place.\n")
+	for _, name := range slices.Sorted(maps.Keys(s.TODO)) {
+		b.WriteString(comment("# ", "#   ", "TODO: "+name+": "+s.TODO[name]+"."))
+		b.WriteString("# " + name + " = ...\n")
+	}
+	return hclwrite.Format([]byte(b.String())) // aligns the = and the comments
+}
+
+func roleApps(role string) string {
+	switch role {
+	case inventory.RoleServices:
+		return "Samba, Jellyfin or Frigate"
+	case inventory.RoleMatrix:
+		return "Synapse"
+	}
+	return "k3s"
+}
+
+func appsOf(h *inventory.Host, name string) string {
+	i := h.Instance(name)
+	if i == nil {
+		return ""
+	}
+	var apps []string
+	for _, a := range i.Apps {
+		apps = append(apps, a.Name)
+	}
+	if len(apps) == 0 {
+		return "by its name: what it runs was not seen (TODO: check)"
+	}
+	return strings.Join(apps, ", ")
+}
+
+func poolNote(h *inventory.Host, pool, what string) string {
+	p := h.Pool(pool)
+	if p == nil {
+		return what
+	}
+	if p.Total > 0 {
+		return fmt.Sprintf("%s (%s, %s free)", what, p.Driver, inventory.SizeString(p.Free()))
+	}
+	return fmt.Sprintf("%s (%s)", what, p.Driver)
+}
+
+func gpuNote(h *inventory.Host, pci string) string {
+	for _, g := range h.GPUs {
+		if g.PCIAddress == pci {
+			return strings.TrimSpace(fmt.Sprintf("%s %s, driver %s", g.Vendor, g.Product, g.Driver))
+		}
+	}
+	return ""
+}
+
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

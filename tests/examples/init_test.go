@@ -1,0 +1,362 @@
+package examples
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"filippo.io/age"
+
+	"github.com/homelab-migrate/migrate/inventory"
+	"github.com/homelab-migrate/migrate/lab/home"
+	"github.com/homelab-migrate/migrate/lab/incushost"
+	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
+	"github.com/homelab-migrate/migrate/views"
+)
+
+// initRun runs `migrate init ARGS` with env and returns its exit code,
+// stdout and stderr.
+func initRun(t *testing.T, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, migrate, append([]string{"init", "--no-color"}, args...)...)
+	cmd.Env = append(os.Environ(), append([]string{"INCUS_SOCKET=", "INCUS_DIR=", "MIGRATE_AGE_IDENTITY="}, env...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("migrate init: %v", err)
+	}
+	return code, out.String(), errb.String()
+}
+
+// identity is a new age identity in a file of its own, outside any
+// runbook.
+func identity(t *testing.T) (string, *age.X25519Identity) {
+	t.Helper()
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "age.key")
+	if err := os.WriteFile(p, []byte(id.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p, id
+}
+
+// hostWorld is what the API shows of a host, to compare before and after.
+func hostWorld(t *testing.T, c *incusapi.Client, prefix string) string {
+	t.Helper()
+	ctx := t.Context()
+	insts, err := c.Instances(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []any
+	for _, i := range insts {
+		if !strings.HasPrefix(i.Name, prefix) {
+			continue
+		}
+		snaps, err := c.Snapshots(ctx, i.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, i, snaps)
+	}
+	pools, err := c.StoragePoolsAll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pools {
+		vols, err := c.StorageVolumesAll(ctx, p.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, p, vols)
+	}
+	nets, _ := c.Networks(ctx)
+	profs, _ := c.Profiles(ctx)
+	b, _ := json.MarshalIndent(append(parts, nets, profs), "", " ")
+	return string(b)
+}
+
+// TestInitFromTheLab: migrate init against the lab's IncusOS host, as
+// its user would (the lab's environment, an identity of their own): the
+// report names the services VM's missing GPU, the autostart, the pools and
+// networks; the runbook it writes validates with no diagnostics and plans
+// against the lab; the host is as it was.
+func TestInitFromTheLab(t *testing.T) {
+	t.Parallel()
+	h, err := home.Start(t.Context(), home.Options{Dir: filepath.Join(t.TempDir(), "lab"), AddressBlock: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	opts, err := incusapi.RemoteOptions(h.ClientConfig(), home.Remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := incusapi.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	before := hostWorld(t, c, "")
+	key, id := identity(t)
+	env := append(h.Env(), "MIGRATE_AGE_IDENTITY="+key)
+
+	dir := filepath.Join(t.TempDir(), "home-move")
+	code, out, stderr := initRun(t, env, dir)
+	if code != 0 {
+		t.Fatalf("migrate init: exit %d\n%s\n%s", code, out, stderr)
+	}
+	flat := strings.Join(strings.Fields(out), " ") // the report wraps lines
+	for _, want := range []string{
+		"services has no gpu device, only QEMU's emulated display: its video decoding ran on the CPU",
+		"Jellyfin is set for hardware decoding: vaapi (/etc/jellyfin/encoding.xml)",
+		"pool local", "pool tank", "volumes data", "network enp5s0 bridge, the host's own", "network incusbr0 bridge, managed, NAT",
+		"Wrote " + dir,
+	} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+	site, err := os.ReadFile(filepath.Join(dir, "site.auto.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`storage_pool = "local"`, `data_pool = "tank"`, `data_volume = "data"`, `lan_bridge = "enp5s0"`,
+		`services_vm = "services"`, `matrix_vm = "matrix"`, `k3s_vm = "k3s"`, `incus_remote = "lab"`, "TODO: node_address"} {
+		if !strings.Contains(strings.Join(strings.Fields(string(site)), " "), want) {
+			t.Errorf("site.auto.hcl lacks %q:\n%s", want, site)
+		}
+	}
+	if keys := clearKeys(t, dir); len(keys) > 0 {
+		t.Errorf("keys in clear in the runbook: %v", keys)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, ".age-recipients")); !strings.Contains(string(b), id.Recipient().String()) {
+		t.Errorf(".age-recipients does not name the user's identity:\n%s", b)
+	}
+
+	// The runbook validates with no diagnostics, and plans against the lab.
+	if v := run(t, dir, env, "validate"); strings.TrimSpace(v) != "The runbook is valid: 6 phases, 53 steps." {
+		t.Errorf("validate: %s", v)
+	}
+	plan := run(t, dir, env, "plan")
+	for _, want := range []string{`stop instance "services" (running -> stopped)`, `stop instance "matrix" (running -> stopped)`,
+		"incus_instance.talos", "systemctl stop jellyfin", "node talos-home as its machine config makes it"} {
+		if !strings.Contains(plan, want) {
+			t.Errorf("the plan lacks %q:\n%s", want, tail(plan, 4000))
+		}
+	}
+
+	// --json: the same findings, for a program.
+	code, js, stderr := initRun(t, env, "--json", filepath.Join(t.TempDir(), "again"))
+	if code != 0 {
+		t.Fatalf("migrate init --json: exit %d\n%s", code, stderr)
+	}
+	var rep views.InitReport
+	if err := json.Unmarshal([]byte(js), &rep); err != nil {
+		t.Fatalf("the JSON report: %v\n%s", err, js)
+	}
+	codes := map[string][]string{}
+	for _, f := range rep.Findings {
+		codes[f.Code] = append(codes[f.Code], f.Subject)
+	}
+	if got := fmt.Sprint(codes[inventory.CodeVMNoGPU]); got != "[instance services]" {
+		t.Errorf("vm-no-gpu findings: %s (all: %v)", got, codes)
+	}
+	if rep.Site.StoragePool != "local" || rep.Site.LANBridge != "enp5s0" || len(rep.Files) < 20 {
+		t.Errorf("the JSON site or files: %+v, %d files", rep.Site, len(rep.Files))
+	}
+
+	if after := hostWorld(t, c, ""); after != before {
+		t.Errorf("migrate init changed the host:\nbefore %s\nafter %s", before, after)
+	}
+}
+
+// TestInitBadInput: an unreachable host, a certificate that is not the
+// pinned one, a client the host does not trust, a host with no
+// instances and a directory that is not empty: each a clear error, and
+// nothing written.
+func TestInitBadInput(t *testing.T) {
+	t.Parallel()
+	key, _ := identity(t)
+	// A host with no instances (no seed), over HTTPS.
+	s, err := incushost.New(incushost.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	addr, err := s.ServeHTTPS("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(t.TempDir(), "incus")
+	if err := s.WriteClientConfig(conf, "empty", "https://"+addr.String()); err != nil {
+		t.Fatal(err)
+	}
+	// The same remote with a client certificate the host never trusted,
+	// and one pinning another server's certificate.
+	untrusted := copyDir(t, conf)
+	crt, k := selfSigned(t)
+	os.WriteFile(filepath.Join(untrusted, "client.crt"), crt, 0o644)
+	os.WriteFile(filepath.Join(untrusted, "client.key"), k, 0o600)
+	otherServer := copyDir(t, conf)
+	os.WriteFile(filepath.Join(otherServer, "servercerts", "empty.crt"), crt, 0o644)
+
+	notEmpty := t.TempDir()
+	os.WriteFile(filepath.Join(notEmpty, "notes.txt"), []byte("mine"), 0o644)
+
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		dir  string
+		want string
+	}{
+		{"unreachable", nil, []string{"--address", "https://127.0.0.1:1"}, "", "cannot reach the daemon at https://127.0.0.1:1"},
+		{"server certificate", []string{"INCUS_CONF=" + otherServer}, nil, "", "but the pinned certificate is SHA-256"},
+		{"untrusted client", []string{"INCUS_CONF=" + untrusted}, nil, "", "does not trust this client certificate"},
+		{"no instances", []string{"INCUS_CONF=" + conf}, nil, "", "the host has no instances: there is nothing to migrate"},
+		{"not empty", []string{"INCUS_CONF=" + conf}, nil, notEmpty, "is not empty (it has notes.txt)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := tc.dir
+			if dir == "" {
+				dir = filepath.Join(t.TempDir(), "runbook")
+			}
+			code, out, stderr := initRun(t, append(tc.env, "MIGRATE_AGE_IDENTITY="+key), append(tc.args, dir)...)
+			if code != 1 || !strings.Contains(strings.Join(strings.Fields(stderr), " "), tc.want) || out != "" {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 saying %q", code, out, stderr, tc.want)
+			}
+			if tc.dir == "" {
+				if _, err := os.Stat(dir); !os.IsNotExist(err) {
+					t.Errorf("%s was made: %v", dir, err)
+				}
+			} else if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+				t.Errorf("something was written into %s: %v", dir, entries)
+			}
+		})
+	}
+	// Without an identity or a recipient, nothing is read or written.
+	code, _, stderr := initRun(t, []string{"INCUS_CONF=" + conf}, filepath.Join(t.TempDir(), "runbook"))
+	if code != 1 || !strings.Contains(stderr, "no age recipient to seal the new secrets to") {
+		t.Errorf("without a recipient: exit %d, %s", code, stderr)
+	}
+}
+
+// TestInitRealDaemon: against the real Incus daemon, whose containers
+// stand in for the old VMs, migrate init reads and reports without an
+// error, and the daemon is as it was.
+func TestInitRealDaemon(t *testing.T) {
+	t.Parallel()
+	c, err := incusapi.New(incusapi.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	prefix := fmt.Sprintf("init-%d-", time.Now().UnixNano()%100000)
+	// A secret in an instance's config stays on the host.
+	secret := fmt.Sprintf("canary-%x", time.Now().UnixNano())
+	for _, name := range []string{"services", "matrix"} {
+		incusOut(t, "launch", image(), prefix+name, "-c", "boot.autostart=true", "-c", "environment.DB_PASSWORD="+secret)
+		t.Cleanup(func() { exec.Command("incus", "delete", "--force", prefix+name).Run() })
+	}
+	incusOut(t, "exec", prefix+"matrix", "--", "mkdir", "-p", "/etc/matrix-synapse")
+	hs := filepath.Join(t.TempDir(), "homeserver.yaml")
+	os.WriteFile(hs, []byte("server_name: \"chat.example.net\"\npublic_baseurl: \"https://chat.example.net/\"\n"), 0o644)
+	incusOut(t, "file", "push", hs, prefix+"matrix/etc/matrix-synapse/homeserver.yaml")
+	before := hostWorld(t, c, prefix)
+
+	key, _ := identity(t)
+	dir := filepath.Join(t.TempDir(), "runbook")
+	code, out, stderr := initRun(t, []string{"INCUS_CONF=" + t.TempDir(), "MIGRATE_AGE_IDENTITY=" + key}, "--json", dir)
+	if code != 0 {
+		t.Fatalf("migrate init against the daemon: exit %d\n%s\n%s", code, out, stderr)
+	}
+	var rep views.InitReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("the JSON report: %v\n%s", err, out)
+	}
+	if strings.Contains(out+stderr, secret) || len(grepTree(t, dir, secret)) > 0 {
+		t.Errorf("an instance's environment secret left the host")
+	}
+	m := rep.Host.Instance(prefix + "matrix")
+	if m == nil || m.Type != "container" || !m.Autostart || len(m.Apps) != 1 || m.Apps[0].Detail["server_name"] != "chat.example.net" {
+		t.Errorf("the matrix container as read: %+v", m)
+	}
+	if rep.Site.MatrixVM != prefix+"matrix" || rep.Site.MatrixDomain != "chat.example.net" || rep.Site.StoragePool == "" {
+		t.Errorf("the site: %+v", rep.Site)
+	}
+	if len(rep.Host.Pools) == 0 || rep.Host.Pools[0].Total == 0 || rep.Host.CPUs == 0 {
+		t.Errorf("the pools or the hardware were not read: %+v", rep.Host)
+	}
+	if after := hostWorld(t, c, prefix); after != before {
+		t.Errorf("migrate init changed the daemon:\nbefore %s\nafter %s", before, after)
+	}
+}
+
+func copyDir(t *testing.T, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// selfSigned is a client certificate and key no host trusts.
+func selfSigned(t *testing.T) (certPEM, keyPEM []byte) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "stranger"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
+}
+
+// grepTree lists the files under dir that contain s.
+func grepTree(t *testing.T, dir, s string) []string {
+	t.Helper()
+	var hits []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if b, _ := os.ReadFile(p); bytes.Contains(b, []byte(s)) {
+				hits = append(hits, p)
+			}
+		}
+		return nil
+	})
+	return hits
+}
