@@ -90,6 +90,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 60s ./runbooks/
 	$(GO) test -run '^$$' -fuzz FuzzChunkedParse -fuzztime 60s ./runbooks/
 	$(GO) test -run '^$$' -fuzz FuzzRead -fuzztime 60s ./state/
+	$(GO) test -run '^$$' -fuzz FuzzRender -fuzztime 60s ./scaffold/
 
 golden:
 	$(GO) test -count=1 ./... -update

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -126,6 +127,17 @@ func findingsOf(fs []inventory.Finding, code string) []inventory.Finding {
 // host changed (only GETs and HEADs went out, and the world is the same).
 func TestReadTheLabHost(t *testing.T) {
 	h, c, rec := labHost(t)
+	// A VM of another kind beside the old ones: booted from an ISO (here
+	// one with nothing to boot), it runs no Incus agent.
+	iso := filepath.Join(t.TempDir(), "empty.iso")
+	if err := os.WriteFile(iso, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := c.CreateInstance(t.Context(), incusapi.InstancesPost{Name: "appliance", Type: "virtual-machine", Source: incusapi.InstanceSource{Type: "none"}, Start: true,
+		InstancePut: incusapi.InstancePut{Devices: map[string]map[string]string{"cdrom": {"type": "disk", "source": iso, "boot.priority": "10"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	before := world(t, c)
 	eventsBefore, err := home.ReadEvents(h.Dir())
 	if err != nil {
@@ -164,6 +176,9 @@ func TestReadTheLabHost(t *testing.T) {
 			t.Errorf("apps of %s: %v, want %v", vm, apps[vm], w)
 		}
 	}
+	if a := host.Instance("appliance"); a == nil || a.Agent != inventory.AgentAbsent || len(a.Apps) != 0 {
+		t.Errorf("a VM without the agent: %+v", a)
+	}
 	svc := host.Instance("services")
 	if svc == nil || svc.Agent != inventory.AgentRunning || len(svc.GPUDevices()) != 0 {
 		t.Fatalf("services: %+v", svc)
@@ -193,6 +208,21 @@ func TestReadTheLabHost(t *testing.T) {
 	gpu := findingsOf(fs, inventory.CodeVMNoGPU)
 	if len(gpu) != 1 || gpu[0].Subject != "instance services" || !strings.Contains(gpu[0].Seen, "decoding ran on the CPU") || !strings.Contains(gpu[0].Seen, "vaapi") {
 		t.Errorf("the services VM's missing GPU: %+v", gpu)
+	}
+	for _, code := range []string{inventory.CodeAutostart} {
+		var subjects []string
+		for _, f := range findingsOf(fs, code) {
+			subjects = append(subjects, f.Subject)
+		}
+		if !slices.Equal(subjects, []string{"instance matrix", "instance services"}) {
+			t.Errorf("%s findings: %v", code, subjects)
+		}
+	}
+	if site.IGPUPCI != "0000:00:02.0" || site.NodeCPU != 6 || site.NodeMemory != "24GiB" {
+		t.Errorf("the iGPU or the node's size: %+v", site)
+	}
+	if na := findingsOf(fs, inventory.CodeNotInMove); len(na) != 1 || na[0].Subject != "instance appliance" {
+		t.Errorf("the VM the move leaves alone: %+v", na)
 	}
 	if nb := findingsOf(fs, inventory.CodeNoLANBridge); len(nb) != 0 {
 		t.Errorf("the LAN bridge was not found: %+v", nb)

@@ -218,7 +218,7 @@ func hostName(in Input) string {
 func comment(first, rest, text string) string {
 	var b strings.Builder
 	line := first
-	for _, w := range strings.Fields(text) {
+	for _, w := range strings.Fields(oneLine(text)) {
 		if len(line)+len(w) > 78 && line != first && line != rest {
 			b.WriteString(strings.TrimRight(line, " ") + "\n")
 			line = rest

@@ -19,7 +19,7 @@ func siteHCL(in Input) []byte {
 	b.WriteString("\n")
 	line := func(name, value, note string) {
 		l := fmt.Sprintf("%-20s = %s", name, value)
-		if note != "" {
+		if note = oneLine(note); note != "" {
 			l += " # " + note
 		}
 		b.WriteString(l + "\n")
@@ -79,6 +79,13 @@ func siteHCL(in Input) []byte {
 		b.WriteString("# " + name + " = ...\n")
 	}
 	return hclwrite.Format([]byte(b.String())) // aligns the = and the comments
+}
+
+// oneLine keeps a note on its comment's line: what the host reports
+// (a GPU's product, a pool's driver) could hold a newline, and the next
+// line would be HCL.
+func oneLine(s string) string {
+	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f || r == '\u2028' || r == '\u2029' || r == ' ' }), " ")
 }
 
 func roleApps(role string) string {
