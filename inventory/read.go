@@ -83,7 +83,7 @@ func Read(ctx context.Context, c *incusapi.Client) (*Host, error) {
 	}
 	slices.SortFunc(list, func(a, b incusapi.Instance) int { return strings.Compare(a.Name, b.Name) })
 	for _, in := range list {
-		i, err := readInstance(ctx, c, in.Name)
+		i, err := readInstance(ctx, c, in)
 		if err != nil {
 			return nil, err
 		}
@@ -117,11 +117,11 @@ func readPools(ctx context.Context, c *incusapi.Client, h *Host) error {
 	return nil
 }
 
-func readInstance(ctx context.Context, c *incusapi.Client, name string) (*Instance, error) {
-	in, _, err := c.Instance(ctx, name)
-	if err != nil {
-		return nil, fmt.Errorf("reading instance %s: %w", name, err)
-	}
+// readInstance completes what the listing said of an instance (its
+// expanded config and devices come with recursion=1) with its snapshots,
+// its state and what runs in it.
+func readInstance(ctx context.Context, c *incusapi.Client, in incusapi.Instance) (*Instance, error) {
+	name := in.Name
 	cfg := in.ExpandedConfig
 	if cfg == nil {
 		cfg = in.Config

@@ -14,6 +14,7 @@ import (
 
 	"filippo.io/age"
 	"github.com/hashicorp/hcl/v2/hclwrite"
+	wordwrap "github.com/mitchellh/go-wordwrap"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/homelab-migrate/migrate/examples/homelab"
@@ -214,19 +215,18 @@ func hostName(in Input) string {
 	return in.Host.Target
 }
 
-// comment wraps text at 76 columns into comment lines.
+// comment wraps text at 78 columns into comment lines (first before the
+// first line, rest before the others).
 func comment(first, rest, text string) string {
-	var b strings.Builder
-	line := first
-	for _, w := range strings.Fields(oneLine(text)) {
-		if len(line)+len(w) > 78 && line != first && line != rest {
-			b.WriteString(strings.TrimRight(line, " ") + "\n")
-			line = rest
+	lines := strings.Split(wordwrap.WrapString(oneLine(text), uint(78-len(first))), "\n")
+	for i := range lines {
+		prefix := rest
+		if i == 0 {
+			prefix = first
 		}
-		line += w + " "
+		lines[i] = strings.TrimRight(prefix+lines[i], " ")
 	}
-	b.WriteString(strings.TrimRight(line, " ") + "\n")
-	return b.String()
+	return strings.Join(lines, "\n") + "\n"
 }
 
 func hclString(s string) string {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	wordwrap "github.com/mitchellh/go-wordwrap"
+
 	"github.com/homelab-migrate/migrate/inventory"
 )
 
@@ -143,15 +145,13 @@ func topLevel(files []string) []string {
 // wrapIndent wraps text to width: the first line after first, the others
 // after rest.
 func wrapIndent(text, first, rest string, width int) string {
-	var b strings.Builder
-	line := first
-	for _, w := range strings.Fields(text) {
-		if len(line)+len(w) > width && line != first && line != rest {
-			b.WriteString(strings.TrimRight(line, " ") + "\n")
-			line = rest
+	lines := strings.Split(wordwrap.WrapString(strings.Join(strings.Fields(text), " "), uint(max(width-len(first), 20))), "\n")
+	for i := range lines {
+		prefix := rest
+		if i == 0 {
+			prefix = first
 		}
-		line += w + " "
+		lines[i] = strings.TrimRight(prefix+lines[i], " ")
 	}
-	b.WriteString(strings.TrimRight(line, " ") + "\n")
-	return b.String()
+	return strings.Join(lines, "\n") + "\n"
 }
