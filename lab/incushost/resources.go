@@ -81,7 +81,8 @@ func (s *Server) getResources(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) getPoolResources(w http.ResponseWriter, r *http.Request) {
 	p := r.PathValue("pool")
 	if !s.hasPool(p) {
-		fail(w, http.StatusNotFound, "Storage pool not found")
+		// The daemon's answer, a 500 where the pool's own GET is a 404.
+		fail(w, http.StatusInternalServerError, "Storage pool not found")
 		return
 	}
 	dir := filepath.Join(s.dir, "storage", p)

@@ -2,8 +2,10 @@ package incushost_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,8 +41,23 @@ func TestResources(t *testing.T) {
 	if err != nil || pr.Space.Total != 100<<30 || pr.Free() <= 0 {
 		t.Errorf("pool resources: %+v %v", pr, err)
 	}
-	if _, err := c.StoragePoolResources(ctx, "nope"); !incusapi.IsNotFound(err) {
+	// The daemon answers an unknown pool's resources with a 500 (its GET
+	// is a 404): a client must not take it for "no such pool".
+	var se *incusapi.StatusError
+	if _, err := c.StoragePoolResources(ctx, "nope"); !errors.As(err, &se) || se.StatusCode != 500 || !strings.Contains(se.Message, "Storage pool not found") {
 		t.Errorf("an unknown pool's resources: %v", err)
+	}
+	// used_by, as the daemon's: the default profile's root disk is on the
+	// pool, and an instance's NIC on the bridge.
+	if err := c.CreateInstance(ctx, incusapi.InstancesPost{Name: "u1", Type: "container", Source: incusapi.InstanceSource{Type: "image", Alias: image},
+		InstancePut: incusapi.InstancePut{Devices: map[string]map[string]string{"eth0": {"type": "nic", "network": "labbr0"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := c.StoragePool(ctx, "default"); err != nil || !slices.Equal(p.UsedBy, []string{"/1.0/instances/u1", "/1.0/profiles/default"}) {
+		t.Errorf("the pool's used_by: %+v %v", p, err)
+	}
+	if n, err := c.Network(ctx, "labbr0"); err != nil || !slices.Equal(n.UsedBy, []string{"/1.0/instances/u1"}) {
+		t.Errorf("the network's used_by: %+v %v", n, err)
 	}
 	nets, err := c.Networks(ctx)
 	if err != nil {

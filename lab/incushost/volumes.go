@@ -150,19 +150,81 @@ func (s *Server) getPool(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusNotFound, "Storage pool not found")
 		return
 	}
-	syncOK(w, poolAPI(r.PathValue("pool")))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	syncOK(w, s.poolAPI(r.PathValue("pool")))
 }
 
-func poolAPI(name string) map[string]any {
-	return map[string]any{"name": name, "driver": "dir", "status": "Created", "config": map[string]string{}}
+// poolAPI is a pool as the daemon shows it; s.mu held (its used_by).
+func (s *Server) poolAPI(name string) map[string]any {
+	return map[string]any{"name": name, "driver": "dir", "status": "Created", "config": map[string]string{},
+		"used_by": s.usedByPool(name)}
+}
+
+// usedByPool is what the daemon lists as using a pool: the instances with
+// a disk on it (the root disk's pool defaults to the first), the profiles
+// naming it and its custom volumes.
+func (s *Server) usedByPool(pool string) []string {
+	out := []string{}
+	onPool := func(devs map[string]map[string]string, def string) bool {
+		for _, d := range devs {
+			if d["type"] == "disk" && orStr(d["pool"], def) == pool && (d["path"] == "/" || d["pool"] != "") {
+				return true
+			}
+		}
+		return false
+	}
+	for _, n := range slices.Sorted(maps.Keys(s.instances)) {
+		if _, devs := s.expanded(s.instances[n]); onPool(devs, s.defaultPool()) {
+			out = append(out, "/1.0/instances/"+n)
+		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(s.profiles)) {
+		if onPool(s.profiles[n].Devices, "") {
+			out = append(out, "/1.0/profiles/"+n)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.volumes)) {
+		if v := s.volumes[k]; v.Pool == pool {
+			out = append(out, "/1.0/storage-pools/"+pool+"/volumes/custom/"+v.Name)
+		}
+	}
+	return out
+}
+
+// usedByNetwork is what the daemon lists as using a network: the
+// instances and profiles with a NIC on it.
+func (s *Server) usedByNetwork(name string) []string {
+	out := []string{}
+	onNet := func(devs map[string]map[string]string) bool {
+		for _, d := range devs {
+			if d["type"] == "nic" && (d["network"] == name || d["parent"] == name) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, n := range slices.Sorted(maps.Keys(s.instances)) {
+		if _, devs := s.expanded(s.instances[n]); onNet(devs) {
+			out = append(out, "/1.0/instances/"+n)
+		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(s.profiles)) {
+		if onNet(s.profiles[n].Devices) {
+			out = append(out, "/1.0/profiles/"+n)
+		}
+	}
+	return out
 }
 
 // listPools is GET /1.0/storage-pools: Options.Pools.
 func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var full []any
 	var urls []string
 	for _, p := range s.opts.Pools {
-		full = append(full, poolAPI(p))
+		full = append(full, s.poolAPI(p))
 		urls = append(urls, "/1.0/storage-pools/"+p)
 	}
 	if recursive(r) {
@@ -301,6 +363,8 @@ func (s *Server) getNetwork(w http.ResponseWriter, r *http.Request) {
 // reports the host's interfaces, its loopback (where its addresses are)
 // and the bridge to the LAN (Options.LAN).
 func (s *Server) networks() []map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	nets := []map[string]any{
 		{"name": s.opts.Network, "type": "bridge", "managed": true, "status": "Created",
 			"config": map[string]string{"ipv4.address": "127.0.1.254/8", "ipv4.nat": "true", "ipv6.address": "none"}},
@@ -308,6 +372,9 @@ func (s *Server) networks() []map[string]any {
 	}
 	if s.opts.LAN != "" {
 		nets = append(nets, s.lanNetwork())
+	}
+	for _, n := range nets {
+		n["used_by"] = s.usedByNetwork(n["name"].(string))
 	}
 	return nets
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +65,12 @@ func identity(t *testing.T) (string, *age.X25519Identity) {
 }
 
 // hostWorld is what the API shows of a host, to compare before and after.
+// With no prefix the host is the test's own (the lab): all of it counts.
+// With a prefix it is the shared daemon, where other packages' tests create
+// and attach instances and volumes at the same time: only what this test
+// owns counts (the instances named with the prefix and their snapshots) and
+// what they touch (the pools, networks and profiles they use, less the
+// used_by lists others change).
 func hostWorld(t *testing.T, c *incusapi.Client, prefix string) string {
 	t.Helper()
 	ctx := t.Context()
@@ -71,9 +78,12 @@ func hostWorld(t *testing.T, c *incusapi.Client, prefix string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	shared := prefix != ""
+	ours := func(name string) bool { return !shared || strings.HasPrefix(name, prefix) }
 	var parts []any
+	touched := map[string]bool{} // "profile/NAME", "network/NAME", "pool/NAME"
 	for _, i := range insts {
-		if !strings.HasPrefix(i.Name, prefix) {
+		if !ours(i.Name) {
 			continue
 		}
 		snaps, err := c.Snapshots(ctx, i.Name)
@@ -81,21 +91,55 @@ func hostWorld(t *testing.T, c *incusapi.Client, prefix string) string {
 			t.Fatal(err)
 		}
 		parts = append(parts, i, snaps)
+		for _, p := range i.Profiles {
+			touched["profile/"+p] = true
+		}
+		for _, d := range i.ExpandedDevices {
+			touched["network/"+d["network"]] = true
+			touched["pool/"+d["pool"]] = true
+		}
 	}
+	keep := func(kind, name string) bool { return !shared || touched[kind+"/"+name] }
 	pools, err := c.StoragePoolsAll(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range pools {
+		if !keep("pool", p.Name) {
+			continue
+		}
 		vols, err := c.StorageVolumesAll(ctx, p.Name)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if shared {
+			p.UsedBy = nil
+			vols = slices.DeleteFunc(vols, func(v incusapi.StorageVolume) bool { return !ours(v.Name) })
+		}
 		parts = append(parts, p, vols)
 	}
-	nets, _ := c.Networks(ctx)
-	profs, _ := c.Profiles(ctx)
-	b, _ := json.MarshalIndent(append(parts, nets, profs), "", " ")
+	nets, err := c.Networks(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nets {
+		if keep("network", n.Name) {
+			if shared {
+				n.UsedBy = nil
+			}
+			parts = append(parts, n)
+		}
+	}
+	profs, err := c.Profiles(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range profs {
+		if keep("profile", p.Name) {
+			parts = append(parts, p)
+		}
+	}
+	b, _ := json.MarshalIndent(parts, "", " ")
 	return string(b)
 }
 
