@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -49,6 +50,11 @@ func Check(h *Host, s Site) []Finding {
 	inMove := map[string]string{} // instance -> role
 	for _, role := range Roles {
 		name := s.RoleVM(role)
+		if name == "" && OptionalRoles[role] {
+			add(CodeRoleMissing, Info, "role "+role, "no instance runs "+roleWhat(role)+" or is named after it",
+				fmt.Sprintf("Nothing, if the host has none: the written main.hcl leaves out %s (commented out). If it has one, set %s_vm in site.auto.hcl and uncomment the step.", strings.Join(roleSteps(role), ", "), role))
+			continue
+		}
 		if name == "" {
 			add(CodeRoleMissing, Blocker, "role "+role, "no instance runs "+roleWhat(role)+" or is named after it",
 				fmt.Sprintf("Set %s_vm in site.auto.hcl to the old VM of %s; if there is none, delete the steps of main.hcl that name var.%s_vm (marked TODO).", role, roleWhat(role), role),
@@ -246,6 +252,12 @@ func checkPools(h *Host, s Site, inMove map[string]string) []Finding {
 	}
 	for _, name := range sortedKeys(need) {
 		p := h.Pool(name)
+		if p != nil && p.SpaceError != "" {
+			fs = append(fs, Finding{Code: CodePoolRoom, Severity: Warning, Subject: "pool " + name,
+				Seen: fmt.Sprintf("the space of pool %s (status %s) could not be read: %s; the move makes %s there: %s", name, cmp.Or(p.Status, "unknown"), p.SpaceError, SizeString(size[name]), strings.Join(need[name], ", ")),
+				Do:   "Check the pool (incus storage info " + name + "; an Unavailable pool has lost its disks) and that it has room, before a run."})
+			continue
+		}
 		if p == nil || p.Total == 0 || p.Free() >= size[name] {
 			continue
 		}

@@ -1,6 +1,7 @@
 package inventory_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -94,8 +95,14 @@ func TestCheck(t *testing.T) {
 		}, inventory.CodeVolumeAttached, inventory.Warning, "volume tank/data", "attached to backup", ""},
 		{"no data volume", func(h *inventory.Host) { h.Pools[1].Volumes = nil },
 			inventory.CodeNoDataVolume, inventory.Blocker, "data volume", "no custom filesystem volume", ""},
+		{"pool unreadable", func(h *inventory.Host) {
+			h.Pools[0].Total, h.Pools[0].Status, h.Pools[0].SpaceError = 0, "Unavailable", "500 Internal Server Error: Storage pool is unavailable"
+		},
+			inventory.CodePoolRoom, inventory.Warning, "pool local", "the space of pool local (status Unavailable) could not be read", ""},
 		{"no k3s VM", func(h *inventory.Host) { h.Instances = h.Instances[:2] },
-			inventory.CodeRoleMissing, inventory.Blocker, "role k3s", "no instance runs the k3s playground", "incus_instance_state.old_k3s"},
+			inventory.CodeRoleMissing, inventory.Info, "role k3s", "no instance runs the k3s playground", ""},
+		{"no matrix VM", func(h *inventory.Host) { h.Instances = slices.Delete(h.Instances, 1, 2) },
+			inventory.CodeRoleMissing, inventory.Blocker, "role matrix", "no instance runs the Matrix homeserver", "incus_exec.export_synapse"},
 		{"autostart", func(h *inventory.Host) { h.Instances[1].Autostart = true },
 			inventory.CodeAutostart, inventory.Info, "instance matrix", "phase ingress-matrix", ""},
 		{"found by name", func(h *inventory.Host) { h.Instances[2].Apps = nil },
@@ -126,5 +133,25 @@ func TestCheck(t *testing.T) {
 func TestChooseRefusesAnEmptyHost(t *testing.T) {
 	if _, _, err := inventory.Choose(&inventory.Host{}, time.Now()); err != inventory.ErrNoInstances {
 		t.Errorf("an empty host: %v", err)
+	}
+}
+
+// TestChooseOmitsAnOptionalRole: a host without the k3s playground gets a
+// runbook without its step; one without the homeserver does not (the
+// move needs it: a blocker says so).
+func TestChooseOmitsAnOptionalRole(t *testing.T) {
+	h := brief()
+	h.Instances = h.Instances[:2]
+	site, _, err := inventory.Choose(h, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(site.Omit) != 1 || !strings.Contains(site.Omit["incus_instance_state.old_k3s"], "k3s") {
+		t.Errorf("omitted without k3s: %v", site.Omit)
+	}
+	h = brief()
+	h.Instances = slices.Delete(h.Instances, 1, 2)
+	if site, _, _ := inventory.Choose(h, time.Now()); len(site.Omit) != 0 {
+		t.Errorf("omitted without matrix: %v", site.Omit)
 	}
 }

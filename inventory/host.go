@@ -93,11 +93,16 @@ type App struct {
 
 // Pool is a storage pool with its space and custom volumes.
 type Pool struct {
-	Name    string   `json:"name"`
-	Driver  string   `json:"driver"`
-	Total   int64    `json:"total"` // bytes; 0 when unknown
-	Used    int64    `json:"used"`
-	Volumes []Volume `json:"volumes"`
+	Name   string `json:"name"`
+	Driver string `json:"driver"`
+	Status string `json:"status,omitempty"` // the daemon's: "Created", "Unavailable", ...
+	Total  int64  `json:"total"`            // bytes; 0 when unknown
+	Used   int64  `json:"used"`
+	// SpaceError is why its space could not be read ("" when it was): an
+	// unavailable pool's resources fail, and the rest of the host still
+	// reads.
+	SpaceError string   `json:"space_error,omitempty"`
+	Volumes    []Volume `json:"volumes"`
 }
 
 // Free is the pool's free space in bytes.

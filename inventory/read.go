@@ -98,11 +98,15 @@ func readPools(ctx context.Context, c *incusapi.Client, h *Host) error {
 		return fmt.Errorf("reading the storage pools: %w", err)
 	}
 	for _, p := range pools {
-		pool := Pool{Name: p.Name, Driver: p.Driver}
+		pool := Pool{Name: p.Name, Driver: p.Driver, Status: p.Status}
 		if r, err := c.StoragePoolResources(ctx, p.Name); err == nil {
 			pool.Total, pool.Used = r.Space.Total, r.Space.Used
-		} else if !incusapi.IsNotFound(err) {
-			return fmt.Errorf("reading the space of pool %s: %w", p.Name, err)
+		} else if ctx.Err() != nil {
+			return err
+		} else {
+			// A pool whose disks are gone answers 500 here (even "Storage
+			// pool not found"): a finding, not the end of the read.
+			pool.SpaceError = err.Error()
 		}
 		vols, err := c.StorageVolumesAll(ctx, p.Name)
 		if err != nil {

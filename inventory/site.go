@@ -35,7 +35,14 @@ type Site struct {
 	// TODO: variable -> what only the user can say, for the variables
 	// left at the runbook's defaults.
 	TODO map[string]string `json:"todo"`
+	// Omit: step (TYPE.NAME) -> why the runbook leaves it out: the steps
+	// of an optional role (OptionalRoles) no instance has.
+	Omit map[string]string `json:"omit,omitempty"`
 }
+
+// OptionalRoles are the roles a host may lack: nothing else in the move
+// needs them, so their steps are left out rather than set by hand.
+var OptionalRoles = map[string]bool{RoleK3s: true}
 
 // RoleVM is the instance Choose gave a role ("" when none).
 func (s *Site) RoleVM(role string) string {
@@ -84,6 +91,17 @@ func Choose(h *Host, now time.Time) (Site, []Finding, error) {
 		}
 		if how != "" {
 			guess(role+"_vm", fmt.Sprintf("%s: %s", name, how), "Check that "+name+" is the old VM of "+roleWhat(role)+"; set "+role+"_vm in site.auto.hcl otherwise.")
+		}
+	}
+
+	for _, role := range Roles {
+		if s.RoleVM(role) == "" && OptionalRoles[role] {
+			if s.Omit == nil {
+				s.Omit = map[string]string{}
+			}
+			for _, st := range roleSteps(role) {
+				s.Omit[st] = "no instance runs " + roleWhat(role) + " or is named after it"
+			}
 		}
 	}
 

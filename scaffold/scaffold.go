@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"filippo.io/age"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/hashicorp/hcl/v2/hclwrite"
 	wordwrap "github.com/mitchellh/go-wordwrap"
 	"github.com/zclconf/go-cty/cty"
@@ -50,6 +52,9 @@ type Address struct {
 // talos` makes them.
 type TalosSecrets struct {
 	Bundle, Talosconfig []byte
+	// Version is the Talos release the bundle was made for: the runbook's
+	// talos_version, so that the cluster runs what its secrets are for.
+	Version string
 }
 
 // File is one file of the runbook directory, relative to it.
@@ -182,6 +187,10 @@ func mainHCL(b []byte, in Input) ([]byte, error) {
 		}
 		s = strings.Replace(s, remoteLine, blk.String(), 1)
 	}
+	s, err := omitSteps(s, in.Site.Omit)
+	if err != nil {
+		return nil, err
+	}
 	todo := map[string][]string{}
 	for _, f := range in.Findings {
 		for _, st := range f.Steps {
@@ -203,6 +212,58 @@ func mainHCL(b []byte, in Input) ([]byte, error) {
 	}
 	header := comment("# ", "# ", fmt.Sprintf("Written by migrate init on %s from %s, examples/homelab's runbook: the host's names are in site.auto.hcl, and TODO marks what only you can decide (migrate init's report says why).", in.Now.Format(time.DateOnly), hostName(in)))
 	return []byte(header + "\n" + s), nil
+}
+
+// omitSteps comments out the steps the host has nothing for (TYPE.NAME
+// -> why), each under a line saying why: commented, not deleted, so that
+// the user sees what was left out and can take it back.
+func omitSteps(src string, omit map[string]string) (string, error) {
+	if len(omit) == 0 {
+		return src, nil
+	}
+	f, diags := hclsyntax.ParseConfig([]byte(src), "main.hcl", hcl.InitialPos)
+	if diags.HasErrors() {
+		return "", fmt.Errorf("the runbook template: %s", diags.Error())
+	}
+	type span struct{ start, end int }
+	var spans []span
+	var whys []string
+	for _, phase := range f.Body.(*hclsyntax.Body).Blocks {
+		for _, b := range phase.Body.Blocks {
+			if b.Type != "step" || len(b.Labels) != 2 {
+				continue
+			}
+			why, ok := omit[b.Labels[0]+"."+b.Labels[1]]
+			if !ok {
+				continue
+			}
+			r := b.Range()
+			start := strings.LastIndexByte(src[:r.Start.Byte], '\n') + 1
+			end := r.End.Byte
+			if nl := strings.IndexByte(src[end:], '\n'); nl >= 0 {
+				end += nl + 1
+			}
+			spans = append(spans, span{start, end})
+			whys = append(whys, fmt.Sprintf("migrate init left out step %s.%s: %s.", b.Labels[0], b.Labels[1], why))
+		}
+	}
+	// From the last to the first, so that the earlier offsets hold.
+	for i := len(spans) - 1; i >= 0; i-- {
+		sp := spans[i]
+		block := src[sp.start:sp.end]
+		indent := block[:len(block)-len(strings.TrimLeft(block, " \t"))]
+		var c strings.Builder
+		c.WriteString(comment(indent+"# ", indent+"#   ", whys[i]))
+		for _, l := range strings.Split(strings.TrimSuffix(block, "\n"), "\n") {
+			if rest, ok := strings.CutPrefix(l, indent); ok && strings.TrimSpace(rest) != "" {
+				c.WriteString(indent + "# " + rest + "\n")
+			} else {
+				c.WriteString(indent + "#\n")
+			}
+		}
+		src = src[:sp.start] + c.String() + src[sp.end:]
+	}
+	return src, nil
 }
 
 func hostName(in Input) string {

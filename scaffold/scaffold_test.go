@@ -28,8 +28,9 @@ func input(t *testing.T) (scaffold.Input, *age.X25519Identity) {
 	site := inventory.Site{StoragePool: "local", DataPool: "tank", DataVolume: "data", LANBridge: "enp5s0", ServicesVM: "services", MatrixVM: "matrix",
 		NodeCPU: 6, NodeMemory: "24GiB", NodeMAC: "10:66:6a:00:00:01", RehearsalMAC: "10:66:6a:00:00:02", RetainUntil: "2027-02-02",
 		TODO: map[string]string{"node_address": "the address your router reserves"}}
-	fs := []inventory.Finding{{Code: inventory.CodeRoleMissing, Severity: inventory.Blocker, Subject: "role k3s", Seen: "none", Do: "Delete the k3s steps.",
-		Steps: []string{"incus_instance_state.old_k3s"}}}
+	site.Omit = map[string]string{"incus_instance_state.old_k3s": "no instance runs k3s"}
+	fs := []inventory.Finding{{Code: inventory.CodeNoAgent, Severity: inventory.Blocker, Subject: "instance services", Seen: "no agent", Do: "Stop Jellyfin by hand.",
+		Steps: []string{"incus_exec.stop_jellyfin"}}}
 	return scaffold.Input{Host: host, Site: site, Findings: fs, Remote: "incusos", Recipients: []string{id.Recipient().String()},
 		Talos: scaffold.TalosSecrets{Bundle: []byte("cluster: the bundle\n"), Talosconfig: []byte("context: home\n")},
 		Now:   time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)}, id
@@ -94,7 +95,7 @@ func TestRender(t *testing.T) {
 			t.Errorf("%s = %s, want %q", name, v.GoString(), want)
 		}
 	}
-	for _, want := range []string{"TODO: node_address: the address your router reserves", "TODO: k3s_vm", "# node_address = ..."} {
+	for _, want := range []string{"TODO: node_address: the address your router reserves", "# k3s_vm: no instance runs k3s: main.hcl's steps of it are commented out", "# node_address = ..."} {
 		if !strings.Contains(site, want) {
 			t.Errorf("site.auto.hcl lacks %q:\n%s", want, site)
 		}
@@ -104,9 +105,29 @@ func TestRender(t *testing.T) {
 	}
 	main := string(byPath["main.hcl"].Data)
 	if !strings.HasPrefix(main, "# Written by migrate init on 2026-12-02 from incusos") ||
-		!strings.Contains(main, "  # TODO(migrate init): Delete the k3s steps.\n  step \"incus_instance_state\" \"old_k3s\" {") ||
+		!strings.Contains(main, "  # TODO(migrate init): Stop Jellyfin by hand.\n  step \"incus_exec\" \"stop_jellyfin\" {") ||
 		strings.Contains(main, "demo-identity") {
 		t.Errorf("main.hcl's header, TODO or identity:\n%s", main[:min(len(main), 600)])
+	}
+	// The step of the role the host lacks is left out, commented, with
+	// why; main.hcl still parses, and has no such step.
+	const omitted = "  # migrate init left out step incus_instance_state.old_k3s: no instance runs\n  #   k3s.\n" +
+		"  # step \"incus_instance_state\" \"old_k3s\" {\n" +
+		"  #   provider          = incus.host\n" +
+		"  #   instance          = var.k3s_vm\n"
+	if !strings.Contains(main, omitted) {
+		t.Errorf("main.hcl does not leave out old_k3s as %q:\n%s", omitted, main)
+	}
+	mf, diags := hclsyntax.ParseConfig([]byte(main), "main.hcl", hcl.InitialPos)
+	if diags.HasErrors() {
+		t.Fatalf("main.hcl does not parse: %v", diags)
+	}
+	for _, ph := range mf.Body.(*hclsyntax.Body).Blocks {
+		for _, b := range ph.Body.Blocks {
+			if b.Type == "step" && b.Labels[1] == "old_k3s" {
+				t.Errorf("main.hcl still has step %v at %s", b.Labels, b.Range())
+			}
+		}
 	}
 }
 

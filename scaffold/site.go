@@ -38,6 +38,10 @@ func siteHCL(in Input) []byte {
 	b.WriteString("# The old VMs, by what runs in them.\n")
 	for _, role := range inventory.Roles {
 		name := s.RoleVM(role)
+		if name == "" && inventory.OptionalRoles[role] {
+			b.WriteString(comment("# ", "#   ", fmt.Sprintf("%s_vm: no instance runs %s: main.hcl's steps of it are commented out (set %s_vm and uncomment them if there is one).", role, roleApps(role), role)))
+			continue
+		}
 		if name == "" {
 			b.WriteString(comment("# ", "#   ", fmt.Sprintf("TODO: %s_vm: no instance runs %s; set it, or delete the steps that name var.%s_vm (marked TODO in main.hcl).", role, roleApps(role), role)))
 			continue
@@ -60,6 +64,7 @@ func siteHCL(in Input) []byte {
 	}
 
 	b.WriteString("\n# The Talos node.\n")
+	str("talos_version", in.Talos.Version, "the release secrets/secrets.yaml.age was made for (migrate init --talos-version)")
 	if s.NodeCPU > 0 {
 		line("node_cpu", fmt.Sprint(s.NodeCPU), fmt.Sprintf("of the host's %d CPU threads", h.CPUs))
 		str("node_memory", s.NodeMemory, "of the host's "+inventory.SizeString(h.Memory))

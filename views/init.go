@@ -1,6 +1,7 @@
 package views
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -63,7 +64,10 @@ func (v *View) Init(r InitReport) {
 	}
 	for _, p := range h.Pools {
 		room := ""
-		if p.Total > 0 {
+		switch {
+		case p.SpaceError != "":
+			room = ", its space unknown (" + strings.ToLower(cmp.Or(p.Status, "unreadable")) + ")"
+		case p.Total > 0:
 			room = fmt.Sprintf(", %s free of %s", inventory.SizeString(p.Free()), inventory.SizeString(p.Total))
 		}
 		var vols []string

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"time"
 
 	"filippo.io/age"
@@ -59,6 +60,10 @@ only you can decide. It never overwrites a file.`,
 	return cmd
 }
 
+// initTalosVersions are the releases the written runbook accepts (its
+// talos_version variable's validation).
+var initTalosVersions = regexp.MustCompile(`^v1\.1[34]\.[0-9]+$`)
+
 func (a *app) runInit(ctx context.Context, dir string, f initFlags) error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -74,6 +79,9 @@ func (a *app) runInit(ctx context.Context, dir string, f initFlags) error {
 	recipients, err := initRecipients(f.recipients)
 	if err != nil {
 		return err
+	}
+	if !initTalosVersions.MatchString(f.talosVersion) {
+		return fmt.Errorf("--talos-version %q: the runbook runs a Talos 1.13 or 1.14 release, such as v1.13.3 or v1.14.1", f.talosVersion)
 	}
 	opts, remote, err := initTarget(f)
 	if err != nil {
@@ -103,7 +111,7 @@ func (a *app) runInit(ctx context.Context, dir string, f initFlags) error {
 		return err
 	}
 	in := scaffold.Input{Host: host, Site: site, Findings: findings, Remote: remote, Recipients: recipients,
-		Talos: scaffold.TalosSecrets{Bundle: bundle, Talosconfig: tc}, Now: now}
+		Talos: scaffold.TalosSecrets{Bundle: bundle, Talosconfig: tc, Version: f.talosVersion}, Now: now}
 	if f.address != "" {
 		in.Address = &scaffold.Address{URL: f.address, ClientCert: absOrEmpty(f.clientCert), ClientKey: absOrEmpty(f.clientKey), ServerCert: absOrEmpty(f.serverCert)}
 	}

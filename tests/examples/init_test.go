@@ -189,7 +189,8 @@ func TestInitFromTheLab(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`storage_pool = "local"`, `data_pool = "tank"`, `data_volume = "data"`, `lan_bridge = "enp5s0"`,
-		`services_vm = "services"`, `matrix_vm = "matrix"`, `k3s_vm = "k3s"`, `incus_remote = "lab"`, "TODO: node_address"} {
+		`services_vm = "services"`, `matrix_vm = "matrix"`, `k3s_vm = "k3s"`, `incus_remote = "lab"`, "TODO: node_address",
+		`talos_version = "v1.13.3"`} {
 		if !strings.Contains(strings.Join(strings.Fields(string(site)), " "), want) {
 			t.Errorf("site.auto.hcl lacks %q:\n%s", want, site)
 		}
@@ -214,7 +215,7 @@ func TestInitFromTheLab(t *testing.T) {
 	}
 
 	// --json: the same findings, for a program.
-	code, js, stderr := initRun(t, env, "--json", filepath.Join(t.TempDir(), "again"))
+	code, js, stderr := initRun(t, env, "--json", filepath.Join(filepath.Dir(dir), "again"))
 	if code != 0 {
 		t.Fatalf("migrate init --json: exit %d\n%s", code, stderr)
 	}
@@ -235,6 +236,33 @@ func TestInitFromTheLab(t *testing.T) {
 
 	if after := hostWorld(t, c, ""); after != before {
 		t.Errorf("migrate init changed the host:\nbefore %s\nafter %s", before, after)
+	}
+
+	// What its user does next: the router reserves the addresses for the
+	// new MACs site.auto.hcl chose (its TODO lines), and the rehearsal
+	// runs as init wrote it: the throwaway Talos VM boots with the fresh
+	// secrets, the host's names, its iGPU and data volume, passes its
+	// checks and is deleted; the old VMs still run.
+	again := filepath.Join(filepath.Dir(dir), "again")
+	if err := h.Reserve(rep.Site.NodeMAC, h.NodeAddress()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Reserve(rep.Site.RehearsalMAC, h.RehearsalAddress()); err != nil {
+		t.Fatal(err)
+	}
+	rehearsal := strings.Join(strings.Fields(run(t, again, env, "run", "--phase", "rehearsal", "--auto-approve")), " ")
+	for _, want := range []string{"Phase rehearsal complete", "/var/mnt/data/.migrate/rehearsal read through the API"} {
+		if !strings.Contains(rehearsal, want) {
+			t.Errorf("the rehearsal of the written runbook lacks %q:\n%s", want, rehearsal)
+		}
+	}
+	if h.VM("rehearsal") != nil {
+		t.Error("the throwaway VM is still there after the rehearsal")
+	}
+	for _, vm := range []string{"services", "matrix"} {
+		if i, _, err := c.Instance(t.Context(), vm); err != nil || i.Status != "Running" {
+			t.Errorf("the old VM %s after the rehearsal: %+v %v", vm, i, err)
+		}
 	}
 }
 
@@ -283,6 +311,7 @@ func TestInitBadInput(t *testing.T) {
 		{"untrusted client", []string{"INCUS_CONF=" + untrusted}, nil, "", "does not trust this client certificate"},
 		{"no instances", []string{"INCUS_CONF=" + conf}, nil, "", "the host has no instances: there is nothing to migrate"},
 		{"not empty", []string{"INCUS_CONF=" + conf}, nil, notEmpty, "is not empty (it has notes.txt)"},
+		{"talos version", []string{"INCUS_CONF=" + conf}, []string{"--talos-version", "v1.12.0"}, "", "the runbook runs a Talos 1.13 or 1.14 release"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := tc.dir
@@ -357,6 +386,14 @@ func TestInitRealDaemon(t *testing.T) {
 	}
 	if after := hostWorld(t, c, prefix); after != before {
 		t.Errorf("migrate init changed the daemon:\nbefore %s\nafter %s", before, after)
+	}
+	// The daemon has no k3s playground: the runbook leaves its step out,
+	// and validates with no diagnostics.
+	if main, _ := os.ReadFile(filepath.Join(dir, "main.hcl")); !strings.Contains(string(main), "# migrate init left out step incus_instance_state.old_k3s") {
+		t.Errorf("main.hcl keeps the step of a k3s VM the host lacks")
+	}
+	if v := run(t, dir, []string{"MIGRATE_AGE_IDENTITY=" + key}, "validate"); strings.TrimSpace(v) != "The runbook is valid: 6 phases, 52 steps." {
+		t.Errorf("validate: %s", v)
 	}
 }
 
