@@ -190,7 +190,7 @@ func initRecipients(flags []string) ([]string, error) {
 	}
 	ids, err := agefile.Identities("")
 	if errors.Is(err, agefile.ErrNoIdentity) {
-		return nil, errors.New("no age recipient to seal the new secrets to: pass --recipient age1..., or set MIGRATE_AGE_IDENTITY (or --age-identity) to your identity file (make one with age-keygen -o ~/.config/migrate/age.key)")
+		return nil, errors.New("no age recipient to seal the new secrets to: pass --recipient age1..., or set MIGRATE_AGE_IDENTITY (or --age-identity) to your identity file (make one with migrate secrets gen identity, or age-keygen -o ~/.config/migrate/age.key)")
 	}
 	if err != nil {
 		return nil, err

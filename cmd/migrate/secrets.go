@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"filippo.io/age"
 	"github.com/hashicorp/hcl/v2"
@@ -293,8 +294,45 @@ func (a *app) secretsGenCommand(recipients *[]string) *cobra.Command {
 	talos.Flags().StringVar(&tcOut, "talosconfig-out", "", "the encrypted `FILE` to write the admin talosconfig to (default DIR/secrets/talosconfig.age)")
 	talos.Flags().StringVar(&context, "context", "home", "the talosconfig's `CONTEXT` name")
 	talos.Flags().StringVar(&version, "talos-version", "", "the Talos `VERSION` the bundle is for, such as v1.13.3 (default the talos provider's own)")
-	gen.AddCommand(talos)
+	gen.AddCommand(talos, a.secretsGenIdentityCommand())
 	return gen
+}
+
+// secretsGenIdentityCommand makes an age identity, as age-keygen -o does,
+// for a user who has no age tools: the file is new (never one replaced,
+// which would lock out every secret sealed to it) and 0600; only its
+// recipient is printed.
+func (a *app) secretsGenIdentityCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "identity [FILE]",
+		Short: "Generate a new age identity into FILE (default ~/.config/migrate/age.key), mode 0600, never replacing one, and print its recipient",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			path := ""
+			if len(args) == 1 {
+				path = args[0]
+			} else {
+				home, err := os.UserHomeDir()
+				if err != nil {
+					return fmt.Errorf("no FILE given and no home directory: %w", err)
+				}
+				path = filepath.Join(home, ".config", "migrate", "age.key")
+			}
+			id, err := age.GenerateX25519Identity()
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+				return err
+			}
+			body := fmt.Sprintf("# created: %s\n# public key: %s\n%s\n", time.Now().UTC().Format(time.RFC3339), id.Recipient(), id)
+			if err := writeFile(path, []byte(body), false); err != nil {
+				return err
+			}
+			a.view().Note("Wrote a new age identity to %s (mode 0600: keep it, and a copy somewhere safe; what is sealed to it opens with it alone). Its recipient, for .age-recipients and --recipient:\n%s", path, id.Recipient())
+			return nil
+		},
+	}
 }
 
 // genTalosSecrets makes a new Talos secrets bundle for version ("": the

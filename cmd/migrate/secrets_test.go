@@ -380,3 +380,42 @@ phase "A" {
 		t.Errorf("plan with a bad encrypted file: %s", r)
 	}
 }
+
+// TestSecretsGenIdentity: a new age identity, 0600 in a 0700 directory,
+// that opens what is sealed to the recipient it prints; the secret key is
+// never printed, and an existing identity is never replaced.
+func TestSecretsGenIdentity(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config", "migrate", "age.key")
+	r := migrateEnv(t, dir, nil, "secrets", "gen", "identity", path)
+	expect(t, r, 0, "secrets", "gen", "identity")
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("%s: %v %v", path, fi, err)
+	}
+	if di, _ := os.Stat(filepath.Dir(path)); di.Mode().Perm() != 0o700 {
+		t.Errorf("its directory is %o", di.Mode().Perm())
+	}
+	b, _ := os.ReadFile(path)
+	ids, err := age.ParseIdentities(bytes.NewReader(b))
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("the identity file does not parse: %v\n%s", err, b)
+	}
+	recipient := ids[0].(*age.X25519Identity).Recipient().String()
+	if !strings.Contains(r.stderr, recipient) || strings.Contains(r.stdout+r.stderr, "AGE-SECRET-KEY-") {
+		t.Errorf("the output names the recipient %s and no secret key? %s", recipient, r)
+	}
+	sealed, err := agefile.Encrypt([]byte("hello"), true, ids[0].(*age.X25519Identity).Recipient())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if clear, err := agefile.Decrypt(sealed, ids[0]); err != nil || string(clear) != "hello" {
+		t.Errorf("sealed to its recipient, opened with it: %q %v", clear, err)
+	}
+
+	r = migrateEnv(t, dir, nil, "secrets", "gen", "identity", path)
+	if after, _ := os.ReadFile(path); r.code != 1 || !strings.Contains(r.stderr, "exists already: not overwriting it") || string(after) != string(b) {
+		t.Errorf("a second identity over the first: %s", r)
+	}
+}
