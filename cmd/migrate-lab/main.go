@@ -79,11 +79,11 @@ func (a *app) rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		Args:          cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return errors.New("usage: migrate-lab serve|env|demo [flags] (migrate-lab --help says more)")
+			return errors.New("usage: migrate-lab serve|env|reserve|demo [flags] (migrate-lab --help says more)")
 		},
 	}
 	root.PersistentFlags().BoolVar(&a.noColor, "no-color", false, "do not color the output")
-	root.AddCommand(a.serveCommand(), a.envCommand(), a.demoCommand())
+	root.AddCommand(a.serveCommand(), a.envCommand(), a.reserveCommand(), a.demoCommand())
 	return root
 }
 

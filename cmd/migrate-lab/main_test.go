@@ -48,6 +48,17 @@ func TestEnvWithoutLab(t *testing.T) {
 	}
 }
 
+// TestReserveWithoutLab: reserve where no lab runs fails and says how to
+// start one.
+func TestReserveWithoutLab(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	out, err := lab(t, "reserve", "--dir", dir, "10:66:6a:00:00:01", "127.30.200.50")
+	if err == nil || !strings.Contains(out, "no lab's router in "+dir) || !strings.Contains(out, "migrate-lab serve --dir "+dir) {
+		t.Errorf("reserve without a lab: %v\n%s", err, out)
+	}
+}
+
 // TestServeWhereALabRuns: a second lab in the same directory is refused
 // before it touches anything.
 func TestServeWhereALabRuns(t *testing.T) {
@@ -94,7 +105,8 @@ func TestUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "usage: migrate-lab serve|env|demo"},
+		{nil, "usage: migrate-lab serve|env|reserve|demo"},
+		{[]string{"reserve", "10:66:6a:00:00:01"}, "give the ADDRESS to reserve for 10:66:6a:00:00:01, or --remove"},
 		{[]string{"bogus"}, `unknown command "bogus" for "migrate-lab"`},
 		{[]string{"serve", "extra"}, `unknown command "extra" for "migrate-lab serve"`},
 		{[]string{"env", "--address-block", "3"}, "unknown flag: --address-block"},

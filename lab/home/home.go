@@ -80,13 +80,16 @@ func Start(ctx context.Context, o Options) (*Home, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Home{dir: dir, extra: o.Env, log: o.Log, vms: map[string]*talosvm.VM{}, router: newRouter(o.AddressBlock)}
+	h := &Home{dir: dir, extra: o.Env, log: o.Log, vms: map[string]*talosvm.VM{}}
 	if h.log == nil {
 		h.log = io.Discard
 	}
 	// Its socket runs commands in the old VMs: the lab's user's only.
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
+	}
+	if h.router, err = newRouter(o.AddressBlock, dir); err != nil {
+		return nil, err
 	}
 	for _, d := range []string{"incus", "images"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
