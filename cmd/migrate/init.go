@@ -14,6 +14,7 @@ import (
 
 	"github.com/homelab-migrate/migrate/inventory"
 	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
+	"github.com/homelab-migrate/migrate/providers/plugin"
 	"github.com/homelab-migrate/migrate/scaffold"
 	"github.com/homelab-migrate/migrate/secret/agefile"
 	"github.com/homelab-migrate/migrate/views"
@@ -82,6 +83,11 @@ func (a *app) runInit(ctx context.Context, dir string, f initFlags) error {
 	}
 	if !initTalosVersions.MatchString(f.talosVersion) {
 		return fmt.Errorf("--talos-version %q: the runbook runs a Talos 1.13 or 1.14 release, such as v1.13.3 or v1.14.1", f.talosVersion)
+	}
+	// The talos program makes the new secrets: missing, say so before the
+	// host is read.
+	if _, err := plugin.Locate(talosProgram()); err != nil {
+		return err
 	}
 	opts, remote, err := initTarget(f)
 	if err != nil {

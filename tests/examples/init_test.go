@@ -179,6 +179,7 @@ func TestInitFromTheLab(t *testing.T) {
 		"Jellyfin is set for hardware decoding: vaapi (/etc/jellyfin/encoding.xml)",
 		"pool local", "pool tank", "volumes data", "network enp5s0 bridge, the host's own", "network incusbr0 bridge, managed, NAT",
 		"Wrote " + dir,
+		"make your router's DHCP reserve node_address for 10:66:6a:",
 	} {
 		if !strings.Contains(flat, want) {
 			t.Errorf("the report lacks %q:\n%s", want, out)
