@@ -25,12 +25,19 @@ import (
 type recorder struct {
 	mu    sync.Mutex
 	calls []string
+	// before, when set, runs before a request goes to the host: what
+	// another client does meanwhile.
+	before func(method, path string)
 }
 
 func (r *recorder) record(method, path string) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.calls = append(r.calls, method+" "+path)
+	before := r.before
+	r.mu.Unlock()
+	if before != nil {
+		before(method, path)
+	}
 }
 
 // labHost starts the lab home server and a client of its Incus host
@@ -233,4 +240,32 @@ func TestReadTheLabHost(t *testing.T) {
 		}
 	}
 	t.Logf("findings: %+v", fs)
+
+	// An instance deleted between the listing and the reading of its
+	// snapshots (another client's doing) is left out, not an error.
+	direct, err := incusapi.New(incusapi.Options{Socket: filepath.Join(h.Dir(), "test.socket")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	rec.mu.Lock()
+	rec.before = func(method, path string) {
+		if path == "/1.0/instances/appliance/snapshots" {
+			ctx := context.Background()
+			if err := direct.SetState(ctx, "appliance", incusapi.InstanceStatePut{Action: "stop", Force: true}); err != nil {
+				t.Errorf("stopping the appliance meanwhile: %v", err)
+			}
+			if err := direct.DeleteInstance(ctx, "appliance"); err != nil {
+				t.Errorf("deleting the appliance meanwhile: %v", err)
+			}
+		}
+	}
+	rec.mu.Unlock()
+	again, err := inventory.Read(t.Context(), c)
+	if err != nil {
+		t.Fatalf("a read while an instance goes: %v", err)
+	}
+	if again.Instance("appliance") != nil || again.Instance("services") == nil {
+		t.Errorf("the instances read while the appliance went: %+v", again.Instances)
+	}
 }

@@ -84,6 +84,9 @@ func Read(ctx context.Context, c *incusapi.Client) (*Host, error) {
 	slices.SortFunc(list, func(a, b incusapi.Instance) int { return strings.Compare(a.Name, b.Name) })
 	for _, in := range list {
 		i, err := readInstance(ctx, c, in)
+		if incusapi.IsNotFound(err) {
+			continue // deleted since the listing: not a part of the move
+		}
 		if err != nil {
 			return nil, err
 		}
