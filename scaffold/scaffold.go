@@ -34,6 +34,10 @@ type Input struct {
 	// block names the address and the certificates' files.
 	Remote  string
 	Address *Address
+	// Project is the Incus project the host was read in when given
+	// (migrate init --project): the provider block names it, so that the
+	// run acts where the read looked.
+	Project string
 	// Recipients are whom the secrets are sealed to: age1... lines of
 	// .age-recipients.
 	Recipients []string
@@ -186,6 +190,17 @@ func mainHCL(b []byte, in Input) ([]byte, error) {
 			}
 		}
 		s = strings.Replace(s, remoteLine, blk.String(), 1)
+	}
+	if in.Project != "" {
+		const head = "provider \"incus\" \"host\" {\n"
+		i := strings.Index(s, head)
+		end := strings.Index(s[max(i, 0):], "\n}\n")
+		if i < 0 || end < 0 {
+			return nil, errors.New("main.hcl: the incus provider block is not the expected one")
+		}
+		end += i + len("\n}\n")
+		block := strings.Replace(s[i:end], head, head+"  project = "+hclString(in.Project)+" # where migrate init read the old VMs\n", 1)
+		s = s[:i] + string(hclwrite.Format([]byte(block))) + s[end:] // the = and the comments aligned
 	}
 	s, err := omitSteps(s, in.Site.Omit)
 	if err != nil {

@@ -150,6 +150,7 @@ func mustOpen(t *testing.T, files []scaffold.File, path string, id age.Identity)
 // a provider block naming them.
 func TestRenderAddress(t *testing.T) {
 	in, _ := input(t)
+	in.Project = "home"
 	in.Remote, in.Address = "", &scaffold.Address{URL: "https://192.168.1.10:8443", ClientCert: "/home/me/client.crt", ClientKey: "/home/me/client.key", ServerCert: "/home/me/server.crt"}
 	files, err := scaffold.Render(in)
 	if err != nil {
@@ -157,7 +158,7 @@ func TestRenderAddress(t *testing.T) {
 	}
 	for _, f := range files {
 		if f.Path == "main.hcl" {
-			for _, want := range []string{`address     = "https://192.168.1.10:8443"`, `client_key  = "/home/me/client.key"`, `server_cert = "/home/me/server.crt"`} {
+			for _, want := range []string{`address     = "https://192.168.1.10:8443"`, `client_key  = "/home/me/client.key"`, `server_cert = "/home/me/server.crt"`, `project     = "home" # where migrate init read the old VMs`} {
 				if !strings.Contains(string(f.Data), want) {
 					t.Errorf("main.hcl lacks %q", want)
 				}

@@ -116,7 +116,7 @@ func (a *app) runInit(ctx context.Context, dir string, f initFlags) error {
 	if err != nil {
 		return err
 	}
-	in := scaffold.Input{Host: host, Site: site, Findings: findings, Remote: remote, Recipients: recipients,
+	in := scaffold.Input{Host: host, Site: site, Findings: findings, Remote: remote, Recipients: recipients, Project: f.project,
 		Talos: scaffold.TalosSecrets{Bundle: bundle, Talosconfig: tc, Version: f.talosVersion}, Now: now}
 	if f.address != "" {
 		in.Address = &scaffold.Address{URL: f.address, ClientCert: absOrEmpty(f.clientCert), ClientKey: absOrEmpty(f.clientKey), ServerCert: absOrEmpty(f.serverCert)}

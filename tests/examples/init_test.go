@@ -341,30 +341,38 @@ func TestInitBadInput(t *testing.T) {
 
 // TestInitRealDaemon: against the real Incus daemon, whose containers
 // stand in for the old VMs, migrate init reads and reports without an
-// error, and the daemon is as it was.
+// error, and the daemon is as it was. The containers are in a project of
+// the test's own (--project), as a host's old VMs may be: the other tests'
+// instances on the same daemon, some with Synapse's files, stay out of
+// the move it reads.
 func TestInitRealDaemon(t *testing.T) {
 	t.Parallel()
-	c, err := incusapi.New(incusapi.Options{})
+	prefix := fmt.Sprintf("init-%d-", time.Now().UnixNano()%100000)
+	project := strings.TrimSuffix(prefix, "-")
+	// The default project's images, profiles and volumes, as a project
+	// made with incus project create -c features.*=false has.
+	incusOut(t, "project", "create", project, "-c", "features.images=false", "-c", "features.profiles=false", "-c", "features.storage.volumes=false")
+	t.Cleanup(func() { exec.Command("incus", "project", "delete", project).Run() })
+	c, err := incusapi.New(incusapi.Options{Project: project})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	prefix := fmt.Sprintf("init-%d-", time.Now().UnixNano()%100000)
 	// A secret in an instance's config stays on the host.
 	secret := fmt.Sprintf("canary-%x", time.Now().UnixNano())
 	for _, name := range []string{"services", "matrix"} {
-		incusOut(t, "launch", image(), prefix+name, "-c", "boot.autostart=true", "-c", "environment.DB_PASSWORD="+secret)
-		t.Cleanup(func() { exec.Command("incus", "delete", "--force", prefix+name).Run() })
+		incusOut(t, "launch", image(), prefix+name, "--project", project, "-c", "boot.autostart=true", "-c", "environment.DB_PASSWORD="+secret)
+		t.Cleanup(func() { exec.Command("incus", "delete", "--force", "--project", project, prefix+name).Run() })
 	}
-	incusOut(t, "exec", prefix+"matrix", "--", "mkdir", "-p", "/etc/matrix-synapse")
+	incusOut(t, "exec", "--project", project, prefix+"matrix", "--", "mkdir", "-p", "/etc/matrix-synapse")
 	hs := filepath.Join(t.TempDir(), "homeserver.yaml")
 	os.WriteFile(hs, []byte("server_name: \"chat.example.net\"\npublic_baseurl: \"https://chat.example.net/\"\n"), 0o644)
-	incusOut(t, "file", "push", hs, prefix+"matrix/etc/matrix-synapse/homeserver.yaml")
+	incusOut(t, "file", "push", "--project", project, hs, prefix+"matrix/etc/matrix-synapse/homeserver.yaml")
 	before := hostWorld(t, c, prefix)
 
 	key, _ := identity(t)
 	dir := filepath.Join(t.TempDir(), "runbook")
-	code, out, stderr := initRun(t, []string{"INCUS_CONF=" + t.TempDir(), "MIGRATE_AGE_IDENTITY=" + key}, "--json", dir)
+	code, out, stderr := initRun(t, []string{"INCUS_CONF=" + t.TempDir(), "MIGRATE_AGE_IDENTITY=" + key}, "--json", "--project", project, dir)
 	if code != 0 {
 		t.Fatalf("migrate init against the daemon: exit %d\n%s\n%s", code, out, stderr)
 	}
@@ -374,6 +382,9 @@ func TestInitRealDaemon(t *testing.T) {
 	}
 	if strings.Contains(out+stderr, secret) || len(grepTree(t, dir, secret)) > 0 {
 		t.Errorf("an instance's environment secret left the host")
+	}
+	if len(rep.Host.Instances) != 2 {
+		t.Errorf("the instances of project %s: %d, want its 2", project, len(rep.Host.Instances))
 	}
 	m := rep.Host.Instance(prefix + "matrix")
 	if m == nil || m.Type != "container" || !m.Autostart || len(m.Apps) != 1 || m.Apps[0].Detail["server_name"] != "chat.example.net" {
@@ -390,8 +401,13 @@ func TestInitRealDaemon(t *testing.T) {
 	}
 	// The daemon has no k3s playground: the runbook leaves its step out,
 	// and validates with no diagnostics.
-	if main, _ := os.ReadFile(filepath.Join(dir, "main.hcl")); !strings.Contains(string(main), "# migrate init left out step incus_instance_state.old_k3s") {
+	main, _ := os.ReadFile(filepath.Join(dir, "main.hcl"))
+	if !strings.Contains(string(main), "# migrate init left out step incus_instance_state.old_k3s") {
 		t.Errorf("main.hcl keeps the step of a k3s VM the host lacks")
+	}
+	// The run acts in the project the read looked in.
+	if want := fmt.Sprintf("project = %q # where migrate init read the old VMs", project); !strings.Contains(strings.Join(strings.Fields(string(main)), " "), want) {
+		t.Errorf("main.hcl's incus provider lacks %q", want)
 	}
 	if v := run(t, dir, []string{"MIGRATE_AGE_IDENTITY=" + key}, "validate"); strings.TrimSpace(v) != "The runbook is valid: 6 phases, 52 steps." {
 		t.Errorf("validate: %s", v)
