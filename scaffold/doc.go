@@ -16,7 +16,10 @@
 // What it writes:
 //
 //	main.hcl, charts/, manifests/, patches/  examples/homelab's, the steps
-//	                                         a finding concerns marked TODO
+//	                                         a finding concerns marked TODO,
+//	                                         those of a role the host lacks
+//	                                         (Site.Omit) commented out, the
+//	                                         incus provider in Input.Project
 //	site.auto.hcl                            the host's names (variables)
 //	.age-recipients                          whom the secrets are sealed to
 //	secrets/secrets.yaml.age                 a new Talos secrets bundle
