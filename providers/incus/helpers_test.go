@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -118,7 +119,56 @@ func launch(t testing.TB, c *incusapi.Client, prefix string, start bool, config 
 		t.Fatalf("CreateInstance %s: %v", name, err)
 	}
 	cleanupInstance(t, c, name)
+	if start {
+		waitInit(t, c, name)
+	}
 	return name
+}
+
+// sigPWR is SIGPWR's bit in /proc/PID/status's signal masks (signal 30).
+const sigPWR = 1 << (30 - 1)
+
+// waitInit waits until the container's init catches SIGPWR, the signal of
+// a graceful stop. PID 1 ignores a signal it has no handler for, so a
+// stop sent before the image's init ran its trap hangs to the timeout,
+// and the forced stop that follows can be answered while the container
+// runs on (seen twice under load in TestRunbookRunAndRollback). A test
+// means a running guest, as a real old VM is. The lab's host runs no
+// init of the image: nothing to wait for there.
+func waitInit(t testing.TB, c *incusapi.Client, name string) {
+	t.Helper()
+	if labHost(t, c) {
+		return
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		code, out := execIn(t, c, name, "grep", "SigCgt", "/proc/1/status")
+		if f := strings.Fields(out); code == 0 && len(f) == 2 {
+			if mask, err := strconv.ParseUint(f[1], 16, 64); err == nil && mask&sigPWR != 0 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the init of %s did not catch SIGPWR within 60s: %q (exit %d)", name, out, code)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+var (
+	labOnce sync.Once
+	isLab   bool
+)
+
+// labHost says whether c speaks to the lab's Incus host (lab/incushost
+// says server_version "6.0-lab"), not the daemon.
+func labHost(t testing.TB, c *incusapi.Client) bool {
+	t.Helper()
+	labOnce.Do(func() {
+		s, err := c.Server(ctxT(t, 10*time.Second))
+		isLab = err == nil && strings.HasSuffix(s.Environment.ServerVersion, "-lab")
+	})
+	return isLab
 }
 
 // cleanupInstance force-deletes an instance when the test ends.
