@@ -50,13 +50,13 @@ func Check(h *Host, s Site) []Finding {
 	inMove := map[string]string{} // instance -> role
 	for _, role := range Roles {
 		name := s.RoleVM(role)
-		if name == "" && OptionalRoles[role] {
-			add(CodeRoleMissing, Info, "role "+role, "no instance runs "+roleWhat(role)+" or is named after it",
+		if s.Omits(role) {
+			add(CodeRoleMissing, Info, "role "+role, missingRole(role),
 				fmt.Sprintf("Nothing, if the host has none: the written main.hcl leaves out %s (commented out). If it has one, set %s_vm in site.auto.hcl and uncomment the step.", strings.Join(roleSteps(role), ", "), role))
 			continue
 		}
 		if name == "" {
-			add(CodeRoleMissing, Blocker, "role "+role, "no instance runs "+roleWhat(role)+" or is named after it",
+			add(CodeRoleMissing, Blocker, "role "+role, missingRole(role),
 				fmt.Sprintf("Set %s_vm in site.auto.hcl to the old VM of %s; if there is none, delete the steps of main.hcl that name var.%s_vm (marked TODO).", role, roleWhat(role), role),
 				roleSteps(role)...)
 			continue

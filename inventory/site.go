@@ -36,13 +36,26 @@ type Site struct {
 	// left at the runbook's defaults.
 	TODO map[string]string `json:"todo"`
 	// Omit: step (TYPE.NAME) -> why the runbook leaves it out: the steps
-	// of an optional role (OptionalRoles) no instance has.
+	// of an optional role (optionalRoles) no instance has.
 	Omit map[string]string `json:"omit,omitempty"`
 }
 
-// OptionalRoles are the roles a host may lack: nothing else in the move
+// optionalRoles are the roles a host may lack: nothing else in the move
 // needs them, so their steps are left out rather than set by hand.
-var OptionalRoles = map[string]bool{RoleK3s: true}
+var optionalRoles = map[string]bool{RoleK3s: true}
+
+// Omits says whether the runbook leaves out the role's steps (Omit holds
+// its stop step): the one answer Check and the writing of the runbook
+// both go by.
+func (s *Site) Omits(role string) bool {
+	_, ok := s.Omit[roleStopStep[role]]
+	return ok
+}
+
+// missingRole is what a host without the role's VM shows.
+func missingRole(role string) string {
+	return "no instance runs " + roleWhat(role) + " or is named after it"
+}
 
 // RoleVM is the instance Choose gave a role ("" when none).
 func (s *Site) RoleVM(role string) string {
@@ -95,12 +108,12 @@ func Choose(h *Host, now time.Time) (Site, []Finding, error) {
 	}
 
 	for _, role := range Roles {
-		if s.RoleVM(role) == "" && OptionalRoles[role] {
+		if s.RoleVM(role) == "" && optionalRoles[role] {
 			if s.Omit == nil {
 				s.Omit = map[string]string{}
 			}
 			for _, st := range roleSteps(role) {
-				s.Omit[st] = "no instance runs " + roleWhat(role) + " or is named after it"
+				s.Omit[st] = missingRole(role)
 			}
 		}
 	}

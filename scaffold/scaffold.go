@@ -178,31 +178,11 @@ secrets/rehearsal.kubeconfig.age
 func mainHCL(b []byte, in Input) ([]byte, error) {
 	s := string(b)
 	s = strings.Replace(s, "secrets/demo-identity.txt   # the DEMO identity", "~/.config/migrate/age.key   # your identity (age-keygen)", 1)
-	if in.Address != nil {
-		const remoteLine = "  remote = var.incus_remote # HTTPS, with the incus CLI's client certificate\n"
-		if !strings.Contains(s, remoteLine) {
-			return nil, errors.New("main.hcl: the incus provider block is not the expected one")
-		}
-		var blk strings.Builder
-		for _, kv := range [][2]string{{"address", in.Address.URL}, {"client_cert", in.Address.ClientCert}, {"client_key", in.Address.ClientKey}, {"server_cert", in.Address.ServerCert}} {
-			if kv[1] != "" {
-				fmt.Fprintf(&blk, "  %-11s = %s\n", kv[0], hclString(kv[1]))
-			}
-		}
-		s = strings.Replace(s, remoteLine, blk.String(), 1)
+	s, err := incusProvider(s, in)
+	if err != nil {
+		return nil, err
 	}
-	if in.Project != "" {
-		const head = "provider \"incus\" \"host\" {\n"
-		i := strings.Index(s, head)
-		end := strings.Index(s[max(i, 0):], "\n}\n")
-		if i < 0 || end < 0 {
-			return nil, errors.New("main.hcl: the incus provider block is not the expected one")
-		}
-		end += i + len("\n}\n")
-		block := strings.Replace(s[i:end], head, head+"  project = "+hclString(in.Project)+" # where migrate init read the old VMs\n", 1)
-		s = s[:i] + string(hclwrite.Format([]byte(block))) + s[end:] // the = and the comments aligned
-	}
-	s, err := omitSteps(s, in.Site.Omit)
+	s, err = omitSteps(s, in.Site.Omit)
 	if err != nil {
 		return nil, err
 	}
@@ -229,6 +209,37 @@ func mainHCL(b []byte, in Input) ([]byte, error) {
 	return []byte(header + "\n" + s), nil
 }
 
+// incusProvider rewrites the template's incus provider block for the
+// host: an address with the certificates' files instead of the remote
+// (Input.Address), the project it was read in (Input.Project); formatted,
+// so that the = and the comments align.
+func incusProvider(s string, in Input) (string, error) {
+	if in.Address == nil && in.Project == "" {
+		return s, nil
+	}
+	const head = "provider \"incus\" \"host\" {\n"
+	const remoteLine = "  remote = var.incus_remote # HTTPS, with the incus CLI's client certificate\n"
+	i := strings.Index(s, head+remoteLine+"}\n")
+	if i < 0 {
+		return "", errors.New("main.hcl: the incus provider block is not the expected one")
+	}
+	end := i + len(head+remoteLine+"}\n")
+	var body strings.Builder
+	if in.Project != "" {
+		body.WriteString("  project = " + hclString(in.Project) + " # where migrate init read the old VMs\n")
+	}
+	if in.Address == nil {
+		body.WriteString(remoteLine)
+	} else {
+		for _, kv := range [][2]string{{"address", in.Address.URL}, {"client_cert", in.Address.ClientCert}, {"client_key", in.Address.ClientKey}, {"server_cert", in.Address.ServerCert}} {
+			if kv[1] != "" {
+				body.WriteString("  " + kv[0] + " = " + hclString(kv[1]) + "\n")
+			}
+		}
+	}
+	return s[:i] + string(hclwrite.Format([]byte(head+body.String()+"}\n"))) + s[end:], nil
+}
+
 // omitSteps comments out the steps the host has nothing for (TYPE.NAME
 // -> why), each under a line saying why: commented, not deleted, so that
 // the user sees what was left out and can take it back.
@@ -240,9 +251,11 @@ func omitSteps(src string, omit map[string]string) (string, error) {
 	if diags.HasErrors() {
 		return "", fmt.Errorf("the runbook template: %s", diags.Error())
 	}
-	type span struct{ start, end int }
+	type span struct {
+		start, end int    // the block's lines, in src
+		why        string // the line above them
+	}
 	var spans []span
-	var whys []string
 	for _, phase := range f.Body.(*hclsyntax.Body).Blocks {
 		for _, b := range phase.Body.Blocks {
 			if b.Type != "step" || len(b.Labels) != 2 {
@@ -258,17 +271,15 @@ func omitSteps(src string, omit map[string]string) (string, error) {
 			if nl := strings.IndexByte(src[end:], '\n'); nl >= 0 {
 				end += nl + 1
 			}
-			spans = append(spans, span{start, end})
-			whys = append(whys, fmt.Sprintf("migrate init left out step %s.%s: %s.", b.Labels[0], b.Labels[1], why))
+			spans = append(spans, span{start, end, fmt.Sprintf("migrate init left out step %s.%s: %s.", b.Labels[0], b.Labels[1], why)})
 		}
 	}
 	// From the last to the first, so that the earlier offsets hold.
-	for i := len(spans) - 1; i >= 0; i-- {
-		sp := spans[i]
+	for _, sp := range slices.Backward(spans) {
 		block := src[sp.start:sp.end]
 		indent := block[:len(block)-len(strings.TrimLeft(block, " \t"))]
 		var c strings.Builder
-		c.WriteString(comment(indent+"# ", indent+"#   ", whys[i]))
+		c.WriteString(comment(indent+"# ", indent+"#   ", sp.why))
 		for _, l := range strings.Split(strings.TrimSuffix(block, "\n"), "\n") {
 			if rest, ok := strings.CutPrefix(l, indent); ok && strings.TrimSpace(rest) != "" {
 				c.WriteString(indent + "# " + rest + "\n")

@@ -38,7 +38,7 @@ func siteHCL(in Input) []byte {
 	b.WriteString("# The old VMs, by what runs in them.\n")
 	for _, role := range inventory.Roles {
 		name := s.RoleVM(role)
-		if name == "" && inventory.OptionalRoles[role] {
+		if s.Omits(role) {
 			b.WriteString(comment("# ", "#   ", fmt.Sprintf("%s_vm: no instance runs %s: main.hcl's steps of it are commented out (set %s_vm and uncomment them if there is one).", role, roleApps(role), role)))
 			continue
 		}

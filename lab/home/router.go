@@ -35,6 +35,7 @@ type router struct {
 
 	mu           sync.Mutex
 	reservations map[string]string // MAC -> address: the file's, as last read
+	read         os.FileInfo       // the file they were read from
 	dynamic      map[string]string // MAC -> address, given out
 	next         int
 }
@@ -61,13 +62,22 @@ func newRouter(block int, dir string) (*router, error) {
 
 func (r *router) addr(host int) string { return fmt.Sprintf("127.%d.200.%d", r.block, host) }
 
-// load reads the reservations again (r.mu held, or before r is shared).
+// load reads the reservations again when the file was replaced since
+// (every write replaces it whole: a stat tells), r.mu held or before r is
+// shared. A lease is then a stat, not a read and a parse.
 func (r *router) load() error {
+	fi, err := os.Stat(r.path)
+	if err != nil {
+		return fmt.Errorf("lab router: %w", err)
+	}
+	if r.read != nil && os.SameFile(r.read, fi) {
+		return nil
+	}
 	m, err := readReservations(r.path)
 	if err != nil {
 		return err
 	}
-	r.reservations = m
+	r.reservations, r.read = m, fi
 	return nil
 }
 

@@ -165,25 +165,13 @@ func (s *Server) poolAPI(name string) map[string]any {
 // a disk on it (the root disk's pool defaults to the first), the profiles
 // naming it and its custom volumes.
 func (s *Server) usedByPool(pool string) []string {
-	out := []string{}
-	onPool := func(devs map[string]map[string]string, def string) bool {
-		for _, d := range devs {
-			if d["type"] == "disk" && orStr(d["pool"], def) == pool && (d["path"] == "/" || d["pool"] != "") {
-				return true
-			}
+	out := s.usedByDevices(func(d map[string]string, instance bool) bool {
+		def := ""
+		if instance && d["path"] == "/" {
+			def = s.defaultPool()
 		}
-		return false
-	}
-	for _, n := range slices.Sorted(maps.Keys(s.instances)) {
-		if _, devs := s.expanded(s.instances[n]); onPool(devs, s.defaultPool()) {
-			out = append(out, "/1.0/instances/"+n)
-		}
-	}
-	for _, n := range slices.Sorted(maps.Keys(s.profiles)) {
-		if onPool(s.profiles[n].Devices, "") {
-			out = append(out, "/1.0/profiles/"+n)
-		}
-	}
+		return d["type"] == "disk" && orStr(d["pool"], def) == pool
+	})
 	for _, k := range slices.Sorted(maps.Keys(s.volumes)) {
 		if v := s.volumes[k]; v.Pool == pool {
 			out = append(out, "/1.0/storage-pools/"+pool+"/volumes/custom/"+v.Name)
@@ -195,22 +183,30 @@ func (s *Server) usedByPool(pool string) []string {
 // usedByNetwork is what the daemon lists as using a network: the
 // instances and profiles with a NIC on it.
 func (s *Server) usedByNetwork(name string) []string {
+	return s.usedByDevices(func(d map[string]string, _ bool) bool {
+		return d["type"] == "nic" && (d["network"] == name || d["parent"] == name)
+	})
+}
+
+// usedByDevices lists the instances (by their expanded devices) and the
+// profiles with a device that uses: their used_by part; s.mu held.
+func (s *Server) usedByDevices(uses func(d map[string]string, instance bool) bool) []string {
 	out := []string{}
-	onNet := func(devs map[string]map[string]string) bool {
+	has := func(devs map[string]map[string]string, instance bool) bool {
 		for _, d := range devs {
-			if d["type"] == "nic" && (d["network"] == name || d["parent"] == name) {
+			if uses(d, instance) {
 				return true
 			}
 		}
 		return false
 	}
 	for _, n := range slices.Sorted(maps.Keys(s.instances)) {
-		if _, devs := s.expanded(s.instances[n]); onNet(devs) {
+		if _, devs := s.expanded(s.instances[n]); has(devs, true) {
 			out = append(out, "/1.0/instances/"+n)
 		}
 	}
 	for _, n := range slices.Sorted(maps.Keys(s.profiles)) {
-		if onNet(s.profiles[n].Devices) {
+		if has(s.profiles[n].Devices, false) {
 			out = append(out, "/1.0/profiles/"+n)
 		}
 	}

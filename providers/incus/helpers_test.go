@@ -39,6 +39,7 @@ var (
 var (
 	daemonOnce sync.Once
 	daemonErr  error
+	isLab      bool // the host is the lab's (client says, once), not the daemon
 )
 
 // client returns an incusapi client on the local socket, failing the test
@@ -64,6 +65,9 @@ func client(t testing.TB) *incusapi.Client {
 		defer cancel()
 		var s *incusapi.Server
 		s, daemonErr = c.Server(ctx)
+		if daemonErr == nil {
+			isLab = strings.HasSuffix(s.Environment.ServerVersion, "-lab") // lab/incushost's "6.0-lab"
+		}
 		if daemonErr == nil && s.Auth != "trusted" {
 			daemonErr = &incusapi.UntrustedError{URL: c.Target()}
 		}
@@ -137,7 +141,7 @@ const sigPWR = 1 << (30 - 1)
 // init of the image: nothing to wait for there.
 func waitInit(t testing.TB, c *incusapi.Client, name string) {
 	t.Helper()
-	if labHost(t, c) {
+	if isLab {
 		return
 	}
 	deadline := time.Now().Add(60 * time.Second)
@@ -153,22 +157,6 @@ func waitInit(t testing.TB, c *incusapi.Client, name string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-var (
-	labOnce sync.Once
-	isLab   bool
-)
-
-// labHost says whether c speaks to the lab's Incus host (lab/incushost
-// says server_version "6.0-lab"), not the daemon.
-func labHost(t testing.TB, c *incusapi.Client) bool {
-	t.Helper()
-	labOnce.Do(func() {
-		s, err := c.Server(ctxT(t, 10*time.Second))
-		isLab = err == nil && strings.HasSuffix(s.Environment.ServerVersion, "-lab")
-	})
-	return isLab
 }
 
 // cleanupInstance force-deletes an instance when the test ends.
