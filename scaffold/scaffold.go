@@ -349,7 +349,13 @@ func Write(dir string, files []File) (err error) {
 			return err
 		}
 		made = append(made, p)
+		// Synced: the sealed PKI written here is the cluster's only copy
+		// of its keys, and must outlive a power cut right after init.
 		if _, err := fh.Write(f.Data); err != nil {
+			fh.Close()
+			return err
+		}
+		if err := fh.Sync(); err != nil {
 			fh.Close()
 			return err
 		}
@@ -357,7 +363,35 @@ func Write(dir string, files []File) (err error) {
 			return err
 		}
 	}
+	// The directory entries too, each directory once, deepest first.
+	for _, d := range slices.Backward(syncOrder(dir, files)) {
+		if err := syncDir(d); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// syncOrder lists dir and every directory the files are in, each once.
+func syncOrder(dir string, files []File) []string {
+	dirs := []string{dir}
+	for _, f := range files {
+		d := filepath.Dir(filepath.Join(dir, filepath.FromSlash(f.Path)))
+		if !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
+
+// syncDir makes the entries made in d durable.
+func syncDir(d string) error {
+	fh, err := os.Open(d)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	return fh.Sync()
 }
 
 func mkdirAll(d string, made *[]string) error {

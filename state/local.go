@@ -21,6 +21,13 @@ type Options struct {
 	Lock *LockInfo
 	// MigrateVersion is written into snapshots.
 	MigrateVersion string
+	// Expect, with Lock, is asked about the state read under the lock
+	// before anything is written (no journal fold, no new snapshot): an
+	// error releases the lock and is returned as is. A command that
+	// planned on the state read without the lock says here that it must
+	// still be the state it planned against, so that its refusal leaves
+	// the files as they were.
+	Expect func(*Snapshot) error
 }
 
 // Local is the state in a local directory (RUNBOOK/.migrate by default):
@@ -120,6 +127,11 @@ func (l *Local) loadWritable() error {
 	applied, err := replay(snap, entries, legacy)
 	if err != nil {
 		return l.journalUnusable(err, snap.Serial)
+	}
+	if l.opts.Expect != nil {
+		if err := l.opts.Expect(snap); err != nil {
+			return err
+		}
 	}
 	l.snap, l.lastSeq, l.journalBytes = snap, snap.Serial, int64(len(jdata))
 	l.dirty = l.dirty || applied > 0

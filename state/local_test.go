@@ -518,3 +518,33 @@ func TestReaderDuringWrites(t *testing.T) {
 		t.Fatalf("serial %d, want %d", s.Serial, n)
 	}
 }
+
+// TestExpectRefusesBeforeWriting: a writer whose Expect refuses the state
+// read under the lock leaves the snapshot and the journal as they were
+// (no fold), and the lock free for the next one.
+func TestExpectRefusesBeforeWriting(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	l := openW(t, dir)
+	checkpoint(t, l, rec("exec.a", Running), rec("exec.a", Done))
+	crash(l) // the journal holds two lines the next writer would fold
+	snapshot, journal := readFile(t, filepath.Join(dir, snapshotFile)), readFile(t, filepath.Join(dir, journalFile))
+
+	refusal := errors.New("the state changed since the plan")
+	var seen uint64
+	opts := writer("migrate run")
+	opts.Expect = func(s *Snapshot) error { seen = s.Serial; return refusal }
+	if _, err := Open(dir, opts); !errors.Is(err, refusal) {
+		t.Fatalf("Open with a refusing Expect: %v, want the refusal", err)
+	}
+	if seen != 2 {
+		t.Errorf("Expect saw serial %d, want 2 (the journal replayed)", seen)
+	}
+	if b := readFile(t, filepath.Join(dir, snapshotFile)); !bytes.Equal(b, snapshot) {
+		t.Errorf("the snapshot was rewritten by a refused writer:\nbefore %s\nafter  %s", snapshot, b)
+	}
+	if b := readFile(t, filepath.Join(dir, journalFile)); !bytes.Equal(b, journal) {
+		t.Errorf("the journal was folded by a refused writer: %q, was %q", b, journal)
+	}
+	openW(t, dir).Close() // the lock was released
+}

@@ -195,7 +195,13 @@ func describe(b *phases.BackendConfig, dir string) string {
 // openBackend opens the state of b read-only, or with the lock when
 // writable.
 func (a *app) openBackend(ctx context.Context, b *phases.BackendConfig, writable bool) (stateStore, error) {
-	opts := state.Options{MigrateVersion: version}
+	return a.openBackendExpecting(ctx, b, writable, nil)
+}
+
+// openBackendExpecting is openBackend with state.Options.Expect: a
+// writable state that expect refuses is closed unchanged.
+func (a *app) openBackendExpecting(ctx context.Context, b *phases.BackendConfig, writable bool, expect func(*state.Snapshot) error) (stateStore, error) {
+	opts := state.Options{MigrateVersion: version, Expect: expect}
 	if writable {
 		opts.Lock = state.NewLockInfo(commandLine(os.Args))
 	}

@@ -5,10 +5,12 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/plugin"
@@ -134,15 +137,15 @@ func (a *app) editSecret(path string, recipientFlags []string) error {
 	if err != nil {
 		return fmt.Errorf("decrypting %s: %w", path, err)
 	}
-	base := os.Getenv("XDG_RUNTIME_DIR")
-	if base == "" {
-		base = os.TempDir()
+	base := clearCopyBase()
+	for _, left := range sweepEdits(base) {
+		a.view().Warn("Removed %s: the clear copy of an edit whose migrate was killed.", left)
 	}
-	tmpDir, err := os.MkdirTemp(base, "migrate-edit-") // 0700
+	tmpDir, err := os.MkdirTemp(base, fmt.Sprintf("%s%d-", editDirPrefix, os.Getpid())) // 0700
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmpDir)
+	defer shredTree(tmpDir)
 	// migrate must live to remove the file: the signals that would stop
 	// it stay caught until it exits. Ctrl-C reaches the editor too, whose
 	// terminal it is, and the editor decides; SIGTERM and SIGHUP are
@@ -179,6 +182,60 @@ func (a *app) editSecret(path string, recipientFlags []string) error {
 	}
 	a.view().Note("Saved %s, sealed to %d recipient(s).", path, len(rs))
 	return nil
+}
+
+// editDirPrefix names the private directories of secrets edit. The PID
+// of the migrate that made one follows, so that a later edit can tell a
+// directory whose migrate was killed (kill -9 runs no clean-up) and
+// remove the clear copy it left.
+const editDirPrefix = "migrate-edit-"
+
+// clearCopyBase is where an edit's clear copy goes: memory, not disk,
+// where there is one ($XDG_RUNTIME_DIR, else /dev/shm), so that a copy a
+// killed migrate left is gone at the next boot at the latest.
+func clearCopyBase() string {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return d
+	}
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() && unix.Access("/dev/shm", unix.W_OK) == nil {
+		return "/dev/shm"
+	}
+	return os.TempDir()
+}
+
+// sweepEdits removes the edit directories in base of this user whose
+// migrate is dead, and returns their paths.
+func sweepEdits(base string) []string {
+	dirs, _ := filepath.Glob(filepath.Join(base, editDirPrefix+"*"))
+	var removed []string
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(strings.SplitN(strings.TrimPrefix(filepath.Base(d), editDirPrefix), "-", 2)[0])
+		if err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Lstat(d, &st) != nil || st.Uid != uint32(os.Getuid()) || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			continue
+		}
+		if err := unix.Kill(pid, 0); !errors.Is(err, unix.ESRCH) {
+			continue // alive (or not ours to ask): an edit in progress
+		}
+		shredTree(d)
+		removed = append(removed, d)
+	}
+	return removed
+}
+
+// shredTree shreds every regular file under dir (the clear copy, and an
+// editor's swap or backup files beside it), then removes dir.
+func shredTree(dir string) {
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			shred(p)
+		}
+		return nil
+	})
+	os.RemoveAll(dir)
 }
 
 // runEditor runs the editor on file, the clear text of the sealed path,
@@ -271,20 +328,23 @@ func (a *app) secretsGenCommand(recipients *[]string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			for _, f := range []struct {
-				path  string
-				clear []byte
-			}{{out, bundle}, {tcOut, tc}} {
-				sealed, err := agefile.Encrypt(f.clear, true, rs...)
+			// Both files or neither: a bundle without its talosconfig
+			// (or the reverse) is a pair that no longer matches.
+			var files []newFile
+			for _, f := range []newFile{{out, bundle}, {tcOut, tc}} {
+				sealed, err := agefile.Encrypt(f.body, true, rs...)
 				if err != nil {
 					return err
 				}
+				files = append(files, newFile{f.path, sealed})
+			}
+			for _, f := range files {
 				if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
 					return err
 				}
-				if err := writeFile(f.path, sealed, false); err != nil {
-					return err
-				}
+			}
+			if err := writeNew(files...); err != nil {
+				return err
 			}
 			a.view().Note("Wrote a new Talos secrets bundle to %s and its admin talosconfig (context %q) to %s, sealed to %d recipient(s).", out, context, tcOut, len(rs))
 			return nil
@@ -383,33 +443,93 @@ func talosProgram() string {
 // that path is either the old file or the new one; without replace it
 // fails when path exists.
 func writeFile(path string, b []byte, replace bool) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if !replace {
+		return writeNew(newFile{path, b})
+	}
+	tmp, err := writeTemp(path, b)
 	if err != nil {
 		return err
 	}
-	tmp := f.Name()
 	defer os.Remove(tmp)
-	if _, err := f.Write(b); err != nil {
-		f.Close()
+	if err := os.Rename(tmp, path); err != nil {
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if replace {
-		return os.Rename(tmp, path)
-	}
-	if err := os.Link(tmp, path); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("%s exists already: not overwriting it", path)
+	return syncDir(filepath.Dir(path))
+}
+
+// newFile is a file writeNew writes.
+type newFile struct {
+	path string
+	body []byte
+}
+
+// writeNew writes files 0600, each new (never replacing one), all or
+// none: each is written and synced to a temporary file beside it first,
+// then linked in place; when one cannot be, those linked before it are
+// removed again.
+func writeNew(files ...newFile) error {
+	var tmps, linked []string
+	defer func() {
+		for _, t := range tmps {
+			os.Remove(t)
 		}
-		return err
+	}()
+	for _, f := range files {
+		tmp, err := writeTemp(f.path, f.body)
+		if err != nil {
+			return err
+		}
+		tmps = append(tmps, tmp)
+	}
+	for i, f := range files {
+		if err := os.Link(tmps[i], f.path); err != nil {
+			for _, l := range linked {
+				os.Remove(l)
+			}
+			if errors.Is(err, os.ErrExist) {
+				return fmt.Errorf("%s exists already: not overwriting it (nothing was written)", f.path)
+			}
+			return err
+		}
+		linked = append(linked, f.path)
+	}
+	for _, f := range files {
+		if err := syncDir(filepath.Dir(f.path)); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// writeTemp writes b to a new 0600 temporary file beside path, synced,
+// and returns its name.
+func writeTemp(path string, b []byte) (string, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return "", err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
+}
+
+// syncDir makes a rename or link in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // shred overwrites a file with zeros before removing it: on most file

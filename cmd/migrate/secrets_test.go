@@ -173,6 +173,23 @@ func TestSecretsEncryptEdit(t *testing.T) {
 	if after, _ := os.ReadFile(sealedPath); !bytes.Equal(after, before) {
 		t.Error("an edit whose migrate got SIGTERM was saved")
 	}
+	// kill -9 of migrate: nothing can remove the clear copy then; the
+	// next edit removes it (its migrate is dead) and says so.
+	r = migrateEnv(t, dir, append(env("token = \"lost\"\n", "0"), "SIGNAL=KILL"), "--age-identity", keyFile, "secrets", "edit", sealedPath)
+	if r.code == 0 {
+		t.Fatalf("secrets edit whose migrate got SIGKILL: %s", r)
+	}
+	left, _ := filepath.Glob(filepath.Join(runtime, "migrate-edit-*"))
+	if len(left) != 1 {
+		t.Fatalf("after a kill -9 the runtime directory holds %v, want the killed edit's directory", left)
+	}
+	r = edit(0, "", "0")
+	if !strings.Contains(r.stderr, "Removed "+left[0]) {
+		t.Errorf("the next edit does not say it removed the clear copy of the killed one: %s", r)
+	}
+	if after, _ := os.ReadFile(sealedPath); !bytes.Equal(after, before) {
+		t.Error("an edit whose migrate was killed was saved")
+	}
 	const afterInt = "token = \"after-ctrl-c\"\n"
 	r = migrateEnv(t, dir, append(env(afterInt, "0"), "SIGNAL=INT"), "--age-identity", keyFile, "secrets", "edit", sealedPath)
 	expect(t, r, 0, "secrets", "edit")
@@ -417,5 +434,36 @@ func TestSecretsGenIdentity(t *testing.T) {
 	r = migrateEnv(t, dir, nil, "secrets", "gen", "identity", path)
 	if after, _ := os.ReadFile(path); r.code != 1 || !strings.Contains(r.stderr, "exists already: not overwriting it") || string(after) != string(b) {
 		t.Errorf("a second identity over the first: %s", r)
+	}
+}
+
+// TestWriteNewAllOrNothing: when the second of a pair exists, the first is
+// not left behind (secrets gen talos writes a bundle and its talosconfig
+// as one), nor any temporary file.
+func TestWriteNewAllOrNothing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	first, second := filepath.Join(dir, "secrets.yaml.age"), filepath.Join(dir, "talosconfig.age")
+	if err := os.WriteFile(second, []byte("the user's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := writeNew(newFile{first, []byte("new bundle")}, newFile{second, []byte("new talosconfig")})
+	if err == nil || !strings.Contains(err.Error(), second+" exists already") || !strings.Contains(err.Error(), "nothing was written") {
+		t.Fatalf("writeNew over an existing second file: %v", err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 || entries[0].Name() != "talosconfig.age" {
+		t.Errorf("after the refusal the directory holds %v, want only the user's talosconfig.age", entries)
+	}
+	if b, _ := os.ReadFile(second); string(b) != "the user's" {
+		t.Errorf("the existing file was changed: %q", b)
+	}
+	if err := writeNew(newFile{first, []byte("a")}, newFile{filepath.Join(dir, "b"), []byte("b")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{first, filepath.Join(dir, "b")} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v %v, want mode 0600", p, fi, err)
+		}
 	}
 }

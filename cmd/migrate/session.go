@@ -95,15 +95,22 @@ func (s *session) where() string {
 // may have written it meanwhile.
 func (s *session) begin() error {
 	before := s.st.Snapshot()
-	w, err := s.a.openBackend(context.Background(), s.b, true)
+	unchanged := func(now *state.Snapshot) error {
+		if now.Serial != before.Serial || before.Lineage != "" && now.Lineage != before.Lineage {
+			return fmt.Errorf("the state in %s changed while this %s was being planned (serial %d then, %d now): another migrate wrote it; nothing was changed, run the command again to plan from the state as it is now",
+				s.where(), s.command, before.Serial, now.Serial)
+		}
+		return nil
+	}
+	// Asked under the lock before the state is written (the local
+	// backend), and again here for a backend that does not ask.
+	w, err := s.a.openBackendExpecting(context.Background(), s.b, true, unchanged)
 	if err != nil {
 		return err
 	}
-	now := w.Snapshot()
-	if now.Serial != before.Serial || before.Lineage != "" && now.Lineage != before.Lineage {
+	if err := unchanged(w.Snapshot()); err != nil {
 		w.Close()
-		return fmt.Errorf("the state in %s changed while this %s was being planned (serial %d then, %d now): another migrate wrote it; nothing was changed, run the command again to plan from the state as it is now",
-			s.where(), s.command, before.Serial, now.Serial)
+		return err
 	}
 	if err := s.log.Open(); err != nil {
 		w.Close()

@@ -115,8 +115,11 @@ func TestJobRunsOnce(t *testing.T) {
 		t.Fatalf("Apply: %v\nlog:\n%s", err, log.String())
 	}
 	contains(t, "the log", log.String(), "created Job "+ns+"/restore", "completed (pod restore-")
-	if n := strings.Count(log.String(), "no logs: the node does not serve them"); n != 1 {
-		t.Errorf("the log says %d times that the node serves no logs, want once:\n%s", n, log.String())
+	// Said at most once: a Job that completes before its pod is first
+	// looked at has no pod followed, so nothing to say (a race this test
+	// must not assert on).
+	if n := strings.Count(log.String(), "no logs: the node does not serve them"); n > 1 {
+		t.Errorf("the log says %d times that the node serves no logs, want once at most:\n%s", n, log.String())
 	}
 	if got := outputString(t, a.Outputs, "succeeded"); got != "true" {
 		t.Errorf("output succeeded = %s", got)
