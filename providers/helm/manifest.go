@@ -49,7 +49,7 @@ const manifestTimeout = 5 * time.Minute
 var manifestStep = &sdk.StepType[*Provider, manAttrs, struct{}, manifestRevert]{
 	Name:        Manifest,
 	Description: "Applies raw Kubernetes objects (YAML files or HCL objects) with server-side apply (field manager migrate). The plan shows the server-side dry-run diff per object, Secrets' data redacted, and fails when a pod template violates the PodSecurity level of its namespace. Rollback deletes the objects this step created and re-applies the ones it changed as they were (a changed Secret's data cannot be restored).",
-	Rollback:    "Deletes the objects it created (annotated migrate/created-by); applies the others again as they were (their prior kept in the state, except a Secret's data, which cannot be restored).",
+	Rollback:    "Deletes the objects it created (annotated migrate/created-by); applies the others again as they were (their prior kept in the state; a replaced ConfigMap kept instead in a Secret beside it, NAME.configmap.migrate-orig, deleted once restored; a Secret's data is not kept and cannot be restored).",
 	Outputs:     manifestOut{},
 	Validate:    validateManifest,
 	Read:        readManifest,
@@ -91,8 +91,14 @@ type objUndo struct {
 	// Delete: the step created the object.
 	Delete bool `json:"delete,omitempty"`
 	// Prior is the object before the step (server fields stripped), to
-	// apply again; never kept for a Secret, whose data it would hold.
+	// apply again; never kept for a Secret, whose data it would hold, nor
+	// for a ConfigMap (PriorCopy).
 	Prior map[string]any `json:"prior,omitempty"`
+	// PriorCopy names the Secret, in the object's namespace, that holds a
+	// replaced ConfigMap as it was: its data is often a configuration
+	// file with a password in it, which belongs in the cluster's Secrets
+	// (encrypted at rest), not in the state.
+	PriorCopy string `json:"prior_copy,omitempty"`
 }
 
 func (u objUndo) id() string { return objID(u.Kind, u.Namespace, u.Name) }
@@ -127,6 +133,8 @@ func (o *manObj) output() string {
 }
 
 func (o *manObj) isSecret() bool { return o.u.GetKind() == "Secret" && o.u.GetAPIVersion() == "v1" }
+
+func (o *manObj) isConfigMap() bool { return o.u.GetKind() == "ConfigMap" && o.u.GetAPIVersion() == "v1" }
 
 func validateManifest(c *call, a *manAttrs) phases.Diagnostics {
 	if c.Null("wait_timeout") || a.WaitTimeout == "" {
@@ -369,6 +377,12 @@ func applyManifest(ctx context.Context, c *call, a manAttrs, _ struct{}, prior *
 				undo.Delete = true
 			case o.isSecret():
 				c.Log.Printf("%s existed: rollback will leave its data as this step sets it", o.id())
+			case o.isConfigMap():
+				name, err := keepConfigMap(ctx, c, cl, live)
+				if err != nil {
+					return manApply{Diagnostics: apiErr(c, cl, err, "Cannot Keep Object", "%s: keeping %s as it was, for rollback: %v.", c.Addr, o.id(), err), Revert: revertOf()}
+				}
+				undo.PriorCopy = name
 			default:
 				undo.Prior = clean(live.Object)
 			}
@@ -400,7 +414,7 @@ func manifestRevertOf(inv manifestRevert) *sdk.RevertData[manifestRevert] {
 		switch {
 		case u.Delete:
 			del++
-		case u.Prior != nil:
+		case u.Prior != nil || u.PriorCopy != "":
 			back++
 		}
 	}
@@ -487,7 +501,7 @@ func revertManifest(ctx context.Context, c *call, a manAttrs, u sdk.Applied[mani
 	var out phases.Diagnostics
 	for i := len(undos) - 1; i >= 0; i-- {
 		x := undos[i]
-		if !x.Delete && x.Prior == nil {
+		if !x.Delete && x.Prior == nil && x.PriorCopy == "" {
 			continue
 		}
 		gv, err := k8sschema.ParseGroupVersion(x.APIVersion)
@@ -514,12 +528,26 @@ func revertManifest(ctx context.Context, c *call, a manAttrs, u sdk.Applied[mani
 			c.Log.Printf("deleted %s", x.id())
 			continue
 		}
-		obj := &unstructured.Unstructured{Object: x.Prior}
+		prior, gone, err := x.prior(ctx, cl)
+		if err != nil {
+			out = append(out, phases.Errorf("Cannot Restore Object", "%s: reading the copy of %s kept for rollback: %v.", c.Addr, x.id(), err)...)
+			continue
+		}
+		if gone {
+			c.Log.Printf("%s: no copy %s left: already restored", x.id(), x.PriorCopy)
+			continue
+		}
+		obj := &unstructured.Unstructured{Object: prior}
 		if _, err := ri.Apply(ctx, x.Name, obj, metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
 			out = append(out, phases.Errorf("Cannot Restore Object", "%s: applying %s again as it was: %v.", c.Addr, x.id(), err)...)
 			continue
 		}
 		c.Log.Printf("applied %s again as it was before the step", x.id())
+		if x.PriorCopy != "" {
+			if err := cl.client.CoreV1().Secrets(x.Namespace).Delete(ctx, x.PriorCopy, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				out = append(out, phases.Errorf("Cannot Delete Object", "%s: deleting the copy %s/%s once restored: %v.", c.Addr, x.Namespace, x.PriorCopy, err)...)
+			}
+		}
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package helm_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -220,6 +221,14 @@ func TestManifestExistingRestoredAndConflict(t *testing.T) {
 	if got := k.configMapData(t, ns, "app"); got["added"] != "by-migrate" || got["owned"] != "by-someone" {
 		t.Errorf("after the apply: %v", got)
 	}
+	// The ConfigMap as it was is kept in a Secret beside it, not in the
+	// state: its data is often a configuration file with a password.
+	if rd, err := json.Marshal(a.Revert); err != nil || strings.Contains(string(rd), "by-someone") || !strings.Contains(string(rd), "app.configmap.migrate-orig") {
+		t.Errorf("the revert data holds the replaced ConfigMap's data, or names no copy: %s", rd)
+	}
+	if cp, err := k.client.CoreV1().Secrets(ns).Get(ctx, "app.configmap.migrate-orig", metav1.GetOptions{}); err != nil || !strings.Contains(string(cp.Data["configmap.json"]), "by-someone") {
+		t.Fatalf("the copy of the ConfigMap: %v %v", cp, err)
+	}
 	for range 2 {
 		revert(t, p, helm.Manifest, "add", cfg, a.Revert)
 		cm, err := k.client.CoreV1().ConfigMaps(ns).Get(ctx, "app", metav1.GetOptions{})
@@ -228,6 +237,9 @@ func TestManifestExistingRestoredAndConflict(t *testing.T) {
 		}
 		if len(cm.Data) != 1 || cm.Data["owned"] != "by-someone" || cm.Labels["team"] != "media" {
 			t.Errorf("after the revert: data %v labels %v", cm.Data, cm.Labels)
+		}
+		if _, err := k.client.CoreV1().Secrets(ns).Get(ctx, "app.configmap.migrate-orig", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the copy is still there after the revert: %v", err)
 		}
 	}
 }
