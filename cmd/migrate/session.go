@@ -53,6 +53,9 @@ func (a *app) openSession(vf varFlags, json, rollback bool, parallelism int) (*s
 	if err != nil {
 		return nil, err
 	}
+	if w := backendWarning(b); w != "" {
+		a.view().Warn("%s", w)
+	}
 	ctx := context.Background()
 	// A run that holds the lock now is named at once, not after this one
 	// has planned and asked for confirmation.
