@@ -311,6 +311,9 @@ func (r *stepRunner) run(s *phases.Step) bool {
 				}
 			}
 		case state.Running:
+			if r.runningElsewhere(s, rec, StepFailed) {
+				return false
+			}
 			// A run stopped while this step ran: ask what is there,
 			// waiting for what it started, before doing it again.
 			read := r.readInFlight(s, p, cfg, rec)
@@ -378,7 +381,7 @@ func (r *stepRunner) applyTries(s *phases.Step, p providers.Interface, cfg cty.V
 			return r.notDone(s, rec, err)
 		}
 		if attempt >= attempts || r.cancel.Err() != nil {
-			return r.fail(s, rec, err)
+			return r.fail(s, rec, cutOff(r.cancel, err))
 		}
 		rec.LastError = err.Error()
 		if !r.emit(Event{Kind: StepRetrying, Phase: s.Phase, Addr: s.Addr, Check: s.IsCheck(), Attempt: attempt, Error: rec.LastError, Message: fmt.Sprintf("retrying in %s", backoff)}) {
