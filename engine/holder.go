@@ -15,10 +15,13 @@ import (
 // it; once that holder is provably gone, the in-flight read (stop.go)
 // applies as after any stopped run.
 
-// runningElsewhere refuses s when its record says another holder that may
-// still be alive started it, reporting failed with kind (its record
-// unchanged: it is not this run's to write).
+// runningElsewhere refuses s when its record, running or reverting, says
+// another holder that may still be alive started it, reporting failed
+// with kind (its record unchanged: it is not this run's to write).
 func (r *stepRunner) runningElsewhere(s *phases.Step, rec *state.StepRecord, kind EventKind) bool {
+	if rec.Status != state.Running && rec.Status != state.Reverting {
+		return false
+	}
 	err := state.RunningElsewhere(r.cancel, r.e.state, rec)
 	if err == nil {
 		return false

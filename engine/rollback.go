@@ -217,7 +217,7 @@ func (r *stepRunner) revert(s *phases.Step) bool {
 	if !ok || !needsRevert(rec) {
 		return true
 	}
-	if (rec.Status == state.Running || rec.Status == state.Reverting) && r.runningElsewhere(s, rec, StepRevertFailed) {
+	if r.runningElsewhere(s, rec, StepRevertFailed) {
 		return false
 	}
 	if by, gone := e.goneWith(s.Addr, func(a phases.Address) *state.StepRecord { rec, _ := e.state.Step(a); return rec }); gone {

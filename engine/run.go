@@ -302,6 +302,9 @@ func (r *stepRunner) run(s *phases.Step) bool {
 	// holds; it is planned anew just before it is applied.
 	var again *replanned
 	if !s.IsCheck() {
+		if r.runningElsewhere(s, rec, StepFailed) {
+			return false
+		}
 		switch rec.Status {
 		case state.Done:
 			if (sp == nil || sp.Action == providers.NoOp) && hash == rec.InputHash {
@@ -311,9 +314,6 @@ func (r *stepRunner) run(s *phases.Step) bool {
 				}
 			}
 		case state.Running:
-			if r.runningElsewhere(s, rec, StepFailed) {
-				return false
-			}
 			// A run stopped while this step ran: ask what is there,
 			// waiting for what it started, before doing it again.
 			read := r.readInFlight(s, p, cfg, rec)
