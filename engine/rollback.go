@@ -217,6 +217,9 @@ func (r *stepRunner) revert(s *phases.Step) bool {
 	if !ok || !needsRevert(rec) {
 		return true
 	}
+	if r.runningElsewhere(s, rec, StepRevertFailed) {
+		return false
+	}
 	if by, gone := e.goneWith(s.Addr, func(a phases.Address) *state.StepRecord { rec, _ := e.state.Step(a); return rec }); gone {
 		// Its effects went with the step that discarded them (the VM it
 		// was made in): no provider is asked, its host may be gone too.

@@ -302,6 +302,9 @@ func (r *stepRunner) run(s *phases.Step) bool {
 	// holds; it is planned anew just before it is applied.
 	var again *replanned
 	if !s.IsCheck() {
+		if r.runningElsewhere(s, rec, StepFailed) {
+			return false
+		}
 		switch rec.Status {
 		case state.Done:
 			if (sp == nil || sp.Action == providers.NoOp) && hash == rec.InputHash {
@@ -378,7 +381,7 @@ func (r *stepRunner) applyTries(s *phases.Step, p providers.Interface, cfg cty.V
 			return r.notDone(s, rec, err)
 		}
 		if attempt >= attempts || r.cancel.Err() != nil {
-			return r.fail(s, rec, err)
+			return r.fail(s, rec, cutOff(r.cancel, err))
 		}
 		rec.LastError = err.Error()
 		if !r.emit(Event{Kind: StepRetrying, Phase: s.Phase, Addr: s.Addr, Check: s.IsCheck(), Attempt: attempt, Error: rec.LastError, Message: fmt.Sprintf("retrying in %s", backoff)}) {

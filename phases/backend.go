@@ -21,6 +21,9 @@ type BackendConfig struct {
 	// Password is a secret: it is also in Runbook.Secrets, so that
 	// whatever quotes it is redacted.
 	Password string
+	// Insecure allows a password over plaintext gRPC; without it a
+	// password needs TLS (ca, or https:// endpoints).
+	Insecure bool
 	// LockTTL is how long the lock outlives a holder that died; 0 is the
 	// backend's default.
 	LockTTL time.Duration

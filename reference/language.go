@@ -66,6 +66,7 @@ var language = []block{
 			"username":  attr(cty.String, "The etcd user, with password."),
 			"password":  {Type: cty.String, Sensitive: true, Description: "The etcd user's password; better a sensitive variable or MIGRATE_ETCD_PASSWORD than text in the runbook. Never shown, logged or stored."},
 			"lock_ttl":  attr(cty.String, "How long the lock outlives a holder that died (its lease), a duration of at least \"2s\"; default \"30s\"."),
+			"insecure":  attr(cty.Bool, "Allow a password over plaintext gRPC (a test cluster on a trusted network): without it, a password without TLS (ca, or https:// endpoints) is refused. Every plan then warns that the password and the state cross the network in clear."),
 		},
 	},
 	{

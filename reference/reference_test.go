@@ -108,6 +108,7 @@ backend "etcd" {
   username  = "migrate"
   password  = "p"
   lock_ttl  = "30s"
+  insecure  = false
 }
 provider "alpha" "main" { endpoint = local.l }
 phase "one" {

@@ -35,7 +35,7 @@ var etcdBackendSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "prefix", Required: true},
 	{Name: "ca"}, {Name: "cert"}, {Name: "key"},
 	{Name: "username"}, {Name: "password"},
-	{Name: "lock_ttl"},
+	{Name: "lock_ttl"}, {Name: "insecure"},
 }}
 
 // declareBackend decodes the backend block, if any.
@@ -104,6 +104,11 @@ func (ld *load) etcdBackend(b *backendBlock) *phases.BackendConfig {
 	cfg.Password = str("password", true)
 	if cfg.Password != "" {
 		ld.secrets = append(ld.secrets, cfg.Password)
+	}
+	if a, ok := content.Attributes["insecure"]; ok {
+		if v, ok := ld.backendValue(a, cty.Bool, false, cfg); ok {
+			cfg.Insecure = v.True()
+		}
 	}
 	if a, ok := content.Attributes["lock_ttl"]; ok {
 		if d, ok := ld.duration(a.Expr, "lock_ttl", false); ok {

@@ -26,6 +26,7 @@ backend "etcd" {
   username  = "migrate"
   password  = var.etcd_password
   lock_ttl  = "2s"
+  insecure  = true
 }
 phase "one" {
   step "exec" "a" {
@@ -46,7 +47,7 @@ func TestBackendBlock(t *testing.T) {
 	if b.Type != "etcd" || !slices.Equal(b.Endpoints, []string{"127.0.0.1:2379", "127.0.0.2:2379"}) ||
 		b.Prefix != "migrate/homelab/" || b.CA != "/runbook/pki/ca.pem" || b.Cert != "/etc/migrate/client.pem" ||
 		b.Key != "/etc/migrate/client-key.pem" || b.Username != "migrate" || b.Password != "s3cret-canary" ||
-		b.LockTTL != 2*time.Second || len(b.Unknown) != 0 || b.Range.StartLine != 9 {
+		b.LockTTL != 2*time.Second || !b.Insecure || len(b.Unknown) != 0 || b.Range.StartLine != 9 {
 		t.Errorf("backend: %+v", b)
 	}
 	if !slices.Contains(rb.Secrets, "s3cret-canary") {

@@ -309,8 +309,9 @@ func (l *Local) append(rec *StepRecord, sync bool) error {
 	}
 	// The record as JSON reads it back (invalid UTF-8 replaced, as the
 	// journal has it), so that a snapshot's checksum, taken of what is
-	// written, matches what is read; it is also a deep copy.
-	c, step, err := PrepareRecord(rec)
+	// written, matches what is read; it is also a deep copy. A step
+	// started names this holder.
+	c, step, err := PrepareRecord(rec.Stamped(HolderOf(l.lockInfo, 0)))
 	if err != nil {
 		return err
 	}

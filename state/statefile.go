@@ -262,6 +262,10 @@ func (r *StepRecord) Clone() *StepRecord {
 	}
 	c.Facts = maps.Clone(r.Facts)
 	c.Upstream = maps.Clone(r.Upstream)
+	if r.Holder != nil {
+		h := *r.Holder
+		c.Holder = &h
+	}
 	if r.StartedAt != nil {
 		t := *r.StartedAt
 		c.StartedAt = &t

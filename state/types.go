@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"encoding/json"
 	"time"
 
@@ -59,6 +60,63 @@ type StepRecord struct {
 	StartedAt  *time.Time        `json:"started_at,omitempty"`
 	FinishedAt *time.Time        `json:"finished_at,omitempty"`
 	LastError  string            `json:"last_error,omitempty"`
+	// Holder is who started the step, while it is running or reverting:
+	// the state's lock holder when the record was written. Another
+	// holder that finds the step still running asks whether that one may
+	// still run it (HolderChecker).
+	Holder *Holder `json:"holder,omitempty"`
+}
+
+// Holder names the lock holder that started a step: its lock's ID, the
+// process, and for a state in etcd the lease the lock was bound to (its
+// holder lives while the lease does).
+type Holder struct {
+	LockID string `json:"lock_id"`
+	PID    int    `json:"pid,omitempty"`
+	Host   string `json:"host,omitempty"`
+	User   string `json:"user,omitempty"`
+	Lease  int64  `json:"lease,omitempty"`
+}
+
+// HolderOf is the Holder of a lock held under lease (0: no lease).
+func HolderOf(l *LockInfo, lease int64) *Holder {
+	return &Holder{LockID: l.ID, PID: l.PID, Host: l.Host, User: l.User, Lease: lease}
+}
+
+// Stamped returns rec as a lock holder h writes it: with h as its Holder
+// while it is running or reverting, without one otherwise. rec itself is
+// not changed; nil stays nil (for PrepareRecord to refuse).
+func (rec *StepRecord) Stamped(h *Holder) *StepRecord {
+	if rec == nil {
+		return nil
+	}
+	c := *rec
+	c.Holder = nil
+	if h != nil && (rec.Status == Running || rec.Status == Reverting) {
+		hc := *h
+		c.Holder = &hc
+	}
+	return &c
+}
+
+// HolderChecker is a Manager that can tell whether the holder that
+// started a step may still be running it: a holder on another machine
+// with a lease still alive. The local files need none: their lock is a
+// flock, and holding it proves the last holder gone.
+type HolderChecker interface {
+	// RunningElsewhere returns nil when rec (recorded running or
+	// reverting) was started by this holder or by one provably gone;
+	// otherwise an error that says who may still run it and what to do.
+	RunningElsewhere(ctx context.Context, rec *StepRecord) error
+}
+
+// RunningElsewhere asks m, when it is a HolderChecker, whether rec may be
+// running under another holder; nil when m cannot tell.
+func RunningElsewhere(ctx context.Context, m Manager, rec *StepRecord) error {
+	if hc, ok := m.(HolderChecker); ok {
+		return hc.RunningElsewhere(ctx, rec)
+	}
+	return nil
 }
 
 // Snapshot is the whole state at one serial.

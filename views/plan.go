@@ -48,9 +48,17 @@ func CountPlan(p *engine.Plan) PlanCounts {
 	return c
 }
 
-// PlanJSON writes the plan as one indented JSON document.
-func PlanJSON(w io.Writer, p *engine.Plan) error {
-	b, err := json.MarshalIndent(p, "", "  ")
+// PlanJSON writes the plan as one indented JSON document, with the
+// warnings every plan carries (an etcd backend in clear) under "warnings".
+func PlanJSON(w io.Writer, p *engine.Plan, warnings ...string) error {
+	var doc any = p
+	if len(warnings) > 0 {
+		doc = struct {
+			*engine.Plan
+			Warnings []string `json:"warnings"`
+		}{p, warnings}
+	}
+	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,7 +43,7 @@ var _ stateStore = (*state.Local)(nil)
 
 // parseBackend reads a backend URL: "local" (the state directory),
 // "local:PATH", or
-// etcd://[USER@]HOST:PORT[,HOST:PORT...]/PREFIX/?ca=&cert=&key=&user=&lock_ttl=.
+// etcd://[USER@]HOST:PORT[,HOST:PORT...]/PREFIX/?ca=&cert=&key=&user=&lock_ttl=&insecure=.
 // what names where it came from, for errors.
 func parseBackend(s, what string) (*phases.BackendConfig, error) {
 	bad := func(format string, args ...any) error {
@@ -100,6 +101,12 @@ func parseBackend(s, what string) (*phases.BackendConfig, error) {
 			b.Key = v
 		case "user":
 			b.Username = v
+		case "insecure":
+			insecure, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, bad("insecure=%s: want true or false", v)
+			}
+			b.Insecure = insecure
 		case "lock_ttl":
 			d, err := time.ParseDuration(v)
 			if err != nil || d < minLockTTL {
@@ -109,7 +116,7 @@ func parseBackend(s, what string) (*phases.BackendConfig, error) {
 		case "password":
 			return nil, bad("the URL holds a password: give it in %s instead, never in a URL", passwordEnv)
 		default:
-			return nil, bad("unknown parameter %q: the parameters are ca, cert, key, user and lock_ttl", key)
+			return nil, bad("unknown parameter %q: the parameters are ca, cert, key, user, lock_ttl and insecure", key)
 		}
 	}
 	for _, p := range []*string{&b.CA, &b.Cert, &b.Key} {

@@ -21,6 +21,12 @@ func TestParseBackend(t *testing.T) {
 		b.LockTTL != 30*time.Second || b.Password != "" {
 		t.Errorf("%+v", b)
 	}
+	if b.Insecure {
+		t.Error("insecure without being asked")
+	}
+	if b, err := parseBackend("etcd://u@h:1/p/?insecure=true", "x"); err != nil || !b.Insecure {
+		t.Errorf("insecure=true: %+v %v", b, err)
+	}
 	if b, err := parseBackend("etcd://u@h:1/p/", "x"); err != nil || b.Username != "u" || b.Prefix != "p/" {
 		t.Errorf("%+v %v", b, err)
 	}
@@ -38,6 +44,7 @@ func TestParseBackend(t *testing.T) {
 		"etcd://h:1/p/?lock_ttl=10ms":          "at least 2s",
 		"etcd://h:1/p/?cert=c.pem":             "both cert and key",
 		"etcd://h:1/p/?colour=blue":            `unknown parameter "colour"`,
+		"etcd://h:1/p/?insecure=maybe":         "want true or false",
 		"consul://h:1/p/":                      `unknown backend "consul"`,
 		"local:":                               "needs a directory",
 	} {

@@ -295,9 +295,10 @@ func TestEtcdBackendFlagOverridesBlock(t *testing.T) {
 // A password given in the runbook appears nowhere: not in the output of
 // plan, run, status, state show, not in the logs, not in etcd; a wrong one
 // (from MIGRATE_ETCD_PASSWORD) fails naming the endpoints, not itself.
+// (A password needs TLS: TestEtcdPasswordNeedsTLS.)
 func TestEtcdPasswordNowhere(t *testing.T) {
 	t.Parallel()
-	c := etcdtest.Start(t, etcdtest.Options{Members: 1, Auth: true})
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1, TLS: true, Auth: true})
 	cfg := c.Config()
 	if cfg.Password == "" {
 		t.Fatal("etcdtest gave no password with Auth")

@@ -45,7 +45,7 @@ func (a *app) plan(o planFlags) (err error) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), stopSignals()...)
 	defer stop()
-	st, _, err := a.openState(ctx, rb, false)
+	st, b, err := a.openState(ctx, rb, false)
 	if err != nil {
 		return err
 	}
@@ -68,8 +68,13 @@ func (a *app) plan(o planFlags) (err error) {
 			return err
 		}
 	}
+	var warnings []string
+	if w := backendWarning(b); w != "" {
+		v.Warn("%s", w)
+		warnings = append(warnings, w)
+	}
 	if o.json {
-		if err := views.PlanJSON(v.Stdout(), p); err != nil {
+		if err := views.PlanJSON(v.Stdout(), p, warnings...); err != nil {
 			return err
 		}
 	} else {

@@ -30,7 +30,7 @@ func (a *app) rootCommand() *cobra.Command {
 	f := root.PersistentFlags()
 	f.StringVar(&a.runbookDir, "runbook", ".", "the runbook directory `DIR` (its *.hcl files)")
 	f.StringVar(&a.statePath, "state", "", "the state directory `PATH` (default DIR/.migrate)")
-	f.StringVar(&a.backendURL, "backend", "", "where the state lives, overriding the runbook's backend block and $MIGRATE_BACKEND: `URL` local, local:PATH or etcd://HOST:PORT,.../PREFIX/?ca=&cert=&key=&user=&lock_ttl= (the password in $MIGRATE_ETCD_PASSWORD)")
+	f.StringVar(&a.backendURL, "backend", "", "where the state lives, overriding the runbook's backend block and $MIGRATE_BACKEND: `URL` local, local:PATH or etcd://HOST:PORT,.../PREFIX/?ca=&cert=&key=&user=&lock_ttl=&insecure= (the password in $MIGRATE_ETCD_PASSWORD)")
 	f.BoolVar(&a.noColor, "no-color", false, "do not color the output")
 	f.StringVar(&a.logLevel, "log-level", "warn", "log `LEVEL`: debug, info, warn or error")
 	f.StringVar(&a.ageIdentity, "age-identity", "", "the age identity file `PATH` that opens encrypted files (default: $MIGRATE_AGE_IDENTITY)")

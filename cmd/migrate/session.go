@@ -30,10 +30,16 @@ type session struct {
 	st           *deferredState
 	rv           views.RunView
 	stop, cancel context.Context
+	abort        func(cause error)
 	release      func()
 	e            *engine.Engine
 	log          *state.Log
 	began        bool
+
+	// lockLost is why the state's lock was lost during the command, nil
+	// while it was not (under mu).
+	mu       sync.Mutex
+	lockLost error
 }
 
 // openSession loads the runbook, opens its state read-only and builds the
@@ -52,6 +58,9 @@ func (a *app) openSession(vf varFlags, json, rollback bool, parallelism int) (*s
 	dir, err := a.localDir(b)
 	if err != nil {
 		return nil, err
+	}
+	if w := backendWarning(b); w != "" {
+		a.view().Warn("%s", w)
 	}
 	ctx := context.Background()
 	// A run that holds the lock now is named at once, not after this one
@@ -73,7 +82,7 @@ func (a *app) openSession(vf varFlags, json, rollback bool, parallelism int) (*s
 		rv:  a.view().NewRun(a.runMode(json), rollback),
 		log: state.NewLog(dir, command),
 	}
-	s.stop, s.cancel, s.release = interrupts(s.rv.Stopping)
+	s.stop, s.cancel, s.abort, s.release = interrupts(s.rv.Stopping)
 	if s.e, err = a.engine(s.cancel, rb, s.st, parallelism, s.log, s.rv); err != nil {
 		s.close(&err)
 		return nil, err
@@ -118,7 +127,37 @@ func (s *session) begin() error {
 	}
 	s.st.swap(w).Close()
 	s.began = true
+	s.watchLock(w)
 	return nil
+}
+
+// losesLock is a state whose lock can be lost while it is held: etcd's,
+// whose lease a sleeping laptop or a state unlock ends. (A local state's
+// flock lasts as long as the process.)
+type losesLock interface {
+	Lost() <-chan struct{}
+	LostCause() error
+}
+
+// watchLock cancels the command at once when w's lock is lost, as a
+// second Ctrl-C does: another runner may take the lock and must not find
+// this one's steps still at work.
+func (s *session) watchLock(w stateStore) {
+	l, ok := w.(losesLock)
+	if !ok {
+		return
+	}
+	go func() {
+		select {
+		case <-l.Lost():
+			why := l.LostCause()
+			s.mu.Lock()
+			s.lockLost = why
+			s.mu.Unlock()
+			s.abort(why)
+		case <-s.cancel.Done():
+		}
+	}()
 }
 
 // close releases the session in reverse order, the state last so that it
@@ -129,6 +168,11 @@ func (s *session) close(err *error) {
 		s.e.Close()
 	}
 	s.release()
+	s.mu.Lock()
+	if s.lockLost != nil && *err != nil {
+		*err = fmt.Errorf("%w; the steps that were running were cut off at once, as by a second Ctrl-C", s.lockLost)
+	}
+	s.mu.Unlock()
 	s.rv.Finish()
 	if s.began {
 		fmt.Fprintf(s.log, "%s end: %s\n", time.Now().UTC().Format(time.RFC3339Nano), endText(*err))
@@ -184,4 +228,7 @@ func (d *deferredState) CheckpointUnsynced(rec *state.StepRecord) error {
 	return d.get().CheckpointUnsynced(rec)
 }
 func (d *deferredState) Persist() error { return d.get().Persist() }
-func (d *deferredState) Close() error   { return d.get().Close() }
+func (d *deferredState) RunningElsewhere(ctx context.Context, rec *state.StepRecord) error {
+	return state.RunningElsewhere(ctx, d.get(), rec)
+}
+func (d *deferredState) Close() error { return d.get().Close() }

@@ -23,12 +23,17 @@ func stopSignals() []os.Signal {
 	return sigs
 }
 
+// errSecondInterrupt is why the steps a second interrupt cancels were cut
+// off, as their records say.
+var errSecondInterrupt = errors.New("a second interrupt cancelled the running steps")
+
 // interrupts turns SIGINT, SIGTERM and SIGHUP into the engine's two
 // contexts: the first stops gently, the second cancels the running steps.
 // A hangup never aborts: one comes from the kernel and another from the
-// shell. release undoes it.
-func interrupts(notify func(abort bool)) (stop, cancel context.Context, release func()) {
-	cancel, cancelFn := context.WithCancel(context.Background())
+// shell. abort cancels as the second does, for cause (the state's lock
+// lost). release undoes it.
+func interrupts(notify func(abort bool)) (stop, cancel context.Context, abort func(cause error), release func()) {
+	cancel, cancelFn := context.WithCancelCause(context.Background())
 	stop, stopFn := context.WithCancel(cancel)
 	ch := make(chan os.Signal, 4)
 	signal.Notify(ch, stopSignals()...)
@@ -57,20 +62,26 @@ func interrupts(notify func(abort bool)) (stop, cancel context.Context, release 
 					stopFn()
 				case 2:
 					notify(true)
-					cancelFn()
+					cancelFn(errSecondInterrupt)
 				}
 			}
 		}
 	}()
+	abort = func(cause error) {
+		if cancel.Err() == nil {
+			notify(true)
+		}
+		cancelFn(cause)
+	}
 	var once sync.Once
-	return stop, cancel, func() {
+	return stop, cancel, abort, func() {
 		once.Do(func() {
 			// The signals stay caught (and dropped) until migrate exits:
 			// a late hangup or broken pipe must not kill it while it
 			// saves the state.
 			close(done)
 			stopFn()
-			cancelFn()
+			cancelFn(nil)
 		})
 	}
 }

@@ -30,8 +30,11 @@ type Config struct {
 	// Username, Password: etcd authentication. Password is a secret: it is
 	// never logged nor put in an error.
 	Username, Password string
-	LockTTL            time.Duration // 0: 30s
-	DialTimeout        time.Duration // 0: 5s
+	// Insecure allows a password over plaintext gRPC (a test cluster on
+	// a trusted network): without it, a password needs TLS.
+	Insecure    bool
+	LockTTL     time.Duration // 0: 30s
+	DialTimeout time.Duration // 0: 5s
 }
 
 // String describes c without its password, so that printing a Config
@@ -41,8 +44,8 @@ func (c Config) String() string {
 	if c.Password != "" {
 		pw = " password=(sensitive)"
 	}
-	return fmt.Sprintf("etcd{endpoints=%v prefix=%q ca=%q cert=%q key=%q username=%q%s lock_ttl=%v dial_timeout=%v}",
-		c.Endpoints, c.Prefix, c.CA, c.Cert, c.Key, c.Username, pw, c.LockTTL, c.DialTimeout)
+	return fmt.Sprintf("etcd{endpoints=%v prefix=%q ca=%q cert=%q key=%q username=%q%s insecure=%t lock_ttl=%v dial_timeout=%v}",
+		c.Endpoints, c.Prefix, c.CA, c.Cert, c.Key, c.Username, pw, c.Insecure, c.LockTTL, c.DialTimeout)
 }
 
 // GoString is String, for %#v.
@@ -72,6 +75,11 @@ func (c Config) Validate() error {
 	}
 	if (c.Username == "") != (c.Password == "") {
 		errs = append(errs, errors.New("username and password go together: set both or neither"))
+	}
+	if c.Password != "" && c.Plaintext() && !c.Insecure {
+		errs = append(errs, fmt.Errorf("a password over plaintext gRPC (%s): anyone on the network path reads it, and the state: "+
+			"give the cluster's CA certificate in ca (and https:// endpoints), or, for a test cluster on a trusted network, say insecure = true (in a URL, &insecure=true)",
+			strings.Join(c.Endpoints, ", ")))
 	}
 	if c.LockTTL < 0 || (c.LockTTL > 0 && c.LockTTL < 2*time.Second) {
 		errs = append(errs, fmt.Errorf("lock_ttl %v: use at least 2s (etcd's shortest lease)", c.LockTTL))
@@ -113,6 +121,25 @@ func (c Config) requestTimeout() time.Duration { return 2 * c.dialTimeout() }
 
 func (c Config) where() string {
 	return fmt.Sprintf("etcd %s, prefix %q", strings.Join(c.Endpoints, ","), c.prefix())
+}
+
+// Plaintext says whether the client speaks to the cluster without TLS:
+// none is asked for (no ca, no cert, no https:// endpoint), or the first
+// endpoint says http:// or unix://: the etcd client dials every member
+// with what the first endpoint's scheme asks, whatever else is set.
+func (c Config) Plaintext() bool {
+	if len(c.Endpoints) == 0 {
+		return false
+	}
+	first := c.Endpoints[0]
+	if strings.HasPrefix(first, "http://") || strings.HasPrefix(first, "unix://") {
+		return true
+	}
+	asked := c.CA != "" || c.Cert != ""
+	for _, ep := range c.Endpoints {
+		asked = asked || strings.HasPrefix(ep, "https://") || strings.HasPrefix(ep, "unixs://")
+	}
+	return !asked
 }
 
 func (c Config) tlsConfig() (*tls.Config, error) {

@@ -29,6 +29,14 @@
 // migrate did not write is refused: the prefix holds something else.
 //
 // The lock is a lease of Config.LockTTL kept alive while the Store is
-// open; a holder that dies loses it when the lease expires, and one whose
-// lease is lost gets ErrLockLost from every later write.
+// open; a holder that dies loses it when the lease expires. A live holder
+// learns of a loss at once (the lock key watched, the keepalive ended):
+// Lost is closed, and the lock is taken back under a new lease only if it
+// is free and head unchanged (so that steps cut off can be recorded);
+// otherwise every later write gets ErrLockLost. A record written running
+// names its holder and lease (state.Holder); RunningElsewhere refuses, to
+// another holder, a step whose lease still lives.
+//
+// A password goes only over TLS, unless Config.Insecure says otherwise
+// (Validate, Plaintext).
 package etcdstate

@@ -15,6 +15,7 @@ import (
 	"github.com/homelab-migrate/migrate/state/etcdstate"
 	"github.com/homelab-migrate/migrate/state/etcdstate/etcdtest"
 	"github.com/homelab-migrate/migrate/state/statetest"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -111,6 +112,7 @@ func TestThreeMembersTLSAuth(t *testing.T) {
 	t.Run("PlainClientToTLS", func(t *testing.T) {
 		cfg := prefixed(t, c)
 		cfg.CA, cfg.Cert, cfg.Key = "", "", ""
+		cfg.Insecure = true // the password would be refused before the probe
 		for i, ep := range cfg.Endpoints {
 			cfg.Endpoints[i] = strings.TrimPrefix(ep, "https://")
 		}
@@ -162,13 +164,25 @@ func TestTwoWritersAndExpiredHolder(t *testing.T) {
 	}
 }
 
-// TestLostLeaseStopsWrites: a holder whose lock is gone (removed by
-// migrate state unlock, or its lease revoked) gets ErrLockLost, saying
-// why, from every later write.
-func TestLostLeaseStopsWrites(t *testing.T) {
+// TestLostLease: a holder whose lock is gone (removed by migrate state
+// unlock, or its lease revoked) hears it at once (Lost, LostCause saying
+// why) and, as nobody took the lock and nothing was written since, takes
+// it again under a new lease, so that what it cut off can be recorded;
+// one whose lock another process took gets ErrLockLost, saying why, from
+// every later write.
+func TestLostLease(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
 	ctx := context.Background()
-	for _, how := range []string{"unlock", "revoke"} {
+	cli := c.Client()
+	lockOf := func(t *testing.T, cfg etcdstate.Config) *mvccpb.KeyValue {
+		t.Helper()
+		resp, err := cli.Get(ctx, cfg.Prefix+"lock")
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("lock key: %v", err)
+		}
+		return resp.Kvs[0]
+	}
+	for _, how := range []string{"unlock", "revoke", "taken"} {
 		t.Run(how, func(t *testing.T) {
 			cfg := prefixed(t, c)
 			holder, err := etcdstate.Open(ctx, cfg, statetest.Writer("migrate run"))
@@ -176,28 +190,54 @@ func TestLostLeaseStopsWrites(t *testing.T) {
 				t.Fatal(err)
 			}
 			statetest.Checkpoint(t, holder, statetest.Rec("exec.a", state.Done))
+			lease := lockOf(t, cfg).Lease
 			switch how {
 			case "unlock":
 				if err := etcdstate.Unlock(ctx, cfg, holder.LockInfo().ID); err != nil {
 					t.Fatal(err)
 				}
 			case "revoke":
-				cli := c.Client()
-				resp, err := cli.Get(ctx, cfg.Prefix+"lock")
-				if err != nil || len(resp.Kvs) != 1 {
-					t.Fatalf("lock key: %v", err)
+				if _, err := cli.Revoke(ctx, clientv3.LeaseID(lease)); err != nil {
+					t.Fatal(err)
 				}
-				if _, err := cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+			case "taken":
+				other, err := cli.Grant(ctx, 60)
+				if err != nil {
+					t.Fatal(err)
+				}
+				info := `{"id":"other","pid":4242,"host":"elsewhere","user":"bob","command":"migrate run","created":"2026-01-01T00:00:00Z"}`
+				if _, err := cli.Put(ctx, cfg.Prefix+"lock", info, clientv3.WithLease(other.ID)); err != nil {
 					t.Fatal(err)
 				}
 			}
-			err = holder.Checkpoint(statetest.Rec("exec.b", state.Done))
-			if !errors.Is(err, etcdstate.ErrLockLost) || !strings.Contains(err.Error(), "no step may start") {
-				t.Fatalf("Checkpoint after the lock was lost: %v, want ErrLockLost", err)
+			select {
+			case <-holder.Lost():
+			case <-time.After(30 * time.Second):
+				t.Fatal("the holder was not told its lock was lost")
 			}
-			t.Log(err)
-			if err := holder.CheckpointUnsynced(statetest.Rec("exec.c", state.Running)); !errors.Is(err, etcdstate.ErrLockLost) {
-				t.Fatalf("Record after the lock was lost: %v", err)
+			if err := holder.LostCause(); !errors.Is(err, etcdstate.ErrLockLost) {
+				t.Fatalf("LostCause: %v", err)
+			}
+			t.Log(holder.LostCause())
+			err = holder.Checkpoint(statetest.Rec("exec.b", state.Failed))
+			if how == "taken" {
+				if !errors.Is(err, etcdstate.ErrLockLost) || !strings.Contains(err.Error(), "another process took the lock") {
+					t.Fatalf("Checkpoint after another took the lock: %v, want ErrLockLost", err)
+				}
+				if err := holder.CheckpointUnsynced(statetest.Rec("exec.c", state.Running)); !errors.Is(err, etcdstate.ErrLockLost) {
+					t.Fatalf("Record after the lock was lost: %v", err)
+				}
+				holder.Close()
+				if kv := lockOf(t, cfg); !strings.Contains(string(kv.Value), `"other"`) {
+					t.Fatalf("the lost holder's Close changed the other's lock: %s", kv.Value)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Checkpoint once the lock was taken again: %v", err)
+			}
+			if kv := lockOf(t, cfg); kv.Lease == lease || !strings.Contains(string(kv.Value), holder.LockInfo().ID) {
+				t.Fatalf("the lock was not taken again under a new lease: lease %x (was %x), %s", kv.Lease, lease, kv.Value)
 			}
 			holder.Close()
 			// Another writer takes over with what was committed.
@@ -206,10 +246,54 @@ func TestLostLeaseStopsWrites(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer w.Close()
-			if s := w.Snapshot(); s.Serial != 1 || len(s.Steps) != 1 {
+			if s := w.Snapshot(); s.Serial != 2 || len(s.Steps) != 2 || s.Steps["exec.b"].Status != state.Failed {
 				t.Fatalf("after the lost holder: serial %d, %d steps", s.Serial, len(s.Steps))
 			}
 		})
+	}
+}
+
+// TestRunningElsewhere: a step recorded running under a lease that still
+// lives (its holder frozen, its lock key deleted by hand) is running
+// elsewhere for the next holder, naming the first; once that lease is
+// revoked, or for a record without one, it is not.
+func TestRunningElsewhere(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	ctx := context.Background()
+	cli := c.Client()
+	cfg := prefixed(t, c)
+	cfg.LockTTL = time.Minute
+	first, err := etcdstate.Open(ctx, cfg, statetest.Writer("migrate run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	statetest.Checkpoint(t, first, statetest.Rec("exec.a", state.Running))
+	rec, _ := first.Step(statetest.Rec("exec.a", state.Running).Addr)
+	if rec.Holder == nil || rec.Holder.Lease == 0 || rec.Holder.LockID != first.LockInfo().ID {
+		t.Fatalf("the running record does not name its holder and lease: %+v", rec.Holder)
+	}
+	etcdstate.Crash(first) // its lease lives on, for a minute
+	if _, err := cli.Delete(ctx, cfg.Prefix+"lock"); err != nil {
+		t.Fatal(err)
+	}
+	next, err := etcdstate.Open(ctx, cfg, statetest.Writer("migrate run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	err = next.RunningElsewhere(ctx, rec)
+	if err == nil || !strings.Contains(err.Error(), "exec.a may still be running elsewhere") || !strings.Contains(err.Error(), first.LockInfo().ID) {
+		t.Fatalf("RunningElsewhere under a live lease: %v", err)
+	}
+	t.Log(err)
+	if err := next.RunningElsewhere(ctx, &state.StepRecord{Addr: rec.Addr, Status: state.Running}); err != nil {
+		t.Fatalf("RunningElsewhere without a holder: %v", err)
+	}
+	if _, err := cli.Revoke(ctx, clientv3.LeaseID(rec.Holder.Lease)); err != nil {
+		t.Fatal(err)
+	}
+	if err := next.RunningElsewhere(ctx, rec); err != nil {
+		t.Fatalf("RunningElsewhere once the lease is revoked: %v", err)
 	}
 }
 

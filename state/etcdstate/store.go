@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/homelab-migrate/migrate/phases"
@@ -31,9 +32,13 @@ type Store struct {
 	opts     state.Options
 	cli      *clientv3.Client // nil once a read-only Store has loaded
 	lockInfo *state.LockInfo
-	lease    clientv3.LeaseID // 0 when read-only
-	kaStop   context.CancelFunc
-	kaDone   chan struct{}
+	// lease is the lease the lock is bound to (leaseID); 0 when
+	// read-only. It changes when the lock is taken again (reclaim).
+	lease  atomic.Int64
+	kaStop context.CancelFunc
+	kaDone chan struct{}
+	// lostCh is closed when the lock is first lost.
+	lostCh chan struct{}
 
 	mu   sync.Mutex
 	cond sync.Cond
@@ -50,9 +55,13 @@ type Store struct {
 	// unsure is a write whose outcome is not known yet: settled before
 	// any other write.
 	unsure *pending
-	lost   error
-	closed bool
-	txns   uint64 // journal transactions committed (tests, benchmarks)
+	// lost is why writes are refused: the lock is lost. lostWhy is the
+	// first loss, kept after the lock is taken again; reclaiming: writes
+	// wait while the lock may be taken again.
+	lost, lostWhy error
+	reclaiming    bool
+	closed        bool
+	txns          uint64 // journal transactions committed (tests, benchmarks)
 }
 
 // pending is a write whose outcome is unknown: it was committed if probe
@@ -102,6 +111,7 @@ func Open(ctx context.Context, cfg Config, opts state.Options) (*Store, error) {
 	info := *opts.Lock
 	state.FillLockInfo(&info)
 	s.lockInfo = &info
+	s.lostCh = make(chan struct{})
 	if err := s.acquire(ctx); err != nil {
 		cli.Close()
 		return nil, err
@@ -180,10 +190,12 @@ func (s *Store) Checkpoint(rec *state.StepRecord) error { return s.append(rec) }
 func (s *Store) CheckpointUnsynced(rec *state.StepRecord) error { return s.append(rec) }
 
 func (s *Store) append(rec *state.StepRecord) error {
-	if s.lease == 0 {
+	if s.lockInfo == nil {
 		return state.ErrReadOnly
 	}
-	c, step, err := state.PrepareRecord(rec)
+	// A step started names this holder and its lease: another holder
+	// that finds it running asks whether the lease still lives.
+	c, step, err := state.PrepareRecord(rec.Stamped(state.HolderOf(s.lockInfo, int64(s.leaseID()))))
 	if err != nil {
 		return err
 	}
@@ -193,11 +205,12 @@ func (s *Store) append(rec *state.StepRecord) error {
 		if s.closed {
 			return state.ErrClosed
 		}
-		if s.lost != nil {
+		if s.lost != nil && !s.reclaiming {
 			return s.lost
 		}
-		// Wait while Persist runs, or for room in the open batch.
-		if s.persisting > 0 || (s.open != nil && !s.open.fits(len(step))) {
+		// Wait while Persist runs, the lock may be taken again, or for
+		// room in the open batch.
+		if s.persisting > 0 || s.reclaiming || (s.open != nil && !s.open.fits(len(step))) {
 			s.cond.Wait()
 			continue
 		}
@@ -442,7 +455,7 @@ func (s *Store) check(ctx context.Context, probe string, val []byte) (bool, int6
 }
 
 func (s *Store) lockCmp() clientv3.Cmp {
-	return clientv3.Compare(clientv3.LeaseValue(s.prefix+keyLock), "=", s.lease)
+	return clientv3.Compare(clientv3.LeaseValue(s.prefix+keyLock), "=", s.leaseID())
 }
 
 // refused says why a guarded transaction failed, and marks the lock lost.
@@ -452,13 +465,13 @@ func (s *Store) refused() error {
 	defer cancel()
 	if resp, err := s.cli.Get(ctx, s.prefix+keyLock); err == nil {
 		switch {
-		case len(resp.Kvs) > 0 && clientv3.LeaseID(resp.Kvs[0].Lease) == s.lease:
+		case len(resp.Kvs) > 0 && clientv3.LeaseID(resp.Kvs[0].Lease) == s.leaseID():
 			// Only this holder writes, so the change is its own: an
 			// earlier try that etcd committed after it was given up.
 			return errStale
 		case len(resp.Kvs) == 0:
 			why = "the lock's lease expired or the lock was removed (migrate state unlock)"
-		case clientv3.LeaseID(resp.Kvs[0].Lease) != s.lease:
+		case clientv3.LeaseID(resp.Kvs[0].Lease) != s.leaseID():
 			why = "the lock's lease expired and another process took the lock"
 			if h, err := state.ParseLockInfo(resp.Kvs[0].Value); err == nil {
 				why += fmt.Sprintf(": pid %d (%s@%s) running %q", h.PID, h.User, h.Host, h.Command)
@@ -473,6 +486,10 @@ func (s *Store) markLost(why string) error {
 	defer s.mu.Unlock()
 	if s.lost == nil {
 		s.lost = fmt.Errorf("%w (%s): %s; no step may start: run again once the cause is fixed", ErrLockLost, s.cfg.where(), why)
+		if s.lostWhy == nil {
+			s.lostWhy = s.lost
+			close(s.lostCh)
+		}
 		s.cond.Broadcast()
 	}
 	return s.lost
@@ -510,7 +527,7 @@ func (s *Store) guarded(ctx context.Context, ops ...clientv3.Op) (int64, error) 
 // generation are written, then one transaction switches snapshot/meta to
 // it, empties the journal and deletes the old generation.
 func (s *Store) Persist() error {
-	if s.lease == 0 {
+	if s.lockInfo == nil {
 		return state.ErrReadOnly
 	}
 	s.mu.Lock()
@@ -535,6 +552,9 @@ func (s *Store) waitIdle() func() {
 }
 
 func (s *Store) persistLocked() error {
+	for s.reclaiming {
+		s.cond.Wait()
+	}
 	if s.lost != nil {
 		return s.lost
 	}
@@ -608,7 +628,7 @@ func (s *Store) writeSnapshot(snap *state.Snapshot, done func(rev int64, gen str
 // It refuses, unless force, a state of another lineage that is not empty,
 // and one whose serial is newer than snap's.
 func (s *Store) Import(snap *state.Snapshot, force bool) error {
-	if s.lease == 0 {
+	if s.lockInfo == nil {
 		return state.ErrReadOnly
 	}
 	b, err := state.EncodeSnapshot(snap)
@@ -652,7 +672,7 @@ func (s *Store) Close() error {
 		s.mu.Unlock()
 		return nil
 	}
-	if s.lease == 0 {
+	if s.lockInfo == nil {
 		s.closed = true
 		s.mu.Unlock()
 		return nil
