@@ -85,7 +85,14 @@
 //     copied. A replaced file is first kept beside itself as
 //     PATH.migrate-orig (in the instance for a push, locally for a pull),
 //     so the state holds no content; the revert data puts it back and removes
-//     what was created.
+//     what was created. A tree in the instance is read name by name from
+//     its listings, which a VM's agent makes: a name that is not one
+//     element (empty, ".", "..", with "/" or NUL), a name twice, a tree
+//     deeper than 64 directories or with more than max_files entries
+//     (100000) is refused before anything is copied, naming the
+//     instance and the directory. Every local write of a pull goes
+//     through an os.Root at the destination's directory, so no name and
+//     no local link leads outside it.
 //
 // The cleanup guard: deleting an instance marked keep_for_rollback is
 // refused at plan time unless the step says retain_until and that date has

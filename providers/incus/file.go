@@ -31,6 +31,7 @@ type fileSpec struct {
 	Mode        string `cty:"mode" doc:"Push: the mode of the files in the instance, in octal such as \"0640\"; default each local file's own."`
 	UID         int64  `cty:"uid" doc:"Push: the owner (uid) of what is pushed; 0 by default."`
 	GID         int64  `cty:"gid" doc:"Push: the group (gid) of what is pushed; 0 by default."`
+	MaxFiles    int64  `cty:"max_files" doc:"The most entries (files and directories) a tree in the instance may have: a larger one is refused before anything is copied, as is one deeper than 64 directories. Default 100000; raise it for a tree really that large."`
 
 	push   bool
 	mode   fs.FileMode // 0: each local file's own
@@ -127,6 +128,12 @@ func validateFile(c *call, s *fileSpec) phases.Diagnostics {
 		}
 		s.mode = fs.FileMode(m)
 	}
+	switch {
+	case c.Null("max_files"):
+		s.MaxFiles = defaultMaxFiles
+	case s.MaxFiles < 1:
+		bad("The \"max_files\" attribute of %s must be at least 1, not %d.", c.Addr, s.MaxFiles)
+	}
 	if s.UID < 0 || s.GID < 0 || s.UID > 1<<32-1 || s.GID > 1<<32-1 {
 		bad("The uid and gid of %s must be numeric ids from 0 to 4294967295, not %d and %d.", c.Addr, s.UID, s.GID)
 	}
@@ -170,10 +177,10 @@ func sides(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[filePrivat
 		if src, err = scanLocal(s.local); err != nil {
 			return nil, nil, err
 		}
-		dst, err = scanRemote(ctx, api, s.Instance, s.remote)
+		dst, err = scanRemote(ctx, api, s.Instance, s.remote, int(s.MaxFiles))
 		return src, dst, err
 	}
-	if src, err = scanRemote(ctx, api, s.Instance, s.remote); err != nil {
+	if src, err = scanRemote(ctx, api, s.Instance, s.remote, int(s.MaxFiles)); err != nil {
 		return nil, nil, err
 	}
 	if !s.age {
@@ -212,6 +219,10 @@ func noSource(c *call, s fileSpec) phases.Diagnostics {
 
 func scanErr(c *call, err error) phases.Diagnostics {
 	var se *incusapi.StatusError
+	var hostile *HostileTreeError
+	if errors.As(err, &hostile) {
+		return errorf("Listing Refused", "%s: %v. Nothing was copied.", c.Addr, err)
+	}
 	if errors.As(err, &se) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return apiErr(c, "Cannot Read Files", err)
 	}
@@ -544,35 +555,39 @@ func pull(ctx context.Context, c *call, s fileSpec, src, dst tree, inv *fileReve
 	if s.age && src[0].dir {
 		return errorf("Cannot Pull File", "%s: %s:%s is a directory; an age-encrypted destination (%s) takes a single file. Pull the files one by one, or into a directory.", c.Addr, s.Instance, s.remote, s.Destination)
 	}
+	root, err := os.OpenRoot(filepath.Dir(s.local))
+	if err != nil {
+		return failed(err)
+	}
+	defer root.Close()
+	base := filepath.Base(s.local)
 	for _, e := range s.differs(src, dst) {
-		p := filepath.Join(s.local, filepath.FromSlash(e.rel))
-		info, err := os.Lstat(p)
+		name := localName(base, e.rel)
+		info, err := root.Lstat(name)
 		exists := err == nil
 		if exists && info.IsDir() != e.dir {
-			return errorf("Cannot Pull File", "%s: the local %s is a %s, but the source's is not; remove it first.", c.Addr, p, kind(info.IsDir()))
+			return errorf("Cannot Pull File", "%s: the local %s is a %s, but the source's is not; remove it first.", c.Addr, filepath.Join(root.Name(), name), kind(info.IsDir()))
 		}
 		if e.dir {
 			if !exists {
-				if err := os.Mkdir(p, 0o700); err != nil {
+				if err := root.Mkdir(name, 0o700); err != nil {
 					return failed(err)
 				}
 				addOnce(&inv.Created, e.rel)
 			}
 			continue
 		}
-		if exists {
-			if _, err := os.Lstat(p + origSuffix); errors.Is(err, fs.ErrNotExist) {
-				if err := os.Rename(p, p+origSuffix); err != nil {
-					return failed(err)
-				}
-			}
-			if !slices.Contains(inv.Created, e.rel) {
-				addOnce(&inv.Replaced, e.rel)
-			}
-		} else {
-			addOnce(&inv.Created, e.rel)
+		replaced, err := keepLocal(root, name, exists)
+		if err != nil {
+			return failed(err)
 		}
-		if err := pullOne(ctx, c, s, api, join(s.remote, e.rel), p); err != nil {
+		switch {
+		case !replaced:
+			addOnce(&inv.Created, e.rel)
+		case !slices.Contains(inv.Created, e.rel):
+			addOnce(&inv.Replaced, e.rel)
+		}
+		if err := pullOne(ctx, c, s, api, join(s.remote, e.rel), root, name); err != nil {
 			return failed(err)
 		}
 		logf(c, "pulled %s:%s", s.Instance, join(s.remote, e.rel))
@@ -580,10 +595,44 @@ func pull(ctx context.Context, c *call, s fileSpec, src, dst tree, inv *fileReve
 	return nil
 }
 
-// pullOne writes a file of the instance to a local path, 0600, through a
+// localName is the name under the destination's directory (the pull's
+// os.Root) of the entry rel of a tree copied to base. rel was checked
+// name by name when the instance listed it (guestName).
+func localName(base, rel string) string {
+	return filepath.Join(base, filepath.FromSlash(rel))
+}
+
+// keepLocal moves a file about to be replaced aside to NAME.migrate-orig
+// (once: a copy run again must not move its own over it) and reports
+// whether the file at name is a replacement. One rename, so a kill leaves
+// the file or its kept copy, never neither; a kept copy without the file
+// is a replace a killed run began, which this one finishes as a replace
+// (rollback puts the copy back), never as a file it created.
+func keepLocal(root *os.Root, name string, exists bool) (bool, error) {
+	_, err := root.Lstat(name + origSuffix)
+	kept := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	if exists && !kept {
+		if err := root.Rename(name, name+origSuffix); err != nil {
+			return false, err
+		}
+	}
+	return exists || kept, nil
+}
+
+// tmpName is where a pulled file is written before it is renamed to
+// name: always the same name, so that what a killed run left is written
+// over by the next (or removed by rollback), never piled up.
+func tmpName(name string) string {
+	return filepath.Join(filepath.Dir(name), "."+filepath.Base(name)+".migrate-tmp")
+}
+
+// pullOne writes a file of the instance to name in root, 0600, through a
 // temporary file renamed over it; for an age destination the clear bytes
 // stay in memory and only the encrypted ones are written.
-func pullOne(ctx context.Context, c *call, s fileSpec, api *incusapi.Client, from, to string) error {
+func pullOne(ctx context.Context, c *call, s fileSpec, api *incusapi.Client, from string, root *os.Root, name string) error {
 	_, r, _, err := api.GetFile(ctx, s.Instance, from)
 	if err != nil {
 		return err
@@ -605,22 +654,28 @@ func pullOne(ctx context.Context, c *call, s fileSpec, api *incusapi.Client, fro
 		}
 		body = bytes.NewReader(sealed)
 	}
-	f, err := os.CreateTemp(filepath.Dir(to), "."+filepath.Base(to)+".tmp-*") // 0600
+	tmp := tmpName(name)
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(f.Name())
 	_, err = io.Copy(f, body)
+	if err == nil {
+		err = f.Chmod(0o600) // a temporary file a killed run left keeps its own mode
+	}
 	if err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return err
+	if err == nil {
+		err = root.Rename(tmp, name)
 	}
-	return os.Rename(f.Name(), to)
+	if err != nil {
+		_ = root.Remove(tmp)
+	}
+	return err
 }
 
 func revertFile(ctx context.Context, c *call, a fileSpec, u sdk.Applied[fileRevert]) phases.Diagnostics {
@@ -631,6 +686,18 @@ func revertFile(ctx context.Context, c *call, a fileSpec, u sdk.Applied[fileReve
 		root = pick(inv.Root, a.local)
 	}
 	inst := pick(inv.Instance, a.Instance)
+	var local *os.Root // a pull's: every change on this machine goes through it
+	if !inv.Push {
+		var err error
+		if local, err = os.OpenRoot(filepath.Dir(root)); errors.Is(err, fs.ErrNotExist) {
+			logf(c, "%s is gone: nothing of the copy is left to undo", filepath.Dir(root))
+			return nil
+		} else if err != nil {
+			return errorf("Cannot Restore File", "%s: %v.", c.Addr, err)
+		}
+		defer local.Close()
+	}
+	name := func(rel string) string { return localName(filepath.Base(root), rel) }
 	var warn []string
 	for _, rel := range inv.Replaced {
 		p := join(root, rel)
@@ -642,7 +709,7 @@ func revertFile(ctx context.Context, c *call, a fileSpec, u sdk.Applied[fileReve
 			if !done {
 				continue
 			}
-		} else if err := os.Rename(p+origSuffix, p); errors.Is(err, fs.ErrNotExist) {
+		} else if err := restoreLocal(local, name(rel)); errors.Is(err, fs.ErrNotExist) {
 			continue // put back before
 		} else if err != nil {
 			return errorf("Cannot Restore File", "%s: %v.", c.Addr, err)
@@ -657,7 +724,7 @@ func revertFile(ctx context.Context, c *call, a fileSpec, u sdk.Applied[fileReve
 			if incusapi.IsNotFound(err) {
 				err = nil
 			}
-		} else if err = os.Remove(filepath.FromSlash(p)); errors.Is(err, fs.ErrNotExist) {
+		} else if err = removeLocal(local, name(rel)); errors.Is(err, fs.ErrNotExist) {
 			err = nil
 		}
 		if err != nil {
@@ -670,6 +737,24 @@ func revertFile(ctx context.Context, c *call, a fileSpec, u sdk.Applied[fileReve
 		return warning("Copied Files Left", "%s could not remove what it created: %s. A directory that something else wrote into since is kept.", c.Addr, strings.Join(warn, "; "))
 	}
 	return nil
+}
+
+// restoreLocal puts NAME.migrate-orig back over name, and removes what a
+// killed pull left of its temporary file.
+func restoreLocal(root *os.Root, name string) error {
+	if err := root.Remove(tmpName(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return root.Rename(name+origSuffix, name)
+}
+
+// removeLocal removes what a pull created at name, with the temporary
+// file a killed pull may have left beside it.
+func removeLocal(root *os.Root, name string) error {
+	if err := root.Remove(tmpName(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return root.Remove(name)
 }
 
 // restoreInInstance puts PATH.migrate-orig back over PATH, with its mode
