@@ -85,7 +85,13 @@
 //     copied. A replaced file is first kept beside itself as
 //     PATH.migrate-orig (in the instance for a push, locally for a pull),
 //     so the state holds no content; the revert data puts it back and removes
-//     what was created. A tree in the instance is read name by name from
+//     what was created. That revert data is saved in the step's record
+//     before anything is changed (sdk.Intend), with the SHA-256 of each
+//     file a push keeps (the files API cannot rename: a kept copy a kill
+//     cut short is told by it, made again from the file, never put
+//     back); locally the move aside is one rename. A replace a kill
+//     interrupted is so finished by the next run, or undone by rollback,
+//     never taken for a file the copy created. A tree in the instance is read name by name from
 //     its listings, which a VM's agent makes: a name that is not one
 //     element (empty, ".", "..", with "/" or NUL), a name twice, a tree
 //     deeper than 64 directories or with more than max_files entries

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/zclconf/go-cty/cty"
+
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
@@ -48,13 +50,20 @@ type fileOut struct {
 
 // fileRevert is how to undo an incus_file step: paths relative to Root
 // (the destination; "" is Root itself) that the apply created, and those
-// whose previous content it moved aside to PATH.migrate-orig.
+// whose previous content it moved aside to PATH.migrate-orig. It is saved
+// before the apply changes anything (intend), so it may name what a
+// killed apply did not get to: undoing that finds nothing to undo.
 type fileRevert struct {
 	Push     bool     `json:"push,omitempty"`
 	Instance string   `json:"instance,omitempty"`
 	Root     string   `json:"root,omitempty"`
 	Created  []string `json:"created,omitempty"`
 	Replaced []string `json:"replaced,omitempty"`
+	// Kept: a push's replaced files by path, the SHA-256 they had when
+	// they were copied to PATH.migrate-orig. The instance's files API
+	// cannot rename, so a kill can cut that copy short: a copy of another
+	// content is one, and is never put back.
+	Kept map[string]string `json:"kept,omitempty"`
 }
 
 // filePrivate is what an incus_file step keeps in its record besides
@@ -189,8 +198,7 @@ func sides(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[filePrivat
 	}
 	// An encrypted copy cannot be read without the identity: it is the
 	// source's content if the last apply said so and it is still there.
-	if _, err := os.Stat(s.local); err == nil && prior != nil && src != nil && !prior.Outputs.IsNull() &&
-		prior.Outputs.GetAttr("sha256").AsString() == src.summary().SHA256 {
+	if _, err := os.Stat(s.local); err == nil && prior != nil && src != nil && priorSHA(prior) == src.summary().SHA256 {
 		dst = src
 	}
 	return src, dst, nil
@@ -261,12 +269,7 @@ func readFile(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[filePri
 // over: it is done unless its source changed since the copy, or its
 // destination was removed from outside the runbook; the plan says which.
 func readHandedOver(s fileSpec, prior *sdk.Prior[filePrivate, fileRevert], src, dst tree, from, to string) sdk.Read[fileRevert] {
-	was, now := "", src.summary().SHA256
-	if !prior.Outputs.IsNull() && prior.Outputs.Type().IsObjectType() && prior.Outputs.Type().HasAttribute("sha256") {
-		if v := prior.Outputs.GetAttr("sha256"); v.IsKnown() && !v.IsNull() {
-			was = v.AsString()
-		}
-	}
+	was, now := priorSHA(prior), src.summary().SHA256
 	switch {
 	case was != "" && was != now:
 		return sdk.Read[fileRevert]{Observation: providers.Drifted, Detail: fmt.Sprintf("its source %s changed since the copy (sha256 %s then, %s now): copying it again overwrites what the steps after it made of %s", from, short(was), short(now), to)}
@@ -274,6 +277,19 @@ func readHandedOver(s fileSpec, prior *sdk.Prior[filePrivate, fileRevert], src, 
 		return sdk.Read[fileRevert]{Observation: providers.Absent, Detail: fmt.Sprintf("%s was removed from outside the runbook since the steps after the copy took it over", to)}
 	}
 	return sdk.Read[fileRevert]{Observation: providers.Present}
+}
+
+// priorSHA is the sha256 output of the step's last apply; "" when it has
+// none (a record saved before its apply ended has no outputs).
+func priorSHA(prior *sdk.Prior[filePrivate, fileRevert]) string {
+	o := prior.Outputs
+	if o == cty.NilVal || o.IsNull() || !o.Type().IsObjectType() || !o.Type().HasAttribute("sha256") {
+		return ""
+	}
+	if v := o.GetAttr("sha256"); v.IsKnown() && !v.IsNull() {
+		return v.AsString()
+	}
+	return ""
 }
 
 // adopted is the revert data of a copy found done with no record of it (a run
@@ -436,7 +452,7 @@ func applyFile(ctx context.Context, c *call, s fileSpec, _ filePrivate, prior *s
 		inv.Root = s.local
 	}
 	if prior != nil && prior.Revert != nil {
-		inv.Created, inv.Replaced = prior.Revert.Data.Created, prior.Revert.Data.Replaced
+		inv.Created, inv.Replaced, inv.Kept = prior.Revert.Data.Created, prior.Revert.Data.Replaced, prior.Revert.Data.Kept
 	}
 	var d phases.Diagnostics
 	if s.push {
@@ -462,58 +478,142 @@ func addOnce(list *[]string, rel string) {
 
 func push(ctx context.Context, c *call, s fileSpec, src, dst tree, inv *fileRevert) phases.Diagnostics {
 	api := c.Settings.c
-	for _, e := range s.differs(src, dst) {
+	ch := s.differs(src, dst)
+	// First what is there and what a killed run left, so that the revert
+	// data says all the apply does before it does any of it.
+	kept := map[string]bool{} // PATH.migrate-orig is there
+	for _, e := range ch {
+		p := join(s.remote, e.rel)
+		old := dst.find(e.rel)
+		if old != nil && old.dir != e.dir {
+			return errorf("Cannot Push File", "%s: %s:%s is a %s in the instance, but the source's is not; remove it first.", c.Addr, s.Instance, p, kind(old.dir))
+		}
+		if !e.dir {
+			switch _, err := api.StatFile(ctx, s.Instance, p+origSuffix); {
+			case err == nil:
+				kept[e.rel] = true
+			case !incusapi.IsNotFound(err):
+				return apiErr(c, "Cannot Push File", err)
+			}
+		}
+		var sum string
+		if old != nil && !kept[e.rel] {
+			sum = old.sum
+		}
+		inv.intend(e, old != nil || kept[e.rel], sum)
+	}
+	if d := intend(c, s, inv); d != nil {
+		return d
+	}
+	for _, e := range ch {
 		p := join(s.remote, e.rel)
 		old := dst.find(e.rel)
 		put := incusapi.FilePut{Type: "file", UID: e.uid, GID: e.gid, Mode: e.mode}
-		switch {
-		case old != nil && old.dir != e.dir:
-			return errorf("Cannot Push File", "%s: %s:%s is a %s in the instance, but the source's is not; remove it first.", c.Addr, s.Instance, p, kind(old.dir))
-		case e.dir:
+		if e.dir {
 			put.Type = "directory"
-		case old != nil:
-			// Keep what is replaced beside it, once: an interrupted
-			// apply run again must not save its own copy over it.
-			if _, err := api.StatFile(ctx, s.Instance, p+origSuffix); incusapi.IsNotFound(err) {
-				if err := copyInInstance(ctx, api, s.Instance, p, p+origSuffix, *old); err != nil {
-					return apiErr(c, "Cannot Push File", err)
+			if old == nil { // a directory that was there keeps its own mode and owner
+				if err := api.PushFile(ctx, s.Instance, p, put); err != nil {
+					return pushErr(c, s, p, err)
 				}
-			} else if err != nil {
+			}
+			logf(c, "pushed %s:%s", s.Instance, p)
+			continue
+		}
+		if old != nil {
+			if err := keepInInstance(ctx, api, s.Instance, p, *old, inv.Kept[e.rel], kept[e.rel]); err != nil {
 				return apiErr(c, "Cannot Push File", err)
 			}
-			if !slices.Contains(inv.Created, e.rel) {
-				addOnce(&inv.Replaced, e.rel)
+			// An overwrite keeps the old mode and owner: replace.
+			if err := api.DeleteFile(ctx, s.Instance, p); err != nil && !incusapi.IsNotFound(err) {
+				return apiErr(c, "Cannot Push File", err)
 			}
 		}
-		if !e.dir {
-			if old != nil {
-				// An overwrite keeps the old mode and owner: replace.
-				if err := api.DeleteFile(ctx, s.Instance, p); err != nil && !incusapi.IsNotFound(err) {
-					return apiErr(c, "Cannot Push File", err)
-				}
-			}
-			f, err := os.Open(filepath.Join(s.local, filepath.FromSlash(e.rel)))
-			if err != nil {
-				return errorf("Cannot Read Source File", "%s: %v.", c.Addr, err)
-			}
-			put.Content = f
-			err = api.PushFile(ctx, s.Instance, p, put)
-			f.Close()
-			if err != nil {
-				return pushErr(c, s, p, err)
-			}
-		} else if old == nil {
-			if err := api.PushFile(ctx, s.Instance, p, put); err != nil {
-				return pushErr(c, s, p, err)
-			}
+		f, err := os.Open(filepath.Join(s.local, filepath.FromSlash(e.rel)))
+		if err != nil {
+			return errorf("Cannot Read Source File", "%s: %v.", c.Addr, err)
 		}
-		// A directory that was there keeps its own mode and owner.
-		if old == nil {
-			addOnce(&inv.Created, e.rel)
+		put.Content = f
+		err = api.PushFile(ctx, s.Instance, p, put)
+		f.Close()
+		if err != nil {
+			return pushErr(c, s, p, err)
 		}
 		logf(c, "pushed %s:%s", s.Instance, p)
 	}
 	return nil
+}
+
+// intend records on fileRevert what the apply is about to do to e: the
+// destination's entry is created, or replaced (there, or moved aside by
+// a killed run); sum is the SHA-256 of the file about to be kept as
+// PATH.migrate-orig when it is copied (a push), "" otherwise. An entry
+// an earlier try created stays created.
+func (inv *fileRevert) intend(e entry, there bool, sum string) {
+	switch {
+	case !there:
+		addOnce(&inv.Created, e.rel)
+	case e.dir || slices.Contains(inv.Created, e.rel):
+	default:
+		addOnce(&inv.Replaced, e.rel)
+		if _, known := inv.Kept[e.rel]; sum != "" && !known {
+			if inv.Kept == nil {
+				inv.Kept = map[string]string{}
+			}
+			inv.Kept[e.rel] = sum
+		}
+	}
+}
+
+// intend saves the revert data of what the apply is about to do in the
+// step's record before it does it: a kill from here on leaves a record
+// that says it, never a replaced file taken for a created one.
+func intend(c *call, s fileSpec, inv *fileRevert) phases.Diagnostics {
+	_, to := s.where()
+	undo := &sdk.RevertData[fileRevert]{Description: fmt.Sprintf("remove what was copied to %s, put back what it replaced", to), Data: *inv}
+	if err := sdk.Intend(c, undo); err != nil {
+		return errorf("Cannot Record The Copy", "%s: what the copy is about to do could not be recorded in the state before it is done (%v); nothing was changed.", c.Addr, err)
+	}
+	return nil
+}
+
+// keepInInstance copies the file at p, about to be replaced, to
+// PATH.migrate-orig and checks the copy, unless a complete one is there:
+// want is the SHA-256 recorded before it was first copied ("" unknown:
+// kept by an older run, taken as it is). The file at p is removed only
+// after its copy is checked, so a copy a kill cut short is made again
+// from the file itself.
+func keepInInstance(ctx context.Context, api *incusapi.Client, inst, p string, old entry, want string, kept bool) error {
+	if kept {
+		if want == "" {
+			return nil
+		}
+		got, err := sumInInstance(ctx, api, inst, p+origSuffix)
+		if err != nil || got == want {
+			return err
+		}
+		if old.sum != want {
+			return fmt.Errorf("%s:%s: the copy kept as %s%s was cut short, and %s is no longer the file it was a copy of: put the file back by hand", inst, p, p, origSuffix, p)
+		}
+	}
+	if err := copyInInstance(ctx, api, inst, p, p+origSuffix, old); err != nil {
+		return err
+	}
+	got, err := sumInInstance(ctx, api, inst, p+origSuffix)
+	if err == nil && got != old.sum {
+		err = fmt.Errorf("%s:%s: its copy %s%s differs from it (sha256 %s, not %s): the file changed while it was copied; run again", inst, p, p, origSuffix, short(got), short(old.sum))
+	}
+	return err
+}
+
+// sumInInstance is the SHA-256 of a file in the instance.
+func sumInInstance(ctx context.Context, api *incusapi.Client, inst, p string) (string, error) {
+	_, r, _, err := api.GetFile(ctx, inst, p)
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	sum, _, err := hashOf(r)
+	return sum, err
 }
 
 // pushErr explains a failed push; a missing parent directory is the
@@ -561,31 +661,36 @@ func pull(ctx context.Context, c *call, s fileSpec, src, dst tree, inv *fileReve
 	}
 	defer root.Close()
 	base := filepath.Base(s.local)
-	for _, e := range s.differs(src, dst) {
+	ch := s.differs(src, dst)
+	// First what is there and what a killed run left (see push).
+	for _, e := range ch {
 		name := localName(base, e.rel)
 		info, err := root.Lstat(name)
 		exists := err == nil
 		if exists && info.IsDir() != e.dir {
 			return errorf("Cannot Pull File", "%s: the local %s is a %s, but the source's is not; remove it first.", c.Addr, filepath.Join(root.Name(), name), kind(info.IsDir()))
 		}
+		kept := false
+		if !e.dir {
+			if kept, err = isThere(root, name+origSuffix); err != nil {
+				return failed(err)
+			}
+		}
+		inv.intend(e, exists || kept, "")
+	}
+	if d := intend(c, s, inv); d != nil {
+		return d
+	}
+	for _, e := range ch {
+		name := localName(base, e.rel)
 		if e.dir {
-			if !exists {
-				if err := root.Mkdir(name, 0o700); err != nil {
-					return failed(err)
-				}
-				addOnce(&inv.Created, e.rel)
+			if err := root.Mkdir(name, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+				return failed(err)
 			}
 			continue
 		}
-		replaced, err := keepLocal(root, name, exists)
-		if err != nil {
+		if err := keepLocal(root, name); err != nil {
 			return failed(err)
-		}
-		switch {
-		case !replaced:
-			addOnce(&inv.Created, e.rel)
-		case !slices.Contains(inv.Created, e.rel):
-			addOnce(&inv.Replaced, e.rel)
 		}
 		if err := pullOne(ctx, c, s, api, join(s.remote, e.rel), root, name); err != nil {
 			return failed(err)
@@ -595,6 +700,16 @@ func pull(ctx context.Context, c *call, s fileSpec, src, dst tree, inv *fileReve
 	return nil
 }
 
+// isThere reports whether name is there in root (as itself: a link is
+// not followed).
+func isThere(root *os.Root, name string) (bool, error) {
+	_, err := root.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // localName is the name under the destination's directory (the pull's
 // os.Root) of the entry rel of a tree copied to base. rel was checked
 // name by name when the instance listed it (guestName).
@@ -602,24 +717,18 @@ func localName(base, rel string) string {
 	return filepath.Join(base, filepath.FromSlash(rel))
 }
 
-// keepLocal moves a file about to be replaced aside to NAME.migrate-orig
-// (once: a copy run again must not move its own over it) and reports
-// whether the file at name is a replacement. One rename, so a kill leaves
-// the file or its kept copy, never neither; a kept copy without the file
-// is a replace a killed run began, which this one finishes as a replace
-// (rollback puts the copy back), never as a file it created.
-func keepLocal(root *os.Root, name string, exists bool) (bool, error) {
-	_, err := root.Lstat(name + origSuffix)
-	kept := err == nil
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return false, err
+// keepLocal moves a file about to be replaced aside to NAME.migrate-orig,
+// once: a copy run again must not move its own over it. One rename, so a
+// kill leaves the file or its kept copy, never neither.
+func keepLocal(root *os.Root, name string) error {
+	kept, err := isThere(root, name+origSuffix)
+	if err != nil || kept {
+		return err
 	}
-	if exists && !kept {
-		if err := root.Rename(name, name+origSuffix); err != nil {
-			return false, err
-		}
+	if err := root.Rename(name, name+origSuffix); !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
-	return exists || kept, nil
+	return nil // nothing to keep: a file created
 }
 
 // tmpName is where a pulled file is written before it is renamed to
@@ -702,7 +811,7 @@ func revertFile(ctx context.Context, c *call, a fileSpec, u sdk.Applied[fileReve
 	for _, rel := range inv.Replaced {
 		p := join(root, rel)
 		if inv.Push {
-			done, err := restoreInInstance(ctx, c.Settings.c, inst, p)
+			done, err := restoreInInstance(ctx, c.Settings.c, inst, p, inv.Kept[rel])
 			if err != nil {
 				return apiErr(c, "Cannot Restore File", err)
 			}
@@ -758,8 +867,22 @@ func removeLocal(root *os.Root, name string) error {
 }
 
 // restoreInInstance puts PATH.migrate-orig back over PATH, with its mode
-// and owner, then removes it; without it (put back before), nothing.
-func restoreInInstance(ctx context.Context, api *incusapi.Client, inst, p string) (bool, error) {
+// and owner, then removes it; without it (put back before), nothing. A
+// copy whose SHA-256 is not want (when known) was cut short by a kill
+// before PATH was touched: it is removed, and PATH stays.
+func restoreInInstance(ctx context.Context, api *incusapi.Client, inst, p, want string) (bool, error) {
+	if want != "" {
+		got, err := sumInInstance(ctx, api, inst, p+origSuffix)
+		if incusapi.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if got != want {
+			return false, api.DeleteFile(ctx, inst, p+origSuffix)
+		}
+	}
 	fi, r, _, err := api.GetFile(ctx, inst, p+origSuffix)
 	if incusapi.IsNotFound(err) {
 		return false, nil
