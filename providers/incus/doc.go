@@ -69,7 +69,11 @@
 //     instance (a killed run's) are waited for and creates is looked for
 //     again, which makes a resumed run exactly-once. The revert data runs
 //     revert, with the env taken from the configuration again (never kept
-//     in the state).
+//     in the state). The daemon keeps a command's output files until a
+//     client deletes them: they are deleted once the command is seen to
+//     its end, and its operation is saved in the step's record as it
+//     starts (sdk.Intend), so that the next run, or rollback, deletes
+//     those of a command a killed run left, once it has ended.
 //   - incus_file: pushes a local file or tree into an instance, or pulls
 //     one out (file.go; the trees in file_tree.go). Local files are
 //     written 0600 through a temporary file and a rename, into a
