@@ -227,7 +227,7 @@ func noSource(c *call, s fileSpec) phases.Diagnostics {
 
 func scanErr(c *call, err error) phases.Diagnostics {
 	var se *incusapi.StatusError
-	var hostile *HostileTreeError
+	var hostile *hostileTreeError
 	if errors.As(err, &hostile) {
 		return errorf("Listing Refused", "%s: %v. Nothing was copied.", c.Addr, err)
 	}

@@ -143,14 +143,14 @@ func guestName(n string) error {
 	return nil
 }
 
-// HostileTreeError is a listing of the instance that a real directory
+// hostileTreeError is a listing of the instance that a real directory
 // cannot have, or a tree beyond the bounds: nothing is copied.
-type HostileTreeError struct {
+type hostileTreeError struct {
 	Inst, Dir string // the directory whose listing is refused
 	Why       string
 }
 
-func (e *HostileTreeError) Error() string {
+func (e *hostileTreeError) Error() string {
 	return fmt.Sprintf("%s:%s: %s", e.Inst, e.Dir, e.Why)
 }
 
@@ -209,7 +209,7 @@ func scanRemote(ctx context.Context, api *incusapi.Client, inst, root string, ma
 // than maxDepth, or more entries in the tree than maxFiles.
 func checkListing(inst, dir string, names []string, depth int, seen *int, maxFiles int) error {
 	refuse := func(format string, args ...any) error {
-		return &HostileTreeError{Inst: inst, Dir: dir, Why: fmt.Sprintf(format, args...)}
+		return &hostileTreeError{Inst: inst, Dir: dir, Why: fmt.Sprintf(format, args...)}
 	}
 	if depth >= maxDepth {
 		return refuse("the tree goes deeper than %d directories (a directory that contains itself, as a guest's agent can answer?); migrate copies no deeper: copy the subtree in a step of its own, with it as the source", maxDepth)
