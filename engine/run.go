@@ -490,6 +490,10 @@ func (r *stepRunner) apply(s *phases.Step, p providers.Interface, cfg cty.Value,
 	if r.opts.Approve[s.Addr] {
 		req.Approval.By = r.opts.Approver
 	}
+	req.Intent = func(inv providers.RevertData) error {
+		rec.Revert = &inv // a failed or killed apply keeps it (applyTries, needsRevert)
+		return r.e.state.Checkpoint(rec)
+	}
 	var resp providers.ApplyResponse
 	resp.Diagnostics = r.call(s, func(ctx context.Context, log io.Writer) phases.Diagnostics {
 		req.Log = log

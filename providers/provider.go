@@ -225,6 +225,14 @@ type ApplyRequest struct {
 	// it. nil: no stop will come. (A step type that only waits is
 	// declared WaitsOnly instead: the engine cancels its context.)
 	Stop <-chan struct{}
+	// Intent, called before a change Apply cannot take back by itself
+	// (a user's file moved aside), saves how to undo what is done and
+	// about to be done in the step's running record, durably, before it
+	// returns: a run killed before Apply returns leaves a record that
+	// rollback undoes, and the next Apply gets it in Prior.Revert. It is
+	// called from the goroutine of Apply. nil: nothing can be saved (a
+	// plugin); the step then does without.
+	Intent func(RevertData) error
 }
 
 type ApplyResponse struct {

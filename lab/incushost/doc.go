@@ -131,6 +131,10 @@
 //     processes (the daemon hears only QEMU then), and its files, SFTP
 //     and commands are refused with the daemon's "VM agent isn't currently
 //     running" (500). A running old VM reports its init and commands.
+//   - A VM's agent can be made hostile (agent.go, SetGuestAgent): its
+//     directory listings are then what the test says (names with ".."
+//     or "/", a directory that contains itself, a huge listing), passed
+//     on as the daemon passes on a VM agent's; a container's cannot.
 //   - Operations cannot be cancelled ("This operation can't be
 //     cancelled"), as a record-output exec on the daemon.
 //   - Owners: as root, the lab keeps the uids and gids of files (the user

@@ -32,6 +32,10 @@ func (s *Server) files(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := r.URL.Query().Get("path")
+	if names, ok := s.agentListing(in, p); ok && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		serveListing(w, r, names)
+		return
+	}
 	if !strings.HasPrefix(p, "/") {
 		fail(w, http.StatusBadRequest, "The path %q is not absolute", p)
 		return

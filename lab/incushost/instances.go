@@ -40,6 +40,7 @@ type instance struct {
 	booting bool            // BootVM runs, s.mu released
 	init    *initProc       // a running container's init
 	execs   map[string]bool // running commands by operation ID
+	agent   GuestAgent      // a VM's agent made to answer listings (agent.go)
 }
 
 type snapshot struct {

@@ -69,7 +69,11 @@
 //     instance (a killed run's) are waited for and creates is looked for
 //     again, which makes a resumed run exactly-once. The revert data runs
 //     revert, with the env taken from the configuration again (never kept
-//     in the state).
+//     in the state). The daemon keeps a command's output files until a
+//     client deletes them: they are deleted once the command is seen to
+//     its end, and its operation is saved in the step's record as it
+//     starts (sdk.Intend), so that the next run, or rollback, deletes
+//     those of a command a killed run left, once it has ended.
 //   - incus_file: pushes a local file or tree into an instance, or pulls
 //     one out (file.go; the trees in file_tree.go). Local files are
 //     written 0600 through a temporary file and a rename, into a
@@ -85,7 +89,20 @@
 //     copied. A replaced file is first kept beside itself as
 //     PATH.migrate-orig (in the instance for a push, locally for a pull),
 //     so the state holds no content; the revert data puts it back and removes
-//     what was created.
+//     what was created. That revert data is saved in the step's record
+//     before anything is changed (sdk.Intend), with the SHA-256 of each
+//     file a push keeps (the files API cannot rename: a kept copy a kill
+//     cut short is told by it, made again from the file, never put
+//     back); locally the move aside is one rename. A replace a kill
+//     interrupted is so finished by the next run, or undone by rollback,
+//     never taken for a file the copy created. A tree in the instance is read name by name from
+//     its listings, which a VM's agent makes: a name that is not one
+//     element (empty, ".", "..", with "/" or NUL), a name twice, a tree
+//     deeper than 64 directories or with more than max_files entries
+//     (100000) is refused before anything is copied, naming the
+//     instance and the directory. Every local write of a pull goes
+//     through an os.Root at the destination's directory, so no name and
+//     no local link leads outside it.
 //
 // The cleanup guard: deleting an instance marked keep_for_rollback is
 // refused at plan time unless the step says retain_until and that date has

@@ -49,6 +49,11 @@ type execRevert struct {
 	User       int64    `json:"user,omitempty"`
 	Group      int64    `json:"group,omitempty"`
 	Cwd        string   `json:"cwd,omitempty"`
+	// Operation is the command an apply started and did not see end (it
+	// was killed, or stopped): the daemon keeps its output files until a
+	// client deletes them, so the next apply, an in-flight read that
+	// finds the step done, or rollback deletes them once it has ended.
+	Operation string `json:"operation,omitempty"`
 }
 
 type execApply = sdk.Apply[struct{}, execRevert]
@@ -142,7 +147,7 @@ func createsExists(ctx context.Context, c *call, s execSpec) (exists, ok bool, e
 	return err == nil, true, err
 }
 
-func readExec(ctx context.Context, c *call, s execSpec, _ *sdk.Prior[struct{}, execRevert]) sdk.Read[execRevert] {
+func readExec(ctx context.Context, c *call, s execSpec, prior *sdk.Prior[struct{}, execRevert]) sdk.Read[execRevert] {
 	exists, ok, err := createsExists(ctx, c, s)
 	switch {
 	case !ok:
@@ -153,7 +158,11 @@ func readExec(ctx context.Context, c *call, s execSpec, _ *sdk.Prior[struct{}, e
 		return sdk.Read[execRevert]{Observation: providers.Absent, Detail: fmt.Sprintf("%s does not exist in instance %q", s.Creates, s.Instance)}
 	}
 	// Found after an interruption, the step is adopted without running
-	// again; it still knows how to be undone.
+	// again; it still knows how to be undone. Its record is replaced:
+	// what the killed run's command left goes first.
+	if c.InFlight {
+		dropOutputs(ctx, c, prior, s.timeout)
+	}
 	return sdk.Read[execRevert]{Observation: providers.Present, Outputs: execOut{0, s.Instance}, Revert: execUndo(c, s)}
 }
 
@@ -204,7 +213,8 @@ func execUndo(c *call, s execSpec) *sdk.RevertData[execRevert] {
 	return &sdk.RevertData[execRevert]{Description: fmt.Sprintf("run in instance %q: %s", s.Instance, showArgv(c, "revert", s.Revert)), Data: inv}
 }
 
-func applyExec(ctx context.Context, c *call, s execSpec, _ struct{}, _ *sdk.Prior[struct{}, execRevert]) execApply {
+func applyExec(ctx context.Context, c *call, s execSpec, _ struct{}, prior *sdk.Prior[struct{}, execRevert]) execApply {
+	dropOutputs(ctx, c, prior, s.timeout)
 	exists, _, err := createsExists(ctx, c, s)
 	if err != nil {
 		return execApply{Diagnostics: apiErr(c, "Cannot Read Instance File", err)}
@@ -218,9 +228,47 @@ func applyExec(ctx context.Context, c *call, s execSpec, _ struct{}, _ *sdk.Prio
 		logf(c, "skipped: %s exists in instance %s", s.Creates, s.Instance)
 		return execApply{Outputs: execOut{0, s.Instance}, Revert: execUndo(c, s)}
 	}
+	undo := execUndo(c, s)
+	// Once started, the command's output files are the daemon's until a
+	// client deletes them: the record says which, should migrate die.
+	left := *undo
+	started := func(e *incusapi.Exec) {
+		left.Data.Instance, left.Data.Operation = s.Instance, e.Operation
+		if err := sdk.Intend(c, &left); err != nil {
+			logf(c, "could not record the command's operation %s in the state (%v): if this run is killed, its output files stay in the instance", e.Operation, err)
+		}
+	}
 	code, d := runIn(ctx, c, "Command", s.Instance, showArgv(c, "command", s.Command), incusapi.ExecPost{
-		Command: s.Command, Environment: s.Env, User: uint32(s.User), Group: uint32(s.Group), Cwd: s.Cwd}, s.timeout)
-	return execApply{Outputs: execOut{code, s.Instance}, Revert: execUndo(c, s), Diagnostics: d}
+		Command: s.Command, Environment: s.Env, User: uint32(s.User), Group: uint32(s.Group), Cwd: s.Cwd}, s.timeout, started)
+	if ctx.Err() != nil {
+		undo = &left // not seen to its end: its files are still there
+	}
+	return execApply{Outputs: execOut{code, s.Instance}, Revert: undo, Diagnostics: d}
+}
+
+// dropOutputs deletes the output files of the command a killed run
+// started (the operation its record kept, if any), once that command has
+// ended (waited for up to timeout).
+func dropOutputs(ctx context.Context, c *call, prior *sdk.Prior[struct{}, execRevert], timeout time.Duration) {
+	if prior == nil || prior.Revert == nil || prior.Revert.Data.Operation == "" {
+		return
+	}
+	dropLeft(ctx, c, prior.Revert.Data, timeout)
+}
+
+func dropLeft(ctx context.Context, c *call, inv execRevert, timeout time.Duration) {
+	if inv.Operation == "" {
+		return
+	}
+	api, e := c.Settings.c, incusapi.ExecOf(inv.Instance, inv.Operation)
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	_, _ = api.WaitExec(wctx, e) // ended long ago, its operation is gone: nothing to wait for
+	cancel()
+	if err := api.DeleteExecOutputs(ctx, e); err != nil {
+		logf(c, "could not remove the output files %s and %s that the command of a killed run left in %s: %v", e.Stdout, e.Stderr, e.Instance, err)
+		return
+	}
+	logf(c, "removed the output files of the command a killed run left in %s (operation %s)", e.Instance, e.Operation)
 }
 
 // afterRunning waits for the commands already running in the instance
@@ -249,6 +297,11 @@ func afterRunning(ctx context.Context, c *call, s execSpec) (bool, error) {
 
 func revertExec(ctx context.Context, c *call, a execSpec, u sdk.Applied[execRevert]) phases.Diagnostics {
 	inv := u.Data
+	timeout := 10 * time.Minute
+	if t, err := time.ParseDuration(a.Timeout); err == nil && t > 0 {
+		timeout = t
+	}
+	dropLeft(ctx, c, inv, timeout) // and the command ended before its revert runs
 	if len(inv.Argv) == 0 {
 		logf(c, "nothing to undo: the step has no revert command")
 		return nil
@@ -257,13 +310,9 @@ func revertExec(ctx context.Context, c *call, a execSpec, u sdk.Applied[execReve
 		return errorf("Revert Needs A Sensitive Value", "The revert command of %s has sensitive elements, which the state does not keep; the runbook no longer provides element %d of revert.", c.Addr, i)
 	}
 	name := pick(inv.Instance, a.Instance)
-	timeout := 10 * time.Minute
-	if t, err := time.ParseDuration(a.Timeout); err == nil && t > 0 {
-		timeout = t
-	}
 	shown := showArgv(c, "revert", inv.Argv)
 	_, d := runIn(ctx, c, "Revert Command", name, shown, incusapi.ExecPost{
-		Command: inv.Argv, Environment: a.Env, User: uint32(inv.User), Group: uint32(inv.Group), Cwd: pick(inv.Cwd, a.Cwd)}, timeout)
+		Command: inv.Argv, Environment: a.Env, User: uint32(inv.User), Group: uint32(inv.Group), Cwd: pick(inv.Cwd, a.Cwd)}, timeout, nil)
 	return d
 }
 
@@ -271,8 +320,9 @@ func revertExec(ctx context.Context, c *call, a execSpec, u sdk.Applied[execReve
 const pollEvery = 200 * time.Millisecond
 
 // runIn runs a command in an instance, its output going to the step's
-// log line by line as it comes, and fails unless it exits with 0.
-func runIn(ctx context.Context, c *call, what, name, shown string, post incusapi.ExecPost, timeout time.Duration) (int, phases.Diagnostics) {
+// log line by line as it comes, and fails unless it exits with 0;
+// started, when not nil, is told of the command once it is started.
+func runIn(ctx context.Context, c *call, what, name, shown string, post incusapi.ExecPost, timeout time.Duration, started func(*incusapi.Exec)) (int, phases.Diagnostics) {
 	api := c.Settings.c
 	if post.Cwd != "" {
 		if fi, err := api.StatFile(ctx, name, post.Cwd); err != nil || fi.Type != "directory" {
@@ -290,6 +340,9 @@ func runIn(ctx context.Context, c *call, what, name, shown string, post incusapi
 		return -1, apiErr(c, "Cannot Run "+what, fmt.Errorf("%s in instance %q: %w", shown, name, err))
 	}
 	logf(c, "running in %s: %s", name, shown)
+	if started != nil {
+		started(e)
+	}
 	tctx, cancel := context.WithTimeoutCause(ctx, timeout, errTimeout)
 	defer cancel()
 	out := &lines{w: c.Log}

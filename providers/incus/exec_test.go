@@ -219,6 +219,7 @@ func TestExecCrashResume(t *testing.T) {
 	if got := readIn(t, c, name, "/root/count"); got != "run\n" {
 		t.Errorf("the command ran %d times: %q", strings.Count(got, "run"), got)
 	}
+	noExecOutputs(t, c, name, "after the resumed run")
 	rollbackAll(t, rb, dir)
 	if got := readIn(t, c, name, "/root/marker"); got != "" {
 		t.Errorf("rollback did not run the revert command: /root/marker holds %q", got)
@@ -246,6 +247,42 @@ func TestExecResumeWhileRunning(t *testing.T) {
 	}
 	if readIn(t, c, name, "/root/marker") != "done\n" {
 		t.Error("after the resumed run the command's marker is missing")
+	}
+	noExecOutputs(t, c, name, "after the resumed run")
+}
+
+// TestExecKilledThenRolledBack kills a migrate process while its
+// incus_exec runs and rolls back without resuming: the record the step
+// saved when it started the command says which output files the daemon
+// keeps for it, and rollback removes them (after the command's end) as
+// it runs the revert command.
+func TestExecKilledThenRolledBack(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	name := launch(t, c, "exec-killrb", true, nil)
+	dir := t.TempDir()
+	killHelper(t, "TestHelperRunExec", []string{"MIGRATE_INCUS_EXEC_HELPER=" + dir + "," + name},
+		60*time.Second, 0, "started the command", func() bool { return readIn(t, c, name, "/root/count") != "" })
+	if readIn(t, c, name, "/root/marker") != "" {
+		t.Fatal("the command finished before the kill; the test proves nothing")
+	}
+	if left, err := c.ExecOutputs(ctxT(t, 10*time.Second), name); err != nil || len(left) == 0 {
+		t.Fatalf("after the kill the daemon should keep the command's output files: %v %v", left, err)
+	}
+	rollbackAll(t, loadExec(t, name), dir)
+	noExecOutputs(t, c, name, "after the rollback")
+}
+
+// noExecOutputs fails the test when the instance keeps exec output
+// files: a command's are deleted once it is seen to its end.
+func noExecOutputs(t *testing.T, c *incusapi.Client, name, when string) {
+	t.Helper()
+	left, err := c.ExecOutputs(ctxT(t, 10*time.Second), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Errorf("%s the daemon keeps exec output files in %s: %v", when, name, left)
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/zclconf/go-cty/cty"
+
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
@@ -31,6 +33,7 @@ type fileSpec struct {
 	Mode        string `cty:"mode" doc:"Push: the mode of the files in the instance, in octal such as \"0640\"; default each local file's own."`
 	UID         int64  `cty:"uid" doc:"Push: the owner (uid) of what is pushed; 0 by default."`
 	GID         int64  `cty:"gid" doc:"Push: the group (gid) of what is pushed; 0 by default."`
+	MaxFiles    int64  `cty:"max_files" doc:"The most entries (files and directories) a tree in the instance may have: a larger one is refused before anything is copied, as is one deeper than 64 directories. Default 100000; raise it for a tree really that large."`
 
 	push   bool
 	mode   fs.FileMode // 0: each local file's own
@@ -47,13 +50,20 @@ type fileOut struct {
 
 // fileRevert is how to undo an incus_file step: paths relative to Root
 // (the destination; "" is Root itself) that the apply created, and those
-// whose previous content it moved aside to PATH.migrate-orig.
+// whose previous content it moved aside to PATH.migrate-orig. It is saved
+// before the apply changes anything (intend), so it may name what a
+// killed apply did not get to: undoing that finds nothing to undo.
 type fileRevert struct {
 	Push     bool     `json:"push,omitempty"`
 	Instance string   `json:"instance,omitempty"`
 	Root     string   `json:"root,omitempty"`
 	Created  []string `json:"created,omitempty"`
 	Replaced []string `json:"replaced,omitempty"`
+	// Kept: a push's replaced files by path, the SHA-256 they had when
+	// they were copied to PATH.migrate-orig. The instance's files API
+	// cannot rename, so a kill can cut that copy short: a copy of another
+	// content is one, and is never put back.
+	Kept map[string]string `json:"kept,omitempty"`
 }
 
 // filePrivate is what an incus_file step keeps in its record besides
@@ -127,6 +137,12 @@ func validateFile(c *call, s *fileSpec) phases.Diagnostics {
 		}
 		s.mode = fs.FileMode(m)
 	}
+	switch {
+	case c.Null("max_files"):
+		s.MaxFiles = defaultMaxFiles
+	case s.MaxFiles < 1:
+		bad("The \"max_files\" attribute of %s must be at least 1, not %d.", c.Addr, s.MaxFiles)
+	}
 	if s.UID < 0 || s.GID < 0 || s.UID > 1<<32-1 || s.GID > 1<<32-1 {
 		bad("The uid and gid of %s must be numeric ids from 0 to 4294967295, not %d and %d.", c.Addr, s.UID, s.GID)
 	}
@@ -170,10 +186,10 @@ func sides(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[filePrivat
 		if src, err = scanLocal(s.local); err != nil {
 			return nil, nil, err
 		}
-		dst, err = scanRemote(ctx, api, s.Instance, s.remote)
+		dst, err = scanRemote(ctx, api, s.Instance, s.remote, int(s.MaxFiles))
 		return src, dst, err
 	}
-	if src, err = scanRemote(ctx, api, s.Instance, s.remote); err != nil {
+	if src, err = scanRemote(ctx, api, s.Instance, s.remote, int(s.MaxFiles)); err != nil {
 		return nil, nil, err
 	}
 	if !s.age {
@@ -182,8 +198,7 @@ func sides(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[filePrivat
 	}
 	// An encrypted copy cannot be read without the identity: it is the
 	// source's content if the last apply said so and it is still there.
-	if _, err := os.Stat(s.local); err == nil && prior != nil && src != nil && !prior.Outputs.IsNull() &&
-		prior.Outputs.GetAttr("sha256").AsString() == src.summary().SHA256 {
+	if _, err := os.Stat(s.local); err == nil && prior != nil && src != nil && priorSHA(prior) == src.summary().SHA256 {
 		dst = src
 	}
 	return src, dst, nil
@@ -212,6 +227,10 @@ func noSource(c *call, s fileSpec) phases.Diagnostics {
 
 func scanErr(c *call, err error) phases.Diagnostics {
 	var se *incusapi.StatusError
+	var hostile *hostileTreeError
+	if errors.As(err, &hostile) {
+		return errorf("Listing Refused", "%s: %v. Nothing was copied.", c.Addr, err)
+	}
 	if errors.As(err, &se) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return apiErr(c, "Cannot Read Files", err)
 	}
@@ -250,12 +269,7 @@ func readFile(ctx context.Context, c *call, s fileSpec, prior *sdk.Prior[filePri
 // over: it is done unless its source changed since the copy, or its
 // destination was removed from outside the runbook; the plan says which.
 func readHandedOver(s fileSpec, prior *sdk.Prior[filePrivate, fileRevert], src, dst tree, from, to string) sdk.Read[fileRevert] {
-	was, now := "", src.summary().SHA256
-	if !prior.Outputs.IsNull() && prior.Outputs.Type().IsObjectType() && prior.Outputs.Type().HasAttribute("sha256") {
-		if v := prior.Outputs.GetAttr("sha256"); v.IsKnown() && !v.IsNull() {
-			was = v.AsString()
-		}
-	}
+	was, now := priorSHA(prior), src.summary().SHA256
 	switch {
 	case was != "" && was != now:
 		return sdk.Read[fileRevert]{Observation: providers.Drifted, Detail: fmt.Sprintf("its source %s changed since the copy (sha256 %s then, %s now): copying it again overwrites what the steps after it made of %s", from, short(was), short(now), to)}
@@ -263,6 +277,19 @@ func readHandedOver(s fileSpec, prior *sdk.Prior[filePrivate, fileRevert], src, 
 		return sdk.Read[fileRevert]{Observation: providers.Absent, Detail: fmt.Sprintf("%s was removed from outside the runbook since the steps after the copy took it over", to)}
 	}
 	return sdk.Read[fileRevert]{Observation: providers.Present}
+}
+
+// priorSHA is the sha256 output of the step's last apply; "" when it has
+// none (a record saved before its apply ended has no outputs).
+func priorSHA(prior *sdk.Prior[filePrivate, fileRevert]) string {
+	o := prior.Outputs
+	if o == cty.NilVal || o.IsNull() || !o.Type().IsObjectType() || !o.Type().HasAttribute("sha256") {
+		return ""
+	}
+	if v := o.GetAttr("sha256"); v.IsKnown() && !v.IsNull() {
+		return v.AsString()
+	}
+	return ""
 }
 
 // adopted is the revert data of a copy found done with no record of it (a run
@@ -425,7 +452,7 @@ func applyFile(ctx context.Context, c *call, s fileSpec, _ filePrivate, prior *s
 		inv.Root = s.local
 	}
 	if prior != nil && prior.Revert != nil {
-		inv.Created, inv.Replaced = prior.Revert.Data.Created, prior.Revert.Data.Replaced
+		inv.Created, inv.Replaced, inv.Kept = prior.Revert.Data.Created, prior.Revert.Data.Replaced, prior.Revert.Data.Kept
 	}
 	var d phases.Diagnostics
 	if s.push {
@@ -451,58 +478,142 @@ func addOnce(list *[]string, rel string) {
 
 func push(ctx context.Context, c *call, s fileSpec, src, dst tree, inv *fileRevert) phases.Diagnostics {
 	api := c.Settings.c
-	for _, e := range s.differs(src, dst) {
+	ch := s.differs(src, dst)
+	// First what is there and what a killed run left, so that the revert
+	// data says all the apply does before it does any of it.
+	kept := map[string]bool{} // PATH.migrate-orig is there
+	for _, e := range ch {
+		p := join(s.remote, e.rel)
+		old := dst.find(e.rel)
+		if old != nil && old.dir != e.dir {
+			return errorf("Cannot Push File", "%s: %s:%s is a %s in the instance, but the source's is not; remove it first.", c.Addr, s.Instance, p, kind(old.dir))
+		}
+		if !e.dir {
+			switch _, err := api.StatFile(ctx, s.Instance, p+origSuffix); {
+			case err == nil:
+				kept[e.rel] = true
+			case !incusapi.IsNotFound(err):
+				return apiErr(c, "Cannot Push File", err)
+			}
+		}
+		var sum string
+		if old != nil && !kept[e.rel] {
+			sum = old.sum
+		}
+		inv.intend(e, old != nil || kept[e.rel], sum)
+	}
+	if d := intend(c, s, inv); d != nil {
+		return d
+	}
+	for _, e := range ch {
 		p := join(s.remote, e.rel)
 		old := dst.find(e.rel)
 		put := incusapi.FilePut{Type: "file", UID: e.uid, GID: e.gid, Mode: e.mode}
-		switch {
-		case old != nil && old.dir != e.dir:
-			return errorf("Cannot Push File", "%s: %s:%s is a %s in the instance, but the source's is not; remove it first.", c.Addr, s.Instance, p, kind(old.dir))
-		case e.dir:
+		if e.dir {
 			put.Type = "directory"
-		case old != nil:
-			// Keep what is replaced beside it, once: an interrupted
-			// apply run again must not save its own copy over it.
-			if _, err := api.StatFile(ctx, s.Instance, p+origSuffix); incusapi.IsNotFound(err) {
-				if err := copyInInstance(ctx, api, s.Instance, p, p+origSuffix, *old); err != nil {
-					return apiErr(c, "Cannot Push File", err)
+			if old == nil { // a directory that was there keeps its own mode and owner
+				if err := api.PushFile(ctx, s.Instance, p, put); err != nil {
+					return pushErr(c, s, p, err)
 				}
-			} else if err != nil {
+			}
+			logf(c, "pushed %s:%s", s.Instance, p)
+			continue
+		}
+		if old != nil {
+			if err := keepInInstance(ctx, api, s.Instance, p, *old, inv.Kept[e.rel], kept[e.rel]); err != nil {
 				return apiErr(c, "Cannot Push File", err)
 			}
-			if !slices.Contains(inv.Created, e.rel) {
-				addOnce(&inv.Replaced, e.rel)
+			// An overwrite keeps the old mode and owner: replace.
+			if err := api.DeleteFile(ctx, s.Instance, p); err != nil && !incusapi.IsNotFound(err) {
+				return apiErr(c, "Cannot Push File", err)
 			}
 		}
-		if !e.dir {
-			if old != nil {
-				// An overwrite keeps the old mode and owner: replace.
-				if err := api.DeleteFile(ctx, s.Instance, p); err != nil && !incusapi.IsNotFound(err) {
-					return apiErr(c, "Cannot Push File", err)
-				}
-			}
-			f, err := os.Open(filepath.Join(s.local, filepath.FromSlash(e.rel)))
-			if err != nil {
-				return errorf("Cannot Read Source File", "%s: %v.", c.Addr, err)
-			}
-			put.Content = f
-			err = api.PushFile(ctx, s.Instance, p, put)
-			f.Close()
-			if err != nil {
-				return pushErr(c, s, p, err)
-			}
-		} else if old == nil {
-			if err := api.PushFile(ctx, s.Instance, p, put); err != nil {
-				return pushErr(c, s, p, err)
-			}
+		f, err := os.Open(filepath.Join(s.local, filepath.FromSlash(e.rel)))
+		if err != nil {
+			return errorf("Cannot Read Source File", "%s: %v.", c.Addr, err)
 		}
-		// A directory that was there keeps its own mode and owner.
-		if old == nil {
-			addOnce(&inv.Created, e.rel)
+		put.Content = f
+		err = api.PushFile(ctx, s.Instance, p, put)
+		f.Close()
+		if err != nil {
+			return pushErr(c, s, p, err)
 		}
 		logf(c, "pushed %s:%s", s.Instance, p)
 	}
 	return nil
+}
+
+// intend records on fileRevert what the apply is about to do to e: the
+// destination's entry is created, or replaced (there, or moved aside by
+// a killed run); sum is the SHA-256 of the file about to be kept as
+// PATH.migrate-orig when it is copied (a push), "" otherwise. An entry
+// an earlier try created stays created.
+func (inv *fileRevert) intend(e entry, there bool, sum string) {
+	switch {
+	case !there:
+		addOnce(&inv.Created, e.rel)
+	case e.dir || slices.Contains(inv.Created, e.rel):
+	default:
+		addOnce(&inv.Replaced, e.rel)
+		if _, known := inv.Kept[e.rel]; sum != "" && !known {
+			if inv.Kept == nil {
+				inv.Kept = map[string]string{}
+			}
+			inv.Kept[e.rel] = sum
+		}
+	}
+}
+
+// intend saves the revert data of what the apply is about to do in the
+// step's record before it does it: a kill from here on leaves a record
+// that says it, never a replaced file taken for a created one.
+func intend(c *call, s fileSpec, inv *fileRevert) phases.Diagnostics {
+	_, to := s.where()
+	undo := &sdk.RevertData[fileRevert]{Description: fmt.Sprintf("remove what was copied to %s, put back what it replaced", to), Data: *inv}
+	if err := sdk.Intend(c, undo); err != nil {
+		return errorf("Cannot Record The Copy", "%s: what the copy is about to do could not be recorded in the state before it is done (%v); nothing was changed.", c.Addr, err)
+	}
+	return nil
+}
+
+// keepInInstance copies the file at p, about to be replaced, to
+// PATH.migrate-orig and checks the copy, unless a complete one is there:
+// want is the SHA-256 recorded before it was first copied ("" unknown:
+// kept by an older run, taken as it is). The file at p is removed only
+// after its copy is checked, so a copy a kill cut short is made again
+// from the file itself.
+func keepInInstance(ctx context.Context, api *incusapi.Client, inst, p string, old entry, want string, kept bool) error {
+	if kept {
+		if want == "" {
+			return nil
+		}
+		got, err := sumInInstance(ctx, api, inst, p+origSuffix)
+		if err != nil || got == want {
+			return err
+		}
+		if old.sum != want {
+			return fmt.Errorf("%s:%s: the copy kept as %s%s was cut short, and %s is no longer the file it was a copy of: put the file back by hand", inst, p, p, origSuffix, p)
+		}
+	}
+	if err := copyInInstance(ctx, api, inst, p, p+origSuffix, old); err != nil {
+		return err
+	}
+	got, err := sumInInstance(ctx, api, inst, p+origSuffix)
+	if err == nil && got != old.sum {
+		err = fmt.Errorf("%s:%s: its copy %s%s differs from it (sha256 %s, not %s): the file changed while it was copied; run again", inst, p, p, origSuffix, short(got), short(old.sum))
+	}
+	return err
+}
+
+// sumInInstance is the SHA-256 of a file in the instance.
+func sumInInstance(ctx context.Context, api *incusapi.Client, inst, p string) (string, error) {
+	_, r, _, err := api.GetFile(ctx, inst, p)
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	sum, _, err := hashOf(r)
+	return sum, err
 }
 
 // pushErr explains a failed push; a missing parent directory is the
@@ -544,35 +655,44 @@ func pull(ctx context.Context, c *call, s fileSpec, src, dst tree, inv *fileReve
 	if s.age && src[0].dir {
 		return errorf("Cannot Pull File", "%s: %s:%s is a directory; an age-encrypted destination (%s) takes a single file. Pull the files one by one, or into a directory.", c.Addr, s.Instance, s.remote, s.Destination)
 	}
-	for _, e := range s.differs(src, dst) {
-		p := filepath.Join(s.local, filepath.FromSlash(e.rel))
-		info, err := os.Lstat(p)
+	root, err := os.OpenRoot(filepath.Dir(s.local))
+	if err != nil {
+		return failed(err)
+	}
+	defer root.Close()
+	base := filepath.Base(s.local)
+	ch := s.differs(src, dst)
+	// First what is there and what a killed run left (see push).
+	for _, e := range ch {
+		name := localName(base, e.rel)
+		info, err := root.Lstat(name)
 		exists := err == nil
 		if exists && info.IsDir() != e.dir {
-			return errorf("Cannot Pull File", "%s: the local %s is a %s, but the source's is not; remove it first.", c.Addr, p, kind(info.IsDir()))
+			return errorf("Cannot Pull File", "%s: the local %s is a %s, but the source's is not; remove it first.", c.Addr, filepath.Join(root.Name(), name), kind(info.IsDir()))
 		}
+		kept := false
+		if !e.dir {
+			if kept, err = isThere(root, name+origSuffix); err != nil {
+				return failed(err)
+			}
+		}
+		inv.intend(e, exists || kept, "")
+	}
+	if d := intend(c, s, inv); d != nil {
+		return d
+	}
+	for _, e := range ch {
+		name := localName(base, e.rel)
 		if e.dir {
-			if !exists {
-				if err := os.Mkdir(p, 0o700); err != nil {
-					return failed(err)
-				}
-				addOnce(&inv.Created, e.rel)
+			if err := root.Mkdir(name, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+				return failed(err)
 			}
 			continue
 		}
-		if exists {
-			if _, err := os.Lstat(p + origSuffix); errors.Is(err, fs.ErrNotExist) {
-				if err := os.Rename(p, p+origSuffix); err != nil {
-					return failed(err)
-				}
-			}
-			if !slices.Contains(inv.Created, e.rel) {
-				addOnce(&inv.Replaced, e.rel)
-			}
-		} else {
-			addOnce(&inv.Created, e.rel)
+		if err := keepLocal(root, name); err != nil {
+			return failed(err)
 		}
-		if err := pullOne(ctx, c, s, api, join(s.remote, e.rel), p); err != nil {
+		if err := pullOne(ctx, c, s, api, join(s.remote, e.rel), root, name); err != nil {
 			return failed(err)
 		}
 		logf(c, "pulled %s:%s", s.Instance, join(s.remote, e.rel))
@@ -580,10 +700,48 @@ func pull(ctx context.Context, c *call, s fileSpec, src, dst tree, inv *fileReve
 	return nil
 }
 
-// pullOne writes a file of the instance to a local path, 0600, through a
+// isThere reports whether name is there in root (as itself: a link is
+// not followed).
+func isThere(root *os.Root, name string) (bool, error) {
+	_, err := root.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// localName is the name under the destination's directory (the pull's
+// os.Root) of the entry rel of a tree copied to base. rel was checked
+// name by name when the instance listed it (guestName).
+func localName(base, rel string) string {
+	return filepath.Join(base, filepath.FromSlash(rel))
+}
+
+// keepLocal moves a file about to be replaced aside to NAME.migrate-orig,
+// once: a copy run again must not move its own over it. One rename, so a
+// kill leaves the file or its kept copy, never neither.
+func keepLocal(root *os.Root, name string) error {
+	kept, err := isThere(root, name+origSuffix)
+	if err != nil || kept {
+		return err
+	}
+	if err := root.Rename(name, name+origSuffix); !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil // nothing to keep: a file created
+}
+
+// tmpName is where a pulled file is written before it is renamed to
+// name: always the same name, so that what a killed run left is written
+// over by the next (or removed by rollback), never piled up.
+func tmpName(name string) string {
+	return filepath.Join(filepath.Dir(name), "."+filepath.Base(name)+".migrate-tmp")
+}
+
+// pullOne writes a file of the instance to name in root, 0600, through a
 // temporary file renamed over it; for an age destination the clear bytes
 // stay in memory and only the encrypted ones are written.
-func pullOne(ctx context.Context, c *call, s fileSpec, api *incusapi.Client, from, to string) error {
+func pullOne(ctx context.Context, c *call, s fileSpec, api *incusapi.Client, from string, root *os.Root, name string) error {
 	_, r, _, err := api.GetFile(ctx, s.Instance, from)
 	if err != nil {
 		return err
@@ -605,22 +763,28 @@ func pullOne(ctx context.Context, c *call, s fileSpec, api *incusapi.Client, fro
 		}
 		body = bytes.NewReader(sealed)
 	}
-	f, err := os.CreateTemp(filepath.Dir(to), "."+filepath.Base(to)+".tmp-*") // 0600
+	tmp := tmpName(name)
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(f.Name())
 	_, err = io.Copy(f, body)
+	if err == nil {
+		err = f.Chmod(0o600) // a temporary file a killed run left keeps its own mode
+	}
 	if err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return err
+	if err == nil {
+		err = root.Rename(tmp, name)
 	}
-	return os.Rename(f.Name(), to)
+	if err != nil {
+		_ = root.Remove(tmp)
+	}
+	return err
 }
 
 func revertFile(ctx context.Context, c *call, a fileSpec, u sdk.Applied[fileRevert]) phases.Diagnostics {
@@ -631,18 +795,30 @@ func revertFile(ctx context.Context, c *call, a fileSpec, u sdk.Applied[fileReve
 		root = pick(inv.Root, a.local)
 	}
 	inst := pick(inv.Instance, a.Instance)
+	var local *os.Root // a pull's: every change on this machine goes through it
+	if !inv.Push {
+		var err error
+		if local, err = os.OpenRoot(filepath.Dir(root)); errors.Is(err, fs.ErrNotExist) {
+			logf(c, "%s is gone: nothing of the copy is left to undo", filepath.Dir(root))
+			return nil
+		} else if err != nil {
+			return errorf("Cannot Restore File", "%s: %v.", c.Addr, err)
+		}
+		defer local.Close()
+	}
+	name := func(rel string) string { return localName(filepath.Base(root), rel) }
 	var warn []string
 	for _, rel := range inv.Replaced {
 		p := join(root, rel)
 		if inv.Push {
-			done, err := restoreInInstance(ctx, c.Settings.c, inst, p)
+			done, err := restoreInInstance(ctx, c.Settings.c, inst, p, inv.Kept[rel])
 			if err != nil {
 				return apiErr(c, "Cannot Restore File", err)
 			}
 			if !done {
 				continue
 			}
-		} else if err := os.Rename(p+origSuffix, p); errors.Is(err, fs.ErrNotExist) {
+		} else if err := restoreLocal(local, name(rel)); errors.Is(err, fs.ErrNotExist) {
 			continue // put back before
 		} else if err != nil {
 			return errorf("Cannot Restore File", "%s: %v.", c.Addr, err)
@@ -657,7 +833,7 @@ func revertFile(ctx context.Context, c *call, a fileSpec, u sdk.Applied[fileReve
 			if incusapi.IsNotFound(err) {
 				err = nil
 			}
-		} else if err = os.Remove(filepath.FromSlash(p)); errors.Is(err, fs.ErrNotExist) {
+		} else if err = removeLocal(local, name(rel)); errors.Is(err, fs.ErrNotExist) {
 			err = nil
 		}
 		if err != nil {
@@ -672,9 +848,41 @@ func revertFile(ctx context.Context, c *call, a fileSpec, u sdk.Applied[fileReve
 	return nil
 }
 
+// restoreLocal puts NAME.migrate-orig back over name, and removes what a
+// killed pull left of its temporary file.
+func restoreLocal(root *os.Root, name string) error {
+	if err := root.Remove(tmpName(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return root.Rename(name+origSuffix, name)
+}
+
+// removeLocal removes what a pull created at name, with the temporary
+// file a killed pull may have left beside it.
+func removeLocal(root *os.Root, name string) error {
+	if err := root.Remove(tmpName(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return root.Remove(name)
+}
+
 // restoreInInstance puts PATH.migrate-orig back over PATH, with its mode
-// and owner, then removes it; without it (put back before), nothing.
-func restoreInInstance(ctx context.Context, api *incusapi.Client, inst, p string) (bool, error) {
+// and owner, then removes it; without it (put back before), nothing. A
+// copy whose SHA-256 is not want (when known) was cut short by a kill
+// before PATH was touched: it is removed, and PATH stays.
+func restoreInInstance(ctx context.Context, api *incusapi.Client, inst, p, want string) (bool, error) {
+	if want != "" {
+		got, err := sumInInstance(ctx, api, inst, p+origSuffix)
+		if incusapi.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if got != want {
+			return false, api.DeleteFile(ctx, inst, p+origSuffix)
+		}
+	}
 	fi, r, _, err := api.GetFile(ctx, inst, p+origSuffix)
 	if incusapi.IsNotFound(err) {
 		return false, nil

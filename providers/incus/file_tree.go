@@ -119,13 +119,51 @@ func scanLocal(root string) (tree, error) {
 	return t, err
 }
 
+// Bounds of a tree read from an instance. A VM's agent answers its
+// listings, so a compromised guest can answer a directory that contains
+// itself, or millions of names: the walk stops at these instead of at the
+// stack's limit or the machine's memory.
+const (
+	// defaultMaxFiles is the entries a tree may have unless the step's
+	// max_files says more.
+	defaultMaxFiles = 100_000
+	// maxDepth is the deepest a tree may go (64 directories under its root).
+	maxDepth = 64
+)
+
+// guestName checks a name the instance listed in a directory: a name is
+// one element, joined under the directory, so it must not leave it.
+func guestName(n string) error {
+	switch {
+	case n == "" || n == "." || n == "..":
+		return fmt.Errorf("the name %q", n)
+	case strings.ContainsAny(n, "/\x00"):
+		return fmt.Errorf("the name %q (with a slash or a NUL byte)", n)
+	}
+	return nil
+}
+
+// hostileTreeError is a listing of the instance that a real directory
+// cannot have, or a tree beyond the bounds: nothing is copied.
+type hostileTreeError struct {
+	Inst, Dir string // the directory whose listing is refused
+	Why       string
+}
+
+func (e *hostileTreeError) Error() string {
+	return fmt.Sprintf("%s:%s: %s", e.Inst, e.Dir, e.Why)
+}
+
 // scanRemote reads a file or tree in the instance (nil when absent);
-// symlinks are left out.
-func scanRemote(ctx context.Context, api *incusapi.Client, inst, root string) (tree, error) {
+// symlinks are left out. Each listed name is checked before it is
+// joined, and the tree is bounded (maxFiles entries, maxDepth levels).
+func scanRemote(ctx context.Context, api *incusapi.Client, inst, root string, maxFiles int) (tree, error) {
 	var t tree
-	var walk func(rel string) error
-	walk = func(rel string) error {
-		fi, r, names, err := api.GetFile(ctx, inst, join(root, rel))
+	seen := 0
+	var walk func(rel string, depth int) error
+	walk = func(rel string, depth int) error {
+		dir := join(root, rel)
+		fi, r, names, err := api.GetFile(ctx, inst, dir)
 		if err != nil {
 			return err
 		}
@@ -144,18 +182,48 @@ func scanRemote(ctx context.Context, api *incusapi.Client, inst, root string) (t
 			return nil
 		}
 		t = append(t, e)
+		if !e.dir || len(names) == 0 {
+			return nil
+		}
 		slices.Sort(names)
+		if err := checkListing(inst, dir, names, depth, &seen, maxFiles); err != nil {
+			return err
+		}
 		for _, n := range names {
-			if err := walk(strings.TrimPrefix(rel+"/"+n, "/")); err != nil {
+			if err := walk(strings.TrimPrefix(rel+"/"+n, "/"), depth+1); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	err := walk("")
+	err := walk("", 0)
 	if len(t) == 0 && (err == nil || incusapi.IsNotFound(err)) {
 		return nil, nil // missing, or a symlink
 	}
 	slices.SortFunc(t, func(a, b entry) int { return strings.Compare(a.rel, b.rel) })
 	return t, err
+}
+
+// checkListing refuses a directory's sorted listing before any of its names is
+// used: a name that is not one element, a name twice, a directory deeper
+// than maxDepth, or more entries in the tree than maxFiles.
+func checkListing(inst, dir string, names []string, depth int, seen *int, maxFiles int) error {
+	refuse := func(format string, args ...any) error {
+		return &hostileTreeError{Inst: inst, Dir: dir, Why: fmt.Sprintf(format, args...)}
+	}
+	if depth >= maxDepth {
+		return refuse("the tree goes deeper than %d directories (a directory that contains itself, as a guest's agent can answer?); migrate copies no deeper: copy the subtree in a step of its own, with it as the source", maxDepth)
+	}
+	if *seen += len(names); *seen > maxFiles {
+		return refuse("the tree has more than %d entries (max_files); raise the step's max_files if the tree is really that large", maxFiles)
+	}
+	for i, n := range names {
+		if err := guestName(n); err != nil {
+			return refuse("the instance listed %v, which is not a file name: nothing is copied from a listing that names a path outside its directory (a compromised guest agent can answer so)", err)
+		}
+		if i > 0 && names[i-1] == n {
+			return refuse("the instance listed the name %q twice, which a directory cannot hold", n)
+		}
+	}
+	return nil
 }

@@ -203,7 +203,7 @@ func (p *Provider[S]) Apply(ctx context.Context, req providers.ApplyRequest) pro
 	if diags != nil {
 		return providers.ApplyResponse{Diagnostics: diags}
 	}
-	c.Approval, c.Stop = req.Approval, req.Stop
+	c.Approval, c.Stop, c.intent = req.Approval, req.Stop, req.Intent
 	r := s.apply(ctx, c, req)
 	_ = c.Log.Flush()
 	sc := c.scrubber()

@@ -45,6 +45,7 @@ type Call[S any] struct {
 	// Rebase is the request's, in Read: report the effect as it is now
 	// in Read.Private (providers.ReadRequest.Rebase).
 	Rebase bool
+	intent func(providers.RevertData) error // the request's, in Apply
 	cfg    *config
 	sc     *scrubber
 }
@@ -575,4 +576,22 @@ func show(v cty.Value) string {
 		}
 	}
 	return fmt.Sprint(parts)
+}
+
+// Intend saves inv as the step's revert data before an Apply handler
+// makes a change it cannot take back by itself (providers.ApplyRequest.
+// Intent): a run killed before the handler returns is rolled back with
+// it, and the next Apply finds it in its prior. It is scrubbed as the
+// returned revert data is. Where nothing can save it (a plugin), it
+// returns nil and the handler goes on as before.
+func Intend[S, I any](c *Call[S], inv *RevertData[I]) error {
+	if c.intent == nil || inv == nil {
+		return nil
+	}
+	sc := c.scrubber()
+	data, err := sc.encode(inv.Data)
+	if err != nil {
+		return err
+	}
+	return c.intent(providers.RevertData{Description: sc.text(inv.Description), Data: data})
 }

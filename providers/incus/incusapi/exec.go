@@ -54,7 +54,7 @@ func (c *Client) StartExec(ctx context.Context, name string, post ExecPost) (*Ex
 	if op.ID == "" {
 		return nil, fmt.Errorf("incus: POST %s/exec: no operation in the answer", instancePath(name))
 	}
-	return &Exec{Instance: name, Operation: op.ID, Stdout: "exec_" + op.ID + ".stdout", Stderr: "exec_" + op.ID + ".stderr"}, nil
+	return ExecOf(name, op.ID), nil
 }
 
 // WaitExec waits for the command's end and returns its exit code. A
@@ -117,6 +117,38 @@ func (c *Client) ExecOutput(ctx context.Context, name, file string, offset int64
 		b = b[offset:]
 	}
 	return b, nil
+}
+
+// ExecOutputs lists the exec output files the instance keeps (GET
+// /1.0/instances/{name}/logs/exec-output): their names.
+func (c *Client) ExecOutputs(ctx context.Context, name string) ([]string, error) {
+	var urls []string
+	if _, err := c.get(ctx, instancePath(name)+"/logs/exec-output", nil, &urls); err != nil {
+		return nil, err
+	}
+	names := make([]string, len(urls))
+	for i, u := range urls {
+		names[i] = u[strings.LastIndex(u, "/")+1:]
+	}
+	return names, nil
+}
+
+// DeleteExecOutputs removes the output files of the exec e; those already
+// gone are no error.
+func (c *Client) DeleteExecOutputs(ctx context.Context, e *Exec) error {
+	var errs []error
+	for _, f := range []string{e.Stdout, e.Stderr} {
+		if err := c.DeleteExecOutput(ctx, e.Instance, f); err != nil && !IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ExecOf is the exec of operation id in the instance name, for a client
+// that kept only the operation's ID.
+func ExecOf(name, id string) *Exec {
+	return &Exec{Instance: name, Operation: id, Stdout: "exec_" + id + ".stdout", Stderr: "exec_" + id + ".stderr"}
 }
 
 // DeleteExecOutput removes an exec output file.
@@ -189,7 +221,7 @@ func (c *Client) RunningExecs(ctx context.Context, name string) ([]Exec, error) 
 		}
 		for _, r := range op.Resources["instances"] {
 			if r == instancePath(name) || strings.HasPrefix(r, instancePath(name)+"?") {
-				out = append(out, Exec{Instance: name, Operation: op.ID, Stdout: "exec_" + op.ID + ".stdout", Stderr: "exec_" + op.ID + ".stderr"})
+				out = append(out, *ExecOf(name, op.ID))
 				break
 			}
 		}

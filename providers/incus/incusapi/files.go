@@ -50,9 +50,14 @@ func (c *Client) StatFile(ctx context.Context, name, path string) (*FileInfo, er
 	return &fi, nil
 }
 
+// maxListing bounds the answer of a directory listing: a VM's agent
+// makes it, and a compromised guest could answer without end.
+const maxListing = 64 << 20
+
 // GetFile is GET /1.0/instances/{name}/files?path=...: for a file, its
 // bytes are read through r, which the caller closes; for a directory, r
-// is nil and entries are its names.
+// is nil and entries are its names, as the instance gave them (a VM's
+// agent answers: check them before joining them to anything).
 func (c *Client) GetFile(ctx context.Context, name, path string) (fi *FileInfo, r io.ReadCloser, entries []string, err error) {
 	resp, err := c.raw(ctx, call{method: http.MethodGet, path: filesPath(name), query: query("path", path)})
 	if err != nil {
@@ -64,7 +69,10 @@ func (c *Client) GetFile(ctx context.Context, name, path string) (fi *FileInfo, 
 	}
 	defer resp.Body.Close()
 	var env response
-	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
+	body := &io.LimitedReader{R: resp.Body, N: maxListing + 1}
+	if err := json.NewDecoder(body).Decode(&env); body.N <= 0 {
+		return nil, nil, nil, fmt.Errorf("incus: GET %s %s: the directory's listing is larger than %d MiB, which no directory's is: refused", filesPath(name), path, maxListing>>20)
+	} else if err != nil {
 		return nil, nil, nil, fmt.Errorf("incus: GET %s %s: decoding the directory: %w", filesPath(name), path, err)
 	}
 	if err := json.Unmarshal(env.Metadata, &entries); err != nil {
