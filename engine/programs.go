@@ -1,0 +1,41 @@
+package engine
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers"
+)
+
+// programs names the programs the providers of the selected phases run
+// in (providers.ProgramRunner), once per file, sorted: a plan says what
+// its reviewer trusts with the runbook's secrets. A program refused (a
+// sum that differs, a file others may write) is an error of the plan,
+// said before anything runs.
+func (e *Engine) programs(selected []*phases.Phase) ([]providers.Program, phases.Diagnostics) {
+	used := map[string]bool{}
+	for _, ph := range selected {
+		for _, s := range append(slices.Clone(ph.Steps), ph.Checks...) {
+			used[s.Provider] = true
+		}
+	}
+	var out []providers.Program
+	var diags phases.Diagnostics
+	for _, key := range sortedKeys(used) {
+		pr, ok := e.providers[key].(providers.ProgramRunner)
+		if !ok {
+			continue
+		}
+		p, err := pr.Program()
+		if err != nil {
+			diags = append(diags, phases.Errorf("Provider Program Refused", "The program of provider %s cannot be run: %v.", key, err)...)
+			continue
+		}
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b providers.Program) int { return strings.Compare(a.Path, b.Path) })
+	return out, diags
+}
