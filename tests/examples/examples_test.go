@@ -138,7 +138,10 @@ func TestTalosPlatform(t *testing.T) {
 	treeBefore := tree(t, dir)
 
 	out := run(t, dir, env, append([]string{"plan"}, vars...)...)
-	for _, want := range []string{"config diff", "ExternalVolumeConfig", "metal-installer/dc8730aa8cc7bfa5ef7e2b3284248f2631135b2faf4ae11aa997a0c1987b0eee:v1.13.3"} {
+	// The plan names the program it runs: the one beside migrate, verified.
+	talos := "talos: " + filepath.Join(filepath.Dir(migrate), "migrate-provider-talos") + " (sha256 "
+	for _, want := range []string{"config diff", "ExternalVolumeConfig", "metal-installer/dc8730aa8cc7bfa5ef7e2b3284248f2631135b2faf4ae11aa997a0c1987b0eee:v1.13.3",
+		talos, "the one this migrate was built with"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("plan lacks %q:\n%s", want, out)
 		}
