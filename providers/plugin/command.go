@@ -28,8 +28,8 @@ func Run(ctx context.Context, p Program, stdin []byte, args ...string) ([]byte, 
 	cmd.Env = providers.Environ(p.Env...)
 	cmd.SysProcAttr = procAttr()
 	cmd.Stdin = bytes.NewReader(stdin)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr := &tailBuffer{w: io.Discard} // its last lines, for an error
+	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -40,7 +40,7 @@ func Run(ctx context.Context, p Program, stdin []byte, args ...string) ([]byte, 
 	stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
 	defer stop()
 	kill := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
-	tail := func() string { return stderrTail(stderr.String()) }
+	tail := stderr.tail
 	r := bufio.NewReader(stdout)
 	firstLine := func() ([]byte, bool) {
 		b, err := r.ReadBytes('\n')
@@ -58,14 +58,6 @@ func Run(ctx context.Context, p Program, stdin []byte, args ...string) ([]byte, 
 		return nil, fmt.Errorf("%s %s: %v%s", found.Path, strings.Join(args, " "), err, tail())
 	}
 	return out, nil
-}
-
-// stderrTail is the message's end made of a program's standard error.
-func stderrTail(s string) string {
-	if s = strings.TrimSpace(s); s == "" {
-		return ""
-	}
-	return ": " + s
 }
 
 // ServeCommand is the program side of Run: it introduces the program as
