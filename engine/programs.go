@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -38,4 +39,38 @@ func (e *Engine) programs(selected []*phases.Phase) ([]providers.Program, phases
 	}
 	slices.SortFunc(out, func(a, b providers.Program) int { return strings.Compare(a.Path, b.Path) })
 	return out, diags
+}
+
+// CheckPrograms refuses a saved plan made with other provider programs
+// than those its run would start now: the plan named them to the person
+// who reviewed it.
+func (e *Engine) CheckPrograms(plan *Plan) error {
+	var names []string
+	for _, pp := range plan.Phases {
+		names = append(names, pp.Name)
+	}
+	selected, err := e.selectPhases(names)
+	if err != nil {
+		return err
+	}
+	now, diags := e.programs(selected)
+	if diags.HasErrors() {
+		return diags.Err()
+	}
+	if !slices.Equal(now, plan.Programs) {
+		return fmt.Errorf("the plan was made with the provider programs %s, and the run would start %s: make a new plan, and review it", listPrograms(plan.Programs), listPrograms(now))
+	}
+	return nil
+}
+
+// listPrograms names programs for an error: path and sha256.
+func listPrograms(list []providers.Program) string {
+	if len(list) == 0 {
+		return "(none)"
+	}
+	var s []string
+	for _, p := range list {
+		s = append(s, fmt.Sprintf("%s (sha256 %s)", p.Path, p.SHA256))
+	}
+	return strings.Join(s, ", ")
 }

@@ -175,3 +175,31 @@ func sha256Hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
 }
+
+// TestSavedPlanKeepsItsPrograms: run --plan refuses, before any step runs,
+// a saved plan made with another provider program than the one the run
+// would start (here a build without sums, pointed at another directory).
+func TestSavedPlanKeepsItsPrograms(t *testing.T) {
+	t.Parallel()
+	reviewed, other, ran := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "ran")
+	for dir, body := range map[string]string{reviewed: "#!/bin/sh\n# reviewed\n", other: "#!/bin/sh\n# another\n"} {
+		if err := os.WriteFile(filepath.Join(dir, "migrate-provider-talos"), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := runbook(t, map[string]string{"main.hcl": strings.Replace(lazyTalos["main.hcl"], `command = ["true"]`, `command = ["touch", "`+ran+`"]`, 1)})
+	planFile := filepath.Join(t.TempDir(), "plan.json")
+	r := migrateWith(t, bin, dir, []string{"MIGRATE_PLUGIN_DIR=" + reviewed}, "plan", "--out", planFile)
+	expect(t, r, 0, "plan", "--out")
+	r = migrateWith(t, bin, dir, []string{"MIGRATE_PLUGIN_DIR=" + other}, "run", "--plan", planFile, "--auto-approve")
+	expect(t, r, 1, "run", "--plan")
+	said := strings.Join(strings.Fields(r.stderr), " ")
+	for _, want := range []string{"make a new plan", sha256Hex("#!/bin/sh\n# reviewed\n"), sha256Hex("#!/bin/sh\n# another\n"), "nothing was changed"} {
+		if !strings.Contains(said, want) {
+			t.Errorf("the refusal lacks %q: %s", want, r)
+		}
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("a step ran under a plan made with another program")
+	}
+}
