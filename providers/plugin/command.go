@@ -64,6 +64,7 @@ func Run(ctx context.Context, p Program, stdin []byte, args ...string) ([]byte, 
 // the provider name of schema, then runs run on its standard input and
 // output; it returns the exit code.
 func ServeCommand(name string, schema phases.Schema, run func(stdin io.Reader, stdout io.Writer) error) int {
+	nameProcess()
 	w := bufio.NewWriter(os.Stdout)
 	err := writeHello(w, name, schema)
 	if err == nil {

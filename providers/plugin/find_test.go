@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -200,5 +201,29 @@ func TestRunIntroduces(t *testing.T) {
 	_, err = plugin.Run(context.Background(), plugin.Program{Name: "fake", Command: program(t).Command, Schema: other}, nil)
 	if err == nil || !strings.Contains(err.Error(), "from another build of migrate") {
 		t.Fatalf("Run of a program of another schema: %v", err)
+	}
+}
+
+// TestProgramKeepsItsName: run through /proc/self/fd, a program is named
+// as its file in ps and top, not "3".
+func TestProgramKeepsItsName(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("programs run through /proc/self/fd on Linux only")
+	}
+	prog := program(t)
+	r := apply(context.Background(), configured(t, prog), "pid", nil)
+	if r.Diagnostics.HasErrors() {
+		t.Fatal(r.Diagnostics.Err())
+	}
+	comm, err := os.ReadFile("/proc/" + r.Outputs.GetAttr("value").AsString() + "/comm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Base(prog.Command)
+	if len(want) > 15 { // the kernel keeps 15 bytes
+		want = want[:15]
+	}
+	if got := strings.TrimSpace(string(comm)); got != want {
+		t.Errorf("the program is called %q in ps, want %q", got, want)
 	}
 }
