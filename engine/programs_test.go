@@ -24,9 +24,10 @@ type programmed struct {
 
 func (p programmed) Program() (providers.Program, error) { return *p.prog, *p.err }
 
-// TestPlanNamesPrograms: the plan names the program of each provider the
-// selected phases use, once per file; a program refused is an error of
-// the plan; a saved plan is refused when the program changed since.
+// TestPlanNamesPrograms: the plan, and the rollback's, name the program of
+// each provider the selected phases use, once per file; a program refused
+// is an error of the plan; a saved plan is refused when the program
+// changed since.
 func TestPlanNamesPrograms(t *testing.T) {
 	prog := providers.Program{Provider: "fake", Path: "/bin/migrate-provider-fake", SHA256: "aa", Verified: true}
 	var refused error
@@ -56,6 +57,9 @@ func TestPlanNamesPrograms(t *testing.T) {
 	if err := e.CheckPrograms(plan); err != nil {
 		t.Fatalf("the same program refused: %v", err)
 	}
+	if rp, err := e.PlanRollback(nil); err != nil || !slices.Equal(rp.Programs, []providers.Program{prog}) {
+		t.Fatalf("the rollback plan names %+v (%v)", rp, err)
+	}
 
 	saved := *plan
 	prog.SHA256 = "bb"
@@ -67,5 +71,8 @@ func TestPlanNamesPrograms(t *testing.T) {
 	_, diags = e.Plan(context.Background(), engine.PlanOptions{})
 	if !diags.HasErrors() || !strings.Contains(diags.Err().Error(), "Provider Program Refused") || !strings.Contains(diags.Err().Error(), "its sha256 differs") {
 		t.Errorf("a refused program: %v", diags)
+	}
+	if _, err := e.PlanRollback(nil); err == nil || !strings.Contains(err.Error(), "its sha256 differs") {
+		t.Errorf("a rollback with a refused program: %v", err)
 	}
 }
