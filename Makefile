@@ -11,10 +11,14 @@ SETUP_LOG ?= $(or $(TMPDIR),/tmp)/migrate-setup.log
 
 .PHONY: build test test-incus-lab race services services-down modules unit lint vet fmt-check depcheck bench fuzz golden demo lab clean
 
-## build: migrate, the provider programs beside it, and the lab: migrate-lab (the lab home server and
-## its demo) and the lab's Talos node.
+## build: the provider programs, then migrate beside them carrying their sha256 (it runs
+## no other: README.md, Provider programs), and the lab: migrate-lab (the lab home server
+## and its demo) and the lab's Talos node. tests/buildmigrate builds migrate the same way.
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/migrate ./cmd/migrate-provider-talos ./cmd/migrate-provider-helm ./cmd/migrate-lab ./lab/cmd/talos-lab
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/migrate-provider-talos ./cmd/migrate-provider-helm ./cmd/migrate-lab ./lab/cmd/talos-lab
+	@talos=$$(sha256sum bin/migrate-provider-talos | cut -d' ' -f1) && helm=$$(sha256sum bin/migrate-provider-helm | cut -d' ' -f1) && \
+	test -n "$$talos" -a -n "$$helm" && set -x && \
+	$(GO) build -ldflags "$(LDFLAGS) -X main.talosProgramSum=$$talos -X main.helmProgramSum=$$helm" -o bin/ ./cmd/migrate
 
 ## test: everything CI checks: formatting, vet, the dependency rules, every
 ## test, against the real servers the tests need (installed and started here).

@@ -12,6 +12,11 @@
 // (lazyprovider.go), once, with the outputs known then; until they are,
 // its steps plan as deferred, naming the steps the provider waits for.
 //
+// A provider that runs as a program (providers.ProgramRunner) has that
+// program named in the plan, checked even when the provider is configured
+// later (programs.go); a saved plan is refused by a run that would start
+// other programs.
+//
 // The engine knows providers only through providers.Interface, the state
 // only through state.Manager and the runbook only as phases values: it
 // never imports a concrete provider, HCL, or a view (tests/deps

@@ -23,6 +23,8 @@ type Plan struct {
 	Lineage       string       `json:"lineage"`
 	Serial        uint64       `json:"serial"`
 	Phases        []*PhasePlan `json:"phases"`
+	// Programs are the provider programs the run would start, checked.
+	Programs []providers.Program `json:"programs,omitempty"`
 }
 
 // PhasePlan is the plan of one phase.
@@ -302,6 +304,7 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 	plan := &Plan{FormatVersion: PlanFormatVersion, Lineage: snap.Lineage, Serial: snap.Serial}
 	out := e.loadOutputs(snap)
 	var diags phases.Diagnostics
+	plan.Programs, diags = e.programs(selected)
 	for _, ph := range selected {
 		pp := &PhasePlan{Name: ph.Name, Description: ph.Description, Complete: phaseComplete(ph, snap)}
 		plan.Phases = append(plan.Phases, pp)

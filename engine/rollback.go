@@ -19,6 +19,8 @@ type RollbackPlan struct {
 	Lineage string               `json:"lineage"`
 	Serial  uint64               `json:"serial"`
 	Phases  []*PhaseRollbackPlan `json:"phases"`
+	// Programs are the provider programs the rollback may start, checked.
+	Programs []providers.Program `json:"programs,omitempty"`
 }
 
 // PhaseRollbackPlan is the rollback of one phase.
@@ -104,6 +106,11 @@ func (e *Engine) PlanRollback(names []string) (*RollbackPlan, error) {
 		}
 	}
 	rp := &RollbackPlan{Lineage: snap.Lineage, Serial: snap.Serial}
+	progs, diags := e.programs(selected)
+	if diags.HasErrors() {
+		return nil, diags.Err()
+	}
+	rp.Programs = progs
 	for i := len(selected) - 1; i >= 0; i-- {
 		ph := selected[i]
 		pr := &PhaseRollbackPlan{Name: ph.Name}

@@ -79,11 +79,29 @@ func renderPlan(w io.Writer, st styles, p *engine.Plan) {
 		fmt.Fprintf(w, "Steps are marked with these symbols:\n  %s create  %s update  %s drifted  %s unchanged\n\n",
 			st.green("+"), st.yellow("~"), st.magenta("!"), st.dim("="))
 	}
+	renderPrograms(w, st, p.Programs)
 	for _, ph := range p.Phases {
 		renderPhasePlan(w, st, ph)
 	}
 	fmt.Fprintf(w, "%s %d to create, %d to update, %d drifted, %d unchanged.\n",
 		st.bold("Plan:"), c.Create, c.Update, c.Drift, c.NoOp)
+}
+
+// renderPrograms names the programs the run would give the runbook's
+// secrets to, before the steps.
+func renderPrograms(w io.Writer, st styles, progs []providers.Program) {
+	if len(progs) == 0 {
+		return
+	}
+	fmt.Fprintln(w, st.bold("Provider programs:"))
+	for _, p := range progs {
+		line := programLine(p)
+		if !p.Verified {
+			line = st.red(line)
+		}
+		fmt.Fprintf(w, "  %s: %s\n", p.Provider, line)
+	}
+	fmt.Fprintln(w)
 }
 
 func renderPhasePlan(w io.Writer, st styles, ph *engine.PhasePlan) {

@@ -13,6 +13,7 @@ func (v *View) RollbackPlan(p *engine.RollbackPlan) {
 	w := bufio.NewWriter(v.out)
 	defer w.Flush()
 	st := v.st
+	renderPrograms(w, st, p.Programs)
 	irr := 0
 	for _, ph := range p.Phases {
 		irr += len(ph.Irreversible)

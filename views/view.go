@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/charmbracelet/lipgloss"
+
+	"github.com/homelab-migrate/migrate/providers"
 )
 
 // Options say where a View writes and how.
@@ -170,14 +172,31 @@ func (v *View) Version(version, goVersion, platform string) {
 	fmt.Fprintf(v.out, "migrate %s (%s %s)\n", version, goVersion, platform)
 }
 
-// ProviderProgram says where the program of a plugin provider is, or why
-// it was not found.
-func (v *View) ProviderProgram(name, path string, err error) {
+// ProviderProgram says which program a plugin provider runs, or why it
+// is refused.
+func (v *View) ProviderProgram(name string, p providers.Program, err error) {
 	if err != nil {
-		fmt.Fprintf(v.out, "  provider %s: not found: %v\n", name, err)
+		fmt.Fprintf(v.out, "  provider %s: not usable: %v\n", name, err)
 		return
 	}
-	fmt.Fprintf(v.out, "  provider %s: %s\n", name, path)
+	fmt.Fprintf(v.out, "  provider %s: %s\n", name, programLine(p))
+}
+
+// UnverifiedProgram warns, on stderr, that a program runs whose sum this
+// migrate could not check (a build without sums).
+func (v *View) UnverifiedProgram(p providers.Program) {
+	if !p.Verified {
+		v.Warn("running %s", programLine(p))
+	}
+}
+
+// programLine names a provider program: its path, the start of its
+// sha256, and whether that is the sum migrate was built with.
+func programLine(p providers.Program) string {
+	if p.Verified {
+		return fmt.Sprintf("%s (sha256 %.12s, the one this migrate was built with)", p.Path, p.SHA256)
+	}
+	return fmt.Sprintf("%s (sha256 %.12s, NOT VERIFIED: this migrate was built without the sums of its programs; build it with make build)", p.Path, p.SHA256)
 }
 
 // Confirm writes the question that only "yes" answers, as terraform asks

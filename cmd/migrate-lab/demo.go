@@ -511,6 +511,6 @@ func locate(name string) (string, error) {
 	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
-	return "", fmt.Errorf("the demo drives %s, which was found neither beside migrate-lab (%s) nor in PATH: build it with `make build` (it goes to bin/ beside migrate-lab) or `go install ./cmd/%s`",
-		name, beside, name)
+	return "", fmt.Errorf("the demo drives %s, which was found neither beside migrate-lab (%s) nor in PATH: build it with `make build` "+
+		"(it goes to bin/ beside migrate-lab, with the provider programs whose sums it records)", name, beside)
 }

@@ -89,7 +89,7 @@ func TestDemoWithoutMigrate(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "demo")
 	out, err := lab(t, "demo", "--dir", dir)
-	if err == nil || !strings.Contains(out, "the demo drives migrate") || !strings.Contains(out, "go install ./cmd/migrate") {
+	if err == nil || !strings.Contains(out, "the demo drives migrate") || !strings.Contains(out, "make build") {
 		t.Errorf("demo without migrate: %v\n%s", err, out)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {

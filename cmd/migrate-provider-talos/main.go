@@ -3,11 +3,13 @@
 // over its standard input and output (see providers/plugin). It is not
 // meant to be run by hand. Run as "migrate-provider-talos gen-secrets
 // [VERSION]" it writes a new secrets bundle to its output, for migrate
-// secrets gen talos, which encrypts it.
+// secrets gen talos, which encrypts it; as "gen-talosconfig CONTEXT",
+// the admin talosconfig of the bundle on its input. Both first introduce
+// the program as its provider calls do (plugin.ServeCommand), so that
+// migrate checks the program before it trusts what it makes.
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
 
@@ -17,27 +19,24 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == talosschema.GenSecretsArg {
+	p := talos.New()
+	switch {
+	case len(os.Args) > 1 && os.Args[1] == talosschema.GenSecretsArg:
 		version := ""
 		if len(os.Args) > 2 {
 			version = os.Args[2]
 		}
-		if err := talos.GenSecrets(os.Stdout, version); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		return
+		os.Exit(plugin.ServeCommand(talos.TypeName, p.Schema(), func(_ io.Reader, out io.Writer) error {
+			return talos.GenSecrets(out, version)
+		}))
+	case len(os.Args) > 2 && os.Args[1] == talosschema.GenTalosconfigArg:
+		os.Exit(plugin.ServeCommand(talos.TypeName, p.Schema(), func(in io.Reader, out io.Writer) error {
+			bundle, err := io.ReadAll(in)
+			if err != nil {
+				return err
+			}
+			return talos.GenTalosconfig(out, bundle, os.Args[2])
+		}))
 	}
-	if len(os.Args) > 2 && os.Args[1] == talosschema.GenTalosconfigArg {
-		bundle, err := io.ReadAll(os.Stdin)
-		if err == nil {
-			err = talos.GenTalosconfig(os.Stdout, bundle, os.Args[2])
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		return
-	}
-	os.Exit(plugin.Serve(talos.TypeName, talos.New()))
+	os.Exit(plugin.Serve(talos.TypeName, p))
 }

@@ -86,7 +86,7 @@ func (a *app) runInit(ctx context.Context, dir string, f initFlags) error {
 	}
 	// The talos program makes the new secrets: missing, say so before the
 	// host is read.
-	if _, err := plugin.Locate(talosProgram()); err != nil {
+	if _, err := plugin.Check(talosPlugin()); err != nil {
 		return err
 	}
 	opts, remote, err := initTarget(f)
@@ -112,7 +112,7 @@ func (a *app) runInit(ctx context.Context, dir string, f initFlags) error {
 	findings = append(findings, inventory.Check(host, site)...)
 	inventory.Sort(findings)
 
-	bundle, tc, err := genTalosSecrets(f.talosVersion, f.talosCtx)
+	bundle, tc, err := a.genTalosSecrets(f.talosVersion, f.talosCtx)
 	if err != nil {
 		return err
 	}

@@ -25,8 +25,14 @@ func registry() map[string]providers.Factory {
 	return r
 }
 
+// The sha256 of each provider program, recorded by make build
+// (-ldflags -X main.talosProgramSum=...); empty in a build by go build or
+// go run, which then runs programs from $MIGRATE_PLUGIN_DIR only,
+// unverified (see plugin.Find).
+var talosProgramSum, helmProgramSum string
+
 // pluginPrograms are the providers that run as programs of their own.
 var pluginPrograms = []plugin.Program{
-	{Name: talosschema.TypeName, Command: "migrate-provider-talos", Schema: talosschema.Schema, Env: []string{providers.AgeIdentityEnv}},
-	{Name: helmschema.TypeName, Command: "migrate-provider-helm", Schema: helmschema.Schema, Env: []string{providers.AgeIdentityEnv}},
+	{Name: talosschema.TypeName, Command: "migrate-provider-talos", Sum: talosProgramSum, Schema: talosschema.Schema, Env: []string{providers.AgeIdentityEnv}},
+	{Name: helmschema.TypeName, Command: "migrate-provider-helm", Sum: helmProgramSum, Schema: helmschema.Schema, Env: []string{providers.AgeIdentityEnv}},
 }

@@ -106,6 +106,11 @@ func (a *app) run(o runFlags) (err error) {
 		}
 		return err
 	}
+	if o.planFile != "" {
+		if err := e.CheckPrograms(plan); err != nil {
+			return fmt.Errorf("refusing the plan %s: %w; nothing was changed", o.planFile, err)
+		}
+	}
 	warnApprovals(v, plan, approve)
 	if !plan.HasChanges() {
 		const nothing = "Nothing to run: every selected step is done and unchanged."

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -324,7 +325,7 @@ func (a *app) secretsGenCommand(recipients *[]string) *cobra.Command {
 					return fmt.Errorf("%s exists: a new bundle would replace the cluster's keys (and its talosconfig would no longer match); remove both first if that is what you want", p)
 				}
 			}
-			bundle, tc, err := genTalosSecrets(version, context)
+			bundle, tc, err := a.genTalosSecrets(version, context)
 			if err != nil {
 				return err
 			}
@@ -397,46 +398,38 @@ func (a *app) secretsGenIdentityCommand() *cobra.Command {
 
 // genTalosSecrets makes a new Talos secrets bundle for version ("": the
 // talos provider's own) and the talosconfig of its administrator in
-// context, both in clear, in memory only. The talos program makes them
-// (migrate does not carry Talos's libraries); they come back through a
-// pipe.
-func genTalosSecrets(version, context string) (bundle, talosconfig []byte, err error) {
-	prog, err := plugin.Locate(talosProgram())
+// tcContext, both in clear, in memory only. The talos program makes them
+// (migrate does not carry Talos's libraries), checked and introduced as
+// when it runs a provider (plugin.Run); they come back through a pipe.
+func (a *app) genTalosSecrets(version, tcContext string) (bundle, talosconfig []byte, err error) {
+	prog := talosPlugin()
+	found, err := plugin.Check(prog)
 	if err != nil {
 		return nil, nil, err
 	}
-	run := func(stdin []byte, args ...string) ([]byte, error) {
-		cmd := exec.Command(prog, args...)
-		cmd.Env = providers.Environ()
-		cmd.Stdin = bytes.NewReader(stdin)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			return nil, fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr.String()))
-		}
-		return stdout.Bytes(), nil
-	}
+	a.view().UnverifiedProgram(found)
 	args := []string{talosschema.GenSecretsArg}
 	if version != "" {
 		args = append(args, version)
 	}
-	if bundle, err = run(nil, args...); err != nil {
+	ctx := context.Background()
+	if bundle, err = plugin.Run(ctx, prog, nil, args...); err != nil {
 		return nil, nil, fmt.Errorf("generating the secrets bundle: %w", err)
 	}
-	if talosconfig, err = run(bundle, talosschema.GenTalosconfigArg, context); err != nil {
+	if talosconfig, err = plugin.Run(ctx, prog, bundle, talosschema.GenTalosconfigArg, tcContext); err != nil {
 		return nil, nil, fmt.Errorf("generating the talosconfig: %w", err)
 	}
 	return bundle, talosconfig, nil
 }
 
-// talosProgram is the talos provider's program name.
-func talosProgram() string {
+// talosPlugin is the talos provider's program.
+func talosPlugin() plugin.Program {
 	for _, p := range pluginPrograms {
 		if p.Name == talosschema.TypeName {
-			return p.Command
+			return p
 		}
 	}
-	return "migrate-provider-talos"
+	panic("no talos program in pluginPrograms") // registry.go lists it
 }
 
 // writeFile writes b to path 0600 through a temporary file beside it, so

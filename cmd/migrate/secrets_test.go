@@ -23,7 +23,13 @@ import (
 // migrateEnv runs the binary like migrate, with env added.
 func migrateEnv(t *testing.T, dir string, env []string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"--runbook", dir}, args...)...)
+	return migrateWith(t, bin, dir, env, args...)
+}
+
+// migrateWith is migrateEnv with another migrate, exe.
+func migrateWith(t *testing.T, exe, dir string, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(exe, append([]string{"--runbook", dir}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
@@ -245,14 +251,14 @@ func TestSecretsEncryptEdit(t *testing.T) {
 // machinery loads; an existing one is never overwritten.
 func TestSecretsGenTalos(t *testing.T) {
 	t.Parallel()
-	plugins := t.TempDir()
-	if out, err := exec.Command("go", "build", "-o", plugins, "../migrate-provider-talos").CombinedOutput(); err != nil {
-		t.Fatalf("building the talos program: %v\n%s", err, out)
-	}
+	made := madeMigrate(t)
 	dir, _, id := ageRunbook(t, nil)
-	env := []string{"MIGRATE_PLUGIN_DIR=" + plugins}
-	r := migrateEnv(t, dir, env, "secrets", "gen", "talos", "--talos-version", "v1.13.3")
+	var env []string // the program beside migrate, verified
+	r := migrateWith(t, made.migrate, dir, env, "secrets", "gen", "talos", "--talos-version", "v1.13.3")
 	expect(t, r, 0, "secrets", "gen", "talos")
+	if strings.Contains(r.stderr, "NOT VERIFIED") {
+		t.Errorf("the program beside a migrate built by make build is said unverified: %s", r)
+	}
 	out := filepath.Join(dir, "secrets", "secrets.yaml.age")
 	fi, err := os.Stat(out)
 	if err != nil || fi.Mode().Perm() != 0o600 {
@@ -303,7 +309,7 @@ func TestSecretsGenTalos(t *testing.T) {
 		t.Errorf("the admin certificate (%v) is not signed by the bundle's CA: %v", crt.Subject, err)
 	}
 	before, _ := os.ReadFile(out)
-	r = migrateEnv(t, dir, env, "secrets", "gen", "talos")
+	r = migrateWith(t, made.migrate, dir, env, "secrets", "gen", "talos")
 	expect(t, r, 1, "secrets", "gen", "talos")
 	if after, _ := os.ReadFile(out); !bytes.Equal(after, before) || !strings.Contains(r.stderr, "exists") {
 		t.Errorf("an existing bundle was overwritten, or the refusal does not say why: %s", r)

@@ -10,13 +10,13 @@ import (
 func (a *app) versionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the version of migrate, of Go, and where its provider programs are",
+		Short: "Print the version of migrate, of Go, and which provider programs it runs (path, sha256, verified)",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			a.view().Version(version, runtime.Version(), runtime.GOOS+"/"+runtime.GOARCH)
 			for _, p := range pluginPrograms {
-				path, err := plugin.Locate(p.Command)
-				a.view().ProviderProgram(p.Name, path, err)
+				found, err := plugin.Check(p)
+				a.view().ProviderProgram(p.Name, found, err)
 			}
 			return nil
 		},

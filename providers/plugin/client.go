@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -25,8 +24,13 @@ type Program struct {
 	// Name is the provider type ("talos").
 	Name string
 	// Command is the program's file name ("migrate-provider-talos"),
-	// looked for as Locate says; a path with a slash is used as it is.
+	// looked for as Find says; a path with a slash is used as it is.
 	Command string
+	// Sum is the sha256 (hex) the program's file must have, recorded in
+	// migrate by make build. Empty in a build without sums: then a
+	// program named by its file name alone is run only from
+	// $MIGRATE_PLUGIN_DIR, unverified.
+	Sum string
 	// Schema is the provider's schema, compiled into migrate so that
 	// loading and validating a runbook starts no program.
 	Schema phases.Schema
@@ -39,32 +43,6 @@ type Program struct {
 // process per provider, started at the first call that needs it.
 func Factory(p Program) providers.Factory {
 	return func() providers.Interface { return &Client{prog: p} }
-}
-
-// Locate finds a plugin program: in $MIGRATE_PLUGIN_DIR, beside the
-// running executable, then in PATH.
-func Locate(command string) (string, error) {
-	if strings.ContainsRune(command, filepath.Separator) {
-		return command, nil
-	}
-	var dirs []string
-	if d := os.Getenv("MIGRATE_PLUGIN_DIR"); d != "" {
-		dirs = append(dirs, d)
-	}
-	if exe, err := os.Executable(); err == nil {
-		dirs = append(dirs, filepath.Dir(exe))
-	}
-	for _, d := range dirs {
-		p := filepath.Join(d, command)
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath(command); err == nil {
-		return p, nil
-	}
-	return "", fmt.Errorf("the program %s was found neither in $MIGRATE_PLUGIN_DIR, nor beside migrate (%s), nor in PATH; "+
-		"build it with `make build` (it goes to bin/ beside migrate) or `go install ./cmd/%s`", command, strings.Join(dirs, ", "), command)
 }
 
 // handshakeTimeout bounds how long a program may take to introduce itself
@@ -95,6 +73,7 @@ var (
 	_ providers.Reverter      = (*Client)(nil)
 	_ providers.InputDigester = (*Client)(nil)
 	_ providers.Closer        = (*Client)(nil)
+	_ providers.ProgramRunner = (*Client)(nil)
 )
 
 type pending struct {
@@ -105,17 +84,23 @@ type pending struct {
 // Schema is the schema compiled into migrate; no program is started.
 func (c *Client) Schema() phases.Schema { return c.prog.Schema }
 
+// Program names the program the provider runs, located and checked
+// (Check), without starting it.
+func (c *Client) Program() (providers.Program, error) { return Check(c.prog) }
+
 func (c *Client) start() error {
 	c.startOnce.Do(func() { c.startErr = c.launch() })
 	return c.startErr
 }
 
 func (c *Client) launch() error {
-	path, err := Locate(c.prog.Command)
+	found, err := Find(c.prog)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(path)
+	defer found.Close() // the child has its own descriptor
+	path := found.Path
+	cmd := found.command()
 	// Not migrate's secrets (MIGRATE_VAR_*...), unless the program reads one.
 	cmd.Env = providers.Environ(c.prog.Env...)
 	cmd.SysProcAttr = procAttr()
@@ -138,32 +123,54 @@ func (c *Client) launch() error {
 
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
+	firstLine := func() ([]byte, bool) {
+		ok := sc.Scan()
+		return sc.Bytes(), ok
+	}
+	if err := handshake(firstLine, c.prog, path, c.stderr.tail, c.kill); err != nil {
+		return err
+	}
+	go c.read(sc)
+	return nil
+}
+
+// handshake reads the program's first line and checks that it is p's
+// provider, of this protocol and of this build's schema. A program that
+// says nothing within handshakeTimeout is refused; a program refused is
+// killed (kill).
+func handshake(line func() ([]byte, bool), p Program, path string, tail func() string, kill func()) error {
+	err := readHello(line, p, path, tail, kill)
+	if err != nil {
+		kill()
+	}
+	return err
+}
+
+func readHello(line func() ([]byte, bool), p Program, path string, tail func() string, kill func()) error {
 	var h hello
 	said := make(chan bool, 1)
-	go func() { said <- sc.Scan() && json.Unmarshal(sc.Bytes(), &h) == nil }()
+	go func() {
+		b, ok := line()
+		said <- ok && json.Unmarshal(b, &h) == nil
+	}()
 	select {
 	case ok := <-said:
 		if !ok {
-			c.kill()
-			return fmt.Errorf("%s did not answer like a migrate provider program%s", path, c.stderr.tail())
+			return fmt.Errorf("%s did not answer like a migrate provider program%s", path, tail())
 		}
 	case <-time.After(handshakeTimeout):
-		c.kill()
-		<-said
-		return fmt.Errorf("%s said nothing for %s: it is not a migrate provider program, or it hangs%s", path, handshakeTimeout, c.stderr.tail())
+		kill()
+		<-said // the scanner is ours again
+		return fmt.Errorf("%s said nothing for %s: it is not a migrate provider program, or it hangs%s", path, handshakeTimeout, tail())
 	}
 	switch {
 	case h.Protocol != protocolVersion:
-		c.kill()
 		return fmt.Errorf("%s speaks plugin protocol %d, this migrate speaks %d: install the provider programs of the same migrate version", path, h.Protocol, protocolVersion)
-	case h.Provider != c.prog.Name:
-		c.kill()
-		return fmt.Errorf("%s is the %q provider, not %q", path, h.Provider, c.prog.Name)
-	case h.Schema != SchemaDigest(c.prog.Schema): // only when a program starts, not at every migrate start
-		c.kill()
+	case h.Provider != p.Name:
+		return fmt.Errorf("%s is the %q provider, not %q", path, h.Provider, p.Name)
+	case h.Schema != SchemaDigest(p.Schema): // only when a program starts, not at every migrate start
 		return fmt.Errorf("%s is from another build of migrate (its schema of %q differs): install the provider programs built with this migrate", path, h.Provider)
 	}
-	go c.read(sc)
 	return nil
 }
 

@@ -42,8 +42,17 @@
 // group and ignores SIGINT, so a Ctrl-C in the terminal reaches migrate
 // only, which then stops the steps gently, through Stop and cancel.
 //
-// Programs are looked for in $MIGRATE_PLUGIN_DIR, beside the migrate
-// executable, then in PATH. The schema digest of the handshake makes a
-// program from another build of migrate fail with a clear message instead
-// of misreading requests.
+// A program receives decrypted configuration and the age identity, so it
+// is not taken on trust (find.go). It is looked for in $MIGRATE_PLUGIN_DIR,
+// then beside the migrate executable, never in PATH; neither the file nor
+// its directory may be writable by its group or by everyone; and its
+// sha256, read from the open file, must be the one make build recorded in
+// migrate (Program.Sum). That open file is what runs, through
+// /proc/self/fd, so the path cannot be given another program between the
+// check and the run. A migrate built without sums (go build) runs
+// programs from $MIGRATE_PLUGIN_DIR only, unverified, and its plans say
+// so. The schema digest of the handshake then makes a program from
+// another build fail with a clear message instead of misreading requests;
+// a one-shot command of a program (Run, ServeCommand: the talos program
+// making a cluster's keys) goes through the same checks and handshake.
 package plugin

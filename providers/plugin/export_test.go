@@ -1,6 +1,9 @@
 package plugin
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // SetHandshakeTimeout sets the handshake timeout and returns a func that
 // restores it.
@@ -20,4 +23,11 @@ func RoundTrip(v, out any) error {
 		return err
 	}
 	return decode(b, out, nil)
+}
+
+// Output runs f's program with args and stdin, and returns its output.
+func (f *Found) Output(stdin string, args ...string) ([]byte, error) {
+	cmd := f.command(args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	return cmd.Output()
 }

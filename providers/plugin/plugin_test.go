@@ -32,6 +32,8 @@ func TestMain(m *testing.M) {
 		os.Exit(plugin.Serve("fake", echo{}))
 	case "host":
 		os.Exit(host())
+	case "command":
+		os.Exit(plugin.ServeCommand("fake", fake.Schema(), upper))
 	}
 	os.Setenv("MIGRATE_PLUGIN_TEST", "serve") // for the programs the tests start
 	os.Exit(m.Run())
@@ -150,22 +152,6 @@ func TestSchemaStartsNothing(t *testing.T) {
 	r := p.Configure(context.Background(), providers.ConfigureRequest{Name: "fake"})
 	if !r.Diagnostics.HasErrors() || !strings.Contains(r.Diagnostics.Err().Error(), "/nonexistent/migrate-provider-fake") {
 		t.Fatalf("Configure with a missing program: %v", r.Diagnostics)
-	}
-}
-
-func TestLocateSaysWhere(t *testing.T) {
-	t.Setenv("MIGRATE_PLUGIN_DIR", t.TempDir())
-	_, err := plugin.Locate("migrate-provider-nope")
-	if err == nil || !strings.Contains(err.Error(), "MIGRATE_PLUGIN_DIR") || !strings.Contains(err.Error(), "make build") {
-		t.Fatalf("Locate of a missing program: %v", err)
-	}
-	dir := t.TempDir()
-	t.Setenv("MIGRATE_PLUGIN_DIR", dir)
-	if err := os.WriteFile(dir+"/migrate-provider-here", []byte("#!/bin/sh\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if p, err := plugin.Locate("migrate-provider-here"); err != nil || p != dir+"/migrate-provider-here" {
-		t.Fatalf("Locate in MIGRATE_PLUGIN_DIR = %q, %v", p, err)
 	}
 }
 

@@ -25,6 +25,7 @@ func Serve(name string, p providers.Interface) int {
 	// Ctrl-C is migrate's to handle: it stops steps gently (an Apply's
 	// Stop, the stop line) or cancels them.
 	signal.Ignore(os.Interrupt)
+	nameProcess()
 	out, err := protocolOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "migrate provider %s: %v\n", name, err)

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 
 	"github.com/zclconf/go-cty/cty"
 	ctymsgpack "github.com/zclconf/go-cty/cty/msgpack"
@@ -23,6 +24,11 @@ type hello struct {
 	Protocol int    `json:"protocol"`
 	Provider string `json:"provider"`
 	Schema   string `json:"schema"`
+}
+
+// writeHello writes the program's first line.
+func writeHello(w io.Writer, name string, schema phases.Schema) error {
+	return json.NewEncoder(w).Encode(hello{Protocol: protocolVersion, Provider: name, Schema: SchemaDigest(schema)})
 }
 
 // request is a line from the host: a call, the cancellation of one, or

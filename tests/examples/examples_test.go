@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/homelab-migrate/migrate/lab/talosnode"
+	"github.com/homelab-migrate/migrate/tests/buildmigrate"
 )
 
 // migrate and migrateLab are the programs built for the tests, beside
@@ -26,9 +27,10 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	migrate, migrateLab = filepath.Join(dir, "migrate"), filepath.Join(dir, "migrate-lab")
-	// The Talos and Helm providers and the lab run as programs found beside migrate.
-	if out, err := exec.Command("go", "build", "-o", dir+"/", "../../cmd/migrate", "../../cmd/migrate-provider-talos", "../../cmd/migrate-provider-helm", "../../cmd/migrate-lab").CombinedOutput(); err != nil {
-		os.Stderr.Write(out)
+	// The Talos and Helm providers and the lab run as programs found beside
+	// migrate, which is built as make build does: with their sums.
+	if err := buildmigrate.Build(dir, "cmd/migrate-lab"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -136,7 +138,10 @@ func TestTalosPlatform(t *testing.T) {
 	treeBefore := tree(t, dir)
 
 	out := run(t, dir, env, append([]string{"plan"}, vars...)...)
-	for _, want := range []string{"config diff", "ExternalVolumeConfig", "metal-installer/dc8730aa8cc7bfa5ef7e2b3284248f2631135b2faf4ae11aa997a0c1987b0eee:v1.13.3"} {
+	// The plan names the program it runs: the one beside migrate, verified.
+	talos := "talos: " + filepath.Join(filepath.Dir(migrate), "migrate-provider-talos") + " (sha256 "
+	for _, want := range []string{"config diff", "ExternalVolumeConfig", "metal-installer/dc8730aa8cc7bfa5ef7e2b3284248f2631135b2faf4ae11aa997a0c1987b0eee:v1.13.3",
+		talos, "the one this migrate was built with"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("plan lacks %q:\n%s", want, out)
 		}

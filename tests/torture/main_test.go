@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/homelab-migrate/migrate/tests/buildmigrate"
 )
 
 // bin holds migrate, its provider programs and migrate-lab, built once.
@@ -30,10 +32,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin = dir
-	// The Talos and Helm providers and the lab run as programs found beside migrate.
-	build := exec.Command("go", "build", "-o", dir+"/", "../../cmd/migrate", "../../cmd/migrate-provider-talos", "../../cmd/migrate-provider-helm", "../../cmd/migrate-lab")
-	if out, err := build.CombinedOutput(); err != nil {
-		os.Stderr.Write(out)
+	// The Talos and Helm providers and the lab run as programs found beside
+	// migrate, which is built as make build does: with their sums.
+	if err := buildmigrate.Build(dir, "cmd/migrate-lab"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
