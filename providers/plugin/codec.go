@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/homelab-migrate/migrate/secret"
 )
 
 // The codec turns any request or response of package providers into one
@@ -47,6 +49,9 @@ var (
 type streams struct {
 	log  io.Writer
 	stop <-chan struct{}
+	// secrets are the strings of the sensitive parts of the values that
+	// crossed: what the program's stderr is scrubbed of.
+	secrets []string
 }
 
 // checked caches checkType's verdict per type.
@@ -120,19 +125,21 @@ func encode(v any) (json.RawMessage, streams, error) {
 	if err := e.value(rv, rv.Type().String()); err != nil {
 		return nil, streams{}, err
 	}
-	return e.buf.Bytes(), streams{log: e.log, stop: e.stop}, nil
+	return e.buf.Bytes(), streams{log: e.log, stop: e.stop, secrets: e.secrets}, nil
 }
 
 type encoder struct {
-	buf  bytes.Buffer
-	log  io.Writer
-	stop <-chan struct{}
+	buf     bytes.Buffer
+	log     io.Writer
+	stop    <-chan struct{}
+	secrets []string
 }
 
 func (e *encoder) value(v reflect.Value, name string) error {
 	t := v.Type()
 	switch t {
 	case ctyValueType:
+		e.secrets = append(e.secrets, secret.Marked(v.Interface().(cty.Value))...)
 		w, err := encodeValue(v.Interface().(cty.Value))
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)

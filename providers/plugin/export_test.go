@@ -1,6 +1,9 @@
 package plugin
 
-import "time"
+import (
+	"io"
+	"time"
+)
 
 // SetHandshakeTimeout sets the handshake timeout and returns a func that
 // restores it.
@@ -20,4 +23,12 @@ func RoundTrip(v, out any) error {
 		return err
 	}
 	return decode(b, out, nil)
+}
+
+// SetStderr sends the programs' stderr to w and returns a func that
+// restores it.
+func SetStderr(w io.Writer) func() {
+	old := stderr
+	stderr = w
+	return func() { stderr = old }
 }

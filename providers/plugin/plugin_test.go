@@ -3,6 +3,7 @@ package plugin_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"os"
@@ -52,6 +53,17 @@ func tricks() *fake.Provider {
 		}
 		if req.Log != nil {
 			fmt.Fprintf(req.Log, "applying %s\n", req.Addr)
+		}
+		if strings.HasPrefix(s, "leak-") {
+			// A library printing what it was given, in clear and
+			// encoded, a last line without its newline, then a panic
+			// (or an exit) that quotes it.
+			fmt.Fprintf(os.Stderr, "debug: token=%s basic=%s\n", s, base64.StdEncoding.EncodeToString([]byte("me:"+s)))
+			fmt.Fprintf(os.Stderr, "last words: %s", s)
+			if strings.HasPrefix(s, "leak-exit-") {
+				os.Exit(3)
+			}
+			panic("cannot use " + s)
 		}
 		switch s {
 		case "block":
