@@ -98,7 +98,7 @@ func (w *Writer) pass(final bool) error {
 // line (once it holds the longest secret beyond the cut), or whole lines
 // when no secret spanning lines may still be coming.
 func (w *Writer) next(b []byte, longest, multiline int, final bool) (int, bool) {
-	if bytes.IndexByte(b[:min(len(b), MaxLine)], '\n') < 0 && len(b) > MaxLine {
+	if len(b) > MaxLine && bytes.IndexByte(b[:MaxLine+1], '\n') < 0 {
 		if final || len(b) >= MaxLine+longest {
 			return w.scrub.safeCut(b, MaxLine), true
 		}
@@ -187,6 +187,9 @@ func (s *Scrubber) straddling(b []byte, c int, multiline bool) (start, end int, 
 	s.mu.RLock()
 	list, longest := s.list, s.longest
 	s.mu.RUnlock()
+	if longest < 2 {
+		return c, c, false // nothing to straddle a cut
+	}
 	lo := max(0, c-longest+1)
 	window := string(b[lo:min(len(b), c+longest-1)])
 	start = c

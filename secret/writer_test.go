@@ -129,3 +129,30 @@ func TestWriterCatchesASecretSplitAcrossLines(t *testing.T) {
 		t.Errorf("lines before the secret were lost:\n%s", got)
 	}
 }
+
+// TestWriterPassesALineOfTheCapWhole: a line of exactly the cap is not
+// cut, so that a Writer behind another passes its pieces as they are.
+func TestWriterPassesALineOfTheCapWhole(t *testing.T) {
+	t.Parallel()
+	var out lineStats
+	out.keep = true
+	w := secret.NewWriter(&out, &secret.Scrubber{})
+	line := strings.Repeat("z", lineCap) + "\n"
+	w.Write([]byte(line + line))
+	if got := out.text.String(); got != line+line {
+		t.Errorf("two lines of the cap came out as %d bytes in %d lines", len(got), strings.Count(got, "\n"))
+	}
+}
+
+// TestWriterCutsALongLineWithoutSecrets: with nothing to scrub, a long
+// line is cut all the same.
+func TestWriterCutsALongLineWithoutSecrets(t *testing.T) {
+	t.Parallel()
+	var out lineStats
+	w := secret.NewWriter(&out, &secret.Scrubber{})
+	w.Write(bytes.Repeat([]byte("q"), 3*lineCap+5))
+	w.Flush()
+	if out.longest > lineCap+1 || out.total < 3*lineCap+5 {
+		t.Errorf("%d bytes passed on, the longest line %d", out.total, out.longest)
+	}
+}
