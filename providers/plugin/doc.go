@@ -42,6 +42,12 @@
 // group and ignores SIGINT, so a Ctrl-C in the terminal reaches migrate
 // only, which then stops the steps gently, through Stop and cancel.
 //
+// What a program writes on its standard error reaches migrate's, each
+// line after the program's name, scrubbed of the secrets it was given
+// (its secret-carrying variables, and the sensitive parts of every value
+// the codec sent it), as are a panic's message and the last lines quoted
+// when it dies.
+//
 // Programs are looked for in $MIGRATE_PLUGIN_DIR, beside the migrate
 // executable, then in PATH. The schema digest of the handshake makes a
 // program from another build of migrate fail with a clear message instead
