@@ -57,9 +57,9 @@ func shellQuoted(x string) []string {
 	return []string{strings.ReplaceAll(x, "'", `'\''`), double.Replace(x)}
 }
 
-// base64Forms are x in standard and URL base64, with and without
-// padding, and, for a secret long enough that its characters cannot
-// turn up by chance, the characters that depend on x alone when it is a
+// base64Forms are x in standard and URL base64, and, for a secret long
+// enough that its characters cannot turn up by chance, without padding
+// and the characters that depend on x alone when it is a
 // part of a longer encoded stream, at each of its three alignments
 // (a tar or a config file encoded whole, a certificate inside a
 // kubeconfig).
@@ -67,10 +67,11 @@ func base64Forms(x string) []string {
 	var out []string
 	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
 		padded := enc.EncodeToString([]byte(x))
-		out = append(out, padded, strings.TrimRight(padded, "="))
+		out = append(out, padded)
 		if len(x) < MinPiece {
-			continue
+			continue // shorter, the forms below turn up in any long base64
 		}
+		out = append(out, strings.TrimRight(padded, "="))
 		for offset := range 3 {
 			out = append(out, aligned(enc, x, offset))
 		}

@@ -43,12 +43,15 @@ func TestScrubberCatchesEncodedForms(t *testing.T) {
 			"Go %q":            fmt.Sprintf("value %q", "x"+c),
 			"ASCII %+q":        fmt.Sprintf("value %+q", c),
 			"base64":           "data: " + base64.StdEncoding.EncodeToString([]byte(c)),
-			"base64 URL, raw":  "data: " + base64.RawURLEncoding.EncodeToString([]byte(c)),
+			"base64 URL":       "data: " + base64.URLEncoding.EncodeToString([]byte(c)),
 			"URL query":        "https://h/?" + url.Values{"token": {c}, "user": {"me"}}.Encode(),
 			"URL query %20":    "https://h/?token=" + strings.ReplaceAll(url.QueryEscape(c), "+", "%20"),
 			"URL path":         "https://h/" + url.PathEscape(c) + "/x",
 			"CRLF (terminal)":  "got " + strings.ReplaceAll(c, "\n", "\r\n"),
 			"a line around it": "the value is " + c + ".",
+		}
+		if len(c) >= secret.MinPiece { // shorter, it would turn up in any long base64
+			texts["base64 URL, raw"] = "data: " + base64.RawURLEncoding.EncodeToString([]byte(c))
 		}
 		for name, text := range texts {
 			got := s.Text(text)
