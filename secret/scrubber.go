@@ -24,9 +24,10 @@ type Scrubber struct {
 	seen map[string]bool
 	list []string // seen, the longest first
 	rep  *strings.Replacer
-	// longest is the length of the longest form; multiline that of the
-	// longest form that spans lines (0: none), which a Writer waits for.
-	longest, multiline int
+	// longest is the length of the longest form; multiline lists the
+	// forms that span lines, which a Writer may have to wait for.
+	longest   int
+	multiline []string
 }
 
 // Add learns secrets, in their own form and in the forms they take on
@@ -58,7 +59,7 @@ func (s *Scrubber) learn(forms []string) {
 		s.seen[f] = true
 		s.longest = max(s.longest, len(f))
 		if strings.Contains(f, "\n") {
-			s.multiline = max(s.multiline, len(f))
+			s.multiline = append(s.multiline, f)
 		}
 		changed = true
 	}

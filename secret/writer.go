@@ -21,9 +21,9 @@ var cutNote = fmt.Sprintf("(the next line is longer than %d KiB: it is cut into 
 // Writer scrubs what is written to it and passes it on by whole lines,
 // so that a secret split across two writes is still caught; Flush passes
 // on a last partial line. It holds back at most MaxLine bytes and the
-// longest secret: a line is cut where no secret straddles the cut, and
-// a line is held only as long as a secret that spans lines may still be
-// coming.
+// longest secret: a longer line is cut where no secret straddles the
+// cut, and lines that may be the beginning of a secret spanning lines
+// wait until it is there, or cannot be any more.
 type Writer struct {
 	mu      sync.Mutex
 	w       io.Writer
@@ -80,7 +80,7 @@ func (w *Writer) pass(final bool) error {
 	var err error
 	for from < len(w.buf) && err == nil {
 		rest := w.buf[from:]
-		c, cut := w.next(rest, longest, multiline, final)
+		c, cut := next(w.scrub, rest, longest, multiline, final)
 		if c == 0 {
 			break
 		}
@@ -95,21 +95,20 @@ func (w *Writer) pass(final bool) error {
 
 // next says how much of b to pass on now, and whether that is a piece
 // cut from a longer line: a piece of MaxLine when b begins with a longer
-// line (once it holds the longest secret beyond the cut), or whole lines
-// when no secret spanning lines may still be coming.
-func (w *Writer) next(b []byte, longest, multiline int, final bool) (int, bool) {
+// line (once it holds the longest secret beyond the cut), or else whole
+// lines, up to the last that may not be the start of a secret spanning
+// lines.
+func next(s *Scrubber, b []byte, longest int, multiline []string, final bool) (int, bool) {
 	if len(b) > MaxLine && bytes.IndexByte(b[:MaxLine+1], '\n') < 0 {
 		if final || len(b) >= MaxLine+longest {
-			return w.scrub.safeCut(b, MaxLine), true
+			return s.safeCut(b, MaxLine), true
 		}
 		return 0, false // a secret may straddle the cut: wait for it
 	}
-	end := len(b)
-	if !final {
-		end -= max(multiline-1, 0)
+	if final {
+		multiline = nil
 	}
-	end = min(end, MaxLine+1) // no line longer than the cap passes whole
-	if c := w.lastLineEnd(b, end, multiline); c > 0 {
+	if c := lastLineEnd(b, min(len(b), MaxLine+1), multiline); c > 0 {
 		return c, false
 	}
 	if final {
@@ -118,23 +117,44 @@ func (w *Writer) next(b []byte, longest, multiline int, final bool) (int, bool) 
 	return 0, false
 }
 
-// lastLineEnd is the end of the last line of b[:end] that no secret
-// spans (0: none).
-func (w *Writer) lastLineEnd(b []byte, end, multiline int) int {
+// lastLineEnd is the end of the last line of b[:end] after which no
+// secret spanning lines may go on (0: none).
+func lastLineEnd(b []byte, end int, multiline []string) int {
 	for end > 0 {
 		i := bytes.LastIndexByte(b[:end], '\n')
 		if i < 0 {
 			return 0
 		}
-		if multiline == 0 {
-			return i + 1
-		}
-		if _, _, across := w.scrub.straddling(b, i+1, true); !across {
+		if !mayGoOn(b, i+1, multiline) {
 			return i + 1
 		}
 		end = i
 	}
 	return 0
+}
+
+// mayGoOn reports whether one of the forms (each spanning lines) is, or
+// may become once more is written, in b across c, just after a newline:
+// whether the text before c ends with the part of a form up to one of its
+// newlines, and the text after c, so far, goes on as the form does.
+func mayGoOn(b []byte, c int, forms []string) bool {
+	for _, f := range forms {
+		for j := strings.IndexByte(f, '\n'); j >= 0 && j < len(f)-1; {
+			start := c - 1 - j // where f would begin, its newline j at c-1
+			if start >= 0 {
+				seen := b[start:min(len(b), start+len(f))]
+				if string(seen) == f[:len(seen)] {
+					return true
+				}
+			}
+			k := strings.IndexByte(f[j+1:], '\n')
+			if k < 0 {
+				break
+			}
+			j += 1 + k
+		}
+	}
+	return false
 }
 
 func (w *Writer) emit(piece []byte, cut bool) error {
@@ -152,9 +172,9 @@ func (w *Writer) emit(piece []byte, cut bool) error {
 	return err
 }
 
-// bounds are the length of the longest form and of the longest that
-// spans lines.
-func (s *Scrubber) bounds() (longest, multiline int) {
+// bounds are the length of the longest form and the forms that span
+// lines.
+func (s *Scrubber) bounds() (longest int, multiline []string) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.longest, s.multiline
@@ -169,7 +189,7 @@ func (s *Scrubber) safeCut(b []byte, at int) int {
 		c--
 	}
 	for {
-		start, end, across := s.straddling(b, c, false)
+		start, end, across := s.straddling(b, c)
 		switch {
 		case !across:
 			return c
@@ -180,10 +200,9 @@ func (s *Scrubber) safeCut(b []byte, at int) int {
 	}
 }
 
-// straddling finds the secrets (only those spanning lines, when
-// multiline) that begin before c and end after it in b, and returns the
-// first one's start and the furthest end.
-func (s *Scrubber) straddling(b []byte, c int, multiline bool) (start, end int, found bool) {
+// straddling finds the secrets that begin before c and end after it in
+// b, and returns the first one's start and the furthest end.
+func (s *Scrubber) straddling(b []byte, c int) (start, end int, found bool) {
 	s.mu.RLock()
 	list, longest := s.list, s.longest
 	s.mu.RUnlock()
@@ -194,9 +213,6 @@ func (s *Scrubber) straddling(b []byte, c int, multiline bool) (start, end int, 
 	window := string(b[lo:min(len(b), c+longest-1)])
 	start = c
 	for _, f := range list {
-		if multiline && !strings.Contains(f, "\n") {
-			continue
-		}
 		for from := max(0, c-len(f)+1-lo); from < len(window); from++ {
 			i := strings.Index(window[from:], f)
 			if i < 0 || lo+from+i >= c {

@@ -156,3 +156,27 @@ func TestWriterCutsALongLineWithoutSecrets(t *testing.T) {
 		t.Errorf("%d bytes passed on, the longest line %d", out.total, out.longest)
 	}
 }
+
+// TestWriterHoldsOnlyWhatMayBeginASecret: with a secret of several lines
+// known, other lines pass at once; lines that begin as the secret does
+// wait, and pass as they are when the text goes another way.
+func TestWriterHoldsOnlyWhatMayBeginASecret(t *testing.T) {
+	t.Parallel()
+	var s secret.Scrubber
+	s.Add("BEGIN\nab12\ncd34\nEND")
+	var out lineStats
+	out.keep = true
+	w := secret.NewWriter(&out, &s)
+	step := func(write, want string) {
+		t.Helper()
+		w.Write([]byte(write))
+		if got := out.text.String(); got != want {
+			t.Errorf("after %q: passed on %q, want %q", write, got, want)
+		}
+	}
+	step("hello\n", "hello\n")
+	step("BEGIN\n", "hello\n")
+	step("ab12\n", "hello\n")
+	step("zz\n", "hello\nBEGIN\nab12\nzz\n")
+	step("BEGIN\nab12\ncd34\nEND\nbye\n", "hello\nBEGIN\nab12\nzz\n"+phases.Redacted+"\nbye\n")
+}
