@@ -24,7 +24,7 @@ type output struct {
 	log   io.Writer
 	scrub *secret.Scrubber // what the tail must not start inside of
 	ring  [tailSize]byte
-	n     int // bytes ever put in ring
+	n     int // bytes put in ring; once it wrapped, folded into [2*tailSize, 3*tailSize)
 }
 
 func newOutput(log io.Writer, scrub *secret.Scrubber) *output {
@@ -45,7 +45,11 @@ func (o *output) emit(p []byte) {
 	_, _ = o.log.Write(p)
 	if len(p) >= tailSize {
 		copy(o.ring[:], p[len(p)-tailSize:])
-		o.n = tailSize
+		if o.n > 0 || len(p) > tailSize {
+			o.n = 2 * tailSize // the ring from its start, and something before it
+		} else {
+			o.n = tailSize
+		}
 		return
 	}
 	for len(p) > 0 {
@@ -55,7 +59,7 @@ func (o *output) emit(p []byte) {
 		o.n += c
 	}
 	if o.n >= 2*tailSize {
-		o.n = o.n%tailSize + tailSize
+		o.n = o.n%tailSize + 2*tailSize // wrapped: more than tailSize, whatever the place
 	}
 }
 

@@ -22,23 +22,31 @@ func TestExecTailNeverStartsInsideASecret(t *testing.T) {
 	const s = "tail-canary-0123456789abcdef"
 	p := configured(t, local.New(), t.TempDir())
 	for _, inside := range []int{1, 12, len(s) - 1} {
-		// The secret, then as many y as leave its last bytes in the ring.
-		script := fmt.Sprintf(`printf '%%s' "$T"; head -c %d /dev/zero | tr '\0' y; exit 3`, 2048-inside)
-		cfg := obj(map[string]cty.Value{
-			"command": strs("sh", "-c", script),
-			"env":     cty.MapVal(map[string]cty.Value{"T": cty.StringVal(s).Mark(phases.SensitiveMark)}),
-		})
-		r := apply(context.Background(), p, "exec", "x", cfg, io.Discard)
-		err := r.Diagnostics.Err()
-		if err == nil {
-			t.Fatal("the command did not fail")
-		}
-		_, tail, ok := strings.Cut(err.Error(), "Last lines of output:")
-		if !ok {
-			t.Fatalf("no output quoted: %v", err)
-		}
-		if rest := strings.Trim(tail, "y. \n"); rest != "" {
-			t.Errorf("%d bytes of the secret in the ring: the quoted output shows %q", inside, rest)
+		// The secret, then as many y as leave its last bytes in the ring,
+		// in writes of their own and in one write.
+		ys := fmt.Sprintf(`head -c %d /dev/zero | tr '\0' y`, 2048-inside)
+		before := fmt.Sprintf(`head -c %d /dev/zero | tr '\0' x`, 2048-len(s)+inside) // 4096 bytes in all
+		for _, script := range []string{
+			`printf '%s' "$T"; ` + ys + `; exit 3`,
+			`printf '%s%s' "$T" "$(` + ys + `)"; exit 3`,
+			before + `; printf '%s' "$T"; ` + ys + `; exit 3`,
+		} {
+			cfg := obj(map[string]cty.Value{
+				"command": strs("sh", "-c", script),
+				"env":     cty.MapVal(map[string]cty.Value{"T": cty.StringVal(s).Mark(phases.SensitiveMark)}),
+			})
+			r := apply(context.Background(), p, "exec", "x", cfg, io.Discard)
+			err := r.Diagnostics.Err()
+			if err == nil {
+				t.Fatal("the command did not fail")
+			}
+			_, tail, ok := strings.Cut(err.Error(), "Last lines of output:")
+			if !ok {
+				t.Fatalf("no output quoted: %v", err)
+			}
+			if rest := strings.Trim(tail, "y. \n"); rest != "" {
+				t.Errorf("%d bytes of the secret in the ring (%s): the quoted output shows %q", inside, script, rest)
+			}
 		}
 	}
 }
