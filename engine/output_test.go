@@ -69,7 +69,7 @@ func TestStepOutputIsBoundedAndShownAsText(t *testing.T) {
 		t.Errorf("%d output lines; want the megabyte cut into lines of 64 KiB", lines)
 	}
 	log, _ := os.ReadFile(lg.Path())
-	if strings.ContainsAny(string(log), "\x1b\x07\u009b") || !strings.Contains(string(log), `\x1b]0;pwned\x07`) {
+	if strings.ContainsAny(string(log), "\x1b\x07\u009b") || !strings.Contains(string(log), `\x1b]0;pwned\a`) {
 		t.Errorf("the log holds raw escapes, or not their visible form")
 	}
 }

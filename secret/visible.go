@@ -2,12 +2,13 @@ package secret
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
 
 // Visible returns t with the control characters a terminal obeys made
-// visible as Go escapes (ESC as \x1b, CSI as \u009b), but for newlines
+// visible as Go escapes (ESC as \x1b, CR as \r, CSI as \u009b), but for newlines
 // and tabs: what a command or a guest prints may move the cursor, set
 // the window's title, rewrite what was shown before or answer back
 // through the terminal, and is shown as text instead. Bytes that are not
@@ -24,11 +25,8 @@ func Visible(t string) string {
 		case r == utf8.RuneError && size == 1:
 			fmt.Fprintf(&b, `\x%02x`, t[i])
 		case isControl(r):
-			if r < utf8.RuneSelf {
-				fmt.Fprintf(&b, `\x%02x`, r)
-			} else {
-				fmt.Fprintf(&b, `\u%04x`, r)
-			}
+			q := strconv.QuoteRune(r) // '\x1b', '\r', '\u009b'
+			b.WriteString(q[1 : len(q)-1])
 		default:
 			b.WriteString(t[i : i+size])
 		}

@@ -136,7 +136,7 @@ func TestDiagnosticsShowEscapesAsText(t *testing.T) {
 	v, _, got := newView()
 	v.Diagnostics(phases.Errorf("Command Failed \x1b[2J", "Last lines of output:\n  \x1b]0;pwned\x07 \u009b1A"))
 	v.Error(fmt.Errorf("guest said \x1b[31mred"))
-	if strings.ContainsAny(got.String(), "\x1b\x07\u009b") || !strings.Contains(got.String(), `\x1b]0;pwned\x07 \u009b1A`) || !strings.Contains(got.String(), `\x1b[31mred`) {
+	if strings.ContainsAny(got.String(), "\x1b\x07\u009b") || !strings.Contains(got.String(), `\x1b]0;pwned\a \u009b1A`) || !strings.Contains(got.String(), `\x1b[31mred`) {
 		t.Errorf("escapes reach the terminal:\n%q", got)
 	}
 }
