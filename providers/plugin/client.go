@@ -87,8 +87,9 @@ type Client struct {
 	stderr    *tailBuffer
 	errLog    *secret.Writer // the program's stderr, scrubbed, to stderr
 	// scrub knows the secrets the program was given (its secret-carrying
-	// variables, the sensitive values of every request): what it writes
-	// on stderr, a panic's message and its errors are scrubbed of them.
+	// variables, the sensitive values of every request) and those it
+	// answered (sensitive outputs): what it writes on stderr, a panic's
+	// message and its errors are scrubbed of them.
 	scrub secret.Scrubber
 
 	wmu    sync.Mutex // one line at a time to the program
@@ -268,7 +269,9 @@ func (c *Client) call(ctx context.Context, method string, params any, out any) e
 	if r.Error != "" {
 		return errors.New(c.scrub.Text(r.Error)) // a panic's message may quote anything
 	}
-	return decode(r.Result, out, nil)
+	learned, err := decodeSecrets(r.Result, out, nil)
+	c.scrub.Add(learned...) // what it made secret, it may print later
+	return err
 }
 
 func (c *Client) send(r request) error {

@@ -295,7 +295,20 @@ func (e *encoder) json(v any) error {
 // decode reads into *ptr, a struct, what encode wrote; its io.Writer
 // fields get log, the call's log stream.
 func decode(data json.RawMessage, ptr any, log io.Writer) error {
-	return decodeCall(data, ptr, streams{log: log})
+	_, err := decodeSecrets(data, ptr, log)
+	return err
+}
+
+// decodeSecrets is decode that also returns the strings of the sensitive
+// parts of the values it read (outputs the program marked sensitive).
+func decodeSecrets(data json.RawMessage, ptr any, log io.Writer) ([]string, error) {
+	rv := reflect.ValueOf(ptr).Elem()
+	if err := checkType(rv.Type()); err != nil {
+		return nil, err
+	}
+	d := decoder{log: log}
+	err := d.value(data, rv, rv.Type().String())
+	return d.secrets, err
 }
 
 // decodeCall is decode with the call's streams: its io.Writer fields get
@@ -310,8 +323,9 @@ func decodeCall(data json.RawMessage, ptr any, st streams) error {
 }
 
 type decoder struct {
-	log  io.Writer
-	stop <-chan struct{}
+	log     io.Writer
+	stop    <-chan struct{}
+	secrets []string
 }
 
 func (d *decoder) value(data json.RawMessage, v reflect.Value, name string) error {
@@ -338,6 +352,7 @@ func (d *decoder) value(data json.RawMessage, v reflect.Value, name string) erro
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
+		d.secrets = append(d.secrets, secret.Marked(cv)...)
 		v.Set(reflect.ValueOf(cv))
 		return nil
 	}

@@ -66,6 +66,12 @@ func tricks() *fake.Provider {
 			panic("cannot use " + s)
 		}
 		switch s {
+		case "mint":
+			// A secret the program makes, marked sensitive, then prints.
+			return providers.ApplyResponse{Outputs: cty.ObjectVal(map[string]cty.Value{"value": cty.StringVal(minted).Mark(phases.SensitiveMark)})}
+		case "say-minted":
+			fmt.Fprintf(os.Stderr, "said: %s\n", minted)
+			return plain.Apply(ctx, req)
 		case "block":
 			fmt.Fprintln(req.Log, "waiting")
 			<-ctx.Done()
@@ -109,6 +115,9 @@ func tricks() *fake.Provider {
 	}
 	return p
 }
+
+// minted is the secret the "mint" trick makes.
+const minted = "minted-CANARY-out-91c3"
 
 func program(t testing.TB) plugin.Program {
 	exe, err := os.Executable()

@@ -36,7 +36,8 @@ func (l *lockedBuffer) String() string {
 // prints it on stderr (in clear, base64-encoded, on a last line without
 // a newline) and panics, or exits, quoting it, shows it nowhere: not on
 // migrate's stderr, not in the failed call's error, not in the message
-// that says the program died. (Not parallel: it sets where programs'
+// that says the program died; nor a secret it made (a sensitive output)
+// and printed later. (Not parallel: it sets where programs'
 // stderr goes.)
 func TestStderrAndPanicsAreScrubbed(t *testing.T) {
 	const canary = "CANARY-plugin-7e1d"
@@ -53,6 +54,11 @@ func TestStderrAndPanicsAreScrubbed(t *testing.T) {
 		return r.Diagnostics.Err().Error()
 	}
 	panicked := call("leak-" + canary)
+	for _, v := range []string{"mint", "say-minted"} {
+		if r := apply(context.Background(), p, v, nil); r.Diagnostics.HasErrors() {
+			t.Fatalf("%s: %v", v, r.Diagnostics.Err())
+		}
+	}
 	died := call("leak-exit-" + canary)
 	p.(providers.Closer).Close() // all of its stderr has arrived
 	for what, text := range map[string]string{"stderr": out.String(), "the panic's error": panicked, "the death's error": died} {
@@ -60,7 +66,8 @@ func TestStderrAndPanicsAreScrubbed(t *testing.T) {
 			t.Errorf("%s shows the secret:\n%s", what, text)
 		}
 	}
-	if got := out.String(); !strings.Contains(got, "panic in apply: cannot use "+phases.Redacted) || !strings.Contains(got, "last words: "+phases.Redacted) {
+	if got := out.String(); !strings.Contains(got, "panic in apply: cannot use "+phases.Redacted) || !strings.Contains(got, "last words: "+phases.Redacted) ||
+		!strings.Contains(got, "said: "+phases.Redacted) {
 		t.Errorf("stderr lacks the panic or the last line, scrubbed:\n%s", got)
 	}
 	if !strings.Contains(panicked, "panicked") || !strings.Contains(died, "last words: "+phases.Redacted) {
