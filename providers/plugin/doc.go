@@ -45,8 +45,8 @@
 // What a program writes on its standard error reaches migrate's, each
 // line after the program's name, scrubbed of the secrets it was given
 // (its secret-carrying variables, and the sensitive parts of every value
-// the codec sent it), as are a panic's message and the last lines quoted
-// when it dies.
+// the codec sent it or read from it), as are a panic's message and the
+// last lines quoted when it dies.
 //
 // Programs are looked for in $MIGRATE_PLUGIN_DIR, beside the migrate
 // executable, then in PATH. The schema digest of the handshake makes a
