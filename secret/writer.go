@@ -111,8 +111,12 @@ func next(s *Scrubber, b []byte, longest int, multiline []string, final bool) (i
 	if c := lastLineEnd(b, min(len(b), MaxLine+1), multiline); c > 0 {
 		return c, false
 	}
-	if final {
+	switch {
+	case final:
 		return len(b), false
+	case len(b) > MaxLine && len(b) >= MaxLine+longest:
+		// Lines a secret spans, then a long line: cut after the secret.
+		return s.safeCut(b, MaxLine), true
 	}
 	return 0, false
 }

@@ -180,3 +180,27 @@ func TestWriterHoldsOnlyWhatMayBeginASecret(t *testing.T) {
 	step("zz\n", "hello\nBEGIN\nab12\nzz\n")
 	step("BEGIN\nab12\ncd34\nEND\nbye\n", "hello\nBEGIN\nab12\nzz\n"+phases.Redacted+"\nbye\n")
 }
+
+// TestWriterIsBoundedAfterASecretOfSeveralLines: a secret spanning lines,
+// then a long line without a newline, is held no longer than the rest.
+func TestWriterIsBoundedAfterASecretOfSeveralLines(t *testing.T) {
+	t.Parallel()
+	const key = "BEGIN\nab12\ncd34\nEND"
+	var s secret.Scrubber
+	s.Add(key)
+	var out lineStats
+	out.keep = true
+	w := secret.NewWriter(&out, &s)
+	w.Write([]byte("the key: " + key))
+	chunk := bytes.Repeat([]byte("x"), 4096)
+	for range 64 {
+		w.Write(chunk)
+		if held := secret.Held(w); held > lineCap+4*len(key) {
+			t.Fatalf("the writer holds %d bytes", held)
+		}
+	}
+	w.Flush()
+	if got := out.text.String(); strings.Contains(got, "ab12") || !strings.Contains(got, "the key: "+phases.Redacted) {
+		t.Errorf("the secret was passed on, or lost: %.60q", got)
+	}
+}
