@@ -105,18 +105,15 @@ func next(s *Scrubber, b []byte, longest int, multiline []string, final bool) (i
 		}
 		return 0, false // a secret may straddle the cut: wait for it
 	}
-	if final {
-		multiline = nil
-	}
 	if c := lastLineEnd(b, min(len(b), MaxLine+1), multiline); c > 0 {
 		return c, false
 	}
 	switch {
-	case final:
-		return len(b), false
-	case len(b) > MaxLine && len(b) >= MaxLine+longest:
+	case len(b) > MaxLine && (final || len(b) >= MaxLine+longest):
 		// Lines a secret spans, then a long line: cut after the secret.
 		return s.safeCut(b, MaxLine), true
+	case final:
+		return len(b), false
 	}
 	return 0, false
 }
