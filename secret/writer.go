@@ -94,28 +94,21 @@ func (w *Writer) pass(final bool) error {
 }
 
 // next says how much of b to pass on now, and whether that is a piece
-// cut from a longer line: a piece of MaxLine when b begins with a longer
-// line (once it holds the longest secret beyond the cut), or else whole
-// lines, up to the last that may not be the start of a secret spanning
-// lines.
+// cut from a longer line: whole lines, up to the last that may not be the
+// beginning of a secret spanning lines; else, when b is longer than a
+// line, a piece of about MaxLine that no secret straddles, once b holds
+// the longest secret beyond the cut.
 func next(s *Scrubber, b []byte, longest int, multiline []string, final bool) (int, bool) {
-	if len(b) > MaxLine && bytes.IndexByte(b[:MaxLine+1], '\n') < 0 {
-		if final || len(b) >= MaxLine+longest {
-			return s.safeCut(b, MaxLine), true
-		}
-		return 0, false // a secret may straddle the cut: wait for it
-	}
 	if c := lastLineEnd(b, min(len(b), MaxLine+1), multiline); c > 0 {
 		return c, false
 	}
 	switch {
 	case len(b) > MaxLine && (final || len(b) >= MaxLine+longest):
-		// Lines a secret spans, then a long line: cut after the secret.
 		return s.safeCut(b, MaxLine), true
 	case final:
 		return len(b), false
 	}
-	return 0, false
+	return 0, false // a line not whole yet, or a secret may straddle the cut
 }
 
 // lastLineEnd is the end of the last line of b[:end] after which no
