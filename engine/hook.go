@@ -56,7 +56,8 @@ func (h StateHook) Handle(e Event) error {
 // Events arrive concurrently from parallel steps: every Hook must be safe
 // for concurrent use (views take their own lock; the state group-commits).
 // Before anything leaves the engine, every known secret is redacted from
-// the event's text and from the record's last error.
+// the event's text and from the record's last error, and terminal
+// controls in them are made visible.
 type hooks struct {
 	list     []Hook
 	redactor *secret.Scrubber
@@ -73,6 +74,12 @@ func (h *hooks) emit(e Event) error {
 		if e.Record != nil && e.Record.LastError != "" {
 			e.Record.LastError = h.redactor.Text(e.Record.LastError)
 		}
+	}
+	// What a command or a guest printed reaches a terminal as text, never
+	// as its escape sequences.
+	e.Message, e.Error = secret.Visible(e.Message), secret.Visible(e.Error)
+	if e.Record != nil {
+		e.Record.LastError = secret.Visible(e.Record.LastError)
 	}
 	// The log gets the whole event; the state and the views a bounded one.
 	if h.log != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/secret"
 	"github.com/homelab-migrate/migrate/state"
 )
 
@@ -429,11 +430,15 @@ func (r *stepRunner) call(s *phases.Step, do func(ctx context.Context, log io.Wr
 		ctx, done = context.WithTimeout(ctx, s.Timeout)
 		defer done()
 	}
-	log := &lineWriter{emit: func(line string) {
+	lines := &lineWriter{emit: func(line string) {
 		r.emit(Event{Kind: StepOutput, Phase: s.Phase, Addr: s.Addr, Check: s.IsCheck(), Message: line})
 	}}
+	// Bounded lines, whatever the provider writes: a longer one is cut
+	// where no secret straddles the cut.
+	log := secret.NewWriter(lines, r.e.hooks.redactor)
 	diags := do(ctx, log)
-	log.Flush()
+	_ = log.Flush()
+	lines.Flush()
 	if ctx.Err() == context.DeadlineExceeded && diags.HasErrors() {
 		diags = append(diags, phases.Errorf("Step timed out", "Step %s did not finish within its timeout of %s.", s.Addr, s.Timeout)...)
 	}

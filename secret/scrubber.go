@@ -1,12 +1,9 @@
 package secret
 
 import (
-	"fmt"
-	"io"
 	"sort"
 	"strings"
 	"sync"
-	"unicode"
 
 	"github.com/zclconf/go-cty/cty"
 
@@ -25,34 +22,46 @@ type Scrubber struct {
 
 	mu   sync.RWMutex
 	seen map[string]bool
+	list []string // seen, the longest first
 	rep  *strings.Replacer
+	// longest is the length of the longest form; multiline lists the
+	// forms that span lines, which a Writer may have to wait for.
+	longest   int
+	multiline []string
 }
 
-// Add learns secrets, in their own form and as they appear quoted inside
-// JSON or a %q, and the longest first, so that a secret containing
-// another is replaced whole.
+// Add learns secrets, in their own form and in the forms they take on
+// the way out (quoted, escaped, encoded: forms.go), the longest first, so
+// that a secret containing another is replaced whole.
 func (s *Scrubber) Add(secrets ...string) {
+	var learn []string
+	for _, x := range secrets {
+		if len(strings.TrimSpace(x)) >= max(s.Min, 1) {
+			learn = append(learn, forms(x)...)
+		}
+	}
+	s.learn(learn)
+}
+
+// learn adds forms as they are, and makes the replacer again if one is
+// new.
+func (s *Scrubber) learn(forms []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	changed := false
-	for _, x := range secrets {
-		if len(strings.TrimSpace(x)) < max(s.Min, 1) {
+	for _, f := range forms {
+		if f == "" || s.seen[f] {
 			continue
 		}
-		forms := []string{x}
-		if q := fmt.Sprintf("%q", x); q[1:len(q)-1] != x {
-			forms = append(forms, q[1:len(q)-1])
+		if s.seen == nil {
+			s.seen = map[string]bool{}
 		}
-		forms = append(forms, pieces(x)...)
-		for _, f := range forms {
-			if !s.seen[f] {
-				if s.seen == nil {
-					s.seen = map[string]bool{}
-				}
-				s.seen[f] = true
-				changed = true
-			}
+		s.seen[f] = true
+		s.longest = max(s.longest, len(f))
+		if strings.Contains(f, "\n") {
+			s.multiline = append(s.multiline, f)
 		}
+		changed = true
 	}
 	if !changed {
 		return
@@ -72,31 +81,16 @@ func (s *Scrubber) Add(secrets ...string) {
 		pairs = append(pairs, x, phases.Redacted)
 	}
 	s.rep = strings.NewReplacer(pairs...)
+	s.list = list
 }
 
-// MinPiece is the shortest word of a longer secret that is scrubbed on
-// its own. A sensitive value often reaches a command inside a larger
-// string ("sh -c 'echo ${upper(var.tok)}'"), and the command prints only
-// the derived word: that word is as secret as the whole. Shorter words
-// ("sh", "echo", "exit") would redact ordinary text.
-const MinPiece = 8
-
-// pieces are the words of a secret that holds separators (white space,
-// quotes, shell punctuation, '='), at least MinPiece bytes long.
-func pieces(x string) []string {
-	words := strings.FieldsFunc(x, func(r rune) bool {
-		return unicode.IsSpace(r) || strings.ContainsRune("\"'`;|&<>()=,", r)
-	})
-	if len(words) < 2 {
-		return nil
-	}
-	var out []string
-	for _, w := range words {
-		if len(w) >= MinPiece {
-			out = append(out, w)
-		}
-	}
-	return out
+// Longest is the length of the longest text the scrubber replaces: a
+// stream cut less than this before the cut may hold the start of a
+// secret.
+func (s *Scrubber) Longest() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.longest
 }
 
 // AddMarked learns every string (and number) inside the parts of v marked
@@ -182,65 +176,10 @@ func leaves(v cty.Value) []string {
 	return out
 }
 
-// Writer scrubs what is written to it line by line, so that a secret split
-// across two writes is still caught; Flush writes a last partial line.
-type Writer struct {
-	mu    sync.Mutex
-	w     io.Writer
-	buf   []byte
-	scrub *Scrubber
-}
-
-// NewWriter returns a Writer to w (io.Discard when nil).
-func NewWriter(w io.Writer, s *Scrubber) *Writer {
-	if w == nil {
-		w = io.Discard
-	}
-	return &Writer{w: w, scrub: s}
-}
-
-func (w *Writer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf = append(w.buf, p...)
-	for {
-		i := strings.IndexByte(string(w.buf), '\n')
-		if i < 0 {
-			break
-		}
-		line := string(w.buf[:i+1])
-		w.buf = w.buf[i+1:]
-		if _, err := io.WriteString(w.w, w.scrub.Text(line)); err != nil {
-			return len(p), err
-		}
-	}
-	return len(p), nil
-}
-
-// Flush writes what is left of a last line without a newline.
-func (w *Writer) Flush() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.buf) == 0 {
-		return nil
-	}
-	_, err := io.WriteString(w.w, w.scrub.Text(string(w.buf)))
-	w.buf = nil
-	return err
-}
-
-// Printf writes one line.
-func (w *Writer) Printf(format string, args ...any) {
-	fmt.Fprintf(w, format+"\n", args...)
-}
-
 // Merge learns every secret o knows.
 func (s *Scrubber) Merge(o *Scrubber) {
 	o.mu.RLock()
-	list := make([]string, 0, len(o.seen))
-	for x := range o.seen {
-		list = append(list, x)
-	}
+	list := o.list
 	o.mu.RUnlock()
-	s.Add(list...)
+	s.learn(list) // already in all their forms
 }

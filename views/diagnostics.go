@@ -10,6 +10,7 @@ import (
 	wordwrap "github.com/mitchellh/go-wordwrap"
 
 	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/secret"
 )
 
 // snippetWidth is the widest piece of a source line a diagnostic quotes:
@@ -31,6 +32,9 @@ func (v *View) Diagnostics(diags phases.Diagnostics) {
 		if d.Subject != nil && d.Subject.Filename == "" {
 			d.Subject = nil // a place in no file says nothing
 		}
+		// A guest's or a command's output quoted in an error is text,
+		// never escapes the terminal would obey.
+		d.Summary, d.Detail = secret.Visible(d.Summary), secret.Visible(d.Detail)
 		b.Reset()
 		if d.Subject != nil && v.files[d.Subject.Filename] == nil {
 			v.plainDiagnostic(&b, &d)

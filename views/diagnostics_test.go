@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 
+	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/runbooks"
 )
 
@@ -125,5 +126,17 @@ func TestDiagnosticsScrubbed(t *testing.T) {
 	v.Error(fmt.Errorf("failed with hunter2"))
 	if strings.Contains(got.String(), "hunter2") || strings.Count(got.String(), "(sensitive)") != 5 {
 		t.Errorf("not scrubbed:\n%s", got)
+	}
+}
+
+// A diagnostic or an error quoting what a guest printed shows its
+// terminal escapes as text: they set no title and clear nothing.
+func TestDiagnosticsShowEscapesAsText(t *testing.T) {
+	t.Parallel()
+	v, _, got := newView()
+	v.Diagnostics(phases.Errorf("Command Failed \x1b[2J", "Last lines of output:\n  \x1b]0;pwned\x07 \u009b1A"))
+	v.Error(fmt.Errorf("guest said \x1b[31mred"))
+	if strings.ContainsAny(got.String(), "\x1b\x07\u009b") || !strings.Contains(got.String(), `\x1b]0;pwned\a \u009b1A`) || !strings.Contains(got.String(), `\x1b[31mred`) {
+		t.Errorf("escapes reach the terminal:\n%q", got)
 	}
 }

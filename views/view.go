@@ -9,6 +9,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/secret"
 )
 
 // Options say where a View writes and how.
@@ -67,7 +68,7 @@ func (v *View) Error(err error) {
 	if err == nil {
 		return
 	}
-	msg := v.scrubText(strings.TrimSpace(err.Error()))
+	msg := secret.Visible(v.scrubText(strings.TrimSpace(err.Error())))
 	fmt.Fprintf(v.err, "%s %s\n", v.est.errLabel("Error:"), msg)
 }
 

@@ -164,7 +164,7 @@ func applyExec(ctx context.Context, c *call, a execAttrs, _ none, _ *sdk.Prior[n
 			return sdk.Apply[none, revertData]{Outputs: execOutputs{}, Revert: inv}
 		}
 	}
-	out := newOutput(c.Log)
+	out := newOutput(c.Log, c.Scrub)
 	code, err := c.Settings.run(ctx, a.Command, environ(a.Env), dir, out)
 	if err != nil {
 		return sdk.Apply[none, revertData]{Outputs: execOutputs{code}, Diagnostics: runFailed(ctx, c.Addr, "Command", showArgv(c, "command", a.Command), err, out)}
@@ -285,7 +285,7 @@ func revertExec(ctx context.Context, c *call, a execAttrs, u sdk.Applied[revertD
 			return nil
 		}
 	}
-	out := newOutput(c.Log)
+	out := newOutput(c.Log, c.Scrub)
 	if _, err := c.Settings.run(ctx, r.Argv, environ(r.Env), dir, out); err != nil {
 		return runFailed(ctx, c.Addr, "Revert Command", showArgv(c, "revert", r.Argv), err, out)
 	}

@@ -4,6 +4,8 @@ import (
 	"io"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/homelab-migrate/migrate/secret"
 )
 
 // tailSize is how much of a command's last output is kept for the error
@@ -19,12 +21,15 @@ const tailLines = 8
 // one goroutine and one pipe to it (stdout and stderr are the same
 // writer), so it needs no lock.
 type output struct {
-	log  io.Writer
-	ring [tailSize]byte
-	n    int // bytes ever put in ring
+	log   io.Writer
+	scrub *secret.Scrubber // what the tail must not start inside of
+	ring  [tailSize]byte
+	n     int // bytes put in ring; once it wrapped, folded into [2*tailSize, 3*tailSize)
 }
 
-func newOutput(log io.Writer) *output { return &output{log: log} }
+func newOutput(log io.Writer, scrub *secret.Scrubber) *output {
+	return &output{log: log, scrub: scrub}
+}
 
 // Write never fails: a broken log must not kill the command through
 // SIGPIPE or EPIPE.
@@ -40,7 +45,11 @@ func (o *output) emit(p []byte) {
 	_, _ = o.log.Write(p)
 	if len(p) >= tailSize {
 		copy(o.ring[:], p[len(p)-tailSize:])
-		o.n = tailSize
+		if o.n > 0 || len(p) > tailSize {
+			o.n = 2 * tailSize // the ring from its start, and something before it
+		} else {
+			o.n = tailSize
+		}
 		return
 	}
 	for len(p) > 0 {
@@ -50,7 +59,7 @@ func (o *output) emit(p []byte) {
 		o.n += c
 	}
 	if o.n >= 2*tailSize {
-		o.n = o.n%tailSize + tailSize
+		o.n = o.n%tailSize + 2*tailSize // wrapped: more than tailSize, whatever the place
 	}
 }
 
@@ -63,12 +72,18 @@ func (o *output) tail() string {
 		i := o.n % tailSize
 		b = append(append(make([]byte, 0, tailSize), o.ring[i:]...), o.ring[:i]...)
 	}
+	cut := o.n > tailSize
+	if cut {
+		// The ring may begin inside a secret, whose end alone the
+		// diagnostic's scrubbing would not know: what a secret begun
+		// before the ring can cover is dropped.
+		b = b[min(len(b), max(o.scrub.Longest()-1, 0)):]
+	}
 	text := strings.TrimRight(strings.ToValidUTF8(string(b), string(utf8.RuneError)), "\n")
 	if text == "" {
 		return ""
 	}
 	lines := strings.Split(text, "\n")
-	cut := o.n > tailSize
 	if len(lines) > tailLines {
 		lines, cut = lines[len(lines)-tailLines:], true
 	} else if cut && len(lines) > 1 {

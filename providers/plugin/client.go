@@ -17,6 +17,7 @@ import (
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/secret"
 )
 
 // Program describes a provider that runs as a plugin program.
@@ -45,6 +46,10 @@ func Factory(p Program) providers.Factory {
 	return func() providers.Interface { return &Client{prog: p} }
 }
 
+// stderr is where the programs' standard error goes, scrubbed, each line
+// after the program's name.
+var stderr io.Writer = os.Stderr
+
 // handshakeTimeout bounds how long a program may take to introduce itself
 // (a cold start of a 100 MB program from a slow disk takes seconds).
 var handshakeTimeout = 60 * time.Second
@@ -58,6 +63,12 @@ type Client struct {
 	cmd       *exec.Cmd
 	stdin     io.WriteCloser
 	stderr    *tailBuffer
+	errLog    *secret.Writer // the program's stderr, scrubbed, to stderr
+	// scrub knows the secrets the program was given (its secret-carrying
+	// variables, the sensitive values of every request) and those it
+	// answered (sensitive outputs): what it writes on stderr, a panic's
+	// message and its errors are scrubbed of them.
+	scrub secret.Scrubber
 
 	wmu    sync.Mutex // one line at a time to the program
 	enc    *json.Encoder
@@ -104,8 +115,12 @@ func (c *Client) launch() error {
 	// Not migrate's secrets (MIGRATE_VAR_*...), unless the program reads one.
 	cmd.Env = providers.Environ(c.prog.Env...)
 	cmd.SysProcAttr = procAttr()
-	c.stderr = &tailBuffer{w: os.Stderr, prefix: c.prog.Command + ": "}
-	cmd.Stderr = c.stderr
+	for _, name := range c.prog.Env {
+		c.scrub.Add(os.Getenv(name))
+	}
+	c.stderr = &tailBuffer{w: stderr, prefix: c.prog.Command + ": "}
+	c.errLog = secret.NewWriter(c.stderr, &c.scrub)
+	cmd.Stderr = c.errLog
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return err
@@ -202,7 +217,7 @@ func (c *Client) read(sc *bufio.Scanner) {
 	}
 	err := c.cmd.Wait()
 	c.mu.Lock()
-	c.dead = fmt.Errorf("the %s provider's program (%s, pid %d) exited: %v%s", c.prog.Name, c.prog.Command, c.cmd.Process.Pid, err, c.stderr.tail())
+	c.dead = fmt.Errorf("the %s provider's program (%s, pid %d) exited: %v%s", c.prog.Name, c.prog.Command, c.cmd.Process.Pid, err, c.lastWords())
 	if err == nil {
 		c.dead = fmt.Errorf("the %s provider's program (%s) has ended", c.prog.Name, c.prog.Command)
 	}
@@ -226,6 +241,7 @@ func (c *Client) call(ctx context.Context, method string, params any, out any) e
 	if err != nil {
 		return err
 	}
+	c.scrub.Add(st.secrets...)
 	p := &pending{log: st.log, done: make(chan reply, 1)}
 	c.mu.Lock()
 	if c.dead != nil {
@@ -258,9 +274,11 @@ func (c *Client) call(ctx context.Context, method string, params any, out any) e
 		}
 	}
 	if r.Error != "" {
-		return errors.New(r.Error)
+		return errors.New(c.scrub.Text(r.Error)) // a panic's message may quote anything
 	}
-	return decode(r.Result, out, nil)
+	learned, err := decodeSecrets(r.Result, out, nil)
+	c.scrub.Add(learned...) // what it made secret, it may print later
+	return err
 }
 
 func (c *Client) send(r request) error {
@@ -329,7 +347,8 @@ func (c *Client) InputDigest(ctx context.Context, req providers.DigestRequest) p
 }
 
 // tailBuffer passes the program's stderr on, line by line with a prefix,
-// and keeps its last lines for the message when it dies.
+// and keeps its last lines for the message when it dies. Its lines come
+// scrubbed and bounded from the Client's errLog.
 type tailBuffer struct {
 	mu     sync.Mutex
 	w      io.Writer
@@ -355,6 +374,13 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// lastWords are the last lines the program wrote on stderr, for the
+// message that says it ended; only once its stderr is closed.
+func (c *Client) lastWords() string {
+	_ = c.errLog.Flush()
+	return c.stderr.tail()
 }
 
 func (t *tailBuffer) tail() string {

@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/homelab-migrate/migrate/secret"
 )
 
 // The codec turns any request or response of package providers into one
@@ -48,6 +50,9 @@ var (
 type streams struct {
 	log  io.Writer
 	stop <-chan struct{}
+	// secrets are the strings of the sensitive parts of the values that
+	// crossed: what the program's stderr is scrubbed of.
+	secrets []string
 }
 
 // checked caches checkType's verdict per type.
@@ -121,19 +126,21 @@ func encode(v any) (json.RawMessage, streams, error) {
 	if err := e.value(rv, rv.Type().String()); err != nil {
 		return nil, streams{}, err
 	}
-	return e.buf.Bytes(), streams{log: e.log, stop: e.stop}, nil
+	return e.buf.Bytes(), streams{log: e.log, stop: e.stop, secrets: e.secrets}, nil
 }
 
 type encoder struct {
-	buf  bytes.Buffer
-	log  io.Writer
-	stop <-chan struct{}
+	buf     bytes.Buffer
+	log     io.Writer
+	stop    <-chan struct{}
+	secrets []string
 }
 
 func (e *encoder) value(v reflect.Value, name string) error {
 	t := v.Type()
 	switch t {
 	case ctyValueType:
+		e.secrets = append(e.secrets, secret.Marked(v.Interface().(cty.Value))...)
 		w, err := encodeValue(v.Interface().(cty.Value))
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
@@ -289,7 +296,20 @@ func (e *encoder) json(v any) error {
 // decode reads into *ptr, a struct, what encode wrote; its io.Writer
 // fields get log, the call's log stream.
 func decode(data json.RawMessage, ptr any, log io.Writer) error {
-	return decodeCall(data, ptr, streams{log: log})
+	_, err := decodeSecrets(data, ptr, log)
+	return err
+}
+
+// decodeSecrets is decode that also returns the strings of the sensitive
+// parts of the values it read (outputs the program marked sensitive).
+func decodeSecrets(data json.RawMessage, ptr any, log io.Writer) ([]string, error) {
+	rv := reflect.ValueOf(ptr).Elem()
+	if err := checkType(rv.Type()); err != nil {
+		return nil, err
+	}
+	d := decoder{log: log}
+	err := d.value(data, rv, rv.Type().String())
+	return d.secrets, err
 }
 
 // decodeCall is decode with the call's streams: its io.Writer fields get
@@ -304,8 +324,9 @@ func decodeCall(data json.RawMessage, ptr any, st streams) error {
 }
 
 type decoder struct {
-	log  io.Writer
-	stop <-chan struct{}
+	log     io.Writer
+	stop    <-chan struct{}
+	secrets []string
 }
 
 func (d *decoder) value(data json.RawMessage, v reflect.Value, name string) error {
@@ -332,6 +353,7 @@ func (d *decoder) value(data json.RawMessage, v reflect.Value, name string) erro
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
+		d.secrets = append(d.secrets, secret.Marked(cv)...)
 		v.Set(reflect.ValueOf(cv))
 		return nil
 	}

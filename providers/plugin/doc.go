@@ -42,6 +42,12 @@
 // group and ignores SIGINT, so a Ctrl-C in the terminal reaches migrate
 // only, which then stops the steps gently, through Stop and cancel.
 //
+// What a program writes on its standard error reaches migrate's, each
+// line after the program's name, scrubbed of the secrets it was given
+// (its secret-carrying variables, and the sensitive parts of every value
+// the codec sent it or read from it), as are a panic's message and the
+// last lines quoted when it dies.
+//
 // A program receives decrypted configuration and the age identity, so it
 // is not taken on trust (find.go). It is looked for in $MIGRATE_PLUGIN_DIR,
 // then beside the migrate executable, never in PATH; neither the file nor

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"io"
 	"strings"
 	"time"
 )
@@ -30,4 +31,12 @@ func (f *Found) Output(stdin string, args ...string) ([]byte, error) {
 	cmd := f.command(args...)
 	cmd.Stdin = strings.NewReader(stdin)
 	return cmd.Output()
+}
+
+// SetStderr sends the programs' stderr to w and returns a func that
+// restores it.
+func SetStderr(w io.Writer) func() {
+	old := stderr
+	stderr = w
+	return func() { stderr = old }
 }

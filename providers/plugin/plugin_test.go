@@ -3,6 +3,7 @@ package plugin_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"os"
@@ -55,7 +56,24 @@ func tricks() *fake.Provider {
 		if req.Log != nil {
 			fmt.Fprintf(req.Log, "applying %s\n", req.Addr)
 		}
+		if strings.HasPrefix(s, "leak-") {
+			// A library printing what it was given, in clear and
+			// encoded, a last line without its newline, then a panic
+			// (or an exit) that quotes it.
+			fmt.Fprintf(os.Stderr, "debug: token=%s basic=%s\n", s, base64.StdEncoding.EncodeToString([]byte("me:"+s)))
+			fmt.Fprintf(os.Stderr, "last words: %s", s)
+			if strings.HasPrefix(s, "leak-exit-") {
+				os.Exit(3)
+			}
+			panic("cannot use " + s)
+		}
 		switch s {
+		case "mint":
+			// A secret the program makes, marked sensitive, then prints.
+			return providers.ApplyResponse{Outputs: cty.ObjectVal(map[string]cty.Value{"value": cty.StringVal(minted).Mark(phases.SensitiveMark)})}
+		case "say-minted":
+			fmt.Fprintf(os.Stderr, "said: %s\n", minted)
+			return plain.Apply(ctx, req)
 		case "block":
 			fmt.Fprintln(req.Log, "waiting")
 			<-ctx.Done()
@@ -99,6 +117,9 @@ func tricks() *fake.Provider {
 	}
 	return p
 }
+
+// minted is the secret the "mint" trick makes.
+const minted = "minted-CANARY-out-91c3"
 
 func program(t testing.TB) plugin.Program {
 	exe, err := os.Executable()
