@@ -120,7 +120,7 @@ func Shows(text, secret string) (form string, ok bool) {
 // as it is; shell-quoted (each quote closed, escaped and opened again);
 // escaped inside JSON (with and without Go's \u0026 for &, < and >) or
 // a Go %q; in base64 (standard and URL alphabets, padded or not);
-// URL-encoded (query and path).
+// URL-encoded (query and path); and each of these inside a JSON string.
 func Encodings(secret string) []string {
 	var forms []string
 	add := func(f string) {
@@ -131,11 +131,7 @@ func Encodings(secret string) []string {
 	add(secret)
 	add(strings.ReplaceAll(secret, "'", `'\''`))
 	add(quotedJSON(secret))
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(secret)
-	add(strings.TrimSuffix(strings.TrimSpace(b.String()), `"`)[1:])
+	add(jsonNoHTML(secret))
 	q := strconv.Quote(secret)
 	add(q[1 : len(q)-1])
 	for _, e := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
@@ -143,7 +139,23 @@ func Encodings(secret string) []string {
 	}
 	add(url.QueryEscape(secret))
 	add(url.PathEscape(secret))
+	// Each form again inside a JSON string (a shell-quoted argv in a
+	// saved plan's diff, a URL in a --json event).
+	for _, f := range slices.Clone(forms) {
+		add(quotedJSON(f))
+		add(jsonNoHTML(f))
+	}
 	return forms
+}
+
+// jsonNoHTML is s escaped inside a JSON string as an encoder that leaves
+// &, < and > alone writes it.
+func jsonNoHTML(s string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return strings.TrimSuffix(strings.TrimSpace(b.String()), `"`)[1:]
 }
 
 // Canaries are secrets shaped to slip past a scrubber that knows only a
