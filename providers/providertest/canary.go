@@ -117,9 +117,10 @@ func Shows(text, secret string) (form string, ok bool) {
 }
 
 // Encodings are the forms a secret takes on its way out of a program:
-// as it is; shell-quoted (each quote closed, escaped and opened again);
-// escaped inside JSON (with and without Go's \u0026 for &, < and >) or
-// a Go %q; in base64 (standard and URL alphabets, padded or not);
+// as it is; shell-quoted (each quote closed, escaped and opened again,
+// or escaped inside double quotes); inside YAML's single quotes; escaped
+// inside JSON (with and without Go's \u0026 for &, < and >) or a Go %q
+// (also ASCII-only); in base64 (standard and URL alphabets, padded or not);
 // URL-encoded (query and path); and each of these inside a JSON string.
 func Encodings(secret string) []string {
 	var forms []string
@@ -130,10 +131,13 @@ func Encodings(secret string) []string {
 	}
 	add(secret)
 	add(strings.ReplaceAll(secret, "'", `'\''`))
+	add(strings.NewReplacer(`\`, `\\`, `"`, `\"`, "$", `\$`, "`", "\\`").Replace(secret))
+	add(strings.ReplaceAll(secret, "'", "''")) // YAML's single quotes
 	add(quotedJSON(secret))
 	add(jsonNoHTML(secret))
-	q := strconv.Quote(secret)
-	add(q[1 : len(q)-1])
+	for _, q := range []string{strconv.Quote(secret), strconv.QuoteToASCII(secret)} {
+		add(q[1 : len(q)-1])
+	}
 	for _, e := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
 		add(e.EncodeToString([]byte(secret)))
 	}
