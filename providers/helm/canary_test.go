@@ -2,6 +2,7 @@ package helm_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,9 +28,20 @@ const servePlugin = "MIGRATE_HELM_TEST_SERVE"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(servePlugin) != "" {
+		if err := providertest.RedirectStderr(); err != nil {
+			panic(err)
+		}
 		os.Exit(plugin.Serve(helm.TypeName, helm.New()))
 	}
 	os.Setenv(servePlugin, "1") // for the programs the tests start
+	// What the programs print on their stderr, for the canary.
+	stderr, err := os.CreateTemp("", "helm-plugin-stderr")
+	if err != nil {
+		panic(err)
+	}
+	stderr.Close()
+	defer os.Remove(stderr.Name())
+	os.Setenv(providertest.StderrEnv, stderr.Name())
 	// The identity of the encrypted values files of the canary, kept by
 	// the programs as cmd/migrate's helm program keeps it; the age files
 	// of kubernetes_secret are sealed to it too (setTestIdentity keeps it).
@@ -62,6 +74,61 @@ func TestCanary(t *testing.T) {
 			canary(t, k, via.new)
 		})
 	}
+	t.Run("table", func(t *testing.T) {
+		t.Parallel()
+		canaryTable(t, k, plugin.Factory(plugin.Program{Name: helm.TypeName, Command: self, Schema: helmschema.Schema, Env: []string{providers.AgeIdentityEnv}}))
+		// A program's stderr reaches the terminal: no secret in it.
+		b, err := os.ReadFile(os.Getenv(providertest.StderrEnv))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cn := range providertest.Canaries {
+			for _, leak := range providertest.Leaks(string(b), []string{cn.Value}) {
+				t.Errorf("the program's stderr: %s", leak)
+			}
+		}
+	})
+}
+
+// canaryTable plants each of providertest.Canaries where a value goes (a
+// chart's value, a set_sensitive value, a Secret's data, a Job's env),
+// through the plugin pipe.
+func canaryTable(t *testing.T, k *kube, newProvider func() providers.Interface) {
+	sens := func(v string) cty.Value { return cty.StringVal(v).Mark(phases.SensitiveMark) }
+	relNS, secNS, jobNS := k.namespace(t, "tablerel"), k.createNamespace(t, "tablesec"), k.madeNamespace(t, "tablejob")
+	var cases []providertest.CanaryCase
+	for i, cn := range providertest.Canaries {
+		secrets := []string{cn.Value}
+		cases = append(cases,
+			providertest.CanaryCase{Type: helm.Release, Secrets: secrets, Config: cty.ObjectVal(map[string]cty.Value{
+				"name":             cty.StringVal(fmt.Sprintf("tbl-%d", i)),
+				"chart":            cty.StringVal("charts/app"),
+				"namespace":        cty.StringVal(relNS),
+				"create_namespace": cty.True,
+				"values":           cty.ObjectVal(map[string]cty.Value{"message": sens(cn.Value), "replicas": cty.NumberIntVal(0)}),
+				"set_sensitive":    cty.MapVal(map[string]cty.Value{"password": cty.StringVal(cn.Value)}),
+				"timeout":          cty.StringVal("60s"),
+			})},
+			providertest.CanaryCase{Type: helm.Secret, Secrets: secrets, Config: cty.ObjectVal(map[string]cty.Value{
+				"name":      cty.StringVal(fmt.Sprintf("tbl-%d", i)),
+				"namespace": cty.StringVal(secNS),
+				"data":      cty.MapVal(map[string]cty.Value{"token": cty.StringVal(cn.Value)}),
+			})},
+			providertest.CanaryCase{Type: helm.Job, Secrets: secrets, Config: cty.ObjectVal(map[string]cty.Value{
+				"name":      cty.StringVal(fmt.Sprintf("tbl-%d", i)),
+				"namespace": cty.StringVal(jobNS),
+				"job": podTemplate(nil, map[string]cty.Value{"container": cty.ObjectVal(map[string]cty.Value{"env": cty.TupleVal([]cty.Value{
+					cty.ObjectVal(map[string]cty.Value{"name": cty.StringVal("DB_PASSWORD"), "value": sens(cn.Value)}),
+				})})}),
+				"timeout": cty.StringVal("2m"),
+			})},
+		)
+	}
+	providertest.Canary(t, providertest.Harness{
+		New:            newProvider,
+		ProviderConfig: obj(map[string]cty.Value{"kubeconfig": str(k.path)}),
+		Dir:            testdata(t),
+	}, cases)
 }
 
 var canaryIdentity, _ = age.GenerateX25519Identity()

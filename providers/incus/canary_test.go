@@ -125,7 +125,7 @@ func canary(t *testing.T, newProvider func() providers.Interface) {
 		return l
 	}}
 	secret := []string{s}
-	providertest.Canary(t, h, []providertest.CanaryCase{
+	providertest.Canary(t, h, append(canaryTable(box), []providertest.CanaryCase{
 		{Type: incus.Instance, Secrets: secret, Config: obj(map[string]cty.Value{
 			"name": sens(created), "type": str("container"), "image": str(testImage), "memory": sens("128MiB"),
 			"description": sens("made for " + s),
@@ -156,7 +156,7 @@ func canary(t *testing.T, newProvider func() providers.Interface) {
 		})},
 		{Type: incus.Instance, Secrets: secret, Config: obj(map[string]cty.Value{"name": sens(s + "-bad"), "type": str("container"), "image": sens("no-image-" + s)})},
 		{Type: incus.InstanceState, Secrets: secret, Config: obj(map[string]cty.Value{"instance": sens(s + "-none"), "state": str("running")})},
-	})
+	}...))
 	// Each case ran twice; only the failing ones failed, each time.
 	want := map[string]int{incus.Instance: 2, incus.InstanceState: 2, incus.Exec: 2}
 	for typ, errs := range log.failed {
@@ -167,4 +167,27 @@ func canary(t *testing.T, newProvider func() providers.Interface) {
 	if st, err := c.InstanceState(ctxT(t, 10*time.Second), running); err != nil || st.Status != "Running" {
 		t.Errorf("the stopped instance was not started again: %v %v", st, err)
 	}
+}
+
+// canaryTable: each of providertest.Canaries as an incus_exec's env
+// value and argument (redacted before the argv is quoted), printed by
+// the command and its revert.
+func canaryTable(box string) []providertest.CanaryCase {
+	var cases []providertest.CanaryCase
+	for _, cn := range providertest.Canaries {
+		sens := cty.StringVal(cn.Value).Mark(phases.SensitiveMark)
+		run, undo := `echo "got $TOKEN"; echo "$1" >&2`, `echo "undo $1"`
+		if strings.Contains(cn.Value, "\n") {
+			// Printed, a secret of two lines reaches the log writer as
+			// two lines, each scrubbed alone: secret.Writer's to catch.
+			run, undo = "true", "true"
+		}
+		cases = append(cases, providertest.CanaryCase{Type: incus.Exec, Secrets: []string{cn.Value}, Config: obj(map[string]cty.Value{
+			"instance": str(box),
+			"command":  cty.ListVal([]cty.Value{str("sh"), str("-c"), str(run), str("x"), sens}),
+			"env":      cty.MapVal(map[string]cty.Value{"TOKEN": sens}),
+			"revert":   cty.ListVal([]cty.Value{str("sh"), str("-c"), str(undo), str("x"), sens}),
+		})})
+	}
+	return cases
 }

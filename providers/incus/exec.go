@@ -172,7 +172,8 @@ func planExec(ctx context.Context, c *call, s execSpec, _ *sdk.Prior[struct{}, e
 		return sdk.Plan[struct{}]{Diagnostics: apiErr(c, "Cannot Read Instance File", err)}
 	}
 	if exists {
-		return sdk.Plan[struct{}]{Diff: fmt.Sprintf("skip: %s exists in instance %q, so %s is not run again", s.Creates, s.Instance, showArgv(c, "command", s.Command))}
+		return sdk.Plan[struct{}]{Diff: fmt.Sprintf("skip: %s exists in instance %q, so %s is not run again", c.Shown(s.Creates, "creates"), s.Instance, showArgv(c, "command", s.Command)),
+			Diagnostics: argvWarnings(c, s)}
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "+ run in instance %q: %s", s.Instance, showArgv(c, "command", s.Command))
@@ -187,14 +188,20 @@ func planExec(ctx context.Context, c *call, s execSpec, _ *sdk.Prior[struct{}, e
 	}
 	fmt.Fprintf(&b, "\n  timeout %s", s.timeout)
 	if s.Creates != "" {
-		fmt.Fprintf(&b, "\n  creates %s (not run again once it exists)", s.Creates)
+		fmt.Fprintf(&b, "\n  creates %s (not run again once it exists)", c.Shown(s.Creates, "creates"))
 	}
 	if s.Revert == nil {
 		b.WriteString("\n  rollback: nothing to undo (no revert command)")
 	} else {
 		fmt.Fprintf(&b, "\n  rollback: run %s", showArgv(c, "revert", s.Revert))
 	}
-	return sdk.Plan[struct{}]{Diff: b.String()}
+	return sdk.Plan[struct{}]{Diff: b.String(), Diagnostics: argvWarnings(c, s)}
+}
+
+// argvWarnings point a sensitive argument to env; at plan only, as
+// Validate runs at every read and apply too.
+func argvWarnings(c *call, s execSpec) phases.Diagnostics {
+	return append(c.ArgvWarning("command", len(s.Command)), c.ArgvWarning("revert", len(s.Revert))...)
 }
 
 func showPlain(v string, sensitive bool) string {

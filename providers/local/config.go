@@ -16,24 +16,20 @@ func invalid(format string, args ...any) phases.Diagnostics {
 }
 
 // showArgv renders an argv as a person would type it in a shell. Values
-// not known yet show as such; sensitive ones are left to the SDK, which
-// scrubs them out of whatever leaves the provider.
+// not known yet show as such; sensitive ones are redacted before they are
+// quoted: once shell-quoted, a secret with a quote in it is no longer the
+// text the scrubber knows.
 func showArgv(c *call, attr string, argv []string) string {
 	if argv == nil && c.Unknown(attr) {
 		return sdk.UnknownText
 	}
-	var b strings.Builder
+	shown := c.ShownArgv(attr, argv, shellQuote)
 	for i, a := range argv {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
 		if a == sdk.UnknownText && c.Unknown(attr, i) {
-			b.WriteString(a)
-			continue
+			shown[i] = a
 		}
-		b.WriteString(shellQuote(a))
 	}
-	return b.String()
+	return strings.Join(shown, " ")
 }
 
 func shellQuote(s string) string {

@@ -113,26 +113,27 @@ func planExec(_ context.Context, c *call, a execAttrs, _ *sdk.Prior[none, revert
 	var b strings.Builder
 	b.WriteString("run: " + showArgv(c, "command", a.Command))
 	if !c.Null("dir") {
-		b.WriteString("\ndir: " + a.Dir)
+		b.WriteString("\ndir: " + c.Shown(a.Dir, "dir"))
 	}
 	if a.Env == nil && c.Unknown("env") {
 		b.WriteString("\nenv: " + sdk.UnknownText)
 	} else if len(a.Env) > 0 {
 		b.WriteString("\nenv:")
 		for _, k := range sortedKeys(a.Env) {
-			b.WriteString(" " + k + "=" + a.Env[k])
+			b.WriteString(" " + k + "=" + c.Shown(a.Env[k], "env", k))
 		}
 	}
 	if !c.Null("creates") {
-		b.WriteString("\ncreates: " + a.Creates)
+		b.WriteString("\ncreates: " + c.Shown(a.Creates, "creates"))
 	}
 	if !c.Null("revert") {
 		b.WriteString("\nrevert: " + showArgv(c, "revert", a.Revert))
 	}
 	if !c.Null("revert_creates") {
-		b.WriteString("\nrevert creates: " + a.RevertCreates)
+		b.WriteString("\nrevert creates: " + c.Shown(a.RevertCreates, "revert_creates"))
 	}
-	r := sdk.Plan[none]{Diff: b.String()}
+	// Warned at plan only: Validate runs at every read and apply too.
+	r := sdk.Plan[none]{Diff: b.String(), Diagnostics: append(c.ArgvWarning("command", len(a.Command)), c.ArgvWarning("revert", len(a.Revert))...)}
 	if c.Null("revert") {
 		r.Irreversible = "no revert command"
 	}
@@ -150,7 +151,7 @@ func readExec(_ context.Context, c *call, a execAttrs, _ *sdk.Prior[none, revert
 		// running again; it must still know how to be undone.
 		return sdk.Read[revertData]{Observation: providers.Present, Revert: revertOf(c, a), Outputs: execOutputs{}}
 	case errors.Is(err, fs.ErrNotExist):
-		return sdk.Read[revertData]{Observation: providers.Absent, Detail: a.Creates + " does not exist"}
+		return sdk.Read[revertData]{Observation: providers.Absent, Detail: c.Shown(a.Creates, "creates") + " does not exist"}
 	}
 	return sdk.Read[revertData]{Observation: providers.Unknown, Detail: err.Error()}
 }
@@ -160,7 +161,7 @@ func applyExec(ctx context.Context, c *call, a execAttrs, _ none, _ *sdk.Prior[n
 	dir := c.Settings.workdir(a.Dir)
 	if !c.Null("creates") {
 		if _, err := os.Stat(under(dir, a.Creates)); err == nil {
-			c.Log.Printf("%s: skipped, %s exists", c.Addr, a.Creates)
+			c.Log.Printf("%s: skipped, %s exists", c.Addr, c.Shown(a.Creates, "creates"))
 			return sdk.Apply[none, revertData]{Outputs: execOutputs{}, Revert: inv}
 		}
 	}
@@ -281,7 +282,7 @@ func revertExec(ctx context.Context, c *call, a execAttrs, u sdk.Applied[revertD
 	if u.Resumed && r.Creates != "" {
 		// The revert was interrupted: it finished if it made its path.
 		if _, err := os.Stat(under(dir, r.Creates)); err == nil {
-			c.Log.Printf("revert skipped, %s exists", r.Creates)
+			c.Log.Printf("revert skipped, %s exists", c.Shown(r.Creates, "revert_creates"))
 			return nil
 		}
 	}

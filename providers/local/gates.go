@@ -25,10 +25,10 @@ var approvalStep = &sdk.StepType[*Provider, approvalAttrs, none, none]{
 	Outputs:     approvalOutputs{},
 	WaitsOnly:   true, // it waits for a person: a Ctrl-C at the question is a "not now", and the next run asks again
 	Unknowns:    true, // the plan shows the message as far as it is known
-	Plan: func(_ context.Context, _ *call, a approvalAttrs, _ *sdk.Prior[none, none]) sdk.Plan[none] {
-		diff := "ask a person: " + a.Message
+	Plan: func(_ context.Context, c *call, a approvalAttrs, _ *sdk.Prior[none, none]) sdk.Plan[none] {
+		diff := "ask a person: " + c.Shown(a.Message, "message")
 		if a.RevertMessage != "" {
-			diff += "\n  on rollback: " + a.RevertMessage
+			diff += "\n  on rollback: " + c.Shown(a.RevertMessage, "revert_message")
 		}
 		return sdk.Plan[none]{Diff: diff}
 	},
@@ -41,7 +41,7 @@ var approvalStep = &sdk.StepType[*Provider, approvalAttrs, none, none]{
 // that may hold a secret; the log is scrubbed).
 func revertApproval(_ context.Context, c *call, a approvalAttrs, _ sdk.Applied[none]) phases.Diagnostics {
 	if a.RevertMessage != "" {
-		c.Log.Printf("by hand, now: %s", a.RevertMessage)
+		c.Log.Printf("by hand, now: %s", c.Shown(a.RevertMessage, "revert_message"))
 	}
 	return nil
 }
@@ -55,7 +55,7 @@ func applyApproval(_ context.Context, c *call, a approvalAttrs, _ none, _ *sdk.P
 	case by != "":
 	case c.Approval.Prompt != nil:
 		// The question goes to the terminal: no secret in it.
-		ok, err := c.Approval.Prompt(c.Scrub.Text(fmt.Sprintf("Approve %s? %s", c.Addr, a.Message)))
+		ok, err := c.Approval.Prompt(c.Scrub.Text(fmt.Sprintf("Approve %s? %s", c.Addr, c.Shown(a.Message, "message"))))
 		if err != nil {
 			return fail(phases.Errorf("Approval Failed", "Could not ask for the approval of %s: %v.", c.Addr, err))
 		}

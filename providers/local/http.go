@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -81,6 +82,7 @@ var httpStep = &sdk.StepType[*Provider, httpAttrs, none, none]{
 // httpCheck is an http_check step with its defaults applied.
 type httpCheck struct {
 	url                                   string
+	shownURL, shownContains               string // as they may be shown: redacted when sensitive
 	status                                int
 	timeout, interval                     time.Duration
 	statusText, timeoutText, intervalText string
@@ -90,14 +92,15 @@ type httpCheck struct {
 }
 
 func decodeHTTP(c *call, a httpAttrs) (httpCheck, phases.Diagnostics) {
-	h := httpCheck{url: a.URL, status: http.StatusOK, insecure: a.Insecure, ca: a.CA, contains: a.Contains, timeoutText: "60s", intervalText: "1s"}
+	h := httpCheck{url: a.URL, status: http.StatusOK, insecure: a.Insecure, ca: a.CA, contains: a.Contains, timeoutText: "60s", intervalText: "1s",
+		shownURL: c.Shown(a.URL, "url"), shownContains: c.Shown(strconv.Quote(a.Contains), "contains")}
 	var d phases.Diagnostics
 	if !c.Unknown("url") {
 		u, err := url.Parse(a.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			d = append(d, invalid("The \"url\" attribute of %s must be an http:// or https:// URL, not %q.", c.Addr, a.URL)...)
+			d = append(d, invalid("The \"url\" attribute of %s must be an http:// or https:// URL, not %s.", c.Addr, c.Shown(strconv.Quote(a.URL), "url"))...)
 		} else if a.CA != "" && !c.Unknown("ca") && u.Scheme != "https" {
-			d = append(d, invalid("The \"ca\" attribute of %s verifies an https:// URL's certificate, and %q is not one: make the URL https://, or remove ca.", c.Addr, a.URL)...)
+			d = append(d, invalid("The \"ca\" attribute of %s verifies an https:// URL's certificate, and %s is not one: make the URL https://, or remove ca.", c.Addr, c.Shown(strconv.Quote(a.URL), "url"))...)
 		}
 	}
 	if a.CA != "" && a.Insecure && !c.Unknown("ca") && !c.Unknown("insecure") {
@@ -144,9 +147,9 @@ func decodeHTTP(c *call, a httpAttrs) (httpCheck, phases.Diagnostics) {
 
 func planHTTP(_ context.Context, c *call, a httpAttrs, _ *sdk.Prior[none, none]) sdk.Plan[none] {
 	h, _ := decodeHTTP(c, a)
-	diff := fmt.Sprintf("GET %s until it answers %s (timeout %s, every %s)", h.url, h.statusText, h.timeoutText, h.intervalText)
+	diff := fmt.Sprintf("GET %s until it answers %s (timeout %s, every %s)", h.shownURL, h.statusText, h.timeoutText, h.intervalText)
 	if h.contains != "" || c.Unknown("contains") {
-		diff += fmt.Sprintf(" with a body containing %q", h.contains)
+		diff += " with a body containing " + h.shownContains
 	}
 	if h.insecure {
 		diff += "\ninsecure: TLS certificates are not verified"
@@ -185,7 +188,7 @@ func applyHTTP(ctx context.Context, c *call, a httpAttrs, _ none, _ *sdk.Prior[n
 		}
 		seen := fmt.Sprintf("status %d", status)
 		if err == nil && status == h.status {
-			seen = fmt.Sprintf("status %d with a body (%d bytes) that does not contain %q", status, len(body), h.contains)
+			seen = fmt.Sprintf("status %d with a body (%d bytes) that does not contain %s", status, len(body), h.shownContains)
 		}
 		if err != nil {
 			seen = "error: " + explainTLS(err, h.ca)
@@ -196,7 +199,7 @@ func applyHTTP(ctx context.Context, c *call, a httpAttrs, _ none, _ *sdk.Prior[n
 			seen = last
 		}
 		if seen != last {
-			c.Log.Printf("%s: %s answered %s; want %d", c.Addr, h.url, seen, h.status)
+			c.Log.Printf("%s: %s answered %s; want %d", c.Addr, h.shownURL, seen, h.status)
 			last = seen
 		}
 		t := time.NewTimer(h.interval)
@@ -214,7 +217,7 @@ func applyHTTP(ctx context.Context, c *call, a httpAttrs, _ none, _ *sdk.Prior[n
 			answer = "no request finished in that time"
 		}
 		return fail(phases.Errorf("HTTP Check Failed",
-			"%s: GET %s did not answer %d within %s; %s.", c.Addr, h.url, h.status, h.timeout, answer))
+			"%s: GET %s did not answer %d within %s; %s.", c.Addr, h.shownURL, h.status, h.timeout, answer))
 	}
 }
 

@@ -3,9 +3,13 @@ package providertest
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -82,26 +86,96 @@ func canaryRun(t testing.TB, h Harness, c CanaryCase) {
 	}
 }
 
-// Leaks walks v and says where a secret appears in clear. Parts of cty
-// values marked sensitive are skipped: the state and the terminal
-// redact them.
+// Leaks walks v and says where a secret appears, in clear or in any
+// form Encodings gives. Parts of cty values marked sensitive are
+// skipped: the state and the terminal redact them.
 func Leaks(v any, secrets []string) []string {
 	var out []string
-	var secs []string
-	for _, s := range secrets {
-		if len(s) >= minCanary {
-			secs = append(secs, s)
-		}
-	}
 	look := func(where, text string) {
-		for _, s := range secs {
-			if strings.Contains(text, s) || strings.Contains(text, quotedJSON(s)) {
-				out = append(out, fmt.Sprintf("%s shows the secret %q", where, s))
+		for _, s := range secrets {
+			if form, ok := Shows(text, s); ok {
+				out = append(out, fmt.Sprintf("%s shows the secret %q (as %q)", where, s, form))
 			}
 		}
 	}
 	walk(reflect.ValueOf(v), "", look)
 	return out
+}
+
+// Shows reports whether text holds secret in one of the forms Encodings
+// gives, and which.
+func Shows(text, secret string) (form string, ok bool) {
+	if secret == "" {
+		return "", false
+	}
+	for _, f := range Encodings(secret) {
+		if strings.Contains(text, f) {
+			return f, true
+		}
+	}
+	return "", false
+}
+
+// Encodings are the forms a secret takes on its way out of a program:
+// as it is; shell-quoted (each quote closed, escaped and opened again,
+// or escaped inside double quotes); inside YAML's single quotes; escaped
+// inside JSON (with and without Go's \u0026 for &, < and >) or a Go %q
+// (also ASCII-only); in base64 (standard and URL alphabets, padded or not);
+// URL-encoded (query and path); and each of these inside a JSON string.
+func Encodings(secret string) []string {
+	var forms []string
+	add := func(f string) {
+		if f != "" && !slices.Contains(forms, f) {
+			forms = append(forms, f)
+		}
+	}
+	add(secret)
+	add(strings.ReplaceAll(secret, "'", `'\''`))
+	add(strings.NewReplacer(`\`, `\\`, `"`, `\"`, "$", `\$`, "`", "\\`").Replace(secret))
+	add(strings.ReplaceAll(secret, "'", "''")) // YAML's single quotes
+	add(quotedJSON(secret))
+	add(jsonNoHTML(secret))
+	for _, q := range []string{strconv.Quote(secret), strconv.QuoteToASCII(secret)} {
+		add(q[1 : len(q)-1])
+	}
+	for _, e := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
+		add(e.EncodeToString([]byte(secret)))
+	}
+	add(url.QueryEscape(secret))
+	add(url.PathEscape(secret))
+	// Each form again inside a JSON string (a shell-quoted argv in a
+	// saved plan's diff, a URL in a --json event).
+	for _, f := range slices.Clone(forms) {
+		add(quotedJSON(f))
+		add(jsonNoHTML(f))
+	}
+	return forms
+}
+
+// jsonNoHTML is s escaped inside a JSON string as an encoder that leaves
+// &, < and > alone writes it.
+func jsonNoHTML(s string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return strings.TrimSuffix(strings.TrimSpace(b.String()), `"`)[1:]
+}
+
+// Canaries are secrets shaped to slip past a scrubber that knows only a
+// value's plain form: each carries a character that a shell quote, a
+// JSON or %q string, a URL or a line-wise reader changes, and one is too
+// short to be looked for in pieces. Provider canary tests plant each
+// where a value goes (not a name that must be a DNS label).
+var Canaries = []struct{ Name, Value string }{
+	{"single quote", "P@ss'w0rd-c1"},
+	{"double quote", `say"cheese"-c2`},
+	{"backslash", `dom\user-c3`},
+	{"html", "a&b<c>d-c4"},
+	{"spaces", "correct horse c5"},
+	{"newline", "line one\nline two-c6"},
+	{"unicode", "pässwörd-ключ-c7"},
+	{"short", "Zq#7v"},
 }
 
 func quotedJSON(s string) string {

@@ -37,3 +37,22 @@ func TestLeaksFindsEveryField(t *testing.T) {
 		t.Errorf("sensitive outputs reported: %v", l)
 	}
 }
+
+// TestLeaksFindsEveryEncoding: a canary is found however it was encoded
+// on the way out, and not in text that only resembles it.
+func TestLeaksFindsEveryEncoding(t *testing.T) {
+	const s = "P@ss'w0rd &<x>"
+	for _, text := range []string{
+		`printf %s 'P@ss'\''w0rd &<x>'`,            // shell-quoted
+		`{"diff":"P@ss'w0rd \u0026\u003cx\u003e"}`, // JSON, as Go escapes it
+		"UEBzcyd3MHJkICY8eD4=",                     // base64
+		"?pw=P%40ss%27w0rd+%26%3Cx%3E",             // a URL query
+	} {
+		if len(providertest.Leaks(text, []string{s})) == 0 {
+			t.Errorf("%s: the secret was not found", text)
+		}
+	}
+	if l := providertest.Leaks("P@ss w0rd", []string{s}); len(l) != 0 {
+		t.Errorf("found in text without it: %v", l)
+	}
+}

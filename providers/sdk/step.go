@@ -550,13 +550,16 @@ func PlanDiff[S, A any](c *Call[S], a A) string {
 		if len(b) > 0 {
 			b = append(b, '\n')
 		}
-		b = fmt.Appendf(b, "%s: %s", name, show(v))
+		b = fmt.Appendf(b, "%s: %s", name, c.cfg.show(cty.GetAttrPath(name), v))
 	}
 	return string(b)
 }
 
-func show(v cty.Value) string {
+// show formats the value at p, its sensitive parts redacted.
+func (c *config) show(p cty.Path, v cty.Value) string {
 	switch {
+	case c.sensitivePath(p):
+		return phases.Redacted
 	case !v.IsKnown():
 		return UnknownText
 	case v.Type() == cty.String:
@@ -569,10 +572,13 @@ func show(v cty.Value) string {
 	var parts []string
 	for it := v.ElementIterator(); it.Next(); {
 		k, e := it.Element()
-		if v.Type().IsMapType() || v.Type().IsObjectType() {
-			parts = append(parts, show(k)+"="+show(e))
-		} else {
-			parts = append(parts, show(e))
+		switch {
+		case v.Type().IsObjectType():
+			parts = append(parts, k.AsString()+"="+c.show(p.GetAttr(k.AsString()), e))
+		case v.Type().IsMapType():
+			parts = append(parts, k.AsString()+"="+c.show(p.Index(k), e))
+		default:
+			parts = append(parts, c.show(p.Index(k), e))
 		}
 	}
 	return fmt.Sprint(parts)

@@ -1,6 +1,7 @@
 package talos_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,10 +22,22 @@ import (
 // input and output, as migrate-provider-talos does.
 func TestMain(m *testing.M) {
 	if os.Getenv("MIGRATE_TALOS_PLUGIN_TEST") == "serve" {
+		if err := providertest.RedirectStderr(); err != nil {
+			panic(err)
+		}
 		os.Exit(plugin.Serve(talos.TypeName, talos.New()))
 	}
 	os.Setenv("MIGRATE_TALOS_PLUGIN_TEST", "serve") // for the programs the tests start
-	os.Exit(m.Run())
+	// What the programs print on their stderr, for the canary.
+	stderr, err := os.CreateTemp("", "talos-plugin-stderr")
+	if err != nil {
+		panic(err)
+	}
+	stderr.Close()
+	os.Setenv(providertest.StderrEnv, stderr.Name())
+	code := m.Run()
+	os.Remove(stderr.Name())
+	os.Exit(code)
 }
 
 // TestCanary: a secret planted in every string input of every step type
@@ -74,6 +87,22 @@ func TestCanary(t *testing.T) {
 		{Type: talos.ServiceHealth, Config: obj(map[string]cty.Value{"services": cty.ListVal([]cty.Value{cty.StringVal("apid"), sens("kubelet")})}), Secrets: append([]string{"kubelet"}, loaded...)},
 		{Type: talos.Upgrade, Config: obj(map[string]cty.Value{"version": sens("v1.13.3"), "preserve": cty.True}), Secrets: append([]string{"v1.13.3"}, loaded...)},
 	}
+	// Each canary where a value goes: the content a read expects, or
+	// must contain, and what its failure means.
+	for i, cn := range providertest.Canaries {
+		probe := fmt.Sprintf("/var/mnt/data/probe-%d", i)
+		mustWrite(t, filepath.Join(l.n.Root(), probe), cn.Value+"\n")
+		secrets := append([]string{cn.Value}, loaded...)
+		cases = append(cases,
+			providertest.CanaryCase{Type: talos.Read, Config: obj(map[string]cty.Value{"path": cty.StringVal(probe), "expect": sens(cn.Value)}), Secrets: secrets},
+			providertest.CanaryCase{Type: talos.Read, Config: obj(map[string]cty.Value{"path": cty.StringVal("/var/mnt/data/.probe"), "expect": sens(cn.Value)}), Secrets: secrets},
+			providertest.CanaryCase{Type: talos.Read, Config: obj(map[string]cty.Value{"path": cty.StringVal("/var/mnt/data/.probe"), "contains": sens(cn.Value), "error_message": sens("no " + cn.Value)}), Secrets: secrets},
+		)
+	}
+	all := []string{s}
+	for _, cn := range providertest.Canaries {
+		all = append(all, cn.Value)
+	}
 	inProcess := providertest.Harness{New: func() providers.Interface { return talos.New() }, ProviderConfig: l.providerConfig(nil), Dir: l.dir}
 	t.Run("in process", func(t *testing.T) { providertest.Canary(t, inProcess, cases) })
 
@@ -84,7 +113,17 @@ func TestCanary(t *testing.T) {
 	prog := plugin.Program{Name: talos.TypeName, Command: exe, Schema: talosschema.Schema, Env: []string{providers.AgeIdentityEnv}}
 	piped := inProcess
 	piped.New = plugin.Factory(prog)
-	t.Run("through the pipe", func(t *testing.T) { providertest.Canary(t, piped, cases) })
+	t.Run("through the pipe", func(t *testing.T) {
+		providertest.Canary(t, piped, cases)
+		// A program's stderr reaches the terminal: no secret in it.
+		b, err := os.ReadFile(os.Getenv(providertest.StderrEnv))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, leak := range providertest.Leaks(string(b), append(all, loaded...)) {
+			t.Errorf("the program's stderr: %s", leak)
+		}
+	})
 }
 
 // TestUnknownRenderedWritesNothing: a rendered path not known yet does not

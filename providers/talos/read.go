@@ -3,6 +3,7 @@ package talos
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/homelab-migrate/migrate/phases"
@@ -38,11 +39,11 @@ var readStep = &sdk.StepType[*Provider, readAttrs, none, none]{
 		what := "exists"
 		switch {
 		case a.Expect != nil:
-			what = fmt.Sprintf("holds exactly %q", strings.TrimSpace(*a.Expect))
+			what = "holds exactly " + quoted(c, "expect", strings.TrimSpace(*a.Expect))
 		case a.Contains != nil:
-			what = fmt.Sprintf("contains %q", *a.Contains)
+			what = "contains " + quoted(c, "contains", *a.Contains)
 		}
-		return sdk.Plan[none]{Diff: fmt.Sprintf("read %s through the Talos API on %s and check that it %s", a.Path, strings.Join(c.Settings.targets(), ", "), what)}
+		return sdk.Plan[none]{Diff: fmt.Sprintf("read %s through the Talos API on %s and check that it %s", c.Shown(a.Path, "path"), strings.Join(c.Settings.targets(), ", "), what)}
 	},
 	Apply: func(ctx context.Context, sc *handle, a readAttrs, _ none, _ *sdk.Prior[none, none]) sdk.Apply[none, none] {
 		if d := checkRead(sc, a); d.HasErrors() {
@@ -52,6 +53,7 @@ var readStep = &sdk.StepType[*Provider, readAttrs, none, none]{
 		if d := c.reachable(ctx); d.HasErrors() {
 			return sdk.Apply[none, none]{Outputs: none{}, Diagnostics: d}
 		}
+		path := sc.Shown(a.Path, "path")
 		err := c.p.forNodes(ctx, func(n node) error {
 			got, err := n.readFile(ctx, a.Path)
 			if err != nil {
@@ -61,18 +63,18 @@ var readStep = &sdk.StepType[*Provider, readAttrs, none, none]{
 			text := string(got)
 			switch {
 			case a.Expect != nil && strings.TrimSpace(text) != strings.TrimSpace(*a.Expect):
-				return fmt.Errorf("%s holds %q, not the expected %q", a.Path, clip(strings.TrimSpace(text)), strings.TrimSpace(*a.Expect))
+				return fmt.Errorf("%s holds %q, not the expected %s", path, clip(strings.TrimSpace(text)), quoted(sc, "expect", strings.TrimSpace(*a.Expect)))
 			case a.Contains != nil && !strings.Contains(text, *a.Contains):
-				return fmt.Errorf("%s (%d bytes) does not contain %q", a.Path, len(got), *a.Contains)
+				return fmt.Errorf("%s (%d bytes) does not contain %s", path, len(got), quoted(sc, "contains", *a.Contains))
 			}
-			c.log.Printf("node %s: %s read through the API (%d bytes) as expected", n.name, a.Path, len(got))
+			c.log.Printf("node %s: %s read through the API (%d bytes) as expected", n.name, path, len(got))
 			return nil
 		})
 		if d := c.unreachable(err); d != nil {
 			return sdk.Apply[none, none]{Outputs: none{}, Diagnostics: d}
 		}
 		if err != nil && a.ErrorMessage != "" {
-			return sdk.Apply[none, none]{Outputs: none{}, Diagnostics: phases.Errorf("Read Check Failed", "%s: %s\nWhat was read: %v.", c.addr, a.ErrorMessage, err)}
+			return sdk.Apply[none, none]{Outputs: none{}, Diagnostics: phases.Errorf("Read Check Failed", "%s: %s\nWhat was read: %v.", c.addr, sc.Shown(a.ErrorMessage, "error_message"), err)}
 		}
 		if err != nil {
 			return sdk.Apply[none, none]{Outputs: none{}, Diagnostics: phases.Errorf("Read Check Failed", "%v.", err)}
@@ -99,4 +101,10 @@ func clip(s string) string {
 		return s[:200] + "..."
 	}
 	return s
+}
+
+// quoted is v, the attribute attr, quoted for a message; redacted before
+// it is quoted when it is sensitive.
+func quoted(c *handle, attr, v string) string {
+	return c.Shown(strconv.Quote(v), attr)
 }
