@@ -134,7 +134,9 @@ func (o *manObj) output() string {
 
 func (o *manObj) isSecret() bool { return o.u.GetKind() == "Secret" && o.u.GetAPIVersion() == "v1" }
 
-func (o *manObj) isConfigMap() bool { return o.u.GetKind() == "ConfigMap" && o.u.GetAPIVersion() == "v1" }
+func (o *manObj) isConfigMap() bool {
+	return o.u.GetKind() == "ConfigMap" && o.u.GetAPIVersion() == "v1"
+}
 
 func validateManifest(c *call, a *manAttrs) phases.Diagnostics {
 	if c.Null("wait_timeout") || a.WaitTimeout == "" {
