@@ -68,6 +68,11 @@ func (e *Engine) Run(stop, cancel context.Context, plan *Plan, opts RunOptions) 
 	if err := e.check(plan, snap); err != nil {
 		return err
 	}
+	if opts.SavedPlan && e.contractChecked != plan {
+		if err := e.checkContract(cancel, plan); err != nil {
+			return err
+		}
+	}
 	e.hooks.logValue("plan", plan)
 	out := e.loadOutputs(snap)
 	for _, pp := range plan.Phases {

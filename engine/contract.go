@@ -1,0 +1,208 @@
+package engine
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"slices"
+	"strings"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers"
+)
+
+// A saved plan is a contract: run --plan runs exactly the steps that were
+// reviewed, with the inputs they were reviewed with. Each step's entry
+// keeps a digest of its attributes as written (a value that waits for
+// another step counts as "known after" that step, so the digest does not
+// depend on what the state or a provider says of it) and one of the files
+// its provider reads for it. Both are computed before any provider is
+// asked to plan, from the same things at plan and at run, and run --plan
+// compares every step of the plan's phases before the first one runs.
+
+// Contract is what a saved plan holds of a step's inputs.
+type Contract struct {
+	// Attrs digests the step's attributes as written.
+	Attrs string `json:"attrs"`
+	// Files digests the files its provider reads for it (a chart, values
+	// files, patches, a script, copy sources), empty when it reads none
+	// or they cannot be named before earlier steps run.
+	Files string `json:"files,omitempty"`
+}
+
+// ContractError lists every way the runbook differs from a saved plan.
+type ContractError struct {
+	Differences []string
+}
+
+func (e *ContractError) Error() string {
+	return fmt.Sprintf("the runbook no longer matches the plan, which was reviewed as it was:\n  - %s\nnothing was run: make a new plan (migrate plan --out FILE) and review it",
+		strings.Join(e.Differences, "\n  - "))
+}
+
+// contracts digests the inputs of every step and check of the phases.
+// It runs before any step is planned: a provider configured from step
+// outputs is then configured in neither plan nor run, and its files are
+// left to the check each step gets at its turn.
+func (e *Engine) contracts(ctx context.Context, list []*phases.Phase) map[phases.Address]Contract {
+	unknown := make(map[phases.Address]cty.Value, len(e.steps))
+	for a := range e.steps {
+		unknown[a] = unknownUntil(a)
+	}
+	out := map[phases.Address]Contract{}
+	for _, ph := range list {
+		for _, s := range slices.Concat(ph.Steps, ph.Checks) {
+			out[s.Addr] = e.contractOf(ctx, s, unknown)
+		}
+	}
+	return out
+}
+
+func (e *Engine) contractOf(ctx context.Context, s *phases.Step, unknown map[phases.Address]cty.Value) Contract {
+	v, diags := s.Config.Evaluate(unknown)
+	h := e.keyedHash()
+	fmt.Fprintf(h, "%s\x00", s.Provider)
+	if diags.HasErrors() {
+		fmt.Fprintf(h, "invalid: %s", diags.Err())
+		return Contract{Attrs: hex.EncodeToString(h.Sum(nil))}
+	}
+	e.writeShape(h, v)
+	c := Contract{Attrs: hex.EncodeToString(h.Sum(nil))}
+	if e.lazy[s.Provider] != nil {
+		return c
+	}
+	d, ok := e.provider(s).(providers.InputDigester)
+	if !ok {
+		return c
+	}
+	cfg, _ := stripKnownAfter(v)
+	resp := d.InputDigest(ctx, providers.DigestRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg})
+	switch {
+	case resp.Diagnostics.HasErrors():
+		// Said the same way twice, an error is no difference; its
+		// provider's plan says what is wrong.
+		c.Files = e.keyed("unreadable: " + resp.Diagnostics.Err().Error())
+	case resp.Digest != "":
+		c.Files = e.keyed(resp.Digest)
+	}
+	return c
+}
+
+// writeShape writes v to h, every value that is not known yet as the
+// steps it waits for, a sensitive value only through the state's key.
+func (e *Engine) writeShape(h hash.Hash, v cty.Value) {
+	v, marks := v.Unmark()
+	if _, ok := marks[phases.SensitiveMark]; ok {
+		if len(e.inputKey) == 0 {
+			fmt.Fprint(h, "sensitive;") // nothing of it without a key
+			return
+		}
+		sub := sha256.New()
+		e.writeShape(sub, v)
+		fmt.Fprintf(h, "sensitive(%s);", e.keyed(hex.EncodeToString(sub.Sum(nil))))
+		return
+	}
+	switch {
+	case !v.IsKnown():
+		var after []string
+		for m := range marks {
+			if a, ok := m.(knownAfter); ok {
+				after = append(after, phases.Address(a).String())
+			}
+		}
+		slices.Sort(after)
+		fmt.Fprintf(h, "unknown(%s);", strings.Join(after, ","))
+	case v.IsNull():
+		fmt.Fprint(h, "null;")
+	case v.Type() == cty.String:
+		fmt.Fprintf(h, "%q;", v.AsString())
+	case v.Type() == cty.Number:
+		fmt.Fprintf(h, "%s;", v.AsBigFloat().Text('g', -1))
+	case v.Type() == cty.Bool:
+		fmt.Fprintf(h, "%t;", v.True())
+	case v.CanIterateElements():
+		fmt.Fprint(h, "{")
+		for it := v.ElementIterator(); it.Next(); {
+			k, x := it.Element()
+			e.writeShape(h, k)
+			e.writeShape(h, x)
+		}
+		fmt.Fprint(h, "}")
+	default:
+		fmt.Fprintf(h, "%s;", v.Type().FriendlyName())
+	}
+}
+
+// checkContract compares the runbook with what the saved plan was made
+// of, and names every difference: a step added to a planned phase, one
+// removed, one whose attributes or files changed.
+func (e *Engine) checkContract(ctx context.Context, plan *Plan) error {
+	var list []*phases.Phase
+	for _, pp := range plan.Phases {
+		if ph := e.runbook.Phase(pp.Name); ph != nil {
+			list = append(list, ph)
+		}
+	}
+	now := e.contracts(ctx, list)
+	var diffs []string
+	for _, pp := range plan.Phases {
+		ph := e.runbook.Phase(pp.Name)
+		if ph == nil {
+			continue // check refuses it
+		}
+		planned := map[phases.Address]bool{}
+		for _, sp := range pp.Steps {
+			planned[sp.Addr] = true
+			c, ok := now[sp.Addr]
+			switch {
+			case !ok:
+				diffs = append(diffs, fmt.Sprintf("%s is in the plan but no longer in phase %s of the runbook", sp.Addr, pp.Name))
+			case c.Attrs != sp.Contract.Attrs:
+				diffs = append(diffs, fmt.Sprintf("%s: its attributes changed since the plan was made", sp.Addr))
+			case c.Files != sp.Contract.Files:
+				diffs = append(diffs, fmt.Sprintf("%s: a file it reads changed since the plan was made (a chart, a values file, a patch, a script or a copy source), or a remote chart now resolves to another version", sp.Addr))
+			}
+		}
+		for _, s := range slices.Concat(ph.Steps, ph.Checks) {
+			if !planned[s.Addr] {
+				diffs = append(diffs, fmt.Sprintf("%s was added to phase %s since the plan was made: it was never reviewed", s.Addr, pp.Name))
+			}
+		}
+	}
+	if len(diffs) > 0 {
+		return &ContractError{Differences: diffs}
+	}
+	return nil
+}
+
+// CheckSavedPlan refuses a saved plan whose runbook changed since it was
+// made (see ContractError). The CLI calls it before it takes the state's
+// lock; Run calls it again for a saved plan not checked so.
+func (e *Engine) CheckSavedPlan(ctx context.Context, plan *Plan) error {
+	if err := e.checkContract(ctx, plan); err != nil {
+		return err
+	}
+	e.contractChecked = plan
+	return nil
+}
+
+// keyedHash is an HMAC-SHA256 under the input key when there is one, a
+// plain SHA-256 otherwise.
+func (e *Engine) keyedHash() hash.Hash {
+	if len(e.inputKey) == 0 {
+		return sha256.New()
+	}
+	return hmac.New(sha256.New, e.inputKey)
+}
+
+// keyed is the hex digest of s under the input key.
+func (e *Engine) keyed(s string) string {
+	h := e.keyedHash()
+	h.Write([]byte(s))
+	return hex.EncodeToString(h.Sum(nil))
+}
