@@ -33,6 +33,9 @@ type Contract struct {
 	// files, patches, a script, copy sources), empty when it reads none
 	// or they cannot be named before earlier steps run.
 	Files string `json:"files,omitempty"`
+	// Resolved says what its provider resolved that the runbook does not
+	// pin (a remote chart's version), as the provider said it.
+	Resolved string `json:"resolved,omitempty"`
 }
 
 // ContractError lists every way the runbook differs from a saved plan.
@@ -89,6 +92,7 @@ func (e *Engine) contractOf(ctx context.Context, s *phases.Step, unknown map[pha
 		c.Files = e.keyed("unreadable: " + resp.Diagnostics.Err().Error())
 	case resp.Digest != "":
 		c.Files = e.keyed(resp.Digest)
+		c.Resolved = e.hooks.redactor.Text(resp.Resolved)
 	}
 	return c
 }
@@ -164,6 +168,8 @@ func (e *Engine) checkContract(ctx context.Context, plan *Plan) error {
 				diffs = append(diffs, fmt.Sprintf("%s is in the plan but no longer in phase %s of the runbook", sp.Addr, pp.Name))
 			case c.Attrs != sp.Contract.Attrs:
 				diffs = append(diffs, fmt.Sprintf("%s: its attributes changed since the plan was made", sp.Addr))
+			case c.Files != sp.Contract.Files && c.Resolved != sp.Contract.Resolved:
+				diffs = append(diffs, fmt.Sprintf("%s: %s when the plan was made, but %s now", sp.Addr, orNothing(sp.Contract.Resolved), orNothing(c.Resolved)))
 			case c.Files != sp.Contract.Files:
 				diffs = append(diffs, fmt.Sprintf("%s: a file it reads changed since the plan was made (a chart, a values file, a patch, a script or a copy source), or a remote chart now resolves to another version", sp.Addr))
 			}
@@ -178,6 +184,14 @@ func (e *Engine) checkContract(ctx context.Context, plan *Plan) error {
 		return &ContractError{Differences: diffs}
 	}
 	return nil
+}
+
+// orNothing is a Resolved as said in a refusal.
+func orNothing(resolved string) string {
+	if resolved == "" {
+		return "nothing was resolved"
+	}
+	return resolved
 }
 
 // CheckSavedPlan refuses a saved plan whose runbook changed since it was

@@ -403,7 +403,8 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 		out.pending(s.Addr)
 		return sp, diags
 	}
-	sp.InputHash = e.stepInputHash(ctx, s, cfg)
+	in := e.stepInputs(ctx, s, cfg)
+	sp.InputHash = in.hash
 	prior := priorOf(rec)
 
 	switch {
@@ -419,8 +420,8 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 	case rec.Status == state.Reverting || rec.Status == state.RevertFailed:
 		sp.Action = providers.Create
 		sp.Detail = "a rollback of this step did not finish"
-	case sp.InputHash == "" || sp.InputHash != rec.InputHash:
-		sp.Action, sp.Detail = providers.Update, inputsChanged(sp.InputHash, cfg)
+	case !in.matches(rec.InputHash):
+		sp.Action, sp.Detail = providers.Update, e.inputsChanged(in.hash, rec.InputHash, cfg)
 	default:
 		stays, readDiags := e.observeDone(ctx, s, rec, p, cfg, out, find, sp)
 		diags = append(diags, readDiags...)
@@ -469,8 +470,11 @@ func planInFlight(sp *StepPlan) {
 }
 
 // inputsChanged says why a done step whose input hash (hash, empty when
-// it cannot be known yet) differs from its record's runs again.
-func inputsChanged(hash string, cfg cty.Value) string {
+// it cannot be known yet) differs from its record's (recorded) runs again.
+func (e *Engine) inputsChanged(hash, recorded string, cfg cty.Value) string {
+	if why := e.otherKey(recorded); why != "" && hash != "" {
+		return why
+	}
 	switch {
 	case hash == "" && !cfg.IsWhollyKnown():
 		return "its inputs depend on steps that will change"
