@@ -22,14 +22,20 @@ import (
 // the hash is an HMAC-SHA256 under it, written
 // "hmac-sha256:KEYID:HEX", KEYID naming the key without revealing it. A
 // record hashed before (plain hex SHA-256) is compared the old way; the
-// run that finds it unchanged writes it again keyed.
+// run that finds it unchanged writes it again keyed (and with the files
+// its step type reads now, when it did not digest them then).
 
 const keyedPrefix = "hmac-sha256:"
 
-// inputs is a step's input hash now, and the plain one an older record
-// may hold; both empty when the inputs are not known yet.
+// inputs is a step's input hash now, and the plain ones an older record
+// may hold; all empty when the inputs are not known yet.
 type inputs struct {
 	hash, plain string
+	// bare is the plain hash of the attributes alone: a record made
+	// before its step type digested the files it reads (helm_release,
+	// an exec step's script) holds it, and is no evidence that they
+	// changed.
+	bare string
 }
 
 // matches reports whether a record made with recorded ran with these
@@ -41,7 +47,7 @@ func (in inputs) matches(recorded string) bool {
 	case strings.HasPrefix(recorded, keyedPrefix):
 		return recorded == in.hash
 	}
-	return recorded == in.plain
+	return recorded == in.plain || recorded == in.bare
 }
 
 // stale reports whether recorded, which matches, is in the old form.
@@ -66,7 +72,7 @@ func (e *Engine) stepInputs(ctx context.Context, s *phases.Step, cfg cty.Value) 
 		}
 		digest = resp.Digest
 	}
-	in := inputs{plain: plainHash(attrs, digest)}
+	in := inputs{plain: plainHash(attrs, digest), bare: plainHash(attrs, "")}
 	in.hash = in.plain
 	if len(e.inputKey) > 0 {
 		mac := hmac.New(sha256.New, e.inputKey)

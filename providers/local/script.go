@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/homelab-migrate/migrate/phases"
@@ -23,10 +24,12 @@ import (
 // run again.
 
 // interpreters run the file named by their first argument that is not a
-// flag.
-var interpreters = map[string]bool{
-	"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true,
-	"python": true, "python3": true, "perl": true, "ruby": true, "node": true,
+// flag, unless a flag of theirs says the code is given inline (sh -c,
+// python3 -m, perl -e).
+var interpreters = map[string][]string{
+	"sh": {"-c"}, "bash": {"-c"}, "dash": {"-c"}, "zsh": {"-c"}, "ksh": {"-c"},
+	"python": {"-c", "-m"}, "python3": {"-c", "-m"},
+	"perl": {"-e", "-E"}, "ruby": {"-e"}, "node": {"-e", "-p"},
 }
 
 // digestExec digests the scripts of an exec step's command and revert.
@@ -60,15 +63,16 @@ func scriptOf(argv []string) string {
 	if len(argv) == 0 {
 		return ""
 	}
-	if strings.ContainsRune(argv[0], '/') && !interpreters[filepath.Base(argv[0])] {
-		return argv[0]
-	}
-	if !interpreters[filepath.Base(argv[0])] {
+	inline, interpreter := interpreters[filepath.Base(argv[0])]
+	if !interpreter {
+		if strings.ContainsRune(argv[0], '/') {
+			return argv[0]
+		}
 		return ""
 	}
 	for _, arg := range argv[1:] {
 		switch {
-		case arg == "-c" || arg == "-e" || arg == "-m":
+		case slices.Contains(inline, arg):
 			return "" // a command string or a module, not a file
 		case strings.HasPrefix(arg, "-"):
 			continue
