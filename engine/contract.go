@@ -36,6 +36,9 @@ type Contract struct {
 	// Resolved says what its provider resolved that the runbook does not
 	// pin (a remote chart's version), as the provider said it.
 	Resolved string `json:"resolved,omitempty"`
+	// unreadable is why its files could not be digested, for the
+	// refusal's words.
+	unreadable string
 }
 
 // ContractError lists every way the runbook differs from a saved plan.
@@ -89,7 +92,8 @@ func (e *Engine) contractOf(ctx context.Context, s *phases.Step, unknown map[pha
 	case resp.Diagnostics.HasErrors():
 		// Said the same way twice, an error is no difference; its
 		// provider's plan says what is wrong.
-		c.Files = e.keyed("unreadable: " + resp.Diagnostics.Err().Error())
+		c.unreadable = e.redactDiags(resp.Diagnostics).Err().Error()
+		c.Files = e.keyed("unreadable: " + c.unreadable)
 	case resp.Digest != "":
 		c.Files = e.keyed(resp.Digest)
 		c.Resolved = e.hooks.redactor.Text(resp.Resolved)
@@ -168,6 +172,8 @@ func (e *Engine) checkContract(ctx context.Context, plan *Plan) error {
 				diffs = append(diffs, fmt.Sprintf("%s is in the plan but no longer in phase %s of the runbook", sp.Addr, pp.Name))
 			case c.Attrs != sp.Contract.Attrs:
 				diffs = append(diffs, fmt.Sprintf("%s: its attributes changed since the plan was made", sp.Addr))
+			case c.Files != sp.Contract.Files && c.unreadable != "":
+				diffs = append(diffs, fmt.Sprintf("%s: the files it reads cannot be read now to compare them with the plan's: %s", sp.Addr, c.unreadable))
 			case c.Files != sp.Contract.Files && c.Resolved != sp.Contract.Resolved:
 				diffs = append(diffs, fmt.Sprintf("%s: %s when the plan was made, but %s now", sp.Addr, orNothing(sp.Contract.Resolved), orNothing(c.Resolved)))
 			case c.Files != sp.Contract.Files:
