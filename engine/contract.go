@@ -14,6 +14,7 @@ import (
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/state"
 )
 
 // A saved plan is a contract: run --plan runs exactly the steps that were
@@ -51,25 +52,30 @@ func (e *ContractError) Error() string {
 		strings.Join(e.Differences, "\n  - "))
 }
 
-// contracts digests the inputs of every step and check of the phases.
-// It runs before any step is planned: a provider configured from step
-// outputs is then configured in neither plan nor run, and its files are
-// left to the check each step gets at its turn.
-func (e *Engine) contracts(ctx context.Context, list []*phases.Phase) map[phases.Address]Contract {
+// contracts digests the inputs of every step and check of the phases,
+// against snap, the state the plan pins. It runs before any step is
+// planned: a provider configured from step outputs is then configured in
+// neither plan nor run, and its files are left to the check each step
+// gets at its turn.
+func (e *Engine) contracts(ctx context.Context, list []*phases.Phase, snap *state.Snapshot) map[phases.Address]Contract {
 	unknown := make(map[phases.Address]cty.Value, len(e.steps))
 	for a := range e.steps {
 		unknown[a] = unknownUntil(a)
 	}
+	recorded := e.loadOutputs(snap)
 	out := map[phases.Address]Contract{}
 	for _, ph := range list {
 		for _, s := range slices.Concat(ph.Steps, ph.Checks) {
-			out[s.Addr] = e.contractOf(ctx, s, unknown)
+			c := e.contractOf(s, unknown)
+			e.contractFiles(ctx, s, recorded, &c)
+			out[s.Addr] = c
 		}
 	}
 	return out
 }
 
-func (e *Engine) contractOf(ctx context.Context, s *phases.Step, unknown map[phases.Address]cty.Value) Contract {
+// contractOf digests a step's attributes as written.
+func (e *Engine) contractOf(s *phases.Step, unknown map[phases.Address]cty.Value) Contract {
 	v, diags := s.Config.Evaluate(unknown)
 	h := e.keyedHash()
 	fmt.Fprintf(h, "%s\x00", s.Provider)
@@ -78,15 +84,27 @@ func (e *Engine) contractOf(ctx context.Context, s *phases.Step, unknown map[pha
 		return Contract{Attrs: hex.EncodeToString(h.Sum(nil))}
 	}
 	e.writeShape(h, v)
-	c := Contract{Attrs: hex.EncodeToString(h.Sum(nil))}
+	return Contract{Attrs: hex.EncodeToString(h.Sum(nil))}
+}
+
+// contractFiles digests the files a step's provider reads for it. Its
+// attributes are evaluated with the outputs the pinned state records
+// (the same at plan and at run), so that a patch of a machine config
+// whose node address comes from an earlier step is compared too; when
+// they wait for a step that has not run, the files are left to the
+// step's turn.
+func (e *Engine) contractFiles(ctx context.Context, s *phases.Step, recorded *outputs, c *Contract) {
 	if e.lazy[s.Provider] != nil {
-		return c
+		return
 	}
 	d, ok := e.provider(s).(providers.InputDigester)
 	if !ok {
-		return c
+		return
 	}
-	cfg, _ := stripKnownAfter(v)
+	cfg, _, diags := recorded.evaluateAfter(s)
+	if diags.HasErrors() || !cfg.IsWhollyKnown() {
+		return
+	}
 	resp := d.InputDigest(ctx, providers.DigestRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg})
 	switch {
 	case resp.Diagnostics.HasErrors():
@@ -98,7 +116,6 @@ func (e *Engine) contractOf(ctx context.Context, s *phases.Step, unknown map[pha
 		c.Files = e.keyed(resp.Digest)
 		c.Resolved = e.hooks.redactor.Text(resp.Resolved)
 	}
-	return c
 }
 
 // writeShape writes v to h, every value that is not known yet as the
@@ -149,14 +166,14 @@ func (e *Engine) writeShape(h hash.Hash, v cty.Value) {
 // checkContract compares the runbook with what the saved plan was made
 // of, and names every difference: a step added to a planned phase, one
 // removed, one whose attributes or files changed.
-func (e *Engine) checkContract(ctx context.Context, plan *Plan) error {
+func (e *Engine) checkContract(ctx context.Context, plan *Plan, snap *state.Snapshot) error {
 	var list []*phases.Phase
 	for _, pp := range plan.Phases {
 		if ph := e.runbook.Phase(pp.Name); ph != nil {
 			list = append(list, ph)
 		}
 	}
-	now := e.contracts(ctx, list)
+	now := e.contracts(ctx, list, snap)
 	var diffs []string
 	for _, pp := range plan.Phases {
 		ph := e.runbook.Phase(pp.Name)
@@ -204,7 +221,7 @@ func orNothing(resolved string) string {
 // made (see ContractError). The CLI calls it before it takes the state's
 // lock; Run calls it again for a saved plan not checked so.
 func (e *Engine) CheckSavedPlan(ctx context.Context, plan *Plan) error {
-	if err := e.checkContract(ctx, plan); err != nil {
+	if err := e.checkContract(ctx, plan, e.state.Snapshot()); err != nil {
 		return err
 	}
 	e.contractChecked = plan

@@ -307,7 +307,7 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 	snap := e.state.Snapshot()
 	plan := &Plan{FormatVersion: PlanFormatVersion, Lineage: snap.Lineage, Serial: snap.Serial}
 	out := e.loadOutputs(snap)
-	contracts := e.contracts(ctx, selected)
+	contracts := e.contracts(ctx, selected, snap)
 	var diags phases.Diagnostics
 	plan.Programs, diags = e.programs(selected)
 	for _, ph := range selected {

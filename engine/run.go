@@ -69,7 +69,7 @@ func (e *Engine) Run(stop, cancel context.Context, plan *Plan, opts RunOptions) 
 		return err
 	}
 	if opts.SavedPlan && e.contractChecked != plan {
-		if err := e.checkContract(cancel, plan); err != nil {
+		if err := e.checkContract(cancel, plan, snap); err != nil {
 			return err
 		}
 	}

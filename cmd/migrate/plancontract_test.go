@@ -99,3 +99,40 @@ phase "A" {
 		t.Errorf("the edited script ran")
 	}
 }
+
+// A script whose argv takes an output of a step done in an earlier run is
+// compared before anything runs too: the step before it in the phase
+// does not run.
+func TestSavedPlanRefusesEditedScriptWithOutputs(t *testing.T) {
+	t.Parallel()
+	text := `
+phase "A" {
+  step "exec" "first" {
+    command = ["true"]
+  }
+}
+phase "B" {
+  step "exec" "zero" {
+    command = ["touch", "zero-ran"]
+  }
+  step "exec" "second" {
+    command    = ["sh", "./do.sh", "${exec.first.exit_code}"]
+    depends_on = [exec.zero]
+  }
+}
+`
+	dir := runbook(t, map[string]string{"main.hcl": text, "do.sh": "echo reviewed\n"})
+	run(t, dir, 0, "run", "--phase", "A", "--auto-approve")
+	planFile := filepath.Join(t.TempDir(), "p.json")
+	run(t, dir, 0, "plan", "--phase", "B", "--out", planFile)
+	if err := os.WriteFile(filepath.Join(dir, "do.sh"), []byte("touch nobody-saw-this\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, dir, 1, "run", "--plan", planFile, "--auto-approve")
+	if !strings.Contains(r.stderr, "exec.second: a file it reads changed") {
+		t.Errorf("the refusal does not name the edited script:\n%s", r)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "zero-ran")); err == nil {
+		t.Errorf("exec.zero ran before the refusal")
+	}
+}
