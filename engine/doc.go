@@ -17,6 +17,12 @@
 // later (programs.go); a saved plan is refused by a run that would start
 // other programs.
 //
+// A saved plan is a contract (contract.go): each step's entry digests its
+// attributes as written and the files its provider reads, and a run of
+// the plan refuses, before anything runs, a runbook that differs, naming
+// every difference. Input hashes are keyed (inputhash.go): a copy of the
+// state or of a plan does not let a weak secret be guessed offline.
+//
 // The engine knows providers only through providers.Interface, the state
 // only through state.Manager and the runbook only as phases values: it
 // never imports a concrete provider, HCL, or a view (tests/deps

@@ -33,6 +33,12 @@ type Options struct {
 	// what the state and the hooks get has errors cut to
 	// state.MaxErrorBytes, with a pointer to it.
 	Log *state.Log
+	// InputKey keys the input hashes kept in the state and in saved
+	// plans (HMAC-SHA256), so that a state or a plan does not let a
+	// weak secret be guessed offline. Every runner of a state must use
+	// the same one; without one the hashes are plain SHA-256 and a
+	// sensitive value does not enter a plan's contract.
+	InputKey []byte
 }
 
 // Engine plans, runs and rolls back one runbook against one state.
@@ -50,6 +56,10 @@ type Engine struct {
 
 	rebaseMu    sync.Mutex
 	rebaseTypes map[string]bool // "provider type" -> its schema says Rebase
+
+	inputKey []byte // Options.InputKey
+	// contractChecked is the saved plan CheckSavedPlan accepted.
+	contractChecked *Plan
 }
 
 // New instantiates every provider the runbook declares and configures
@@ -64,6 +74,7 @@ func New(ctx context.Context, opts Options) (*Engine, phases.Diagnostics) {
 		lazy:        map[string]*lazyProvider{},
 		steps:       map[phases.Address]*phases.Step{},
 		discardedBy: map[phases.Address][]phases.Address{},
+		inputKey:    opts.InputKey,
 	}
 	if e.parallelism <= 0 {
 		e.parallelism = DefaultParallelism

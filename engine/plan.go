@@ -13,8 +13,9 @@ import (
 	"github.com/homelab-migrate/migrate/state"
 )
 
-// PlanFormatVersion is the version of saved plan files.
-const PlanFormatVersion = 1
+// PlanFormatVersion is the version of saved plan files. Version 2 added
+// each step's Contract; a plan without one cannot be held to it.
+const PlanFormatVersion = 2
 
 // Plan is what a run would do, per phase and step. It pins the state's
 // lineage and serial: a run refuses a plan made against another state.
@@ -94,8 +95,11 @@ type StepPlan struct {
 	Recheck []phases.Address `json:"recheck,omitempty"`
 	// InputHash is the hash of the inputs the plan was made with, empty
 	// when they depend on steps that have not run yet.
-	InputHash string          `json:"input_hash,omitempty"`
-	Planned   json.RawMessage `json:"planned,omitempty"`
+	InputHash string `json:"input_hash,omitempty"`
+	// Contract digests the step's inputs as written: run --plan refuses
+	// the plan when the runbook's differ (contract.go).
+	Contract Contract        `json:"contract"`
+	Planned  json.RawMessage `json:"planned,omitempty"`
 }
 
 // IsCheck reports whether the entry is a check.
@@ -303,6 +307,7 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 	snap := e.state.Snapshot()
 	plan := &Plan{FormatVersion: PlanFormatVersion, Lineage: snap.Lineage, Serial: snap.Serial}
 	out := e.loadOutputs(snap)
+	contracts := e.contracts(ctx, selected, snap)
 	var diags phases.Diagnostics
 	plan.Programs, diags = e.programs(selected)
 	for _, ph := range selected {
@@ -315,11 +320,12 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 			if sp.Action != providers.NoOp {
 				changes = true
 			}
+			sp.Contract = contracts[s.Addr]
 			pp.Steps = append(pp.Steps, sp)
 		}
 		for _, c := range ph.Checks {
 			rec := snap.Steps[c.Addr.String()]
-			sp := &StepPlan{Addr: c.Addr, When: c.When, Action: providers.NoOp}
+			sp := &StepPlan{Addr: c.Addr, When: c.When, Action: providers.NoOp, Contract: contracts[c.Addr]}
 			if rec != nil {
 				sp.Status = rec.Status
 			}
@@ -397,7 +403,8 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 		out.pending(s.Addr)
 		return sp, diags
 	}
-	sp.InputHash = e.stepInputHash(ctx, s, cfg)
+	in := e.stepInputs(ctx, s, cfg)
+	sp.InputHash = in.hash
 	prior := priorOf(rec)
 
 	switch {
@@ -413,8 +420,8 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 	case rec.Status == state.Reverting || rec.Status == state.RevertFailed:
 		sp.Action = providers.Create
 		sp.Detail = "a rollback of this step did not finish"
-	case sp.InputHash == "" || sp.InputHash != rec.InputHash:
-		sp.Action, sp.Detail = providers.Update, inputsChanged(sp.InputHash, cfg)
+	case !in.matches(rec.InputHash):
+		sp.Action, sp.Detail = providers.Update, e.inputsChanged(in.hash, rec.InputHash, cfg)
 	default:
 		stays, readDiags := e.observeDone(ctx, s, rec, p, cfg, out, find, sp)
 		diags = append(diags, readDiags...)
@@ -463,8 +470,11 @@ func planInFlight(sp *StepPlan) {
 }
 
 // inputsChanged says why a done step whose input hash (hash, empty when
-// it cannot be known yet) differs from its record's runs again.
-func inputsChanged(hash string, cfg cty.Value) string {
+// it cannot be known yet) differs from its record's (recorded) runs again.
+func (e *Engine) inputsChanged(hash, recorded string, cfg cty.Value) string {
+	if why := e.otherKey(recorded); why != "" && hash != "" {
+		return why
+	}
 	switch {
 	case hash == "" && !cfg.IsWhollyKnown():
 		return "its inputs depend on steps that will change"

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -59,7 +60,7 @@ func TestPlanFileRoundTripAndAtomicReplace(t *testing.T) {
 		t.Errorf("read back %+v, want %+v", got, plan)
 	}
 
-	bad := strings.Replace(mustRead(t, path), `"format_version": 1`, `"format_version": 99`, 1)
+	bad := strings.Replace(mustRead(t, path), fmt.Sprintf(`"format_version": %d`, engine.PlanFormatVersion), `"format_version": 99`, 1)
 	if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -97,6 +98,19 @@ func TestPlanHasChangesCountsChecks(t *testing.T) {
 	}
 }
 
+// A plan saved before plans held their contract (format version 1) is
+// refused: run --plan could not hold it to what was reviewed.
+func TestPlanFileWithoutContractRefused(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "old.plan")
+	if err := os.WriteFile(path, []byte(`{"format_version": 1, "lineage": "l1", "serial": 3, "phases": []}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.ReadPlan(path); err == nil || !strings.Contains(err.Error(), "make a new plan") {
+		t.Errorf("a plan without contracts was read: %v", err)
+	}
+}
+
 // TestPlanFileOfEarlierBuildLoads: a plan saved before the phase's
 // irreversible list was derived (it was stored, as was each step's
 // action name) still loads, and says the same; plan --json still lists
@@ -104,7 +118,7 @@ func TestPlanHasChangesCountsChecks(t *testing.T) {
 func TestPlanFileOfEarlierBuildLoads(t *testing.T) {
 	t.Parallel()
 	saved := `{
-  "format_version": 1,
+  "format_version": 2,
   "lineage": "l1",
   "serial": 3,
   "phases": [

@@ -68,6 +68,11 @@ func (e *Engine) Run(stop, cancel context.Context, plan *Plan, opts RunOptions) 
 	if err := e.check(plan, snap); err != nil {
 		return err
 	}
+	if opts.SavedPlan && e.contractChecked != plan {
+		if err := e.checkContract(cancel, plan, snap); err != nil {
+			return err
+		}
+	}
 	e.hooks.logValue("plan", plan)
 	out := e.loadOutputs(snap)
 	for _, pp := range plan.Phases {
@@ -293,7 +298,8 @@ func (r *stepRunner) run(s *phases.Step) bool {
 	if p == nil {
 		return r.fail(s, rec, providerNotReady(s, provAfter))
 	}
-	hash := e.stepInputHash(r.cancel, s, cfg)
+	in := e.stepInputs(r.cancel, s, cfg)
+	hash := in.hash
 	sp := r.planned[s.Addr]
 	if sp != nil && sp.InputHash != "" && hash != sp.InputHash {
 		return r.fail(s, rec, fmt.Errorf("its inputs changed since the plan was made: make a new plan"))
@@ -308,10 +314,10 @@ func (r *stepRunner) run(s *phases.Step) bool {
 		}
 		switch rec.Status {
 		case state.Done:
-			if (sp == nil || sp.Action == providers.NoOp) && hash == rec.InputHash {
+			if (sp == nil || sp.Action == providers.NoOp) && in.matches(rec.InputHash) {
 				if again = r.stillDone(s, p, cfg, rec, sp); again == nil {
 					r.refreshOutputs(s, p, cfg, rec)
-					return true
+					return r.rehash(s, rec, in)
 				}
 			}
 		case state.Running:
@@ -337,6 +343,25 @@ func (r *stepRunner) run(s *phases.Step) bool {
 		return false
 	}
 	return r.applyTries(s, p, cfg, rec, hash, planned)
+}
+
+// rehash writes again, keyed, the input hash of a done record that holds
+// it in the old plain form (inputhash.go): once, by the first run that
+// finds the step unchanged.
+func (r *stepRunner) rehash(s *phases.Step, rec *state.StepRecord, in inputs) bool {
+	if !in.stale(rec.InputHash) {
+		return true
+	}
+	rec.InputHash = in.hash
+	if err := r.e.state.Checkpoint(rec); err != nil {
+		r.mu.Lock()
+		if r.err == nil {
+			r.err = fmt.Errorf("recording %s: %w", s.Addr, err)
+		}
+		r.mu.Unlock()
+		return false
+	}
+	return true
 }
 
 // plannedNow is the provider's private plan to apply s with: the saved

@@ -1,9 +1,6 @@
 package engine
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
@@ -11,55 +8,7 @@ import (
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/homelab-migrate/migrate/phases"
-	"github.com/homelab-migrate/migrate/providers"
 )
-
-// inputHash is a digest of a step's evaluated attributes. Sensitive values
-// enter it too (a changed secret is a change), but only as part of a
-// SHA-256, never in clear. It is empty when the value is not wholly known.
-func inputHash(v cty.Value) string {
-	plain, _ := v.UnmarkDeep()
-	if !plain.IsWhollyKnown() {
-		return ""
-	}
-	b, err := ctyjson.Marshal(plain, plain.Type())
-	if err != nil {
-		return ""
-	}
-	ty, err := ctyjson.MarshalType(plain.Type())
-	if err != nil {
-		return ""
-	}
-	h := sha256.New()
-	h.Write(ty)
-	h.Write([]byte{0})
-	h.Write(b)
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-// stepInputHash is the input hash of a step: its attributes, plus what
-// its provider adds through InputDigester (files the attributes name).
-func (e *Engine) stepInputHash(ctx context.Context, s *phases.Step, cfg cty.Value) string {
-	h := inputHash(cfg)
-	if !e.configured(s) {
-		return ""
-	}
-	d, ok := e.provider(s).(providers.InputDigester)
-	if h == "" || !ok {
-		return h
-	}
-	resp := d.InputDigest(ctx, providers.DigestRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg})
-	switch {
-	case resp.Diagnostics.HasErrors() || resp.Unknown:
-		// Not knowable now: the plan says update, and the provider's
-		// own Plan reports any problem.
-		return ""
-	case resp.Digest == "":
-		return h
-	}
-	sum := sha256.Sum256([]byte(h + "\x00" + resp.Digest))
-	return hex.EncodeToString(sum[:])
-}
 
 // redact replaces every value marked sensitive by a stand-in of its type:
 // the string phases.Redacted for strings, null otherwise.

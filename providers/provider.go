@@ -48,6 +48,11 @@ type DigestRequest struct {
 type DigestResponse struct {
 	// Digest is what to add to the hash; empty adds nothing.
 	Digest string
+	// Resolved names, for a person, what the digest was taken of when
+	// the runbook does not say it (a remote chart without a pinned
+	// version: "chart x resolved to version 1.2.3"). A saved plan keeps
+	// it, and run --plan names it when the digest changed. No secret.
+	Resolved string
 	// Unknown says the digest cannot be known yet (an attribute depends
 	// on a step that has not run): the plan then says update.
 	Unknown     bool

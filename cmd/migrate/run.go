@@ -100,7 +100,11 @@ func (a *app) run(o runFlags) (err error) {
 		}
 	}
 	opts := engine.RunOptions{Approve: approve, Approver: approver(), SavedPlan: o.planFile != ""}
-	if err := e.ValidatePlan(plan); err != nil {
+	err = e.ValidatePlan(plan)
+	if err == nil && o.planFile != "" {
+		err = e.CheckSavedPlan(cancel, plan)
+	}
+	if err != nil {
 		if o.planFile != "" {
 			return fmt.Errorf("refusing the plan %s for the state in %s: %w; nothing was changed", o.planFile, s.where(), err)
 		}

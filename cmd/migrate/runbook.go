@@ -102,6 +102,7 @@ func (a *app) engine(ctx context.Context, rb *phases.Runbook, st state.Manager, 
 		Hooks:       hooks,
 		Parallelism: parallelism,
 		Log:         lg,
+		InputKey:    inputKey(),
 	})
 	a.view().Diagnostics(diags)
 	if diags.HasErrors() {

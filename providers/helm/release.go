@@ -66,6 +66,8 @@ var releaseStep = &sdk.StepType[*Provider, relAttrs, releasePrivate, releaseReve
 	Plan:     planRelease,
 	Apply:    applyRelease,
 	Revert:   revertRelease,
+	// Its chart and values files join its input hash (digest.go).
+	Digest: digestRelease,
 }
 
 // releasePrivate is kept in state (Apply) or passed from Plan to Apply.

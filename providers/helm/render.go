@@ -94,31 +94,9 @@ func isRemote(ref string) bool {
 // loadChart loads the step's chart: a local directory or .tgz relative to
 // the runbook, or (where reachable) a repository URL or OCI reference.
 func (p *Provider) loadChart(st relAttrs) (*chart.Chart, error) {
-	path := st.Chart
-	if isRemote(path) {
-		var opts action.ChartPathOptions
-		opts.Version = st.Version
-		if !strings.HasPrefix(path, "oci://") && !strings.HasSuffix(path, ".tgz") {
-			// https://charts.example.org/name: a repository and a chart.
-			i := strings.LastIndex(path, "/")
-			opts.RepoURL, path = path[:i], path[i+1:]
-		}
-		located, err := opts.LocateChart(path, cli.New())
-		if err != nil {
-			return nil, fmt.Errorf("fetching chart %s: %w", st.Chart, err)
-		}
-		path = located
-	} else {
-		path = p.abs(path)
-		fi, err := os.Stat(path)
-		if err != nil {
-			return nil, fmt.Errorf("chart %s: %w", st.Chart, err)
-		}
-		if fi.IsDir() {
-			if err := chartLinks(path, st.Chart); err != nil {
-				return nil, fmt.Errorf("loading chart %s: %w", st.Chart, err)
-			}
-		}
+	path, err := p.chartPath(st)
+	if err != nil {
+		return nil, err
 	}
 	ch, err := loader.Load(path)
 	if err != nil {
@@ -131,6 +109,37 @@ func (p *Provider) loadChart(st relAttrs) (*chart.Chart, error) {
 		return nil, fmt.Errorf("chart %s: %w", st.Chart, err)
 	}
 	return ch, nil
+}
+
+// chartPath is where the step's chart is on this machine: a remote one
+// fetched (into Helm's cache) at the version it resolves to now.
+func (p *Provider) chartPath(st relAttrs) (string, error) {
+	path := st.Chart
+	if isRemote(path) {
+		var opts action.ChartPathOptions
+		opts.Version = st.Version
+		if !strings.HasPrefix(path, "oci://") && !strings.HasSuffix(path, ".tgz") {
+			// https://charts.example.org/name: a repository and a chart.
+			i := strings.LastIndex(path, "/")
+			opts.RepoURL, path = path[:i], path[i+1:]
+		}
+		located, err := opts.LocateChart(path, cli.New())
+		if err != nil {
+			return "", fmt.Errorf("fetching chart %s: %w", st.Chart, err)
+		}
+		return located, nil
+	}
+	path = p.abs(path)
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("chart %s: %w", st.Chart, err)
+	}
+	if fi.IsDir() {
+		if err := chartLinks(path, st.Chart); err != nil {
+			return "", fmt.Errorf("loading chart %s: %w", st.Chart, err)
+		}
+	}
+	return path, nil
 }
 
 func checkDependencies(ch *chart.Chart) error {

@@ -44,6 +44,8 @@ var execStep = &sdk.StepType[*Provider, execAttrs, none, revertData]{
 	Plan:        planExec,
 	Apply:       applyExec,
 	Revert:      revertExec,
+	// A script it runs joins its input hash (script.go).
+	Digest: digestExec,
 }
 
 func validateExec(c *call, a *execAttrs) phases.Diagnostics {

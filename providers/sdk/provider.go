@@ -234,6 +234,7 @@ func (p *Provider[S]) InputDigest(ctx context.Context, req providers.DigestReque
 		return providers.DigestResponse{Diagnostics: diags}
 	}
 	r := s.digest(ctx, c, req)
+	r.Resolved = c.scrubber().text(r.Resolved)
 	r.Diagnostics = c.scrubber().diags(r.Diagnostics)
 	return r
 }

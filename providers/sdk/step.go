@@ -45,9 +45,12 @@ type Call[S any] struct {
 	// Rebase is the request's, in Read: report the effect as it is now
 	// in Read.Private (providers.ReadRequest.Rebase).
 	Rebase bool
-	intent func(providers.RevertData) error // the request's, in Apply
-	cfg    *config
-	sc     *scrubber
+	// Resolved is set by a Digest that resolved something the runbook
+	// does not pin (providers.DigestResponse.Resolved).
+	Resolved string
+	intent   func(providers.RevertData) error // the request's, in Apply
+	cfg      *config
+	sc       *scrubber
 }
 
 // Sensitive reports whether the attribute, or the element at keys (int
@@ -497,7 +500,7 @@ func (t *StepType[S, A, P, I]) digest(ctx context.Context, c *Call[S], req provi
 		return providers.DigestResponse{Unknown: true}
 	}
 	d, diags := t.Digest(ctx, c, a)
-	return providers.DigestResponse{Digest: d, Diagnostics: diags}
+	return providers.DigestResponse{Digest: d, Resolved: c.Resolved, Diagnostics: diags}
 }
 
 // Interrupted is the diagnostic of a step stopped by its context.

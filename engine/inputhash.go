@@ -1,0 +1,141 @@
+package engine
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+
+	"github.com/zclconf/go-cty/cty"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
+
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers"
+)
+
+// A step's input hash, kept in its record, says whether it runs again:
+// its evaluated attributes (secrets included: a changed password is a
+// change) and what its provider adds (InputDigester: the files it
+// reads). A plain hash of a weak secret can be guessed offline by anyone
+// who holds a copy of the state, so with an input key (Options.InputKey)
+// the hash is an HMAC-SHA256 under it, written
+// "hmac-sha256:KEYID:HEX", KEYID naming the key without revealing it. A
+// record hashed before (plain hex SHA-256) is compared the old way; the
+// run that finds it unchanged writes it again keyed (and with the files
+// its step type reads now, when it did not digest them then).
+
+const keyedPrefix = "hmac-sha256:"
+
+// inputs is a step's input hash now, and the plain ones an older record
+// may hold; all empty when the inputs are not known yet.
+type inputs struct {
+	hash, plain string
+	// bare is the plain hash of the attributes alone: a record made
+	// before its step type digested the files it reads (helm_release,
+	// an exec step's script) holds it, and is no evidence that they
+	// changed.
+	bare string
+}
+
+// matches reports whether a record made with recorded ran with these
+// inputs.
+func (in inputs) matches(recorded string) bool {
+	switch {
+	case in.hash == "" || recorded == "":
+		return false
+	case strings.HasPrefix(recorded, keyedPrefix):
+		return recorded == in.hash
+	}
+	return recorded == in.plain || recorded == in.bare
+}
+
+// stale reports whether recorded, which matches, is in the old form.
+func (in inputs) stale(recorded string) bool {
+	return in.matches(recorded) && recorded != in.hash
+}
+
+// stepInputs hashes a step's inputs: its attributes, plus what its
+// provider adds through InputDigester (files the attributes name).
+func (e *Engine) stepInputs(ctx context.Context, s *phases.Step, cfg cty.Value) inputs {
+	attrs, ok := attrBytes(cfg)
+	if !ok || !e.configured(s) {
+		return inputs{}
+	}
+	var digest string
+	if d, ok := e.provider(s).(providers.InputDigester); ok {
+		resp := d.InputDigest(ctx, providers.DigestRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg})
+		if resp.Diagnostics.HasErrors() || resp.Unknown {
+			// Not knowable now: the plan says update, and the
+			// provider's own Plan reports any problem.
+			return inputs{}
+		}
+		digest = resp.Digest
+	}
+	in := inputs{plain: plainHash(attrs, digest), bare: plainHash(attrs, "")}
+	in.hash = in.plain
+	if len(e.inputKey) > 0 {
+		mac := hmac.New(sha256.New, e.inputKey)
+		mac.Write(attrs)
+		mac.Write([]byte{0})
+		mac.Write([]byte(digest))
+		in.hash = keyedPrefix + e.keyID() + ":" + hex.EncodeToString(mac.Sum(nil))
+	}
+	return in
+}
+
+// attrBytes is the canonical encoding of a step's evaluated attributes:
+// their type, a NUL, their JSON. Not ok when they are not wholly known.
+func attrBytes(v cty.Value) ([]byte, bool) {
+	plain, _ := v.UnmarkDeep()
+	if !plain.IsWhollyKnown() {
+		return nil, false
+	}
+	b, err := ctyjson.Marshal(plain, plain.Type())
+	if err != nil {
+		return nil, false
+	}
+	ty, err := ctyjson.MarshalType(plain.Type())
+	if err != nil {
+		return nil, false
+	}
+	return append(append(ty, 0), b...), true
+}
+
+// plainHash is the input hash as records held it before hashes were
+// keyed.
+func plainHash(attrs []byte, digest string) string {
+	sum := sha256.Sum256(attrs)
+	h := hex.EncodeToString(sum[:])
+	if digest == "" {
+		return h
+	}
+	sum = sha256.Sum256([]byte(h + "\x00" + digest))
+	return hex.EncodeToString(sum[:])
+}
+
+// keyID names the input key in the hashes it made: a record made under
+// another key says so instead of "inputs changed".
+func (e *Engine) keyID() string {
+	mac := hmac.New(sha256.New, e.inputKey)
+	mac.Write([]byte("migrate input key id"))
+	return hex.EncodeToString(mac.Sum(nil))[:8]
+}
+
+// otherKey says why a record's keyed hash cannot be compared: it was made
+// under another input key, or under one when this run has none. Empty
+// when it can be.
+func (e *Engine) otherKey(recorded string) string {
+	rest, ok := strings.CutPrefix(recorded, keyedPrefix)
+	if !ok {
+		return ""
+	}
+	id, _, _ := strings.Cut(rest, ":")
+	switch {
+	case len(e.inputKey) == 0:
+		return "its record's input hash is keyed (key " + id + ", from the age identity it ran with) and this run has no age identity: set MIGRATE_AGE_IDENTITY or --age-identity to that identity, or it runs again"
+	case id != e.keyID():
+		return "its record's input hash was made under another key (" + id + ", this run's is " + e.keyID() + "): another age identity; set the one it ran with to compare, or it runs again"
+	}
+	return ""
+}

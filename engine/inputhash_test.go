@@ -1,0 +1,163 @@
+package engine_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zclconf/go-cty/cty"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
+
+	"github.com/homelab-migrate/migrate/engine"
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/fake"
+	"github.com/homelab-migrate/migrate/state"
+)
+
+// keyedRunbook is one step whose only attribute is a weak password.
+func keyedRunbook(password string) (*phases.Runbook, cty.Value) {
+	b := newRB()
+	p := b.phase("p")
+	cfg := cty.ObjectVal(map[string]cty.Value{"value": cty.StringVal(password).Mark(phases.SensitiveMark)})
+	p.Steps = append(p.Steps, mkStep(p, "login", phases.Static(cfg)))
+	b.r.Secrets = []string{password}
+	return b.r, cfg
+}
+
+// openKeyed is harness.open with an input key; close the state after.
+func (h *harness) openKeyed(r *phases.Runbook, key []byte) (*engine.Engine, *state.Local) {
+	h.t.Helper()
+	st, err := state.Open(h.dir, state.Options{Lock: state.NewLockInfo("test"), MigrateVersion: "test"})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { st.Close() })
+	e, diags := engine.New(context.Background(), engine.Options{
+		Runbook: r, Factories: map[string]providers.Factory{"fake": fake.Factory(h.fake)},
+		State: st, InputKey: key,
+	})
+	if diags.HasErrors() {
+		h.t.Fatal(diags.Err())
+	}
+	return e, st
+}
+
+// planRun plans and runs with key, returning the step's plan.
+func (h *harness) planRun(r *phases.Runbook, key []byte) *engine.StepPlan {
+	h.t.Helper()
+	e, st := h.openKeyed(r, key)
+	defer st.Close()
+	plan, diags := e.Plan(context.Background(), engine.PlanOptions{})
+	if diags.HasErrors() {
+		h.t.Fatal(diags.Err())
+	}
+	if err := e.Run(context.Background(), context.Background(), plan, engine.RunOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+	return plan.Phases[0].Steps[0]
+}
+
+func (h *harness) recordedHash() string {
+	h.t.Helper()
+	st, err := state.Open(h.dir, state.Options{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer st.Close()
+	rec, ok := st.Step(addr("login"))
+	if !ok {
+		h.t.Fatal("no record of fake_step.login")
+	}
+	return rec.InputHash
+}
+
+// guess is what someone holding the state computes for a candidate
+// password: the plain SHA-256 of the step's attributes.
+func guess(t *testing.T, cfg cty.Value) string {
+	plain, _ := cfg.UnmarkDeep()
+	ty, _ := ctyjson.MarshalType(plain.Type())
+	b, err := ctyjson.Marshal(plain, plain.Type())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(append(append(ty, 0), b...))
+	return hex.EncodeToString(sum[:])
+}
+
+// TestInputHashIsKeyed: with an input key, the state's input hash of a
+// step with a weak password is not the plain hash anyone holding the
+// state could compute for a guess, nor is it in a saved plan; the key's
+// holder still sees the step unchanged.
+func TestInputHashIsKeyed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	r, cfg := keyedRunbook("hunter2")
+	key := []byte("0123456789abcdef0123456789abcdef")
+	h.planRun(r, key)
+	rec := h.recordedHash()
+	if !strings.HasPrefix(rec, "hmac-sha256:") || rec == guess(t, cfg) || strings.Contains(rec, guess(t, cfg)) {
+		t.Errorf("the recorded input hash %q is the plain hash a guess reproduces", rec)
+	}
+	planFile := filepath.Join(t.TempDir(), "p.json")
+	e, st := h.openKeyed(r, key)
+	plan, _ := e.Plan(context.Background(), engine.PlanOptions{})
+	st.Close()
+	if err := engine.WritePlan(planFile, plan); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(planFile); strings.Contains(string(b), guess(t, cfg)) || strings.Contains(string(b), sha256Hex("hunter2")) {
+		t.Errorf("the saved plan holds a plain hash of the password:\n%s", b)
+	}
+	if got := plan.Phases[0].Steps[0]; got.Action != providers.NoOp {
+		t.Errorf("with the same key the step is planned %v (%s), want no-op", got.Action, got.Detail)
+	}
+
+	// Another key cannot compare: it says so.
+	e, st = h.openKeyed(r, []byte("another key, another identity...."))
+	plan, _ = e.Plan(context.Background(), engine.PlanOptions{})
+	st.Close()
+	if got := plan.Phases[0].Steps[0]; got.Action != providers.Update || !strings.Contains(got.Detail, "another key") {
+		t.Errorf("under another key: %v (%s)", got.Action, got.Detail)
+	}
+}
+
+// TestPlainInputHashRewrittenKeyed: a record hashed before hashes were
+// keyed is compared the plain way (the step stays done), and the next run
+// of its phase, finding it unchanged, writes it keyed.
+func TestPlainInputHashRewrittenKeyed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	r, cfg := keyedRunbook("hunter2")
+	h.planRun(r, nil)
+	if rec := h.recordedHash(); rec != guess(t, cfg) {
+		t.Fatalf("without a key the record holds %q, want the plain hash %q", rec, guess(t, cfg))
+	}
+	// A step added to the phase makes it run again.
+	key := []byte("0123456789abcdef0123456789abcdef")
+	p := r.Phases[0]
+	p.Steps = append(p.Steps, mkStep(p, "added", value("added")))
+	sp := h.planRun(r, key)
+	if sp.Action != providers.NoOp {
+		t.Errorf("an old record is planned %v (%s), want no-op", sp.Action, sp.Detail)
+	}
+	if n := h.fake.Applied("fake_step.login"); n != 1 {
+		t.Errorf("the step was applied %d times, want once", n)
+	}
+	rec := h.recordedHash()
+	if !strings.HasPrefix(rec, "hmac-sha256:") {
+		t.Errorf("the old record was not written again keyed: %q", rec)
+	}
+	if sp := h.planRun(r, key); sp.Action != providers.NoOp {
+		t.Errorf("after the rewrite the step is planned %v (%s)", sp.Action, sp.Detail)
+	}
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
