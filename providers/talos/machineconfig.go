@@ -214,9 +214,9 @@ var machineConfigStep = &sdk.StepType[*Provider, mcAttrs, planned, machineConfig
 	Unknowns:    true, // the plan says which settings are known after earlier steps
 	Validate:    func(sc *handle, a *mcAttrs) phases.Diagnostics { return validateMAC(newCall(sc), a) },
 	Read:        readMachineConfig,
-	Plan: func(ctx context.Context, sc *handle, a mcAttrs, _ *mcPrior) sdk.Plan[planned] {
+	Plan: func(ctx context.Context, sc *handle, a mcAttrs, prior *mcPrior) sdk.Plan[planned] {
 		c := newCall(sc)
-		r := planMachineConfig(ctx, c, a)
+		r := planMachineConfig(ctx, c, a, prior != nil)
 		if c.s.recipient == nil && r.Irreversible == "" {
 			// The previous config is kept only age-encrypted (sealRevert).
 			r.Irreversible = "its previous config can be kept for rollback only age-encrypted, but " + c.s.noKeyWhy + ": set age_identity or " + IdentityEnv
@@ -242,7 +242,9 @@ var machineConfigStep = &sdk.StepType[*Provider, mcAttrs, planned, machineConfig
 	},
 }
 
-func planMachineConfig(ctx context.Context, c *call, a mcAttrs) sdk.Plan[planned] {
+// installed says the state records the step applied: its nodes run a
+// config of the cluster, and none of them may be sent a first one.
+func planMachineConfig(ctx context.Context, c *call, a mcAttrs, installed bool) sdk.Plan[planned] {
 	st, known, diags := decodeMachineConfig(c, a)
 	if diags.HasErrors() {
 		return sdk.Plan[planned]{Diagnostics: diags}
@@ -258,6 +260,7 @@ func planMachineConfig(ctx context.Context, c *call, a mcAttrs) sdk.Plan[planned
 		// Its VM is made or started by a step it depends on, in this run.
 		var b strings.Builder
 		fmt.Fprintf(&b, "install: first config, once the steps it depends on ran: no node answers at %s yet (its VM is still to be made or booted)\n", c.endpoints())
+		b.WriteString(maintenanceWarning)
 		fmt.Fprintf(&b, "install disk: %s\n", c.s.installDisk)
 		fmt.Fprintf(&b, "installer image: %s (schematic %s, pinned version %s)\n", r.image, c.s.schematicID, c.s.version)
 		fmt.Fprintf(&b, "machine config (%s) rendered for Talos %s, Kubernetes %s: %s\n", st.role, c.s.version, c.s.k8sVersion, configSummary(r.cfg))
@@ -274,6 +277,9 @@ func planMachineConfig(ctx context.Context, c *call, a mcAttrs) sdk.Plan[planned
 		// A node booted from the ISO fails the mTLS dial: is it waiting
 		// for its first config?
 		if m := maintenanceNodes(ctx, ns); len(m) > 0 && len(m) == len(ns) {
+			if installed {
+				return sdk.Plan[planned]{Diagnostics: c.installedInMaintenance(m[0].name)}
+			}
 			return withNode(c.planFirstInstall(ctx, st, r, ns), r)
 		}
 		return sdk.Plan[planned]{Diagnostics: d}
@@ -353,7 +359,7 @@ type prevConfig struct {
 
 type mcApply = sdk.Apply[planned, machineConfigRevert]
 
-func applyMachineConfig(ctx context.Context, sc *handle, a mcAttrs, pl planned, _ *mcPrior) mcApply {
+func applyMachineConfig(ctx context.Context, sc *handle, a mcAttrs, pl planned, prior *mcPrior) mcApply {
 	c := newCall(sc)
 	st, _, diags := decodeMachineConfig(c, a)
 	if diags.HasErrors() {
@@ -380,6 +386,9 @@ func applyMachineConfig(ctx context.Context, sc *handle, a mcAttrs, pl planned, 
 	}
 	if d := c.p.guard(ctx, c, ns); d.HasErrors() {
 		if m := maintenanceNodes(ctx, ns); len(m) > 0 && len(m) == len(ns) {
+			if prior != nil {
+				return mcApply{Diagnostics: c.installedInMaintenance(m[0].name)}
+			}
 			if pl.Rendered != "" && len(pl.FirstInstall) == 0 {
 				return mcApply{Diagnostics: phases.Errorf("Node Changed Since Plan", "Node %s is in maintenance mode, but the plan of %s did not say it installs it (the node was reset or booted from the ISO since): make a new plan.", m[0].name, c.addr)}
 			}
@@ -549,6 +558,9 @@ func readMachineConfig(ctx context.Context, sc *handle, a mcAttrs, prior *mcPrio
 	var drift []string
 	for _, n := range ns {
 		cur, err := n.currentConfig(ctx)
+		if err != nil && inMaintenance(ctx, n.name) {
+			return sdk.Read[machineConfigRevert]{Diagnostics: c.installedInMaintenance(n.name)}
+		}
 		if err != nil {
 			return sdk.Read[machineConfigRevert]{Diagnostics: phases.Errorf("Cannot Read Current Config", "Reading the machine config of node %s failed: %v.", n.name, err)}
 		}
