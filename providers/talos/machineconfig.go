@@ -34,6 +34,9 @@ type mcStep struct {
 	mac string
 	// boot: how long a first install waits for its node to answer.
 	boot time.Duration
+	// nocloud: first_install = "nocloud", the first config goes through
+	// the Incus host's API (nocloud.go).
+	nocloud bool
 }
 
 // verifySpec is what must hold while the TRY is pending.
@@ -136,10 +139,16 @@ func decodeMachineConfig(c *call, a mcAttrs) (st mcStep, isKnown bool, diags pha
 		st.mac, _ = normalizeMAC(*a.MAC) // refused at validate when it does not parse
 		c.mac = st.mac
 	}
+	if fi, k := setting(c, "first_install", a.FirstInstall, firstInstallMaintenance); k {
+		if fi != firstInstallMaintenance && fi != firstInstallNocloud {
+			diags = append(diags, phases.Errorf("Invalid Attribute Value", "The \"first_install\" attribute of %s must be %q (the config goes into the VM's cloud-init.user-data through the Incus host's API) or %q (sent over the LAN to the node in maintenance mode, unauthenticated), not %q.", c.addr, firstInstallNocloud, firstInstallMaintenance, fi)...)
+		}
+		st.nocloud = fi == firstInstallNocloud
+	}
 	if !c.Unknown("verify") { // else no checks (a revert may not know them)
 		st.verify = verifySpec{services: a.Verify.Services, files: a.Verify.Files, kubernetes: a.Verify.Kubernetes}
 	}
-	return st, known(c, "role", "patches", "mode", "try_timeout", "verify", "mac"), diags
+	return st, known(c, "role", "patches", "mode", "try_timeout", "verify", "mac", "first_install"), diags
 }
 
 // planned is the Private of a machine config plan: the hash of each node's
@@ -150,6 +159,9 @@ type planned struct {
 	// FirstInstall lists the nodes planned in maintenance mode: their
 	// first config installs them.
 	FirstInstall []string `json:"first_install,omitempty"`
+	// Nocloud: planned as a first install through the Incus host's API
+	// (the apply gives user_data, sends nothing).
+	Nocloud bool `json:"nocloud,omitempty"`
 }
 
 type mcPrior = sdk.Prior[planned, machineConfigRevert]
@@ -171,8 +183,9 @@ type mcAttrs struct {
 	RenderedSecrets *string `cty:"rendered_secrets" doc:"\"redact\" (default): the rendered file has its keys, tokens and secrets redacted; \"include\": written as sent to the node."`
 	// MAC: the node in maintenance mode cannot prove who it is; its NIC's
 	// MAC says it is the VM (mac.go).
-	BootTimeout *string `cty:"boot_timeout" doc:"How long a first install waits for the node to answer at its address (a VM booting from the ISO, its address leased by the router), \"5m\" by default; the first Ctrl-C ends the wait."`
-	MAC         *string `cty:"mac" doc:"The MAC of the VM's NIC (e.g. \"10:66:6a:00:00:01\", any usual form): before the first config is sent to a node in maintenance mode, at plan and again right before the apply, the node at the address must have a link with this MAC (as talosctl get links --insecure lists them), else nothing is sent. One node per step (a step with several nodes refuses it). Not checked on an installed node (its certificates are its identity). Unset: the node's identity is not checked."`
+	BootTimeout  *string `cty:"boot_timeout" doc:"How long a first install waits for the node to answer at its address (a VM booting from the ISO, its address leased by the router), \"5m\" by default; the first Ctrl-C ends the wait."`
+	FirstInstall *string `cty:"first_install" doc:"How a VM's first config reaches it: \"nocloud\" (the config is the user_data output, which the VM's incus_instance step puts in its cloud-init.user-data with a disk of source cloud-init:config before it first boots a nocloud image: it goes through the Incus host's authenticated API and never crosses the LAN; nothing is sent to the node) or \"maintenance\" (default: sent over the LAN to the node in maintenance mode, whose TLS authenticates no one; the plan says so)."`
+	MAC          *string `cty:"mac" doc:"The MAC of the VM's NIC (e.g. \"10:66:6a:00:00:01\", any usual form): before the first config is sent to a node in maintenance mode, at plan and again right before the apply, the node at the address must have a link with this MAC (as talosctl get links --insecure lists them), else nothing is sent. One node per step (a step with several nodes refuses it). Not checked on an installed node (its certificates are its identity). Unset: the node's identity is not checked."`
 }
 
 // verifyAttrs is what must hold while the TRY is pending.
@@ -190,6 +203,10 @@ type mcOutputs struct {
 	// at plan: kubernetes_ready's node_spec takes it, so that pods are
 	// judged against the node before the cluster exists.
 	Node nodeOutputs `cty:"node"`
+	// UserData is the rendered config, with the cluster's keys, for the
+	// VM's cloud-init.user-data (first_install = "nocloud"; "" else):
+	// known after apply only, never in a plan, redacted in the state.
+	UserData string `cty:"user_data" sensitive:"true"`
 }
 
 // outputsOf are the outputs of a step that applies r.
@@ -201,7 +218,7 @@ func outputsOf(r *rendered) mcOutputs {
 // hash, which the nodes' own config may still change (known after apply).
 func withNode(p sdk.Plan[planned], r *rendered) sdk.Plan[planned] {
 	if !p.Diagnostics.HasErrors() {
-		p.Outputs, p.Unknown = outputsOf(r), []string{"config_hash"}
+		p.Outputs, p.Unknown = outputsOf(r), []string{"config_hash", "user_data"}
 	}
 	return p
 }
@@ -256,6 +273,9 @@ func planMachineConfig(ctx context.Context, c *call, a mcAttrs, installed bool) 
 	if diags.HasErrors() {
 		return sdk.Plan[planned]{Diagnostics: diags}
 	}
+	if st.nocloud && !installed && !c.answersSoon(ctx) {
+		return withNode(c.planNocloud(st, r), r)
+	}
 	if c.AfterChanges && !c.answersSoon(ctx) {
 		// Its VM is made or started by a step it depends on, in this run.
 		var b strings.Builder
@@ -279,6 +299,9 @@ func planMachineConfig(ctx context.Context, c *call, a mcAttrs, installed bool) 
 		if m := maintenanceNodes(ctx, ns); len(m) > 0 && len(m) == len(ns) {
 			if installed {
 				return sdk.Plan[planned]{Diagnostics: c.installedInMaintenance(m[0].name)}
+			}
+			if st.nocloud {
+				return sdk.Plan[planned]{Diagnostics: c.nocloudInMaintenance(m[0].name)}
 			}
 			return withNode(c.planFirstInstall(ctx, st, r, ns), r)
 		}
@@ -374,6 +397,9 @@ func applyMachineConfig(ctx context.Context, sc *handle, a mcAttrs, pl planned, 
 			return mcApply{Diagnostics: phases.Errorf("Cannot Write Rendered Config", "Writing the rendered config of %s: %v.", c.addr, err)}
 		}
 	}
+	if pl.Nocloud {
+		return c.applyNocloud(ctx, st, r, prior != nil)
+	}
 	if len(pl.FirstInstall) > 0 {
 		// Planned as a first install: its VM may still be booting.
 		if r := c.awaitBoot(ctx, st.boot); r != nil {
@@ -388,6 +414,9 @@ func applyMachineConfig(ctx context.Context, sc *handle, a mcAttrs, pl planned, 
 		if m := maintenanceNodes(ctx, ns); len(m) > 0 && len(m) == len(ns) {
 			if prior != nil {
 				return mcApply{Diagnostics: c.installedInMaintenance(m[0].name)}
+			}
+			if st.nocloud {
+				return mcApply{Diagnostics: c.nocloudInMaintenance(m[0].name)}
 			}
 			if pl.Rendered != "" && len(pl.FirstInstall) == 0 {
 				return mcApply{Diagnostics: phases.Errorf("Node Changed Since Plan", "Node %s is in maintenance mode, but the plan of %s did not say it installs it (the node was reset or booted from the ISO since): make a new plan.", m[0].name, c.addr)}
