@@ -606,7 +606,13 @@ func readMachineConfig(ctx context.Context, sc *handle, a mcAttrs, prior *mcPrio
 	if len(drift) > 0 {
 		return sdk.Read[machineConfigRevert]{Observation: providers.Drifted, Detail: strings.Join(drift, "\n")}
 	}
-	return sdk.Read[machineConfigRevert]{Observation: providers.Present, Outputs: outputsOf(r)}
+	out := outputsOf(r)
+	if st.nocloud {
+		// The state keeps user_data redacted; the engine reads it back
+		// here for the VM step that refers to it.
+		out.UserData = string(r.bytes)
+	}
+	return sdk.Read[machineConfigRevert]{Observation: providers.Present, Outputs: out}
 }
 
 // inFlightWait bounds how long a read of a step found in flight waits for

@@ -85,7 +85,11 @@ func TestNocloudFirstInstallGoesThroughTheHost(t *testing.T) {
 	// It answers the talosconfig of the bundle: the step is present.
 	rr := p.Read(context.Background(), providers.ReadRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Prior: &providers.Prior{Private: r.Private}})
 	if rr.Observation != providers.Present || rr.Diagnostics.HasErrors() {
-		t.Errorf("Read after the install: %v %v %s", rr.Observation, rr.Diagnostics, rr.Detail)
+		t.Fatalf("Read after the install: %v %v %s", rr.Observation, rr.Diagnostics, rr.Detail)
+	}
+	// its user_data, which the state keeps redacted, is read back the same
+	if got, _ := rr.Outputs.GetAttr("user_data").Unmark(); !got.IsKnown() || got.AsString() != userData.AsString() {
+		t.Error("Read does not give back the user_data the VM step refers to")
 	}
 }
 
