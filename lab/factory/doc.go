@@ -21,7 +21,7 @@
 //     GET /version/{version}/extensions/official: the official extensions
 //     of a version.
 //   - GET and HEAD /image/{schematic}/{version}/{path}: the image, with
-//     its Content-Length. The lab builds only metal-<arch>.iso (amd64,
+//     its Content-Length. The lab builds metal-<arch>.iso and nocloud-<arch>.iso (amd64,
 //     arm64); another path is 404. An unknown schematic or version is 404;
 //     a schematic naming an extension that version does not have is 400.
 //   - GET and HEAD /v2/{image}-installer/{schematic}/manifests/{version}:

@@ -207,13 +207,12 @@ func (f *Factory) image(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, msg, code)
 		return
 	}
-	path := r.PathValue("path")
-	arch, ok := strings.CutSuffix(strings.TrimPrefix(path, "metal-"), ".iso")
-	if !strings.HasPrefix(path, "metal-") || !ok || (arch != "amd64" && arch != "arm64") {
-		http.Error(w, fmt.Sprintf("the lab's factory builds only metal-amd64.iso and metal-arm64.iso, not %q", path), http.StatusNotFound)
+	platform, arch, ok := isoPath(r.PathValue("path"))
+	if !ok {
+		http.Error(w, fmt.Sprintf("the lab's factory builds only the ISOs <metal|nocloud>-<amd64|arm64>.iso, not %q", r.PathValue("path")), http.StatusNotFound)
 		return
 	}
-	b, err := EncodeISO(r.PathValue("version"), arch, s)
+	b, err := EncodePlatformISO(platform, r.PathValue("version"), arch, s)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -232,6 +231,18 @@ func (f *Factory) image(w http.ResponseWriter, r *http.Request) {
 		}
 		b = b[n:]
 	}
+}
+
+// isoPath reads an ISO's name: the factory's <platform>-<arch>.iso, for
+// the two platforms the lab boots (nocloud reads its config from a
+// cidata drive before any maintenance mode).
+func isoPath(path string) (platform, arch string, ok bool) {
+	base, ok := strings.CutSuffix(path, ".iso")
+	platform, arch, cut := strings.Cut(base, "-")
+	if !ok || !cut || (platform != "metal" && platform != "nocloud") || (arch != "amd64" && arch != "arm64") {
+		return "", "", false
+	}
+	return platform, arch, true
 }
 
 // manifest is the registry side: an installer image's index.

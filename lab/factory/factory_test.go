@@ -152,6 +152,23 @@ func TestVersionsAndImages(t *testing.T) {
 	if len(sums) != 3 {
 		t.Error("another schematic or version gave the same ISO")
 	}
+	if got.Platform != "metal" {
+		t.Errorf("the metal ISO's platform: %q", got.Platform)
+	}
+
+	// The nocloud ISO, at the factory's path: it reads its config from
+	// a cidata drive; another platform is not built.
+	code, _, nc := do(t, "GET", url+"/image/"+id+"/v1.13.3/nocloud-amd64.iso", "")
+	if code != http.StatusOK || len(nc) != factory.ISOSize || sha256.Sum256(nc) == sha256.Sum256(iso) {
+		t.Fatalf("GET the nocloud ISO: %d, %d bytes", code, len(nc))
+	}
+	os.WriteFile(path, nc, 0o644)
+	if got, err := factory.ReadISO(path); err != nil || got.Platform != "nocloud" || got.SchematicID != id {
+		t.Errorf("ReadISO of the nocloud ISO: %+v, %v", got, err)
+	}
+	if code, _, _ := do(t, "GET", url+"/image/"+id+"/v1.13.3/aws-amd64.iso", ""); code != http.StatusNotFound {
+		t.Errorf("GET aws-amd64.iso: %d, want 404", code)
+	}
 }
 
 func TestNoHeaderNoBootableMedium(t *testing.T) {

@@ -20,8 +20,11 @@ const ISOSize = 1 << 20
 
 // ISO is what a lab ISO boots.
 type ISO struct {
-	Version     string // the Talos version, "v1.13.3"
-	Arch        string // amd64 or arm64
+	Version string // the Talos version, "v1.13.3"
+	Arch    string // amd64 or arm64
+	// Platform is "metal" (the maintenance API waits for the first
+	// config) or "nocloud" (the config is read from a cidata drive first).
+	Platform    string
 	SchematicID string
 	Schematic   Schematic
 }
@@ -39,6 +42,12 @@ var ErrNoBootableMedium = errors.New("no bootable medium")
 // schematic's canonical YAML, then padding to ISOSize derived from them
 // (so the whole file's SHA-256 differs with either).
 func EncodeISO(version, arch string, s Schematic) ([]byte, error) {
+	return EncodePlatformISO("metal", version, arch, s)
+}
+
+// EncodePlatformISO is the ISO of a platform (metal or nocloud); a metal
+// ISO's header has no platform line, so its bytes are those of before.
+func EncodePlatformISO(platform, version, arch string, s Schematic) ([]byte, error) {
 	id, err := s.ID()
 	if err != nil {
 		return nil, err
@@ -48,7 +57,11 @@ func EncodeISO(version, arch string, s Schematic) ([]byte, error) {
 		return nil, err
 	}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s\ntalos-version: %s\narch: %s\nschematic-id: %s\nschematic-length: %d\n\n", ISOMagic, version, arch, id, len(y))
+	fmt.Fprintf(&b, "%s\ntalos-version: %s\narch: %s\n", ISOMagic, version, arch)
+	if platform != "metal" {
+		fmt.Fprintf(&b, "platform: %s\n", platform)
+	}
+	fmt.Fprintf(&b, "schematic-id: %s\nschematic-length: %d\n\n", id, len(y))
 	b.Write(y)
 	if b.Len() > ISOSize {
 		return nil, fmt.Errorf("schematic too large for the lab's ISO (%d bytes)", b.Len())
@@ -105,7 +118,10 @@ func parseISO(r io.Reader) (ISO, error) {
 	if err != nil {
 		return ISO{}, fmt.Errorf("%w: its schematic: %v", ErrNoBootableMedium, err)
 	}
-	iso := ISO{Version: fields["talos-version"], Arch: fields["arch"], SchematicID: fields["schematic-id"], Schematic: s}
+	iso := ISO{Version: fields["talos-version"], Arch: fields["arch"], Platform: fields["platform"], SchematicID: fields["schematic-id"], Schematic: s}
+	if iso.Platform == "" {
+		iso.Platform = "metal"
+	}
 	if id, _ := s.ID(); id != iso.SchematicID || iso.Version == "" {
 		return ISO{}, fmt.Errorf("%w: its header does not match its schematic", ErrNoBootableMedium)
 	}

@@ -217,11 +217,12 @@ func (h *Home) bootVM(ctx context.Context, spec incushost.VMSpec) (incushost.Gue
 		GPU:     spec.GPU,
 		NICs:    nics(spec.NICs),
 		// As Incus sizes a VM: 1 CPU and 1GiB unless its limits say.
-		CPU:     cpuCount(spec.Config["limits.cpu"]),
-		Memory:  strings.TrimSuffix(cmp.Or(spec.Config["limits.memory"], "1GiB"), "B"),
-		ISO:     spec.ISO,
-		Factory: h.factory.Extensions,
-		Log:     h.logf,
+		CPU:      cpuCount(spec.Config["limits.cpu"]),
+		Memory:   strings.TrimSuffix(cmp.Or(spec.Config["limits.memory"], "1GiB"), "B"),
+		ISO:      spec.ISO,
+		UserData: userData(spec.ConfigDrive),
+		Factory:  h.factory.Extensions,
+		Log:      h.logf,
 
 		OnBootstrap: func() { h.events.add(Event{Kind: EventBootstrap, Instance: spec.Name}) },
 		OnPodRun: func(namespace, pod, job string) {
@@ -241,6 +242,14 @@ func (h *Home) bootVM(ctx context.Context, spec incushost.VMSpec) (incushost.Gue
 	h.vms[spec.Name] = vm
 	h.mu.Unlock()
 	return guest{h, spec.Name, vm}, nil
+}
+
+// userData is the user-data of a VM's config drive; nil without one.
+func userData(drive map[string]string) []byte {
+	if drive == nil {
+		return nil
+	}
+	return []byte(drive["user-data"])
 }
 
 // cpuCount is the number of CPUs of limits.cpu: a count ("6"), or the

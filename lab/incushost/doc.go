@@ -48,7 +48,14 @@
 // Options.BootVM when started (VMSpec: config, disks with sizes, the
 // shared directory, whether a gpu device is attached, its 127.0.1.N
 // address, reported as eth0's inet address) and its Guest is stopped on
-// stop (and when the lab closes).
+// stop (and when the lab closes). A disk with source cloud-init:config is
+// its config drive: VMSpec.ConfigDrive holds the files the daemon writes
+// on it at each start (user-data from cloud-init.user-data, else
+// user.user-data, else an empty #cloud-config; vendor-data; meta-data;
+// network-config), as generateVMConfigDrive does; as the daemon, the lab
+// refuses the drive with a pool, on a container at start, and a
+// cloud-init.user-data or vendor-data that is a #cloud-config but no YAML.
+// The guest gets the files, not an ISO labelled cidata.
 //
 // Differences from the real daemon (Incus 6.0), on purpose or by lack:
 //

@@ -130,6 +130,9 @@ func (s *Server) startLocked(in *instance) error {
 	if err := s.checkDisks(in); err != nil {
 		return err
 	}
+	if err := s.vmOnlyDisks(in); err != nil {
+		return err
+	}
 	if s.needsBoot(in) {
 		spec, err := s.vmSpec(in)
 		if err != nil {
@@ -224,6 +227,21 @@ func (s *Server) deafStop(in *instance, timeout int) (stopped bool, err error) {
 	case <-time.After(time.Duration(timeout) * time.Second):
 		return false, errf(http.StatusInternalServerError, "Failed shutting down instance, status is %q: context deadline exceeded", "Running")
 	}
+}
+
+// vmOnlyDisks: a container cannot start with a config drive, which the
+// daemon checks when it starts the device (disk.go validateEnvironment).
+func (s *Server) vmOnlyDisks(in *instance) error {
+	if in.Type == "virtual-machine" {
+		return nil
+	}
+	_, devs := s.expanded(in)
+	for _, name := range slices.Sorted(maps.Keys(devs)) {
+		if d := devs[name]; d["type"] == "disk" && isConfigDrive(d["source"]) {
+			return errf(http.StatusBadRequest, "Failed to start device %q: disks with source=%s are only supported by virtual machines", name, d["source"])
+		}
+	}
+	return nil
 }
 
 // checkDisks: a disk device's host source must exist, as the daemon

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"gopkg.in/yaml.v3"
 )
 
 // What the daemon checks of an instance's config and devices before it
@@ -40,8 +42,8 @@ var configKeys = map[string]keyRule{
 	"snapshots.schedule.stopped":  {check: isBool},
 	"snapshots.pattern":           {check: anyValue},
 	"snapshots.expiry":            {check: anyValue},
-	"cloud-init.user-data":        {check: anyValue},
-	"cloud-init.vendor-data":      {check: anyValue},
+	"cloud-init.user-data":        {check: isCloudInitUserData},
+	"cloud-init.vendor-data":      {check: isCloudInitUserData},
 	"cloud-init.network-config":   {check: anyValue},
 	"raw.apparmor":                {check: anyValue},
 	"security.privileged":         {check: isBool, only: "container"},
@@ -228,6 +230,8 @@ func diskSourceRejection(d map[string]string) string {
 		return `Disk entry is missing the required "source" or "path" property`
 	case src != "" && d["pool"] == "" && !strings.HasPrefix(src, "/") && !strings.Contains(src, ":"):
 		return "Source path must be absolute for local sources"
+	case d["pool"] != "" && isConfigDrive(src):
+		return fmt.Sprintf("Disk entry with source %q cannot have a \"pool\" property set", src)
 	}
 	return ""
 }
@@ -270,6 +274,21 @@ func knownOption(opts []string, k string) bool {
 }
 
 func anyValue(string) error { return nil }
+
+// isCloudInitUserData is the daemon's validate.IsCloudInitUserData: a
+// #cloud-config must be YAML after its header; any other user-data (a
+// Talos machine config, a script) is taken as it is.
+func isCloudInitUserData(v string) error {
+	body, ok := strings.CutPrefix(v, "#cloud-config\n")
+	if !ok {
+		return nil
+	}
+	var out any
+	if err := yaml.Unmarshal([]byte(body), &out); err != nil {
+		return err
+	}
+	return nil
+}
 
 func isBool(v string) error {
 	switch strings.ToLower(v) {

@@ -36,6 +36,11 @@ type VMSpec struct {
 	IPv4 string
 	// LAN: its first NIC is bridged onto the LAN (Options.LAN).
 	LAN bool
+	// ConfigDrive holds the files of its cloud-init:config disk (the ISO
+	// labelled cidata the daemon writes at each start from the
+	// cloud-init.* keys: user-data, vendor-data, meta-data, and
+	// network-config when set); nil without such a disk.
+	ConfigDrive map[string]string
 	// Dir is where the guest keeps what is on its disks: inside the
 	// instance's directory, so that it goes when the instance is deleted
 	// (a new VM of the same name starts from an empty disk).
@@ -138,6 +143,9 @@ func (s *Server) vmSpec(in *instance) (VMSpec, error) {
 				disk.Size = n
 			}
 			switch {
+			case isConfigDrive(d["source"]) && d["source"] == configDriveSource:
+				spec.ConfigDrive = configDrive(in.Name, cfg)
+				continue // the guest's CD-ROM, not one of its disks
 			case isISOPath(d["source"]):
 				disk.ISO, disk.File = true, d["source"]
 				if st, err := os.Stat(d["source"]); err == nil && disk.Size == 0 {
@@ -173,6 +181,38 @@ func (s *Server) vmSpec(in *instance) (VMSpec, error) {
 		}
 	}
 	return spec, nil
+}
+
+// configDriveSource is the disk source of the cloud-init config drive;
+// agent:config is the agent's drive.
+const configDriveSource = "cloud-init:config"
+
+func isConfigDrive(src string) bool { return src == configDriveSource || src == "agent:config" }
+
+// configDrive is what the daemon writes on the config drive at start
+// (internal/server/device/disk.go generateVMConfigDrive): each
+// cloud-init.* key, else its user.* legacy key, else an empty
+// #cloud-config; meta-data names the instance.
+func configDrive(name string, cfg map[string]string) map[string]string {
+	pick := func(key, legacy, def string) (string, bool) {
+		if v, ok := cfg["cloud-init."+key]; ok {
+			return v, true
+		}
+		if v := cfg["user."+legacy]; v != "" {
+			return v, true
+		}
+		return def, def != ""
+	}
+	files := map[string]string{
+		"meta-data": fmt.Sprintf("instance-id: %s\nlocal-hostname: %s\n%s\n", name, name, cfg["user.meta-data"]),
+	}
+	for _, f := range []string{"user-data", "vendor-data"} {
+		files[f], _ = pick(f, f, "#cloud-config\n{}")
+	}
+	if v, ok := pick("network-config", "network-config", ""); ok && v != "" {
+		files["network-config"] = v
+	}
+	return files
 }
 
 // parseSize reads Incus sizes: bytes, or a number with kB/MB/GB/TB

@@ -243,6 +243,14 @@
 //     the first installs answers Unavailable (a node has stopped listening
 //     by then). The disks never change (no hotplug, no partitions, no
 //     volumes: UserVolumeConfig is not provisioned).
+//   - The nocloud platform (Options.Platform "nocloud", platform.go) is
+//     given the config drive's user-data (Options.UserData), not a block
+//     device labelled cidata to find and mount; its meta-data and
+//     network-config are not read (no hostname or addresses from them),
+//     nor the SMBIOS serial (ds=nocloud-net: user-data over HTTP) or a
+//     #include. A user-data that does not load, validate or install
+//     leaves the node in maintenance mode with the error in its log
+//     (InstallFailures); a real node's boot fails on it.
 //   - Fail and Hang inject faults after routing: with "nodes" metadata an
 //     injected error comes back in the response metadata like any node error.
 package talosnode

@@ -103,6 +103,12 @@ type Options struct {
 	// image's instead (Extensions).
 	BootSchematic  string
 	BootExtensions []string
+	// Platform is the image's platform: "metal" (default) waits in
+	// maintenance mode for its first config; "nocloud" first reads
+	// UserData, the user-data of a cidata config drive (nil: no drive),
+	// and installs from it without maintenance mode (platform.go).
+	Platform string
+	UserData []byte
 	// Extensions returns the system extensions an installer image carries
 	// (the Image Factory's view of its schematic); nil knows none.
 	Extensions func(installImage string) []string
@@ -193,11 +199,14 @@ type Node struct {
 	serveDone     chan struct{}
 	rebootPending sync.WaitGroup
 
-	maintenance bool            // serving the maintenance API (no config yet)
-	installing  bool            // a config was accepted in maintenance mode
-	maintCert   tls.Certificate // self-signed maintenance certificate
-	resources   state.State     // COSI resources: disks
-	installed   chan struct{}   // closed when the installed node serves mTLS
+	maintenance bool // serving the maintenance API (no config yet)
+	installing  bool // a config was accepted in maintenance mode
+	// platformConfig: the hash of the config installed from a nocloud
+	// config drive (platform.go).
+	platformConfig string
+	maintCert      tls.Certificate // self-signed maintenance certificate
+	resources      state.State     // COSI resources: disks
+	installed      chan struct{}   // closed when the installed node serves mTLS
 
 	installFailures []string
 	mounts          map[string]string // mount point under "/" -> host directory (virtiofs)
@@ -438,6 +447,10 @@ func (n *Node) Start(addr string) error {
 		return errors.New("talosnode: already started")
 	}
 
+	if n.maintenance && n.opts.Platform == "nocloud" {
+		n.installFromPlatformLocked()
+	}
+
 	err := n.serveLocked(addr)
 	maintenance := n.maintenance
 	srv := n.server
@@ -453,6 +466,10 @@ func (n *Node) Start(addr string) error {
 
 			return err
 		}
+	}
+
+	if n.PlatformConfig() != "" {
+		close(n.installed) // installed at this boot, from its config drive
 	}
 
 	return nil

@@ -31,6 +31,15 @@
 //     Image Factory (Spec.Factory). So a VM without the gpu device
 //     reproduces the brief's discovery: no driver, whatever the schematic.
 //
+// A nocloud ISO (lab/factory's nocloud-<arch>.iso) boots the node's
+// nocloud platform: with a config drive (Spec.UserData, the user-data of
+// the VM's cloud-init:config disk, which lab/incushost takes from its
+// cloud-init.user-data) the node validates that config and installs from
+// it without ever serving the maintenance API; without one it waits in
+// maintenance mode, as a metal ISO does. The node is given the drive's
+// user-data, not a cidata volume it finds among its disks (see
+// lab/talosnode's doc for the rest of what differs).
+//
 // The VM's NICs (Spec.NICs: name and MAC, from its nic devices' hwaddr or
 // volatile.<dev>.hwaddr) are the node's links (network.LinkStatus), so
 // that a client tells the VM by its MAC (talosctl get links --insecure).

@@ -50,6 +50,11 @@ type Spec struct {
 	// not boot: Boot returns a NoBootableMediumError. "" boots the
 	// default image (talosnode.DefaultVersion, no extensions).
 	ISO string
+	// UserData is the user-data of the VM's config drive (an Incus disk
+	// with source cloud-init:config); nil without one. A VM booted from a
+	// nocloud ISO installs from it (talosnode.Options.Platform); a metal
+	// ISO does not look for it.
+	UserData []byte
 	// Factory looks up schematics registered with the lab's Image
 	// Factory (lab/factory's Extensions), for the installer image of the
 	// node's config; nil: only KnownSchematics and Schematics.
@@ -153,6 +158,8 @@ func Boot(_ context.Context, spec Spec) (*VM, error) {
 		Version:        iso.Version,
 		BootSchematic:  iso.SchematicID,
 		BootExtensions: iso.Extensions(),
+		Platform:       iso.Platform,
+		UserData:       spec.UserData,
 		Extensions:     installed,
 		ControlPlane:   k,
 		RebootDuration: spec.RebootDuration,

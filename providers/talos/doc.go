@@ -33,7 +33,18 @@
 //     another machine; an address where nothing answers names the MAC
 //     and its reservation (mac.go, reach.go). Without mac the plan notes
 //     once that the node's identity was not checked. An installed node
-//     is not checked (its certificates are its identity). The install
+//     is not checked (its certificates are its identity). The MAC is what
+//     the answering machine reports itself, so it is no authentication,
+//     and every such plan says so. With first_install = "nocloud"
+//     (nocloud.go) nothing is sent to the node: the config is the
+//     user_data output (sensitive, known after apply), which the VM's
+//     incus_instance step puts in its cloud-init.user-data with a disk of
+//     source cloud-init:config, so that it travels over the Incus host's
+//     authenticated API and the node (a nocloud image) installs from its
+//     config drive; a machine in maintenance mode at the address is then
+//     refused. A node the state records as installed that answers in
+//     maintenance mode is refused at read, plan and apply, whatever
+//     first_install says (a wiped node, or an impostor). The install
 //     has no revert data.
 //   - talos_image (image.go): the ISO from the Image Factory at the
 //     provider's image_factory (default https://factory.talos.dev). It

@@ -27,8 +27,11 @@ const Image = "talos_image"
 
 // imageAttrs is a talos_image step.
 type imageAttrs struct {
-	Path *string `cty:"path" doc:"Where to write the ISO, relative to the runbook; default <user cache dir>/migrate/talos/<schematic ID>/<version>/metal-<arch>.iso, outside the runbook."`
+	Path *string `cty:"path" doc:"Where to write the ISO, relative to the runbook; default <user cache dir>/migrate/talos/<schematic ID>/<version>/<platform>-<arch>.iso, outside the runbook."`
 	Arch *string `cty:"arch" doc:"The image's architecture: \"amd64\" (default) or \"arm64\"."`
+	// Platform: a VM whose first config goes through the Incus host's
+	// API boots the nocloud image, which reads it from the config drive.
+	Platform *string `cty:"platform" doc:"The image's platform: \"metal\" (default: the node waits in maintenance mode for its first config over the LAN) or \"nocloud\" (it reads its first config from the config drive Incus makes of the VM's cloud-init.user-data: talos_machine_config's first_install = \"nocloud\"); the file is <platform>-<arch>.iso."`
 }
 
 // imageOutputs are a talos_image step's outputs.
@@ -54,6 +57,9 @@ var imageStep = &sdk.StepType[*Provider, imageAttrs, none, none]{
 	Validate: func(c *handle, a *imageAttrs) phases.Diagnostics {
 		if arch := or(a.Arch, "amd64"); arch != "amd64" && arch != "arm64" {
 			return phases.Errorf("Invalid Attribute Value", "The \"arch\" attribute of %s must be \"amd64\" or \"arm64\", not %q.", c.Addr, arch)
+		}
+		if pf := or(a.Platform, "metal"); pf != "metal" && pf != "nocloud" {
+			return phases.Errorf("Invalid Attribute Value", "The \"platform\" attribute of %s must be \"metal\" or \"nocloud\", not %q.", c.Addr, pf)
 		}
 		if a.Path != nil && *a.Path == "" {
 			return phases.Errorf("Invalid Attribute Value", "The \"path\" attribute of %s is empty: leave it out for the cache directory, or name a file.", c.Addr)
@@ -123,7 +129,7 @@ type imageTarget struct {
 
 func (s *settings) imageTarget(a imageAttrs) (imageTarget, error) {
 	t := imageTarget{id: s.schematicID, version: s.version, arch: or(a.Arch, "amd64")}
-	file := "metal-" + t.arch + ".iso"
+	file := or(a.Platform, "metal") + "-" + t.arch + ".iso"
 	t.url = fmt.Sprintf("%s/image/%s/%s/%s", s.factoryURL, t.id, t.version, file)
 	t.installer = s.installerImage(t.version)
 	if a.Path != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -200,5 +201,32 @@ func TestImageRefusals(t *testing.T) {
 	p := imageProvider(t, t.TempDir(), good.URL, "v1.13.0", "siderolabs/i915")
 	if pr := p.Plan(context.Background(), providers.PlanRequest{Type: talos.Image, Addr: imageAddr, Config: imageConfig("talos.iso"), Action: providers.Create}); !strings.Contains(pr.Diagnostics.Err().Error(), "Talos Version Not Offered") {
 		t.Errorf("the plan of a missing version: %v", pr.Diagnostics.Err())
+	}
+}
+
+// platform = "nocloud" fetches the factory's nocloud ISO, which reads its
+// first config from the VM's config drive.
+func TestImageNocloudPlatform(t *testing.T) {
+	t.Parallel()
+	f := factory.New(factory.Options{})
+	srv := httptest.NewServer(f.Handler())
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	p := imageProvider(t, dir, srv.URL, "v1.13.3", "siderolabs/i915")
+	cfg := obj(map[string]cty.Value{"path": cty.StringVal("talos.iso"), "platform": cty.StringVal("nocloud")})
+	pr := p.Plan(context.Background(), providers.PlanRequest{Type: talos.Image, Addr: imageAddr, Config: cfg, Action: providers.Create})
+	i915 := talos.ExtensionsSchematicID("siderolabs/i915")
+	if err := pr.Diagnostics.Err(); err != nil || !strings.Contains(pr.Diff, "/image/"+i915+"/v1.13.3/nocloud-amd64.iso") {
+		t.Fatalf("Plan: %v\n%s", err, pr.Diff)
+	}
+	if r, log := fetch(t, p, cfg, nil); r.Diagnostics.HasErrors() {
+		t.Fatalf("Apply: %v\n%s", r.Diagnostics.Err(), log)
+	}
+	if iso, err := factory.ReadISO(filepath.Join(dir, "talos.iso")); err != nil || iso.Platform != "nocloud" {
+		t.Errorf("the ISO downloaded: %+v (%v)", iso, err)
+	}
+	bad := obj(map[string]cty.Value{"path": cty.StringVal("talos.iso"), "platform": cty.StringVal("aws")})
+	if r := p.Plan(context.Background(), providers.PlanRequest{Type: talos.Image, Addr: imageAddr, Config: bad, Action: providers.Create}); !strings.Contains(fmt.Sprint(r.Diagnostics.Err()), `must be "metal" or "nocloud"`) {
+		t.Errorf("platform = \"aws\": %v", r.Diagnostics.Err())
 	}
 }

@@ -34,6 +34,9 @@ type mcStep struct {
 	mac string
 	// boot: how long a first install waits for its node to answer.
 	boot time.Duration
+	// nocloud: first_install = "nocloud", the first config goes through
+	// the Incus host's API (nocloud.go).
+	nocloud bool
 }
 
 // verifySpec is what must hold while the TRY is pending.
@@ -136,10 +139,16 @@ func decodeMachineConfig(c *call, a mcAttrs) (st mcStep, isKnown bool, diags pha
 		st.mac, _ = normalizeMAC(*a.MAC) // refused at validate when it does not parse
 		c.mac = st.mac
 	}
+	if fi, k := setting(c, "first_install", a.FirstInstall, firstInstallMaintenance); k {
+		if fi != firstInstallMaintenance && fi != firstInstallNocloud {
+			diags = append(diags, phases.Errorf("Invalid Attribute Value", "The \"first_install\" attribute of %s must be %q (the config goes into the VM's cloud-init.user-data through the Incus host's API) or %q (sent over the LAN to the node in maintenance mode, unauthenticated), not %q.", c.addr, firstInstallNocloud, firstInstallMaintenance, fi)...)
+		}
+		st.nocloud = fi == firstInstallNocloud
+	}
 	if !c.Unknown("verify") { // else no checks (a revert may not know them)
 		st.verify = verifySpec{services: a.Verify.Services, files: a.Verify.Files, kubernetes: a.Verify.Kubernetes}
 	}
-	return st, known(c, "role", "patches", "mode", "try_timeout", "verify", "mac"), diags
+	return st, known(c, "role", "patches", "mode", "try_timeout", "verify", "mac", "first_install"), diags
 }
 
 // planned is the Private of a machine config plan: the hash of each node's
@@ -150,6 +159,9 @@ type planned struct {
 	// FirstInstall lists the nodes planned in maintenance mode: their
 	// first config installs them.
 	FirstInstall []string `json:"first_install,omitempty"`
+	// Nocloud: planned as a first install through the Incus host's API
+	// (the apply gives user_data, sends nothing).
+	Nocloud bool `json:"nocloud,omitempty"`
 }
 
 type mcPrior = sdk.Prior[planned, machineConfigRevert]
@@ -171,8 +183,9 @@ type mcAttrs struct {
 	RenderedSecrets *string `cty:"rendered_secrets" doc:"\"redact\" (default): the rendered file has its keys, tokens and secrets redacted; \"include\": written as sent to the node."`
 	// MAC: the node in maintenance mode cannot prove who it is; its NIC's
 	// MAC says it is the VM (mac.go).
-	BootTimeout *string `cty:"boot_timeout" doc:"How long a first install waits for the node to answer at its address (a VM booting from the ISO, its address leased by the router), \"5m\" by default; the first Ctrl-C ends the wait."`
-	MAC         *string `cty:"mac" doc:"The MAC of the VM's NIC (e.g. \"10:66:6a:00:00:01\", any usual form): before the first config is sent to a node in maintenance mode, at plan and again right before the apply, the node at the address must have a link with this MAC (as talosctl get links --insecure lists them), else nothing is sent. One node per step (a step with several nodes refuses it). Not checked on an installed node (its certificates are its identity). Unset: the node's identity is not checked."`
+	BootTimeout  *string `cty:"boot_timeout" doc:"How long a first install waits for the node to answer at its address (a VM booting from the ISO, its address leased by the router), \"5m\" by default; the first Ctrl-C ends the wait."`
+	FirstInstall *string `cty:"first_install" doc:"How a VM's first config reaches it: \"nocloud\" (the config is the user_data output, which the VM's incus_instance step puts in its cloud-init.user-data with a disk of source cloud-init:config before it first boots a nocloud image: it goes through the Incus host's authenticated API and never crosses the LAN; nothing is sent to the node) or \"maintenance\" (default: sent over the LAN to the node in maintenance mode, whose TLS authenticates no one; the plan says so)."`
+	MAC          *string `cty:"mac" doc:"The MAC of the VM's NIC (e.g. \"10:66:6a:00:00:01\", any usual form): before the first config is sent to a node in maintenance mode, at plan and again right before the apply, the node at the address must have a link with this MAC (as talosctl get links --insecure lists them), else nothing is sent. One node per step (a step with several nodes refuses it). Not checked on an installed node (its certificates are its identity). Unset: the node's identity is not checked."`
 }
 
 // verifyAttrs is what must hold while the TRY is pending.
@@ -190,6 +203,10 @@ type mcOutputs struct {
 	// at plan: kubernetes_ready's node_spec takes it, so that pods are
 	// judged against the node before the cluster exists.
 	Node nodeOutputs `cty:"node"`
+	// UserData is the rendered config, with the cluster's keys, for the
+	// VM's cloud-init.user-data (first_install = "nocloud"; "" else):
+	// known after apply only, never in a plan, redacted in the state.
+	UserData string `cty:"user_data" sensitive:"true"`
 }
 
 // outputsOf are the outputs of a step that applies r.
@@ -201,7 +218,7 @@ func outputsOf(r *rendered) mcOutputs {
 // hash, which the nodes' own config may still change (known after apply).
 func withNode(p sdk.Plan[planned], r *rendered) sdk.Plan[planned] {
 	if !p.Diagnostics.HasErrors() {
-		p.Outputs, p.Unknown = outputsOf(r), []string{"config_hash"}
+		p.Outputs, p.Unknown = outputsOf(r), []string{"config_hash", "user_data"}
 	}
 	return p
 }
@@ -214,9 +231,9 @@ var machineConfigStep = &sdk.StepType[*Provider, mcAttrs, planned, machineConfig
 	Unknowns:    true, // the plan says which settings are known after earlier steps
 	Validate:    func(sc *handle, a *mcAttrs) phases.Diagnostics { return validateMAC(newCall(sc), a) },
 	Read:        readMachineConfig,
-	Plan: func(ctx context.Context, sc *handle, a mcAttrs, _ *mcPrior) sdk.Plan[planned] {
+	Plan: func(ctx context.Context, sc *handle, a mcAttrs, prior *mcPrior) sdk.Plan[planned] {
 		c := newCall(sc)
-		r := planMachineConfig(ctx, c, a)
+		r := planMachineConfig(ctx, c, a, prior != nil)
 		if c.s.recipient == nil && r.Irreversible == "" {
 			// The previous config is kept only age-encrypted (sealRevert).
 			r.Irreversible = "its previous config can be kept for rollback only age-encrypted, but " + c.s.noKeyWhy + ": set age_identity or " + IdentityEnv
@@ -242,7 +259,9 @@ var machineConfigStep = &sdk.StepType[*Provider, mcAttrs, planned, machineConfig
 	},
 }
 
-func planMachineConfig(ctx context.Context, c *call, a mcAttrs) sdk.Plan[planned] {
+// installed says the state records the step applied: its nodes run a
+// config of the cluster, and none of them may be sent a first one.
+func planMachineConfig(ctx context.Context, c *call, a mcAttrs, installed bool) sdk.Plan[planned] {
 	st, known, diags := decodeMachineConfig(c, a)
 	if diags.HasErrors() {
 		return sdk.Plan[planned]{Diagnostics: diags}
@@ -254,10 +273,14 @@ func planMachineConfig(ctx context.Context, c *call, a mcAttrs) sdk.Plan[planned
 	if diags.HasErrors() {
 		return sdk.Plan[planned]{Diagnostics: diags}
 	}
+	if st.nocloud && !installed && !c.answersSoon(ctx) {
+		return withNode(c.planNocloud(st, r), r)
+	}
 	if c.AfterChanges && !c.answersSoon(ctx) {
 		// Its VM is made or started by a step it depends on, in this run.
 		var b strings.Builder
 		fmt.Fprintf(&b, "install: first config, once the steps it depends on ran: no node answers at %s yet (its VM is still to be made or booted)\n", c.endpoints())
+		b.WriteString(maintenanceWarning)
 		fmt.Fprintf(&b, "install disk: %s\n", c.s.installDisk)
 		fmt.Fprintf(&b, "installer image: %s (schematic %s, pinned version %s)\n", r.image, c.s.schematicID, c.s.version)
 		fmt.Fprintf(&b, "machine config (%s) rendered for Talos %s, Kubernetes %s: %s\n", st.role, c.s.version, c.s.k8sVersion, configSummary(r.cfg))
@@ -274,6 +297,12 @@ func planMachineConfig(ctx context.Context, c *call, a mcAttrs) sdk.Plan[planned
 		// A node booted from the ISO fails the mTLS dial: is it waiting
 		// for its first config?
 		if m := maintenanceNodes(ctx, ns); len(m) > 0 && len(m) == len(ns) {
+			if installed {
+				return sdk.Plan[planned]{Diagnostics: c.installedInMaintenance(m[0].name)}
+			}
+			if st.nocloud {
+				return sdk.Plan[planned]{Diagnostics: c.nocloudInMaintenance(m[0].name)}
+			}
 			return withNode(c.planFirstInstall(ctx, st, r, ns), r)
 		}
 		return sdk.Plan[planned]{Diagnostics: d}
@@ -353,7 +382,7 @@ type prevConfig struct {
 
 type mcApply = sdk.Apply[planned, machineConfigRevert]
 
-func applyMachineConfig(ctx context.Context, sc *handle, a mcAttrs, pl planned, _ *mcPrior) mcApply {
+func applyMachineConfig(ctx context.Context, sc *handle, a mcAttrs, pl planned, prior *mcPrior) mcApply {
 	c := newCall(sc)
 	st, _, diags := decodeMachineConfig(c, a)
 	if diags.HasErrors() {
@@ -368,6 +397,9 @@ func applyMachineConfig(ctx context.Context, sc *handle, a mcAttrs, pl planned, 
 			return mcApply{Diagnostics: phases.Errorf("Cannot Write Rendered Config", "Writing the rendered config of %s: %v.", c.addr, err)}
 		}
 	}
+	if pl.Nocloud {
+		return c.applyNocloud(ctx, st, r, prior != nil)
+	}
 	if len(pl.FirstInstall) > 0 {
 		// Planned as a first install: its VM may still be booting.
 		if r := c.awaitBoot(ctx, st.boot); r != nil {
@@ -380,6 +412,12 @@ func applyMachineConfig(ctx context.Context, sc *handle, a mcAttrs, pl planned, 
 	}
 	if d := c.p.guard(ctx, c, ns); d.HasErrors() {
 		if m := maintenanceNodes(ctx, ns); len(m) > 0 && len(m) == len(ns) {
+			if prior != nil {
+				return mcApply{Diagnostics: c.installedInMaintenance(m[0].name)}
+			}
+			if st.nocloud {
+				return mcApply{Diagnostics: c.nocloudInMaintenance(m[0].name)}
+			}
 			if pl.Rendered != "" && len(pl.FirstInstall) == 0 {
 				return mcApply{Diagnostics: phases.Errorf("Node Changed Since Plan", "Node %s is in maintenance mode, but the plan of %s did not say it installs it (the node was reset or booted from the ISO since): make a new plan.", m[0].name, c.addr)}
 			}
@@ -549,6 +587,9 @@ func readMachineConfig(ctx context.Context, sc *handle, a mcAttrs, prior *mcPrio
 	var drift []string
 	for _, n := range ns {
 		cur, err := n.currentConfig(ctx)
+		if err != nil && inMaintenance(ctx, n.name) {
+			return sdk.Read[machineConfigRevert]{Diagnostics: c.installedInMaintenance(n.name)}
+		}
 		if err != nil {
 			return sdk.Read[machineConfigRevert]{Diagnostics: phases.Errorf("Cannot Read Current Config", "Reading the machine config of node %s failed: %v.", n.name, err)}
 		}
@@ -565,7 +606,13 @@ func readMachineConfig(ctx context.Context, sc *handle, a mcAttrs, prior *mcPrio
 	if len(drift) > 0 {
 		return sdk.Read[machineConfigRevert]{Observation: providers.Drifted, Detail: strings.Join(drift, "\n")}
 	}
-	return sdk.Read[machineConfigRevert]{Observation: providers.Present, Outputs: outputsOf(r)}
+	out := outputsOf(r)
+	if st.nocloud {
+		// The state keeps user_data redacted; the engine reads it back
+		// here for the VM step that refers to it.
+		out.UserData = string(r.bytes)
+	}
+	return sdk.Read[machineConfigRevert]{Observation: providers.Present, Outputs: out}
 }
 
 // inFlightWait bounds how long a read of a step found in flight waits for

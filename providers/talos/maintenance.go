@@ -73,6 +73,23 @@ func (s *settings) namedByRunbook(addr string) bool {
 	return false
 }
 
+// maintenanceWarning is what every plan of a maintenance-mode first
+// install says: the mac check only keeps the config from a machine that
+// answers with another MAC by mistake.
+const maintenanceWarning = "warning: maintenance mode: the cluster's keys cross the LAN over TLS that authenticates no one, and the MAC read is not authentication (the answering machine reports its MAC itself: any machine of the LAN that takes the address can claim it); a VM on an Incus host takes its config through the host's API with first_install = \"nocloud\"\n"
+
+// installedInMaintenance refuses a node the state records as installed
+// that answers in maintenance mode: a node wiped since, or another
+// machine of the LAN that took its address and plays one. Either way it
+// cannot prove who it is (its MAC is what it says itself), and a first
+// config would hand it the cluster's keys.
+func (c *call) installedInMaintenance(addr string) phases.Diagnostics {
+	return phases.Errorf("Installed Node In Maintenance Mode",
+		"The state records that %s installed the node at %s, but what answers there now is in maintenance mode (self-signed TLS, no client authentication): the node was wiped or reset since, or another machine of the LAN took the address and answers as a node waiting for its first config. It cannot prove who it is, and a first config carries the cluster's keys: Nothing is sent. "+
+			"Find out what answers at %s (the VM's console in incus console, the router's leases). If the node was wiped on purpose, delete its VM and make it again through the runbook (the VM step's rollback, or a step that discards %s), so that the state no longer records the install; then plan again.",
+		c.addr, addr, hostOf(addr), c.addr)
+}
+
 // planFirstInstall is the plan of a machine config for nodes in
 // maintenance mode: "install: first config", with what will be written
 // and where.
@@ -80,6 +97,7 @@ func (c *call) planFirstInstall(ctx context.Context, st mcStep, r *rendered, ns 
 	diags := c.macFor(ns, st.mac)
 	var b strings.Builder
 	b.WriteString("install: first config\n")
+	b.WriteString(maintenanceWarning)
 	if st.mac == "" {
 		fmt.Fprintf(&b, "note: the node's identity was not checked (no mac set): the first config goes to whatever machine answers in maintenance mode at %s\n", strings.Join(c.p.targets(), ", "))
 	}

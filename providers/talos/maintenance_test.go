@@ -386,3 +386,53 @@ func TestFirstInstallRefusesISOOfAnotherVersion(t *testing.T) {
 		t.Errorf("the node got configs %+v (maintenance %v)", got, n.Maintenance())
 	}
 }
+
+// A node the state records as installed that answers in maintenance mode
+// (a reset node, or another machine of the LAN that took its address and
+// plays one) is refused at read, plan and apply: it cannot prove who it
+// is, and the first config carries the cluster's keys. Nothing is sent.
+func TestInstalledNodeAnsweringInMaintenanceIsRefused(t *testing.T) {
+	t.Parallel()
+	l := startMaintenance(t, maintDisks)
+	p := l.provider(t, l.config(false))
+	cfg := obj(map[string]cty.Value{"patches": strs("patches/node.yaml")})
+	prior := &providers.Prior{Private: []byte(`{"nodes":{},"rendered":"x","first_install":["` + l.n.Addr() + `"]}`)}
+	refused := func(what string, d interface{ Err() error }) {
+		t.Helper()
+		err := d.Err()
+		if err == nil || !strings.Contains(err.Error(), "Installed Node In Maintenance Mode") || !strings.Contains(err.Error(), "Nothing is sent") {
+			t.Errorf("%s: %v, want the installed node in maintenance mode refused", what, err)
+		}
+	}
+	rr := p.Read(context.Background(), providers.ReadRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Prior: prior})
+	refused("Read", rr.Diagnostics)
+	pr := p.Plan(context.Background(), providers.PlanRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Prior: prior, Action: providers.Update})
+	refused("Plan", pr.Diagnostics)
+	if strings.Contains(pr.Diff, "install: first config") {
+		t.Errorf("the plan offers a first install:\n%s", pr.Diff)
+	}
+	// a plan that says first install (made as the node answered so, or
+	// edited) does not make the apply send it
+	ar := p.Apply(context.Background(), providers.ApplyRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Prior: prior, Planned: prior.Private, Log: &bytes.Buffer{}})
+	refused("Apply", ar.Diagnostics)
+	if a := l.n.Applies(); len(a) != 0 || !l.n.Maintenance() {
+		t.Errorf("the node got ApplyConfiguration: %+v (maintenance %v)", a, l.n.Maintenance())
+	}
+}
+
+// The plan of a maintenance-mode first install says plainly that the MAC
+// read is no authentication: the answering server reports it itself.
+func TestMaintenancePlanSaysTheMACIsNoAuthentication(t *testing.T) {
+	t.Parallel()
+	l := startMaintenanceMAC(t, "10:66:6a:00:00:01")
+	p := l.provider(t, l.config(false))
+	r := plan(p, talos.MachineConfig, macConfig("10:66:6a:00:00:01"))
+	if err := r.Diagnostics.Err(); err != nil {
+		t.Fatalf("Plan: %v", err)
+	}
+	for _, want := range []string{"the MAC read is not authentication", "the cluster's keys cross the LAN", `first_install = "nocloud"`} {
+		if !strings.Contains(r.Diff, want) {
+			t.Errorf("the plan lacks %q:\n%s", want, r.Diff)
+		}
+	}
+}

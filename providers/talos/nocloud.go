@@ -1,0 +1,79 @@
+package talos
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers/sdk"
+)
+
+// The first install through the Incus host's API (first_install =
+// "nocloud"). Talos' nocloud platform reads the machine config from the
+// user-data of a volume labelled cidata before it would start the
+// maintenance API; Incus writes that volume (config.iso, label cidata)
+// from the instance's cloud-init.user-data when a VM with a disk of
+// source cloud-init:config starts. So the config with the cluster's keys
+// goes from migrate to the host over the host's authenticated API (its
+// client certificate, or its unix socket) and from the host to the VM as
+// a local drive: no unauthenticated TLS on the LAN, and no MAC to trust.
+//
+// The step renders and validates the config and gives it as user_data
+// (sensitive: redacted in the state and the terminal); the VM's
+// incus_instance step takes it before the VM first boots. A later step
+// proves the install: the node answering on its authenticated API (mTLS
+// with the cluster's client certificate; talos_service_health), after
+// which the key and the drive are removed from the instance.
+
+const (
+	firstInstallMaintenance = "maintenance"
+	firstInstallNocloud     = "nocloud"
+)
+
+// planNocloud is the plan of a first install through the Incus host's
+// API: what the VM will carry, and that nothing is sent to the node.
+func (c *call) planNocloud(st mcStep, r *rendered) sdk.Plan[planned] {
+	var b strings.Builder
+	b.WriteString("install: first config through the Incus host's API (first_install = \"nocloud\"): nothing is sent over the LAN\n")
+	fmt.Fprintf(&b, "the config is the step's user_data output (sensitive, known after apply): the VM's incus_instance step puts it in the instance's cloud-init.user-data with a disk of source cloud-init:config before the VM first boots; Incus writes it on the VM's config drive (label cidata), and the node at %s, booted from a nocloud image, installs from it before any maintenance mode\n", c.endpoints())
+	fmt.Fprintf(&b, "install disk: %s\n", c.s.installDisk)
+	fmt.Fprintf(&b, "installer image: %s (schematic %s, pinned version %s)\n", r.image, c.s.schematicID, c.s.version)
+	fmt.Fprintf(&b, "machine config (%s) rendered for Talos %s, Kubernetes %s: %s\n", st.role, c.s.version, c.s.k8sVersion, configSummary(r.cfg))
+	if len(st.patches) > 0 {
+		fmt.Fprintf(&b, "patches: %s\n", strings.Join(st.patches, ", "))
+	}
+	fmt.Fprintf(&b, "rendered config sha256: %s\n", r.hash)
+	b.WriteString("then: the install is proven by the node answering on its authenticated API (mTLS with the cluster's client certificate), and the key is removed from the instance's config and the drive detached")
+	return sdk.Plan[planned]{Diff: b.String(), Private: planned{Nodes: map[string]string{}, Rendered: r.hash, Nocloud: true},
+		Irreversible: "a first install writes Talos to the install disk of the VM; rollback cannot undo it (that takes a wipe)"}
+}
+
+// applyNocloud gives the config as user_data and sends nothing: the node
+// must not answer yet (its VM is made by a later step). One that answers
+// in maintenance mode is refused; one installed since the plan too.
+func (c *call) applyNocloud(ctx context.Context, st mcStep, r *rendered, installed bool) mcApply {
+	if !installed && c.answersSoon(ctx) {
+		for _, addr := range c.p.targets() {
+			if inMaintenance(ctx, addr) {
+				return mcApply{Diagnostics: c.nocloudInMaintenance(addr)}
+			}
+		}
+		return mcApply{Diagnostics: phases.Errorf("Node Changed Since Plan", "The plan of %s said no node answers at %s yet (its VM is made by a later step, with the config on its config drive), but one answers now: make a new plan. Nothing was sent.", c.addr, c.endpoints())}
+	}
+	c.log.Printf("%s: the first config (sha256 %s, installer %s, install disk %s) is the user_data output, for the VM's cloud-init.user-data through the Incus host's API; nothing is sent over the LAN", c.addr, r.hash, r.image, c.s.installDisk)
+	out := outputsOf(r)
+	out.UserData = string(r.bytes)
+	return mcApply{Outputs: out, Private: planned{Nodes: map[string]string{}, Rendered: r.hash, Nocloud: true}}
+}
+
+// nocloudInMaintenance refuses a node in maintenance mode where the
+// config was to go through the host: the VM booted without its drive,
+// from a metal image, or its config did not validate; or another machine
+// answers there.
+func (c *call) nocloudInMaintenance(addr string) phases.Diagnostics {
+	return phases.Errorf("Node In Maintenance Mode",
+		"%s installs through the Incus host's API (first_install = \"nocloud\"), but the machine at %s answers in maintenance mode, waiting for a config over the LAN. It cannot prove who it is, and the config carries the cluster's keys: Nothing is sent. "+
+			"If it is the VM: it booted a metal image instead of a nocloud one, without its cloud-init:config disk, or its config did not validate (its console in incus console says which). If the VM is not running yet, another machine of the LAN holds the address: check the router's leases.",
+		c.addr, hostOf(addr))
+}
