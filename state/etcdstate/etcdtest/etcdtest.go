@@ -119,16 +119,40 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if opts.TLS {
 		c.makeCerts()
 	}
+	// A free port is free only until another process takes it (another
+	// package's etcd, a test's client): a member that finds its port
+	// taken is started again, with the whole cluster, on new ports.
+	for attempt := 1; ; attempt++ {
+		err := c.launch(attempt)
+		if err == nil {
+			break
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+		t.Logf("etcd: a port was taken meanwhile; starting the cluster again on other ports (%v)", err)
+		c.stopAll()
+		c.members = nil
+	}
+	if opts.Auth {
+		c.enableAuth()
+	}
+	return c
+}
+
+// launch starts the members on new ports, in data directories of this
+// attempt, and waits until each answers.
+func (c *Cluster) launch(attempt int) error {
 	var initial []string
-	for i := range opts.Members {
-		m := &member{name: fmt.Sprintf("m%d", i), client: freePort(t), peer: freePort(t)}
-		m.dataDir = filepath.Join(c.dir, m.name)
-		m.logPath = filepath.Join(c.dir, m.name+".log")
+	for i := range c.opts.Members {
+		m := &member{name: fmt.Sprintf("m%d", i), client: freePort(c.t), peer: freePort(c.t)}
+		m.dataDir = filepath.Join(c.dir, fmt.Sprintf("%s.%d", m.name, attempt))
+		m.logPath = m.dataDir + ".log"
 		c.members = append(c.members, m)
 		initial = append(initial, m.name+"=http://"+m.peer)
 	}
 	scheme := "http"
-	if opts.TLS {
+	if c.opts.TLS {
 		scheme = "https"
 	}
 	for _, m := range c.members {
@@ -137,21 +161,20 @@ func Start(t testing.TB, opts Options) *Cluster {
 			"--listen-client-urls", scheme + "://" + m.client, "--advertise-client-urls", scheme + "://" + m.client,
 			"--listen-peer-urls", "http://" + m.peer, "--initial-advertise-peer-urls", "http://" + m.peer,
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
-			"--initial-cluster-token", filepath.Base(c.dir), "--log-level", "warn",
+			"--initial-cluster-token", fmt.Sprintf("%s-%d", filepath.Base(c.dir), attempt), "--log-level", "warn",
 		}
-		if opts.TLS {
+		if c.opts.TLS {
 			m.args = append(m.args, "--cert-file", filepath.Join(c.dir, "server.pem"), "--key-file", filepath.Join(c.dir, "server-key.pem"),
 				"--trusted-ca-file", c.caPath, "--client-cert-auth")
 		}
 		c.start(m)
 	}
 	for i := range c.members {
-		c.waitReady(i)
+		if err := c.ready(i); err != nil {
+			return err
+		}
 	}
-	if opts.Auth {
-		c.enableAuth()
-	}
-	return c
+	return nil
 }
 
 func freePort(t testing.TB) string {
@@ -187,6 +210,13 @@ func (c *Cluster) start(m *member) {
 // with a leader.
 func (c *Cluster) waitReady(i int) {
 	c.t.Helper()
+	if err := c.ready(i); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// ready is waitReady's wait, with its failure returned.
+func (c *Cluster) ready(i int) error {
 	m := c.members[i]
 	cfg := c.rootConfig([]string{c.scheme() + m.client})
 	deadline := time.Now().Add(90 * time.Second)
@@ -194,7 +224,7 @@ func (c *Cluster) waitReady(i int) {
 	for time.Now().Before(deadline) {
 		select {
 		case <-m.exited:
-			c.t.Fatalf("etcd %s exited: %s", m.name, tail(m.logPath))
+			return fmt.Errorf("etcd %s exited: %s", m.name, tail(m.logPath))
 		default:
 		}
 		last = func() error {
@@ -216,11 +246,11 @@ func (c *Cluster) waitReady(i int) {
 			return err
 		}()
 		if last == nil {
-			return
+			return nil
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	c.t.Fatalf("etcd %s not ready within 90s: %v\n%s", m.name, last, tail(m.logPath))
+	return fmt.Errorf("etcd %s not ready within 90s: %v\n%s", m.name, last, tail(m.logPath))
 }
 
 func tail(path string) string {
