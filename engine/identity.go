@@ -161,6 +161,11 @@ func (r *stepRunner) stillDone(s *phases.Step, p providers.Interface, cfg cty.Va
 // step is applied as if it had never run.
 func (r *stepRunner) forget(rec *state.StepRecord, why string) *replanned {
 	rec.Outputs, rec.Private, rec.Revert, rec.Identity, rec.Upstream = nil, nil, nil, "", nil
+	// Not done any more: its provider gets no prior (priorOf), as for a
+	// step that never ran. A prior with nothing in it would still say
+	// "this ran" (the talos provider refuses a node it installed that
+	// answers in maintenance mode, and the node here is a new one).
+	rec.Status, rec.Attempts = state.Pending, 0
 	return &replanned{action: providers.Create, reason: why}
 }
 
