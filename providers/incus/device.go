@@ -30,6 +30,7 @@ type deviceAttrs struct {
 	Instance string            `cty:"instance" required:"true" doc:"The instance, which must exist (a step that creates it comes first: refer to its outputs)."`
 	Name     string            `cty:"name" required:"true" doc:"The device's name on the instance, as in incus_instance's devices."`
 	Device   map[string]string `cty:"device" doc:"The device: its type and options, as in incus_instance's devices ({type = \"disk\", pool = \"data\", source = \"photos\", path = \"/mnt/photos\"}). Required with ensure = \"present\"; the pool, volume and network it names must exist."`
+	Unset    []string          `cty:"unset_config" doc:"With ensure = \"absent\": instance config keys removed in the same update as the device (cloud-init.user-data with its cloud-init:config drive, once the node installed from it: the first machine config holds the cluster's keys and must not stay in the Incus host's instance config). Their values are never shown nor kept: rollback puts the device back, not them. An incus_instance step that declared them hands them over instead of planning them back."`
 	Ensure   string            `cty:"ensure" doc:"\"present\" (default): the instance has this device with exactly these options (a device of that name from a profile, or with other options, is changed, its previous options kept for rollback); \"absent\": the instance has no device of that name (one from a profile is masked with type = \"none\")."`
 }
 
@@ -83,6 +84,17 @@ func validateDevice(c *call, a *deviceAttrs) phases.Diagnostics {
 	case a.Ensure == "present" && a.Device["type"] == "":
 		diags = append(diags, errorf("Missing Device Type", "%s attaches device %q but its device map has no type: set device = {type = \"disk\", ...} (disk, nic, gpu, proxy... as in incus_instance's devices).", c.Addr, a.Name)...)
 	}
+	for _, k := range a.Unset {
+		switch {
+		case a.Ensure != "absent":
+			diags = append(diags, errorf("Invalid Attribute Value", "%s: unset_config goes with ensure = \"absent\" (a device detached and the keys that fed it, such as cloud-init.user-data with its cloud-init:config drive).", c.Addr)...)
+		case k == "" || strings.HasPrefix(k, "volatile."):
+			diags = append(diags, errorf("Invalid Attribute Value", "%s: unset_config cannot name %q: a config key the user sets (volatile keys are the daemon's).", c.Addr, k)...)
+		default:
+			continue
+		}
+		break
+	}
 	if a.Name == "" || strings.ContainsAny(a.Name, "/ ") {
 		diags = append(diags, errorf("Invalid Attribute Value", "The \"name\" attribute of %s must be a device name (no \"/\" or space), not %q.", c.Addr, a.Name)...)
 	}
@@ -96,6 +108,7 @@ type deviceView struct {
 	own     map[string]string // the instance's own device; nil when none
 	has     map[string]string // the device in effect (expanded); nil when none or type none
 	profile string            // the last of its profiles with a device of that name; "" when none
+	keys    []string          // the keys of unset_config the instance has, sorted
 }
 
 // from names where the device in effect comes from: "" for the
@@ -115,6 +128,12 @@ func viewDevice(ctx context.Context, c *call, a deviceAttrs) (*deviceView, error
 		return nil, err
 	}
 	v := &deviceView{inst: inst, etag: etag, own: inst.Devices[a.Name], has: inst.ExpandedDevices[a.Name]}
+	for _, k := range a.Unset {
+		if _, ok := inst.Config[k]; ok && !slices.Contains(v.keys, k) {
+			v.keys = append(v.keys, k)
+		}
+	}
+	slices.Sort(v.keys)
 	if v.has == nil && inst.ExpandedDevices == nil { // a server that does not expand
 		v.has = v.own
 	}
@@ -137,7 +156,7 @@ func viewDevice(ctx context.Context, c *call, a deviceAttrs) (*deviceView, error
 // done says whether the instance is as the step wants.
 func (v *deviceView) done(a deviceAttrs) bool {
 	if a.Ensure == "absent" {
-		return v.has == nil
+		return v.has == nil && len(v.keys) == 0
 	}
 	return maps.Equal(v.has, a.Device)
 }
@@ -191,6 +210,8 @@ func readDevice(ctx context.Context, c *call, a deviceAttrs, prior devPrior) sdk
 // deviceState says how the device differs from the step.
 func deviceState(a deviceAttrs, v *deviceView) string {
 	switch {
+	case a.Ensure == "absent" && v.has == nil:
+		return fmt.Sprintf("it has config %s again", strings.Join(v.keys, ", "))
 	case a.Ensure == "absent":
 		return fmt.Sprintf("it has device %s again (%s)", a.Name, describeDevice(a.Name, v.has))
 	case v.has == nil:

@@ -61,11 +61,22 @@ func devicePlanText(a deviceAttrs, v *deviceView) string {
 	var b strings.Builder
 	switch {
 	case a.Ensure == "absent":
-		fmt.Fprintf(&b, "- detach %s from %s (%s)", describeDevice(a.Name, v.has), a.Instance, when)
-		if v.profile != "" {
+		if v.has != nil {
+			fmt.Fprintf(&b, "- detach %s from %s (%s)", describeDevice(a.Name, v.has), a.Instance, when)
+		} else {
+			fmt.Fprintf(&b, "- instance %s has no device %s", a.Instance, a.Name)
+		}
+		if v.profile != "" && v.has != nil {
 			fmt.Fprintf(&b, "\n  masked with type = \"none\": %s gives the instance a device of that name", v.profile)
 		}
-		b.WriteString("\n  rollback: put it back as it was")
+		for _, k := range v.keys {
+			fmt.Fprintf(&b, "\n  - config %s removed from the instance (its value is not shown, nor kept)", k)
+		}
+		if len(v.keys) > 0 {
+			b.WriteString("\n  rollback: put the device back as it was, not the removed config (the value is kept nowhere)")
+		} else {
+			b.WriteString("\n  rollback: put it back as it was")
+		}
 	case v.has == nil:
 		fmt.Fprintf(&b, "+ attach %s to %s (%s)", describeDevice(a.Name, a.Device), a.Instance, when)
 		b.WriteString("\n  rollback: detach it")
@@ -182,7 +193,7 @@ func applyDevice(ctx context.Context, c *call, a deviceAttrs, planned devicePriv
 	if planned.ETag != "" {
 		etag = planned.ETag // a change since the plan makes the daemon refuse the update
 	}
-	if err := putOwnDevice(ctx, c, v.inst, a.Name, v.wantOwn(a), etag); err != nil {
+	if err := putOwnDevice(ctx, c, v.inst, a.Name, v.wantOwn(a), etag, v.keys...); err != nil {
 		return devApply{Diagnostics: deviceErr(c, a, v.inst, err)}
 	}
 	logf(c, "instance %s: %s", a.Instance, strings.SplitN(devicePlanText(a, v), "\n", 2)[0])
@@ -194,14 +205,23 @@ func applyDevice(ctx context.Context, c *call, a deviceAttrs, planned devicePriv
 	case a.Ensure == "absent":
 		what = "put device " + a.Name + " back as it was"
 	}
+	if len(v.keys) > 0 {
+		what += " (not config " + strings.Join(v.keys, ", ") + ": its value is kept nowhere)"
+	}
 	r.Revert = &sdk.RevertData[deviceRevert]{Description: fmt.Sprintf("%s of instance %s", what, a.Instance), Data: inv}
 	return r
 }
 
 // putOwnDevice sets (nil: deletes) the instance's own device of that
-// name, with the ETag given.
-func putOwnDevice(ctx context.Context, c *call, inst *incusapi.Instance, name string, dev map[string]string, etag string) error {
+// name, and removes the config keys unset, with the ETag given.
+func putOwnDevice(ctx context.Context, c *call, inst *incusapi.Instance, name string, dev map[string]string, etag string, unset ...string) error {
 	put := inst.Put()
+	if len(unset) > 0 {
+		put.Config = maps.Clone(put.Config)
+		for _, k := range unset {
+			delete(put.Config, k)
+		}
+	}
 	put.Devices = map[string]map[string]string{}
 	for k, d := range inst.Devices {
 		put.Devices[k] = maps.Clone(d)

@@ -77,6 +77,9 @@ type instancePrivate struct {
 	// HandedOver: declared devices as later steps left them (see
 	// instance_handover.go).
 	HandedOver map[string]handedDevice `json:"handed_over,omitempty"`
+	// HandedConfig: declared config keys a later step removed (the
+	// cloud-init.user-data of a first install, cleared once installed).
+	HandedConfig map[string]handedKey `json:"handed_config,omitempty"`
 }
 
 type (
@@ -171,10 +174,11 @@ func planInstance(ctx context.Context, c *call, spec InstanceSpec, prior instPri
 	}
 	pv := managedOf(prior)
 	s, kept := withHandedOver(s, pv)
+	s, keys := withHandedConfig(s, pv)
 	ch := instanceChanges(s, inst, pv.Config, pv.Devices)
 	priv := instancePrivate{ETag: etag, Exists: true, Planned: true}
 	if len(ch) == 0 {
-		return sdk.Plan[instancePrivate]{Diff: fmt.Sprintf("instance %q (%s, %s) already has the settings the step manages: nothing to change", s.Name, s.Type, strings.ToLower(inst.Status)) + handedNote(kept) + waitNote(s), Private: priv}
+		return sdk.Plan[instancePrivate]{Diff: fmt.Sprintf("instance %q (%s, %s) already has the settings the step manages: nothing to change", s.Name, s.Type, strings.ToLower(inst.Status)) + handedNote(kept, keys) + waitNote(s), Private: priv}
 	}
 	head := fmt.Sprintf("~ update %s %q (%s) with the ETag read now; a change made meanwhile is refused, not overwritten", s.Type, s.Name, strings.ToLower(inst.Status))
 	return sdk.Plan[instancePrivate]{Diff: renderChanges(head, ch) + waitNote(s), Private: priv}
@@ -263,6 +267,7 @@ func readInstance(ctx context.Context, c *call, spec InstanceSpec, prior instPri
 	}
 	pv := managedOf(prior)
 	s, _ = withHandedOver(s, pv)
+	s, _ = withHandedConfig(s, pv)
 	ch := instanceChanges(s, inst, pv.Config, pv.Devices)
 	if inst.Type != s.Type {
 		ch = append([]change{{'~', fmt.Sprintf("type: %q -> %q", inst.Type, s.Type)}}, ch...)

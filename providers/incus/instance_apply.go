@@ -42,6 +42,7 @@ func applyInstance(ctx context.Context, c *call, spec InstanceSpec, planned inst
 	}
 	pv := managedOf(prior)
 	s, managed.HandedOver = withHandedOver(s, pv)
+	s, managed.HandedConfig = withHandedConfig(s, pv)
 	put, inv := updatedPut(s, inst, pv.Config, pv.Devices)
 	ch := instanceChanges(s, inst, pv.Config, pv.Devices)
 	if len(ch) > 0 {

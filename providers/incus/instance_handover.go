@@ -85,16 +85,70 @@ func readHandOver(s DesiredInstance, inst *incusapi.Instance, pv instancePrivate
 		handed = nil
 	}
 	pv.HandedOver = handed
+	pv.HandedConfig = handedConfigOf(s, inst)
 	pv.ETag, pv.Planned = "", false
 	return sdk.Read[instanceRevert]{Observation: providers.Present, Private: pv}
 }
 
-// handedNote says, in a plan, which devices later steps changed.
-func handedNote(kept map[string]handedDevice) string {
-	if len(kept) == 0 {
+// handedKey is a declared config key a later step removed.
+type handedKey struct {
+	// Declared is a digest of the key and the value it declared.
+	Declared string `json:"declared"`
+}
+
+// keyDigest is a digest of a config key's declared value (for a
+// sensitive one, a machine config with private keys: nothing guessable).
+func keyDigest(k, v string) string {
+	return deviceDigest(map[string]string{k: v})
+}
+
+// withHandedConfig is s without the config keys later steps removed,
+// where their declaration has not changed since; the entries still
+// valid are returned to be kept.
+func withHandedConfig(s DesiredInstance, pv instancePrivate) (DesiredInstance, map[string]handedKey) {
+	if len(pv.HandedConfig) == 0 {
+		return s, nil
+	}
+	kept := map[string]handedKey{}
+	cfg := maps.Clone(s.Config)
+	for k, h := range pv.HandedConfig {
+		v, ok := s.Config[k]
+		if !ok || keyDigest(k, v) != h.Declared {
+			continue // the runbook changed it: plan it as declared
+		}
+		kept[k] = h
+		delete(cfg, k)
+	}
+	s.Config = cfg
+	return s, kept
+}
+
+// handedConfigOf lists the declared config keys the instance no longer
+// has: a later step removed them.
+func handedConfigOf(s DesiredInstance, inst *incusapi.Instance) map[string]handedKey {
+	var out map[string]handedKey
+	for k, v := range s.Config {
+		if _, ok := inst.Config[k]; ok {
+			continue
+		}
+		if out == nil {
+			out = map[string]handedKey{}
+		}
+		out[k] = handedKey{Declared: keyDigest(k, v)}
+	}
+	return out
+}
+
+// handedNote says, in a plan, which devices and config keys later steps
+// changed.
+func handedNote(kept map[string]handedDevice, keys map[string]handedKey) string {
+	if len(kept) == 0 && len(keys) == 0 {
 		return ""
 	}
 	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		parts = append(parts, "config "+k+" removed")
+	}
 	for _, name := range slices.Sorted(maps.Keys(kept)) {
 		if kept[name].Now == nil {
 			parts = append(parts, "device "+name+" removed")
