@@ -25,6 +25,7 @@ import (
 	"github.com/homelab-migrate/migrate/providers/plugin"
 	"github.com/homelab-migrate/migrate/providers/talos/talosschema"
 	"github.com/homelab-migrate/migrate/secret/agefile"
+	"github.com/homelab-migrate/migrate/state"
 )
 
 // secretsCommand groups the commands that keep secrets beside a runbook
@@ -439,15 +440,7 @@ func writeFile(path string, b []byte, replace bool) error {
 	if !replace {
 		return writeNew(newFile{path, b})
 	}
-	tmp, err := writeTemp(path, b)
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp)
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
+	return state.WriteFile(path, b) // as the state's snapshot is replaced
 }
 
 // newFile is a file writeNew writes.
