@@ -160,6 +160,108 @@ variable "k3s_vm" {
   description = "The old Incus VM of the k3s playground."
 }
 
+# The apps as migrate init read them in the old VMs (site.auto.hcl): how
+# each is installed, its version, its database engine, its settings. The
+# moves below follow them; the defaults are the lab's Debian host.
+variable "jellyfin_version" {
+  type        = string
+  default     = ""
+  description = "Jellyfin's version in the old services VM, as read (dpkg: \"10.10.7+deb12\"); \"\" when not read. Its database is one-way: the new image must not be older."
+}
+
+variable "synapse_version" {
+  type        = string
+  default     = ""
+  description = "Synapse's version in the old matrix VM, as read (dpkg: \"1.120.2+bookworm1\"); \"\" when not read. Synapse refuses a database schema newer than its own."
+}
+
+variable "frigate_version" {
+  type        = string
+  default     = ""
+  description = "Frigate's version in the old services VM, as read (the Compose image's tag: \"0.14.1\"); \"\" when not read."
+}
+
+variable "jellyfin_image" {
+  type        = string
+  default     = "jellyfin/jellyfin:10.10.7"
+  description = "The new Jellyfin's image: the version the old VM runs, or a newer one (never older: its database migrations are one-way)."
+}
+
+variable "synapse_image" {
+  type        = string
+  default     = "matrixdotorg/synapse:v1.120.2"
+  description = "The new Synapse's image: the version the old VM runs, or a newer one (never older: Synapse refuses a newer schema)."
+}
+
+variable "frigate_image" {
+  type        = string
+  default     = "ghcr.io/blakeblackshear/frigate:0.14.1"
+  description = "The new Frigate's image: the version the old VM runs, or a newer one."
+}
+
+variable "synapse_database" {
+  type        = string
+  default     = "sqlite3"
+  description = "The old Synapse's database engine, its database.name: \"sqlite3\" (a file, copied with Synapse stopped) or \"psycopg2\" (PostgreSQL in the VM: pg_dump there, and a PostgreSQL beside the new Synapse that the dump is restored into; the engine stays)."
+  validation {
+    condition     = contains(["sqlite3", "psycopg2"], var.synapse_database)
+    error_message = "synapse_database is Synapse's database.name: \"sqlite3\" or \"psycopg2\"."
+  }
+}
+
+variable "frigate_install" {
+  type        = string
+  default     = "compose"
+  description = "How the old Frigate runs: \"compose\" (the documented install: the Docker Compose project frigate in /opt/frigate, stopped with docker compose) or \"service\" (a systemd unit frigate)."
+  validation {
+    condition     = contains(["compose", "service"], var.frigate_install)
+    error_message = "frigate_install is \"compose\" or \"service\"."
+  }
+}
+
+variable "jellyfin_hwaccel" {
+  type        = string
+  default     = "none"
+  description = "The old Jellyfin's HardwareAccelerationType (encoding.xml), as read: \"none\" on a VM without a GPU."
+}
+
+variable "frigate_hwaccel" {
+  type        = string
+  default     = ""
+  description = "The old Frigate's ffmpeg.hwaccel_args, as read; \"\": decoding on the CPU."
+}
+
+variable "jellyfin_library_paths" {
+  type        = list(string)
+  default     = ["/var/mnt/data/media/movies"]
+  description = "The paths Jellyfin's libraries name (root/default/*/options.xml), as read: the new pod must see the media at these paths."
+}
+
+variable "samba_users" {
+  type        = list(string)
+  default     = []
+  description = "The old Samba's accounts (pdbedit -L), names only, as read: they move with their password hashes, sealed."
+}
+
+variable "old_data_path" {
+  type        = string
+  default     = "/var/mnt/data"
+  description = "Where the old services VM sees the data volume: the paths of Jellyfin's libraries are under it, and the new pod mounts the volume's media at the same path, so the paths in its database stay true."
+}
+
+variable "hwaccel" {
+  type        = bool
+  default     = true
+  description = "The new node has the iGPU's render node (/dev/dri/renderD128, which the rehearsal proves): the moved Jellyfin and Frigate settings switch hardware decoding on (VA-API). false: they decode as the old VM did."
+}
+
+locals {
+  # What the moved settings decode with: what the old VM used when it
+  # used the GPU, else VA-API on the iGPU; as before without a render node.
+  jellyfin_hwaccel = !var.hwaccel ? var.jellyfin_hwaccel : contains(["vaapi", "qsv"], var.jellyfin_hwaccel) ? var.jellyfin_hwaccel : "vaapi"
+  frigate_hwaccel  = !var.hwaccel ? var.frigate_hwaccel : var.frigate_hwaccel != "" ? var.frigate_hwaccel : "preset-vaapi"
+}
+
 variable "matrix_domain" {
   type        = string
   default     = "matrix.example.org"
@@ -482,11 +584,13 @@ phase "data-apps" {
     revert   = ["systemctl", "start", "jellyfin"]
   }
 
+  # Frigate as it is installed: its documented install is the Docker
+  # Compose project "frigate" (no frigate.service: systemctl would fail).
   step "incus_exec" "stop_frigate" {
     provider = incus.host
     instance = var.services_vm
-    command  = ["systemctl", "stop", "frigate"] # its Docker Compose unit
-    revert   = ["systemctl", "start", "frigate"]
+    command  = var.frigate_install == "compose" ? ["docker", "compose", "-p", "frigate", "stop"] : ["systemctl", "stop", "frigate"]
+    revert   = var.frigate_install == "compose" ? ["docker", "compose", "-p", "frigate", "start"] : ["systemctl", "start", "frigate"]
   }
 
   # The data volume, attached to the old VM for the copies, as the Matrix
@@ -504,19 +608,44 @@ phase "data-apps" {
   # apps/jellyfin of the data volume: laid out as the official image
   # wants its /config (Debian's /var/lib/jellyfin is the image's data
   # directory /config, /etc/jellyfin its /config/config; the cache is not
-  # moved: Jellyfin rebuilds it). Made aside and renamed when whole; the
-  # marker, in the old VM, says it is done (the new Jellyfin changes the
-  # copy).
+  # moved: Jellyfin rebuilds it), the old paths rewritten in the moved
+  # settings, hardware decoding switched on when the node has the render
+  # node. Every library must be one the runbook mounts (under the data
+  # volume), or the move stops before it copies. Made aside and renamed
+  # when whole; the marker, in the old VM, says it is done (the new
+  # Jellyfin changes the copy).
   step "incus_exec" "export_jellyfin" {
     provider = incus.host
     instance = var.services_vm
+    env = {
+      LIBRARIES = join("\n", var.jellyfin_library_paths)
+      OLD_DATA  = var.old_data_path
+      HWACCEL   = local.jellyfin_hwaccel
+    }
     command = ["sh", "-c", <<-EOT
       set -e
+      cat /var/lib/jellyfin/root/default/*/options.xml 2>/dev/null | sed -n 's|.*<Path>\(.*\)</Path>.*|\1|p' | while IFS= read -r p; do
+        case "$p" in "$OLD_DATA"/*) ;; *) echo "Jellyfin's library $p is not on the data volume ($OLD_DATA): move it there first, or the new Jellyfin cannot see it" >&2; exit 1 ;; esac
+        printf '%s\n' "$LIBRARIES" | grep -qxF "$p" || { echo "Jellyfin's library $p is not in var.jellyfin_library_paths: add it (migrate init reads them), or the new pod does not mount it" >&2; exit 1; }
+        echo "library: $p"
+      done
       mkdir -p /mnt/migrate-data/apps && cd /mnt/migrate-data/apps
       rm -rf jellyfin.partial && mkdir jellyfin.partial
       echo "databases: $(ls /var/lib/jellyfin/data/*.db | wc -l) ($(du -ch /var/lib/jellyfin/data/*.db | tail -1 | cut -f1)), data: $(du -sh /var/lib/jellyfin | cut -f1), configuration: $(ls /etc/jellyfin | wc -l) files"
       cp -a /var/lib/jellyfin/. jellyfin.partial/
       mkdir -p jellyfin.partial/config && cp -a /etc/jellyfin/. jellyfin.partial/config/
+      # The Debian paths, where a setting names one, are the image's.
+      find jellyfin.partial/config jellyfin.partial/root -name '*.xml' -exec sed -i \
+        -e 's|/etc/jellyfin|/config/config|g' -e 's|/var/lib/jellyfin|/config|g' \
+        -e 's|/var/cache/jellyfin|/cache|g' -e 's|/var/log/jellyfin|/config/log|g' {} +
+      enc=jellyfin.partial/config/encoding.xml
+      if [ "$HWACCEL" != none ]; then
+        [ -f "$enc" ] || printf '<?xml version="1.0" encoding="utf-8"?>\n<EncodingOptions xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xmlns:xsd="http://www.w3.org/2001/XMLSchema">\n</EncodingOptions>\n' > "$enc"
+        sed -i -e '/<HardwareAccelerationType>/d' -e '/<VaapiDevice>/d' \
+          -e "s|</EncodingOptions>|  <HardwareAccelerationType>$HWACCEL</HardwareAccelerationType>\n  <VaapiDevice>/dev/dri/renderD128</VaapiDevice>\n</EncodingOptions>|" "$enc"
+        grep -q "<HardwareAccelerationType>$HWACCEL</HardwareAccelerationType>" "$enc" || { echo "$enc: hardware decoding could not be switched on" >&2; exit 1; }
+        echo "hardware decoding: $HWACCEL on /dev/dri/renderD128 (the old VM: $(sed -n 's|.*<HardwareAccelerationType>\(.*\)</HardwareAccelerationType>.*|\1|p' /etc/jellyfin/encoding.xml 2>/dev/null || echo none))"
+      fi
       mv jellyfin.partial jellyfin
       touch /root/.jellyfin-exported
       echo "copied: $(du -sh jellyfin | cut -f1) in /mnt/migrate-data/apps/jellyfin"
@@ -529,17 +658,46 @@ phase "data-apps" {
   }
 
   # Frigate's /config (config.yml, the cameras; frigate.db, the events
-  # and the index of the recordings), once, into apps/frigate. The
-  # recordings are on the share already, where the new Frigate mounts them.
+  # and the index of the recordings), once, into apps/frigate, with
+  # hardware decoding switched on when the node has the render node. The
+  # recordings are on the share already, where the new Frigate mounts
+  # them; a Compose file that keeps them elsewhere stops the move first.
   step "incus_exec" "export_frigate" {
     provider = incus.host
     instance = var.services_vm
+    env = {
+      OLD_DATA = var.old_data_path
+      HWACCEL  = local.frigate_hwaccel
+    }
     command = ["sh", "-c", <<-EOT
       set -e
+      if [ -f /opt/frigate/docker-compose.yml ]; then
+        rec=$(sed -n 's|^[[:space:]]*-[[:space:]]*["'\'']\{0,1\}\([^:"'\'']*\):/media/frigate.*|\1|p' /opt/frigate/docker-compose.yml)
+        case "$rec" in "" | "$OLD_DATA/frigate" | "$OLD_DATA/frigate/") ;; *) echo "Frigate's recordings are in $rec (docker-compose.yml), not on the data volume ($OLD_DATA/frigate), where the new Frigate finds them: move them there first" >&2; exit 1 ;; esac
+      fi
       mkdir -p /mnt/migrate-data/apps && cd /mnt/migrate-data/apps
       rm -rf frigate.partial
       echo "configuration: config.yml ($(wc -l < /opt/frigate/config/config.yml) lines), database: frigate.db ($(du -h /opt/frigate/config/frigate.db | cut -f1))"
       cp -a /opt/frigate/config frigate.partial
+      if [ -n "$HWACCEL" ]; then
+        # The top-level ffmpeg.hwaccel_args only (a camera's own stays),
+        # indented as the block is.
+        cfg=frigate.partial/config.yml
+        block=$(sed -n '/^ffmpeg:/,/^[^[:space:]#]/p' "$cfg")
+        ind=$(printf '%s\n' "$block" | sed -n '2,$s/^\([[:space:]][[:space:]]*\)[^[:space:]#].*/\1/p' | head -1)
+        ind=$${ind:-  }
+        if printf '%s\n' "$block" | grep -q "^$ind""hwaccel_args:[[:space:]]*$"; then
+          echo "$cfg: ffmpeg.hwaccel_args is a list: set it to $HWACCEL by hand in /opt/frigate/config/config.yml, or set hwaccel = false" >&2
+          exit 1
+        fi
+        if [ -n "$block" ]; then
+          sed -i -e "/^ffmpeg:/,/^[^[:space:]#]/{/^$ind""hwaccel_args:/d;}" -e "s|^ffmpeg:[[:space:]]*$|ffmpeg:\n$ind""hwaccel_args: $HWACCEL|" "$cfg"
+        else
+          printf 'ffmpeg:\n  hwaccel_args: %s\n' "$HWACCEL" >> "$cfg"
+        fi
+        grep -q "^$ind""hwaccel_args: $HWACCEL\$" "$cfg" || { echo "$cfg: hardware decoding could not be switched on (is its ffmpeg block written as a flow mapping?)" >&2; exit 1; }
+        echo "hardware decoding: hwaccel_args $HWACCEL (the old VM: $(sed -n '/^ffmpeg:/,/^[^[:space:]]/s|^  hwaccel_args:[[:space:]]*||p' /opt/frigate/config/config.yml | grep . || echo CPU))"
+      fi
       mv frigate.partial frigate
       touch /root/.frigate-exported
       echo "copied: $(du -sh frigate | cut -f1) in /mnt/migrate-data/apps/frigate"
@@ -561,19 +719,20 @@ phase "data-apps" {
     chart     = "charts/app"
     namespace = "media"
     values = {
-      image      = "jellyfin/jellyfin:10.10.3"
+      image      = var.jellyfin_image
       port       = 8096
       nodePort   = 30096 # http://NODE:30096 on the LAN
       gpu        = true
       privileged = true # /dev/dri from a hostPath is usable only by a privileged container (no device plugin)
-      # The media where the old VM had them: the library's paths, in its
-      # database, stay true. The configuration is the export's, and must
-      # be there (Directory): an empty one would be a new server.
-      hostData = {
-        media  = { path = "/var/mnt/data/media", mountPath = "/var/mnt/data/media", readOnly = true }
+      # Each library where the old VM had it: the paths in its database
+      # stay true. The configuration is the export's, and must be there
+      # (Directory): an empty one would be a new server.
+      hostData = merge({
         config = { path = "/var/mnt/data/apps/jellyfin", mountPath = "/config", type = "Directory" }
         cache  = { path = "/var/mnt/bulk/jellyfin/cache", mountPath = "/cache", type = "DirectoryOrCreate" }
-      }
+        }, { for i, p in var.jellyfin_library_paths : "library-${i}" => {
+          path = "/var/mnt/data${trimprefix(p, var.old_data_path)}", mountPath = p, readOnly = true
+      } })
       probe     = { http = "/health" }
       resources = { requests = { cpu = "500m", memory = "1Gi" }, limits = { memory = "4Gi" } }
     }
@@ -585,7 +744,7 @@ phase "data-apps" {
     chart     = "charts/app"
     namespace = "media"
     values = {
-      image = "ghcr.io/blakeblackshear/frigate:0.14.1"
+      image = var.frigate_image
       ports = [
         { name = "http", port = 5000, nodePort = 30500 }, # the UI and API
         { name = "rtsp", port = 8554, nodePort = 30554 }, # restreams for the cameras' viewers
@@ -641,13 +800,87 @@ phase "host-services" {
     pod_security = "privileged" # Samba serves the ZFS data through hostPath, on the node's port 445
   }
 
+  # The old Samba stops serving the share's files before the new one
+  # does: two servers would lock them apart. Rollback starts it again
+  # (after the new one is gone).
+  step "incus_exec" "stop_samba" {
+    provider = incus.host
+    instance = var.services_vm
+    command  = ["systemctl", "stop", "smbd"]
+    revert   = ["systemctl", "start", "smbd"]
+  }
+
+  # The old Samba's accounts with their password hashes (pdbedit -L -w:
+  # the smbpasswd format; the NT hashes are secrets), written 0600 in the
+  # old VM and pulled straight into an age file; only the names are
+  # printed. The accounts migrate init read must all be there.
+  step "incus_exec" "samba_users" {
+    provider = incus.host
+    instance = var.services_vm
+    env      = { EXPECTED = join(" ", var.samba_users) }
+    command = ["sh", "-c", <<-EOT
+      set -e
+      umask 077
+      mkdir -p /root/migrate && cd /root/migrate
+      if command -v pdbedit >/dev/null; then
+        pdbedit -L -w > smbpasswd.partial
+      elif command -v smbd >/dev/null; then
+        echo "smbd is installed but pdbedit is not: its accounts cannot be read (Debian's samba package carries pdbedit)" >&2
+        exit 1
+      else
+        : > smbpasswd.partial
+        echo "no Samba installed here: no accounts to move"
+      fi
+      for user in $EXPECTED; do
+        grep -q "^$user:" smbpasswd.partial || { echo "the Samba account $user that migrate init read is not in pdbedit -L -w any more: run migrate init again" >&2; exit 1; }
+      done
+      mv smbpasswd.partial smbpasswd
+      echo "Samba accounts: $(cut -d: -f1 smbpasswd | tr '\n' ' ')($(grep -c . smbpasswd || true)), their hashes sealed"
+    EOT
+    ]
+    creates    = "/root/migrate/smbpasswd"
+    revert     = ["rm", "-f", "/root/migrate/smbpasswd", "/root/migrate/smbpasswd.partial"]
+    depends_on = [incus_exec.stop_samba]
+  }
+
+  step "incus_file" "samba_users" {
+    provider    = incus.host
+    instance    = var.services_vm
+    direction   = "pull"
+    source      = "/root/migrate/smbpasswd"
+    destination = "secrets/samba-users.age"
+    depends_on  = [incus_exec.samba_users]
+  }
+
+  step "kubernetes_secret" "samba_users" {
+    provider   = helm.cluster
+    namespace  = "files"
+    name       = "samba-users"
+    files      = { smbpasswd = "secrets/samba-users.age" }
+    depends_on = [kubernetes_namespace.files, incus_file.samba_users]
+  }
+
   # SMB clients only speak port 445: Samba takes it on the node's network.
+  # It starts with the old accounts, as its image imports them: for each
+  # smbpasswd line, ACCOUNT_name (the line, whose hash the image keeps)
+  # and UID_name (the old uid, so the files' owners stay theirs).
   step "helm_release" "samba" {
     provider  = helm.cluster
     chart     = "charts/app"
     namespace = "files"
     values = {
       image       = "ghcr.io/servercontainers/samba:smbd-only-a3.21.0-s4.20.6-r0"
+      command = ["/bin/sh", "-c", <<-EOT
+        set -e
+        while IFS=: read -r user uid rest; do
+          [ -n "$user" ] || continue
+          case "$user" in *[!A-Za-z0-9_]*) echo "the Samba account $user cannot be passed as ACCOUNT_$user: rename it" >&2; exit 1 ;; esac
+          export "ACCOUNT_$user=$user:$uid:$rest" "UID_$user=$uid"
+        done < /users/smbpasswd
+        exec /container/scripts/entrypoint.sh runsvdir -P /container/config/runit
+      EOT
+      ]
+      secretFiles = { users = { secret = "samba-users", mountPath = "/users" } }
       hostNetwork = true
       ports       = [{ name = "smb", port = 445 }]
       env = {
@@ -662,7 +895,7 @@ phase "host-services" {
       probe     = { tcp = true }
       resources = { requests = { cpu = "100m", memory = "128Mi" }, limits = { memory = "512Mi" } }
     }
-    depends_on = [kubernetes_namespace.files]
+    depends_on = [kubernetes_namespace.files, kubernetes_secret.samba_users, incus_exec.stop_samba]
   }
 
   step "kubernetes_namespace" "ci" {
@@ -723,78 +956,154 @@ phase "ingress-matrix" {
     depends_on = [incus_exec.stop_synapse]
   }
 
+  # Synapse's configuration as Synapse reads it (the service starts with
+  # --config-path homeserver.yaml --config-path conf.d/: Debian's package
+  # keeps server_name and report_stats in conf.d), merged into one file,
+  # then rewritten for the pod: the database on the data share (SQLite) or
+  # on the PostgreSQL beside it, the media on the share (/data, the
+  # claim), the signing key from its Secret (/keys), the pid file in
+  # /data, no log file (Synapse logs to stderr: kubectl logs), listening
+  # on all the pod's addresses, the registration secret read from the
+  # Secret synapse-config (the runbook's, var.synapse_registration_secret),
+  # and the .well-known delegation served (federation on 443, the
+  # ingress). Its other secrets (macaroon_secret_key, form_secret) stay as
+  # they were: the sessions stay valid. Written 0600 beside the old one,
+  # never printed; it fails when server_name or report_stats is missing
+  # (Synapse would not start) or an old path is left. The merged file,
+  # before the rewrite, is what the export reads the database from.
+  step "incus_exec" "synapse_config" {
+    provider = incus.host
+    instance = var.matrix_vm
+    env      = { DATABASE = var.synapse_database }
+    command = ["sh", "-c", <<-EOT
+      set -e
+      umask 077
+      mkdir -p /root/migrate && cd /root/migrate
+      # drop KEY FILE: FILE without the top-level KEY and its block (up
+      # to the next top-level key).
+      drop() { sed -i "/^$1:/,/^[^[:space:]#-]/{/^$1:/d;/^[^[:space:]#-]/!d;}" "$2"; }
+      # value FILE KEY: a top-level scalar, unquoted.
+      value() { sed -n "s/^$2:[[:space:]]*//p" "$1" | tail -1 | sed -e 's/[[:space:]]#.*//' -e 's/^["'\'']//' -e 's/["'\'']$//'; }
+      # arg FILE KEY: a scalar of database.args, unquoted.
+      arg() { sed -n '/^database:/,/^[^[:space:]#]/p' "$1" | sed -n "s/^[[:space:]][[:space:]]*$2:[[:space:]]*//p" | tail -1 | sed -e 's/[[:space:]]#.*//' -e 's/^["'\'']//' -e 's/["'\'']$//'; }
+
+      # homeserver.yaml, then conf.d/*.yaml in order: a later top-level key
+      # replaces an earlier one, as Synapse merges them.
+      cp /etc/matrix-synapse/homeserver.yaml merged.partial
+      for f in /etc/matrix-synapse/conf.d/*.yaml; do
+        [ -f "$f" ] || continue
+        keys=$(sed -n 's/^\([A-Za-z_][A-Za-z0-9_]*\):.*/\1/p' "$f")
+        for k in $keys; do drop "$k" merged.partial; done
+        { echo; echo "# from conf.d/$(basename "$f")"; cat "$f"; } >> merged.partial
+        echo "merged $f:" $keys
+      done
+      for key in server_name report_stats; do
+        grep -q "^$key:" merged.partial || { echo "no $key in /etc/matrix-synapse/homeserver.yaml nor in conf.d/*.yaml: Synapse would not start without it" >&2; exit 1; }
+      done
+      engine=$(arg merged.partial name)
+      [ "$${engine:-sqlite3}" = "$DATABASE" ] ||
+        { echo "the old Synapse's database.name is $${engine:-sqlite3}, the runbook's synapse_database $DATABASE: set it to what the old VM runs (migrate init reads it)" >&2; exit 1; }
+      mv merged.partial homeserver.merged.yaml
+
+      cp homeserver.merged.yaml homeserver.yaml.partial
+      for key in database media_store_path signing_key_path pid_file log_config registration_shared_secret registration_shared_secret_path serve_server_wellknown; do
+        drop "$key" homeserver.yaml.partial
+      done
+      grep -q '^listeners:' homeserver.yaml.partial || printf 'listeners:\n  - port: 8008\n    type: http\n    x_forwarded: true\n    bind_addresses: [127.0.0.1]\n    resources:\n      - names: [client, federation]\n' >> homeserver.yaml.partial
+      sed -i -E "s|^([[:space:]]+bind_addresses:).*|\1 ['0.0.0.0']|" homeserver.yaml.partial
+      {
+        echo
+        echo "# Rewritten by migrate for the pod"
+        echo "database:"
+        if [ "$DATABASE" = psycopg2 ]; then
+          echo "  name: psycopg2"
+          echo "  args:"
+          echo "    user: synapse"
+          printf "    password: '%s'\n" "$(arg homeserver.merged.yaml password | sed "s/'/''/g")"
+          echo "    dbname: synapse"
+          echo "    host: synapse-postgres"
+          echo "    cp_min: 5"
+          echo "    cp_max: 10"
+        else
+          echo "  name: sqlite3"
+          echo "  args:"
+          echo "    database: /data/homeserver.db"
+        fi
+        echo "media_store_path: /data/media"
+        echo "signing_key_path: /keys/homeserver.signing.key"
+        echo "pid_file: /data/homeserver.pid"
+        echo "registration_shared_secret_path: /config/registration_shared_secret"
+        echo "serve_server_wellknown: true"
+      } >> homeserver.yaml.partial
+      if grep -nE '^[^#]*/(var/lib|etc|var/log)/matrix-synapse' homeserver.yaml.partial | cut -d: -f1 | grep .; then
+        echo "homeserver.yaml: the lines above still name the old VM's paths, which the pod does not have" >&2
+        exit 1
+      fi
+      # The new PostgreSQL's password: the old one (the configuration keeps
+      # it); with SQLite, a fresh one for a server that does not run.
+      if [ "$DATABASE" = psycopg2 ]; then arg homeserver.merged.yaml password > postgres-password; else od -An -tx1 -N24 /dev/urandom | tr -d ' \n' > postgres-password; fi
+      mv homeserver.yaml.partial homeserver.yaml
+      echo "homeserver.yaml rewritten for the pod: server_name $(value homeserver.yaml server_name), database $DATABASE ($([ "$DATABASE" = psycopg2 ] && echo synapse-postgres || echo /data/homeserver.db)), media /data/media, signing key /keys/homeserver.signing.key, registration secret from /config"
+    EOT
+    ]
+    creates    = "/root/migrate/homeserver.yaml"
+    revert     = ["rm", "-rf", "/root/migrate"]
+    depends_on = [incus_exec.stop_synapse]
+  }
+
   # A consistent copy of the database and the media store, once, into a new
   # directory of the data volume (Synapse's data directory from now on, the
-  # node's /var/mnt/data/matrix): made aside and renamed when whole, so a
-  # crash leaves no half copy; the marker, in the old VM (the restore Job
+  # node's /var/mnt/data/matrix), made by what the old VM has: SQLite
+  # through Synapse's own Python (Debian's package carries it, with its
+  # sqlite3 module; the sqlite3 program is only suggested), else the
+  # sqlite3 program, else the file itself (Synapse is stopped); PostgreSQL
+  # by pg_dump as the postgres user. Made aside and renamed when whole, so
+  # a crash leaves no half copy; the marker, in the old VM (the restore Job
   # changes the copy), says it is done. It prints what it copies and how
   # much.
   step "incus_exec" "export_synapse" {
     provider = incus.host
     instance = var.matrix_vm
+    env      = { DATABASE = var.synapse_database }
     command = ["sh", "-c", <<-EOT
       set -e
+      cfg=/root/migrate/homeserver.merged.yaml
+      arg() { sed -n '/^database:/,/^[^[:space:]#]/p' "$cfg" | sed -n "s/^[[:space:]][[:space:]]*$1:[[:space:]]*//p" | tail -1 | sed -e 's/[[:space:]]#.*//' -e 's/^["'\'']//' -e 's/["'\'']$//'; }
+      media=$(sed -n 's/^media_store_path:[[:space:]]*//p' "$cfg" | tail -1 | tr -d "\"'")
+      media=$${media:-/var/lib/matrix-synapse/media}
       cd /mnt/migrate-data
       rm -rf matrix.partial && mkdir matrix.partial
-      echo "database: $(du -sh /var/lib/matrix-synapse/homeserver.db | cut -f1)"
-      sqlite3 /var/lib/matrix-synapse/homeserver.db ".backup matrix.partial/homeserver.db"
-      echo "media store: $(find /var/lib/matrix-synapse/media -type f | wc -l) files, $(du -sh /var/lib/matrix-synapse/media | cut -f1)"
-      tar -C /var/lib/matrix-synapse -cf matrix.partial/media.tar media
+      if [ "$DATABASE" = psycopg2 ]; then
+        db=$(arg dbname); db=$${db:-$(arg database)}
+        echo "database: PostgreSQL $db, $(runuser -u postgres -- psql -Atc "SELECT pg_size_pretty(pg_database_size('$db'))")"
+        runuser -u postgres -- pg_dump --format=custom --no-owner --no-privileges "$db" > matrix.partial/synapse.dump
+        echo "dumped with pg_dump: $(du -h matrix.partial/synapse.dump | cut -f1)"
+      else
+        db=$(arg database); db=$${db:-/var/lib/matrix-synapse/homeserver.db}
+        echo "database: SQLite $db, $(du -sh "$db" | cut -f1)"
+        py=/opt/venvs/matrix-synapse/bin/python
+        if [ -x "$py" ]; then
+          "$py" -c 'import sqlite3, sys; src = sqlite3.connect(sys.argv[1]); dst = sqlite3.connect(sys.argv[2]); src.backup(dst); dst.close(); src.close()' "$db" matrix.partial/homeserver.db
+          echo "copied with Synapse's Python (sqlite3 backup)"
+        elif command -v sqlite3 >/dev/null; then
+          sqlite3 "$db" ".backup matrix.partial/homeserver.db"
+          echo "copied with sqlite3 .backup"
+        else
+          cp "$db" matrix.partial/homeserver.db
+          echo "copied the file (no sqlite3 here; Synapse is stopped)"
+        fi
+      fi
+      echo "media store: $(find "$media" -type f | wc -l) files, $(du -sh "$media" | cut -f1)"
+      tar -C "$media" -cf matrix.partial/media.tar .
       mv matrix.partial matrix
       touch /root/.synapse-exported
       echo "copied: $(du -sh matrix | cut -f1) in /mnt/migrate-data/matrix"
     EOT
     ]
     creates    = "/root/.synapse-exported"
-    revert     = ["rm", "-rf", "/mnt/migrate-data/matrix", "/mnt/migrate-data/matrix.partial", "/root/.synapse-exported"]
+    revert     = ["rm", "-rf", "/mnt/migrate-data/matrix", "/mnt/migrate-data/matrix.partial", "/mnt/migrate-data/matrix-postgres", "/root/.synapse-exported"]
     timeout    = "2h"
-    depends_on = [incus_device.matrix_data]
-  }
-
-  # Synapse's configuration, whole (the official image refuses to start
-  # without one), rewritten in the old VM for the pod: the database and the
-  # media on the data share (/data, the claim), the signing key from its
-  # Secret (/keys), the pid file in /data, no log file (Synapse logs to
-  # stderr: kubectl logs), listening on all the pod's addresses, the
-  # registration secret read from the Secret synapse-config (the
-  # runbook's, var.synapse_registration_secret), and the .well-known
-  # delegation served (federation on 443, the ingress). Its other secrets
-  # (macaroon_secret_key, form_secret) stay as they were: the sessions
-  # stay valid. Written 0600 beside the old one, never printed; it fails
-  # when a path the pod needs was not rewritten.
-  step "incus_exec" "synapse_config" {
-    provider = incus.host
-    instance = var.matrix_vm
-    command = ["sh", "-c", <<-EOT
-      set -e
-      umask 077
-      mkdir -p /root/migrate && cd /root/migrate
-      sed -E \
-        -e 's|^([[:space:]]+database:).*|\1 /data/homeserver.db|' \
-        -e 's|^media_store_path:.*|media_store_path: /data/media|' \
-        -e 's|^signing_key_path:.*|signing_key_path: /keys/homeserver.signing.key|' \
-        -e 's|^pid_file:.*|pid_file: /data/homeserver.pid|' \
-        -e 's|^log_config:.*|# log_config: none in the pod, Synapse logs to stderr|' \
-        -e "s|^([[:space:]]+bind_addresses:).*|\1 ['0.0.0.0']|" \
-        -e 's|^registration_shared_secret:.*|registration_shared_secret_path: /config/registration_shared_secret|' \
-        -e '/^serve_server_wellknown:/d' \
-        /etc/matrix-synapse/homeserver.yaml > homeserver.yaml.partial
-      echo 'serve_server_wellknown: true' >> homeserver.yaml.partial
-      for want in '    database: /data/homeserver.db' 'media_store_path: /data/media' 'signing_key_path: /keys/homeserver.signing.key' \
-          'registration_shared_secret_path: /config/registration_shared_secret'; do
-        grep -qxF "$want" homeserver.yaml.partial || { echo "homeserver.yaml: no line '$want' after the rewrite: is /etc/matrix-synapse/homeserver.yaml laid out as Debian's (database.args.database, and media_store_path, signing_key_path, registration_shared_secret at the top level)?" >&2; exit 1; }
-      done
-      if grep -nE '/(var/lib|etc|var/log)/matrix-synapse' homeserver.yaml.partial | cut -d: -f1 | grep .; then
-        echo "homeserver.yaml: the lines above still name the old VM's paths, which the pod does not have" >&2
-        exit 1
-      fi
-      mv homeserver.yaml.partial homeserver.yaml
-      echo "homeserver.yaml rewritten for the pod: database /data/homeserver.db, media /data/media, signing key /keys/homeserver.signing.key, registration secret from /config"
-    EOT
-    ]
-    creates    = "/root/migrate/homeserver.yaml"
-    revert     = ["rm", "-rf", "/root/migrate"]
-    depends_on = [incus_exec.stop_synapse]
+    depends_on = [incus_device.matrix_data, incus_exec.synapse_config]
   }
 
   # The signing key is the homeserver's identity, and homeserver.yaml holds
@@ -816,6 +1125,17 @@ phase "ingress-matrix" {
     source      = "/etc/matrix-synapse/homeserver.signing.key"
     destination = "secrets/synapse-signing.key.age"
     depends_on  = [incus_exec.stop_synapse]
+  }
+
+  # The new PostgreSQL's password (the old one, which the configuration
+  # keeps), straight into an age file.
+  step "incus_file" "postgres_password" {
+    provider    = incus.host
+    instance    = var.matrix_vm
+    direction   = "pull"
+    source      = "/root/migrate/postgres-password"
+    destination = "secrets/synapse-postgres-password.age"
+    depends_on  = [incus_exec.synapse_config]
   }
 
   # The ingress controller: the router forwards the internet's 80 and 443
@@ -858,8 +1178,8 @@ phase "ingress-matrix" {
     depends_on = [kubernetes_namespace.matrix, incus_file.synapse_config]
   }
 
-  # Synapse's data lives on the data share: a volume the cluster binds to
-  # the directory the export was pulled into.
+  # Synapse's data lives on the data share: volumes the cluster binds to
+  # the directory the export was pulled into (and to its PostgreSQL's).
   step "kubernetes_manifest" "synapse_storage" {
     provider     = helm.cluster
     namespace    = "matrix"
@@ -869,16 +1189,79 @@ phase "ingress-matrix" {
     depends_on   = [kubernetes_namespace.matrix]
   }
 
-  # The restore, once, inside the cluster: the database and media put
-  # where the new homeserver.yaml says (/data/homeserver.db, /data/media),
-  # owned by Synapse's user.
+  step "kubernetes_secret" "postgres_password" {
+    provider   = helm.cluster
+    namespace  = "matrix"
+    name       = "synapse-postgres"
+    files      = { password = "secrets/synapse-postgres-password.age" }
+    depends_on = [kubernetes_namespace.matrix, incus_file.postgres_password]
+  }
+
+  # Synapse on PostgreSQL keeps its engine: a PostgreSQL of the old VM's
+  # major version (Debian 12's 15) beside it, its files on the data share,
+  # initialised as Synapse wants it (UTF8, C collation). With SQLite it
+  # runs no pod (replicas 0).
+  step "helm_release" "synapse_postgres" {
+    provider  = helm.cluster
+    name      = "synapse-postgres"
+    chart     = "charts/app"
+    namespace = "matrix"
+    values = {
+      image    = "postgres:15-bookworm"
+      replicas = var.synapse_database == "psycopg2" ? 1 : 0
+      port     = 5432
+      env = {
+        POSTGRES_USER        = "synapse"
+        POSTGRES_DB          = "synapse"
+        POSTGRES_INITDB_ARGS = "--encoding=UTF8 --lc-collate=C --lc-ctype=C"
+        PGDATA               = "/var/lib/postgresql/data/pgdata"
+      }
+      secretEnv = { POSTGRES_PASSWORD = { secret = "synapse-postgres", key = "password" } }
+      claims    = { data = { claim = "synapse-postgres", mountPath = "/var/lib/postgresql/data" } }
+      probe     = { tcp = true }
+      resources = { requests = { cpu = "250m", memory = "256Mi" }, limits = { memory = "1Gi" } }
+    }
+    depends_on = [kubernetes_secret.postgres_password, kubernetes_manifest.synapse_storage, incus_exec.export_synapse]
+  }
+
+  # The restore, once, inside the cluster: the media unpacked where the
+  # new homeserver.yaml says (/data/media), the PostgreSQL dump restored
+  # into the new PostgreSQL (the SQLite file is in place already), the
+  # data directory given to Synapse's user (991 in the official image).
   step "kubernetes_job" "restore_synapse" {
     provider  = helm.cluster
     namespace = "matrix"
     name      = "synapse-restore"
-    file      = "manifests/synapse-restore.yaml"
     timeout   = "30m"
-    depends_on = [kubernetes_manifest.synapse_storage, incus_exec.export_synapse]
+    job = {
+      template = { spec = {
+        restartPolicy   = "Never"
+        securityContext = { runAsNonRoot = false }
+        containers = [{
+          name    = "restore"
+          image   = "postgres:15-bookworm" # sh, tar and chown, and PostgreSQL's client
+          command = ["sh", "-c", <<-EOT
+            set -e
+            if [ -f /data/media.tar ]; then
+              mkdir -p /data/media && tar -C /data/media -xf /data/media.tar && rm /data/media.tar
+              echo "media store: $(find /data/media -type f | wc -l) files"
+            fi
+            if [ -f /data/synapse.dump ]; then
+              until pg_isready -q -h synapse-postgres -U synapse; do echo "waiting for synapse-postgres to accept connections"; sleep 2; done
+              pg_restore --no-owner --no-privileges --exit-on-error -h synapse-postgres -U synapse -d synapse /data/synapse.dump
+              rm /data/synapse.dump
+              echo "database: restored into PostgreSQL synapse-postgres"
+            fi
+            chown -R 991:991 /data
+          EOT
+          ]
+          env          = [{ name = "PGPASSWORD", valueFrom = { secretKeyRef = { name = "synapse-postgres", key = "password" } } }]
+          volumeMounts = [{ name = "data", mountPath = "/data" }]
+        }]
+        volumes = [{ name = "data", persistentVolumeClaim = { claimName = "synapse-data" } }]
+      } }
+    }
+    depends_on = [kubernetes_manifest.synapse_storage, incus_exec.export_synapse, helm_release.synapse_postgres]
   }
 
   step "helm_release" "synapse" {
@@ -890,7 +1273,7 @@ phase "ingress-matrix" {
     # The image starts Synapse with --config-path SYNAPSE_CONFIG_PATH: the
     # old VM's configuration, rewritten, from the Secret synapse-config.
     values = {
-      image  = "matrixdotorg/synapse:v1.120"
+      image  = var.synapse_image
       port   = 8008
       env    = { SYNAPSE_CONFIG_PATH = "/config/homeserver.yaml" }
       claims = { data = { claim = "synapse-data", mountPath = "/data" } }
@@ -901,7 +1284,7 @@ phase "ingress-matrix" {
       probe     = { http = "/health" }
       resources = { requests = { cpu = "250m", memory = "512Mi" }, limits = { memory = "2Gi" } }
     }
-    depends_on = [kubernetes_job.restore_synapse, kubernetes_secret.signing_key, kubernetes_secret.synapse_config]
+    depends_on = [kubernetes_job.restore_synapse, kubernetes_secret.signing_key, kubernetes_secret.synapse_config, helm_release.synapse_postgres]
   }
 
   # The homeserver's certificate for the ingress (kubernetes.io/tls).

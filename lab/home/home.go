@@ -117,7 +117,7 @@ func Start(ctx context.Context, o Options) (*Home, error) {
 		h.Close()
 		return nil, fmt.Errorf("lab: %w", err)
 	}
-	for _, d := range []string{"media", "files", "photos", "frigate"} {
+	for _, d := range []string{"media/movies", "files", "photos", "frigate"} { // media/movies: Jellyfin's library
 		if err := os.MkdirAll(filepath.Join(h.dataDir, d), 0o755); err != nil {
 			h.Close()
 			return nil, fmt.Errorf("lab: %w", err)
@@ -436,6 +436,9 @@ func (h *Home) Env() []string {
 		"MIGRATE_VAR_matrix_ca=" + h.MatrixCA(),
 		"MIGRATE_VAR_matrix_tls_cert=" + h.MatrixTLSCert(),
 		"MIGRATE_VAR_matrix_tls_key=" + h.MatrixTLSKey(),
+		// The old services VM has no Docker: its systemctl stand-in plays
+		// Frigate's unit.
+		"MIGRATE_VAR_frigate_install=service",
 	}, h.extra...)
 }
 

@@ -42,9 +42,10 @@ import (
 //
 // The other phases target a Talos node, which does not run here, so the
 // test keeps the one phase and drops the talos provider (keepPhases). The
-// old "VM" is a busybox container: systemctl and sqlite3 are stand-ins
-// that record what they were asked (the commands the example runs are the
-// real ones of Debian's matrix-synapse package).
+// old "VM" is a busybox container laid out as Debian's matrix-synapse
+// package lays it out: systemctl is a stand-in that records what it was
+// asked, and there is no sqlite3 (nor Synapse's Python): the database is
+// copied as a file, Synapse stopped.
 func TestHomelabMatrixMove(t *testing.T) {
 	t.Parallel()
 	kubeconfig := labKubeconfig(t)
@@ -159,6 +160,9 @@ func TestHomelabMatrixMove(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(share, "matrix/media.tar")); err != nil {
 		t.Errorf("the media store on the share: %v", err)
 	}
+	if want := "copied the file (no sqlite3 here; Synapse is stopped)"; !strings.Contains(seen.String(), want) {
+		t.Errorf("the export does not say how it copied the database (%q)", want)
+	}
 	// The signing key: only encrypted on disk, and the Secret holds it.
 	sealed, err := os.ReadFile(filepath.Join(dir, "secrets/synapse-signing.key.age"))
 	if err != nil || !agefile.IsEncrypted(sealed) {
@@ -176,12 +180,14 @@ func TestHomelabMatrixMove(t *testing.T) {
 	config := secretData(t, kubeconfig, "matrix", "synapse-config")
 	hs := config["homeserver.yaml"]
 	for _, want := range []string{"\n    database: /data/homeserver.db\n", "\nmedia_store_path: /data/media\n", "\nsigning_key_path: /keys/homeserver.signing.key\n",
-		"\nregistration_shared_secret_path: /config/registration_shared_secret\n", "\nserve_server_wellknown: true\n", `macaroon_secret_key: "` + macaroon + `"`, "server_name: \"matrix.example.org\""} {
+		"\nregistration_shared_secret_path: /config/registration_shared_secret\n", "\nserve_server_wellknown: true\n", `macaroon_secret_key: "` + macaroon + `"`, "\nserver_name: matrix.example.org\n", "\nreport_stats: false\n"} {
 		if !strings.Contains(hs, want) {
 			t.Errorf("the Secret's homeserver.yaml lacks %q:\n%s", want, hs)
 		}
 	}
-	if strings.Contains(hs, "/var/lib/matrix-synapse") || strings.Contains(hs, "/etc/matrix-synapse") || strings.Contains(hs, "registration_shared_secret:") {
+	if settings := regexp.MustCompile(`(?m)^[^#\n]*`).FindAllString(hs, -1); slices.ContainsFunc(settings, func(l string) bool {
+		return strings.Contains(l, "/var/lib/matrix-synapse") || strings.Contains(l, "/etc/matrix-synapse") || strings.Contains(l, "registration_shared_secret:")
+	}) {
 		t.Errorf("the Secret's homeserver.yaml keeps the old VM's paths or its registration secret:\n%s", hs)
 	}
 	if config["registration_shared_secret"] != regSecret {
@@ -288,8 +294,9 @@ func keepPhases(t *testing.T, path string, keep ...string) {
 }
 
 // oldMatrix launches the stand-in of the old matrix VM: Synapse's files
-// where Debian's package keeps them (its homeserver.yaml with the
-// macaroon key given), and systemctl/sqlite3 stand-ins.
+// where Debian's package keeps them (server_name and report_stats in
+// conf.d, the macaroon key in a conf.d file of its own), a systemctl
+// stand-in, and no sqlite3 (Debian only suggests it).
 func oldMatrix(t *testing.T, signingKey, macaroon string) string {
 	t.Helper()
 	b := make([]byte, 4)
@@ -304,14 +311,19 @@ func oldMatrix(t *testing.T, signingKey, macaroon string) string {
 		"/var/lib/matrix-synapse/homeserver.db":      {"SQLite format 3\x00 the rooms\n", "0600"},
 		"/var/lib/matrix-synapse/media/local/ab/cd":  {"a picture\n", "0600"},
 		"/etc/matrix-synapse/homeserver.signing.key": {signingKey + "\n", "0600"},
-		"/etc/matrix-synapse/homeserver.yaml": {"server_name: \"matrix.example.org\"\npid_file: \"/var/run/matrix-synapse.pid\"\nlisteners:\n  - port: 8008\n    type: http\n    x_forwarded: true\n    bind_addresses: ['::1', '127.0.0.1']\n    resources:\n      - names: [client, federation]\n" +
+		// Debian's: no server_name, report_stats nor registration secret
+		// in it; server_name and report_stats in conf.d, as the package's
+		// debconf writes them, and a secret an admin added there.
+		"/etc/matrix-synapse/homeserver.yaml": {"# This is set in /etc/matrix-synapse/conf.d/server_name.yaml for Debian installations.\n# server_name: \"SERVERNAME\"\npid_file: \"/var/run/matrix-synapse.pid\"\nlisteners:\n  - port: 8008\n    type: http\n    x_forwarded: true\n    bind_addresses: ['::1', '127.0.0.1']\n    resources:\n      - names: [client, federation]\n" +
 			"database:\n  name: sqlite3\n  args:\n    database: /var/lib/matrix-synapse/homeserver.db\nlog_config: \"/etc/matrix-synapse/log.yaml\"\nmedia_store_path: /var/lib/matrix-synapse/media\n" +
-			"signing_key_path: \"/etc/matrix-synapse/homeserver.signing.key\"\nregistration_shared_secret: \"old" + macaroon + "\"\nmacaroon_secret_key: \"" + macaroon + "\"\n", "0600"},
-		"/root/synapse.state": {"running\n", "0644"},
+			"signing_key_path: \"/etc/matrix-synapse/homeserver.signing.key\"\ntrusted_key_servers:\n  - server_name: \"matrix.org\"\n", "0644"},
+		"/etc/matrix-synapse/conf.d/server_name.yaml":  {"# This file is autogenerated, and will be recreated on upgrade if it is deleted.\n# Any changes you make will be preserved.\n\n# The domain name of the server, with optional explicit port.\nserver_name: matrix.example.org\n", "0644"},
+		"/etc/matrix-synapse/conf.d/report_stats.yaml": {"# This file is autogenerated, and will be recreated on upgrade if it is deleted.\n\n# Whether to report homeserver usage statistics.\nreport_stats: false\n", "0644"},
+		"/etc/matrix-synapse/conf.d/secrets.yaml":      {"macaroon_secret_key: \"" + macaroon + "\"\n", "0600"},
+		"/root/synapse.state":                          {"running\n", "0644"},
 		"/bin/systemctl": {"#!/bin/sh\n# stand-in for systemd: records the calls and the one service's state\n" +
 			"echo \"$*\" >> /root/systemctl.calls\n" +
 			"case \"$1\" in stop) echo stopped > /root/synapse.state;; start) echo running > /root/synapse.state;; esac\n", "0755"},
-		"/bin/sqlite3": {"#!/bin/sh\n# stand-in for sqlite3 DB '.backup DEST'\nexec cp \"$1\" \"${2#.backup }\"\n", "0755"},
 	}
 	for path, f := range files {
 		src := filepath.Join(t.TempDir(), "f")
