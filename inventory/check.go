@@ -173,6 +173,9 @@ func Check(h *Host, s Site) []Finding {
 			"The runbook leaves it as it is; if it should move too, add its steps to main.hcl.")
 	}
 
+	// The applications as installed.
+	fs = append(fs, checkApps(h, s)...)
+
 	// Room in the pools.
 	fs = append(fs, checkPools(h, s, inMove)...)
 

@@ -89,6 +89,8 @@ type App struct {
 	// Detail holds what its files say that the runbook uses (Synapse:
 	// server_name, public_baseurl).
 	Detail map[string]string `json:"detail,omitempty"`
+	// Facts are how it is installed, read inside the VM.
+	Facts *AppFacts `json:"facts,omitempty"`
 }
 
 // Pool is a storage pool with its space and custom volumes.

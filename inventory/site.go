@@ -30,6 +30,8 @@ type Site struct {
 	// public_baseurl, when its homeserver.yaml could be read.
 	MatrixDomain string `json:"matrix_domain,omitempty"`
 	MatrixURL    string `json:"matrix_url,omitempty"`
+	// Apps are the applications' releases and install facts.
+	Apps AppsSite `json:"apps"`
 	// RetainUntil is when the old VMs may be deleted: two months on.
 	RetainUntil string `json:"retain_old_vms_until"`
 	// TODO: variable -> what only the user can say, for the variables
@@ -209,6 +211,7 @@ func Choose(h *Host, now time.Time) (Site, []Finding, error) {
 	}
 	s.TODO["matrix_tls_cert"] = "the certificate (with its chain) the ingress serves for the homeserver, age-encrypted (migrate secrets encrypt); matrix_tls_key its key"
 	s.TODO["forge_url"] = "the Gitea/Forgejo instance the CI runner registers with"
+	chooseApps(h, &s)
 	s.RetainUntil = now.AddDate(0, 2, 0).Format(time.DateOnly)
 	fs = append(fs, Finding{Code: CodeTODO, Severity: Guess, Subject: "site.auto.hcl",
 		Seen: "the host cannot tell " + strings.Join(sortedKeys(s.TODO), ", ") + ": main.hcl's defaults (its examples) stand for them",
