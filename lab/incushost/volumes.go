@@ -369,6 +369,9 @@ func (s *Server) networks() []map[string]any {
 	if s.opts.LAN != "" {
 		nets = append(nets, s.lanNetwork())
 	}
+	if s.opts.LAN != "" && s.opts.LANPhysical != "" {
+		nets = append(nets, s.lanPhysicalNetwork())
+	}
 	for _, n := range nets {
 		n["used_by"] = s.usedByNetwork(n["name"].(string))
 	}
