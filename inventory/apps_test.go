@@ -183,3 +183,37 @@ func checkReadOnlyCommands(t *testing.T, events []home.Event) {
 		}
 	}
 }
+
+// TestReadIncusOSPhysicalLAN: the lab host as IncusOS after its
+// direct-attach tutorial lists the LAN as a managed physical network;
+// init reads it and takes it as the NICs' network.
+func TestReadIncusOSPhysicalLAN(t *testing.T) {
+	h, err := home.Start(t.Context(), home.Options{Dir: path.Join(t.TempDir(), "lab"), AddressBlock: 32, LANPhysical: "enp5s0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	opts, err := incusapi.RemoteOptions(h.ClientConfig(), home.Remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := incusapi.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	host, err := inventory.Read(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	site, guesses, err := inventory.Choose(host, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if site.LANNetwork != "enp5s0" {
+		t.Errorf("the LAN network: %q in %+v", site.LANNetwork, host.Networks)
+	}
+	if nb := findingsOf(append(guesses, inventory.Check(host, site)...), inventory.CodeNoLANBridge); len(nb) != 0 {
+		t.Errorf("a false no-lan-bridge blocker: %+v", nb)
+	}
+}

@@ -213,3 +213,29 @@ func TestAppFindings(t *testing.T) {
 		}
 	}
 }
+
+// TestLANPhysicalNetwork: IncusOS after its direct-attach tutorial lists
+// the LAN as a managed network of type physical (named as its interface,
+// which it hides): init takes it as lan_network, with no false
+// no-lan-bridge blocker.
+func TestLANPhysicalNetwork(t *testing.T) {
+	t.Parallel()
+	h := brief()
+	h.Networks = []inventory.Network{{Name: "incusbr0", Type: "bridge", Managed: true, NAT: true}, {Name: "enp5s0", Type: "physical", Managed: true, Parent: "enp5s0"}}
+	site, guesses, err := inventory.Choose(h, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if site.LANNetwork != "enp5s0" || site.LANBridge != "" {
+		t.Errorf("the LAN: network %q, bridge %q", site.LANNetwork, site.LANBridge)
+	}
+	if nb := findingsOf(append(guesses, inventory.Check(h, site)...), inventory.CodeNoLANBridge); len(nb) != 0 {
+		t.Errorf("a false blocker: %+v", nb)
+	}
+	// Without it, the host has no way onto the LAN: the blocker names both.
+	h.Networks = h.Networks[:1]
+	nb := findingsOf(judge(t, h), inventory.CodeNoLANBridge)
+	if len(nb) != 1 || !strings.Contains(nb[0].Do, "lan_network") {
+		t.Errorf("no LAN at all: %+v", nb)
+	}
+}

@@ -127,6 +127,7 @@ type Network struct {
 	NAT     bool     `json:"nat"`
 	DHCP    bool     `json:"dhcp"`
 	Address string   `json:"address,omitempty"` // a managed network's ipv4.address
+	Parent  string   `json:"parent,omitempty"`  // a physical or macvlan network's interface
 	UsedBy  []string `json:"used_by,omitempty"` // instance names
 }
 

@@ -73,7 +73,7 @@ func Read(ctx context.Context, c *incusapi.Client) (*Host, error) {
 			// A managed bridge NATs and serves DHCP unless told not to.
 			NAT:     n.Managed && n.Type == "bridge" && n.Config["ipv4.nat"] != "false" && n.Config["ipv4.address"] != "none",
 			DHCP:    n.Managed && n.Type == "bridge" && n.Config["ipv4.dhcp"] != "false" && n.Config["ipv4.address"] != "none",
-			Address: n.Config["ipv4.address"], UsedBy: instanceNames(n.UsedBy)})
+			Address: n.Config["ipv4.address"], Parent: n.Config["parent"], UsedBy: instanceNames(n.UsedBy)})
 	}
 	list, err := c.Instances(ctx)
 	if err != nil {

@@ -221,9 +221,9 @@ func TestWriteNeverOverwrites(t *testing.T) {
 }
 
 // TestSiteApps: site.auto.hcl carries each app's release as read and an
-// image never older, how each is installed, and the names read in the
-// VMs as HCL values; inventory's idea of the example's images is
-// main.hcl's.
+// image never older, how each is installed, the names read in the VMs as
+// HCL values, and IncusOS's physical LAN network; inventory's idea of
+// the example's images is main.hcl's.
 func TestSiteApps(t *testing.T) {
 	in, _ := input(t)
 	in.Site.Apps = inventory.AppsSite{
@@ -232,6 +232,7 @@ func TestSiteApps(t *testing.T) {
 		SynapseDatabase: "psycopg2", FrigateInstall: "compose", JellyfinHWAccel: "none",
 		JellyfinLibraryPaths: []string{"/var/mnt/data/media/movies"}, SambaUsers: []string{"ana", `b"${en}`},
 	}
+	in.Site.LANNetwork, in.Site.LANBridge = "enp5s0", "" // IncusOS's physical network, after its direct-attach tutorial
 	files, err := scaffold.Render(in)
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +249,7 @@ func TestSiteApps(t *testing.T) {
 	}
 	attrs, _ := parsed.Body.JustAttributes()
 	for name, want := range map[string]string{"jellyfin_version": "10.10.7+deb12", "jellyfin_image": "jellyfin/jellyfin:10.10.7",
-		"synapse_version": "1.119.0+bookworm1", "synapse_image": "matrixdotorg/synapse:v1.120", "synapse_database": "psycopg2", "frigate_install": "compose"} {
+		"synapse_version": "1.119.0+bookworm1", "synapse_image": "matrixdotorg/synapse:v1.120", "synapse_database": "psycopg2", "frigate_install": "compose", "lan_network": "enp5s0"} {
 		a, ok := attrs[name]
 		if !ok {
 			t.Errorf("site.auto.hcl lacks %s:\n%s", name, site)
@@ -260,6 +261,9 @@ func TestSiteApps(t *testing.T) {
 	}
 	if v, _ := attrs["samba_users"].Expr.Value(nil); v.LengthInt() != 2 || v.Index(cty.NumberIntVal(1)).AsString() != `b"${en}` {
 		t.Errorf("samba_users = %#v", v)
+	}
+	if strings.Contains(site, "TODO: lan_bridge") {
+		t.Errorf("site.auto.hcl asks for a bridge beside the physical network:\n%s", site)
 	}
 	if !strings.Contains(site, "TODO: frigate_version") || !strings.Contains(site, "raised from the example's jellyfin/jellyfin:10.10.3") {
 		t.Errorf("site.auto.hcl does not say what was raised or not read:\n%s", site)

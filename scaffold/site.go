@@ -54,9 +54,12 @@ func siteHCL(in Input) []byte {
 	str("storage_pool", s.StoragePool, poolNote(h, s.StoragePool, "the Talos VM's disks and the ISO"))
 	str("data_pool", s.DataPool, poolNote(h, s.DataPool, "the data volume's pool"))
 	str("data_volume", s.DataVolume, "shared into the node by virtiofs, mounted at /var/mnt/data")
+	if s.LANNetwork != "" {
+		str("lan_network", s.LANNetwork, "IncusOS's managed physical network on the LAN: the NICs name it")
+	}
 	if s.LANBridge != "" {
 		str("lan_bridge", s.LANBridge, "the node's NIC is bridged onto the LAN here")
-	} else {
+	} else if s.LANNetwork == "" {
 		b.WriteString("# TODO: lan_bridge: the host has no bridge to the LAN (see migrate init's report).\n")
 	}
 	if s.IGPUPCI != "" {
