@@ -11,8 +11,6 @@ import (
 	"slices"
 	"strings"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
 )
 
@@ -75,7 +73,7 @@ func Read(ctx context.Context, c *incusapi.Client) (*Host, error) {
 			// A managed bridge NATs and serves DHCP unless told not to.
 			NAT:     n.Managed && n.Type == "bridge" && n.Config["ipv4.nat"] != "false" && n.Config["ipv4.address"] != "none",
 			DHCP:    n.Managed && n.Type == "bridge" && n.Config["ipv4.dhcp"] != "false" && n.Config["ipv4.address"] != "none",
-			Address: n.Config["ipv4.address"], UsedBy: instanceNames(n.UsedBy)})
+			Address: n.Config["ipv4.address"], Parent: n.Config["parent"], UsedBy: instanceNames(n.UsedBy)})
 	}
 	list, err := c.Instances(ctx)
 	if err != nil {
@@ -220,24 +218,28 @@ func probeApps(ctx context.Context, c *incusapi.Client, i *Instance) {
 				app.HWAccel = accel + " (" + p.hwaccelFile + ")"
 			}
 		}
-		if p.app == "Synapse" {
-			app.Detail = synapseNames(ctx, c, i.Name, p.path)
-		}
+		app.Facts = readFacts(vm{ctx, c, i.Name}, &app)
 		i.Apps = append(i.Apps, app)
 	}
 }
 
-// synapseNames are server_name and public_baseurl of a homeserver.yaml.
-func synapseNames(ctx context.Context, c *incusapi.Client, instance, file string) map[string]string {
-	b := readFile(ctx, c, instance, file)
-	var cfg struct {
-		ServerName    string `yaml:"server_name"`
-		PublicBaseURL string `yaml:"public_baseurl"`
-	}
-	if b == nil || yaml.Unmarshal(b, &cfg) != nil || cfg.ServerName == "" {
+// readFacts reads how an application is installed (nil for one whose
+// install the move does not depend on: k3s).
+func readFacts(v vm, app *App) *AppFacts {
+	var f AppFacts
+	switch app.Name {
+	case "Jellyfin":
+		f = jellyfinFacts(v)
+	case "Synapse":
+		f, app.Detail = synapseFacts(v)
+	case "Frigate":
+		f = frigateFacts(v)
+	case "Samba":
+		f = sambaFacts(v)
+	default:
 		return nil
 	}
-	return map[string]string{"server_name": cfg.ServerName, "public_baseurl": cfg.PublicBaseURL}
+	return &f
 }
 
 // readFile reads up to 256 KiB of a file inside an instance; nil when it

@@ -68,6 +68,18 @@ variable "lan_bridge" {
   description = "The host's bridge to the LAN (IncusOS makes one of each interface, named after it: incus network list shows it). The node must be on the LAN: Talos' API, Kubernetes, Samba, the NodePorts and the router's forwards reach it there; incusbr0 is NAT."
 }
 
+variable "lan_network" {
+  type        = string
+  default     = ""
+  description = "A managed network of type physical on the LAN, when the host has one: IncusOS's direct-attach tutorial gives the LAN interface the instances role (a bridge of the host's own appears) and makes a managed physical network on it, and the NICs then name that network (Incus refuses nictype and parent beside network). Empty: the NICs are bridged onto lan_bridge."
+}
+
+locals {
+  # The NIC's way onto the LAN, without its MAC: by the managed physical
+  # network when there is one, else bridged.
+  lan_nic = var.lan_network != "" ? tomap({ type = "nic", network = var.lan_network }) : tomap({ type = "nic", nictype = "bridged", parent = var.lan_bridge })
+}
+
 variable "node_mac" {
   type        = string
   default     = "10:66:6a:4d:16:50"
@@ -160,93 +172,85 @@ variable "k3s_vm" {
   description = "The old Incus VM of the k3s playground."
 }
 
-# The apps as migrate init read them in the old VMs (site.auto.hcl): how
-# each is installed, its version, its database engine, its settings. The
-# moves below follow them; the defaults are the lab's Debian host.
+# The applications as the old VMs run them (migrate init reads them): an
+# image is never older than what ran there, since a database is migrated
+# one way; not_older refuses one at plan, naming both versions.
 variable "jellyfin_version" {
   type        = string
   default     = ""
-  description = "Jellyfin's version in the old services VM, as read (dpkg: \"10.10.7+deb12\"); \"\" when not read. Its database is one-way: the new image must not be older."
-}
-
-variable "synapse_version" {
-  type        = string
-  default     = ""
-  description = "Synapse's version in the old matrix VM, as read (dpkg: \"1.120.2+bookworm1\"); \"\" when not read. Synapse refuses a database schema newer than its own."
-}
-
-variable "frigate_version" {
-  type        = string
-  default     = ""
-  description = "Frigate's version in the old services VM, as read (the Compose image's tag: \"0.14.1\"); \"\" when not read."
+  description = "The Jellyfin the old services VM runs (dpkg-query: jellyfin-server, e.g. 10.10.7+deb12); empty: not read, no floor."
 }
 
 variable "jellyfin_image" {
   type        = string
-  default     = "jellyfin/jellyfin:10.10.7"
-  description = "The new Jellyfin's image: the version the old VM runs, or a newer one (never older: its database migrations are one-way)."
-}
-
-variable "synapse_image" {
-  type        = string
-  default     = "matrixdotorg/synapse:v1.120.2"
-  description = "The new Synapse's image: the version the old VM runs, or a newer one (never older: Synapse refuses a newer schema)."
-}
-
-variable "frigate_image" {
-  type        = string
-  default     = "ghcr.io/blakeblackshear/frigate:0.14.1"
-  description = "The new Frigate's image: the version the old VM runs, or a newer one."
-}
-
-variable "synapse_database" {
-  type        = string
-  default     = "sqlite3"
-  description = "The old Synapse's database engine, its database.name: \"sqlite3\" (a file, copied with Synapse stopped) or \"psycopg2\" (PostgreSQL in the VM: pg_dump there, and a PostgreSQL beside the new Synapse that the dump is restored into; the engine stays)."
-  validation {
-    condition     = contains(["sqlite3", "psycopg2"], var.synapse_database)
-    error_message = "synapse_database is Synapse's database.name: \"sqlite3\" or \"psycopg2\"."
-  }
-}
-
-variable "frigate_install" {
-  type        = string
-  default     = "compose"
-  description = "How the old Frigate runs: \"compose\" (the documented install: the Docker Compose project frigate in /opt/frigate, stopped with docker compose) or \"service\" (a systemd unit frigate)."
-  validation {
-    condition     = contains(["compose", "service"], var.frigate_install)
-    error_message = "frigate_install is \"compose\" or \"service\"."
-  }
+  default     = "jellyfin/jellyfin:10.10.3"
+  description = "Jellyfin's image on the node: of jellyfin_version or newer."
 }
 
 variable "jellyfin_hwaccel" {
   type        = string
   default     = "none"
-  description = "The old Jellyfin's HardwareAccelerationType (encoding.xml), as read: \"none\" on a VM without a GPU."
+  description = "The hardware decoding the old Jellyfin was set for (encoding.xml's HardwareAccelerationType: none, vaapi, qsv)."
+}
+
+variable "jellyfin_library_paths" {
+  type        = list(string)
+  default     = []
+  description = "The paths Jellyfin's libraries name (root/default/*/options.xml), as the old VM has them."
+}
+
+variable "frigate_version" {
+  type        = string
+  default     = ""
+  description = "The Frigate the old services VM runs (its Compose project's image tag, e.g. 0.14.1); empty: not read, no floor."
+}
+
+variable "frigate_image" {
+  type        = string
+  default     = "ghcr.io/blakeblackshear/frigate:0.14.1"
+  description = "Frigate's image on the node: of frigate_version or newer."
+}
+
+variable "frigate_install" {
+  type        = string
+  default     = "compose"
+  description = "How Frigate runs in the old VM: compose (a Docker Compose project, stopped by docker compose) or service (a frigate.service unit)."
 }
 
 variable "frigate_hwaccel" {
   type        = string
   default     = ""
-  description = "The old Frigate's ffmpeg.hwaccel_args, as read; \"\": decoding on the CPU."
+  description = "The hwaccel_args of the old Frigate's config.yml (preset-vaapi, ...); empty: decoding on the CPU."
 }
 
-variable "jellyfin_library_paths" {
-  type        = list(string)
-  default     = ["/var/mnt/data/media/movies"]
-  description = "The paths Jellyfin's libraries name (root/default/*/options.xml), as read: the new pod must see the media at these paths."
+variable "synapse_version" {
+  type        = string
+  default     = ""
+  description = "The Synapse the old matrix VM runs (dpkg-query: matrix-synapse-py3, e.g. 1.120.2+bookworm1); empty: not read, no floor."
+}
+
+variable "synapse_image" {
+  type        = string
+  default     = "matrixdotorg/synapse:v1.120"
+  description = "Synapse's image on the node: of synapse_version or newer (Synapse refuses a database schema newer than its own)."
+}
+
+variable "synapse_database" {
+  type        = string
+  default     = "sqlite3"
+  description = "The database engine of the old Synapse (its database.name): sqlite3 or psycopg2 (PostgreSQL)."
 }
 
 variable "samba_users" {
   type        = list(string)
   default     = []
-  description = "The old Samba's accounts (pdbedit -L), names only, as read: they move with their password hashes, sealed."
+  description = "The old Samba's accounts (pdbedit -L), names only."
 }
 
 variable "old_data_path" {
   type        = string
   default     = "/var/mnt/data"
-  description = "Where the old services VM sees the data volume: the paths of Jellyfin's libraries are under it, and the new pod mounts the volume's media at the same path, so the paths in its database stay true."
+  description = "Where the old services VM sees the data volume: Jellyfin's libraries are under it, and the new pod mounts the volume's directories at the same paths, so the paths in Jellyfin's database stay true."
 }
 
 variable "hwaccel" {
@@ -260,6 +264,9 @@ locals {
   # used the GPU, else VA-API on the iGPU; as before without a render node.
   jellyfin_hwaccel = !var.hwaccel ? var.jellyfin_hwaccel : contains(["vaapi", "qsv"], var.jellyfin_hwaccel) ? var.jellyfin_hwaccel : "vaapi"
   frigate_hwaccel  = !var.hwaccel ? var.frigate_hwaccel : var.frigate_hwaccel != "" ? var.frigate_hwaccel : "preset-vaapi"
+  # Jellyfin's libraries as init read them; not read: the data volume's
+  # media directory, where the old VM had it.
+  jellyfin_libraries = length(var.jellyfin_library_paths) > 0 ? var.jellyfin_library_paths : ["${var.old_data_path}/media"]
 }
 
 variable "matrix_domain" {
@@ -385,7 +392,7 @@ phase "rehearsal" {
     devices = {
       root    = { type = "disk", pool = var.storage_pool, path = "/", size = "16GiB" }
       data    = { type = "disk", pool = var.data_pool, source = var.data_volume, path = "/var/mnt/data" } # virtiofs tag incus_data
-      lan     = { type = "nic", nictype = "bridged", parent = var.lan_bridge, hwaddr = var.rehearsal_mac }
+      lan     = merge(local.lan_nic, { hwaddr = var.rehearsal_mac })
       igpu    = { type = "gpu", gputype = "physical", pci = var.igpu_pci }
       install = { type = "disk", pool = incus_volume.talos_iso.pool, source = incus_volume.talos_iso.name, "boot.priority" = "10" }
     }
@@ -511,7 +518,7 @@ phase "platform" {
       root    = { type = "disk", pool = var.storage_pool, path = "/", size = "64GiB" }
       data    = { type = "disk", pool = var.data_pool, source = var.data_volume, path = "/var/mnt/data" } # virtiofs tag incus_data
       bulk    = { type = "disk", pool = incus_volume.bulk.pool, source = incus_volume.bulk.name }
-      lan     = { type = "nic", nictype = "bridged", parent = var.lan_bridge, hwaddr = var.node_mac }
+      lan     = merge(local.lan_nic, { hwaddr = var.node_mac })
       igpu    = { type = "gpu", gputype = "physical", pci = var.igpu_pci }
       install = { type = "disk", pool = incus_volume.talos_iso.pool, source = incus_volume.talos_iso.name, "boot.priority" = "10" }
     }
@@ -618,7 +625,7 @@ phase "data-apps" {
     provider = incus.host
     instance = var.services_vm
     env = {
-      LIBRARIES = join("\n", var.jellyfin_library_paths)
+      LIBRARIES = join("\n", local.jellyfin_libraries)
       OLD_DATA  = var.old_data_path
       HWACCEL   = local.jellyfin_hwaccel
     }
@@ -626,7 +633,8 @@ phase "data-apps" {
       set -e
       cat /var/lib/jellyfin/root/default/*/options.xml 2>/dev/null | sed -n 's|.*<Path>\(.*\)</Path>.*|\1|p' | while IFS= read -r p; do
         case "$p" in "$OLD_DATA"/*) ;; *) echo "Jellyfin's library $p is not on the data volume ($OLD_DATA): move it there first, or the new Jellyfin cannot see it" >&2; exit 1 ;; esac
-        printf '%s\n' "$LIBRARIES" | grep -qxF "$p" || { echo "Jellyfin's library $p is not in var.jellyfin_library_paths: add it (migrate init reads them), or the new pod does not mount it" >&2; exit 1; }
+        printf '%s\n' "$LIBRARIES" | while IFS= read -r lib; do case "$p" in "$lib" | "$lib"/*) echo mounted ;; esac; done | grep -q mounted ||
+          { echo "Jellyfin's library $p is not under a path the new pod mounts ($(printf '%s\n' "$LIBRARIES" | paste -sd,)): add it to var.jellyfin_library_paths (migrate init reads them)" >&2; exit 1; }
         echo "library: $p"
       done
       mkdir -p /mnt/migrate-data/apps && cd /mnt/migrate-data/apps
@@ -719,7 +727,7 @@ phase "data-apps" {
     chart     = "charts/app"
     namespace = "media"
     values = {
-      image      = var.jellyfin_image
+      image      = not_older(var.jellyfin_image, var.jellyfin_version)
       port       = 8096
       nodePort   = 30096 # http://NODE:30096 on the LAN
       gpu        = true
@@ -730,7 +738,7 @@ phase "data-apps" {
       hostData = merge({
         config = { path = "/var/mnt/data/apps/jellyfin", mountPath = "/config", type = "Directory" }
         cache  = { path = "/var/mnt/bulk/jellyfin/cache", mountPath = "/cache", type = "DirectoryOrCreate" }
-        }, { for i, p in var.jellyfin_library_paths : "library-${i}" => {
+        }, { for i, p in local.jellyfin_libraries : "library-${i}" => {
           path = "/var/mnt/data${trimprefix(p, var.old_data_path)}", mountPath = p, readOnly = true
       } })
       probe     = { http = "/health" }
@@ -744,7 +752,7 @@ phase "data-apps" {
     chart     = "charts/app"
     namespace = "media"
     values = {
-      image = var.frigate_image
+      image = not_older(var.frigate_image, var.frigate_version)
       ports = [
         { name = "http", port = 5000, nodePort = 30500 }, # the UI and API
         { name = "rtsp", port = 8554, nodePort = 30554 }, # restreams for the cameras' viewers
@@ -1273,7 +1281,7 @@ phase "ingress-matrix" {
     # The image starts Synapse with --config-path SYNAPSE_CONFIG_PATH: the
     # old VM's configuration, rewritten, from the Secret synapse-config.
     values = {
-      image  = var.synapse_image
+      image  = not_older(var.synapse_image, var.synapse_version)
       port   = 8008
       env    = { SYNAPSE_CONFIG_PATH = "/config/homeserver.yaml" }
       claims = { data = { claim = "synapse-data", mountPath = "/data" } }
