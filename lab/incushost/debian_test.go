@@ -120,17 +120,38 @@ func TestDebianOldVMs(t *testing.T) {
 			t.Errorf("docker compose -p nvr stop: exit %d, %q", code, stderr)
 		}
 	})
-	t.Run("jellyfin answers its health check", func(t *testing.T) {
+	t.Run("jellyfin answers its health check and refuses a newer release's config", func(t *testing.T) {
 		if body := get(t, "http://"+vmAddress(t, c, "services")+":8096/health"); body != "Healthy" {
 			t.Errorf("Jellyfin's /health: %q", body)
+		}
+		if code, out, _ := run(t, c, "services", "cat", "/etc/jellyfin/encoding.xml"); code != 0 || !strings.Contains(out, "<HardwareAccelerationType>none</HardwareAccelerationType>") {
+			t.Errorf("hardware decoding is not off by default: %s", out)
+		}
+		code, _, stderr := run(t, c, "services", "sh", "-c", `sed -i 's|<PreviousVersionStr>.*<|<PreviousVersionStr>10.11.0<|' /etc/jellyfin/system.xml && systemctl restart jellyfin`)
+		_, journal, _ := run(t, c, "services", "tail", "-n1", "/var/log/lab-journal/jellyfin.service.log")
+		if code == 0 || !strings.Contains(stderr, "Failed to start jellyfin.service") || !strings.Contains(journal, "Jellyfin 10.10.7 cannot use the configuration and database of Jellyfin 10.11.0") {
+			t.Errorf("Jellyfin 10.10.7 on a 10.11.0 config: exit %d, %q, journal %q", code, stderr, journal)
 		}
 	})
 }
 
-func TestDebianSynapseOnPostgres(t *testing.T) {
-	c := debianLab(t, incushost.OldHost{SynapseDB: "psycopg2"})
+// The variants: Synapse on PostgreSQL, hardware decoding on, and apps
+// newer than the example's images.
+func TestDebianHostVariants(t *testing.T) {
+	c := debianLab(t, incushost.OldHost{SynapseDB: "psycopg2", HWAccel: true, JellyfinVersion: "10.11.2", FrigateVersion: "0.15.1", SynapseVersion: "1.130.0"})
+	for _, check := range []struct{ vm, cmd, want string }{
+		{"services", "dpkg-query -W -f='${Version}' jellyfin-server", "10.11.2+deb12"},
+		{"services", "grep -c 'vaapi\\|renderD128' /etc/jellyfin/encoding.xml", "2"},
+		{"services", "grep -h 'image:\\|hwaccel' /opt/frigate/docker-compose.yml /opt/frigate/config/config.yml", "image: ghcr.io/blakeblackshear/frigate:0.15.1\n  hwaccel_args: preset-vaapi"},
+		{"matrix", "dpkg-query -W -f='${Version}' matrix-synapse-py3", "1.130.0+bookworm1"},
+		{"matrix", "systemctl is-active postgresql@15-main matrix-synapse", "active\nactive"},
+	} {
+		if code, out, stderr := run(t, c, check.vm, "sh", "-c", check.cmd); code != 0 || strings.TrimSpace(out) != check.want {
+			t.Errorf("%s: %s: exit %d, %q (%s); want %q", check.vm, check.cmd, code, out, stderr, check.want)
+		}
+	}
 	code, out, stderr := run(t, c, "matrix", "runuser", "-u", "postgres", "--", "psql", "-tA", "-c", "SELECT version FROM schema_version", "synapse")
-	if code != 0 || strings.TrimSpace(out) != "88" {
+	if code != 0 || strings.TrimSpace(out) != "92" { // Synapse 1.130's SCHEMA_VERSION
 		t.Fatalf("the synapse database's schema_version: exit %d, %q %s", code, out, stderr)
 	}
 	if body := get(t, "http://"+vmAddress(t, c, "matrix")+":8008/_matrix/client/versions"); !strings.Contains(body, `"versions"`) {
