@@ -831,7 +831,13 @@ phase "host-services" {
       umask 077
       mkdir -p /root/migrate && cd /root/migrate
       if command -v pdbedit >/dev/null; then
-        pdbedit -L -w > smbpasswd.partial
+        if ! pdbedit -L -w > smbpasswd.partial 2> pdbedit.err; then
+          # No passdb at all: Samba never had an account here.
+          [ ! -e /var/lib/samba/private/passdb.tdb ] || { cat pdbedit.err >&2; exit 1; }
+          : > smbpasswd.partial
+          echo "no Samba passdb here (/var/lib/samba/private/passdb.tdb): no accounts to move"
+        fi
+        rm -f pdbedit.err
       elif command -v smbd >/dev/null; then
         echo "smbd is installed but pdbedit is not: its accounts cannot be read (Debian's samba package carries pdbedit)" >&2
         exit 1

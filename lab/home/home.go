@@ -72,6 +72,8 @@ type Home struct {
 	router *router // the LAN's DHCP server
 	// dataDir holds the data volume's files.
 	dataDir string
+	// oldHost is the Debian old VMs' variant; nil: the busybox layout.
+	oldHost *incushost.OldHost
 }
 
 // The lab host's names, IncusOS's (examples/homelab's defaults).
@@ -115,6 +117,7 @@ func Start(ctx context.Context, o Options) (*Home, error) {
 		h.events.close()
 		return nil, err
 	}
+	h.oldHost = oldHost
 	// As IncusOS: its own pool "local", a pool on the data disks, the
 	// NAT bridge incusbr0 and a bridge of its own to the LAN.
 	h.incus, err = incushost.New(incushost.Options{Dir: filepath.Join(dir, "incus"), Seed: true, OldHost: oldHost, BootVM: h.bootVM, Logf: h.logf,
@@ -466,10 +469,35 @@ func (h *Home) Env() []string {
 		"MIGRATE_VAR_matrix_ca=" + h.MatrixCA(),
 		"MIGRATE_VAR_matrix_tls_cert=" + h.MatrixTLSCert(),
 		"MIGRATE_VAR_matrix_tls_key=" + h.MatrixTLSKey(),
-		// The old services VM has no Docker: its systemctl stand-in plays
-		// Frigate's unit.
-		"MIGRATE_VAR_frigate_install=service",
-	}, h.extra...)
+	}, append(h.siteVars(), h.extra...)...)
+}
+
+// siteVars are what migrate init reads of the old VMs and writes into
+// site.auto.hcl (the apps as installed, their images never older), for a
+// runbook run without it: the demo, the tests, a user's lab.env.
+func (h *Home) siteVars() []string {
+	o := h.oldHost
+	if o == nil {
+		// The busybox layout has no Docker: its systemctl stand-in
+		// plays a frigate unit.
+		return []string{"MIGRATE_VAR_frigate_install=service"}
+	}
+	synapse := cmp.Or(o.SynapseVersion, incushost.DefaultSynapseVersion)
+	jellyfin := cmp.Or(o.JellyfinVersion, incushost.DefaultJellyfinVersion)
+	frigate := cmp.Or(o.FrigateVersion, incushost.DefaultFrigateVersion)
+	hwaccel := map[bool][2]string{false: {"none", ""}, true: {"vaapi", "preset-vaapi"}}[o.HWAccel]
+	return []string{
+		"MIGRATE_VAR_synapse_database=" + cmp.Or(o.SynapseDB, "sqlite3"),
+		"MIGRATE_VAR_synapse_version=" + synapse + "+bookworm1",
+		"MIGRATE_VAR_synapse_image=matrixdotorg/synapse:v" + synapse,
+		"MIGRATE_VAR_jellyfin_version=" + jellyfin + "+deb12",
+		"MIGRATE_VAR_jellyfin_image=jellyfin/jellyfin:" + jellyfin,
+		"MIGRATE_VAR_frigate_version=" + frigate,
+		"MIGRATE_VAR_frigate_image=ghcr.io/blakeblackshear/frigate:" + frigate,
+		"MIGRATE_VAR_frigate_install=compose",
+		"MIGRATE_VAR_jellyfin_hwaccel=" + hwaccel[0],
+		"MIGRATE_VAR_frigate_hwaccel=" + hwaccel[1],
+	}
 }
 
 // Close stops the Talos VMs (and their Kubernetes), then the Incus host
