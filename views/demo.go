@@ -54,6 +54,11 @@ func (d *Demo) UnitActive(vm, unit string) {
 	fmt.Fprintf(d.v.out, "  %-9s systemctl is-active %s: active\n", vm, unit)
 }
 
+// ComposeRunning says a Docker Compose project of an old VM runs again.
+func (d *Demo) ComposeRunning(vm, project string) {
+	fmt.Fprintf(d.v.out, "  %-9s docker compose ls: %s running\n", vm, project)
+}
+
 // Complete ends a demo that went through.
 func (d *Demo) Complete(took time.Duration) {
 	d.Say("The demo is complete in %s: every phase done, a failure found and resumed, every phase rolled back, the old VMs running with their data.",

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -422,9 +423,10 @@ func (d *demo) oldVMsBack(ctx context.Context) error {
 		}
 		d.v.OldVM(vm.name, in.Status, vm.file, fi.Type, fi.Mode)
 	}
-	// The services the move stopped in them run again.
-	for _, u := range []struct{ vm, unit string }{{"services", "jellyfin"}, {"services", "frigate"}, {"matrix", "matrix-synapse"}} {
-		e, err := c.StartExec(ctx, u.vm, incusapi.ExecPost{Command: []string{"systemctl", "is-active", u.unit}})
+	// The services the move stopped in them run again, each as it is
+	// installed there.
+	for _, s := range d.oldServices() {
+		e, err := c.StartExec(ctx, s.vm, incusapi.ExecPost{Command: s.check})
 		if err != nil {
 			return err
 		}
@@ -433,11 +435,41 @@ func (d *demo) oldVMsBack(ctx context.Context) error {
 			return err
 		}
 		if code != 0 {
-			return fmt.Errorf("%s is not active in the old VM %s after the rollback (systemctl is-active exited %d)", u.unit, u.vm, code)
+			return fmt.Errorf("%s is not running in the old VM %s after the rollback (%s exited %d)", s.name, s.vm, strings.Join(s.check, " "), code)
 		}
-		d.v.UnitActive(u.vm, u.unit)
+		if s.compose {
+			d.v.ComposeRunning(s.vm, s.name)
+		} else {
+			d.v.UnitActive(s.vm, s.name)
+		}
 	}
 	return nil
+}
+
+// oldService is a service the move stops in an old VM, and how to ask
+// whether it runs.
+type oldService struct {
+	vm, name string
+	compose  bool // a Docker Compose project, not a systemd unit
+	check    []string
+}
+
+// oldServices are the services the move stops in the old VMs: Frigate as
+// the lab's host runs it (a Compose project on the Debian host), Samba's
+// smbd on the Debian host.
+func (d *demo) oldServices() []oldService {
+	unit := func(vm, name string) oldService {
+		return oldService{vm: vm, name: name, check: []string{"systemctl", "is-active", name}}
+	}
+	services := []oldService{unit("services", "jellyfin")}
+	if slices.Contains(d.env, "MIGRATE_VAR_frigate_install=compose") {
+		services = append(services,
+			oldService{vm: "services", name: "frigate", compose: true, check: []string{"sh", "-c", `docker compose ls --format json | grep -q '"Name": *"frigate", *"Status": *"running'`}},
+			unit("services", "smbd"))
+	} else {
+		services = append(services, unit("services", "frigate"))
+	}
+	return append(services, unit("matrix", "matrix-synapse"))
 }
 
 // labSignal sends the lab a signal (SIGUSR1: the federation fails;

@@ -46,7 +46,7 @@ SIGUSR1 makes the federation endpoint fail (503), SIGUSR2 heals it.`,
 	}
 	cmd.Flags().StringVar(&dir, "dir", labenv.DefaultDir(), "the lab's directory `D`")
 	cmd.Flags().IntVar(&block, "address-block", 0, "the VMs get addresses 127.`B`.1.N, on the LAN 127.B.200.N (0: 127.0.1.N); another block lets two labs run side by side")
-	cmd.Flags().BoolVar(&debian, "debian", false, "the old VMs are Debian 12 hosts (a debootstrap root, built once as root) with the apps as their packaging installs them")
+	cmd.Flags().BoolVar(&debian, "debian", true, "the old VMs are Debian 12 hosts (a debootstrap root, built once as root) with the apps as their packaging installs them; --debian=false: busybox VMs with the apps' files only")
 	cmd.Flags().StringVar(&host.SynapseDB, "synapse-db", "sqlite3", "with --debian: Synapse's database, `sqlite3` or psycopg2 (PostgreSQL 15 in the matrix VM)")
 	cmd.Flags().StringVar(&host.SynapseVersion, "synapse-version", incushost.DefaultSynapseVersion, "with --debian: the old Synapse's `version`")
 	cmd.Flags().StringVar(&host.JellyfinVersion, "jellyfin-version", incushost.DefaultJellyfinVersion, "with --debian: the old Jellyfin's `version`")

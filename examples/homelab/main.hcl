@@ -1090,8 +1090,20 @@ phase "ingress-matrix" {
       if [ "$DATABASE" = psycopg2 ]; then
         db=$(arg dbname); db=$${db:-$(arg database)}
         echo "database: PostgreSQL $db, $(runuser -u postgres -- psql -Atc "SELECT pg_size_pretty(pg_database_size('$db'))")"
-        runuser -u postgres -- pg_dump --format=custom --no-owner --no-privileges "$db" > matrix.partial/synapse.dump
-        echo "dumped with pg_dump: $(du -h matrix.partial/synapse.dump | cut -f1)"
+        # The new PostgreSQL restores it at its first start: the postgres
+        # image runs /docker-entrypoint-initdb.d's scripts once, on an
+        # empty data directory; the marker says the restore is whole.
+        mkdir matrix.partial/postgres-init
+        runuser -u postgres -- pg_dump --format=custom --no-owner --no-privileges "$db" > matrix.partial/postgres-init/synapse.dump
+        cat > matrix.partial/postgres-init/restore-synapse.sh <<'RESTORE'
+      # The old Synapse's database (pg_dump), restored by the postgres
+      # image at its first start; the marker says it is whole.
+      pg_restore --no-owner --no-privileges --exit-on-error -U "$POSTGRES_USER" -d "$POSTGRES_DB" /docker-entrypoint-initdb.d/synapse.dump
+      touch "$PGDATA/.migrate-restored"
+      echo "restored the old Synapse's database into $POSTGRES_DB"
+      RESTORE
+        chmod 0644 matrix.partial/postgres-init/*
+        echo "dumped with pg_dump: $(du -h matrix.partial/postgres-init/synapse.dump | cut -f1), restored by the new PostgreSQL at its first start"
       else
         db=$(arg database); db=$${db:-/var/lib/matrix-synapse/homeserver.db}
         echo "database: SQLite $db, $(du -sh "$db" | cut -f1)"
@@ -1223,7 +1235,11 @@ phase "ingress-matrix" {
     values = {
       image    = "postgres:15-bookworm"
       replicas = var.synapse_database == "psycopg2" ? 1 : 0
-      port     = 5432
+      # A restore that failed half-way leaves no marker: the data
+      # directory goes, and the image initialises and restores again
+      # (the pod crash-loops, saying why), never serving half a database.
+      command = ["sh", "-c", "[ -e \"$PGDATA/.migrate-restored\" ] || rm -rf \"$PGDATA\"; exec docker-entrypoint.sh postgres"]
+      port    = 5432
       env = {
         POSTGRES_USER        = "synapse"
         POSTGRES_DB          = "synapse"
@@ -1231,7 +1247,10 @@ phase "ingress-matrix" {
         PGDATA               = "/var/lib/postgresql/data/pgdata"
       }
       secretEnv = { POSTGRES_PASSWORD = { secret = "synapse-postgres", key = "password" } }
-      claims    = { data = { claim = "synapse-postgres", mountPath = "/var/lib/postgresql/data" } }
+      claims = {
+        data    = { claim = "synapse-postgres", mountPath = "/var/lib/postgresql/data" }
+        restore = { claim = "synapse-postgres-init", mountPath = "/docker-entrypoint-initdb.d" } # the export's dump and its script
+      }
       probe     = { tcp = true }
       resources = { requests = { cpu = "250m", memory = "256Mi" }, limits = { memory = "1Gi" } }
     }
@@ -1239,9 +1258,10 @@ phase "ingress-matrix" {
   }
 
   # The restore, once, inside the cluster: the media unpacked where the
-  # new homeserver.yaml says (/data/media), the PostgreSQL dump restored
-  # into the new PostgreSQL (the SQLite file is in place already), the
-  # data directory given to Synapse's user (991 in the official image).
+  # new homeserver.yaml says (/data/media; the SQLite file is in place
+  # already, a PostgreSQL dump is restored by synapse-postgres itself),
+  # the data directory given to Synapse's user (991 in the official
+  # image).
   step "kubernetes_job" "restore_synapse" {
     provider  = helm.cluster
     namespace = "matrix"
@@ -1252,30 +1272,24 @@ phase "ingress-matrix" {
         restartPolicy   = "Never"
         securityContext = { runAsNonRoot = false }
         containers = [{
-          name    = "restore"
-          image   = "postgres:15-bookworm" # sh, tar and chown, and PostgreSQL's client
+          name  = "restore"
+          image = "busybox:1.36"
           command = ["sh", "-c", <<-EOT
             set -e
             if [ -f /data/media.tar ]; then
               mkdir -p /data/media && tar -C /data/media -xf /data/media.tar && rm /data/media.tar
               echo "media store: $(find /data/media -type f | wc -l) files"
             fi
-            if [ -f /data/synapse.dump ]; then
-              until pg_isready -q -h synapse-postgres -U synapse; do echo "waiting for synapse-postgres to accept connections"; sleep 2; done
-              pg_restore --no-owner --no-privileges --exit-on-error -h synapse-postgres -U synapse -d synapse /data/synapse.dump
-              rm /data/synapse.dump
-              echo "database: restored into PostgreSQL synapse-postgres"
-            fi
-            chown -R 991:991 /data
+            # Synapse's; the PostgreSQL dump stays the postgres image's.
+            find /data -path /data/postgres-init -prune -o -exec chown 991:991 {} +
           EOT
           ]
-          env          = [{ name = "PGPASSWORD", valueFrom = { secretKeyRef = { name = "synapse-postgres", key = "password" } } }]
           volumeMounts = [{ name = "data", mountPath = "/data" }]
         }]
         volumes = [{ name = "data", persistentVolumeClaim = { claimName = "synapse-data" } }]
       } }
     }
-    depends_on = [kubernetes_manifest.synapse_storage, incus_exec.export_synapse, helm_release.synapse_postgres]
+    depends_on = [kubernetes_manifest.synapse_storage, incus_exec.export_synapse]
   }
 
   step "helm_release" "synapse" {

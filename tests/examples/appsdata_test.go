@@ -16,26 +16,32 @@ import (
 	"filippo.io/age"
 
 	"github.com/homelab-migrate/migrate/lab/home"
+	"github.com/homelab-migrate/migrate/lab/incushost"
 	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
 	"github.com/homelab-migrate/migrate/secret/agefile"
 )
 
 // TestHomelabAppsDataAndSynapseWhole runs every phase of examples/homelab
-// against the lab home server (address block 28) and looks at the world
-// before the rollback and after it: the Secret synapse-config holds the
-// old VM's homeserver.yaml with the pod's paths and the runbook's
-// registration secret; Jellyfin's and Frigate's data is on the data
-// volume where their releases mount it; the old services were stopped
-// before their data was copied, and the rollback started them again; and
-// no secret of Synapse's configuration is in clear in what migrate
+// against the lab home server (address block 28) whose old VMs are Debian
+// hosts (Synapse's package with conf.d and no sqlite3, Frigate in
+// Compose, Samba with two accounts, hardware decoding off), and looks at
+// the world before the rollback and after it: the Secret synapse-config
+// holds the old homeserver.yaml and conf.d merged, with the pod's paths
+// and the runbook's registration secret; Jellyfin's and Frigate's data is
+// on the data volume where their releases mount it, hardware decoding on
+// in the moved copies only; Samba's accounts are in the Secret the new
+// Samba imports; the old services were stopped before their data was
+// copied (Frigate through Compose, smbd before the new Samba), and the
+// rollback started them again; and no secret (the registration secret,
+// the signing key, the accounts' NT hashes) is in clear in what migrate
 // printed or left in the runbook's directory (its state and logs
 // included).
 func TestHomelabAppsDataAndSynapseWhole(t *testing.T) {
 	t.Parallel()
 	if os.Geteuid() != 0 {
-		t.Skip("the Matrix move's restore Job chowns to uid 991: it needs root, as migrate-lab demo does")
+		t.Skip("the Matrix move's restore Job chowns to uid 991, and the Debian root is built as root: it needs root, as migrate-lab demo does")
 	}
-	h, err := home.Start(t.Context(), home.Options{Dir: filepath.Join(t.TempDir(), "lab"), AddressBlock: 28})
+	h, err := home.Start(t.Context(), home.Options{Dir: filepath.Join(t.TempDir(), "lab"), AddressBlock: 28, OldHost: &incushost.OldHost{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,22 +49,21 @@ func TestHomelabAppsDataAndSynapseWhole(t *testing.T) {
 	dir := copyExample(t, "homelab")
 	identity := filepath.Join(dir, "secrets/demo-identity.txt")
 	env := append(h.Env(), "MIGRATE_AGE_IDENTITY="+identity, "MIGRATE_VAR_federation_wait=1m")
+	rootfs := func(vm, path string) string {
+		return string(must(os.ReadFile(filepath.Join(h.Dir(), "incus/instances", vm, "rootfs", path))))
+	}
 
-	// The canaries: the runbook's registration secret, and the old
-	// homeserver.yaml's own secrets (random at each seeding).
+	// The canaries: the runbook's registration secret, the old signing
+	// key; the Samba hashes are added once pulled.
 	ids, err := age.ParseIdentities(bytes.NewReader(must(os.ReadFile(identity))))
 	if err != nil {
 		t.Fatal(err)
 	}
 	autoVars := must(agefile.Decrypt(must(os.ReadFile(filepath.Join(dir, "secrets.auto.hcl.age"))), ids...))
 	regSecret := regexp.MustCompile(`synapse_registration_secret = "([^"]+)"`).FindStringSubmatch(string(autoVars))[1]
-	oldYAML := string(must(os.ReadFile(filepath.Join(h.Dir(), "incus/instances/matrix/rootfs/etc/matrix-synapse/homeserver.yaml"))))
-	secrets := map[string]string{"the runbook's registration secret": regSecret}
-	for _, m := range regexp.MustCompile(`(?m)^(registration_shared_secret|macaroon_secret_key|form_secret): "([^"]+)"$`).FindAllStringSubmatch(oldYAML, -1) {
-		secrets["the old "+m[1]] = m[2]
-	}
-	if len(secrets) != 4 {
-		t.Fatalf("the old homeserver.yaml's secrets: %v", secrets)
+	secrets := map[string]string{
+		"the runbook's registration secret": regSecret,
+		"the old signing key":               strings.Fields(rootfs("matrix", "/etc/matrix-synapse/homeserver.signing.key"))[2],
 	}
 
 	var seen bytes.Buffer
@@ -70,22 +75,26 @@ func TestHomelabAppsDataAndSynapseWhole(t *testing.T) {
 	for _, ph := range []string{"rehearsal", "platform", "data-apps", "host-services", "ingress-matrix", "cleanup"} {
 		do("run", "--phase", ph, "--auto-approve", "--approve", "approval.dns")
 	}
+	if want := "copied with Synapse's Python (sqlite3 backup)"; !strings.Contains(seen.String(), want) {
+		t.Errorf("the Synapse export does not say %q (the old VM has no sqlite3)", want)
+	}
 
-	// Synapse's configuration, in the Secret its release mounts at /config.
+	// Synapse's configuration, in the Secret its release mounts at /config:
+	// homeserver.yaml and conf.d merged, rewritten for the pod.
 	kubeconfig := openKubeconfig(t, dir)
 	config := secretData(t, kubeconfig, "matrix", "synapse-config")
 	hs := config["homeserver.yaml"]
 	for _, want := range []string{"\n    database: /data/homeserver.db\n", "\nmedia_store_path: /data/media\n", "\nsigning_key_path: /keys/homeserver.signing.key\n",
 		"\npid_file: /data/homeserver.pid\n", "    bind_addresses: ['0.0.0.0']\n", "\nregistration_shared_secret_path: /config/registration_shared_secret\n",
-		"\nserve_server_wellknown: true\n", `server_name: "matrix.example.org"`,
-		`macaroon_secret_key: "` + secrets["the old macaroon_secret_key"] + `"`, `form_secret: "` + secrets["the old form_secret"] + `"`} {
+		"\nserve_server_wellknown: true\n", "\nserver_name: " + home.MatrixDomain + "\n", "\nreport_stats: false\n"} {
 		if !strings.Contains(hs, want) {
 			t.Errorf("the Secret's homeserver.yaml lacks %q:\n%s", want, hs)
 		}
 	}
-	for _, old := range []string{"/var/lib/matrix-synapse", "/etc/matrix-synapse", "/var/log/matrix-synapse", "registration_shared_secret:"} {
-		if strings.Contains(hs, old) {
-			t.Errorf("the Secret's homeserver.yaml keeps %q:\n%s", old, hs)
+	for _, line := range strings.Split(hs, "\n") {
+		if setting, _, _ := strings.Cut(line, "#"); strings.Contains(setting, "/var/lib/matrix-synapse") || strings.Contains(setting, "/etc/matrix-synapse") ||
+			strings.Contains(setting, "/var/log/matrix-synapse") || strings.Contains(setting, "registration_shared_secret:") {
+			t.Errorf("the Secret's homeserver.yaml keeps %q", line)
 		}
 	}
 	if config["registration_shared_secret"] != regSecret {
@@ -101,37 +110,68 @@ func TestHomelabAppsDataAndSynapseWhole(t *testing.T) {
 		t.Error("migrate printed the ingress certificate's key")
 	}
 	deploy := kubectlJSON(t, kubeconfig, "/apis/apps/v1/namespaces/matrix/deployments/synapse")
-	for _, want := range []string{`{"name":"SYNAPSE_CONFIG_PATH","value":"/config/homeserver.yaml"}`, `"secretName":"synapse-config"`, `"mountPath":"/config"`} {
+	for _, want := range []string{`{"name":"SYNAPSE_CONFIG_PATH","value":"/config/homeserver.yaml"}`, `"secretName":"synapse-config"`, `"mountPath":"/config"`,
+		`"image":"matrixdotorg/synapse:v` + incushost.DefaultSynapseVersion + `"`} {
 		if !strings.Contains(deploy, want) {
 			t.Errorf("Synapse's Deployment lacks %s:\n%s", want, deploy)
 		}
 	}
 
-	// Jellyfin's and Frigate's data, where their releases mount it.
+	// Samba's accounts: sealed on disk, whole in the Secret the new Samba
+	// mounts; their NT hashes are canaries from now on.
+	users := string(must(agefile.Decrypt(must(os.ReadFile(filepath.Join(dir, "secrets/samba-users.age"))), ids...)))
+	for _, line := range strings.Split(strings.TrimSpace(users), "\n") {
+		if f := strings.Split(line, ":"); len(f) > 3 && len(f[3]) == 32 {
+			secrets["the NT hash of "+f[0]] = f[3]
+		}
+	}
+	if secrets["the NT hash of ana"] == "" || secrets["the NT hash of ben"] == "" {
+		t.Errorf("the pulled Samba accounts are not pdbedit -L -w's lines for ana and ben:\n%d lines", strings.Count(users, "\n"))
+	}
+	if got := secretData(t, kubeconfig, "files", "samba-users")["smbpasswd"]; got != users {
+		t.Error("the Secret files/samba-users does not hold the accounts pulled from the old VM")
+	}
+	if got := kubectlJSON(t, kubeconfig, "/apis/apps/v1/namespaces/files/deployments/samba"); !strings.Contains(got, `"secretName":"samba-users"`) {
+		t.Errorf("the Samba Deployment does not mount the Secret samba-users:\n%s", got)
+	}
+
+	// Jellyfin's and Frigate's data, where their releases mount it, with
+	// hardware decoding on in the copies, never in the old VM's files.
 	for path, want := range map[string]string{
-		"apps/jellyfin/data/jellyfin.db":                      "the users: ana, ben",
+		"apps/jellyfin/data/jellyfin.db":                      "ana",
 		"apps/jellyfin/data/library.db":                       "/var/mnt/data/media/movies/",
 		"apps/jellyfin/config/system.xml":                     "<IsStartupWizardCompleted>true</IsStartupWizardCompleted>",
+		"apps/jellyfin/config/encoding.xml":                   "<HardwareAccelerationType>vaapi</HardwareAccelerationType>\n  <VaapiDevice>/dev/dri/renderD128</VaapiDevice>",
 		"apps/jellyfin/root/default/Movies/options.xml":       "<Path>/var/mnt/data/media/movies</Path>",
 		"apps/jellyfin/metadata/library/ab/abcdef/poster.jpg": "a poster",
-		"apps/frigate/config.yml":                             "driveway:",
-		"apps/frigate/frigate.db":                             "the events of camera driveway",
+		"apps/frigate/config.yml":                             "\nffmpeg:\n  hwaccel_args: preset-vaapi\n",
+		"apps/frigate/frigate.db":                             "driveway",
 	} {
 		if b, err := os.ReadFile(filepath.Join(h.DataDir(), path)); err != nil || !strings.Contains(string(b), want) {
 			t.Errorf("the data volume's %s: %q, %v; want it to hold %q", path, b, err, want)
 		}
 	}
-	for release, mount := range map[string]string{"jellyfin": `"hostPath":{"path":"/var/mnt/data/apps/jellyfin","type":"Directory"}`,
-		"frigate": `"hostPath":{"path":"/var/mnt/data/apps/frigate","type":"Directory"}`} {
-		if got := kubectlJSON(t, kubeconfig, "/apis/apps/v1/namespaces/media/deployments/"+release); !strings.Contains(got, mount) {
-			t.Errorf("the Deployment %s does not mount %s:\n%s", release, mount, got)
+	if enc, cfg := rootfs("services", "/etc/jellyfin/encoding.xml"), rootfs("services", "/opt/frigate/config/config.yml"); !strings.Contains(enc, ">none<") || strings.Contains(cfg, "hwaccel") {
+		t.Errorf("the old VM's own settings were changed:\n%s\n%s", enc, cfg)
+	}
+	for release, mounts := range map[string][]string{
+		"jellyfin": {`"hostPath":{"path":"/var/mnt/data/apps/jellyfin","type":"Directory"}`, `{"name":"library-0","readOnly":true,"mountPath":"/var/mnt/data/media"}`,
+			`"image":"jellyfin/jellyfin:` + incushost.DefaultJellyfinVersion + `"`},
+		"frigate": {`"hostPath":{"path":"/var/mnt/data/apps/frigate","type":"Directory"}`},
+	} {
+		got := kubectlJSON(t, kubeconfig, "/apis/apps/v1/namespaces/media/deployments/"+release)
+		for _, mount := range mounts {
+			if !strings.Contains(got, mount) {
+				t.Errorf("the Deployment %s lacks %s:\n%s", release, mount, got)
+			}
 		}
 	}
 
 	do("rollback", "--auto-approve")
 
-	// The old services: each stopped before its data was copied, started
-	// again by the rollback after the copy was removed.
+	// The old services: each stopped before its data was copied (the old
+	// Samba before the new one was installed), started again by the
+	// rollback after the copy was removed.
 	events, err := home.ReadEvents(h.Dir())
 	if err != nil {
 		t.Fatal(err)
@@ -140,24 +180,40 @@ func TestHomelabAppsDataAndSynapseWhole(t *testing.T) {
 	for _, e := range events {
 		if e.Kind == home.EventExec && e.Instance == "services" {
 			switch cmd := strings.Join(e.Command, " "); {
-			case strings.HasPrefix(cmd, "systemctl "):
-				services = append(services, cmd)
+			case strings.HasPrefix(cmd, "systemctl stop "), strings.HasPrefix(cmd, "systemctl start "):
+				services = append(services, strings.TrimPrefix(cmd, "systemctl "))
+			case strings.HasPrefix(cmd, "docker compose -p frigate "):
+				services = append(services, strings.TrimPrefix(cmd, "docker compose -p "))
 			case strings.Contains(cmd, "touch /root/.jellyfin-exported"):
 				services = append(services, "export jellyfin")
 			case strings.Contains(cmd, "touch /root/.frigate-exported"):
 				services = append(services, "export frigate")
+			case strings.Contains(cmd, "pdbedit -L -w"):
+				services = append(services, "export smbd")
 			}
 		}
 	}
 	index := func(s string) int { return slices.Index(services, s) }
-	for _, app := range []string{"jellyfin", "frigate"} {
-		stop, export, start := index("systemctl stop "+app), index("export "+app), index("systemctl start "+app)
+	for _, app := range []string{"jellyfin", "frigate", "smbd"} {
+		stop, export, start := index("stop "+app), index("export "+app), index("start "+app)
+		if app == "frigate" {
+			stop, start = index("frigate stop"), index("frigate start")
+		}
 		if stop < 0 || export < stop || start < export {
 			t.Errorf("%s in the old services VM: %v, want stopped, then exported, then started again", app, services)
 		}
-		if code := labExec(t, h, "services", "systemctl", "is-active", app); code != 0 {
-			t.Errorf("%s is not active in the old services VM after the rollback: systemctl is-active exited %d", app, code)
+	}
+	for what, argv := range map[string][]string{
+		"jellyfin": {"systemctl", "is-active", "jellyfin"},
+		"smbd":     {"systemctl", "is-active", "smbd"},
+		"frigate":  {"sh", "-c", `docker compose ls --format json | grep -q '"Name": *"frigate", *"Status": *"running'`},
+	} {
+		if code := labExec(t, h, "services", argv...); code != 0 {
+			t.Errorf("%s is not running in the old services VM after the rollback: %v exited %d", what, argv, code)
 		}
+	}
+	if code := labExec(t, h, "matrix", "systemctl", "is-active", "matrix-synapse"); code != 0 {
+		t.Errorf("Synapse is not active in the old matrix VM after the rollback: exited %d", code)
 	}
 	if _, err := os.Stat(filepath.Join(h.DataDir(), "apps")); !os.IsNotExist(err) {
 		t.Errorf("the rollback left the apps' data on the volume: %v", err)

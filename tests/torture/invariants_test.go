@@ -75,7 +75,7 @@ var effects = []effect{
 	{"the rehearsal's Job data-share-write run", "rehearsal", "kubernetes_job.rehearsal_write", false, podOf("rehearsal", "media", "data-share-write")},
 	{"the node's etcd bootstrapped", "platform", "talos_bootstrap.etcd", false, bootstrapOf("talos")},
 	{"Jellyfin stopped in the old VM services", "data-apps", "incus_exec.stop_jellyfin", true, execOf("services", "systemctl stop jellyfin")},
-	{"Frigate stopped in the old VM services", "data-apps", "incus_exec.stop_frigate", true, execOf("services", "systemctl stop frigate")},
+	{"Frigate stopped in the old VM services", "data-apps", "incus_exec.stop_frigate", true, execOf("services", "docker compose -p frigate stop")},
 	{"Jellyfin's export run in the old VM services", "data-apps", "incus_exec.export_jellyfin", false, execOf("services", "touch /root/.jellyfin-exported")},
 	{"Frigate's export run in the old VM services", "data-apps", "incus_exec.export_frigate", false, execOf("services", "touch /root/.frigate-exported")},
 	{"the Job data-share-probe run", "data-apps", "kubernetes_job.data_probe", false, podOf("talos", "media", "data-share-probe")},
@@ -85,7 +85,9 @@ var effects = []effect{
 	{"the Job synapse-restore run", "ingress-matrix", "kubernetes_job.restore_synapse", false, podOf("talos", "matrix", "synapse-restore")},
 	{"Synapse started again in the old VM matrix", "rollback", "incus_exec.stop_synapse", true, execOf("matrix", "systemctl start matrix-synapse")},
 	{"Jellyfin started again in the old VM services", "rollback", "incus_exec.stop_jellyfin", true, execOf("services", "systemctl start jellyfin")},
-	{"Frigate started again in the old VM services", "rollback", "incus_exec.stop_frigate", true, execOf("services", "systemctl start frigate")},
+	{"Frigate started again in the old VM services", "rollback", "incus_exec.stop_frigate", true, execOf("services", "docker compose -p frigate start")},
+	{"Samba stopped in the old VM services", "host-services", "incus_exec.stop_samba", true, execOf("services", "systemctl stop smbd")},
+	{"Samba started again in the old VM services", "rollback", "incus_exec.stop_samba", true, execOf("services", "systemctl start smbd")},
 }
 
 func bootstrapOf(vm string) func(home.Event) bool {
@@ -240,9 +242,18 @@ func (w *world) checkCompleted(t *testing.T, name string) {
 		in := w.lab.instance(t, vm)
 		w.expect(t, invOldVMs, in != nil && in.Status == "Running", "%s: the old VM %s is %s after the rollback", w.where, vm, statusOf(in))
 	}
-	for _, u := range []struct{ vm, unit string }{{"matrix", "matrix-synapse"}, {"services", "jellyfin"}, {"services", "frigate"}} {
-		code, err := w.lab.exec(t, u.vm, "systemctl", "is-active", u.unit)
-		w.expect(t, invOldVMs, err == nil && code == 0, "%s: %s is not active in the old VM %s after the rollback (systemctl is-active: %d, %v)", w.where, u.unit, u.vm, code, err)
+	// The services the move stopped, as the Debian old VMs run them.
+	for _, u := range []struct {
+		vm, name string
+		check    []string
+	}{
+		{"matrix", "matrix-synapse", []string{"systemctl", "is-active", "matrix-synapse"}},
+		{"services", "jellyfin", []string{"systemctl", "is-active", "jellyfin"}},
+		{"services", "smbd", []string{"systemctl", "is-active", "smbd"}},
+		{"services", "frigate", []string{"sh", "-c", `docker compose ls --format json | grep -q '"Name": *"frigate", *"Status": *"running'`}},
+	} {
+		code, err := w.lab.exec(t, u.vm, u.check...)
+		w.expect(t, invOldVMs, err == nil && code == 0, "%s: %s is not running in the old VM %s after the rollback (%s: %d, %v)", w.where, u.name, u.vm, strings.Join(u.check, " "), code, err)
 	}
 }
 
