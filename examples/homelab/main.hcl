@@ -952,11 +952,25 @@ phase "ingress-matrix" {
 
   # Synapse stops first: a database copied while it writes is not a copy.
   # Rollback starts it again (after the VM itself is started again).
+  # On PostgreSQL, Synapse starts again once its database accepts
+  # connections (the VM just started again boots PostgreSQL too).
   step "incus_exec" "stop_synapse" {
     provider = incus.host
     instance = var.matrix_vm
     command  = ["systemctl", "stop", "matrix-synapse"]
-    revert   = ["systemctl", "start", "matrix-synapse"]
+    revert = var.synapse_database != "psycopg2" ? ["systemctl", "start", "matrix-synapse"] : ["sh", "-c", <<-EOT
+      # Each cluster (Debian's postgresql@VERSION-NAME units), started
+      # if the VM's boot did not.
+      pg_lsclusters -h | while read -r version cluster rest; do systemctl start "postgresql@$version-$cluster"; done
+      tries=60
+      until pg_isready -q; do
+        tries=$((tries - 1))
+        [ "$tries" -gt 0 ] || { echo "PostgreSQL does not accept connections after 2 minutes: see systemctl status postgresql@15-main" >&2; exit 1; }
+        sleep 2
+      done
+      systemctl start matrix-synapse
+    EOT
+    ]
   }
 
   # The data volume, attached to the old VM for the copy: the export goes
@@ -1055,7 +1069,7 @@ phase "ingress-matrix" {
       fi
       # The new PostgreSQL's password: the old one (the configuration keeps
       # it); with SQLite, a fresh one for a server that does not run.
-      if [ "$DATABASE" = psycopg2 ]; then arg homeserver.merged.yaml password > postgres-password; else od -An -tx1 -N24 /dev/urandom | tr -d ' \n' > postgres-password; fi
+      if [ "$DATABASE" = psycopg2 ]; then printf %s "$(arg homeserver.merged.yaml password)" > postgres-password; else od -An -tx1 -N24 /dev/urandom | tr -d ' \n' > postgres-password; fi
       mv homeserver.yaml.partial homeserver.yaml
       echo "homeserver.yaml rewritten for the pod: server_name $(value homeserver.yaml server_name), database $DATABASE ($([ "$DATABASE" = psycopg2 ] && echo synapse-postgres || echo /data/homeserver.db)), media /data/media, signing key /keys/homeserver.signing.key, registration secret from /config"
     EOT
