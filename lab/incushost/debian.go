@@ -191,6 +191,25 @@ type setupStep struct {
 // units, then the Docker daemon's containers with a restart policy.
 var bootStep = setupStep{what: "the boot", argv: []string{"/bin/sh", "-c", "systemctl --lab-boot; ! command -v docker >/dev/null || docker --lab-boot"}}
 
+// shutdownStep is what a Debian VM runs when it is stopped gracefully.
+var shutdownStep = setupStep{what: "the shutdown", argv: []string{"/bin/sh", "-c", "! command -v docker >/dev/null || docker --lab-shutdown; systemctl --lab-shutdown"}}
+
+// shutdownDebian stops a running Debian VM's services before its init is
+// killed, as its shutdown would (a database closed cleanly); a forced
+// stop skips it.
+func (s *Server) shutdownDebian(in *instance) {
+	s.mu.Lock()
+	p, booted, debian := in.init, in.booted, in.UsrLayer != ""
+	s.mu.Unlock()
+	if p == nil || !debian {
+		return
+	}
+	waitBooted(booted)
+	if err := runSetup(p, in, shutdownStep); err != nil {
+		s.logf("incus lab: %s: its shutdown: %v", in.Name, err)
+	}
+}
+
 // enableStep enables units as `systemctl enable` does.
 func enableStep(units []string) setupStep {
 	return setupStep{what: "enabling " + strings.Join(units, ", "), argv: append([]string{"systemctl", "enable"}, units...)}

@@ -132,6 +132,29 @@ func TestDebianOldVMs(t *testing.T) {
 		if code == 0 || !strings.Contains(stderr, "Failed to start jellyfin.service") || !strings.Contains(journal, "Jellyfin 10.10.7 cannot use the configuration and database of Jellyfin 10.11.0") {
 			t.Errorf("Jellyfin 10.10.7 on a 10.11.0 config: exit %d, %q, journal %q", code, stderr, journal)
 		}
+		if code, _, stderr := run(t, c, "services", "sh", "-c", `sed -i 's|<PreviousVersionStr>.*<|<PreviousVersionStr>10.10.7<|' /etc/jellyfin/system.xml && systemctl start jellyfin`); code != 0 {
+			t.Errorf("Jellyfin back on its own config: exit %d, %s", code, stderr)
+		}
+	})
+	// A VM stopped and started again boots its enabled units, not what
+	// was stopped by hand: Frigate stopped through Compose stays stopped
+	// (restart: unless-stopped), as on a real host.
+	t.Run("a restarted VM boots its services", func(t *testing.T) {
+		if code, _, stderr := run(t, c, "services", "docker", "compose", "-p", "frigate", "stop"); code != 0 {
+			t.Fatalf("docker compose -p frigate stop: %s", stderr)
+		}
+		for _, action := range []string{"stop", "start"} {
+			if err := c.SetState(ctxT(t), "services", incusapi.InstanceStatePut{Action: action, Timeout: 30}); err != nil {
+				t.Fatalf("%s services: %v", action, err)
+			}
+		}
+		code, out, _ := run(t, c, "services", "systemctl", "is-active", "smbd", "jellyfin")
+		if code != 0 || out != "active\nactive\n" {
+			t.Errorf("after a restart, systemctl is-active smbd jellyfin: exit %d, %q", code, out)
+		}
+		if _, out, _ := run(t, c, "services", "docker", "compose", "ls", "--all", "--format", "json"); !strings.Contains(out, `"Status":"exited(1)"`) {
+			t.Errorf("after a restart, Frigate stopped by hand runs again: %s", out)
+		}
 	})
 }
 
