@@ -180,6 +180,13 @@ func TestDebianHostVariants(t *testing.T) {
 	if body := get(t, "http://"+vmAddress(t, c, "matrix")+":8008/_matrix/client/versions"); !strings.Contains(body, `"versions"`) {
 		t.Errorf("Synapse on PostgreSQL answers %s", body)
 	}
+	// What a move runs there: Synapse stopped, its database dumped by
+	// Debian's pg_dump, Synapse started again.
+	code, out, stderr = run(t, c, "matrix", "sh", "-c", `systemctl stop matrix-synapse && systemctl is-active matrix-synapse;
+		runuser -u postgres -- pg_dump --format=custom --no-owner synapse | head -c 5; systemctl start matrix-synapse && systemctl is-active matrix-synapse`)
+	if code != 0 || out != "inactive\nPGDMPactive\n" {
+		t.Errorf("stop, pg_dump, start: exit %d, %q, %s", code, out, stderr)
+	}
 }
 
 // journal logs what the units wrote (the lab's systemctl keeps it in
