@@ -177,14 +177,13 @@ func (s *Server) newOldVM(name string) *instance {
 	return in
 }
 
-// setupStep is one command the seeding runs in a VM as its packages'
-// maintainer scripts would have (as root, or as uid:gid), with its
-// stdin: secrets go there, never in argv (argv is visible in /proc).
+// setupStep is one command the seeding runs in a VM, as root, as its
+// packages' maintainer scripts would have, with its stdin: secrets go
+// there, never in argv (argv is visible in /proc).
 type setupStep struct {
-	what     string
-	argv     []string
-	stdin    string
-	uid, gid uint32
+	what  string
+	argv  []string
+	stdin string
 }
 
 // bootStep is what a Debian VM runs when it starts: systemd's enabled
@@ -234,7 +233,7 @@ func runSetup(p *initProc, in *instance, step setupStep) error {
 		w.Close()
 	}()
 	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8"}
-	r, err := p.execWith(execSpec{Command: step.argv, Env: env, Cwd: "/", UID: step.uid, GID: step.gid}, stdin, out, out)
+	r, err := p.execWith(execSpec{Command: step.argv, Env: env, Cwd: "/"}, stdin, out, out)
 	stdin.Close()
 	if err != nil {
 		return err
