@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/homelab-migrate/migrate/lab/sandbox"
@@ -207,6 +208,28 @@ func (s *Server) shutdownDebian(in *instance) {
 	if err := runSetup(p, in, shutdownStep); err != nil {
 		s.logf("incus lab: %s: its shutdown: %v", in.Name, err)
 	}
+}
+
+// shutdownDebianVMs shuts the running Debian VMs' services down, side by
+// side.
+func (s *Server) shutdownDebianVMs() {
+	s.mu.Lock()
+	var vms []*instance
+	for _, in := range s.instances {
+		if in.UsrLayer != "" && in.init != nil {
+			vms = append(vms, in)
+		}
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, in := range vms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.shutdownDebian(in)
+		}()
+	}
+	wg.Wait()
 }
 
 // enableStep enables units as `systemctl enable` does.

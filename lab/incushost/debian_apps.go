@@ -182,7 +182,9 @@ func matrixLayout(l *layout, h *OldHost, addr string) {
 	mode := os.FileMode(0o644)
 	if h.SynapseDB == "psycopg2" {
 		pw := randomSecret()
-		l.enabled = append(l.enabled, "postgresql.service")
+		// postgresql-common's systemd generator makes the cluster a want
+		// of postgresql.service at each boot; the lab writes that want.
+		l.enabled = append(l.enabled, "postgresql.service", "postgresql@15-main.service")
 		database = "database:\n  name: psycopg2\n  args:\n    user: synapse_user\n    password: \"" + pw + "\"\n    database: synapse\n    host: localhost\n    cp_min: 5\n    cp_max: 10\n"
 		mode = 0o640 // it holds the database's password
 		postgresLayout(l, addr, pw)

@@ -187,6 +187,16 @@ func TestDebianHostVariants(t *testing.T) {
 	if code != 0 || out != "inactive\nPGDMPactive\n" {
 		t.Errorf("stop, pg_dump, start: exit %d, %q, %s", code, out, stderr)
 	}
+	// Restarted, the VM boots its cluster and Synapse again (the lab
+	// orders no units: Synapse's Restart= retries until PostgreSQL is up).
+	for _, action := range []string{"stop", "start"} {
+		if err := c.SetState(ctxT(t), "matrix", incusapi.InstanceStatePut{Action: action, Timeout: 30}); err != nil {
+			t.Fatalf("%s matrix: %v", action, err)
+		}
+	}
+	if body := get(t, "http://"+vmAddress(t, c, "matrix")+":8008/_matrix/client/versions"); !strings.Contains(body, `"versions"`) {
+		t.Errorf("Synapse on PostgreSQL after a restart answers %s", body)
+	}
 }
 
 // journal logs what the units wrote (the lab's systemctl keeps it in
