@@ -155,6 +155,11 @@ func TestDebianOldVMs(t *testing.T) {
 		if _, out, _ := run(t, c, "services", "docker", "compose", "ls", "--all", "--format", "json"); !strings.Contains(out, `"Status":"exited(1)"`) {
 			t.Errorf("after a restart, Frigate stopped by hand runs again: %s", out)
 		}
+		// Compose finds the project by the working directory's file too.
+		code, out, stderr := run(t, c, "services", "sh", "-c", "cd /opt/frigate && docker compose start && docker ps --format json")
+		if code != 0 || !strings.Contains(out, `"Names": "frigate"`) || !strings.Contains(out, `"State": "running"`) {
+			t.Errorf("cd /opt/frigate && docker compose start: exit %d, %q %s", code, out, stderr)
+		}
 	})
 }
 
