@@ -182,9 +182,10 @@ func matrixLayout(l *layout, h *OldHost, addr string) {
 	mode := os.FileMode(0o644)
 	if h.SynapseDB == "psycopg2" {
 		pw := randomSecret()
-		// postgresql-common's systemd generator makes the cluster a want
+		// postgresql-common's systemd generator makes each cluster a want
 		// of postgresql.service at each boot; the lab writes that want.
-		l.enabled = append(l.enabled, "postgresql.service", "postgresql@15-main.service")
+		l.enabled = append(l.enabled, "postgresql.service")
+		l.symlink("/run/systemd/generator/postgresql.service.wants/postgresql@15-main.service", "/lib/systemd/system/postgresql@.service")
 		database = "database:\n  name: psycopg2\n  args:\n    user: synapse_user\n    password: \"" + pw + "\"\n    database: synapse\n    host: localhost\n    cp_min: 5\n    cp_max: 10\n"
 		mode = 0o640 // it holds the database's password
 		postgresLayout(l, addr, pw)

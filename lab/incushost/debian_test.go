@@ -173,6 +173,8 @@ func TestDebianHostVariants(t *testing.T) {
 		{"services", "grep -h 'image:\\|hwaccel' /opt/frigate/docker-compose.yml /opt/frigate/config/config.yml", "image: ghcr.io/blakeblackshear/frigate:0.15.1\n  hwaccel_args: preset-vaapi"},
 		{"matrix", "dpkg-query -W -f='${Version}' matrix-synapse-py3", "1.130.0+bookworm1"},
 		{"matrix", "systemctl is-active postgresql@15-main matrix-synapse", "active\nactive"},
+		// postgresql.service carries the clusters (their PartOf=, the generator's wants)
+		{"matrix", "systemctl stop postgresql; systemctl is-active postgresql@15-main; systemctl start postgresql; systemctl is-active postgresql@15-main", "inactive\nactive"},
 	} {
 		if code, out, stderr := run(t, c, check.vm, "sh", "-c", check.cmd); code != 0 || strings.TrimSpace(out) != check.want {
 			t.Errorf("%s: %s: exit %d, %q (%s); want %q", check.vm, check.cmd, code, out, stderr, check.want)
