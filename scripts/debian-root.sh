@@ -8,6 +8,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 if ! command -v debootstrap >/dev/null; then
 	echo "debian-root: installing debootstrap" >&2
-	apt-get install -y --no-install-recommends debootstrap >&2
+	apt-get install -y --no-install-recommends debootstrap >&2 ||
+		{ apt-get update >&2 && apt-get install -y --no-install-recommends debootstrap >&2; }
 fi
 echo "DEBIAN_ROOT=$(bash "$here/../lab/debroot/build-debian-root.sh")"

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/homelab-migrate/migrate/lab/sandbox"
@@ -177,19 +178,59 @@ func (s *Server) newOldVM(name string) *instance {
 	return in
 }
 
-// setupStep is one command the seeding runs in a VM as its packages'
-// maintainer scripts would have (as root, or as uid:gid), with its
-// stdin: secrets go there, never in argv (argv is visible in /proc).
+// setupStep is one command the seeding runs in a VM, as root, as its
+// packages' maintainer scripts would have, with its stdin: secrets go
+// there, never in argv (argv is visible in /proc).
 type setupStep struct {
-	what     string
-	argv     []string
-	stdin    string
-	uid, gid uint32
+	what  string
+	argv  []string
+	stdin string
 }
 
 // bootStep is what a Debian VM runs when it starts: systemd's enabled
 // units, then the Docker daemon's containers with a restart policy.
 var bootStep = setupStep{what: "the boot", argv: []string{"/bin/sh", "-c", "systemctl --lab-boot; ! command -v docker >/dev/null || docker --lab-boot"}}
+
+// shutdownStep is what a Debian VM runs when it is stopped gracefully.
+var shutdownStep = setupStep{what: "the shutdown", argv: []string{"/bin/sh", "-c", "! command -v docker >/dev/null || docker --lab-shutdown; systemctl --lab-shutdown"}}
+
+// shutdownDebian stops a running Debian VM's services before its init is
+// killed, as its shutdown would (a database closed cleanly); a forced
+// stop skips it.
+func (s *Server) shutdownDebian(in *instance) {
+	s.mu.Lock()
+	p, booted, debian := in.init, in.booted, in.UsrLayer != ""
+	s.mu.Unlock()
+	if p == nil || !debian {
+		return
+	}
+	waitBooted(booted)
+	if err := runSetup(p, in, shutdownStep); err != nil {
+		s.logf("incus lab: %s: its shutdown: %v", in.Name, err)
+	}
+}
+
+// shutdownDebianVMs shuts the running Debian VMs' services down, side by
+// side.
+func (s *Server) shutdownDebianVMs() {
+	s.mu.Lock()
+	var vms []*instance
+	for _, in := range s.instances {
+		if in.UsrLayer != "" && in.init != nil {
+			vms = append(vms, in)
+		}
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, in := range vms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.shutdownDebian(in)
+		}()
+	}
+	wg.Wait()
+}
 
 // enableStep enables units as `systemctl enable` does.
 func enableStep(units []string) setupStep {
@@ -215,7 +256,7 @@ func runSetup(p *initProc, in *instance, step setupStep) error {
 		w.Close()
 	}()
 	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8"}
-	r, err := p.execWith(execSpec{Command: step.argv, Env: env, Cwd: "/", UID: step.uid, GID: step.gid}, stdin, out, out)
+	r, err := p.execWith(execSpec{Command: step.argv, Env: env, Cwd: "/"}, stdin, out, out)
 	stdin.Close()
 	if err != nil {
 		return err

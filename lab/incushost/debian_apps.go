@@ -182,7 +182,10 @@ func matrixLayout(l *layout, h *OldHost, addr string) {
 	mode := os.FileMode(0o644)
 	if h.SynapseDB == "psycopg2" {
 		pw := randomSecret()
+		// postgresql-common's systemd generator makes each cluster a want
+		// of postgresql.service at each boot; the lab writes that want.
 		l.enabled = append(l.enabled, "postgresql.service")
+		l.symlink("/run/systemd/generator/postgresql.service.wants/postgresql@15-main.service", "/lib/systemd/system/postgresql@.service")
 		database = "database:\n  name: psycopg2\n  args:\n    user: synapse_user\n    password: \"" + pw + "\"\n    database: synapse\n    host: localhost\n    cp_min: 5\n    cp_max: 10\n"
 		mode = 0o640 // it holds the database's password
 		postgresLayout(l, addr, pw)
@@ -237,21 +240,8 @@ trusted_key_servers:
 	// The database as a running homeserver leaves it: Synapse's schema
 	// (made by the stand-in, as Synapse makes it at its first start) and
 	// its users.
-	l.install = append(l.install, setupStep{what: "Synapse's database", argv: []string{venv + "/bin/python", "-c", `
-import sys
-from synapse.app import homeserver as hs
-config = hs.load_config(["/etc/matrix-synapse/homeserver.yaml", "/etc/matrix-synapse/conf.d/"])
-conn, mark = hs.connect(config)
-hs.prepare_database(conn, mark)
-cur = conn.cursor()
-for u in ("ana", "ben"):
-    name = "@%s:%s" % (u, config["server_name"])
-    cur.execute("SELECT 1 FROM users WHERE name = %s".replace("%s", mark), (name,))
-    if cur.fetchone() is None:
-        cur.execute("INSERT INTO users (name, creation_ts) VALUES (%s, 1700000000)".replace("%s", mark), (name,))
-conn.commit()
-`}, uid: 0, gid: 0})
-	l.install[len(l.install)-1].argv = append([]string{"/usr/sbin/runuser", "-u", "matrix-synapse", "--"}, l.install[len(l.install)-1].argv...)
+	l.install = append(l.install, setupStep{what: "Synapse's database",
+		argv: []string{"runuser", "-u", "matrix-synapse", "--", venv + "/bin/python", "-c", synapseFirstStart}})
 	l.dpkgStatus("matrix-synapse-py3", h.SynapseVersion+"+bookworm1", "Open source Matrix homeserver implementation", venv+"/bin/python", "/lib/systemd/system/matrix-synapse.service", "/etc/matrix-synapse/homeserver.yaml")
 }
 
@@ -268,6 +258,22 @@ systemctl start postgresql.service`, "")
 runuser -u postgres -- createdb --encoding=UTF8 --locale=C --template=template0 --owner=synapse_user synapse`,
 		"CREATE ROLE synapse_user LOGIN PASSWORD '"+strings.ReplaceAll(password, "'", "''")+"';\n")
 }
+
+// synapseFirstStart makes Synapse's database as its first start does
+// (the stand-in's prepare_database), with two users.
+const synapseFirstStart = `
+from synapse.app import homeserver as hs
+config = hs.load_config(["/etc/matrix-synapse/homeserver.yaml", "/etc/matrix-synapse/conf.d/"])
+conn, mark = hs.connect(config)
+hs.prepare_database(conn, mark)
+cur = conn.cursor()
+for u in ("ana", "ben"):
+    name = "@%s:%s" % (u, config["server_name"])
+    cur.execute("SELECT 1 FROM users WHERE name = %s".replace("%s", mark), (name,))
+    if cur.fetchone() is None:
+        cur.execute("INSERT INTO users (name, creation_ts) VALUES (%s, 1700000000)".replace("%s", mark), (name,))
+conn.commit()
+`
 
 // jellyfinDefaults is Jellyfin's /etc/default/jellyfin (jellyfin-packaging
 // debian/conf/jellyfin), its comments shortened.

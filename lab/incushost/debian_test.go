@@ -132,6 +132,34 @@ func TestDebianOldVMs(t *testing.T) {
 		if code == 0 || !strings.Contains(stderr, "Failed to start jellyfin.service") || !strings.Contains(journal, "Jellyfin 10.10.7 cannot use the configuration and database of Jellyfin 10.11.0") {
 			t.Errorf("Jellyfin 10.10.7 on a 10.11.0 config: exit %d, %q, journal %q", code, stderr, journal)
 		}
+		if code, _, stderr := run(t, c, "services", "sh", "-c", `sed -i 's|<PreviousVersionStr>.*<|<PreviousVersionStr>10.10.7<|' /etc/jellyfin/system.xml && systemctl start jellyfin`); code != 0 {
+			t.Errorf("Jellyfin back on its own config: exit %d, %s", code, stderr)
+		}
+	})
+	// A VM stopped and started again boots its enabled units, not what
+	// was stopped by hand: Frigate stopped through Compose stays stopped
+	// (restart: unless-stopped), as on a real host.
+	t.Run("a restarted VM boots its services", func(t *testing.T) {
+		if code, _, stderr := run(t, c, "services", "docker", "compose", "-p", "frigate", "stop"); code != 0 {
+			t.Fatalf("docker compose -p frigate stop: %s", stderr)
+		}
+		for _, action := range []string{"stop", "start"} {
+			if err := c.SetState(ctxT(t), "services", incusapi.InstanceStatePut{Action: action, Timeout: 30}); err != nil {
+				t.Fatalf("%s services: %v", action, err)
+			}
+		}
+		code, out, _ := run(t, c, "services", "systemctl", "is-active", "smbd", "jellyfin")
+		if code != 0 || out != "active\nactive\n" {
+			t.Errorf("after a restart, systemctl is-active smbd jellyfin: exit %d, %q", code, out)
+		}
+		if _, out, _ := run(t, c, "services", "docker", "compose", "ls", "--all", "--format", "json"); !strings.Contains(out, `"Status":"exited(1)"`) {
+			t.Errorf("after a restart, Frigate stopped by hand runs again: %s", out)
+		}
+		// Compose finds the project by the working directory's file too.
+		code, out, stderr := run(t, c, "services", "sh", "-c", "cd /opt/frigate && docker compose start && docker ps --format json")
+		if code != 0 || !strings.Contains(out, `"Names": "frigate"`) || !strings.Contains(out, `"State": "running"`) {
+			t.Errorf("cd /opt/frigate && docker compose start: exit %d, %q %s", code, out, stderr)
+		}
 	})
 }
 
@@ -145,6 +173,8 @@ func TestDebianHostVariants(t *testing.T) {
 		{"services", "grep -h 'image:\\|hwaccel' /opt/frigate/docker-compose.yml /opt/frigate/config/config.yml", "image: ghcr.io/blakeblackshear/frigate:0.15.1\n  hwaccel_args: preset-vaapi"},
 		{"matrix", "dpkg-query -W -f='${Version}' matrix-synapse-py3", "1.130.0+bookworm1"},
 		{"matrix", "systemctl is-active postgresql@15-main matrix-synapse", "active\nactive"},
+		// postgresql.service carries the clusters (their PartOf=, the generator's wants)
+		{"matrix", "systemctl stop postgresql; systemctl is-active postgresql@15-main; systemctl start postgresql; systemctl is-active postgresql@15-main", "inactive\nactive"},
 	} {
 		if code, out, stderr := run(t, c, check.vm, "sh", "-c", check.cmd); code != 0 || strings.TrimSpace(out) != check.want {
 			t.Errorf("%s: %s: exit %d, %q (%s); want %q", check.vm, check.cmd, code, out, stderr, check.want)
@@ -156,6 +186,23 @@ func TestDebianHostVariants(t *testing.T) {
 	}
 	if body := get(t, "http://"+vmAddress(t, c, "matrix")+":8008/_matrix/client/versions"); !strings.Contains(body, `"versions"`) {
 		t.Errorf("Synapse on PostgreSQL answers %s", body)
+	}
+	// What a move runs there: Synapse stopped, its database dumped by
+	// Debian's pg_dump, Synapse started again.
+	code, out, stderr = run(t, c, "matrix", "sh", "-c", `systemctl stop matrix-synapse && systemctl is-active matrix-synapse;
+		runuser -u postgres -- pg_dump --format=custom --no-owner synapse | head -c 5; systemctl start matrix-synapse && systemctl is-active matrix-synapse`)
+	if code != 0 || out != "inactive\nPGDMPactive\n" {
+		t.Errorf("stop, pg_dump, start: exit %d, %q, %s", code, out, stderr)
+	}
+	// Restarted, the VM boots its cluster and Synapse again (the lab
+	// orders no units: Synapse's Restart= retries until PostgreSQL is up).
+	for _, action := range []string{"stop", "start"} {
+		if err := c.SetState(ctxT(t), "matrix", incusapi.InstanceStatePut{Action: action, Timeout: 30}); err != nil {
+			t.Fatalf("%s matrix: %v", action, err)
+		}
+	}
+	if body := get(t, "http://"+vmAddress(t, c, "matrix")+":8008/_matrix/client/versions"); !strings.Contains(body, `"versions"`) {
+		t.Errorf("Synapse on PostgreSQL after a restart answers %s", body)
 	}
 }
 

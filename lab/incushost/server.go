@@ -260,8 +260,10 @@ func (s *Server) serve(l net.Listener, _ *tls.Config) error {
 }
 
 // Close stops serving, kills every running command and stops the VMs'
-// guests. The instances keep their state on disk.
+// guests. The instances keep their state on disk; a Debian VM's services
+// are stopped first, as the daemon stops its instances when it shuts down.
 func (s *Server) Close() error {
+	s.shutdownDebianVMs()
 	s.mu.Lock()
 	s.closing = true
 	srvs := s.servers

@@ -95,6 +95,9 @@ func (s *Server) putState(w http.ResponseWriter, r *http.Request) {
 	}
 	s.ops.async(w, s.ops.start("task", desc, map[string][]string{"instances": {"/1.0/instances/" + in.Name}},
 		func(*operation) (map[string]any, error) {
+			if req.Action != "start" && !req.Force {
+				s.shutdownDebian(in)
+			}
 			if req.Action == "stop" && !req.Force {
 				if stopped, err := s.deafStop(in, req.Timeout); stopped || err != nil {
 					return nil, err
