@@ -21,11 +21,14 @@ import (
 	"time"
 
 	"filippo.io/age"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 
 	"github.com/homelab-migrate/migrate/inventory"
 	"github.com/homelab-migrate/migrate/lab/home"
 	"github.com/homelab-migrate/migrate/lab/incushost"
 	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
+	"github.com/homelab-migrate/migrate/versions"
 	"github.com/homelab-migrate/migrate/views"
 )
 
@@ -180,6 +183,10 @@ func TestInitFromTheLab(t *testing.T) {
 		"pool local", "pool tank", "volumes data", "network enp5s0 bridge, the host's own", "network incusbr0 bridge, managed, NAT",
 		"Wrote " + dir,
 		"make your router's DHCP reserve node_address for 10:66:6a:",
+		// Each app as installed: kind, version, database, config files.
+		"app Jellyfin", "database SQLite /var/lib/jellyfin/data/jellyfin.db; config /etc/jellyfin/encoding.xml",
+		"app Synapse", "config /etc/matrix-synapse/homeserver.yaml",
+		"app Frigate", "database SQLite /opt/frigate/config/frigate.db",
 	} {
 		if !strings.Contains(flat, want) {
 			t.Errorf("the report lacks %q:\n%s", want, out)
@@ -196,6 +203,8 @@ func TestInitFromTheLab(t *testing.T) {
 			t.Errorf("site.auto.hcl lacks %q:\n%s", want, site)
 		}
 	}
+	// The images are never older than what the old VMs run.
+	checkImagesNotOlder(t, string(site))
 	if keys := clearKeys(t, dir); len(keys) > 0 {
 		t.Errorf("keys in clear in the runbook: %v", keys)
 	}
@@ -457,4 +466,26 @@ func grepTree(t *testing.T, dir, s string) []string {
 		return nil
 	})
 	return hits
+}
+
+// checkImagesNotOlder: each *_image of site.auto.hcl is of its
+// *_version or newer.
+func checkImagesNotOlder(t *testing.T, site string) {
+	t.Helper()
+	f, diags := hclsyntax.ParseConfig([]byte(site), "site.auto.hcl", hcl.InitialPos)
+	if diags.HasErrors() {
+		t.Fatalf("site.auto.hcl: %v", diags)
+	}
+	attrs, _ := f.Body.JustAttributes()
+	for _, app := range []string{"jellyfin", "synapse", "frigate"} {
+		v, ok := attrs[app+"_version"]
+		if !ok {
+			continue // not read: nothing to hold the image to
+		}
+		version, _ := v.Expr.Value(nil)
+		image, _ := attrs[app+"_image"].Expr.Value(nil)
+		if versions.Older(versions.Tag(image.AsString()), version.AsString()) {
+			t.Errorf("site.auto.hcl: %s_image %s is older than %s_version %s", app, image.AsString(), app, version.AsString())
+		}
+	}
 }
