@@ -162,11 +162,14 @@ func (s *Server) startLocked(in *instance) error {
 		in.guest = g
 	} else if in.init == nil {
 		_, devs := s.expanded(in)
-		p, err := startInit(in, s.binds(devs))
+		p, err := startInit(in, append(in.usrLayer(), s.binds(devs)...))
 		if err != nil {
 			return err
 		}
 		in.init = p
+		if in.UsrLayer != "" {
+			s.bootDebian(in)
+		}
 	}
 	in.Running = true
 	in.LastUsedAt = time.Now().UTC()
