@@ -276,6 +276,66 @@ func TestInitFromTheLab(t *testing.T) {
 	}
 }
 
+// TestInitFromTheDebianLab: init against old VMs as Debian installs the
+// apps, each newer than the example's images and Synapse on PostgreSQL:
+// the report prints each app's kind, version, database engine and config
+// files; site.auto.hcl runs images of those releases; and the written
+// runbook, with Jellyfin's image edited back to the example's older one,
+// fails at plan naming both versions.
+func TestInitFromTheDebianLab(t *testing.T) {
+	t.Parallel()
+	h, err := home.Start(t.Context(), home.Options{Dir: filepath.Join(t.TempDir(), "lab"), AddressBlock: 35,
+		OldHost: &incushost.OldHost{SynapseDB: "psycopg2", JellyfinVersion: "10.11.2", SynapseVersion: "1.130.0", FrigateVersion: "0.15.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	key, _ := identity(t)
+	env := append(h.Env(), "MIGRATE_AGE_IDENTITY="+key)
+	dir := filepath.Join(t.TempDir(), "home-move")
+	code, out, stderr := initRun(t, env, dir)
+	if code != 0 {
+		t.Fatalf("migrate init: exit %d\n%s\n%s", code, out, stderr)
+	}
+	flat := strings.Join(strings.Fields(out), " ")
+	for _, want := range []string{
+		"app Jellyfin 10.11.2+deb12 (Debian package jellyfin-server); database SQLite /var/lib/jellyfin/data/jellyfin.db; config /etc/default/jellyfin",
+		"app Synapse 1.130.0+bookworm1 (Debian package matrix-synapse-py3); database PostgreSQL synapse on localhost; config /etc/matrix-synapse/homeserver.yaml /etc/matrix-synapse/conf.d/",
+		"app Frigate 0.15.1 (Compose project frigate); database SQLite /opt/frigate/config/frigate.db; config /opt/frigate/docker-compose.yml /opt/frigate/config/config.yml",
+		"app Samba", "users ana ben",
+		"[synapse-postgres]", "[image-newer]",
+	} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+	sitePath := filepath.Join(dir, "site.auto.hcl")
+	site, err := os.ReadFile(sitePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkImagesNotOlder(t, string(site))
+	for _, want := range []string{`jellyfin_image = "jellyfin/jellyfin:10.11.2"`, `synapse_image = "matrixdotorg/synapse:v1.130.0"`,
+		`frigate_image = "ghcr.io/blakeblackshear/frigate:0.15.1"`, `synapse_database = "psycopg2"`, `frigate_install = "compose"`} {
+		if !strings.Contains(strings.Join(strings.Fields(string(site)), " "), want) {
+			t.Errorf("site.auto.hcl lacks %q:\n%s", want, site)
+		}
+	}
+
+	// Jellyfin's image edited back to the example's: the plan refuses it.
+	older := strings.Replace(string(site), `"jellyfin/jellyfin:10.11.2"`, `"jellyfin/jellyfin:10.10.3"`, 1)
+	if err := os.WriteFile(sitePath, []byte(older), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(migrate, "plan", "--runbook", dir, "--no-color")
+	cmd.Env = append(os.Environ(), env...)
+	plan, err := cmd.CombinedOutput()
+	said := strings.Join(strings.Fields(string(plan)), " ")
+	if err == nil || !strings.Contains(said, "jellyfin/jellyfin:10.10.3 is older than 10.11.2+deb12, the version the old VM runs") || !strings.Contains(said, "on main.hcl line") {
+		t.Errorf("the plan of a downgraded Jellyfin: %v\n%s", err, plan)
+	}
+}
+
 // TestInitBadInput: an unreachable host, a certificate that is not the
 // pinned one, a client the host does not trust, a host with no
 // instances and a directory that is not empty: each a clear error, and
