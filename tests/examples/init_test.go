@@ -279,12 +279,14 @@ func TestInitFromTheLab(t *testing.T) {
 // TestInitFromTheDebianLab: init against old VMs as Debian installs the
 // apps, each newer than the example's images and Synapse on PostgreSQL:
 // the report prints each app's kind, version, database engine and config
-// files; site.auto.hcl runs images of those releases; and the written
-// runbook, with Jellyfin's image edited back to the example's older one,
-// fails at plan naming both versions.
+// files; site.auto.hcl runs images of those releases and, the host being
+// IncusOS after its direct-attach tutorial, its physical LAN network,
+// which the plan takes; and the written runbook, with Jellyfin's image
+// edited back to the example's older one, fails at plan naming both
+// versions.
 func TestInitFromTheDebianLab(t *testing.T) {
 	t.Parallel()
-	h, err := home.Start(t.Context(), home.Options{Dir: filepath.Join(t.TempDir(), "lab"), AddressBlock: 35,
+	h, err := home.Start(t.Context(), home.Options{Dir: filepath.Join(t.TempDir(), "lab"), AddressBlock: 35, LANPhysical: "enp5s0",
 		OldHost: &incushost.OldHost{SynapseDB: "psycopg2", JellyfinVersion: "10.11.2", SynapseVersion: "1.130.0", FrigateVersion: "0.15.1"}})
 	if err != nil {
 		t.Fatal(err)
@@ -322,6 +324,16 @@ func TestInitFromTheDebianLab(t *testing.T) {
 		}
 	}
 
+	// IncusOS's physical LAN network: the NICs name it, and the plan
+	// takes it.
+	if !strings.Contains(strings.Join(strings.Fields(string(site)), " "), `lan_network = "enp5s0"`) {
+		t.Errorf("site.auto.hcl does not take the physical LAN network:\n%s", site)
+	}
+	plan := run(t, dir, env, "plan")
+	if strings.Contains(plan, "no-lan-bridge") || !strings.Contains(plan, "incus_instance.talos") {
+		t.Errorf("the plan on the physical LAN network:\n%s", tail(plan, 3000))
+	}
+
 	// Jellyfin's image edited back to the example's: the plan refuses it.
 	older := strings.Replace(string(site), `"jellyfin/jellyfin:10.11.2"`, `"jellyfin/jellyfin:10.10.3"`, 1)
 	if err := os.WriteFile(sitePath, []byte(older), 0o644); err != nil {
@@ -329,10 +341,10 @@ func TestInitFromTheDebianLab(t *testing.T) {
 	}
 	cmd := exec.Command(migrate, "plan", "--runbook", dir, "--no-color")
 	cmd.Env = append(os.Environ(), env...)
-	plan, err := cmd.CombinedOutput()
-	said := strings.Join(strings.Fields(string(plan)), " ")
+	refused, err := cmd.CombinedOutput()
+	said := strings.Join(strings.Fields(string(refused)), " ")
 	if err == nil || !strings.Contains(said, "jellyfin/jellyfin:10.10.3 is older than 10.11.2+deb12, the version the old VM runs") || !strings.Contains(said, "on main.hcl line") {
-		t.Errorf("the plan of a downgraded Jellyfin: %v\n%s", err, plan)
+		t.Errorf("the plan of a downgraded Jellyfin: %v\n%s", err, refused)
 	}
 }
 
