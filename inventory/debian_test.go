@@ -39,10 +39,12 @@ func readDebianLab(t *testing.T, old incushost.OldHost, block int) (map[string]*
 	if err != nil {
 		t.Fatal(err)
 	}
+	start := time.Now()
 	host, err := inventory.Read(t.Context(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("the host read in %s", time.Since(start).Round(time.Millisecond))
 	ev, _ := home.ReadEvents(h.Dir())
 	checkReadOnlyCommands(t, ev[len(before):])
 	facts := map[string]*inventory.AppFacts{}
