@@ -15,13 +15,13 @@ import (
 
 // Debian's defaults, where an application's own files do not say.
 const (
-	jellyfinDefaults   = "/etc/default/jellyfin"
-	synapseConfig      = "/etc/matrix-synapse/homeserver.yaml"
-	synapseConfD       = "/etc/matrix-synapse/conf.d"
-	synapsePython      = "/opt/venvs/matrix-synapse/bin/python" // the package's own, with the sqlite3 module
-	synapseWorkDir     = "/var/lib/matrix-synapse"              // the unit's WorkingDirectory: relative paths are under it
-	frigateComposeFile = "/opt/frigate/docker-compose.yml"
-	sambaConfig        = "/etc/samba/smb.conf"
+	jellyfinDefaults      = "/etc/default/jellyfin"
+	synapseConfig         = "/etc/matrix-synapse/homeserver.yaml"
+	synapseConfD          = "/etc/matrix-synapse/conf.d"
+	synapsePython         = "/opt/venvs/matrix-synapse/bin/python" // the package's own, with the sqlite3 module
+	synapseWorkDir        = "/var/lib/matrix-synapse"              // the unit's WorkingDirectory: relative paths are under it
+	frigateDefaultCompose = "/opt/frigate/docker-compose.yml"      // Frigate's documented install
+	sambaConfig           = "/etc/samba/smb.conf"
 )
 
 // jellyfinFacts: Debian's jellyfin packages (or the same layout by hand).
@@ -164,24 +164,37 @@ type composeFile struct {
 	} `yaml:"services"`
 }
 
+// frigateProject is the Compose project running Frigate's image, and
+// its Compose file ("" when none); ok is false when Compose did not
+// answer.
+func frigateProject(v vm) (project, file string, ok bool) {
+	projects, ok := v.composeProjects()
+	for _, p := range projects {
+		for _, cf := range strings.Split(p.ConfigFiles, ",") {
+			if img, _ := frigateService(v.file(cf)); img != "" {
+				return p.Name, cf, true
+			}
+		}
+	}
+	return "", "", ok
+}
+
+// frigateComposeFile is the Compose file of a Frigate project wherever
+// it lives ("" when none).
+func frigateComposeFile(v vm) string {
+	_, file, _ := frigateProject(v)
+	return file
+}
+
 // frigateFacts: Frigate's documented install, a Compose project; else a
 // service of its own beside the config in /opt/frigate.
 func frigateFacts(v vm) AppFacts {
 	f := AppFacts{Kind: KindBinary, Package: "frigate"}
-	composePath := frigateComposeFile
-	if projects, ok := v.composeProjects(); ok {
-		for _, p := range projects {
-			for _, cf := range strings.Split(p.ConfigFiles, ",") {
-				if img, _ := frigateService(v.file(cf)); img != "" || p.Name == "frigate" {
-					f.Kind, f.Package, composePath = KindCompose, p.Name, cf
-				}
-			}
-			if f.Kind == KindCompose {
-				break
-			}
-		}
-	} else if v.exists(frigateComposeFile) {
-		f.Unread = append(f.Unread, "install: "+frigateComposeFile+" is there but docker compose ls did not answer")
+	composePath := frigateDefaultCompose
+	if project, file, ok := frigateProject(v); file != "" {
+		f.Kind, f.Package, composePath = KindCompose, project, file
+	} else if !ok && v.exists(frigateDefaultCompose) {
+		f.Unread = append(f.Unread, "install: "+frigateDefaultCompose+" is there but docker compose ls did not answer")
 	}
 	configDir := "/opt/frigate/config"
 	if img, vols := frigateService(v.file(composePath)); img != "" {

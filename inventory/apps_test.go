@@ -41,10 +41,10 @@ var debianFiles = map[string]map[string]string{
 	},
 }
 
-func pushDebianFiles(t *testing.T, c *incusapi.Client) {
+func pushFiles(t *testing.T, c *incusapi.Client, files map[string]map[string]string) {
 	t.Helper()
-	for vm, files := range debianFiles {
-		for p, body := range files {
+	for vm, byPath := range files {
+		for p, body := range byPath {
 			if body == "" {
 				if err := c.DeleteFile(t.Context(), vm, p); err != nil && !incusapi.IsNotFound(err) {
 					t.Fatal(err)
@@ -77,7 +77,7 @@ func pushDebianFiles(t *testing.T, c *incusapi.Client) {
 // does about each.
 func TestReadAppsAsInstalled(t *testing.T) {
 	h, c, rec := labHost(t)
-	pushDebianFiles(t, c)
+	pushFiles(t, c, debianFiles)
 	eventsBefore, err := home.ReadEvents(h.Dir())
 	if err != nil {
 		t.Fatal(err)
@@ -215,5 +215,39 @@ func TestReadIncusOSPhysicalLAN(t *testing.T) {
 	}
 	if nb := findingsOf(append(guesses, inventory.Check(host, site)...), inventory.CodeNoLANBridge); len(nb) != 0 {
 		t.Errorf("a false no-lan-bridge blocker: %+v", nb)
+	}
+}
+
+// TestFrigateComposeElsewhere: a Compose project of Frigate outside
+// /opt/frigate is found through Compose, and read from its own file:
+// the project's name, the image's tag, its config and recordings as its
+// volumes map them.
+func TestFrigateComposeElsewhere(t *testing.T) {
+	_, c, _ := labHost(t)
+	for _, p := range []string{"/opt/frigate/config/config.yml", "/opt/frigate/docker-compose.yml"} {
+		if err := c.DeleteFile(t.Context(), "services", p); err != nil && !incusapi.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+	pushFiles(t, c, map[string]map[string]string{"services": {
+		"/srv/nvr/compose.yaml":     "services:\n  nvr:\n    image: ghcr.io/blakeblackshear/frigate:0.14.2\n    volumes:\n      - ./cfg:/config\n      - /var/mnt/data/nvr:/media/frigate\n",
+		"/srv/nvr/cfg/config.yml":   "database:\n  path: /config/db/frigate.db\nffmpeg:\n  hwaccel_args: preset-vaapi\n",
+		"/usr/local/bin/docker":     "#!/bin/sh\necho '[{\"Name\":\"nvr\",\"Status\":\"running(1)\",\"ConfigFiles\":\"/srv/nvr/compose.yaml\"}]'\n",
+		"/usr/local/bin/dpkg-query": "#!/bin/sh\nexit 1\n",
+	}})
+	host, err := inventory.Read(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fr *inventory.App
+	for _, a := range host.Instance("services").Apps {
+		if a.Name == "Frigate" {
+			fr = &a
+		}
+	}
+	if fr == nil || fr.Evidence != "/srv/nvr/compose.yaml" || fr.Facts.Kind != inventory.KindCompose || fr.Facts.Package != "nvr" || fr.Facts.Version != "0.14.2" ||
+		fr.Facts.Database.Path != "/srv/nvr/cfg/db/frigate.db" || !slices.Equal(fr.Facts.DataPaths, []string{"/srv/nvr/cfg", "/var/mnt/data/nvr"}) ||
+		fr.HWAccel != "preset-vaapi (/srv/nvr/cfg/config.yml)" {
+		t.Errorf("Frigate in /srv/nvr: %+v %+v", fr, fr.Facts)
 	}
 }

@@ -201,7 +201,9 @@ func shownKey(k string) bool {
 // probeApps looks for the move's applications through the files API
 // (HEAD and GET: what `incus file pull` reads).
 func probeApps(ctx context.Context, c *incusapi.Client, i *Instance) {
+	v := vm{ctx, c, i.Name}
 	for _, p := range appProbes {
+		evidence := p.path
 		if _, err := c.StatFile(ctx, i.Name, p.path); err != nil {
 			if !incusapi.IsNotFound(err) {
 				i.FilesError = err.Error()
@@ -210,15 +212,24 @@ func probeApps(ctx context.Context, c *incusapi.Client, i *Instance) {
 				}
 				return
 			}
-			continue
+			// Frigate's Compose project may live anywhere: Compose knows.
+			if evidence = ""; p.app == "Frigate" {
+				evidence = frigateComposeFile(v)
+			}
+			if evidence == "" {
+				continue
+			}
 		}
-		app := App{Name: p.app, Role: p.role, Evidence: p.path}
+		app := App{Name: p.app, Role: p.role, Evidence: evidence}
 		if p.hwaccelFile != "" {
 			if accel := hwaccel(ctx, c, i.Name, p.hwaccelFile); accel != "" {
 				app.HWAccel = accel + " (" + p.hwaccelFile + ")"
 			}
 		}
-		app.Facts = readFacts(vm{ctx, c, i.Name}, &app)
+		app.Facts = readFacts(v, &app)
+		if f := app.Facts; app.HWAccel == "" && f != nil && f.HWAccel != "" && len(f.ConfigFiles) > 0 {
+			app.HWAccel = f.HWAccel + " (" + f.ConfigFiles[len(f.ConfigFiles)-1] + ")"
+		}
 		i.Apps = append(i.Apps, app)
 	}
 }
