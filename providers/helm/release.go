@@ -527,7 +527,7 @@ func installOrUpgrade(ctx context.Context, c *call, cfg *action.Configuration, s
 		inst.Wait = st.Wait || st.Atomic
 		inst.Timeout = timeout(st)
 		inst.Description = desc
-		c.Log.Printf("installing release %s/%s (chart %s)", st.Namespace, st.Name, chartName(r.chart))
+		c.Log.Printf("installing release %s/%s (chart %s%s)", st.Namespace, st.Name, chartName(r.chart), r.source.from())
 		inv.Uninstall = true
 		rel, err = inst.RunWithContext(ctx, r.chart, r.values)
 	} else {
@@ -542,7 +542,7 @@ func installOrUpgrade(ctx context.Context, c *call, cfg *action.Configuration, s
 		up.Description = desc
 		if prev != nil {
 			inv.Version = prev.Version
-			c.Log.Printf("upgrading release %s/%s from revision %d (%s) to chart %s", st.Namespace, st.Name, prev.Version, prev.Info.Status, chartName(r.chart))
+			c.Log.Printf("upgrading release %s/%s from revision %d (%s) to chart %s%s", st.Namespace, st.Name, prev.Version, prev.Info.Status, chartName(r.chart), r.source.from())
 		}
 		rel, err = up.RunWithContext(ctx, st.Name, r.chart, r.values)
 	}

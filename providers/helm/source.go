@@ -33,6 +33,14 @@ func (s source) resolved(ch *chart.Chart) string {
 	return fmt.Sprintf("chart %s resolved to %s, digest %s", s.ref, chartName(ch), s.digest)
 }
 
+// from says where a remote chart came from, for the step's log.
+func (s source) from() string {
+	if s.digest == "" {
+		return ""
+	}
+	return fmt.Sprintf(" from %s, digest %s", s.ref, s.digest)
+}
+
 // loadChart loads the step's chart. planned is the digest the plan
 // fetched ("" when apply has no plan, or for a local chart): a remote
 // chart that resolves to another one now is refused (errMoved).
