@@ -14,7 +14,9 @@ import (
 
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/helm"
+	"github.com/homelab-migrate/migrate/providers/helm/helmschema"
 	"github.com/homelab-migrate/migrate/providers/helm/ocitest"
+	"github.com/homelab-migrate/migrate/providers/plugin"
 	"github.com/homelab-migrate/migrate/providers/providertest"
 )
 
@@ -95,8 +97,8 @@ func TestOCIChartDigestResolved(t *testing.T) {
 // TestOCIChartCredentials: a registry that requires a password over TLS
 // is refused without them and reached with username and password, or
 // with a registry config, and its CA; the password leaves by no field,
-// log or diagnostic (providertest.Canary), whether the pull succeeds or
-// the registry refuses it.
+// log or diagnostic (providertest.Canary), in process and through the
+// plugin pipe, whether the pull succeeds or the registry refuses it.
 func TestOCIChartCredentials(t *testing.T) {
 	t.Parallel()
 	k := lab(t)
@@ -126,8 +128,17 @@ func TestOCIChartCredentials(t *testing.T) {
 		cases = append(cases, providertest.CanaryCase{Type: helm.Release, Secrets: []string{cn.Value}, Config: cfg(map[string]cty.Value{
 			"ca_file": str(reg.CAFile), "username": str(user), "password": str(cn.Value)})})
 	}
-	providertest.Canary(t, providertest.Harness{New: func() providers.Interface { return helm.New() },
-		ProviderConfig: obj(map[string]cty.Value{"kubeconfig": str(k.path)}), Dir: testdata(t)}, cases)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, newProvider := range []func() providers.Interface{
+		func() providers.Interface { return helm.New() },
+		plugin.Factory(plugin.Program{Name: helm.TypeName, Command: self, Schema: helmschema.Schema, Env: []string{providers.AgeIdentityEnv}}),
+	} {
+		providertest.Canary(t, providertest.Harness{New: newProvider,
+			ProviderConfig: obj(map[string]cty.Value{"kubeconfig": str(k.path)}), Dir: testdata(t)}, cases)
+	}
 }
 
 // registryConfig writes a Docker config with the registry's credentials.
