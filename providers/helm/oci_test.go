@@ -110,7 +110,7 @@ func TestOCIChartCredentials(t *testing.T) {
 	ns := k.namespace(t, "ocicred")
 	cfg := func(extra map[string]cty.Value) cty.Value {
 		attrs := map[string]cty.Value{"chart": str(reg.Ref("charts/app")), "version": str("0.1.0"), "namespace": str(ns),
-			"create_namespace": cty.True, "timeout": str("60s")}
+			"create_namespace": cty.True, "timeout": str("60s"), "values": obj(map[string]cty.Value{"replicas": cty.NumberIntVal(0)})}
 		for n, v := range extra {
 			attrs[n] = v
 		}
