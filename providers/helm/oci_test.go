@@ -169,11 +169,14 @@ func TestOCIChartAttributesChecked(t *testing.T) {
 		{map[string]cty.Value{"chart": str("charts/app"), "digest": str(digest)}, "Digest Of A Local Chart"},
 		{map[string]cty.Value{"chart": str("oci://127.0.0.1:1/charts/app@" + digest)}, "Digest In Chart Reference"},
 		{map[string]cty.Value{"chart": str("oci://127.0.0.1:1/charts/app"), "username": str("u")}, "Incomplete Registry Credentials"},
+		{map[string]cty.Value{"chart": str("https://u:hunter2@127.0.0.1:1/charts/app")}, "Credentials In Chart URL"},
 		{map[string]cty.Value{"chart": str("oci://127.0.0.1:1/charts/app"), "plain_http": cty.True, "ca_file": str("ca.pem")}, "Plain HTTP With A CA File"},
 	} {
 		r := p.Plan(t.Context(), providers.PlanRequest{Type: helm.Release, Addr: addr(helm.Release, "app"), Config: obj(c.attrs), Action: providers.Create})
 		if err := r.Diagnostics.Err(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want %q", c.attrs, err, c.want)
+		} else if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("the refusal shows the URL's password: %v", err)
 		}
 	}
 }

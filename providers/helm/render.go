@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -79,7 +80,10 @@ func validateSource(c *call, a relAttrs) phases.Diagnostics {
 			bad("Digest Of A Local Chart", "%s pins digest %s, but its chart %s is a local one, which the plan's contract pins by its files: remove digest, or name the chart in its registry (oci://…).", c.Addr, a.Digest, a.Chart)
 		}
 	}
-	if chartKnown && strings.HasPrefix(a.Chart, "oci://") && strings.Contains(a.Chart, "@") {
+	if u, err := url.Parse(a.Chart); chartKnown && isRemote(a.Chart) && err == nil && u.User != nil {
+		// Not quoted: the URL holds a secret.
+		bad("Credentials In Chart URL", "The chart of %s names credentials in its URL, which plans, logs and the state would show: give them in username and password (sensitive), or in registry_config.", c.Addr)
+	} else if chartKnown && strings.HasPrefix(a.Chart, "oci://") && strings.Contains(a.Chart, "@") {
 		bad("Digest In Chart Reference", "The chart of %s, %s, names a digest: give the chart without it, its version in version and its digest in digest, so that the plan can say which of them moved.", c.Addr, a.Chart)
 	}
 	if !c.Unknown("username") && !c.Unknown("password") && (a.Username == "") != (a.Password == "") {
