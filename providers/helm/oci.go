@@ -50,14 +50,14 @@ func (p *Provider) ociChart(st relAttrs, planned string) (*chart.Chart, source, 
 	if err != nil {
 		return nil, source{}, fmt.Errorf("resolving chart %s%s: %w", st.Chart, versionWords(st.Version), err)
 	}
-	ref := tagged.Host + "/" + strings.TrimPrefix(tagged.Path, "/") // host/repository/name:tag
-	repo, tag, _ := cutLast(ref, ":")
-	desc, err := client.Resolve(ref)
-	if err != nil {
-		return nil, source{}, fmt.Errorf("resolving chart %s version %s: %w%s", st.Chart, tag, err, registryHint(st, u.Hostname(), err))
-	}
+	repo, version, _ := cutLast(tagged.Host+"/"+strings.TrimPrefix(tagged.Path, "/"), ":") // host/repository/name:version
 	// Helm pushes a version's "+" as "_": OCI tags cannot hold it.
-	src := source{ref: st.Chart, version: strings.ReplaceAll(tag, "_", "+"), digest: desc.Digest.String()}
+	tag := strings.ReplaceAll(version, "+", "_")
+	desc, err := client.Resolve(repo + ":" + tag)
+	if err != nil {
+		return nil, source{}, fmt.Errorf("resolving chart %s version %s: %w%s", st.Chart, version, err, registryHint(st, u.Hostname(), err))
+	}
+	src := source{ref: st.Chart, version: strings.ReplaceAll(version, "_", "+"), digest: desc.Digest.String()}
 	if err := src.holds(st, planned); err != nil {
 		return nil, source{}, err
 	}
@@ -159,7 +159,8 @@ func plainHTTP(st relAttrs, host string) bool {
 func registryHint(st relAttrs, host string, err error) string {
 	msg := err.Error()
 	switch {
-	case st.PlainHTTP == nil && plainHTTP(st, host):
+	case st.PlainHTTP == nil && plainHTTP(st, host) && strings.Contains(msg, "status code 400"):
+		// What a registry serving HTTPS answers a plain HTTP request.
 		return " (plain HTTP was spoken, the default for a registry on a loopback address: if it serves HTTPS, set plain_http = false, or ca_file)"
 	case strings.Contains(msg, "credential") || strings.Contains(msg, "401") || strings.Contains(msg, "unauthorized"):
 		return " (the registry asks for credentials: set username and password, or registry_config)"

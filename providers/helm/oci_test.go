@@ -94,6 +94,27 @@ func TestOCIChartDigestResolved(t *testing.T) {
 	contains(t, "resolved after", after.Resolved, "resolved to app-0.1.0, digest "+second)
 }
 
+// TestOCIChartVersions: an OCI chart's version is picked among the
+// registry's tags as helm install picks it: the highest when unset, the
+// highest matching a constraint, a build's "+" pushed as "_"; a version
+// the registry does not have is refused naming it.
+func TestOCIChartVersions(t *testing.T) {
+	t.Parallel()
+	reg := ocitest.Start(t, ocitest.Options{})
+	app := filepath.Join(testdata(t), "charts", "app")
+	for _, v := range []string{"0.1.0", "0.2.0", "1.0.0+build1"} {
+		reg.Push(t, app, "charts/app", func(ch *chart.Chart) { ch.Metadata.Version = v })
+	}
+	p := configured(t, t.TempDir())
+	for version, want := range map[string]string{"": "app-1.0.0+build1", "^0.1": "app-0.1.0", "~0.2": "app-0.2.0", "1.0.0+build1": "app-1.0.0+build1"} {
+		rel := obj(map[string]cty.Value{"chart": str(reg.Ref("charts/app")), "version": str(version), "namespace": str("web")})
+		contains(t, "version "+version, digestOf(t, p, rel).Resolved, "resolved to "+want+", digest sha256:")
+	}
+	rel := obj(map[string]cty.Value{"chart": str(reg.Ref("charts/app")), "version": str("0.9.0"), "namespace": str("web")})
+	r := p.InputDigest(t.Context(), providers.DigestRequest{Type: helm.Release, Addr: addr(helm.Release, "app"), Config: rel})
+	refused(t, r, "Cannot Load Chart", "version 0.9.0", "not found")
+}
+
 // TestOCIChartCredentials: a registry that requires a password over TLS
 // is refused without them and reached with username and password, or
 // with a registry config, and its CA; the password leaves by no field,
@@ -195,6 +216,8 @@ func refused(t *testing.T, r any, wants ...string) {
 	case providers.PlanResponse:
 		err = r.Diagnostics.Err()
 	case providers.ApplyResponse:
+		err = r.Diagnostics.Err()
+	case providers.DigestResponse:
 		err = r.Diagnostics.Err()
 	}
 	if err == nil {
