@@ -32,8 +32,15 @@ func digestRelease(_ context.Context, c *call, a relAttrs) (string, phases.Diagn
 	h := sha256.New()
 	fmt.Fprintf(h, "chart %s\x00", chartName(ch))
 	writeChartFiles(h, ch)
-	if src.digest != "" {
+	switch {
+	case strings.HasPrefix(a.Chart, "oci://"):
 		fmt.Fprintf(h, "digest %s\x00", src.digest)
+	case src.digest != "":
+		// As before OCI charts: a record of a repository chart made then
+		// keeps its hash.
+		fmt.Fprintf(h, "archive %s\x00", strings.TrimPrefix(src.digest, "sha256:"))
+	}
+	if src.digest != "" {
 		c.Resolved = src.resolved(ch)
 	}
 	values, diags := p.digestFiles(c, a.ValuesFiles)
