@@ -27,7 +27,14 @@
 // in k3s its kubeconfig. A stand-in systemctl records its calls and each
 // unit's state (running until stopped). services and matrix have
 // boot.autostart = true, as a home server's VMs that start with it; k3s
-// has none.
+// has none. With Options.OldHost the old VMs are Debian hosts instead
+// (debian.go, debian_layout.go, debian_apps.go; the stand-ins in
+// debian/): lab/debroot's root with its /usr an overlay below each VM's
+// own, Debian's PostgreSQL and Samba, the apps as their packaging lays
+// them out, a systemctl that runs the real unit files and a docker for
+// the Compose Frigate; each VM boots its enabled units whenever it
+// starts. docs/lab-debian.md tabulates each fact, its source and what
+// still differs.
 //
 // Commands (exec, record-output mode) run for real. A running container
 // has an init: the lab's executable started again (an init function of

@@ -37,6 +37,10 @@ type Options struct {
 	// Seed creates the lab-base image and the three old VMs (services,
 	// matrix, k3s) when absent.
 	Seed bool
+	// OldHost, if set, makes the seeded old VMs Debian hosts with the
+	// apps installed as their packaging installs them (debian.go); nil
+	// keeps the busybox layout of seed.go.
+	OldHost *OldHost
 	// Network is the one managed network (default "labbr0").
 	Network string
 	// LAN, if set, is a bridge of the host to the home's LAN (IncusOS
@@ -119,6 +123,13 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.OperationTTL == 0 {
 		opts.OperationTTL = 5 * time.Second
+	}
+	if opts.OldHost != nil {
+		h := *opts.OldHost
+		if err := h.defaults(); err != nil {
+			return nil, err
+		}
+		opts.OldHost = &h
 	}
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
@@ -244,8 +255,10 @@ func (s *Server) serve(l net.Listener, _ *tls.Config) error {
 }
 
 // Close stops serving, kills every running command and stops the VMs'
-// guests. The instances keep their state on disk.
+// guests. The instances keep their state on disk; a Debian VM's services
+// are stopped first, as the daemon stops its instances when it shuts down.
 func (s *Server) Close() error {
+	s.shutdownDebianVMs()
 	s.mu.Lock()
 	s.closing = true
 	srvs := s.servers
