@@ -68,6 +68,18 @@ variable "lan_bridge" {
   description = "The host's bridge to the LAN (IncusOS makes one of each interface, named after it: incus network list shows it). The node must be on the LAN: Talos' API, Kubernetes, Samba, the NodePorts and the router's forwards reach it there; incusbr0 is NAT."
 }
 
+variable "lan_network" {
+  type        = string
+  default     = ""
+  description = "A managed network of type physical on the LAN, when the host has one: IncusOS's direct-attach tutorial gives the LAN interface the instances role (a bridge of the host's own appears) and makes a managed physical network on it, and the NICs then name that network (Incus refuses nictype and parent beside network). Empty: the NICs are bridged onto lan_bridge."
+}
+
+locals {
+  # The NIC's way onto the LAN, without its MAC: by the managed physical
+  # network when there is one, else bridged.
+  lan_nic = var.lan_network != "" ? tomap({ type = "nic", network = var.lan_network }) : tomap({ type = "nic", nictype = "bridged", parent = var.lan_bridge })
+}
+
 variable "node_mac" {
   type        = string
   default     = "10:66:6a:4d:16:50"
@@ -158,6 +170,81 @@ variable "k3s_vm" {
   type        = string
   default     = "k3s"
   description = "The old Incus VM of the k3s playground."
+}
+
+# The applications as the old VMs run them (migrate init reads them): an
+# image is never older than what ran there, since a database is migrated
+# one way; not_older refuses one at plan, naming both versions.
+variable "jellyfin_version" {
+  type        = string
+  default     = ""
+  description = "The Jellyfin the old services VM runs (dpkg-query: jellyfin-server, e.g. 10.10.7+deb12); empty: not read, no floor."
+}
+
+variable "jellyfin_image" {
+  type        = string
+  default     = "jellyfin/jellyfin:10.10.3"
+  description = "Jellyfin's image on the node: of jellyfin_version or newer."
+}
+
+variable "jellyfin_hwaccel" {
+  type        = string
+  default     = "none"
+  description = "The hardware decoding the old Jellyfin was set for (encoding.xml's HardwareAccelerationType: none, vaapi, qsv)."
+}
+
+variable "jellyfin_library_paths" {
+  type        = list(string)
+  default     = []
+  description = "The paths Jellyfin's libraries name (root/default/*/options.xml), as the old VM has them."
+}
+
+variable "frigate_version" {
+  type        = string
+  default     = ""
+  description = "The Frigate the old services VM runs (its Compose project's image tag, e.g. 0.14.1); empty: not read, no floor."
+}
+
+variable "frigate_image" {
+  type        = string
+  default     = "ghcr.io/blakeblackshear/frigate:0.14.1"
+  description = "Frigate's image on the node: of frigate_version or newer."
+}
+
+variable "frigate_install" {
+  type        = string
+  default     = "compose"
+  description = "How Frigate runs in the old VM: compose (a Docker Compose project, stopped by docker compose) or service (a frigate.service unit)."
+}
+
+variable "frigate_hwaccel" {
+  type        = string
+  default     = ""
+  description = "The hwaccel_args of the old Frigate's config.yml (preset-vaapi, ...); empty: decoding on the CPU."
+}
+
+variable "synapse_version" {
+  type        = string
+  default     = ""
+  description = "The Synapse the old matrix VM runs (dpkg-query: matrix-synapse-py3, e.g. 1.120.2+bookworm1); empty: not read, no floor."
+}
+
+variable "synapse_image" {
+  type        = string
+  default     = "matrixdotorg/synapse:v1.120"
+  description = "Synapse's image on the node: of synapse_version or newer (Synapse refuses a database schema newer than its own)."
+}
+
+variable "synapse_database" {
+  type        = string
+  default     = "sqlite3"
+  description = "The database engine of the old Synapse (its database.name): sqlite3 or psycopg2 (PostgreSQL)."
+}
+
+variable "samba_users" {
+  type        = list(string)
+  default     = []
+  description = "The old Samba's accounts (pdbedit -L), names only."
 }
 
 variable "matrix_domain" {
@@ -283,7 +370,7 @@ phase "rehearsal" {
     devices = {
       root    = { type = "disk", pool = var.storage_pool, path = "/", size = "16GiB" }
       data    = { type = "disk", pool = var.data_pool, source = var.data_volume, path = "/var/mnt/data" } # virtiofs tag incus_data
-      lan     = { type = "nic", nictype = "bridged", parent = var.lan_bridge, hwaddr = var.rehearsal_mac }
+      lan     = merge(local.lan_nic, { hwaddr = var.rehearsal_mac })
       igpu    = { type = "gpu", gputype = "physical", pci = var.igpu_pci }
       install = { type = "disk", pool = incus_volume.talos_iso.pool, source = incus_volume.talos_iso.name, "boot.priority" = "10" }
     }
@@ -409,7 +496,7 @@ phase "platform" {
       root    = { type = "disk", pool = var.storage_pool, path = "/", size = "64GiB" }
       data    = { type = "disk", pool = var.data_pool, source = var.data_volume, path = "/var/mnt/data" } # virtiofs tag incus_data
       bulk    = { type = "disk", pool = incus_volume.bulk.pool, source = incus_volume.bulk.name }
-      lan     = { type = "nic", nictype = "bridged", parent = var.lan_bridge, hwaddr = var.node_mac }
+      lan     = merge(local.lan_nic, { hwaddr = var.node_mac })
       igpu    = { type = "gpu", gputype = "physical", pci = var.igpu_pci }
       install = { type = "disk", pool = incus_volume.talos_iso.pool, source = incus_volume.talos_iso.name, "boot.priority" = "10" }
     }
@@ -561,7 +648,7 @@ phase "data-apps" {
     chart     = "charts/app"
     namespace = "media"
     values = {
-      image      = "jellyfin/jellyfin:10.10.3"
+      image      = not_older(var.jellyfin_image, var.jellyfin_version)
       port       = 8096
       nodePort   = 30096 # http://NODE:30096 on the LAN
       gpu        = true
@@ -585,7 +672,7 @@ phase "data-apps" {
     chart     = "charts/app"
     namespace = "media"
     values = {
-      image = "ghcr.io/blakeblackshear/frigate:0.14.1"
+      image = not_older(var.frigate_image, var.frigate_version)
       ports = [
         { name = "http", port = 5000, nodePort = 30500 }, # the UI and API
         { name = "rtsp", port = 8554, nodePort = 30554 }, # restreams for the cameras' viewers
@@ -890,7 +977,7 @@ phase "ingress-matrix" {
     # The image starts Synapse with --config-path SYNAPSE_CONFIG_PATH: the
     # old VM's configuration, rewritten, from the Secret synapse-config.
     values = {
-      image  = "matrixdotorg/synapse:v1.120"
+      image  = not_older(var.synapse_image, var.synapse_version)
       port   = 8008
       env    = { SYNAPSE_CONFIG_PATH = "/config/homeserver.yaml" }
       claims = { data = { claim = "synapse-data", mountPath = "/data" } }

@@ -39,6 +39,11 @@ type Options struct {
 	// Env is added to Env and lab.env (KEY=VALUE): what the lab's user
 	// needs beside the lab, e.g. the demo's MIGRATE_AGE_IDENTITY.
 	Env []string
+	// LANPhysical, when set, makes the host IncusOS after its
+	// direct-attach tutorial: a managed network of type physical of this
+	// name over the LAN bridge (incushost.Options.LANPhysical); named as
+	// the bridge, it is all the host lists of the LAN.
+	LANPhysical string
 	// OldHost, if set, makes the old VMs Debian hosts (incushost.OldHost:
 	// the variants); its Root, when empty, is lab/debroot's cached root,
 	// built the first time (about a minute, as root). nil keeps the
@@ -114,7 +119,7 @@ func Start(ctx context.Context, o Options) (*Home, error) {
 	// NAT bridge incusbr0 and a bridge of its own to the LAN.
 	h.incus, err = incushost.New(incushost.Options{Dir: filepath.Join(dir, "incus"), Seed: true, OldHost: oldHost, BootVM: h.bootVM, Logf: h.logf,
 		Pools: []string{StoragePool, DataPool}, Network: "incusbr0", Hardware: &Hardware,
-		AddressBlock: o.AddressBlock, LAN: lanBridge, LANLease: h.router.lease,
+		AddressBlock: o.AddressBlock, LAN: lanBridge, LANPhysical: o.LANPhysical, LANLease: h.router.lease,
 		OnExec: func(instance string, command []string) {
 			h.events.add(Event{Kind: EventExec, Instance: instance, Command: command})
 		}})

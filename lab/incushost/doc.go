@@ -92,7 +92,11 @@
 //     the host's own bridge to the LAN, unmanaged (lan.go): a NIC bridged
 //     onto it gets its address from Options.LANLease (the home router's
 //     DHCP, by MAC), which the instance's state does not show, as the
-//     daemon cannot see it either; otherwise no DHCP:
+//     daemon cannot see it either; with Options.LANPhysical too, a
+//     managed network of type physical over that bridge, as IncusOS lists
+//     after its direct-attach tutorial, which a NIC names instead (what
+//     still differs: the lab keeps no network config of it beyond parent,
+//     and cannot be asked to create or delete such a network); otherwise no DHCP:
 //     every instance has a 127.0.1.N address (127.B.x.y with
 //     Options.AddressBlock B) from its creation; a running
 //     instance reports it on each NIC (and a booted VM on eth0), and the
@@ -122,7 +126,8 @@
 //     syntax, container-only and VM-only keys), device types and options,
 //     boot.priority, the root-only size, the forms of a disk's source (a
 //     source or a path, a local one absolute and existing), a NIC's
-//     parent where its nictype needs one and its MAC's syntax, and the
+//     parent where its nictype needs one, no nictype or parent beside a
+//     network (Incus's refusal), its MAC's syntax, and the
 //     pool, custom volume and network a device names are checked with
 //     the daemon's words, on creation (the operation fails) and on a
 //     change (the request fails); the corpus in providers/incus/incusapi

@@ -47,6 +47,11 @@ type Options struct {
 	// names it after its interface, e.g. "enp5s0"): listed unmanaged; a
 	// NIC with nictype bridged and this parent is on the LAN (see lan.go).
 	LAN string
+	// LANPhysical, if set with LAN, names a managed network of type
+	// physical over the LAN bridge, as IncusOS lists after its
+	// direct-attach tutorial: a NIC with network = LANPhysical is on the
+	// LAN too (see lan.go).
+	LANPhysical string
 	// LANLease is the LAN's DHCP server (the home router): the address it
 	// gives a NIC of this MAC, "" for none. A VM booted with a NIC on the
 	// LAN boots at that address; Incus reports none.
