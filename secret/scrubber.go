@@ -94,8 +94,44 @@ func (s *Scrubber) Longest() int {
 }
 
 // AddMarked learns every string (and number) inside the parts of v marked
-// phases.SensitiveMark.
-func (s *Scrubber) AddMarked(v cty.Value) { s.Add(Marked(v)...) }
+// phases.SensitiveMark. A string that also carries the phases.SecretParts
+// mark made for it is learned whole and by its parts (AddDocument).
+func (s *Scrubber) AddMarked(v cty.Value) {
+	for _, x := range markedValues(v) {
+		if text, parts, ok := document(x); ok {
+			s.AddDocument(text, parts)
+			continue
+		}
+		s.Add(leaves(x)...)
+	}
+}
+
+// AddDocument learns a secret document whose secrets are parts: the
+// document whole, in all its forms, and each part in all its forms and
+// words, but not the document's own words. A Talos machine config is
+// secret for its keys, not for the node's name in it.
+func (s *Scrubber) AddDocument(text string, parts []string) {
+	if len(strings.TrimSpace(text)) >= max(s.Min, 1) {
+		s.learn(wholeForms(text))
+	}
+	s.Add(parts...)
+}
+
+// document is x's text and parts when x is a known string marked with a
+// phases.SecretParts made for that very text.
+func document(x cty.Value) (string, []string, bool) {
+	plain, marks := x.UnmarkDeep()
+	if plain.Type() != cty.String || !plain.IsKnown() || plain.IsNull() {
+		return "", nil, false
+	}
+	text := plain.AsString()
+	for m := range marks {
+		if sp, ok := m.(phases.SecretParts); ok && sp.Describes(text) {
+			return text, sp.Parts(), true
+		}
+	}
+	return "", nil, false
+}
 
 // AddValue learns every string (and number) inside v, marked or not: for
 // values known to be secret as a whole.
@@ -141,15 +177,25 @@ func (s *Scrubber) Diags(d phases.Diagnostics) phases.Diagnostics {
 // Marked lists the strings (and numbers, in their decimal form) inside the
 // parts of v marked phases.SensitiveMark.
 func Marked(v cty.Value) []string {
+	var found []string
+	for _, x := range markedValues(v) {
+		found = append(found, leaves(x)...)
+	}
+	return found
+}
+
+// markedValues are the outermost values inside v marked
+// phases.SensitiveMark, with their marks.
+func markedValues(v cty.Value) []cty.Value {
 	if v == cty.NilVal {
 		return nil
 	}
-	var found []string
+	var found []cty.Value
 	_ = cty.Walk(v, func(_ cty.Path, x cty.Value) (bool, error) {
 		if !x.HasMark(phases.SensitiveMark) {
 			return true, nil
 		}
-		found = append(found, leaves(x)...)
+		found = append(found, x)
 		return false, nil
 	})
 	return found

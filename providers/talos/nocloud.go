@@ -2,8 +2,11 @@ package talos
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"strings"
+
+	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers/sdk"
@@ -63,7 +66,7 @@ func (c *call) applyNocloud(ctx context.Context, st mcStep, r *rendered, install
 	}
 	c.log.Printf("%s: the first config (sha256 %s, installer %s, install disk %s) is the user_data output, for the VM's cloud-init.user-data through the Incus host's API; nothing is sent over the LAN", c.addr, r.hash, r.image, c.s.installDisk)
 	out := outputsOf(r)
-	out.UserData = string(r.bytes)
+	c.userData(&out, r)
 	return mcApply{Outputs: out, Private: planned{Nodes: map[string]string{}, Rendered: r.hash, Nocloud: true}}
 }
 
@@ -76,4 +79,86 @@ func (c *call) nocloudInMaintenance(addr string) phases.Diagnostics {
 		"%s installs through the Incus host's API (first_install = \"nocloud\"), but the machine at %s answers in maintenance mode, waiting for a config over the LAN. It cannot prove who it is, and the config carries the cluster's keys: Nothing is sent. "+
 			"If it is the VM: it booted a metal image instead of a nocloud one, without its cloud-init:config disk, or its config did not validate (its console in incus console says which). If the VM is not running yet, another machine of the LAN holds the address: check the router's leases.",
 		c.addr, hostOf(addr))
+}
+
+// userData is the user_data output of r: the config as sent, with the
+// secrets inside it listed (phases.SecretParts), so that scrubbers learn
+// its keys and tokens, not the words of every config (the node's name,
+// its endpoint), which would redact them wherever they are printed.
+func (c *call) userData(out *mcOutputs, r *rendered) {
+	out.UserData = string(r.bytes)
+	out.userDataParts = c.userDataParts(r)
+}
+
+// userDataParts are the secrets of r's config as they stand in its text:
+// every value the machinery redacts (keys, tokens, the secretbox and
+// aescbc secrets, registry passwords) or the provider's scrubber does
+// (the bundle's secrets, a secret field's value in YAML), and the lines
+// of each key's PEM (what base64 -d of it prints). nil when the redacted
+// text does not line up with the config line for line: the config is
+// then learned word by word, as any other secret, at the cost of
+// redacting its ordinary words too.
+func (c *call) userDataParts(r *rendered) []string {
+	red, err := r.cfg.RedactSecrets(phases.Redacted).EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
+	if err != nil {
+		return nil
+	}
+	full := strings.Split(string(r.bytes), "\n")
+	redacted := strings.Split(c.s.scrub.Text(string(red)), "\n")
+	if len(full) != len(redacted) {
+		return nil
+	}
+	var parts []string
+	for i, line := range full {
+		if line == redacted[i] {
+			continue
+		}
+		p := changedWord(line, redacted[i])
+		if p == "" {
+			return nil // a change that is no value: do not guess
+		}
+		parts = append(parts, p)
+		parts = append(parts, pemLines(p)...)
+	}
+	return parts
+}
+
+// changedWord is what differs between a line of the config and the same
+// line redacted, widened to whole words: the secret value.
+func changedWord(line, redacted string) string {
+	pre := 0
+	for pre < len(line) && pre < len(redacted) && line[pre] == redacted[pre] {
+		pre++
+	}
+	suf := 0
+	for suf < len(line)-pre && suf < len(redacted)-pre && line[len(line)-1-suf] == redacted[len(redacted)-1-suf] {
+		suf++
+	}
+	from, to := pre, len(line)-suf
+	for from > 0 && !strings.ContainsRune(wordEnds, rune(line[from-1])) {
+		from--
+	}
+	for to < len(line) && !strings.ContainsRune(wordEnds, rune(line[to])) {
+		to++
+	}
+	return strings.Trim(line[from:to], wordEnds)
+}
+
+// wordEnds end a YAML scalar on a line: a key's colon, quotes, spaces.
+const wordEnds = " \t:\"'"
+
+// pemLines are the lines of the PEM that p is the base64 of, if it is
+// one: a machine config carries each key so.
+func pemLines(p string) []string {
+	b, err := base64.StdEncoding.DecodeString(p)
+	if err != nil || !strings.Contains(string(b), "-----BEGIN") {
+		return nil
+	}
+	out := []string{strings.TrimSpace(string(b))}
+	for _, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "-----") {
+			out = append(out, line)
+		}
+	}
+	return out
 }

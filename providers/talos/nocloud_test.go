@@ -3,7 +3,10 @@ package talos_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"io"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,8 +14,10 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/homelab-migrate/migrate/lab/talosnode"
+	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/talos"
+	"github.com/homelab-migrate/migrate/secret"
 )
 
 // freeAddr is an address where nothing answers yet: the VM's, before
@@ -115,5 +120,51 @@ func TestNocloudRefusesAMaintenanceAnswer(t *testing.T) {
 	bad := plan(p, talos.MachineConfig, obj(map[string]cty.Value{"patches": strs("patches/node.yaml"), "first_install": cty.StringVal("lan")}))
 	if err := bad.Diagnostics.Err(); err == nil || !strings.Contains(err.Error(), `must be "nocloud"`) {
 		t.Errorf("first_install = \"lan\": %v", err)
+	}
+}
+
+// user_data is the whole config, with the cluster's keys: a scrubber that
+// learns it (the engine's, the VM step's provider's) must scrub its keys
+// and tokens wherever they turn up, in their encoded forms and a line of
+// the config alone, and still the whole config, but not its ordinary
+// words (the node's name, the endpoint, a volume's tag): they are in
+// every plan and log line of the run.
+func TestUserDataScrubsItsKeysNotItsWords(t *testing.T) {
+	t.Parallel()
+	l := startMaintenance(t, maintDisks)
+	conf := l.config(false)
+	conf["endpoints"] = strs(freeAddr(t))
+	p := l.provider(t, conf)
+	cfg := obj(map[string]cty.Value{"patches": strs("patches/node.yaml"), "first_install": cty.StringVal("nocloud")})
+	pr := plan(p, talos.MachineConfig, cfg)
+	r := p.Apply(context.Background(), providers.ApplyRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Planned: pr.Private, Log: io.Discard})
+	if err := r.Diagnostics.Err(); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	s := &secret.Scrubber{}
+	s.AddMarked(r.Outputs)
+	userData, _ := r.Outputs.GetAttr("user_data").Unmark()
+	doc := userData.AsString()
+
+	for _, word := range []string{"lab-node", "https://127.0.0.1:6443", "incus_data", "controlplane", "/var/mnt/data"} {
+		line := "node " + word + " is up"
+		if got := s.Text(line); got != line {
+			t.Errorf("an ordinary word of the config is redacted: %q became %q", line, got)
+		}
+	}
+	if got := s.Text("before " + doc + " after"); got != "before "+phases.Redacted+" after" {
+		t.Errorf("the whole config is not scrubbed: %.200q", got)
+	}
+	for _, key := range bundleSecretsOf(t, l.secrets) {
+		for _, form := range []string{key, base64.StdEncoding.EncodeToString([]byte(key)), strconv.Quote(key)} {
+			if got := s.Text("x " + form + " y"); strings.Contains(got, key) || strings.Contains(got, form) {
+				t.Errorf("a secret of the bundle (%.12s...) is not scrubbed in %q", key, got)
+			}
+		}
+	}
+	for _, line := range strings.Split(doc, "\n") {
+		if strings.Contains(line, "key: ") || strings.Contains(line, "token: ") || strings.Contains(line, "secret: ") {
+			assertNoSecrets(t, "a line of user_data", s.Text(line), bundleSecretsOf(t, l.secrets))
+		}
 	}
 }
