@@ -7,9 +7,11 @@ import (
 	"strings"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
+	"gopkg.in/yaml.v3"
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers/sdk"
+	"github.com/homelab-migrate/migrate/secret"
 )
 
 // The first install through the Incus host's API (first_install =
@@ -90,65 +92,75 @@ func (c *call) userData(out *mcOutputs, r *rendered) {
 	out.userDataParts = c.userDataParts(r)
 }
 
-// userDataParts are the secrets of r's config as they stand in its text:
-// every value the machinery redacts (keys, tokens, the secretbox and
-// aescbc secrets, registry passwords) or the provider's scrubber does
-// (the bundle's secrets, a secret field's value in YAML), and the lines
-// of each key's PEM (what base64 -d of it prints). nil when the redacted
-// text does not line up with the config line for line: the config is
-// then learned word by word, as any other secret, at the cost of
-// redacting its ordinary words too.
+// userDataParts are the secrets of r's config: every value the machinery
+// redacts (keys, tokens, the secretbox and aescbc secrets, registry
+// passwords) or the provider's scrubber does (the bundle's secrets, a
+// secret field's value in YAML), found by comparing the config with the
+// same config redacted, node by node; with the forms YAML gives them in
+// the text (partForms). nil when the two do not line up (a redaction
+// that changed the document's shape): the config is then learned word by
+// word, as any other secret, at the cost of redacting its ordinary words
+// too.
 func (c *call) userDataParts(r *rendered) []string {
 	red, err := r.cfg.RedactSecrets(phases.Redacted).EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
 	if err != nil {
 		return nil
 	}
-	full := strings.Split(string(r.bytes), "\n")
-	redacted := strings.Split(c.s.scrub.Text(string(red)), "\n")
-	if len(full) != len(redacted) {
+	full, redacted := yamlDocs(r.bytes), yamlDocs([]byte(c.s.scrub.Text(string(red))))
+	if len(full) == 0 || len(full) != len(redacted) {
 		return nil
 	}
+	var values []string
+	for i := range full {
+		if !changedScalars(full[i], redacted[i], &values) {
+			return nil
+		}
+	}
 	var parts []string
-	for i, line := range full {
-		if line == redacted[i] {
-			continue
-		}
-		p := changedWord(line, redacted[i])
-		if p == "" {
-			return nil // a change that is no value: do not guess
-		}
-		parts = append(parts, p)
-		parts = append(parts, pemLines(p)...)
+	for _, v := range values {
+		parts = append(parts, partForms(v)...)
 	}
 	return parts
 }
 
-// changedWord is what differs between a line of the config and the same
-// line redacted, widened to whole words: the secret value.
-func changedWord(line, redacted string) string {
-	pre := 0
-	for pre < len(line) && pre < len(redacted) && line[pre] == redacted[pre] {
-		pre++
+// changedScalars adds to out the values of a's scalars that b, the same
+// document redacted, has otherwise; false when their shapes differ.
+func changedScalars(a, b *yaml.Node, out *[]string) bool {
+	if a.Kind != b.Kind || len(a.Content) != len(b.Content) {
+		return false
 	}
-	suf := 0
-	for suf < len(line)-pre && suf < len(redacted)-pre && line[len(line)-1-suf] == redacted[len(redacted)-1-suf] {
-		suf++
+	if a.Kind == yaml.ScalarNode && a.Value != b.Value {
+		*out = append(*out, a.Value)
 	}
-	from, to := pre, len(line)-suf
-	for from > 0 && !strings.ContainsRune(wordEnds, rune(line[from-1])) {
-		from--
+	for i := range a.Content {
+		if !changedScalars(a.Content[i], b.Content[i], out) {
+			return false
+		}
 	}
-	for to < len(line) && !strings.ContainsRune(wordEnds, rune(line[to])) {
-		to++
-	}
-	return strings.Trim(line[from:to], wordEnds)
+	return true
 }
 
-// wordEnds end a YAML scalar on a line: a key's colon, quotes, spaces.
-const wordEnds = " \t:\"'"
+// partForms are a secret value v as the config's text may show it: as
+// it is, between YAML's single quotes (a quote doubled), each long line of
+// a value of several (a block scalar indents them), and the lines of the
+// PEM a key is the base64 of (what base64 -d of it prints).
+func partForms(v string) []string {
+	out := []string{v}
+	if strings.Contains(v, "'") {
+		out = append(out, strings.ReplaceAll(v, "'", "''"))
+	}
+	if strings.Contains(v, "\n") {
+		for _, line := range strings.Split(v, "\n") {
+			if line = strings.TrimSpace(line); len(line) >= secret.MinPiece {
+				out = append(out, line)
+			}
+		}
+	}
+	return append(out, pemLines(v)...)
+}
 
-// pemLines are the lines of the PEM that p is the base64 of, if it is
-// one: a machine config carries each key so.
+// pemLines are the PEM that p is the base64 of, if it is one, and its
+// lines: a machine config carries each key so.
 func pemLines(p string) []string {
 	b, err := base64.StdEncoding.DecodeString(p)
 	if err != nil || !strings.Contains(string(b), "-----BEGIN") {

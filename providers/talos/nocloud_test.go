@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"strconv"
@@ -16,6 +18,7 @@ import (
 	"github.com/homelab-migrate/migrate/lab/talosnode"
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/providertest"
 	"github.com/homelab-migrate/migrate/providers/talos"
 	"github.com/homelab-migrate/migrate/secret"
 )
@@ -135,8 +138,18 @@ func TestUserDataScrubsItsKeysNotItsWords(t *testing.T) {
 	conf := l.config(false)
 	conf["endpoints"] = strs(freeAddr(t))
 	p := l.provider(t, conf)
-	cfg := obj(map[string]cty.Value{"patches": strs("patches/node.yaml"), "first_install": cty.StringVal("nocloud")})
+	// A registry password of each canary: a secret that a patch adds.
+	registries := "machine:\n  registries:\n    config:\n"
+	for i, cn := range providertest.Canaries {
+		q, _ := json.Marshal(cn.Value)
+		registries += fmt.Sprintf("      registry-%d.example:\n        auth:\n          username: migrate\n          password: %s\n", i, q)
+	}
+	l.write(t, "patches/registries.yaml", registries)
+	cfg := obj(map[string]cty.Value{"patches": strs("patches/node.yaml", "patches/registries.yaml"), "first_install": cty.StringVal("nocloud")})
 	pr := plan(p, talos.MachineConfig, cfg)
+	if err := pr.Diagnostics.Err(); err != nil {
+		t.Fatalf("Plan: %v", err)
+	}
 	r := p.Apply(context.Background(), providers.ApplyRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Planned: pr.Private, Log: io.Discard})
 	if err := r.Diagnostics.Err(); err != nil {
 		t.Fatalf("Apply: %v", err)
@@ -159,6 +172,18 @@ func TestUserDataScrubsItsKeysNotItsWords(t *testing.T) {
 		for _, form := range []string{key, base64.StdEncoding.EncodeToString([]byte(key)), strconv.Quote(key)} {
 			if got := s.Text("x " + form + " y"); strings.Contains(got, key) || strings.Contains(got, form) {
 				t.Errorf("a secret of the bundle (%.12s...) is not scrubbed in %q", key, got)
+			}
+		}
+	}
+	// Each canary is scrubbed in every form a scrubber that knows it
+	// alone scrubs.
+	for _, cn := range providertest.Canaries {
+		var alone secret.Scrubber
+		alone.Add(cn.Value)
+		for _, form := range providertest.Encodings(cn.Value) {
+			in := "x " + form + " y"
+			if got := s.Text(in); strings.Contains(got, form) && !strings.Contains(alone.Text(in), form) {
+				t.Errorf("the %s canary, a registry password in the config, is not scrubbed as %q: %q", cn.Name, form, got)
 			}
 		}
 	}
