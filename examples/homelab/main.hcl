@@ -405,10 +405,11 @@ phase "rehearsal" {
     provider   = incus.host
     name       = "rehearsal"
     ensure     = "absent"
-    depends_on = [talos_read.rehearsal_data, talos_read.rehearsal_igpu]
+    # after its config is cleared: one change of the instance at a time
+    depends_on = [talos_read.rehearsal_data, talos_read.rehearsal_igpu, incus_device.rehearsal_config_cleared]
     discards = [
-      incus_instance.rehearsal, talos_machine_config.rehearsal, talos_bootstrap.rehearsal,
-      kubernetes_namespace.rehearsal_media, kubernetes_job.rehearsal_write,
+      incus_instance.rehearsal, talos_machine_config.rehearsal, incus_device.rehearsal_config_cleared,
+      talos_bootstrap.rehearsal, kubernetes_namespace.rehearsal_media, kubernetes_job.rehearsal_write,
     ]
   }
 }
