@@ -592,6 +592,9 @@ func readMachineConfig(ctx context.Context, sc *handle, a mcAttrs, prior *mcPrio
 	if diags.HasErrors() {
 		return sdk.Read[machineConfigRevert]{Observation: providers.Unknown, Diagnostics: diags}
 	}
+	if st.nocloud && prior.Private.Nocloud && !c.answersSoon(ctx) {
+		return c.readBeforeTheNode(r, prior.Private)
+	}
 	ns, err := p.nodes(ctx)
 	if err != nil {
 		return sdk.Read[machineConfigRevert]{Diagnostics: phases.FromError("Cannot Reach Talos", err)}

@@ -10,6 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/sdk"
 	"github.com/homelab-migrate/migrate/secret"
 )
@@ -70,6 +71,21 @@ func (c *call) applyNocloud(ctx context.Context, st mcStep, r *rendered, install
 	out := outputsOf(r)
 	c.userData(&out, r)
 	return mcApply{Outputs: out, Private: planned{Nodes: map[string]string{}, Rendered: r.hash, Nocloud: true}}
+}
+
+// readBeforeTheNode reads a first install given as user_data while no
+// node answers at the address: its VM is made by a later step (a run
+// stopped between them) or still boots. The record holds while the config
+// renders as it did, and the VM step gets its user_data back; another
+// rendering is given again.
+func (c *call) readBeforeTheNode(r *rendered, was planned) sdk.Read[machineConfigRevert] {
+	if r.hash != was.Rendered {
+		return sdk.Read[machineConfigRevert]{Observation: providers.Drifted, Detail: fmt.Sprintf("no node answers at %s yet, and the config now renders otherwise (sha256 %s) than the user_data given (sha256 %s): it is given again", c.endpoints(), r.hash, was.Rendered)}
+	}
+	out := outputsOf(r)
+	c.userData(&out, r)
+	return sdk.Read[machineConfigRevert]{Observation: providers.Present, Outputs: out,
+		Detail: fmt.Sprintf("no node answers at %s yet: the user_data given (sha256 %s) waits for its VM", c.endpoints(), r.hash)}
 }
 
 // nocloudInMaintenance refuses a node in maintenance mode where the

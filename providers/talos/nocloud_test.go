@@ -193,3 +193,35 @@ func TestUserDataScrubsItsKeysNotItsWords(t *testing.T) {
 		}
 	}
 }
+
+// A run killed after the config was given as user_data and before the VM
+// was made: the next run reads the step back for the VM step that refers
+// to user_data (the state keeps it redacted). Nothing answers at the
+// node's address yet, which is what the record expects: the step is
+// present with its user_data, and drifted once its patch changed.
+func TestNocloudReadBeforeTheVM(t *testing.T) {
+	t.Parallel()
+	l := startMaintenance(t, maintDisks)
+	conf := l.config(false)
+	conf["endpoints"] = strs(freeAddr(t))
+	p := l.provider(t, conf)
+	cfg := obj(map[string]cty.Value{"patches": strs("patches/node.yaml"), "first_install": cty.StringVal("nocloud")})
+	pr := plan(p, talos.MachineConfig, cfg)
+	r := p.Apply(context.Background(), providers.ApplyRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Planned: pr.Private, Log: io.Discard})
+	if err := r.Diagnostics.Err(); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	prior := &providers.Prior{Private: r.Private}
+	rr := p.Read(context.Background(), providers.ReadRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Prior: prior})
+	if rr.Observation != providers.Present || rr.Diagnostics.HasErrors() {
+		t.Fatalf("Read before the VM: %v %v %s", rr.Observation, rr.Diagnostics.Err(), rr.Detail)
+	}
+	want, _ := r.Outputs.GetAttr("user_data").Unmark()
+	if got, _ := rr.Outputs.GetAttr("user_data").Unmark(); !got.RawEquals(want) {
+		t.Error("Read before the VM does not give back the user_data")
+	}
+	l.write(t, "patches/node.yaml", strings.Replace(briefPatch, "hostname: lab-node", "hostname: other-node", 1))
+	if rr := p.Read(context.Background(), providers.ReadRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Prior: prior}); rr.Observation != providers.Drifted {
+		t.Errorf("Read with another patch before the VM: %v %v %s", rr.Observation, rr.Diagnostics.Err(), rr.Detail)
+	}
+}
