@@ -98,11 +98,18 @@ func (s *Scrubber) Longest() int {
 // mark made for it is learned whole and by its parts (AddDocument).
 func (s *Scrubber) AddMarked(v cty.Value) {
 	for _, x := range markedValues(v) {
-		if text, parts, ok := document(x); ok {
-			s.AddDocument(text, parts)
-			continue
-		}
-		s.Add(leaves(x)...)
+		plain, pvm := x.UnmarkDeepWithPaths()
+		_ = cty.Walk(plain, func(p cty.Path, y cty.Value) (bool, error) {
+			if text, parts, ok := document(y, marksAt(pvm, p)); ok {
+				s.AddDocument(text, parts)
+				return false, nil
+			}
+			if !y.Type().IsPrimitiveType() {
+				return true, nil
+			}
+			s.Add(leaves(y)...)
+			return false, nil
+		})
 	}
 }
 
@@ -117,20 +124,29 @@ func (s *Scrubber) AddDocument(text string, parts []string) {
 	s.Add(parts...)
 }
 
-// document is x's text and parts when x is a known string marked with a
+// document is the text of y, a string, and its parts, when marks hold a
 // phases.SecretParts made for that very text.
-func document(x cty.Value) (string, []string, bool) {
-	plain, marks := x.UnmarkDeep()
-	if plain.Type() != cty.String || !plain.IsKnown() || plain.IsNull() {
+func document(y cty.Value, marks cty.ValueMarks) (string, []string, bool) {
+	if y.Type() != cty.String || !y.IsKnown() || y.IsNull() {
 		return "", nil, false
 	}
-	text := plain.AsString()
+	text := y.AsString()
 	for m := range marks {
 		if sp, ok := m.(phases.SecretParts); ok && sp.Describes(text) {
 			return text, sp.Parts(), true
 		}
 	}
 	return "", nil, false
+}
+
+// marksAt are the marks at path p among pvm.
+func marksAt(pvm []cty.PathValueMarks, p cty.Path) cty.ValueMarks {
+	for _, m := range pvm {
+		if m.Path.Equals(p) {
+			return m.Marks
+		}
+	}
+	return nil
 }
 
 // AddValue learns every string (and number) inside v, marked or not: for

@@ -129,6 +129,15 @@ func TestAddMarkedDocumentLearnsItsParts(t *testing.T) {
 			t.Errorf("Text(%q) = %q, want %q", in, got, want)
 		}
 	}
+	// inside a value marked sensitive whole (sensitive() of an object)
+	var within secret.Scrubber
+	within.AddMarked(cty.ObjectVal(map[string]cty.Value{
+		"user_data": cty.StringVal(doc).Mark(phases.NewSecretParts(doc, parts)),
+		"other":     cty.StringVal("an other secret"),
+	}).Mark(phases.SensitiveMark))
+	if got := within.Text("talos-home abcdef.0123456789abcdef an other secret"); got != "talos-home (sensitive value) (sensitive value)" {
+		t.Errorf("a document inside a sensitive object: %q", got)
+	}
 	var other secret.Scrubber
 	upper := strings.ToUpper(doc)
 	other.AddMarked(cty.StringVal(upper).Mark(phases.SensitiveMark).Mark(phases.NewSecretParts(doc, parts)))
