@@ -29,8 +29,9 @@ func (a *app) serveCommand() *cobra.Command {
 old VMs (services, matrix, k3s), as an IncusOS host: HTTPS only, pools
 local and tank (its data volume), the NAT bridge incusbr0 and a bridge to
 the LAN, whose router leases addresses by MAC. Its VMs booted from the
-Talos ISO become Talos nodes in maintenance mode (a real Kubernetes after
-their bootstrap); the Image Factory (the ISO) and the Matrix federation endpoint of
+Talos ISO become Talos nodes, installed from their config drive (a nocloud
+ISO and the instance's cloud-init.user-data) or in maintenance mode (a
+real Kubernetes after their bootstrap); the Image Factory (the ISO) and the Matrix federation endpoint of
 examples/homelab are there too. In another shell,
 eval "$(migrate-lab env)" points migrate at it.
 

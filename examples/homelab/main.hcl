@@ -89,7 +89,7 @@ variable "node_mac" {
 variable "node_address" {
   type        = string
   default     = "192.168.1.50"
-  description = "The address the router's DHCP reserves for node_mac. Incus cannot see it (Talos runs no Incus agent): migrate reaches the node here, and checks, before the first config, that the node answering is the VM with node_mac."
+  description = "The address the router's DHCP reserves for node_mac. Incus cannot see it (Talos runs no Incus agent): migrate reaches the node here over its authenticated API; the first config goes through the Incus host (the VM's config drive), not to this address."
 }
 
 variable "rehearsal_mac" {
@@ -369,8 +369,11 @@ phase "rehearsal" {
 
   # The Talos ISO from the Image Factory, of the node's version and
   # schematic (registered first, its installer checked): no ISO by hand.
+  # Its nocloud platform reads the first config from the VM's config
+  # drive before any maintenance mode.
   step "talos_image" "talos" {
     provider = talos.node
+    platform = "nocloud"
     path     = var.talos_iso_dir == "" ? null : "${var.talos_iso_dir}/talos-${var.talos_version}-i915.iso"
   }
 
@@ -382,36 +385,59 @@ phase "rehearsal" {
     source_file = talos_image.talos.path
   }
 
+  # The first config, with the cluster's keys, never crosses the LAN:
+  # rendered here, it goes into the VM's cloud-init.user-data through the
+  # Incus host's API, and the node installs from its config drive.
+  step "talos_machine_config" "rehearsal" {
+    provider      = talos.rehearsal
+    first_install = "nocloud"
+    patches       = ["patches/rehearsal.yaml"]
+    verify        = { services = ["apid"] }
+  }
+
   step "incus_instance" "rehearsal" {
     provider = incus.host
     type     = "virtual-machine"
     empty    = true
     cpu      = var.rehearsal_cpu
     memory   = var.rehearsal_memory
-    config   = { "security.secureboot" = "false" } # the Factory's metal ISO is not signed for Secure Boot
+    config = {
+      "security.secureboot"  = "false" # the Factory's ISO is not signed for Secure Boot
+      "cloud-init.user-data" = talos_machine_config.rehearsal.user_data
+    }
     devices = {
       root    = { type = "disk", pool = var.storage_pool, path = "/", size = "16GiB" }
       data    = { type = "disk", pool = var.data_pool, source = var.data_volume, path = "/var/mnt/data" } # virtiofs tag incus_data
       lan     = merge(local.lan_nic, { hwaddr = var.rehearsal_mac })
       igpu    = { type = "gpu", gputype = "physical", pci = var.igpu_pci }
       install = { type = "disk", pool = incus_volume.talos_iso.pool, source = incus_volume.talos_iso.name, "boot.priority" = "10" }
+      cidata  = { type = "disk", source = "cloud-init:config" } # the config drive: the user-data above
     }
     start = true # no wait_for: on the LAN, only the router knows its address
   }
 
-  # Sent only to the VM just made: the node at rehearsal_address must
-  # have its MAC, or nothing is sent.
-  step "talos_machine_config" "rehearsal" {
+  # Installed: the node answers on its authenticated API (mTLS with the
+  # cluster's client certificate)...
+  step "talos_service_health" "rehearsal_installed" {
     provider   = talos.rehearsal
-    mac        = var.rehearsal_mac
-    patches    = ["patches/rehearsal.yaml"]
-    verify     = { services = ["apid"] }
+    services   = ["apid"]
     depends_on = [incus_instance.rehearsal]
+  }
+
+  # ...so its config leaves the Incus host's instance config, and the
+  # drive goes.
+  step "incus_device" "rehearsal_config_cleared" {
+    provider     = incus.host
+    instance     = incus_instance.rehearsal.name
+    name         = "cidata"
+    ensure       = "absent"
+    unset_config = ["cloud-init.user-data"]
+    depends_on   = [talos_service_health.rehearsal_installed]
   }
 
   step "talos_bootstrap" "rehearsal" {
     provider   = talos.rehearsal
-    depends_on = [talos_machine_config.rehearsal]
+    depends_on = [talos_service_health.rehearsal_installed]
   }
 
   step "talos_kubeconfig" "rehearsal" {
@@ -478,7 +504,7 @@ phase "rehearsal" {
     path          = "/proc/modules"
     contains      = "i915"
     error_message = "No Intel iGPU on the rehearsal node: the i915 driver is not loaded. Does the VM have the gpu device (pci ${var.igpu_pci}), and does the schematic carry siderolabs/i915? Without it Jellyfin and Frigate decode video on the CPU, as they did on the old VM all along."
-    depends_on    = [talos_machine_config.rehearsal]
+    depends_on    = [talos_service_health.rehearsal_installed]
   }
 
   # Both passed: the throwaway VM goes (this cannot be undone), and all
@@ -488,10 +514,11 @@ phase "rehearsal" {
     provider   = incus.host
     name       = "rehearsal"
     ensure     = "absent"
-    depends_on = [talos_read.rehearsal_data, talos_read.rehearsal_igpu]
+    # after its config is cleared: one change of the instance at a time
+    depends_on = [talos_read.rehearsal_data, talos_read.rehearsal_igpu, incus_device.rehearsal_config_cleared]
     discards = [
-      incus_instance.rehearsal, talos_machine_config.rehearsal, talos_bootstrap.rehearsal,
-      kubernetes_namespace.rehearsal_media, kubernetes_job.rehearsal_write,
+      incus_instance.rehearsal, talos_machine_config.rehearsal, incus_device.rehearsal_config_cleared,
+      talos_bootstrap.rehearsal, kubernetes_namespace.rehearsal_media, kubernetes_job.rehearsal_write,
     ]
   }
 }
@@ -507,13 +534,31 @@ phase "platform" {
     content_type = "block"
   }
 
+  # The first install, through the Incus host's API (the plan says so,
+  # and that it cannot be undone): the config is the VM's user-data, its
+  # config drive. Later changes of the patch go through the ladder:
+  # dry-run diff, TRY, verify, then no-reboot.
+  step "talos_machine_config" "node" {
+    provider      = talos.node
+    first_install = "nocloud"
+    patches       = ["patches/node.yaml"]
+    try_timeout   = "2m"
+    rendered      = "rendered/controlplane.yaml"
+    verify = {
+      services = ["apid", "machined"]
+    }
+  }
+
   step "incus_instance" "talos" {
     provider = incus.host
     type     = "virtual-machine"
     empty    = true
     cpu      = var.node_cpu
     memory   = var.node_memory
-    config   = { "security.secureboot" = "false" }
+    config = {
+      "security.secureboot"  = "false"
+      "cloud-init.user-data" = talos_machine_config.node.user_data
+    }
     devices = {
       root    = { type = "disk", pool = var.storage_pool, path = "/", size = "64GiB" }
       data    = { type = "disk", pool = var.data_pool, source = var.data_volume, path = "/var/mnt/data" } # virtiofs tag incus_data
@@ -521,39 +566,44 @@ phase "platform" {
       lan     = merge(local.lan_nic, { hwaddr = var.node_mac })
       igpu    = { type = "gpu", gputype = "physical", pci = var.igpu_pci }
       install = { type = "disk", pool = incus_volume.talos_iso.pool, source = incus_volume.talos_iso.name, "boot.priority" = "10" }
+      cidata  = { type = "disk", source = "cloud-init:config" } # the config drive: the user-data above
     }
     start = true # no wait_for: on the LAN, only the router knows its address
   }
 
-  # The first install (maintenance mode: the plan says "install: first
-  # config", the disks, and that it cannot be undone); later changes of the
-  # patch go through the ladder: dry-run diff, TRY, verify, then no-reboot.
-  step "talos_machine_config" "node" {
-    provider    = talos.node
-    mac         = var.node_mac # the node at node_address must be this VM
-    patches     = ["patches/node.yaml"]
-    try_timeout = "2m"
-    rendered    = "rendered/controlplane.yaml"
-    verify = {
-      services = ["apid", "machined"]
-    }
+  # Installed: the node answers on its authenticated API (mTLS).
+  step "talos_service_health" "node_installed" {
+    provider   = talos.node
+    services   = ["apid", "machined"]
     depends_on = [incus_instance.talos]
+  }
+
+  # The cluster's keys leave the Incus host's instance config, and the
+  # config drive goes (rollback puts the drive back, not the key).
+  step "incus_device" "talos_config_cleared" {
+    provider     = incus.host
+    instance     = incus_instance.talos.name
+    name         = "cidata"
+    ensure       = "absent"
+    unset_config = ["cloud-init.user-data"]
+    depends_on   = [talos_service_health.node_installed]
   }
 
   # Installed: the VM boots from its disk from now on, never the ISO again
   # (a reboot into the installer would wipe nothing, but boots no cluster).
-  # Rollback attaches it again.
+  # Rollback attaches it again. After the drive: one change of the
+  # instance at a time (each is made with the ETag its plan read).
   step "incus_device" "talos_iso_detached" {
     provider   = incus.host
     instance   = incus_instance.talos.name
     name       = "install"
     ensure     = "absent"
-    depends_on = [talos_machine_config.node]
+    depends_on = [incus_device.talos_config_cleared]
   }
 
   step "talos_bootstrap" "etcd" {
     provider   = talos.node
-    depends_on = [talos_machine_config.node]
+    depends_on = [talos_service_health.node_installed]
   }
 
   step "talos_kubeconfig" "admin" {

@@ -213,12 +213,14 @@ func TestInitFromTheLab(t *testing.T) {
 	}
 
 	// The runbook validates with no diagnostics, and plans against the lab.
-	if v := run(t, dir, env, "validate"); strings.TrimSpace(v) != "The runbook is valid: 6 phases, 53 steps." {
+	if v := run(t, dir, env, "validate"); strings.TrimSpace(v) != "The runbook is valid: 6 phases, 57 steps." {
 		t.Errorf("validate: %s", v)
 	}
 	plan := run(t, dir, env, "plan")
 	for _, want := range []string{`stop instance "services" (running -> stopped)`, `stop instance "matrix" (running -> stopped)`,
-		"incus_instance.talos", "systemctl stop jellyfin", "node talos-home as its machine config makes it"} {
+		"incus_instance.talos", "systemctl stop jellyfin", "node talos-home as its machine config makes it",
+		// the written runbook's VMs install from their config drive
+		`install: first config through the Incus host's API (first_install = "nocloud"): nothing is sent over the LAN`} {
 		if !strings.Contains(plan, want) {
 			t.Errorf("the plan lacks %q:\n%s", want, tail(plan, 4000))
 		}
@@ -490,7 +492,7 @@ func TestInitRealDaemon(t *testing.T) {
 	if want := fmt.Sprintf("project = %q # where migrate init read the old VMs", project); !strings.Contains(strings.Join(strings.Fields(string(main)), " "), want) {
 		t.Errorf("main.hcl's incus provider lacks %q", want)
 	}
-	if v := run(t, dir, []string{"MIGRATE_AGE_IDENTITY=" + key}, "validate"); strings.TrimSpace(v) != "The runbook is valid: 6 phases, 52 steps." {
+	if v := run(t, dir, []string{"MIGRATE_AGE_IDENTITY=" + key}, "validate"); strings.TrimSpace(v) != "The runbook is valid: 6 phases, 56 steps." {
 		t.Errorf("validate: %s", v)
 	}
 }
