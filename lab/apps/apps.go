@@ -88,7 +88,7 @@ var table = []standIn{
 }
 
 // userlands are images whose containers run their own command.
-var userlands = []string{"busybox", "alpine", "debian", "ubuntu"}
+var userlands = []string{"busybox", "alpine", "debian", "ubuntu", "postgres"}
 
 // Lookup finds the program of an image ("name[:tag][@digest]"; a
 // "docker.io/" or "library/" prefix is the same image). A stand-in's tag

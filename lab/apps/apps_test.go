@@ -289,3 +289,20 @@ func TestLookup(t *testing.T) {
 		}
 	}
 }
+
+// A file that is not a SQLite database (the lab's busybox-layout old VM
+// has one) stops Synapse as it stops the real one.
+func TestSynapseRefusesFileNotADatabase(t *testing.T) {
+	config, data := synapseHost(t, 84, 83)
+	write(t, filepath.Join(data, "homeserver.db"), "SQLite format 3\x00 the rooms\n")
+
+	r := start(t, "matrixdotorg/synapse:v1.120.2", &apps.Container{
+		Args:   []string{"--config-path=/config/homeserver.yaml", "--config-path=/config/conf.d/"},
+		Mounts: map[string]string{"/config": config, "/data": data}, Addr: "127.154.250.8",
+	})
+
+	out := r.out.String
+	if code := r.exits(t); code == 0 || !strings.Contains(out(), "database /data/homeserver.db: sqlite3.DatabaseError: file is not a database") || strings.Contains(out(), data) {
+		t.Fatalf("exit %d, output:\n%s", code, out())
+	}
+}

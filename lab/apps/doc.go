@@ -27,7 +27,7 @@
 //   - act_runner (gitea/act_runner): needs its instance URL and
 //     registration token; its cache server on 8088.
 //
-// Images of plain userlands (busybox, alpine, debian, ubuntu) have no
+// Images of plain userlands (busybox, alpine, debian, ubuntu, postgres) have no
 // stand-in: lab/kubecp runs the container's command with the host's
 // programs, as for Job pods (Lookup says so with Command).
 //

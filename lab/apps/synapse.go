@@ -3,6 +3,7 @@ package apps
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -253,7 +254,7 @@ func prepareDatabase(ctx context.Context, c *Container, cfg map[string]any, serv
 
 	st, err := sqliteSchema(ctx, host, "read", 0, 0)
 	if err != nil {
-		return err
+		return fmt.Errorf("database %s: %w", file, err)
 	}
 
 	if st.Compat != nil && *st.Compat > schema {
@@ -267,7 +268,7 @@ func prepareDatabase(ctx context.Context, c *Container, cfg map[string]any, serv
 	}
 
 	if _, err := sqliteSchema(ctx, host, "write", schema, compat); err != nil {
-		return err
+		return fmt.Errorf("database %s: %w", file, err)
 	}
 
 	return nil
@@ -313,11 +314,15 @@ func sqliteSchema(ctx context.Context, file, mode string, schema, compat int) (s
 
 	out, err := exec.CommandContext(ctx, "python3", "-c", sqliteScript, file, mode, fmt.Sprint(schema), fmt.Sprint(compat)).CombinedOutput()
 	if err != nil {
-		return st, fmt.Errorf("sqlite3 database %s: %v: %s", file, err, strings.TrimSpace(string(out)))
+		// the exception, as Synapse's traceback ends (the host's path is
+		// the lab's, not the container's: not shown)
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+
+		return st, errors.New(lines[len(lines)-1])
 	}
 
 	if err := json.Unmarshal(out, &st); err != nil {
-		return st, fmt.Errorf("sqlite3 database %s: %v", file, err)
+		return st, err
 	}
 
 	return st, nil

@@ -219,6 +219,23 @@ func TestAppPods(t *testing.T) {
 		}
 	})
 
+	t.Run("LivenessRestarts", func(t *testing.T) {
+		// alive while /tmp/alive exists: the program removes it 2s in
+		n.deploy(t, ctx, "media", "hangs", corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "hangs", Image: "busybox:1.36", Command: []string{"sh", "-c", "echo run; touch /tmp/alive; sleep 2; rm /tmp/alive; exec sleep 600"},
+			LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-e", "/tmp/alive"}}},
+				PeriodSeconds: 1, FailureThreshold: 2},
+		}}})
+
+		p := n.appPod(t, ctx, "media", "hangs", "restarted by its liveness probe", func(p *corev1.Pod) bool {
+			return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount >= 1
+		})
+
+		if last := p.Status.ContainerStatuses[0].LastTerminationState.Terminated; last == nil || last.ExitCode != 137 {
+			t.Fatalf("killed by its liveness probe: lastState %+v", p.Status.ContainerStatuses[0].LastTerminationState)
+		}
+	})
+
 	t.Run("UnknownImage", func(t *testing.T) {
 		n.deploy(t, ctx, "media", "unknown", corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/nothing:1.0"}}})
 
