@@ -145,7 +145,7 @@
 //     open read-write; a pod mounts /dev/dri by hostPath) and their sysfs
 //     entries /sys/class/drm/{card0,renderD128}/dev ("226:0", "226:128",
 //     DRM's numbers: what the Talos API's Read serves, as it serves only
-//     regular files); otherwise /proc/modules has no i915 and neither
+//     regular files; List, talosctl ls, shows the device nodes); otherwise /proc/modules has no i915 and neither
 //     /dev/dri nor /sys/class/drm exists. In maintenance mode the
 //     node reports the image it booted as resources readable with
 //     --insecure: Version (runtime, id "version": Talos and

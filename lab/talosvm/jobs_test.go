@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -373,6 +374,27 @@ func testRenderNode(t *testing.T, ctx context.Context, k kubernetes.Interface, c
 
 	if got, err := read(ctx, c, "/sys/class/drm/renderD128/dev"); err != nil || got != "226:128\n" {
 		t.Fatalf("/sys/class/drm/renderD128/dev: %q %v", got, err)
+	}
+
+	// as `talosctl ls /dev/dri` lists it
+	stream, err := c.LS(ctx, &machine.ListRequest{Root: "/dev/dri"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	listed := map[string]os.FileMode{}
+
+	for {
+		fi, err := stream.Recv()
+		if err != nil {
+			break
+		}
+
+		listed[fi.GetRelativeName()] = os.FileMode(fi.GetMode())
+	}
+
+	if m, ok := listed["renderD128"]; !ok || m&os.ModeCharDevice == 0 || listed["card0"]&os.ModeCharDevice == 0 {
+		t.Fatalf("talosctl ls /dev/dri: %v", listed)
 	}
 
 	dir := corev1.HostPathDirectory
