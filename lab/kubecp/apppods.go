@@ -144,6 +144,11 @@ type appPod struct {
 // runAppPod runs the pod's containers until ctx ends (the pod deleted,
 // or the control plane stopping).
 func (c *ControlPlane) runAppPod(ctx context.Context, pod corev1.Pod) {
+	if pod.Status.StartTime == nil { // when the node took the pod (kept by a control plane started again)
+		now := metav1.Now()
+		pod.Status.StartTime = &now
+	}
+
 	p := &appPod{c: c, pod: pod, dir: filepath.Join(c.cfg.Dir, "pods", string(pod.UID)), changed: make(chan struct{}, 1)}
 	defer c.releasePodIP(string(pod.UID))
 
@@ -508,7 +513,7 @@ func (p *appPod) writeStatus(ctx context.Context) error {
 		"containerStatuses": statuses,
 		"hostIP":            hostIP, "hostIPs": []corev1.HostIP{{IP: hostIP}},
 		"podIP": p.ip, "podIPs": []corev1.PodIP{{IP: p.ip}},
-		"startTime": p.startTime(),
+		"startTime": p.pod.Status.StartTime,
 	}
 
 	b, err := json.Marshal(map[string]any{"status": status})
@@ -525,19 +530,6 @@ func (p *appPod) writeStatus(ctx context.Context) error {
 	}
 
 	return err
-}
-
-func (p *appPod) startTime() metav1.Time {
-	if t := p.pod.Status.StartTime; t != nil {
-		return *t
-	}
-
-	if p.pod.Status.StartTime == nil {
-		now := metav1.Now()
-		p.pod.Status.StartTime = &now
-	}
-
-	return *p.pod.Status.StartTime
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -207,7 +207,7 @@ func TestHomelabRehearsalWithoutGPU(t *testing.T) {
 		"talos_read.rehearsal_igpu: No render node (/dev/dri/renderD128) on the rehearsal node: the i915 driver did not bind an Intel GPU.",
 		"Does the VM have the gpu device (pci 0000:00:02.0)",
 		"decode video on the CPU",
-		`What was read: stat /sys/class/drm/renderD128/dev: no such file or directory`,
+		`What was read: Read: NotFound: stat /sys/class/drm/renderD128/dev: no such file or directory`,
 		"kubernetes_job.rehearsal_render: skipped",
 		"incus_instance.rehearsal_deleted: skipped",
 	} {
