@@ -35,6 +35,7 @@ func (c *ControlPlane) serveNodePorts(ctx context.Context) {
 	defer c.runners.Done()
 
 	listeners := map[int32]net.Listener{}
+	refused := map[int32]bool{} // ports another process holds: said once
 
 	var (
 		mu     sync.Mutex
@@ -82,10 +83,16 @@ func (c *ControlPlane) serveNodePorts(ctx context.Context) {
 
 				l, err := net.Listen("tcp", net.JoinHostPort(c.cfg.Addr, strconv.Itoa(int(port))))
 				if err != nil {
-					c.cfg.logf("kubecp: NodePort %d: %v", port, err)
+					if !refused[port] {
+						c.cfg.logf("kubecp: NodePort %d: %v", port, err)
+					}
+
+					refused[port] = true
 
 					continue
 				}
+
+				delete(refused, port)
 
 				listeners[port] = l
 
