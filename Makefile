@@ -56,11 +56,13 @@ modules:
 ## services: install and start the real servers the tests talk to
 ## (idempotent; needs root for the packages): Incus, and etcd +
 ## kube-apiserver + kube-controller-manager + kube-scheduler + kwok (built
-## once from the module proxy into ~/.cache/migrate: ~6 min the first time).
+## once from the module proxy into ~/.cache/migrate: ~6 min the first time),
+## and Debian's samba (smbd, for smb_check's tests).
 ## Their progress goes to a log, printed only if a script fails.
 services:
 	@scripts/incus-up.sh >$(SETUP_LOG) 2>&1 || { cat $(SETUP_LOG); echo "make: scripts/incus-up.sh failed (log above)"; exit 1; }
 	@scripts/kube-up.sh >$(SETUP_LOG) 2>&1 || { cat $(SETUP_LOG); echo "make: scripts/kube-up.sh failed (log above)"; exit 1; }
+	@scripts/samba-install.sh >$(SETUP_LOG) 2>&1 || { cat $(SETUP_LOG); echo "make: scripts/samba-install.sh failed (log above)"; exit 1; }
 
 ## services-down: stop them.
 services-down:

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +26,13 @@ type samba struct {
 	dir, addr string
 	cmd       *exec.Cmd
 }
+
+// sambaScript runs smbd and samba-dcerpcd (the share list's RPC server,
+// which smbd would otherwise start on demand in a session of its own,
+// outliving the test) in the foreground, in one process group.
+const sambaScript = `smbd --foreground --no-process-group --configfile="$1" --debug-stdout &
+/usr/libexec/samba/samba-dcerpcd --foreground --no-process-group --libexec-rpcds --configfile="$1" --debug-stdout &
+wait`
 
 func newSamba(t *testing.T) *samba {
 	t.Helper()
@@ -43,7 +51,7 @@ func newSamba(t *testing.T) *samba {
 	_, port, _ := net.SplitHostPort(addr)
 	dir := t.TempDir()
 	var conf strings.Builder
-	fmt.Fprintf(&conf, "[global]\n  server role = standalone server\n  map to guest = Bad User\n  smb ports = %s\n  interfaces = 127.0.0.1\n  bind interfaces only = yes\n  disable netbios = yes\n  server min protocol = SMB2\n  log file = %s/log.%%m\n", port, dir)
+	fmt.Fprintf(&conf, "[global]\n  server role = standalone server\n  map to guest = Bad User\n  smb ports = %s\n  interfaces = 127.0.0.1\n  bind interfaces only = yes\n  disable netbios = yes\n  server min protocol = SMB2\n  rpc start on demand helpers = no\n  log file = %s/log.%%m\n", port, dir)
 	for _, d := range []string{"private dir", "lock directory", "state directory", "cache directory", "pid directory", "ncalrpc dir", "binddns dir"} {
 		sub := filepath.Join(dir, strings.ReplaceAll(d, " ", "-"))
 		fmt.Fprintf(&conf, "  %s = %s\n", d, sub)
@@ -60,7 +68,9 @@ func newSamba(t *testing.T) *samba {
 	if err := os.WriteFile(filepath.Join(dir, "smb.conf"), []byte(conf.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := &samba{dir: dir, addr: addr, cmd: exec.Command(smbd, "--foreground", "--no-process-group", "--configfile="+filepath.Join(dir, "smb.conf"), "--debug-stdout")}
+	s := &samba{dir: dir, addr: addr, cmd: exec.Command("sh", "-c", sambaScript, "sh", filepath.Join(dir, "smb.conf"))}
+	s.cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(smbd)+":"+os.Getenv("PATH"))
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	t.Cleanup(s.stop)
 	return s
 }
@@ -76,7 +86,7 @@ func (s *samba) start(t *testing.T) {
 
 func (s *samba) stop() {
 	if s.cmd.Process != nil {
-		_ = s.cmd.Process.Kill()
+		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 		_ = s.cmd.Wait()
 	}
 }
