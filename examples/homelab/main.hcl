@@ -256,7 +256,7 @@ provider "helm" "cluster" {
 # made inside it: the VM's deletion discards those steps, so a rollback
 # records them as reverted instead of asking a cluster that is gone.
 phase "rehearsal" {
-  description = "The disqualifying tests on a throwaway Talos VM: a pod writes to the data share and the node reads it back; the iGPU is visible. Nothing real is touched before this passes."
+  description = "The disqualifying tests on a throwaway Talos VM: a pod writes to the data share and the node reads it back; the iGPU's render node exists and a pod opens it. Nothing real is touched before this passes."
 
   # The Talos ISO from the Image Factory, of the node's version and
   # schematic (registered first, its installer checked): no ISO by hand.
@@ -362,14 +362,39 @@ phase "rehearsal" {
     depends_on    = [kubernetes_job.rehearsal_write]
   }
 
-  # The GPU test: the i915 driver (the schematic's extension) bound to a
-  # real Intel GPU. The old VM never had one, only a virtual card.
+  # The GPU test, as the apps will use it: the i915 driver (the
+  # schematic's extension) bound to a real Intel GPU made the render node
+  # that VA-API opens (its sysfs entry says DRM's numbers)...
   step "talos_read" "rehearsal_igpu" {
     provider      = talos.rehearsal
-    path          = "/proc/modules"
-    contains      = "i915"
-    error_message = "No Intel iGPU on the rehearsal node: the i915 driver is not loaded. Does the VM have the gpu device (pci ${var.igpu_pci}), and does the schematic carry siderolabs/i915? Without it Jellyfin and Frigate decode video on the CPU, as they did on the old VM all along."
+    path          = "/sys/class/drm/renderD128/dev"
+    expect        = "226:128"
+    error_message = "No render node (/dev/dri/renderD128) on the rehearsal node: the i915 driver did not bind an Intel GPU. Does the VM have the gpu device (pci ${var.igpu_pci}), and does the schematic carry siderolabs/i915? Without it Jellyfin and Frigate decode video on the CPU, as they did on the old VM all along."
     depends_on    = [talos_machine_config.rehearsal]
+  }
+
+  # ...and a pod given /dev/dri as Jellyfin's and Frigate's are (hostPath,
+  # privileged) opens it read-write.
+  step "kubernetes_job" "rehearsal_render" {
+    provider   = helm.cluster
+    kubeconfig = talos_kubeconfig.rehearsal.path
+    namespace  = "media"
+    name       = "render-node-open"
+    timeout    = "10m"
+    job = {
+      template = { spec = {
+        restartPolicy = "Never"
+        containers = [{
+          name            = "open"
+          image           = "busybox:1.36"
+          command         = ["sh", "-c", "test -c /dev/dri/renderD128 && exec 3<>/dev/dri/renderD128 && echo 'opened /dev/dri/renderD128'"]
+          securityContext = { privileged = true }
+          volumeMounts    = [{ name = "dri", mountPath = "/dev/dri" }]
+        }]
+        volumes = [{ name = "dri", hostPath = { path = "/dev/dri", type = "Directory" } }]
+      } }
+    }
+    depends_on = [kubernetes_namespace.rehearsal_media, talos_read.rehearsal_igpu]
   }
 
   # Both passed: the throwaway VM goes (this cannot be undone), and all
@@ -379,10 +404,10 @@ phase "rehearsal" {
     provider   = incus.host
     name       = "rehearsal"
     ensure     = "absent"
-    depends_on = [talos_read.rehearsal_data, talos_read.rehearsal_igpu]
+    depends_on = [talos_read.rehearsal_data, talos_read.rehearsal_igpu, kubernetes_job.rehearsal_render]
     discards = [
       incus_instance.rehearsal, talos_machine_config.rehearsal, talos_bootstrap.rehearsal,
-      kubernetes_namespace.rehearsal_media, kubernetes_job.rehearsal_write,
+      kubernetes_namespace.rehearsal_media, kubernetes_job.rehearsal_write, kubernetes_job.rehearsal_render,
     ]
   }
 }
