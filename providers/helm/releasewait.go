@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -153,13 +154,7 @@ func (w *releaseWaiter) look(ctx context.Context) string {
 // unready names the resources not ready at the last look.
 func (w *releaseWaiter) unready() string {
 	var b strings.Builder
-	for _, id := range slices.Sorted(func(yield func(string) bool) {
-		for id := range w.notReady {
-			if !yield(id) {
-				return
-			}
-		}
-	}) {
+	for _, id := range slices.Sorted(maps.Keys(w.notReady)) {
 		fmt.Fprintf(&b, "\nNot ready: %s (%s)", id, w.notReady[id])
 	}
 	return b.String()
@@ -388,9 +383,6 @@ func podStatesOf(pods []corev1.Pod) string {
 			b.WriteString(" (" + strings.Join(why, "; ") + ")")
 		}
 		b.WriteString(".")
-	}
-	if len(pods) == 0 {
-		return ""
 	}
 	return b.String()
 }
