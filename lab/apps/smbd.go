@@ -36,7 +36,18 @@ func smbd(ctx context.Context, c *Container) int {
 		}
 	}
 
-	conf, err := writeSmbConf(c)
+	// smbd's and samba-dcerpcd's unix sockets live in its run directories,
+	// and a socket's path has 107 bytes at most: not under the pod's deep
+	// root, in a short directory of its own instead.
+	run, err := os.MkdirTemp("/tmp", "lab-smbd-")
+	if err != nil {
+		c.logf("error: %v", err)
+
+		return 1
+	}
+	defer os.RemoveAll(run)
+
+	conf, err := writeSmbConf(c, run)
 	if err != nil {
 		c.logf("error: %v", err)
 
@@ -47,12 +58,11 @@ func smbd(ctx context.Context, c *Container) int {
 		[]string{dcerpcdProgram, "--foreground", "--no-process-group", "--libexec-rpcds", "--configfile=" + conf, "--debug-stdout"})
 }
 
-// writeSmbConf writes the smb.conf of the container's shares under its
-// root: guests may list them (map to guest = Bad User), each share's path
+// writeSmbConf writes the smb.conf of the container's shares in run,
+// smbd's run directories beside it: guests may list them (map to guest = Bad User), each share's path
 // is where the container's path lives, and smbd binds only the pod's
 // address (as a /8: smbd finds no interface for a bare loopback address).
-func writeSmbConf(c *Container) (string, error) {
-	dir := filepath.Join(c.Root, "samba")
+func writeSmbConf(c *Container, dir string) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[global]\n  server role = standalone server\n  map to guest = Bad User\n  smb ports = 445\n  interfaces = %s/8\n  bind interfaces only = yes\n  disable netbios = yes\n  server min protocol = SMB2\n  rpc start on demand helpers = no\n  log file = %s/log.%%m\n", c.Addr, dir)
 	for _, d := range []string{"private dir", "lock directory", "state directory", "cache directory", "pid directory", "ncalrpc dir", "binddns dir"} {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -15,7 +16,8 @@ import (
 
 // TestSambaSpeaksSMB: the Samba pod lists its SAMBA_VOLUME_CONFIG_*
 // shares to an SMB client as a guest, as the real image does, on the
-// pod's address and port 445; stopping the pod leaves no smbd behind.
+// pod's address and port 445, however deep its root (a unix socket's path
+// is short); stopping the pod leaves no smbd behind.
 func TestSambaSpeaksSMB(t *testing.T) {
 	t.Parallel()
 	if os.Geteuid() != 0 {
@@ -30,6 +32,8 @@ func TestSambaSpeaksSMB(t *testing.T) {
 			"SAMBA_VOLUME_CONFIG_photos": "[photos]; path=/shares/photos; browseable = yes; read only = yes",
 		},
 		Mounts: map[string]string{"/shares/files": files, "/shares/photos": photos},
+		// As deep as a pod's root in a lab: smbd's sockets must not be under it.
+		Root: filepath.Join(t.TempDir(), "demo/lab/incus/instances/talos/guest/kube/pods/62474ef2-bac8-4253-9b20-cab0dcde03b1/containers/samba"),
 	})
 	var shares []string
 	deadline := time.Now().Add(60 * time.Second)
