@@ -24,13 +24,27 @@ import (
 // record hashed before (plain hex SHA-256) is compared the old way; the
 // run that finds it unchanged writes it again keyed (and with the files
 // its step type reads now, when it did not digest them then).
+//
+// The attributes hashed leave out those that are null (not set): a
+// provider that gains an attribute, in a new release of migrate, does not
+// make every done step of its types look changed. Such hashes are
+// written "hmac-sha256-v2:KEYID:HEX" (or "sha256-v2:HEX" without a key);
+// a record of the form before ("hmac-sha256:", nulls included) is
+// compared that way and written again in the new one.
 
-const keyedPrefix = "hmac-sha256:"
+const (
+	keyedPrefix   = "hmac-sha256-v2:"
+	keyedPrefixV1 = "hmac-sha256:"
+	plainPrefix   = "sha256-v2:"
+)
 
 // inputs is a step's input hash now, and the plain ones an older record
 // may hold; all empty when the inputs are not known yet.
 type inputs struct {
 	hash, plain string
+	// keyedV1 is the keyed hash with null attributes included, as
+	// records made before held it.
+	keyedV1 string
 	// bare is the plain hash of the attributes alone: a record made
 	// before its step type digested the files it reads (helm_release,
 	// an exec step's script) holds it, and is no evidence that they
@@ -44,8 +58,10 @@ func (in inputs) matches(recorded string) bool {
 	switch {
 	case in.hash == "" || recorded == "":
 		return false
-	case strings.HasPrefix(recorded, keyedPrefix):
+	case strings.HasPrefix(recorded, keyedPrefix), strings.HasPrefix(recorded, plainPrefix):
 		return recorded == in.hash
+	case strings.HasPrefix(recorded, keyedPrefixV1):
+		return recorded == in.keyedV1
 	}
 	return recorded == in.plain || recorded == in.bare
 }
@@ -58,10 +74,11 @@ func (in inputs) stale(recorded string) bool {
 // stepInputs hashes a step's inputs: its attributes, plus what its
 // provider adds through InputDigester (files the attributes name).
 func (e *Engine) stepInputs(ctx context.Context, s *phases.Step, cfg cty.Value) inputs {
-	attrs, ok := attrBytes(cfg)
+	attrs, ok := attrBytes(cfg, false)
 	if !ok || !e.configured(s) {
 		return inputs{}
 	}
+	set, _ := attrBytes(cfg, true)
 	var digest string
 	if d, ok := e.provider(s).(providers.InputDigester); ok {
 		resp := d.InputDigest(ctx, providers.DigestRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg})
@@ -73,23 +90,34 @@ func (e *Engine) stepInputs(ctx context.Context, s *phases.Step, cfg cty.Value) 
 		digest = resp.Digest
 	}
 	in := inputs{plain: plainHash(attrs, digest), bare: plainHash(attrs, "")}
-	in.hash = in.plain
+	in.hash = plainPrefix + plainHash(set, digest)
 	if len(e.inputKey) > 0 {
-		mac := hmac.New(sha256.New, e.inputKey)
-		mac.Write(attrs)
-		mac.Write([]byte{0})
-		mac.Write([]byte(digest))
-		in.hash = keyedPrefix + e.keyID() + ":" + hex.EncodeToString(mac.Sum(nil))
+		in.keyedV1 = keyedPrefixV1 + e.keyID() + ":" + e.mac(attrs, digest)
+		in.hash = keyedPrefix + e.keyID() + ":" + e.mac(set, digest)
 	}
 	return in
 }
 
+// mac is the hex HMAC-SHA256 of attributes and a digest under the input
+// key.
+func (e *Engine) mac(attrs []byte, digest string) string {
+	m := hmac.New(sha256.New, e.inputKey)
+	m.Write(attrs)
+	m.Write([]byte{0})
+	m.Write([]byte(digest))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
 // attrBytes is the canonical encoding of a step's evaluated attributes:
-// their type, a NUL, their JSON. Not ok when they are not wholly known.
-func attrBytes(v cty.Value) ([]byte, bool) {
+// their type, a NUL, their JSON; with setOnly, without the attributes of
+// objects that are null. Not ok when they are not wholly known.
+func attrBytes(v cty.Value, setOnly bool) ([]byte, bool) {
 	plain, _ := v.UnmarkDeep()
 	if !plain.IsWhollyKnown() {
 		return nil, false
+	}
+	if setOnly {
+		plain = withoutNulls(plain)
 	}
 	b, err := ctyjson.Marshal(plain, plain.Type())
 	if err != nil {
@@ -100,6 +128,37 @@ func attrBytes(v cty.Value) ([]byte, bool) {
 		return nil, false
 	}
 	return append(append(ty, 0), b...), true
+}
+
+// withoutNulls is v with every null attribute of its objects left out,
+// at any depth. Lists and sets become tuples, maps objects: their
+// elements may no longer share one type, and the encoding only hashes
+// (an attribute's schema fixes which of them it is).
+func withoutNulls(v cty.Value) cty.Value {
+	if v.IsNull() {
+		return v
+	}
+	ty := v.Type()
+	switch {
+	case ty.IsObjectType() || ty.IsMapType():
+		attrs := map[string]cty.Value{}
+		for it := v.ElementIterator(); it.Next(); {
+			k, e := it.Element()
+			if e.IsNull() && ty.IsObjectType() {
+				continue
+			}
+			attrs[k.AsString()] = withoutNulls(e)
+		}
+		return cty.ObjectVal(attrs)
+	case ty.IsListType() || ty.IsSetType() || ty.IsTupleType():
+		var elems []cty.Value
+		for it := v.ElementIterator(); it.Next(); {
+			_, e := it.Element()
+			elems = append(elems, withoutNulls(e))
+		}
+		return cty.TupleVal(elems)
+	}
+	return v
 }
 
 // plainHash is the input hash as records held it before hashes were
@@ -128,7 +187,9 @@ func (e *Engine) keyID() string {
 func (e *Engine) otherKey(recorded string) string {
 	rest, ok := strings.CutPrefix(recorded, keyedPrefix)
 	if !ok {
-		return ""
+		if rest, ok = strings.CutPrefix(recorded, keyedPrefixV1); !ok {
+			return ""
+		}
 	}
 	id, _, _ := strings.Cut(rest, ":")
 	switch {

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
@@ -62,6 +63,25 @@ func (h *harness) planRun(r *phases.Runbook, key []byte) *engine.StepPlan {
 	return plan.Phases[0].Steps[0]
 }
 
+// setRecordedHash writes hash as the login step's input hash, as an
+// older migrate wrote it.
+func (h *harness) setRecordedHash(hash string) {
+	h.t.Helper()
+	st, err := state.Open(h.dir, state.Options{Lock: state.NewLockInfo("test"), MigrateVersion: "test"})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer st.Close()
+	rec, ok := st.Step(addr("login"))
+	if !ok {
+		h.t.Fatal("no record of fake_step.login")
+	}
+	rec.InputHash = hash
+	if err := st.Checkpoint(rec); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
 func (h *harness) recordedHash() string {
 	h.t.Helper()
 	st, err := state.Open(h.dir, state.Options{})
@@ -100,7 +120,7 @@ func TestInputHashIsKeyed(t *testing.T) {
 	key := []byte("0123456789abcdef0123456789abcdef")
 	h.planRun(r, key)
 	rec := h.recordedHash()
-	if !strings.HasPrefix(rec, "hmac-sha256:") || rec == guess(t, cfg) || strings.Contains(rec, guess(t, cfg)) {
+	if !strings.HasPrefix(rec, "hmac-sha256-v2:") || rec == guess(t, cfg) || strings.Contains(rec, guess(t, cfg)) {
 		t.Errorf("the recorded input hash %q is the plain hash a guess reproduces", rec)
 	}
 	planFile := filepath.Join(t.TempDir(), "p.json")
@@ -134,9 +154,10 @@ func TestPlainInputHashRewrittenKeyed(t *testing.T) {
 	h := newHarness(t)
 	r, cfg := keyedRunbook("hunter2")
 	h.planRun(r, nil)
-	if rec := h.recordedHash(); rec != guess(t, cfg) {
-		t.Fatalf("without a key the record holds %q, want the plain hash %q", rec, guess(t, cfg))
+	if rec := h.recordedHash(); strings.Contains(rec, "hmac") {
+		t.Fatalf("without a key the record holds %q, a keyed hash", rec)
 	}
+	h.setRecordedHash(guess(t, cfg)) // as migrate wrote it before hashes were keyed
 	// A step added to the phase makes it run again.
 	key := []byte("0123456789abcdef0123456789abcdef")
 	p := r.Phases[0]
@@ -149,11 +170,68 @@ func TestPlainInputHashRewrittenKeyed(t *testing.T) {
 		t.Errorf("the step was applied %d times, want once", n)
 	}
 	rec := h.recordedHash()
-	if !strings.HasPrefix(rec, "hmac-sha256:") {
+	if !strings.HasPrefix(rec, "hmac-sha256-v2:") {
 		t.Errorf("the old record was not written again keyed: %q", rec)
 	}
 	if sp := h.planRun(r, key); sp.Action != providers.NoOp {
 		t.Errorf("after the rewrite the step is planned %v (%s)", sp.Action, sp.Detail)
+	}
+}
+
+// TestAttributeAddedLaterKeepsStepDone: a step type that gains an
+// attribute (a new release of its provider), left unset, does not make
+// its done steps run again. A record of the form before (nulls hashed
+// too) is first compared as it was made, then written in the new form;
+// from then on attributes may be added.
+func TestAttributeAddedLaterKeepsStepDone(t *testing.T) {
+	t.Parallel()
+	key := []byte("0123456789abcdef0123456789abcdef")
+	withNew := func(cfg cty.Value) cty.Value {
+		attrs := cfg.AsValueMap()
+		attrs["digest"] = cty.NullVal(cty.String)
+		attrs["options"] = cty.NullVal(cty.Object(map[string]cty.Type{"wait": cty.Bool}))
+		return cty.ObjectVal(attrs)
+	}
+	for _, form := range []string{"v2", "v1"} {
+		t.Run(form, func(t *testing.T) {
+			h := newHarness(t)
+			r, cfg := keyedRunbook("hunter2")
+			h.planRun(r, key)
+			if form == "v1" {
+				// As a record of the release before was hashed: the
+				// attributes with their nulls, keyed.
+				mac := hmac.New(sha256.New, key)
+				ty, _ := ctyjson.MarshalType(cty.Object(map[string]cty.Type{"value": cty.String}))
+				b, _ := ctyjson.Marshal(cty.ObjectVal(map[string]cty.Value{"value": cty.StringVal("hunter2")}), cty.Object(map[string]cty.Type{"value": cty.String}))
+				mac.Write(append(append(ty, 0), b...))
+				mac.Write([]byte{0})
+				id := hmac.New(sha256.New, key)
+				id.Write([]byte("migrate input key id"))
+				h.setRecordedHash("hmac-sha256:" + hex.EncodeToString(id.Sum(nil))[:8] + ":" + hex.EncodeToString(mac.Sum(nil)))
+				p := r.Phases[0] // a step added, so that the phase runs and rewrites the record
+				p.Steps = append(p.Steps, mkStep(p, "added", value("added")))
+				if sp := h.planRun(r, key); sp.Action != providers.NoOp {
+					t.Fatalf("a record of the form before is planned %v (%s), want no-op", sp.Action, sp.Detail)
+				}
+				if rec := h.recordedHash(); !strings.HasPrefix(rec, "hmac-sha256-v2:") {
+					t.Fatalf("the record of the form before was not written again: %q", rec)
+				}
+			}
+			r.Phases[0].Steps[0].Config = phases.Static(withNew(cfg))
+			if sp := h.planRun(r, key); sp.Action != providers.NoOp {
+				t.Errorf("with a new attribute left unset the step is planned %v (%s), want no-op", sp.Action, sp.Detail)
+			}
+			if n := h.fake.Applied("fake_step.login"); n != 1 {
+				t.Errorf("the step was applied %d times, want once", n)
+			}
+			// A value set in the new attribute is a change.
+			attrs := withNew(cfg).AsValueMap()
+			attrs["digest"] = cty.StringVal("sha256:00")
+			r.Phases[0].Steps[0].Config = phases.Static(cty.ObjectVal(attrs))
+			if sp := h.planRun(r, key); sp.Action != providers.Update {
+				t.Errorf("with the new attribute set the step is planned %v (%s), want update", sp.Action, sp.Detail)
+			}
+		})
 	}
 }
 

@@ -173,17 +173,20 @@ func Check(h *Host, s Site) []Finding {
 			"The runbook leaves it as it is; if it should move too, add its steps to main.hcl.")
 	}
 
+	// The applications as installed.
+	fs = append(fs, checkApps(h, s)...)
+
 	// Room in the pools.
 	fs = append(fs, checkPools(h, s, inMove)...)
 
 	// The LAN.
-	if s.LANBridge == "" {
+	if s.LANBridge == "" && s.LANNetwork == "" {
 		var names []string
 		for _, n := range h.Networks {
 			names = append(names, fmt.Sprintf("%s (%s, %s)", n.Name, n.Type, managed(n)))
 		}
 		add(CodeNoLANBridge, Blocker, "networks", "no bridge to the LAN: the host has "+strings.Join(names, ", ")+"; a managed bridge with NAT keeps the node off the LAN",
-			"The Talos VM must be on the LAN (Talos' API, Kubernetes, Samba and the router's forwards reach it there): make a bridge of the LAN interface (IncusOS: give the interface the instances role in its network configuration; elsewhere: a bridge with the NIC in it), then set lan_bridge.")
+			"The Talos VM must be on the LAN (Talos' API, Kubernetes, Samba and the router's forwards reach it there): make a bridge of the LAN interface (IncusOS: give the interface the instances role in its network configuration, and set lan_bridge; or, after IncusOS's direct-attach tutorial, set lan_network to the managed physical network on it; elsewhere: a bridge with the NIC in it, then lan_bridge).")
 	}
 
 	// The data volume.

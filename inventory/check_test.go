@@ -155,3 +155,87 @@ func TestChooseOmitsAnOptionalRole(t *testing.T) {
 		t.Errorf("omitted without matrix: %v", site.Omit)
 	}
 }
+
+// TestAppFindings: what the move does about each app's install is a
+// finding; a release newer than the example's image raises the image in
+// the site, never lowers it.
+func TestAppFindings(t *testing.T) {
+	t.Parallel()
+	h := brief()
+	h.Instances[0].Apps = []inventory.App{
+		{Name: "Jellyfin", Role: inventory.RoleServices, Facts: &inventory.AppFacts{Kind: inventory.KindDebian, Package: "jellyfin-server", Version: "10.10.7+deb12",
+			Database: &inventory.Database{Engine: inventory.EngineSQLite, Path: "/var/lib/jellyfin/data/jellyfin.db"}}},
+		{Name: "Frigate", Role: inventory.RoleServices, Facts: &inventory.AppFacts{Kind: inventory.KindCompose, Package: "frigate", Version: "0.13.2",
+			ConfigFiles: []string{"/opt/frigate/docker-compose.yml"}, HWAccel: "preset-vaapi"}},
+	}
+	h.Instances[1].Apps = []inventory.App{{Name: "Synapse", Role: inventory.RoleMatrix, Facts: &inventory.AppFacts{Kind: inventory.KindDebian,
+		Database: &inventory.Database{Engine: inventory.EngineSQLite, Path: "/var/lib/matrix-synapse/homeserver.db"},
+		Tools:    []string{"/opt/venvs/matrix-synapse/bin/python"}, Unread: []string{"version: no matrix-synapse-py3 package (dpkg-query)"}}}}
+	site, guesses, err := inventory.Choose(h, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := site.Apps
+	if a.Jellyfin != (inventory.AppSite{Version: "10.10.7+deb12", Image: "jellyfin/jellyfin:10.10.7", Raised: true}) {
+		t.Errorf("Jellyfin's release: %+v", a.Jellyfin)
+	}
+	if a.Frigate != (inventory.AppSite{Version: "0.13.2", Image: "ghcr.io/blakeblackshear/frigate:0.14.1"}) {
+		t.Errorf("Frigate, older than the example: %+v (a newer image reads its data)", a.Frigate)
+	}
+	if a.Synapse.Version != "" || a.Synapse.Image != "matrixdotorg/synapse:v1.120" || a.SynapseDatabase != "sqlite3" || a.FrigateInstall != "compose" || a.JellyfinHWAccel != "none" {
+		t.Errorf("the apps' site: %+v", a)
+	}
+	fs := append(guesses, inventory.Check(h, site)...)
+	for _, c := range []struct{ code, severity, subject, says string }{
+		{inventory.CodeImageNewer, inventory.Info, "app Jellyfin", "jellyfin/jellyfin:10.10.7"},
+		{inventory.CodeHWAccelOff, inventory.Info, "app Jellyfin", "/dev/dri/renderD128"},
+		{inventory.CodeCompose, inventory.Info, "app Frigate", "docker compose -p frigate stop"},
+		{inventory.CodeNoSQLite3, inventory.Info, "app Synapse", "Synapse's own Python"},
+		{inventory.CodeAppUnread, inventory.Warning, "app Synapse", "set synapse_version"},
+		{inventory.CodeAppInstall, inventory.Info, "app Jellyfin", "Jellyfin 10.10.7+deb12; Debian package jellyfin-server; database SQLite /var/lib/jellyfin/data/jellyfin.db"},
+	} {
+		if !slices.ContainsFunc(fs, func(f inventory.Finding) bool {
+			return f.Code == c.code && f.Severity == c.severity && f.Subject == c.subject && strings.Contains(strings.ToLower(f.Seen+" "+f.Do), strings.ToLower(c.says))
+		}) {
+			t.Errorf("no %s %s finding on %s saying %q in %+v", c.severity, c.code, c.subject, c.says, fs)
+		}
+	}
+	if len(findingsOf(fs, inventory.CodeHWAccelOff)) != 1 {
+		t.Errorf("Frigate decodes with VA-API already: %+v", findingsOf(fs, inventory.CodeHWAccelOff))
+	}
+
+	// PostgreSQL: in the VM the move dumps it; elsewhere it cannot.
+	for host, severity := range map[string]string{"localhost": inventory.Warning, "db.lan": inventory.Blocker} {
+		h.Instances[1].Apps[0].Facts.Database = &inventory.Database{Engine: inventory.EnginePostgreSQL, Name: "synapse", Host: host}
+		pg := findingsOf(judge(t, h), inventory.CodeSynapsePostgres)
+		if len(pg) != 1 || pg[0].Severity != severity || !strings.Contains(pg[0].Seen+pg[0].Do, "pg_dump") {
+			t.Errorf("Synapse on PostgreSQL at %s: %+v", host, pg)
+		}
+	}
+}
+
+// TestLANPhysicalNetwork: IncusOS after its direct-attach tutorial lists
+// the LAN as a managed network of type physical (named as its interface,
+// which it hides): init takes it as lan_network, with no false
+// no-lan-bridge blocker.
+func TestLANPhysicalNetwork(t *testing.T) {
+	t.Parallel()
+	h := brief()
+	h.Networks = []inventory.Network{{Name: "incusbr0", Type: "bridge", Managed: true, NAT: true}, {Name: "enp5s0", Type: "physical", Managed: true, Parent: "enp5s0"}}
+	site, guesses, err := inventory.Choose(h, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if site.LANNetwork != "enp5s0" || site.LANBridge != "" {
+		t.Errorf("the LAN: network %q, bridge %q", site.LANNetwork, site.LANBridge)
+	}
+	if nb := findingsOf(append(guesses, inventory.Check(h, site)...), inventory.CodeNoLANBridge); len(nb) != 0 {
+		t.Errorf("a false blocker: %+v", nb)
+	}
+	// Without it, the host has no way onto the LAN: the blocker names both.
+	h.Networks = h.Networks[:1]
+	nb := findingsOf(judge(t, h), inventory.CodeNoLANBridge)
+	if len(nb) != 1 || !strings.Contains(nb[0].Do, "lan_network") {
+		t.Errorf("no LAN at all: %+v", nb)
+	}
+}

@@ -44,6 +44,14 @@ const (
 	CodeGuess            = "guess"
 	CodeTODO             = "todo"
 	CodeExistingSnapshot = "old-snapshots"
+	CodeAppInstall       = "app-install"      // how an app is installed, as read
+	CodeAppUnread        = "app-unread"       // what of an app could not be read
+	CodeImageNewer       = "image-newer"      // the old VM runs a newer release than the example's image
+	CodeSynapsePostgres  = "synapse-postgres" // Synapse on PostgreSQL
+	CodeNoSQLite3        = "no-sqlite3"       // no sqlite3 program in Synapse's VM
+	CodeHWAccelOff       = "hwaccel-off"      // an app decodes on the CPU
+	CodeCompose          = "compose"          // an app runs as a Compose project
+	CodeConfD            = "conf-d"           // an app's config is split over included files
 )
 
 // Count counts the findings of a severity.

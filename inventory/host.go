@@ -89,6 +89,8 @@ type App struct {
 	// Detail holds what its files say that the runbook uses (Synapse:
 	// server_name, public_baseurl).
 	Detail map[string]string `json:"detail,omitempty"`
+	// Facts are how it is installed, read inside the VM.
+	Facts *AppFacts `json:"facts,omitempty"`
 }
 
 // Pool is a storage pool with its space and custom volumes.
@@ -125,6 +127,7 @@ type Network struct {
 	NAT     bool     `json:"nat"`
 	DHCP    bool     `json:"dhcp"`
 	Address string   `json:"address,omitempty"` // a managed network's ipv4.address
+	Parent  string   `json:"parent,omitempty"`  // a physical or macvlan network's interface
 	UsedBy  []string `json:"used_by,omitempty"` // instance names
 }
 

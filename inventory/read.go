@@ -11,8 +11,6 @@ import (
 	"slices"
 	"strings"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
 )
 
@@ -75,7 +73,7 @@ func Read(ctx context.Context, c *incusapi.Client) (*Host, error) {
 			// A managed bridge NATs and serves DHCP unless told not to.
 			NAT:     n.Managed && n.Type == "bridge" && n.Config["ipv4.nat"] != "false" && n.Config["ipv4.address"] != "none",
 			DHCP:    n.Managed && n.Type == "bridge" && n.Config["ipv4.dhcp"] != "false" && n.Config["ipv4.address"] != "none",
-			Address: n.Config["ipv4.address"], UsedBy: instanceNames(n.UsedBy)})
+			Address: n.Config["ipv4.address"], Parent: n.Config["parent"], UsedBy: instanceNames(n.UsedBy)})
 	}
 	list, err := c.Instances(ctx)
 	if err != nil {
@@ -203,7 +201,9 @@ func shownKey(k string) bool {
 // probeApps looks for the move's applications through the files API
 // (HEAD and GET: what `incus file pull` reads).
 func probeApps(ctx context.Context, c *incusapi.Client, i *Instance) {
+	v := vm{ctx, c, i.Name}
 	for _, p := range appProbes {
+		evidence := p.path
 		if _, err := c.StatFile(ctx, i.Name, p.path); err != nil {
 			if !incusapi.IsNotFound(err) {
 				i.FilesError = err.Error()
@@ -212,32 +212,45 @@ func probeApps(ctx context.Context, c *incusapi.Client, i *Instance) {
 				}
 				return
 			}
-			continue
+			// Frigate's Compose project may live anywhere: Compose knows.
+			if evidence = ""; p.app == "Frigate" {
+				evidence = frigateComposeFile(v)
+			}
+			if evidence == "" {
+				continue
+			}
 		}
-		app := App{Name: p.app, Role: p.role, Evidence: p.path}
+		app := App{Name: p.app, Role: p.role, Evidence: evidence}
 		if p.hwaccelFile != "" {
 			if accel := hwaccel(ctx, c, i.Name, p.hwaccelFile); accel != "" {
 				app.HWAccel = accel + " (" + p.hwaccelFile + ")"
 			}
 		}
-		if p.app == "Synapse" {
-			app.Detail = synapseNames(ctx, c, i.Name, p.path)
+		app.Facts = readFacts(v, &app)
+		if f := app.Facts; app.HWAccel == "" && f != nil && f.HWAccel != "" && len(f.ConfigFiles) > 0 {
+			app.HWAccel = f.HWAccel + " (" + f.ConfigFiles[len(f.ConfigFiles)-1] + ")"
 		}
 		i.Apps = append(i.Apps, app)
 	}
 }
 
-// synapseNames are server_name and public_baseurl of a homeserver.yaml.
-func synapseNames(ctx context.Context, c *incusapi.Client, instance, file string) map[string]string {
-	b := readFile(ctx, c, instance, file)
-	var cfg struct {
-		ServerName    string `yaml:"server_name"`
-		PublicBaseURL string `yaml:"public_baseurl"`
-	}
-	if b == nil || yaml.Unmarshal(b, &cfg) != nil || cfg.ServerName == "" {
+// readFacts reads how an application is installed (nil for one whose
+// install the move does not depend on: k3s).
+func readFacts(v vm, app *App) *AppFacts {
+	var f AppFacts
+	switch app.Name {
+	case "Jellyfin":
+		f = jellyfinFacts(v)
+	case "Synapse":
+		f, app.Detail = synapseFacts(v)
+	case "Frigate":
+		f = frigateFacts(v)
+	case "Samba":
+		f = sambaFacts(v)
+	default:
 		return nil
 	}
-	return map[string]string{"server_name": cfg.ServerName, "public_baseurl": cfg.PublicBaseURL}
+	return &f
 }
 
 // readFile reads up to 256 KiB of a file inside an instance; nil when it

@@ -14,10 +14,13 @@ import (
 // variables that name the host's things, as Choose picked them. TODO
 // holds the variables Choose could not know, each with what to set.
 type Site struct {
-	StoragePool  string `json:"storage_pool"`
-	DataPool     string `json:"data_pool"`
-	DataVolume   string `json:"data_volume"`
-	LANBridge    string `json:"lan_bridge"`
+	StoragePool string `json:"storage_pool"`
+	DataPool    string `json:"data_pool"`
+	DataVolume  string `json:"data_volume"`
+	LANBridge   string `json:"lan_bridge"`
+	// LANNetwork is IncusOS's managed physical network on the LAN (its
+	// direct-attach tutorial), which the NICs then name: lan_network.
+	LANNetwork   string `json:"lan_network,omitempty"`
 	IGPUPCI      string `json:"igpu_pci"`
 	ServicesVM   string `json:"services_vm"`
 	MatrixVM     string `json:"matrix_vm"`
@@ -30,6 +33,8 @@ type Site struct {
 	// public_baseurl, when its homeserver.yaml could be read.
 	MatrixDomain string `json:"matrix_domain,omitempty"`
 	MatrixURL    string `json:"matrix_url,omitempty"`
+	// Apps are the applications' releases and install facts.
+	Apps AppsSite `json:"apps"`
 	// RetainUntil is when the old VMs may be deleted: two months on.
 	RetainUntil string `json:"retain_old_vms_until"`
 	// TODO: variable -> what only the user can say, for the variables
@@ -142,11 +147,14 @@ func Choose(h *Host, now time.Time) (Site, []Finding, error) {
 	// named data, else the only one.
 	s.DataPool, s.DataVolume = dataVolume(h, s.ServicesVM, guess)
 
-	// The LAN: an unmanaged bridge (IncusOS makes one of each interface),
-	// else a managed bridge that does not NAT.
-	var bridges, plain []string
+	// The LAN: IncusOS's managed physical network (its direct-attach
+	// tutorial), an unmanaged bridge (IncusOS makes one of each
+	// interface), else a managed bridge that does not NAT.
+	var bridges, plain, physical []string
 	for _, n := range h.Networks {
 		switch {
+		case n.Type == "physical" && n.Managed:
+			physical = append(physical, n.Name)
 		case n.Type == "bridge" && !n.Managed:
 			bridges = append(bridges, n.Name)
 		case n.Type == "bridge" && n.Managed && !n.NAT:
@@ -162,6 +170,13 @@ func Choose(h *Host, now time.Time) (Site, []Finding, error) {
 	case len(plain) > 0:
 		s.LANBridge = plain[0]
 		guess("lan_bridge", "no bridge of the host's own interfaces; "+s.LANBridge+" is a managed bridge without NAT", "Check that "+s.LANBridge+" is on the LAN (its DHCP is then the router's, not Incus'), or make a bridge of the LAN interface and set lan_bridge.")
+	}
+
+	if len(physical) > 0 {
+		s.LANNetwork = physical[0]
+		if len(physical) > 1 {
+			guess("lan_network", "the host has several managed physical networks: "+strings.Join(physical, ", "), "Set lan_network to the one on the LAN the router serves.")
+		}
 	}
 
 	// The iGPU: an Intel one (the i915 extension), else the first.
@@ -209,6 +224,7 @@ func Choose(h *Host, now time.Time) (Site, []Finding, error) {
 	}
 	s.TODO["matrix_tls_cert"] = "the certificate (with its chain) the ingress serves for the homeserver, age-encrypted (migrate secrets encrypt); matrix_tls_key its key"
 	s.TODO["forge_url"] = "the Gitea/Forgejo instance the CI runner registers with"
+	chooseApps(h, &s)
 	s.RetainUntil = now.AddDate(0, 2, 0).Format(time.DateOnly)
 	fs = append(fs, Finding{Code: CodeTODO, Severity: Guess, Subject: "site.auto.hcl",
 		Seen: "the host cannot tell " + strings.Join(sortedKeys(s.TODO), ", ") + ": main.hcl's defaults (its examples) stand for them",

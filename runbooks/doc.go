@@ -119,6 +119,10 @@
 // sensitive and nonsensitive, and: file(path) and templatefile(path, vars),
 // which read paths relative to the runbook directory (through the fs.FS
 // when inside it); fileexists(path); abspath(path), relative to
-// Options.Dir; basename and dirname; and env(name), which reads
-// Options.Environ.
+// Options.Dir; basename and dirname; env(name), which reads
+// Options.Environ; and not_older(image, version), the image unless its
+// tag is a version older than version (what the old VM runs, as migrate
+// init read it): the load, and so the plan, fails at the call naming
+// both, unless MIGRATE_ALLOW_DOWNGRADE (in Options.Environ) names the
+// image's repository (notolder.go).
 package runbooks

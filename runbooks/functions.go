@@ -47,6 +47,7 @@ func (l *Loader) functions() map[string]function.Function {
 	}
 	// templatefile sees every function except itself, so a template cannot
 	// recurse into templates.
+	fns["not_older"] = l.notOlderFunc()
 	fns["templatefile"] = l.templateFileFunc(maps.Clone(fns))
 	return fns
 }

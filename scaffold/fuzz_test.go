@@ -33,6 +33,9 @@ func FuzzRender(f *testing.F) {
 		in.Host.Instances = append(in.Host.Instances, inventory.Instance{Name: vm, Apps: []inventory.App{{Name: product}}})
 		in.Host.Pools = append(in.Host.Pools, inventory.Pool{Name: pool, Driver: product})
 		in.Findings = append(in.Findings, inventory.Finding{Do: advice + product, Steps: []string{"incus_instance.talos"}})
+		// What the VMs' own files say: users, paths, versions.
+		in.Site.Apps = inventory.AppsSite{SambaUsers: []string{product, vm}, JellyfinLibraryPaths: []string{advice},
+			Jellyfin: inventory.AppSite{Version: pool, Image: "jellyfin/jellyfin:" + vm}, FrigateHWAccel: product}
 		files, err := scaffold.Render(in)
 		if err != nil {
 			t.Fatal(err)
@@ -65,6 +68,9 @@ func FuzzRender(f *testing.F) {
 				if diags.HasErrors() || v.AsString() != cty.StringVal(want).AsString() {
 					t.Fatalf("%s = %#v (%v), want %q:\n%s", name, v, diags, want, file.Data)
 				}
+			}
+			if v, diags := attrs["samba_users"].Expr.Value(nil); diags.HasErrors() || v.LengthInt() != 2 || v.Index(cty.NumberIntVal(0)).AsString() != cty.StringVal(product).AsString() {
+				t.Fatalf("samba_users = %#v (%v), want [%q, %q]:\n%s", v, diags, product, vm, file.Data)
 			}
 			if _, ok := attrs["node_address"]; ok {
 				t.Fatalf("a name wrote node_address:\n%s", file.Data)

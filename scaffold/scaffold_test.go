@@ -1,6 +1,8 @@
 package scaffold_test
 
 import (
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,7 +12,9 @@ import (
 	"filippo.io/age"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
 
+	"github.com/homelab-migrate/migrate/examples/homelab"
 	"github.com/homelab-migrate/migrate/inventory"
 	"github.com/homelab-migrate/migrate/scaffold"
 	"github.com/homelab-migrate/migrate/secret/agefile"
@@ -213,5 +217,68 @@ func TestWriteNeverOverwrites(t *testing.T) {
 	fi, err := os.Stat(filepath.Join(ok, "secrets", "secrets.yaml.age"))
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("the bundle's file: %v %v", fi, err)
+	}
+}
+
+// TestSiteApps: site.auto.hcl carries each app's release as read and an
+// image never older, how each is installed, the names read in the VMs as
+// HCL values, and IncusOS's physical LAN network; inventory's idea of
+// the example's images is main.hcl's.
+func TestSiteApps(t *testing.T) {
+	in, _ := input(t)
+	in.Site.Apps = inventory.AppsSite{
+		Jellyfin:        inventory.AppSite{Version: "10.10.7+deb12", Image: "jellyfin/jellyfin:10.10.7", Raised: true},
+		Synapse:         inventory.AppSite{Version: "1.119.0+bookworm1", Image: "matrixdotorg/synapse:v1.120"},
+		SynapseDatabase: "psycopg2", FrigateInstall: "compose", JellyfinHWAccel: "none",
+		JellyfinLibraryPaths: []string{"/var/mnt/data/media/movies"}, SambaUsers: []string{"ana", `b"${en}`},
+	}
+	in.Site.LANNetwork, in.Site.LANBridge = "enp5s0", "" // IncusOS's physical network, after its direct-attach tutorial
+	files, err := scaffold.Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var site string
+	for _, f := range files {
+		if f.Path == "site.auto.hcl" {
+			site = string(f.Data)
+		}
+	}
+	parsed, diags := hclsyntax.ParseConfig([]byte(site), "site.auto.hcl", hcl.InitialPos)
+	if diags.HasErrors() {
+		t.Fatalf("site.auto.hcl: %v\n%s", diags, site)
+	}
+	attrs, _ := parsed.Body.JustAttributes()
+	for name, want := range map[string]string{"jellyfin_version": "10.10.7+deb12", "jellyfin_image": "jellyfin/jellyfin:10.10.7",
+		"synapse_version": "1.119.0+bookworm1", "synapse_image": "matrixdotorg/synapse:v1.120", "synapse_database": "psycopg2", "frigate_install": "compose", "lan_network": "enp5s0"} {
+		a, ok := attrs[name]
+		if !ok {
+			t.Errorf("site.auto.hcl lacks %s:\n%s", name, site)
+			continue
+		}
+		if v, _ := a.Expr.Value(nil); v.AsString() != want {
+			t.Errorf("%s = %#v, want %q", name, v, want)
+		}
+	}
+	if v, _ := attrs["samba_users"].Expr.Value(nil); v.LengthInt() != 2 || v.Index(cty.NumberIntVal(1)).AsString() != `b"${en}` {
+		t.Errorf("samba_users = %#v", v)
+	}
+	if strings.Contains(site, "TODO: lan_bridge") {
+		t.Errorf("site.auto.hcl asks for a bridge beside the physical network:\n%s", site)
+	}
+	if !strings.Contains(site, "TODO: frigate_version") || !strings.Contains(site, "raised from the example's jellyfin/jellyfin:10.10.3") {
+		t.Errorf("site.auto.hcl does not say what was raised or not read:\n%s", site)
+	}
+
+	// The example's images, as main.hcl's defaults.
+	main, err := fs.ReadFile(homelab.Runbook(), "main.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for app, image := range inventory.ExampleImages {
+		v := strings.ToLower(app) + "_image"
+		decl := fmt.Sprintf("variable %q {\n  type        = string\n  default     = %q\n", v, image)
+		if !strings.Contains(string(main), decl) {
+			t.Errorf("main.hcl's %s is not %s (inventory.ExampleImages)", v, image)
+		}
 	}
 }

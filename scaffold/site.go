@@ -2,10 +2,12 @@ package scaffold
 
 import (
 	"fmt"
-	"github.com/hashicorp/hcl/v2/hclwrite"
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/hashicorp/hcl/v2/hclwrite"
+	"github.com/zclconf/go-cty/cty"
 
 	"github.com/homelab-migrate/migrate/inventory"
 )
@@ -52,9 +54,12 @@ func siteHCL(in Input) []byte {
 	str("storage_pool", s.StoragePool, poolNote(h, s.StoragePool, "the Talos VM's disks and the ISO"))
 	str("data_pool", s.DataPool, poolNote(h, s.DataPool, "the data volume's pool"))
 	str("data_volume", s.DataVolume, "shared into the node by virtiofs, mounted at /var/mnt/data")
+	if s.LANNetwork != "" {
+		str("lan_network", s.LANNetwork, "IncusOS's managed physical network on the LAN: the NICs name it")
+	}
 	if s.LANBridge != "" {
 		str("lan_bridge", s.LANBridge, "the node's NIC is bridged onto the LAN here")
-	} else {
+	} else if s.LANNetwork == "" {
 		b.WriteString("# TODO: lan_bridge: the host has no bridge to the LAN (see migrate init's report).\n")
 	}
 	if s.IGPUPCI != "" {
@@ -77,6 +82,8 @@ func siteHCL(in Input) []byte {
 		str("matrix_domain", s.MatrixDomain, "Synapse's server_name")
 		str("matrix_url", s.MatrixURL, "its public_baseurl: where the internet reaches it")
 	}
+
+	appsHCL(&b, s.Apps, line, str)
 
 	b.WriteString("\n# What only you know: until you set them, main.hcl's defaults stand (its\n# examples), so a plan works but a run would reach the wrong place.\n")
 	for _, name := range slices.Sorted(maps.Keys(s.TODO)) {
@@ -139,3 +146,42 @@ func gpuNote(h *inventory.Host, pci string) string {
 }
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// appsHCL writes the applications' variables: each release as the old VM
+// runs it (the floor not_older holds the image to) and the image, never
+// older; how each is installed; the names its settings hold (paths,
+// users: read in the VM, so written as HCL values, never spliced).
+func appsHCL(b *strings.Builder, a inventory.AppsSite, line func(name, value, note string), str func(name, value, note string)) {
+	b.WriteString("\n# The applications, as the old VMs run them: an image is never older than\n# what ran there (its database is migrated one way); the plan refuses one.\n")
+	release := func(app, v string, r inventory.AppSite) {
+		if r.Version == "" {
+			b.WriteString(comment("# ", "#   ", fmt.Sprintf("TODO: %s_version: %s's release could not be read (see migrate init's report): set it to what the old VM runs, or nothing holds %s_image to it.", v, app, v)))
+			return
+		}
+		str(v+"_version", r.Version, "read in the old VM")
+		note := "the example's: " + r.Version + " or newer"
+		if r.Raised {
+			note = "raised from the example's " + inventory.ExampleImages[app] + " to the old VM's release"
+		}
+		str(v+"_image", r.Image, note)
+	}
+	release("Jellyfin", "jellyfin", a.Jellyfin)
+	release("Synapse", "synapse", a.Synapse)
+	release("Frigate", "frigate", a.Frigate)
+	str("synapse_database", a.SynapseDatabase, "Synapse's database.name: psycopg2 is PostgreSQL")
+	str("frigate_install", a.FrigateInstall, "compose: stopped with docker compose, no frigate.service")
+	str("jellyfin_hwaccel", a.JellyfinHWAccel, "as the old Jellyfin was set; the move turns VA-API on where the node has the render node")
+	str("frigate_hwaccel", a.FrigateHWAccel, "the old Frigate's hwaccel_args")
+	list := func(name string, vals []string, note string) {
+		if len(vals) == 0 {
+			return
+		}
+		elems := make([]cty.Value, len(vals))
+		for i, v := range vals {
+			elems[i] = cty.StringVal(v)
+		}
+		line(name, strings.TrimSpace(string(hclwrite.TokensForValue(cty.ListVal(elems)).Bytes())), note)
+	}
+	list("jellyfin_library_paths", a.JellyfinLibraryPaths, "its libraries' paths (root/default/*/options.xml)")
+	list("samba_users", a.SambaUsers, "pdbedit -L: names only")
+}

@@ -11,6 +11,21 @@
 // MaxLine is cut where no secret straddles the cut. Visible makes the
 // terminal controls in a text visible, for what commands and guests print.
 //
+// A secret of several words is learned word by word too (pieces: each
+// word of MinPiece bytes or more), since a command may print one word of
+// it. That is wrong for a document that is secret for a few values in it:
+// a Talos machine config as user_data holds the cluster's keys, and the
+// node's name, its endpoint and its paths, which are in every plan. Its
+// provider lists the secrets inside it (the phases.SecretParts mark,
+// beside the sensitive one: talos_machine_config lists what the Talos
+// machinery and its own scrubber redact, and each key's PEM lines), and
+// AddMarked learns such a document whole, in all its forms, and each
+// part in all its forms and words: the keys are scrubbed in every
+// encoding and alone on a line, the node's name is not. A mark made for
+// another text (the document transformed, or inside a longer string) is
+// ignored, and that text is learned word by word: what is not known to be
+// a document's listed secrets is scrubbed as any secret.
+//
 // Marks on cty values (phases.SensitiveMark) say what is secret; this
 // package only finds and replaces.
 package secret

@@ -15,6 +15,12 @@ import (
 // replace a sensitive value before they quote, join or encode it. Forms
 // equal to x or empty are left out by the caller.
 func forms(x string) []string {
+	return append(wholeForms(x), pieces(x)...)
+}
+
+// wholeForms are the forms of x as a whole, without its words: those of
+// a document whose secret parts are known one by one (phases.SecretParts).
+func wholeForms(x string) []string {
 	out := []string{x}
 	out = append(out, escaped(x)...)
 	out = append(out, shellQuoted(x)...)
@@ -23,7 +29,7 @@ func forms(x string) []string {
 	if strings.Contains(x, "\n") {
 		out = append(out, strings.ReplaceAll(x, "\n", "\r\n")) // through a terminal
 	}
-	return append(out, pieces(x)...)
+	return out
 }
 
 // escaped are x inside a Go %q, a JSON string (with and without the HTML

@@ -94,8 +94,60 @@ func (s *Scrubber) Longest() int {
 }
 
 // AddMarked learns every string (and number) inside the parts of v marked
-// phases.SensitiveMark.
-func (s *Scrubber) AddMarked(v cty.Value) { s.Add(Marked(v)...) }
+// phases.SensitiveMark. A string that also carries the phases.SecretParts
+// mark made for it is learned whole and by its parts (AddDocument).
+func (s *Scrubber) AddMarked(v cty.Value) {
+	for _, x := range markedValues(v) {
+		plain, pvm := x.UnmarkDeepWithPaths()
+		_ = cty.Walk(plain, func(p cty.Path, y cty.Value) (bool, error) {
+			if text, parts, ok := document(y, marksAt(pvm, p)); ok {
+				s.AddDocument(text, parts)
+				return false, nil
+			}
+			if !y.Type().IsPrimitiveType() {
+				return true, nil
+			}
+			s.Add(leaves(y)...)
+			return false, nil
+		})
+	}
+}
+
+// AddDocument learns a secret document whose secrets are parts: the
+// document whole, in all its forms, and each part in all its forms and
+// words, but not the document's own words. A Talos machine config is
+// secret for its keys, not for the node's name in it.
+func (s *Scrubber) AddDocument(text string, parts []string) {
+	if len(strings.TrimSpace(text)) >= max(s.Min, 1) {
+		s.learn(wholeForms(text))
+	}
+	s.Add(parts...)
+}
+
+// document is the text of y, a string, and its parts, when marks hold a
+// phases.SecretParts made for that very text.
+func document(y cty.Value, marks cty.ValueMarks) (string, []string, bool) {
+	if y.Type() != cty.String || !y.IsKnown() || y.IsNull() {
+		return "", nil, false
+	}
+	text := y.AsString()
+	for m := range marks {
+		if sp, ok := m.(phases.SecretParts); ok && sp.Describes(text) {
+			return text, sp.Parts(), true
+		}
+	}
+	return "", nil, false
+}
+
+// marksAt are the marks at path p among pvm.
+func marksAt(pvm []cty.PathValueMarks, p cty.Path) cty.ValueMarks {
+	for _, m := range pvm {
+		if m.Path.Equals(p) {
+			return m.Marks
+		}
+	}
+	return nil
+}
 
 // AddValue learns every string (and number) inside v, marked or not: for
 // values known to be secret as a whole.
@@ -141,15 +193,25 @@ func (s *Scrubber) Diags(d phases.Diagnostics) phases.Diagnostics {
 // Marked lists the strings (and numbers, in their decimal form) inside the
 // parts of v marked phases.SensitiveMark.
 func Marked(v cty.Value) []string {
+	var found []string
+	for _, x := range markedValues(v) {
+		found = append(found, leaves(x)...)
+	}
+	return found
+}
+
+// markedValues are the outermost values inside v marked
+// phases.SensitiveMark, with their marks.
+func markedValues(v cty.Value) []cty.Value {
 	if v == cty.NilVal {
 		return nil
 	}
-	var found []string
+	var found []cty.Value
 	_ = cty.Walk(v, func(_ cty.Path, x cty.Value) (bool, error) {
 		if !x.HasMark(phases.SensitiveMark) {
 			return true, nil
 		}
-		found = append(found, leaves(x)...)
+		found = append(found, x)
 		return false, nil
 	})
 	return found

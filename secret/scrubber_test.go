@@ -2,6 +2,7 @@ package secret_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"strings"
 	"sync"
 	"testing"
@@ -104,5 +105,43 @@ func TestScrubberScrubsTheWordsOfALongerSecret(t *testing.T) {
 		if got := s.Text(in); got != want {
 			t.Errorf("Text(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A document whose secrets are listed (phases.SecretParts: a machine
+// config) is scrubbed whole and by its parts, in their forms, but its
+// other words stay: they are no secret. The same mark on another text
+// (the document transformed) is ignored: that text is learned word by
+// word, as any secret.
+func TestAddMarkedDocumentLearnsItsParts(t *testing.T) {
+	t.Parallel()
+	const doc = "machine:\n  token: abcdef.0123456789abcdef\n  hostname: talos-home\n"
+	parts := []string{"abcdef.0123456789abcdef"}
+	var s secret.Scrubber
+	s.AddMarked(cty.StringVal(doc).Mark(phases.SensitiveMark).Mark(phases.NewSecretParts(doc, parts)))
+	for in, want := range map[string]string{
+		"node talos-home":                  "node talos-home",
+		"  token: abcdef.0123456789abcdef": "  token: (sensitive value)",
+		"x " + base64.StdEncoding.EncodeToString([]byte("abcdef.0123456789abcdef")): "x (sensitive value)",
+		"[" + doc + "]": "[(sensitive value)]",
+	} {
+		if got := s.Text(in); got != want {
+			t.Errorf("Text(%q) = %q, want %q", in, got, want)
+		}
+	}
+	// inside a value marked sensitive whole (sensitive() of an object)
+	var within secret.Scrubber
+	within.AddMarked(cty.ObjectVal(map[string]cty.Value{
+		"user_data": cty.StringVal(doc).Mark(phases.NewSecretParts(doc, parts)),
+		"other":     cty.StringVal("an other secret"),
+	}).Mark(phases.SensitiveMark))
+	if got := within.Text("talos-home abcdef.0123456789abcdef an other secret"); got != "talos-home (sensitive value) (sensitive value)" {
+		t.Errorf("a document inside a sensitive object: %q", got)
+	}
+	var other secret.Scrubber
+	upper := strings.ToUpper(doc)
+	other.AddMarked(cty.StringVal(upper).Mark(phases.SensitiveMark).Mark(phases.NewSecretParts(doc, parts)))
+	if got := other.Text("TALOS-HOME"); got != phases.Redacted {
+		t.Errorf("a mark made for another text is trusted: %q", got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	wordwrap "github.com/mitchellh/go-wordwrap"
 
 	"github.com/homelab-migrate/migrate/inventory"
+	"github.com/homelab-migrate/migrate/secret"
 )
 
 // InitReport is what `migrate init` found and wrote.
@@ -61,6 +62,11 @@ func (v *View) Init(r InitReport) {
 			parts = append(parts, "runs "+strings.Join(apps, ", "))
 		}
 		fmt.Fprintf(v.out, "  instance %-12s %s\n", i.Name, strings.Join(parts, ", "))
+		for _, a := range i.Apps {
+			if a.Facts != nil {
+				fmt.Fprint(v.out, wrapIndent(appLine(a.Name, a.Facts), "           app ", "               ", v.width))
+			}
+		}
 	}
 	for _, p := range h.Pools {
 		room := ""
@@ -109,7 +115,7 @@ func (v *View) Init(r InitReport) {
 			label = st.bold
 		}
 		fmt.Fprintf(v.out, "  %s %s [%s]\n", label(strings.ToUpper(f.Severity)), f.Subject, f.Code)
-		fmt.Fprint(v.out, wrapIndent(f.Seen, "    seen: ", "          ", v.width))
+		fmt.Fprint(v.out, wrapIndent(secret.Visible(f.Seen), "    seen: ", "          ", v.width)) // it quotes what the host and its VMs hold
 		fmt.Fprint(v.out, wrapIndent(f.Do, "    do:   ", "          ", v.width))
 		if len(f.Steps) > 0 && r.Dir != "" {
 			fmt.Fprint(v.out, wrapIndent("marked TODO in main.hcl: "+strings.Join(f.Steps, ", "), "          ", "          ", v.width))
@@ -161,4 +167,31 @@ func wrapIndent(text, first, rest string, width int) string {
 		lines[i] = strings.TrimRight(prefix+lines[i], " ")
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// appLine says how an application is installed: kind, version, database
+// engine, config files, paths, users and hardware decoding.
+func appLine(name string, f *inventory.AppFacts) string {
+	kind := map[string]string{inventory.KindDebian: "Debian package", inventory.KindCompose: "Compose project", inventory.KindBinary: "by hand"}[f.Kind]
+	parts := []string{fmt.Sprintf("%s %s (%s)", name, cmp.Or(f.Version, "version unknown"), strings.TrimSpace(kind+" "+f.Package))}
+	if d := f.Database; d != nil {
+		db := "SQLite " + d.Path
+		if d.Engine == inventory.EnginePostgreSQL {
+			db = fmt.Sprintf("PostgreSQL %s on %s", d.Name, cmp.Or(d.Host, "localhost"))
+		}
+		parts = append(parts, "database "+db)
+	}
+	if len(f.ConfigFiles) > 0 {
+		parts = append(parts, "config "+strings.Join(f.ConfigFiles, " "))
+	}
+	if len(f.LibraryPaths) > 0 {
+		parts = append(parts, "paths "+strings.Join(f.LibraryPaths, " "))
+	}
+	if len(f.Users) > 0 {
+		parts = append(parts, "users "+strings.Join(f.Users, " "))
+	}
+	if name == "Jellyfin" || name == "Frigate" {
+		parts = append(parts, "hardware decoding "+cmp.Or(f.HWAccel, "off"))
+	}
+	return secret.Visible(strings.Join(parts, "; ")) // names from the VM: its controls shown, not obeyed
 }

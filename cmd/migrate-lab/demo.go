@@ -295,6 +295,11 @@ func (d *demo) script(ctx context.Context) error {
 		if err := d.run(ctx, false, "run", "--phase", ph, "--auto-approve"); err != nil {
 			return err
 		}
+		if ph == "platform" {
+			if err := d.configCleared(ctx); err != nil {
+				return err
+			}
+		}
 	}
 	ingress := []string{"run", "--phase", "ingress-matrix", "--auto-approve", "--approve", "approval.dns"}
 	d.v.Say("Phase ingress-matrix, with a failure injected: the homeserver does not answer from the internet")
@@ -437,6 +442,37 @@ func (d *demo) oldVMsBack(ctx context.Context) error {
 		}
 		d.v.UnitActive(u.vm, u.unit)
 	}
+	return nil
+}
+
+// configCleared checks, through the lab's Incus host, that the Talos VM
+// installed from its config drive and that its instance config no longer
+// holds the first machine config (cloud-init.user-data), nor the drive.
+func (d *demo) configCleared(ctx context.Context) error {
+	opts, err := incusapi.RemoteOptions(labenv.ClientConfig(d.lab), "")
+	if err != nil {
+		return err
+	}
+	c, err := incusapi.New(opts)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	in, _, err := c.Instance(ctx, "talos")
+	if err != nil {
+		return err
+	}
+	if _, ok := in.Config["cloud-init.user-data"]; ok {
+		return errors.New("the Talos VM's instance config still holds cloud-init.user-data (the cluster's keys) after the platform phase")
+	}
+	for name, dev := range in.Devices {
+		if dev["source"] == "cloud-init:config" {
+			return fmt.Errorf("the Talos VM still has its config drive (device %s) after the platform phase", name)
+		}
+	}
+	d.v.Say("The Talos VM, read from the lab's Incus host: its instance config holds no cloud-init.user-data and no config drive any more")
 	return nil
 }
 

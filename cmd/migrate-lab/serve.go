@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/homelab-migrate/migrate/lab/home"
+	"github.com/homelab-migrate/migrate/lab/incushost"
 	"github.com/homelab-migrate/migrate/lab/kubecp"
 	"github.com/homelab-migrate/migrate/lab/labenv"
 	"github.com/homelab-migrate/migrate/views"
@@ -19,6 +20,8 @@ import (
 func (a *app) serveCommand() *cobra.Command {
 	var dir string
 	var block int
+	var debian bool
+	var host incushost.OldHost
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the lab home server until Ctrl-C or SIGTERM",
@@ -26,29 +29,40 @@ func (a *app) serveCommand() *cobra.Command {
 old VMs (services, matrix, k3s), as an IncusOS host: HTTPS only, pools
 local and tank (its data volume), the NAT bridge incusbr0 and a bridge to
 the LAN, whose router leases addresses by MAC. Its VMs booted from the
-Talos ISO become Talos nodes in maintenance mode (a real Kubernetes after
-their bootstrap); the Image Factory (the ISO) and the Matrix federation endpoint of
+Talos ISO become Talos nodes, installed from their config drive (a nocloud
+ISO and the instance's cloud-init.user-data) or in maintenance mode (a
+real Kubernetes after their bootstrap); the Image Factory (the ISO) and the Matrix federation endpoint of
 examples/homelab are there too. In another shell,
 eval "$(migrate-lab env)" points migrate at it.
 
 SIGUSR1 makes the federation endpoint fail (503), SIGUSR2 heals it.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return a.serve(c.Context(), dir, block)
+			var oldHost *incushost.OldHost
+			if debian {
+				oldHost = &host
+			}
+			return a.serve(c.Context(), dir, block, oldHost)
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", labenv.DefaultDir(), "the lab's directory `D`")
 	cmd.Flags().IntVar(&block, "address-block", 0, "the VMs get addresses 127.`B`.1.N, on the LAN 127.B.200.N (0: 127.0.1.N); another block lets two labs run side by side")
+	cmd.Flags().BoolVar(&debian, "debian", false, "the old VMs are Debian 12 hosts (a debootstrap root, built once as root) with the apps as their packaging installs them")
+	cmd.Flags().StringVar(&host.SynapseDB, "synapse-db", "sqlite3", "with --debian: Synapse's database, `sqlite3` or psycopg2 (PostgreSQL 15 in the matrix VM)")
+	cmd.Flags().StringVar(&host.SynapseVersion, "synapse-version", incushost.DefaultSynapseVersion, "with --debian: the old Synapse's `version`")
+	cmd.Flags().StringVar(&host.JellyfinVersion, "jellyfin-version", incushost.DefaultJellyfinVersion, "with --debian: the old Jellyfin's `version`")
+	cmd.Flags().StringVar(&host.FrigateVersion, "frigate-version", incushost.DefaultFrigateVersion, "with --debian: the old Frigate's `version` (its Compose image tag)")
+	cmd.Flags().BoolVar(&host.HWAccel, "hwaccel", false, "with --debian: hardware decoding on in the old Jellyfin and Frigate (off: as on a VM without a GPU)")
 	return cmd
 }
 
-func (a *app) serve(ctx context.Context, dir string, block int) error {
+func (a *app) serve(ctx context.Context, dir string, block int, oldHost *incushost.OldHost) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if _, err := labenv.Read(dir); err == nil {
 		return fmt.Errorf("a lab already runs in %s: stop it first, or give another --dir", dir)
 	}
-	h, err := home.Start(ctx, home.Options{Dir: dir, Log: logWriter{}, AddressBlock: block})
+	h, err := home.Start(ctx, home.Options{Dir: dir, Log: logWriter{}, AddressBlock: block, OldHost: oldHost})
 	if err != nil {
 		return err
 	}

@@ -68,6 +68,18 @@ variable "lan_bridge" {
   description = "The host's bridge to the LAN (IncusOS makes one of each interface, named after it: incus network list shows it). The node must be on the LAN: Talos' API, Kubernetes, Samba, the NodePorts and the router's forwards reach it there; incusbr0 is NAT."
 }
 
+variable "lan_network" {
+  type        = string
+  default     = ""
+  description = "A managed network of type physical on the LAN, when the host has one: IncusOS's direct-attach tutorial gives the LAN interface the instances role (a bridge of the host's own appears) and makes a managed physical network on it, and the NICs then name that network (Incus refuses nictype and parent beside network). Empty: the NICs are bridged onto lan_bridge."
+}
+
+locals {
+  # The NIC's way onto the LAN, without its MAC: by the managed physical
+  # network when there is one, else bridged.
+  lan_nic = var.lan_network != "" ? tomap({ type = "nic", network = var.lan_network }) : tomap({ type = "nic", nictype = "bridged", parent = var.lan_bridge })
+}
+
 variable "node_mac" {
   type        = string
   default     = "10:66:6a:4d:16:50"
@@ -77,7 +89,7 @@ variable "node_mac" {
 variable "node_address" {
   type        = string
   default     = "192.168.1.50"
-  description = "The address the router's DHCP reserves for node_mac. Incus cannot see it (Talos runs no Incus agent): migrate reaches the node here, and checks, before the first config, that the node answering is the VM with node_mac."
+  description = "The address the router's DHCP reserves for node_mac. Incus cannot see it (Talos runs no Incus agent): migrate reaches the node here over its authenticated API; the first config goes through the Incus host (the VM's config drive), not to this address."
 }
 
 variable "rehearsal_mac" {
@@ -158,6 +170,81 @@ variable "k3s_vm" {
   type        = string
   default     = "k3s"
   description = "The old Incus VM of the k3s playground."
+}
+
+# The applications as the old VMs run them (migrate init reads them): an
+# image is never older than what ran there, since a database is migrated
+# one way; not_older refuses one at plan, naming both versions.
+variable "jellyfin_version" {
+  type        = string
+  default     = ""
+  description = "The Jellyfin the old services VM runs (dpkg-query: jellyfin-server, e.g. 10.10.7+deb12); empty: not read, no floor."
+}
+
+variable "jellyfin_image" {
+  type        = string
+  default     = "jellyfin/jellyfin:10.10.3"
+  description = "Jellyfin's image on the node: of jellyfin_version or newer."
+}
+
+variable "jellyfin_hwaccel" {
+  type        = string
+  default     = "none"
+  description = "The hardware decoding the old Jellyfin was set for (encoding.xml's HardwareAccelerationType: none, vaapi, qsv)."
+}
+
+variable "jellyfin_library_paths" {
+  type        = list(string)
+  default     = []
+  description = "The paths Jellyfin's libraries name (root/default/*/options.xml), as the old VM has them."
+}
+
+variable "frigate_version" {
+  type        = string
+  default     = ""
+  description = "The Frigate the old services VM runs (its Compose project's image tag, e.g. 0.14.1); empty: not read, no floor."
+}
+
+variable "frigate_image" {
+  type        = string
+  default     = "ghcr.io/blakeblackshear/frigate:0.14.1"
+  description = "Frigate's image on the node: of frigate_version or newer."
+}
+
+variable "frigate_install" {
+  type        = string
+  default     = "compose"
+  description = "How Frigate runs in the old VM: compose (a Docker Compose project, stopped by docker compose) or service (a frigate.service unit)."
+}
+
+variable "frigate_hwaccel" {
+  type        = string
+  default     = ""
+  description = "The hwaccel_args of the old Frigate's config.yml (preset-vaapi, ...); empty: decoding on the CPU."
+}
+
+variable "synapse_version" {
+  type        = string
+  default     = ""
+  description = "The Synapse the old matrix VM runs (dpkg-query: matrix-synapse-py3, e.g. 1.120.2+bookworm1); empty: not read, no floor."
+}
+
+variable "synapse_image" {
+  type        = string
+  default     = "matrixdotorg/synapse:v1.120"
+  description = "Synapse's image on the node: of synapse_version or newer (Synapse refuses a database schema newer than its own)."
+}
+
+variable "synapse_database" {
+  type        = string
+  default     = "sqlite3"
+  description = "The database engine of the old Synapse (its database.name): sqlite3 or psycopg2 (PostgreSQL)."
+}
+
+variable "samba_users" {
+  type        = list(string)
+  default     = []
+  description = "The old Samba's accounts (pdbedit -L), names only."
 }
 
 variable "matrix_domain" {
@@ -260,8 +347,11 @@ phase "rehearsal" {
 
   # The Talos ISO from the Image Factory, of the node's version and
   # schematic (registered first, its installer checked): no ISO by hand.
+  # Its nocloud platform reads the first config from the VM's config
+  # drive before any maintenance mode.
   step "talos_image" "talos" {
     provider = talos.node
+    platform = "nocloud"
     path     = var.talos_iso_dir == "" ? null : "${var.talos_iso_dir}/talos-${var.talos_version}-i915.iso"
   }
 
@@ -273,36 +363,59 @@ phase "rehearsal" {
     source_file = talos_image.talos.path
   }
 
+  # The first config, with the cluster's keys, never crosses the LAN:
+  # rendered here, it goes into the VM's cloud-init.user-data through the
+  # Incus host's API, and the node installs from its config drive.
+  step "talos_machine_config" "rehearsal" {
+    provider      = talos.rehearsal
+    first_install = "nocloud"
+    patches       = ["patches/rehearsal.yaml"]
+    verify        = { services = ["apid"] }
+  }
+
   step "incus_instance" "rehearsal" {
     provider = incus.host
     type     = "virtual-machine"
     empty    = true
     cpu      = var.rehearsal_cpu
     memory   = var.rehearsal_memory
-    config   = { "security.secureboot" = "false" } # the Factory's metal ISO is not signed for Secure Boot
+    config = {
+      "security.secureboot"  = "false" # the Factory's ISO is not signed for Secure Boot
+      "cloud-init.user-data" = talos_machine_config.rehearsal.user_data
+    }
     devices = {
       root    = { type = "disk", pool = var.storage_pool, path = "/", size = "16GiB" }
       data    = { type = "disk", pool = var.data_pool, source = var.data_volume, path = "/var/mnt/data" } # virtiofs tag incus_data
-      lan     = { type = "nic", nictype = "bridged", parent = var.lan_bridge, hwaddr = var.rehearsal_mac }
+      lan     = merge(local.lan_nic, { hwaddr = var.rehearsal_mac })
       igpu    = { type = "gpu", gputype = "physical", pci = var.igpu_pci }
       install = { type = "disk", pool = incus_volume.talos_iso.pool, source = incus_volume.talos_iso.name, "boot.priority" = "10" }
+      cidata  = { type = "disk", source = "cloud-init:config" } # the config drive: the user-data above
     }
     start = true # no wait_for: on the LAN, only the router knows its address
   }
 
-  # Sent only to the VM just made: the node at rehearsal_address must
-  # have its MAC, or nothing is sent.
-  step "talos_machine_config" "rehearsal" {
+  # Installed: the node answers on its authenticated API (mTLS with the
+  # cluster's client certificate)...
+  step "talos_service_health" "rehearsal_installed" {
     provider   = talos.rehearsal
-    mac        = var.rehearsal_mac
-    patches    = ["patches/rehearsal.yaml"]
-    verify     = { services = ["apid"] }
+    services   = ["apid"]
     depends_on = [incus_instance.rehearsal]
+  }
+
+  # ...so its config leaves the Incus host's instance config, and the
+  # drive goes.
+  step "incus_device" "rehearsal_config_cleared" {
+    provider     = incus.host
+    instance     = incus_instance.rehearsal.name
+    name         = "cidata"
+    ensure       = "absent"
+    unset_config = ["cloud-init.user-data"]
+    depends_on   = [talos_service_health.rehearsal_installed]
   }
 
   step "talos_bootstrap" "rehearsal" {
     provider   = talos.rehearsal
-    depends_on = [talos_machine_config.rehearsal]
+    depends_on = [talos_service_health.rehearsal_installed]
   }
 
   step "talos_kubeconfig" "rehearsal" {
@@ -370,7 +483,7 @@ phase "rehearsal" {
     path          = "/sys/class/drm/renderD128/dev"
     expect        = "226:128"
     error_message = "No render node (/dev/dri/renderD128) on the rehearsal node: the i915 driver did not bind an Intel GPU. Does the VM have the gpu device (pci ${var.igpu_pci}), and does the schematic carry siderolabs/i915? Without it Jellyfin and Frigate decode video on the CPU, as they did on the old VM all along."
-    depends_on    = [talos_machine_config.rehearsal]
+    depends_on    = [talos_service_health.rehearsal_installed]
   }
 
   # ...and a pod given /dev/dri as Jellyfin's and Frigate's are (hostPath,
@@ -404,10 +517,11 @@ phase "rehearsal" {
     provider   = incus.host
     name       = "rehearsal"
     ensure     = "absent"
-    depends_on = [talos_read.rehearsal_data, talos_read.rehearsal_igpu, kubernetes_job.rehearsal_render]
+    # after its config is cleared: one change of the instance at a time
+    depends_on = [talos_read.rehearsal_data, talos_read.rehearsal_igpu, kubernetes_job.rehearsal_render, incus_device.rehearsal_config_cleared]
     discards = [
-      incus_instance.rehearsal, talos_machine_config.rehearsal, talos_bootstrap.rehearsal,
-      kubernetes_namespace.rehearsal_media, kubernetes_job.rehearsal_write, kubernetes_job.rehearsal_render,
+      incus_instance.rehearsal, talos_machine_config.rehearsal, incus_device.rehearsal_config_cleared,
+      talos_bootstrap.rehearsal, kubernetes_namespace.rehearsal_media, kubernetes_job.rehearsal_write, kubernetes_job.rehearsal_render,
     ]
   }
 }
@@ -423,53 +537,76 @@ phase "platform" {
     content_type = "block"
   }
 
+  # The first install, through the Incus host's API (the plan says so,
+  # and that it cannot be undone): the config is the VM's user-data, its
+  # config drive. Later changes of the patch go through the ladder:
+  # dry-run diff, TRY, verify, then no-reboot.
+  step "talos_machine_config" "node" {
+    provider      = talos.node
+    first_install = "nocloud"
+    patches       = ["patches/node.yaml"]
+    try_timeout   = "2m"
+    rendered      = "rendered/controlplane.yaml"
+    verify = {
+      services = ["apid", "machined"]
+    }
+  }
+
   step "incus_instance" "talos" {
     provider = incus.host
     type     = "virtual-machine"
     empty    = true
     cpu      = var.node_cpu
     memory   = var.node_memory
-    config   = { "security.secureboot" = "false" }
+    config = {
+      "security.secureboot"  = "false"
+      "cloud-init.user-data" = talos_machine_config.node.user_data
+    }
     devices = {
       root    = { type = "disk", pool = var.storage_pool, path = "/", size = "64GiB" }
       data    = { type = "disk", pool = var.data_pool, source = var.data_volume, path = "/var/mnt/data" } # virtiofs tag incus_data
       bulk    = { type = "disk", pool = incus_volume.bulk.pool, source = incus_volume.bulk.name }
-      lan     = { type = "nic", nictype = "bridged", parent = var.lan_bridge, hwaddr = var.node_mac }
+      lan     = merge(local.lan_nic, { hwaddr = var.node_mac })
       igpu    = { type = "gpu", gputype = "physical", pci = var.igpu_pci }
       install = { type = "disk", pool = incus_volume.talos_iso.pool, source = incus_volume.talos_iso.name, "boot.priority" = "10" }
+      cidata  = { type = "disk", source = "cloud-init:config" } # the config drive: the user-data above
     }
     start = true # no wait_for: on the LAN, only the router knows its address
   }
 
-  # The first install (maintenance mode: the plan says "install: first
-  # config", the disks, and that it cannot be undone); later changes of the
-  # patch go through the ladder: dry-run diff, TRY, verify, then no-reboot.
-  step "talos_machine_config" "node" {
-    provider    = talos.node
-    mac         = var.node_mac # the node at node_address must be this VM
-    patches     = ["patches/node.yaml"]
-    try_timeout = "2m"
-    rendered    = "rendered/controlplane.yaml"
-    verify = {
-      services = ["apid", "machined"]
-    }
+  # Installed: the node answers on its authenticated API (mTLS).
+  step "talos_service_health" "node_installed" {
+    provider   = talos.node
+    services   = ["apid", "machined"]
     depends_on = [incus_instance.talos]
+  }
+
+  # The cluster's keys leave the Incus host's instance config, and the
+  # config drive goes (rollback puts the drive back, not the key).
+  step "incus_device" "talos_config_cleared" {
+    provider     = incus.host
+    instance     = incus_instance.talos.name
+    name         = "cidata"
+    ensure       = "absent"
+    unset_config = ["cloud-init.user-data"]
+    depends_on   = [talos_service_health.node_installed]
   }
 
   # Installed: the VM boots from its disk from now on, never the ISO again
   # (a reboot into the installer would wipe nothing, but boots no cluster).
-  # Rollback attaches it again.
+  # Rollback attaches it again. After the drive: one change of the
+  # instance at a time (each is made with the ETag its plan read).
   step "incus_device" "talos_iso_detached" {
     provider   = incus.host
     instance   = incus_instance.talos.name
     name       = "install"
     ensure     = "absent"
-    depends_on = [talos_machine_config.node]
+    depends_on = [incus_device.talos_config_cleared]
   }
 
   step "talos_bootstrap" "etcd" {
     provider   = talos.node
-    depends_on = [talos_machine_config.node]
+    depends_on = [talos_service_health.node_installed]
   }
 
   step "talos_kubeconfig" "admin" {
@@ -586,7 +723,7 @@ phase "data-apps" {
     chart     = "charts/app"
     namespace = "media"
     values = {
-      image      = "jellyfin/jellyfin:10.10.3"
+      image      = not_older(var.jellyfin_image, var.jellyfin_version)
       port       = 8096
       nodePort   = 30096 # http://NODE:30096 on the LAN
       gpu        = true
@@ -610,7 +747,7 @@ phase "data-apps" {
     chart     = "charts/app"
     namespace = "media"
     values = {
-      image = "ghcr.io/blakeblackshear/frigate:0.14.1"
+      image = not_older(var.frigate_image, var.frigate_version)
       ports = [
         { name = "http", port = 5000, nodePort = 30500 }, # the UI and API
         { name = "rtsp", port = 8554, nodePort = 30554 }, # restreams for the cameras' viewers
@@ -940,7 +1077,7 @@ phase "ingress-matrix" {
     # The image starts Synapse with --config-path SYNAPSE_CONFIG_PATH: the
     # old VM's configuration, rewritten, from the Secret synapse-config.
     values = {
-      image  = "matrixdotorg/synapse:v1.120"
+      image  = not_older(var.synapse_image, var.synapse_version)
       port   = 8008
       env    = { SYNAPSE_CONFIG_PATH = "/config/homeserver.yaml" }
       claims = { data = { claim = "synapse-data", mountPath = "/data" } }

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/homelab-migrate/migrate/lab/debroot"
 	"github.com/homelab-migrate/migrate/lab/factory"
 	"github.com/homelab-migrate/migrate/lab/incushost"
 	"github.com/homelab-migrate/migrate/lab/labenv"
@@ -42,6 +43,16 @@ type Options struct {
 	// Env is added to Env and lab.env (KEY=VALUE): what the lab's user
 	// needs beside the lab, e.g. the demo's MIGRATE_AGE_IDENTITY.
 	Env []string
+	// LANPhysical, when set, makes the host IncusOS after its
+	// direct-attach tutorial: a managed network of type physical of this
+	// name over the LAN bridge (incushost.Options.LANPhysical); named as
+	// the bridge, it is all the host lists of the LAN.
+	LANPhysical string
+	// OldHost, if set, makes the old VMs Debian hosts (incushost.OldHost:
+	// the variants); its Root, when empty, is lab/debroot's cached root,
+	// built the first time (about a minute, as root). nil keeps the
+	// busybox layout.
+	OldHost *incushost.OldHost
 }
 
 // Home is a running lab home server.
@@ -103,11 +114,16 @@ func Start(ctx context.Context, o Options) (*Home, error) {
 	if h.events, err = openEvents(dir); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
+	oldHost, err := h.debianRoot(ctx, o.OldHost)
+	if err != nil {
+		h.events.close()
+		return nil, err
+	}
 	// As IncusOS: its own pool "local", a pool on the data disks, the
 	// NAT bridge incusbr0 and a bridge of its own to the LAN.
-	h.incus, err = incushost.New(incushost.Options{Dir: filepath.Join(dir, "incus"), Seed: true, BootVM: h.bootVM, Logf: h.logf,
+	h.incus, err = incushost.New(incushost.Options{Dir: filepath.Join(dir, "incus"), Seed: true, OldHost: oldHost, BootVM: h.bootVM, Logf: h.logf,
 		Pools: []string{StoragePool, DataPool}, Network: "incusbr0", Hardware: &Hardware,
-		AddressBlock: o.AddressBlock, LAN: lanBridge, LANLease: h.router.lease,
+		AddressBlock: o.AddressBlock, LAN: lanBridge, LANPhysical: o.LANPhysical, LANLease: h.router.lease,
 		OnExec: func(instance string, command []string) {
 			h.events.add(Event{Kind: EventExec, Instance: instance, Command: command})
 		}})
@@ -136,6 +152,20 @@ func Start(ctx context.Context, o Options) (*Home, error) {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
 	return h, nil
+}
+
+// debianRoot fills in the Debian root of a Debian old host.
+func (h *Home) debianRoot(ctx context.Context, o *incushost.OldHost) (*incushost.OldHost, error) {
+	if o == nil || o.Root != "" {
+		return o, nil
+	}
+	root, err := debroot.Root(ctx, h.logf)
+	if err != nil {
+		return nil, fmt.Errorf("lab: the old VMs' Debian root: %w", err)
+	}
+	host := *o
+	host.Root = root
+	return &host, nil
 }
 
 func (h *Home) serve(ctx context.Context) error {

@@ -27,7 +27,14 @@
 // in k3s its kubeconfig. A stand-in systemctl records its calls and each
 // unit's state (running until stopped). services and matrix have
 // boot.autostart = true, as a home server's VMs that start with it; k3s
-// has none.
+// has none. With Options.OldHost the old VMs are Debian hosts instead
+// (debian.go, debian_layout.go, debian_apps.go; the stand-ins in
+// debian/): lab/debroot's root with its /usr an overlay below each VM's
+// own, Debian's PostgreSQL and Samba, the apps as their packaging lays
+// them out, a systemctl that runs the real unit files and a docker for
+// the Compose Frigate; each VM boots its enabled units whenever it
+// starts. docs/lab-debian.md tabulates each fact, its source and what
+// still differs.
 //
 // Commands (exec, record-output mode) run for real. A running container
 // has an init: the lab's executable started again (an init function of
@@ -85,7 +92,11 @@
 //     the host's own bridge to the LAN, unmanaged (lan.go): a NIC bridged
 //     onto it gets its address from Options.LANLease (the home router's
 //     DHCP, by MAC), which the instance's state does not show, as the
-//     daemon cannot see it either; otherwise no DHCP:
+//     daemon cannot see it either; with Options.LANPhysical too, a
+//     managed network of type physical over that bridge, as IncusOS lists
+//     after its direct-attach tutorial, which a NIC names instead (what
+//     still differs: the lab keeps no network config of it beyond parent,
+//     and cannot be asked to create or delete such a network); otherwise no DHCP:
 //     every instance has a 127.0.1.N address (127.B.x.y with
 //     Options.AddressBlock B) from its creation; a running
 //     instance reports it on each NIC (and a booted VM on eth0), and the
@@ -115,7 +126,8 @@
 //     syntax, container-only and VM-only keys), device types and options,
 //     boot.priority, the root-only size, the forms of a disk's source (a
 //     source or a path, a local one absolute and existing), a NIC's
-//     parent where its nictype needs one and its MAC's syntax, and the
+//     parent where its nictype needs one, no nictype or parent beside a
+//     network (Incus's refusal), its MAC's syntax, and the
 //     pool, custom volume and network a device names are checked with
 //     the daemon's words, on creation (the operation fails) and on a
 //     change (the request fails); the corpus in providers/incus/incusapi

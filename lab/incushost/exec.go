@@ -59,15 +59,19 @@ func (s *Server) postExec(w http.ResponseWriter, r *http.Request) {
 		// daemon's words for it.
 		err = errf(http.StatusInternalServerError, "VM agent isn't currently running")
 	}
-	var init *initProc
+	var (
+		init   *initProc
+		booted chan struct{}
+	)
 	if err == nil {
-		init = in.init
+		init, booted = in.init, in.booted
 	}
 	s.mu.Unlock()
 	if err != nil {
 		failErr(w, err)
 		return
 	}
+	waitBooted(booted) // a Debian VM's services come up first
 	if wsReq.WaitForWS {
 		s.execWebsocket(w, in, init, wsReq)
 		return

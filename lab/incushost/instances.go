@@ -33,6 +33,9 @@ type instance struct {
 	Running      bool                         `json:"running"`
 	IPv4         string                       `json:"ipv4"`
 	Snapshots    []*snapshot                  `json:"snapshots"`
+	// UsrLayer: a Debian old VM's /usr is this directory (the Debian
+	// root's), read-only below its rootfs/usr (OldHost, debian.go).
+	UsrLayer string `json:"lab_usr_layer,omitempty"`
 
 	dir     string
 	guest   Guest           // a booted VM's guest
@@ -41,6 +44,7 @@ type instance struct {
 	init    *initProc       // a running container's init
 	execs   map[string]bool // running commands by operation ID
 	agent   GuestAgent      // a VM's agent made to answer listings (agent.go)
+	booted  chan struct{}   // a Debian VM's boot is done (closed; debian.go)
 }
 
 type snapshot struct {

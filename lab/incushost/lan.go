@@ -14,9 +14,32 @@ import (
 // shows no address on that NIC (a Talos VM runs no Incus agent), and its
 // network has no leases to read.
 
-// onLAN reports whether a NIC device is bridged onto the LAN.
+//
+// IncusOS after its direct-attach tutorial (Options.LANPhysical): the
+// interface has the instances role, so the bridge is there, and a
+// managed network of type physical whose parent is that bridge is what
+// the host lists beside it. A NIC naming that network is bridged onto
+// the LAN as well (Incus treats a physical network over a bridge as a
+// bridged NIC: internal/server/device/nic_physical.go), and, as Incus,
+// the lab refuses nictype or parent beside network.
+
+// onLAN reports whether a NIC device is on the LAN: bridged onto its
+// bridge, or naming its managed physical network.
 func (s *Server) onLAN(d map[string]string) bool {
-	return s.opts.LAN != "" && d["type"] == "nic" && d["network"] == "" && d["parent"] == s.opts.LAN
+	if s.opts.LAN == "" || d["type"] != "nic" {
+		return false
+	}
+	if d["network"] != "" {
+		return s.opts.LANPhysical != "" && d["network"] == s.opts.LANPhysical
+	}
+	return d["parent"] == s.opts.LAN
+}
+
+// lanPhysicalNetwork is IncusOS's managed physical network over the LAN
+// bridge, as GET /1.0/networks shows it.
+func (s *Server) lanPhysicalNetwork() map[string]any {
+	return map[string]any{"name": s.opts.LANPhysical, "type": "physical", "managed": true, "status": "Created",
+		"config": map[string]string{"parent": s.opts.LAN}, "description": "", "locations": []string{"none"}, "project": "default"}
 }
 
 // nicMAC is a NIC's MAC address: its hwaddr, else the one the host gave

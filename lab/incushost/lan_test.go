@@ -96,3 +96,60 @@ func TestLAN(t *testing.T) {
 		t.Fatalf("a NIC of the managed bridge: %+v %v", st, err)
 	}
 }
+
+// TestLANPhysical: IncusOS after its direct-attach tutorial lists, beside
+// the LAN bridge, a managed network of type physical over it; a VM whose
+// NIC names that network is on the LAN and boots at its reservation; a
+// NIC naming it with a nictype or a parent is refused, as Incus refuses
+// it.
+func TestLANPhysical(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		specs []incushost.VMSpec
+	)
+	boot := func(_ context.Context, spec incushost.VMSpec) (incushost.Guest, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		specs = append(specs, spec)
+		return &fakeGuest{}, nil
+	}
+	lease := func(mac string) string {
+		if mac == "10:66:6a:4d:16:51" {
+			return "127.0.200.51"
+		}
+		return ""
+	}
+	_, c := lab(t, incushost.Options{BootVM: boot, LAN: "enp5s0", LANPhysical: "lan", LANLease: lease})
+	ctx := ctxT(t)
+	n, err := c.Network(ctx, "lan")
+	if err != nil || n.Type != "physical" || !n.Managed || n.Config["parent"] != "enp5s0" {
+		t.Fatalf("the physical LAN network: %+v %v", n, err)
+	}
+	devices := func(nic map[string]string) map[string]map[string]string {
+		return map[string]map[string]string{"root": {"type": "disk", "path": "/", "pool": "default"}, "eth0": nic,
+			"iso": {"type": "disk", "pool": "default", "source": "talos-iso", "boot.priority": "10"}}
+	}
+	if err := c.ImportStorageVolume(ctx, "default", "talos-iso", "iso", strings.NewReader("an ISO image")); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []map[string]string{
+		{"type": "nic", "network": "lan", "nictype": "bridged", "hwaddr": "10:66:6a:4d:16:51"},
+		{"type": "nic", "network": "lan", "parent": "enp5s0", "hwaddr": "10:66:6a:4d:16:51"},
+	} {
+		err := c.CreateInstance(ctx, incusapi.InstancesPost{Name: "refused", Type: "virtual-machine", Source: incusapi.InstanceSource{Type: "none"},
+			InstancePut: incusapi.InstancePut{Devices: devices(bad)}})
+		if err == nil || !strings.Contains(err.Error(), "in conjunction with \"network\" property") {
+			t.Errorf("a NIC %v: %v, want Incus's refusal", bad, err)
+		}
+	}
+	err = c.CreateInstance(ctx, incusapi.InstancesPost{Name: "talos", Type: "virtual-machine", Source: incusapi.InstanceSource{Type: "none"},
+		InstancePut: incusapi.InstancePut{Devices: devices(map[string]string{"type": "nic", "network": "lan", "hwaddr": "10:66:6a:4d:16:51"})}, Start: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(specs) != 1 || specs[0].IPv4 != "127.0.200.51" || !specs[0].LAN {
+		t.Fatalf("the VM on the physical LAN network boots at its reservation: %+v", specs)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
 )
 
 // BaseImage is the image alias of an empty rootfs skeleton.
@@ -243,7 +242,11 @@ func (s *Server) seed() error {
 		if exists {
 			continue
 		}
-		if err := s.seedVM(name); err != nil {
+		seed := s.seedVM
+		if s.opts.OldHost != nil {
+			seed = s.seedDebianVM
+		}
+		if err := seed(name); err != nil {
 			return fmt.Errorf("incushost: seeding %s: %w", name, err)
 		}
 	}
@@ -251,16 +254,8 @@ func (s *Server) seed() error {
 }
 
 func (s *Server) seedVM(name string) error {
-	now := time.Now().UTC()
 	s.mu.Lock()
-	in := &instance{Name: name, Type: "virtual-machine", Architecture: "x86_64", Description: "the old " + name + " VM (lab)",
-		Config:   map[string]string{"user.lab": "old-vm", "limits.cpu": "2", "limits.memory": "2GiB"},
-		Devices:  map[string]map[string]string{"eth0": {"type": "nic", "network": s.opts.Network, "name": "eth0"}},
-		Profiles: []string{"default"}, CreatedAt: now,
-		dir: filepath.Join(s.dir, "instances", name), IPv4: s.newIP()}
-	if autostart[name] {
-		in.Config["boot.autostart"] = "true"
-	}
+	in := s.newOldVM(name)
 	s.mu.Unlock()
 	if err := os.MkdirAll(filepath.Join(in.dir, "logs"), 0o755); err != nil {
 		return err

@@ -37,12 +37,21 @@ type Options struct {
 	// Seed creates the lab-base image and the three old VMs (services,
 	// matrix, k3s) when absent.
 	Seed bool
+	// OldHost, if set, makes the seeded old VMs Debian hosts with the
+	// apps installed as their packaging installs them (debian.go); nil
+	// keeps the busybox layout of seed.go.
+	OldHost *OldHost
 	// Network is the one managed network (default "labbr0").
 	Network string
 	// LAN, if set, is a bridge of the host to the home's LAN (IncusOS
 	// names it after its interface, e.g. "enp5s0"): listed unmanaged; a
 	// NIC with nictype bridged and this parent is on the LAN (see lan.go).
 	LAN string
+	// LANPhysical, if set with LAN, names a managed network of type
+	// physical over the LAN bridge, as IncusOS lists after its
+	// direct-attach tutorial: a NIC with network = LANPhysical is on the
+	// LAN too (see lan.go).
+	LANPhysical string
 	// LANLease is the LAN's DHCP server (the home router): the address it
 	// gives a NIC of this MAC, "" for none. A VM booted with a NIC on the
 	// LAN boots at that address; Incus reports none.
@@ -119,6 +128,13 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.OperationTTL == 0 {
 		opts.OperationTTL = 5 * time.Second
+	}
+	if opts.OldHost != nil {
+		h := *opts.OldHost
+		if err := h.defaults(); err != nil {
+			return nil, err
+		}
+		opts.OldHost = &h
 	}
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
@@ -244,8 +260,10 @@ func (s *Server) serve(l net.Listener, _ *tls.Config) error {
 }
 
 // Close stops serving, kills every running command and stops the VMs'
-// guests. The instances keep their state on disk.
+// guests. The instances keep their state on disk; a Debian VM's services
+// are stopped first, as the daemon stops its instances when it shuts down.
 func (s *Server) Close() error {
+	s.shutdownDebianVMs()
 	s.mu.Lock()
 	s.closing = true
 	srvs := s.servers

@@ -95,6 +95,9 @@ func (s *Server) putState(w http.ResponseWriter, r *http.Request) {
 	}
 	s.ops.async(w, s.ops.start("task", desc, map[string][]string{"instances": {"/1.0/instances/" + in.Name}},
 		func(*operation) (map[string]any, error) {
+			if req.Action != "start" && !req.Force {
+				s.shutdownDebian(in)
+			}
 			if req.Action == "stop" && !req.Force {
 				if stopped, err := s.deafStop(in, req.Timeout); stopped || err != nil {
 					return nil, err
@@ -162,11 +165,14 @@ func (s *Server) startLocked(in *instance) error {
 		in.guest = g
 	} else if in.init == nil {
 		_, devs := s.expanded(in)
-		p, err := startInit(in, s.binds(devs))
+		p, err := startInit(in, append(in.usrLayer(), s.binds(devs)...))
 		if err != nil {
 			return err
 		}
 		in.init = p
+		if in.UsrLayer != "" {
+			s.bootDebian(in)
+		}
 	}
 	in.Running = true
 	in.LastUsedAt = time.Now().UTC()

@@ -210,7 +210,14 @@ func (s *Server) deviceRejection(name string, d map[string]string) (msg, where s
 			return fmt.Sprintf("Failed add validation for device %q: Missing source path %q for disk %q", name, src, name), "pool", http.StatusInternalServerError
 		}
 	case "nic":
-		if n := d["network"]; n != "" && n != s.opts.Network {
+		if n := d["network"]; n != "" && (d["nictype"] != "" || d["parent"] != "") {
+			banned := "nictype"
+			if d["nictype"] == "" {
+				banned = "parent"
+			}
+			return failed("Failed loading device %q: Cannot use %q property in conjunction with \"network\" property", name, banned), "devices", http.StatusBadRequest
+		}
+		if n := d["network"]; n != "" && n != s.opts.Network && (n != s.opts.LANPhysical || s.opts.LAN == "") {
 			return failed("Failed loading device %q: Failed to load network %q for project \"default\": Network not found", name, n), "devices", http.StatusNotFound
 		}
 		if msg := nicRejection(d); msg != "" {

@@ -366,8 +366,13 @@ func (s *Server) networks() []map[string]any {
 			"config": map[string]string{"ipv4.address": "127.0.1.254/8", "ipv4.nat": "true", "ipv6.address": "none"}},
 		{"name": "lo", "type": "loopback", "managed": false, "config": map[string]string{}},
 	}
-	if s.opts.LAN != "" {
+	// A managed network named as an interface hides the interface, as
+	// the daemon lists each name once.
+	if s.opts.LAN != "" && s.opts.LANPhysical != s.opts.LAN {
 		nets = append(nets, s.lanNetwork())
+	}
+	if s.opts.LAN != "" && s.opts.LANPhysical != "" {
+		nets = append(nets, s.lanPhysicalNetwork())
 	}
 	for _, n := range nets {
 		n["used_by"] = s.usedByNetwork(n["name"].(string))

@@ -17,10 +17,16 @@ var HostDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32"}
 var Devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
 // Bind is a host path (a directory or a file) mounted at Path in the root.
+// With Upper set it is an overlay instead: Source read-only below, the
+// directory Upper above taking every change (Work: overlayfs's work
+// directory, on Upper's file system), as an image's shared layer under
+// a container's own files.
 type Bind struct {
 	Source   string `json:"source"`
 	Path     string `json:"path"`
 	ReadOnly bool   `json:"readonly"`
+	Upper    string `json:"upper,omitempty"`
+	Work     string `json:"work,omitempty"`
 }
 
 // Mount prepares root in the caller's own mount namespace (see
@@ -31,7 +37,19 @@ func Mount(root string, binds []Bind) error {
 	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("making / private: %w", err)
 	}
+	layered := map[string]bool{} // the root's own /usr: no host directory there
+	for _, b := range binds {
+		if b.Upper != "" {
+			if err := mountOverlay(root, b); err != nil {
+				return err
+			}
+			layered[filepath.Clean(b.Path)] = true
+		}
+	}
 	for _, d := range HostDirs {
+		if layered[d] {
+			continue
+		}
 		fi, err := os.Lstat(d)
 		if err != nil {
 			continue
@@ -60,6 +78,9 @@ func Mount(root string, binds []Bind) error {
 		_ = syscall.Mount("/dev/"+n, p, "", syscall.MS_BIND, "")
 	}
 	for _, b := range binds { // as the daemon binds a container's disk devices
+		if b.Upper != "" {
+			continue
+		}
 		if err := bindDevice(root, b); err != nil {
 			return err
 		}
@@ -163,6 +184,21 @@ func bindFrom(root, source string, b Bind) error {
 	}
 	if b.ReadOnly {
 		return syscall.Mount("", target, "", syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_RDONLY, "")
+	}
+	return nil
+}
+
+// mountOverlay mounts b's layers at b.Path in root (made when absent).
+func mountOverlay(root string, b Bind) error {
+	target := filepath.Join(root, filepath.Clean("/"+b.Path))
+	for _, d := range []string{target, b.Upper, b.Work} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("overlay at %s: %w", b.Path, err)
+		}
+	}
+	opts := "lowerdir=" + b.Source + ",upperdir=" + b.Upper + ",workdir=" + b.Work
+	if err := syscall.Mount("overlay", target, "overlay", 0, opts); err != nil {
+		return fmt.Errorf("overlay of %s at %s: %w", b.Source, b.Path, err)
 	}
 	return nil
 }

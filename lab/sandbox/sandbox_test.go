@@ -93,3 +93,41 @@ func TestCommandMissingBind(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 }
+
+// An overlay layer: the lower directory is read, never written; every
+// change (a new file, an edit, a removal) lands in the upper one; the
+// host's /usr is not bound where the layer is.
+func TestCommandOverlay(t *testing.T) {
+	t.Parallel()
+	root, lower, dir := t.TempDir(), t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(lower, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{"bin/sh-probe": "lower\n", "gone": "lower\n"} {
+		if err := os.WriteFile(filepath.Join(lower, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	upper, work := filepath.Join(dir, "upper"), filepath.Join(dir, "work")
+	busybox, err := exec.LookPath("busybox") // static: the root's /usr has no loader
+	if err != nil {
+		t.Fatal("no busybox: install busybox-static (scripts/incus-up.sh does)")
+	}
+	code, out, errOut := run(t, sandbox.Spec{
+		Root:  root,
+		Binds: []sandbox.Bind{{Source: lower, Path: "/usr", Upper: upper, Work: work}, {Source: busybox, Path: "/busybox", ReadOnly: true}},
+		Argv: []string{"/busybox", "sh", "-c", `read x < /usr/bin/sh-probe; echo "$x"; echo upper > /usr/bin/sh-probe; echo new > /usr/new
+			/busybox rm /usr/gone; /busybox ls /usr`},
+	})
+	if code != 0 || out != "lower\nbin\nnew\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	for name, want := range map[string]string{"bin/sh-probe": "lower\n", "gone": "lower\n"} {
+		if b, err := os.ReadFile(filepath.Join(lower, name)); err != nil || string(b) != want {
+			t.Errorf("the lower layer's %s: %q %v", name, b, err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(upper, "bin", "sh-probe")); err != nil || string(b) != "upper\n" {
+		t.Errorf("the upper layer's bin/sh-probe: %q %v", b, err)
+	}
+}

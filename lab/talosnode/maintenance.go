@@ -278,6 +278,9 @@ func (n *Node) maintenanceApplyLocked(in *machine.ApplyConfigurationRequest) (*m
 
 	n.installing = true
 	n.logfLocked(facilityUser, "warning", "[talos] machine configuration applied in maintenance mode {\"config\": \"sha256:%s\"}", hashConfig(in.GetData())[:12])
+	if n.opts.OnMaintenanceApply != nil {
+		n.opts.OnMaintenanceApply(hashConfig(in.GetData()))
+	}
 	n.scheduleInstall(cfg, append([]byte(nil), in.GetData()...))
 
 	return reply, nil

@@ -121,6 +121,10 @@ type Options struct {
 	// bootstraps (lab/home's events log). It runs under the node's lock
 	// and must not call the node.
 	OnBootstrap func()
+	// OnMaintenanceApply, if set, is called when a maintenance-mode
+	// ApplyConfiguration takes a first config (the one that crossed the
+	// LAN), with its SHA-256; under the node's lock, as OnBootstrap.
+	OnMaintenanceApply func(sha string)
 }
 
 // ControlPlane is what runs on a bootstrapped node (lab/kubecp).

@@ -164,6 +164,9 @@ func Boot(_ context.Context, spec Spec) (*VM, error) {
 		ControlPlane:   k,
 		RebootDuration: spec.RebootDuration,
 		OnBootstrap:    spec.OnBootstrap,
+		OnMaintenanceApply: func(sha string) {
+			spec.Log("talosvm: VM %s: first machine config (sha256 %s) taken over the LAN by the maintenance API (ApplyConfiguration)", spec.Name, sha)
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("talosvm: VM %q: %w", spec.Name, err)
@@ -181,6 +184,9 @@ func Boot(_ context.Context, spec Spec) (*VM, error) {
 		spec.Log("talosvm: VM %s booted Talos %s (schematic %s) from %s: machine API on %s", spec.Name, node.Version(), iso.SchematicID, spec.ISO, node.Addr())
 	} else {
 		spec.Log("talosvm: VM %s booted from the Talos ISO: machine API on %s", spec.Name, node.Addr())
+	}
+	if sha := node.PlatformConfig(); sha != "" {
+		spec.Log("talosvm: VM %s installed from its config drive (nocloud, cidata/user-data, machine config sha256 %s), without maintenance mode", spec.Name, sha)
 	}
 
 	return &VM{spec: spec, node: node, kube: k}, nil

@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chart/loader"
 
 	"github.com/homelab-migrate/migrate/phases"
 )
@@ -22,28 +21,27 @@ import (
 // encrypted) is an update, and run --plan refuses a saved plan made with
 // other ones. A remote chart is fetched as the install would fetch it: a
 // version not pinned resolves to what the repository serves now, and the
-// plan records which (DigestResponse.Resolved).
+// plan records which, with its digest (DigestResponse.Resolved).
 
 func digestRelease(_ context.Context, c *call, a relAttrs) (string, phases.Diagnostics) {
 	p := c.Settings
-	path, err := p.chartPath(a)
+	ch, src, err := p.loadChart(a, "")
 	if err != nil {
-		return "", phases.Errorf("Cannot Load Chart", "%s: %v.", c.Addr, err)
-	}
-	ch, err := loader.Load(path)
-	if err != nil {
-		return "", phases.Errorf("Cannot Load Chart", "%s: loading chart %s: %v.", c.Addr, a.Chart, loadError(path, a.Chart, err))
+		return "", chartDiags(c, err)
 	}
 	h := sha256.New()
 	fmt.Fprintf(h, "chart %s\x00", chartName(ch))
 	writeChartFiles(h, ch)
-	if isRemote(a.Chart) {
-		sum, err := fileSum(path)
-		if err != nil {
-			return "", phases.Errorf("Cannot Load Chart", "%s: %v.", c.Addr, err)
-		}
-		fmt.Fprintf(h, "archive %s\x00", sum)
-		c.Resolved = fmt.Sprintf("chart %s resolved to %s (archive sha256 %s)", a.Chart, chartName(ch), sum[:16])
+	switch {
+	case strings.HasPrefix(a.Chart, "oci://"):
+		fmt.Fprintf(h, "digest %s\x00", src.digest)
+	case src.digest != "":
+		// As before OCI charts: a record of a repository chart made then
+		// keeps its hash.
+		fmt.Fprintf(h, "archive %s\x00", strings.TrimPrefix(src.digest, "sha256:"))
+	}
+	if src.digest != "" {
+		c.Resolved = src.resolved(ch)
 	}
 	values, diags := p.digestFiles(c, a.ValuesFiles)
 	if diags.HasErrors() {

@@ -85,6 +85,29 @@ func TestRemoteChartResolved(t *testing.T) {
 	}
 }
 
+// TestRepoChartDigestPinned: a repository chart's digest attribute is its
+// archive's, as index.yaml lists it; another is refused naming both.
+// (Not parallel: Helm's cache goes where the environment says.)
+func TestRepoChartDigestPinned(t *testing.T) {
+	t.Setenv("HELM_CACHE_HOME", t.TempDir())
+	t.Setenv("HELM_CONFIG_HOME", t.TempDir())
+	t.Setenv("HELM_DATA_HOME", t.TempDir())
+	repo := serveCharts(t, filepath.Join(testdata(t), "charts", "app"))
+	sum := repo.publish(t, "1.0.0")
+	p := configured(t, t.TempDir())
+	pinned := func(digest string) cty.Value {
+		return obj(map[string]cty.Value{"chart": str(repo.URL + "/app"), "version": str("1.0.0"), "namespace": str("web"), "digest": str(digest)})
+	}
+	contains(t, "resolved", digestOf(t, p, pinned("sha256:"+sum)).Resolved, "digest sha256:"+sum)
+	other := "sha256:" + strings.Repeat("0", 64)
+	r := p.InputDigest(context.Background(), providers.DigestRequest{Type: helm.Release, Addr: addr(helm.Release, "app"), Config: pinned(other)})
+	if err := r.Diagnostics.Err(); err == nil {
+		t.Error("a repository chart of another digest than the pinned one was digested")
+	} else {
+		contains(t, "the refusal", err.Error(), "Chart Digest Mismatch", "resolves to sha256:"+sum+" now, but the step pins digest "+other)
+	}
+}
+
 func configured(t *testing.T, dir string) *helm.Provider {
 	t.Helper()
 	p := helm.New()
@@ -156,7 +179,8 @@ func serveCharts(t *testing.T, chart string) *chartServer {
 	return s
 }
 
-func (s *chartServer) publish(t *testing.T, version string) {
+// publish adds the chart at version and returns its archive's hex sha256.
+func (s *chartServer) publish(t *testing.T, version string) string {
 	t.Helper()
 	ch, err := loader.Load(s.chart)
 	if err != nil {
@@ -177,5 +201,7 @@ func (s *chartServer) publish(t *testing.T, version string) {
 	if s.index.Len() == 0 {
 		s.index.WriteString("apiVersion: v1\nentries:\n  app:\n")
 	}
-	fmt.Fprintf(&s.index, "  - apiVersion: v2\n    name: app\n    version: %s\n    digest: %x\n    urls: [%s/%s]\n", version, sha256.Sum256(b), s.URL, filepath.Base(out))
+	sum := fmt.Sprintf("%x", sha256.Sum256(b))
+	fmt.Fprintf(&s.index, "  - apiVersion: v2\n    name: app\n    version: %s\n    digest: %s\n    urls: [%s/%s]\n", version, sum, s.URL, filepath.Base(out))
+	return sum
 }

@@ -10,7 +10,9 @@
 //     audit and warn labels. Rollback deletes the namespace only if the step
 //     created it, else restores the labels and annotations it changed.
 //   - helm_release: install or upgrade of a chart (a local directory or
-//     .tgz, or a repository URL or OCI reference where reachable). The plan
+//     .tgz, a repository URL, or an oci:// reference: source.go, oci.go;
+//     a remote chart is resolved to a digest that the plan shows and
+//     records, and that apply and the digest attribute hold it to). The plan
 //     renders the chart with a server-side dry run and shows, like
 //     helm-diff, the objects added, changed (with a unified diff) and
 //     removed against the deployed revision, Secrets' values redacted. A
@@ -99,7 +101,8 @@
 // the declarations, is generated into helmschema, which cmd/migrate
 // compiles in: after changing a step type, run go generate ./providers/helm
 // (or make generate).
-// Its tests run against a real kube-apiserver started by scripts/kube-up.sh.
+// Its tests run against a real kube-apiserver started by scripts/kube-up.sh,
+// and OCI charts against a real registry each test starts (ocitest).
 package helm
 
 //go:generate go run ../internal/genschema helm helmschema/schema.json

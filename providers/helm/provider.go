@@ -40,6 +40,8 @@ type Provider struct {
 	defaultPSS  string // the cluster-wide enforce level
 
 	clusters clusters
+	// pulls keeps the OCI charts pulled, by digest.
+	pulls pulls
 
 	// levels remembers the PodSecurity level each namespace WILL have, as
 	// its kubernetes_namespace step says (from Plan, Apply and Read), so

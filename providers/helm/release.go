@@ -32,7 +32,13 @@ const Release = "helm_release"
 type relAttrs struct {
 	Name            string            `cty:"name" doc:"The release name; default the step name."`
 	Chart           string            `cty:"chart" required:"true" doc:"The chart: a directory or packaged .tgz relative to the runbook, or a repository URL or oci:// reference."`
-	Version         string            `cty:"version" doc:"The chart version required; a local chart of another version is refused."`
+	Version         string            `cty:"version" doc:"The chart version required; a local chart of another version is refused. For a remote chart, a version or a constraint (\"^1.2\"): the highest version matching it, or the highest of all when unset, as helm install picks; the plan records what it resolved to."`
+	Digest          string            `cty:"digest" doc:"The digest (\"sha256:…\") a remote chart's version must resolve to: an OCI chart's manifest digest (as helm push prints it), a repository chart's archive digest (as its index.yaml lists it). Plan and apply refuse another, naming both."`
+	Username        string            `cty:"username" doc:"The user name for the chart's registry or repository (helm --username); with password."`
+	Password        string            `cty:"password" sensitive:"true" doc:"The password for the chart's registry or repository (helm --password); redacted everywhere."`
+	RegistryConfig  string            `cty:"registry_config" doc:"A registry config file (Docker's config.json format) with the OCI registry's credentials, relative to the runbook (helm --registry-config); default Helm's, then Docker's."`
+	CAFile          string            `cty:"ca_file" doc:"A PEM file of CA certificates the chart's registry or repository is verified against, besides the system's (helm --ca-file)."`
+	PlainHTTP       *bool             `cty:"plain_http" doc:"Speak plain HTTP, not HTTPS, to the chart's OCI registry (helm --plain-http); by default only to a registry on a loopback address (127.0.0.1, ::1, localhost) and without ca_file."`
 	Namespace       string            `cty:"namespace" doc:"The release namespace, \"default\" by default."`
 	Values          cty.Value         `cty:"values" doc:"Values as an HCL object, merged over values_files."`
 	ValuesFiles     []string          `cty:"values_files" doc:"Values files (YAML), relative to the runbook, merged in order; an age-encrypted one (named .age) is decrypted in memory and its values are secret."`
@@ -77,10 +83,14 @@ type releasePrivate struct {
 	// Base is the newest revision the plan was made against (0: none);
 	// nil when Apply runs without a plan.
 	Base *int `json:"base,omitempty"`
+	// ChartDigest is the digest a remote chart resolved to at plan:
+	// apply installs that chart or none.
+	ChartDigest string `json:"chart_digest,omitempty"`
 }
 
 // releaseAttrs are the attributes a release's plan waits for.
-var releaseAttrs = []string{"name", "chart", "version", "namespace", "values", "values_files", "set_sensitive", "create_namespace", "atomic", "wait", "wait_for_jobs", "timeout"}
+var releaseAttrs = []string{"name", "chart", "version", "digest", "username", "password", "registry_config", "ca_file", "plain_http",
+	"namespace", "values", "values_files", "set_sensitive", "create_namespace", "atomic", "wait", "wait_for_jobs", "timeout"}
 
 // releaseRevert is a helm_release step's revert data.
 type releaseRevert struct {
@@ -193,15 +203,18 @@ type rendered struct {
 	objects []*object
 	// secretPaths are the values from encrypted values files.
 	secretPaths [][]string
+	// source is what a remote chart resolved to.
+	source source
 }
 
 // render renders the chart as the install or upgrade would (a server-side
 // dry run: real capabilities, lookups, and the ownership check of an
-// install) and parses the result.
-func (p *Provider) render(ctx context.Context, c *call, cl *cluster, cfg *action.Configuration, st relAttrs, h history) (*rendered, phases.Diagnostics) {
-	ch, err := p.loadChart(st)
+// install) and parses the result. planned is the digest the plan's
+// remote chart resolved to ("" none).
+func (p *Provider) render(ctx context.Context, c *call, cl *cluster, cfg *action.Configuration, st relAttrs, h history, planned string) (*rendered, phases.Diagnostics) {
+	ch, src, err := p.loadChart(st, planned)
 	if err != nil {
-		return nil, phases.Errorf("Cannot Load Chart", "%s: %v.", c.Addr, err)
+		return nil, chartDiags(c, err)
 	}
 	vals, secretPaths, err := p.mergedValues(c, st)
 	if err != nil {
@@ -221,16 +234,16 @@ func (p *Provider) render(ctx context.Context, c *call, cl *cluster, cfg *action
 	if err != nil {
 		return nil, phases.Errorf("Cannot Parse Manifest", "The rendered manifest of release %s: %v.", st.Name, err)
 	}
-	return &rendered{chart: ch, values: vals, objects: objs, secretPaths: secretPaths}, nil
+	return &rendered{chart: ch, values: vals, objects: objs, secretPaths: secretPaths, source: src}, nil
 }
 
 // renderOffline renders the chart client-side, as helm template does: no
 // cluster, Helm's default capabilities and API versions, no lookups. It is
 // what the plan checks when the cluster does not exist yet.
 func (p *Provider) renderOffline(ctx context.Context, c *call, st relAttrs) (*rendered, phases.Diagnostics) {
-	ch, err := p.loadChart(st)
+	ch, src, err := p.loadChart(st, "")
 	if err != nil {
-		return nil, phases.Errorf("Cannot Load Chart", "%s: %v.", c.Addr, err)
+		return nil, chartDiags(c, err)
 	}
 	vals, _, err := p.mergedValues(c, st)
 	if err != nil {
@@ -250,7 +263,7 @@ func (p *Provider) renderOffline(ctx context.Context, c *call, st relAttrs) (*re
 	if err != nil {
 		return nil, phases.Errorf("Cannot Parse Manifest", "The rendered manifest of release %s: %v.", st.Name, err)
 	}
-	return &rendered{chart: ch, values: vals, objects: objs}, nil
+	return &rendered{chart: ch, values: vals, objects: objs, source: src}, nil
 }
 
 // manifestOf is a release's manifest with its hooks.
@@ -296,7 +309,7 @@ func planRelease(ctx context.Context, c *call, st relAttrs, _ *sdk.Prior[release
 	if diags.HasErrors() {
 		return relPlan{Diagnostics: diags}
 	}
-	r, diags := p.render(ctx, c, cl, cfg, st, h)
+	r, diags := p.render(ctx, c, cl, cfg, st, h, "")
 	if diags.HasErrors() {
 		return relPlan{Diagnostics: diags}
 	}
@@ -311,6 +324,7 @@ func planRelease(ctx context.Context, c *call, st relAttrs, _ *sdk.Prior[release
 	default:
 		fmt.Fprintf(&b, "release %s/%s: chart %s\n", st.Namespace, st.Name, chartName(r.chart))
 	}
+	writeSource(&b, st, r.source)
 	if h.stuck() {
 		fmt.Fprintf(&b, "! release %s is stuck in %s at revision %d (a client died mid-operation): apply will first %s\n", st.Name, h.last.Info.Status, h.last.Version, h.recovery())
 	}
@@ -337,7 +351,7 @@ func planRelease(ctx context.Context, c *call, st relAttrs, _ *sdk.Prior[release
 	fmt.Fprintf(&b, "objects: %d to add, %d to change, %d to remove, %d unchanged\n", d.added, d.changed, d.removed, d.same)
 	b.WriteString(d.text.String())
 
-	priv := releasePrivate{Base: new(int)}
+	priv := releasePrivate{Base: new(int), ChartDigest: r.source.digest}
 	if h.last != nil {
 		*priv.Base = h.last.Version
 	}
@@ -364,6 +378,7 @@ func (p *Provider) planOffline(ctx context.Context, c *call, st relAttrs) relPla
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: the live diff; the cluster cannot be reached yet (the kubeconfig is written by an earlier step), so the release was rendered client-side and checked against PodSecurity now\n", sdk.UnknownText)
 	fmt.Fprintf(&b, "release %s/%s: install chart %s (live diff deferred until the cluster exists)\n", st.Namespace, st.Name, chartName(r.chart))
+	writeSource(&b, st, r.source)
 	for _, l := range lines {
 		b.WriteString(l + "\n")
 	}
@@ -374,7 +389,18 @@ func (p *Provider) planOffline(ctx context.Context, c *call, st relAttrs) relPla
 	d := diffObjects(nil, r.objects)
 	fmt.Fprintf(&b, "objects: %d rendered, to add unless the cluster already has them\n", d.added)
 	b.WriteString(d.text.String())
-	return relPlan{Diff: b.String(), Diagnostics: diags}
+	return relPlan{Diff: b.String(), Private: releasePrivate{ChartDigest: r.source.digest}, Diagnostics: diags}
+}
+
+// writeSource says what a remote chart resolved to, which apply holds to.
+func writeSource(b *strings.Builder, st relAttrs, src source) {
+	switch {
+	case src.digest == "":
+	case st.Digest != "":
+		fmt.Fprintf(b, "chart %s: version %s, digest %s (pinned)\n", src.ref, src.version, src.digest)
+	default:
+		fmt.Fprintf(b, "chart %s: version %s, digest %s (resolved now; apply refuses another, pin it with digest)\n", src.ref, src.version, src.digest)
+	}
 }
 
 type relApply = sdk.Apply[releasePrivate, releaseRevert]
@@ -410,8 +436,9 @@ func applyRelease(ctx context.Context, c *call, st relAttrs, planned releasePriv
 		return relApply{Diagnostics: sdk.Interrupted(c.Addr, err)}
 	}
 
-	// Render and check again: the plan may be old, the namespace changed.
-	r, diags := p.render(ctx, c, cl, cfg, st, h)
+	// Render and check again: the plan may be old, the namespace changed;
+	// a remote chart is the one the plan resolved, or none.
+	r, diags := p.render(ctx, c, cl, cfg, st, h, planned.ChartDigest)
 	if diags.HasErrors() {
 		return relApply{Diagnostics: diags}
 	}
@@ -493,7 +520,7 @@ func installOrUpgrade(ctx context.Context, c *call, cfg *action.Configuration, s
 		// failedRelease undoes when atomic.
 		inst.Timeout = timeout(st)
 		inst.Description = desc
-		c.Log.Printf("installing release %s/%s (chart %s)", st.Namespace, st.Name, chartName(r.chart))
+		c.Log.Printf("installing release %s/%s (chart %s%s)", st.Namespace, st.Name, chartName(r.chart), r.source.from())
 		inv.Uninstall = true
 		rel, err = inst.RunWithContext(ctx, r.chart, r.values)
 	} else {
@@ -506,7 +533,7 @@ func installOrUpgrade(ctx context.Context, c *call, cfg *action.Configuration, s
 		up.Description = desc
 		if prev != nil {
 			inv.Version = prev.Version
-			c.Log.Printf("upgrading release %s/%s from revision %d (%s) to chart %s", st.Namespace, st.Name, prev.Version, prev.Info.Status, chartName(r.chart))
+			c.Log.Printf("upgrading release %s/%s from revision %d (%s) to chart %s%s", st.Namespace, st.Name, prev.Version, prev.Info.Status, chartName(r.chart), r.source.from())
 		}
 		rel, err = up.RunWithContext(ctx, st.Name, r.chart, r.values)
 	}

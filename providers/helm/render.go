@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -12,11 +13,7 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/cli"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
@@ -60,8 +57,43 @@ func validateRelease(c *call, a *relAttrs) phases.Diagnostics {
 			bad("Invalid Namespace Name", "%q is not a valid namespace for %s: %s.", a.Namespace, c.Addr, strings.Join(errs, "; "))
 		}
 	}
+	diags = append(diags, validateSource(c, *a)...)
 	if v := a.Values; !c.Unknown("values") && v != cty.NilVal && !v.IsNull() && !v.Type().IsObjectType() && !v.Type().IsMapType() {
 		bad("Incorrect Attribute Type", "The %q attribute of %s must be an object, not %s.", "values", c.Addr, v.Type().FriendlyName())
+	}
+	return diags
+}
+
+// digestForm is a chart digest as the registries and indexes say it.
+var digestForm = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// validateSource checks the attributes that say where a remote chart
+// comes from and how to reach it.
+func validateSource(c *call, a relAttrs) phases.Diagnostics {
+	var diags phases.Diagnostics
+	bad := func(summary, format string, args ...any) {
+		diags = append(diags, phases.Errorf(summary, format, args...)...)
+	}
+	chartKnown := !c.Unknown("chart") && a.Chart != ""
+	if !c.Unknown("digest") && a.Digest != "" {
+		switch {
+		case !digestForm.MatchString(a.Digest):
+			bad("Invalid Chart Digest", "The digest of %s must be \"sha256:\" and 64 lower-case hexadecimal digits, as helm push prints it, not %q.", c.Addr, a.Digest)
+		case chartKnown && !isRemote(a.Chart):
+			bad("Digest Of A Local Chart", "%s pins digest %s, but its chart %s is a local one, which the plan's contract pins by its files: remove digest, or name the chart in its registry (oci://…).", c.Addr, a.Digest, a.Chart)
+		}
+	}
+	if u, err := url.Parse(a.Chart); chartKnown && isRemote(a.Chart) && err == nil && u.User != nil {
+		// Not quoted: the URL holds a secret.
+		bad("Credentials In Chart URL", "The chart of %s names credentials in its URL, which plans, logs and the state would show: give them in username and password (sensitive), or in registry_config.", c.Addr)
+	} else if chartKnown && strings.HasPrefix(a.Chart, "oci://") && strings.Contains(a.Chart, "@") {
+		bad("Digest In Chart Reference", "The chart of %s, %s, names a digest: give the chart without it, its version in version and its digest in digest, so that the plan can say which of them moved.", c.Addr, a.Chart)
+	}
+	if !c.Unknown("username") && !c.Unknown("password") && (a.Username == "") != (a.Password == "") {
+		bad("Incomplete Registry Credentials", "%s sets one of username and password: set both, or neither (the registry config then gives them).", c.Addr)
+	}
+	if !c.Unknown("plain_http") && a.PlainHTTP != nil && *a.PlainHTTP && a.CAFile != "" {
+		bad("Plain HTTP With A CA File", "%s sets plain_http = true and ca_file: ca_file verifies a registry's TLS, which plain HTTP does not speak; remove one.", c.Addr)
 	}
 	return diags
 }
@@ -92,64 +124,6 @@ func helmValues(v cty.Value) (map[string]any, error) {
 // isRemote says the chart is a repository URL or an OCI reference.
 func isRemote(ref string) bool {
 	return strings.HasPrefix(ref, "oci://") || strings.HasPrefix(ref, "https://") || strings.HasPrefix(ref, "http://")
-}
-
-// loadChart loads the step's chart: a local directory or .tgz relative to
-// the runbook, or (where reachable) a repository URL or OCI reference.
-func (p *Provider) loadChart(st relAttrs) (*chart.Chart, error) {
-	path, err := p.chartPath(st)
-	if err != nil {
-		return nil, err
-	}
-	ch, err := loader.Load(path)
-	if err != nil {
-		return nil, fmt.Errorf("loading chart %s: %w", st.Chart, loadError(path, st.Chart, err))
-	}
-	if st.Version != "" && ch.Metadata != nil && ch.Metadata.Version != strings.TrimPrefix(st.Version, "v") && ch.Metadata.Version != st.Version {
-		return nil, fmt.Errorf("chart %s is version %s, the step requires %s", st.Chart, ch.Metadata.Version, st.Version)
-	}
-	if err := checkDependencies(ch); err != nil {
-		return nil, fmt.Errorf("chart %s: %w", st.Chart, err)
-	}
-	return ch, nil
-}
-
-// chartPath is where the step's chart is on this machine: a remote one
-// fetched (into Helm's cache) at the version it resolves to now.
-func (p *Provider) chartPath(st relAttrs) (string, error) {
-	path := st.Chart
-	if isRemote(path) {
-		var opts action.ChartPathOptions
-		opts.Version = st.Version
-		if !strings.HasPrefix(path, "oci://") && !strings.HasSuffix(path, ".tgz") {
-			// https://charts.example.org/name: a repository and a chart.
-			i := strings.LastIndex(path, "/")
-			opts.RepoURL, path = path[:i], path[i+1:]
-		}
-		located, err := opts.LocateChart(path, cli.New())
-		if err != nil {
-			return "", fmt.Errorf("fetching chart %s: %w", st.Chart, err)
-		}
-		return located, nil
-	}
-	path = p.abs(path)
-	fi, err := os.Stat(path)
-	if err != nil {
-		return "", fmt.Errorf("chart %s: %w", st.Chart, err)
-	}
-	if fi.IsDir() {
-		if err := chartLinks(path, st.Chart); err != nil {
-			return "", fmt.Errorf("loading chart %s: %w", st.Chart, err)
-		}
-	}
-	return path, nil
-}
-
-func checkDependencies(ch *chart.Chart) error {
-	if ch.Metadata == nil || len(ch.Metadata.Dependencies) == 0 {
-		return nil
-	}
-	return action.CheckDependencies(ch, ch.Metadata.Dependencies)
 }
 
 // mergedValues are the values files in order, then values, then

@@ -241,7 +241,9 @@ func (c *Client) call(ctx context.Context, method string, params any, out any) e
 	if err != nil {
 		return err
 	}
-	c.scrub.Add(st.secrets...)
+	for _, v := range st.secrets {
+		c.scrub.AddMarked(v)
+	}
 	p := &pending{log: st.log, done: make(chan reply, 1)}
 	c.mu.Lock()
 	if c.dead != nil {
@@ -277,7 +279,9 @@ func (c *Client) call(ctx context.Context, method string, params any, out any) e
 		return errors.New(c.scrub.Text(r.Error)) // a panic's message may quote anything
 	}
 	learned, err := decodeSecrets(r.Result, out, nil)
-	c.scrub.Add(learned...) // what it made secret, it may print later
+	for _, v := range learned { // what it made secret, it may print later
+		c.scrub.AddMarked(v)
+	}
 	return err
 }
 

@@ -10,8 +10,6 @@ import (
 	"sync"
 
 	"github.com/zclconf/go-cty/cty"
-
-	"github.com/homelab-migrate/migrate/secret"
 )
 
 // The codec turns any request or response of package providers into one
@@ -50,9 +48,9 @@ var (
 type streams struct {
 	log  io.Writer
 	stop <-chan struct{}
-	// secrets are the strings of the sensitive parts of the values that
-	// crossed: what the program's stderr is scrubbed of.
-	secrets []string
+	// secrets are the sensitive parts of the values that crossed, with
+	// their marks: what the program's stderr is scrubbed of.
+	secrets []cty.Value
 }
 
 // checked caches checkType's verdict per type.
@@ -133,14 +131,16 @@ type encoder struct {
 	buf     bytes.Buffer
 	log     io.Writer
 	stop    <-chan struct{}
-	secrets []string
+	secrets []cty.Value
 }
 
 func (e *encoder) value(v reflect.Value, name string) error {
 	t := v.Type()
 	switch t {
 	case ctyValueType:
-		e.secrets = append(e.secrets, secret.Marked(v.Interface().(cty.Value))...)
+		if cv := v.Interface().(cty.Value); cv != cty.NilVal && cv.ContainsMarked() {
+			e.secrets = append(e.secrets, cv)
+		}
 		w, err := encodeValue(v.Interface().(cty.Value))
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
@@ -300,9 +300,10 @@ func decode(data json.RawMessage, ptr any, log io.Writer) error {
 	return err
 }
 
-// decodeSecrets is decode that also returns the strings of the sensitive
-// parts of the values it read (outputs the program marked sensitive).
-func decodeSecrets(data json.RawMessage, ptr any, log io.Writer) ([]string, error) {
+// decodeSecrets is decode that also returns the values it read that hold
+// sensitive parts (outputs the program marked sensitive), for a
+// Scrubber's AddMarked.
+func decodeSecrets(data json.RawMessage, ptr any, log io.Writer) ([]cty.Value, error) {
 	rv := reflect.ValueOf(ptr).Elem()
 	if err := checkType(rv.Type()); err != nil {
 		return nil, err
@@ -326,7 +327,7 @@ func decodeCall(data json.RawMessage, ptr any, st streams) error {
 type decoder struct {
 	log     io.Writer
 	stop    <-chan struct{}
-	secrets []string
+	secrets []cty.Value
 }
 
 func (d *decoder) value(data json.RawMessage, v reflect.Value, name string) error {
@@ -353,7 +354,9 @@ func (d *decoder) value(data json.RawMessage, v reflect.Value, name string) erro
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		d.secrets = append(d.secrets, secret.Marked(cv)...)
+		if cv != cty.NilVal && cv.ContainsMarked() {
+			d.secrets = append(d.secrets, cv)
+		}
 		v.Set(reflect.ValueOf(cv))
 		return nil
 	}

@@ -61,10 +61,19 @@ func SchemaDigest(s phases.Schema) string {
 }
 
 // value is a cty.Value on the wire: msgpack of the dynamic type (so
-// unknown values cross too) and the paths marked sensitive.
+// unknown values cross too), the paths marked sensitive, and the secret
+// parts of the strings whose provider listed them (phases.SecretParts).
 type value struct {
-	MsgPack   []byte     `json:"v,omitempty"`
-	Sensitive []wirePath `json:"s,omitempty"`
+	MsgPack   []byte      `json:"v,omitempty"`
+	Sensitive []wirePath  `json:"s,omitempty"`
+	Parts     []wireParts `json:"p,omitempty"`
+}
+
+// wireParts is a phases.SecretParts mark at a path: its digest is made
+// again from the string found there.
+type wireParts struct {
+	Path  wirePath `json:"at"`
+	Parts []string `json:"parts"`
 }
 
 type wirePath []wireStep
@@ -89,6 +98,9 @@ func encodeValue(v cty.Value) (value, error) {
 			return value{}, err
 		}
 		w.Sensitive = append(w.Sensitive, p)
+		if parts, ok := partsAt(plain, m); ok {
+			w.Parts = append(w.Parts, wireParts{Path: p, Parts: parts})
+		}
 	}
 	b, err := ctymsgpack.Marshal(plain, cty.DynamicPseudoType)
 	if err != nil {
@@ -109,7 +121,7 @@ func decodeValue(w value) (cty.Value, error) {
 	if len(w.Sensitive) == 0 {
 		return v, nil
 	}
-	pvm := make([]cty.PathValueMarks, 0, len(w.Sensitive))
+	pvm := make([]cty.PathValueMarks, 0, len(w.Sensitive)+len(w.Parts))
 	for _, wp := range w.Sensitive {
 		p, err := decodePath(wp)
 		if err != nil {
@@ -117,7 +129,40 @@ func decodeValue(w value) (cty.Value, error) {
 		}
 		pvm = append(pvm, cty.PathValueMarks{Path: p, Marks: cty.NewValueMarks(phases.SensitiveMark)})
 	}
+	for _, wp := range w.Parts {
+		p, err := decodePath(wp.Path)
+		if err != nil {
+			return cty.NilVal, err
+		}
+		if text, ok := stringAt(v, p); ok {
+			pvm = append(pvm, cty.PathValueMarks{Path: p, Marks: cty.NewValueMarks(phases.NewSecretParts(text, wp.Parts))})
+		}
+	}
 	return v.MarkWithPaths(pvm), nil
+}
+
+// partsAt are the secret parts of the string at m's path, when a
+// phases.SecretParts mark made for that very string is among m's marks.
+func partsAt(plain cty.Value, m cty.PathValueMarks) ([]string, bool) {
+	text, ok := stringAt(plain, m.Path)
+	if !ok {
+		return nil, false
+	}
+	for mark := range m.Marks {
+		if sp, ok := mark.(phases.SecretParts); ok && sp.Describes(text) {
+			return sp.Parts(), true
+		}
+	}
+	return nil, false
+}
+
+// stringAt is the known string at p in v.
+func stringAt(v cty.Value, p cty.Path) (string, bool) {
+	x, err := p.Apply(v)
+	if err != nil || x.Type() != cty.String || !x.IsKnown() || x.IsNull() {
+		return "", false
+	}
+	return x.AsString(), true
 }
 
 func encodePath(p cty.Path) (wirePath, error) {

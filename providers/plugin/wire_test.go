@@ -9,6 +9,7 @@ import (
 )
 
 func TestValueRoundTrip(t *testing.T) {
+	const doc = "hostname: talos-home\ntoken: s3cr3t-t0ken\n"
 	s := func(v string) cty.Value { return cty.StringVal(v).Mark(phases.SensitiveMark) }
 	for name, v := range map[string]cty.Value{
 		"nil":     cty.NilVal,
@@ -23,6 +24,9 @@ func TestValueRoundTrip(t *testing.T) {
 			"later":  cty.UnknownVal(cty.String),
 		}),
 		"whole": cty.ObjectVal(map[string]cty.Value{"a": cty.StringVal("x")}).Mark(phases.SensitiveMark),
+		// a machine config as user_data: its secrets listed, so that
+		// the scrubbers of migrate learn them and not its words
+		"document": cty.ObjectVal(map[string]cty.Value{"user_data": s(doc).Mark(phases.NewSecretParts(doc, []string{"s3cr3t-t0ken"}))}),
 	} {
 		w, err := encodeValue(v)
 		if err != nil {
@@ -41,5 +45,22 @@ func TestValueRoundTrip(t *testing.T) {
 		if !got.RawEquals(v) {
 			t.Errorf("%s: sent %#v, got %#v", name, v, got)
 		}
+	}
+}
+
+// A SecretParts mark made for another text (the document, transformed)
+// does not cross: its value is then learned word by word, as any secret.
+func TestStaleSecretPartsDropped(t *testing.T) {
+	v := cty.StringVal("HOSTNAME: TALOS-HOME").Mark(phases.SensitiveMark).Mark(phases.NewSecretParts("hostname: talos-home", nil))
+	w, err := encodeValue(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeValue(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := cty.StringVal("HOSTNAME: TALOS-HOME").Mark(phases.SensitiveMark); !got.RawEquals(want) {
+		t.Errorf("got %#v, want %#v", got, want)
 	}
 }

@@ -470,7 +470,26 @@ func (t *StepType[S, A, P, I]) outputs(v any, apply bool) (cty.Value, error) {
 	for _, name := range t.secretOuts {
 		attrs[name] = attrs[name].Mark(phases.SensitiveMark)
 	}
+	if docs, ok := v.(SecretDocuments); ok {
+		for name, parts := range docs.SecretParts() {
+			if x, ok := attrs[name]; ok && x.Type() == cty.String && x.IsKnown() && !x.IsNull() {
+				text, _ := x.Unmark()
+				attrs[name] = x.Mark(phases.NewSecretParts(text.AsString(), parts))
+			}
+		}
+	}
 	return cty.ObjectVal(attrs), nil
+}
+
+// SecretDocuments is implemented by an outputs struct whose sensitive
+// outputs are documents whose secrets the provider knows one by one (a
+// Talos machine config: its keys and tokens). Such an output carries a
+// phases.SecretParts mark beside the sensitive one, so that scrubbers
+// learn those parts and the document whole, not every word of it: the
+// node's name in the document is no secret.
+type SecretDocuments interface {
+	// SecretParts names, by output, the secrets inside it.
+	SecretParts() map[string][]string
 }
 
 func (t *StepType[S, A, P, I]) revert(ctx context.Context, c *Call[S], req providers.RevertRequest) providers.RevertResponse {

@@ -50,6 +50,10 @@ func TestCanary(t *testing.T) {
 	const s = "canary-talos-7c2d"
 	l := startNode(t, "v1.13.3")
 	l.write(t, "patches/"+s+".yaml", briefPatch)
+	// A secret a patch adds to the config (a registry's password), in a
+	// config that is also user_data, the sensitive output whose secrets
+	// scrubbers learn by its parts (first_install = "nocloud").
+	l.write(t, "patches/registry.yaml", "machine:\n  registries:\n    config:\n      registry.example:\n        auth:\n          username: migrate\n          password: "+s+"\n")
 	probe := filepath.Join(l.n.Root(), "var/mnt/data", s)
 	mustWrite(t, probe, s+"\n")
 	mustWrite(t, filepath.Join(l.n.Root(), "var/mnt/data/.probe"), "ok\n")
@@ -75,6 +79,12 @@ func TestCanary(t *testing.T) {
 				"files":      cty.MapVal(map[string]cty.Value{"/var/mnt/data/.probe": sens("not-" + s)}),
 				"kubernetes": cty.False,
 			}),
+		})},
+		{Type: talos.MachineConfig, Secrets: secrets, Config: obj(map[string]cty.Value{
+			"patches":       cty.ListVal([]cty.Value{sens("patches/" + s + ".yaml"), cty.StringVal("patches/registry.yaml")}),
+			"first_install": cty.StringVal("nocloud"),
+			"try_timeout":   cty.StringVal("20s"),
+			"verify":        obj(map[string]cty.Value{"services": strs("apid"), "files": cty.MapValEmpty(cty.String), "kubernetes": cty.False}),
 		})},
 		{Type: talos.Bootstrap, Config: cty.EmptyObjectVal, Secrets: loaded},
 		{Type: talos.Kubeconfig, Config: obj(map[string]cty.Value{"path": sens("out/kubeconfig-" + s)}), Secrets: secrets},

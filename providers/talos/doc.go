@@ -42,7 +42,10 @@
 //     source cloud-init:config, so that it travels over the Incus host's
 //     authenticated API and the node (a nocloud image) installs from its
 //     config drive; a machine in maintenance mode at the address is then
-//     refused. A node the state records as installed that answers in
+//     refused. user_data lists the secrets inside it (the values the
+//     machinery's RedactSecrets and the provider's scrubber replace, each
+//     key's PEM lines: userDataParts), so that migrate's scrubbers learn
+//     those and the config whole, not each of its words (secret/doc.go). A node the state records as installed that answers in
 //     maintenance mode is refused at read, plan and apply, whatever
 //     first_install says (a wiped node, or an impostor). The install
 //     has no revert data.

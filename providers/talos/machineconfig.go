@@ -207,6 +207,18 @@ type mcOutputs struct {
 	// VM's cloud-init.user-data (first_install = "nocloud"; "" else):
 	// known after apply only, never in a plan, redacted in the state.
 	UserData string `cty:"user_data" sensitive:"true"`
+	// userDataParts are the secrets inside UserData (SecretParts).
+	userDataParts []string
+}
+
+// SecretParts makes user_data a document whose secrets are known one by
+// one (sdk.SecretDocuments): its keys are scrubbed, its host names not.
+// Unknown parts leave it a secret like any other.
+func (o mcOutputs) SecretParts() map[string][]string {
+	if o.UserData == "" || o.userDataParts == nil {
+		return nil
+	}
+	return map[string][]string{"user_data": o.userDataParts}
 }
 
 // outputsOf are the outputs of a step that applies r.
@@ -580,6 +592,9 @@ func readMachineConfig(ctx context.Context, sc *handle, a mcAttrs, prior *mcPrio
 	if diags.HasErrors() {
 		return sdk.Read[machineConfigRevert]{Observation: providers.Unknown, Diagnostics: diags}
 	}
+	if st.nocloud && prior.Private.Nocloud && !c.answersSoon(ctx) {
+		return c.readBeforeTheNode(r, prior.Private)
+	}
 	ns, err := p.nodes(ctx)
 	if err != nil {
 		return sdk.Read[machineConfigRevert]{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
@@ -610,7 +625,7 @@ func readMachineConfig(ctx context.Context, sc *handle, a mcAttrs, prior *mcPrio
 	if st.nocloud {
 		// The state keeps user_data redacted; the engine reads it back
 		// here for the VM step that refers to it.
-		out.UserData = string(r.bytes)
+		c.userData(&out, r)
 	}
 	return sdk.Read[machineConfigRevert]{Observation: providers.Present, Outputs: out}
 }

@@ -3,7 +3,12 @@ package talos_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,8 +16,11 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/homelab-migrate/migrate/lab/talosnode"
+	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/providertest"
 	"github.com/homelab-migrate/migrate/providers/talos"
+	"github.com/homelab-migrate/migrate/secret"
 )
 
 // freeAddr is an address where nothing answers yet: the VM's, before
@@ -115,5 +123,105 @@ func TestNocloudRefusesAMaintenanceAnswer(t *testing.T) {
 	bad := plan(p, talos.MachineConfig, obj(map[string]cty.Value{"patches": strs("patches/node.yaml"), "first_install": cty.StringVal("lan")}))
 	if err := bad.Diagnostics.Err(); err == nil || !strings.Contains(err.Error(), `must be "nocloud"`) {
 		t.Errorf("first_install = \"lan\": %v", err)
+	}
+}
+
+// user_data is the whole config, with the cluster's keys: a scrubber that
+// learns it (the engine's, the VM step's provider's) must scrub its keys
+// and tokens wherever they turn up, in their encoded forms and a line of
+// the config alone, and still the whole config, but not its ordinary
+// words (the node's name, the endpoint, a volume's tag): they are in
+// every plan and log line of the run.
+func TestUserDataScrubsItsKeysNotItsWords(t *testing.T) {
+	t.Parallel()
+	l := startMaintenance(t, maintDisks)
+	conf := l.config(false)
+	conf["endpoints"] = strs(freeAddr(t))
+	p := l.provider(t, conf)
+	// A registry password of each canary: a secret that a patch adds.
+	registries := "machine:\n  registries:\n    config:\n"
+	for i, cn := range providertest.Canaries {
+		q, _ := json.Marshal(cn.Value)
+		registries += fmt.Sprintf("      registry-%d.example:\n        auth:\n          username: migrate\n          password: %s\n", i, q)
+	}
+	l.write(t, "patches/registries.yaml", registries)
+	cfg := obj(map[string]cty.Value{"patches": strs("patches/node.yaml", "patches/registries.yaml"), "first_install": cty.StringVal("nocloud")})
+	pr := plan(p, talos.MachineConfig, cfg)
+	if err := pr.Diagnostics.Err(); err != nil {
+		t.Fatalf("Plan: %v", err)
+	}
+	r := p.Apply(context.Background(), providers.ApplyRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Planned: pr.Private, Log: io.Discard})
+	if err := r.Diagnostics.Err(); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	s := &secret.Scrubber{}
+	s.AddMarked(r.Outputs)
+	userData, _ := r.Outputs.GetAttr("user_data").Unmark()
+	doc := userData.AsString()
+
+	for _, word := range []string{"lab-node", "https://127.0.0.1:6443", "incus_data", "controlplane", "/var/mnt/data"} {
+		line := "node " + word + " is up"
+		if got := s.Text(line); got != line {
+			t.Errorf("an ordinary word of the config is redacted: %q became %q", line, got)
+		}
+	}
+	if got := s.Text("before " + doc + " after"); got != "before "+phases.Redacted+" after" {
+		t.Errorf("the whole config is not scrubbed: %.200q", got)
+	}
+	for _, key := range bundleSecretsOf(t, l.secrets) {
+		for _, form := range []string{key, base64.StdEncoding.EncodeToString([]byte(key)), strconv.Quote(key)} {
+			if got := s.Text("x " + form + " y"); strings.Contains(got, key) || strings.Contains(got, form) {
+				t.Errorf("a secret of the bundle (%.12s...) is not scrubbed in %q", key, got)
+			}
+		}
+	}
+	// Each canary is scrubbed in every form a scrubber that knows it
+	// alone scrubs.
+	for _, cn := range providertest.Canaries {
+		var alone secret.Scrubber
+		alone.Add(cn.Value)
+		for _, form := range providertest.Encodings(cn.Value) {
+			in := "x " + form + " y"
+			if got := s.Text(in); strings.Contains(got, form) && !strings.Contains(alone.Text(in), form) {
+				t.Errorf("the %s canary, a registry password in the config, is not scrubbed as %q: %q", cn.Name, form, got)
+			}
+		}
+	}
+	for _, line := range strings.Split(doc, "\n") {
+		if strings.Contains(line, "key: ") || strings.Contains(line, "token: ") || strings.Contains(line, "secret: ") {
+			assertNoSecrets(t, "a line of user_data", s.Text(line), bundleSecretsOf(t, l.secrets))
+		}
+	}
+}
+
+// A run killed after the config was given as user_data and before the VM
+// was made: the next run reads the step back for the VM step that refers
+// to user_data (the state keeps it redacted). Nothing answers at the
+// node's address yet, which is what the record expects: the step is
+// present with its user_data, and drifted once its patch changed.
+func TestNocloudReadBeforeTheVM(t *testing.T) {
+	t.Parallel()
+	l := startMaintenance(t, maintDisks)
+	conf := l.config(false)
+	conf["endpoints"] = strs(freeAddr(t))
+	p := l.provider(t, conf)
+	cfg := obj(map[string]cty.Value{"patches": strs("patches/node.yaml"), "first_install": cty.StringVal("nocloud")})
+	pr := plan(p, talos.MachineConfig, cfg)
+	r := p.Apply(context.Background(), providers.ApplyRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Planned: pr.Private, Log: io.Discard})
+	if err := r.Diagnostics.Err(); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	prior := &providers.Prior{Private: r.Private}
+	rr := p.Read(context.Background(), providers.ReadRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Prior: prior})
+	if rr.Observation != providers.Present || rr.Diagnostics.HasErrors() {
+		t.Fatalf("Read before the VM: %v %v %s", rr.Observation, rr.Diagnostics.Err(), rr.Detail)
+	}
+	want, _ := r.Outputs.GetAttr("user_data").Unmark()
+	if got, _ := rr.Outputs.GetAttr("user_data").Unmark(); !got.RawEquals(want) {
+		t.Error("Read before the VM does not give back the user_data")
+	}
+	l.write(t, "patches/node.yaml", strings.Replace(briefPatch, "hostname: lab-node", "hostname: other-node", 1))
+	if rr := p.Read(context.Background(), providers.ReadRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Prior: prior}); rr.Observation != providers.Drifted {
+		t.Errorf("Read with another patch before the VM: %v %v %s", rr.Observation, rr.Diagnostics.Err(), rr.Detail)
 	}
 }

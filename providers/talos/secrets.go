@@ -103,9 +103,10 @@ func addBundle(s *scrubber, b *secrets.Bundle) {
 	}
 }
 
-// secretLine matches a YAML (or diff of YAML) line whose key holds a
-// secret in a Talos machine config: private keys, tokens, secrets.
-var secretLine = regexp.MustCompile(`(?im)^([-+ ]?\s*(?:-\s+)?(?:key|token|secret|bootstrapToken|[a-z]*EncryptionSecret|password|privateKey|private-key)\s*:\s*)("?[A-Za-z0-9+/=._:\-]{6,}"?)\s*$`)
+// secretLine matches a YAML (or diff of YAML, indented in a plan) line
+// whose key holds a secret in a Talos machine config: private keys,
+// tokens, secrets, passwords.
+var secretLine = regexp.MustCompile(`(?im)^(\s*[-+ ]?\s*(?:-\s+)?(?:key|token|secret|bootstrapToken|[a-z]*EncryptionSecret|password|privateKey|private-key)\s*:\s*)("?[A-Za-z0-9+/=._:\-]{6,}"?)\s*$`)
 
 // redactSecretLines replaces the values of secret fields, so that a diff
 // between configs of different bundles shows no key in clear either.

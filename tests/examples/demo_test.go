@@ -70,7 +70,7 @@ func TestDemo(t *testing.T) {
 	for _, want := range []string{"Job media/data-share-write completed", "/var/mnt/data/.migrate/rehearsal read through the API",
 		"kubernetes_job.rehearsal_write: reverted (nothing to undo: it went with incus_instance.rehearsal_deleted)"} {
 		if !strings.Contains(text, want) {
-			t.Errorf("the demo's output lacks %q", want)
+			t.Errorf("the demo's output lacks %q:\n%s", want, text)
 		}
 	}
 	if got := string(must(os.ReadFile(filepath.Join(home.DataDirIn(filepath.Join(dir, "lab")), ".migrate", "rehearsal")))); got != "written by a pod of the rehearsal\n" {
@@ -81,6 +81,25 @@ func TestDemo(t *testing.T) {
 	}
 	if procs := processesMentioning(filepath.Join(dir, "lab")); len(procs) > 0 {
 		t.Errorf("processes of the demo's lab left: %v", procs)
+	}
+	// The first config went through the Incus host's API, as the plan
+	// said: each Talos VM installed from its config drive, none took a
+	// config over the LAN in maintenance mode, and after the platform
+	// phase the VM's instance config no longer holds it.
+	if !strings.Contains(text, `install: first config through the Incus host's API (first_install = "nocloud"): nothing is sent over the LAN`) {
+		t.Error("the demo's plan does not say the first config goes through the Incus host's API")
+	}
+	if !strings.Contains(text, "its instance config holds no cloud-init.user-data and no config drive any more") {
+		t.Error("the demo does not show the Talos VM's config cleared after the platform phase")
+	}
+	labLog := string(must(os.ReadFile(filepath.Join(dir, "lab.log"))))
+	for _, vm := range []string{"rehearsal", "talos"} {
+		if !strings.Contains(labLog, "talosvm: VM "+vm+" installed from its config drive") {
+			t.Errorf("the lab's log does not show VM %s installed from its config drive:\n%s", vm, tail(labLog, 40))
+		}
+	}
+	if strings.Contains(labLog, "by the maintenance API (ApplyConfiguration)") {
+		t.Errorf("a lab node took its first config over the LAN in maintenance mode:\n%s", tail(labLog, 40))
 	}
 	// The ISO came from the lab's Image Factory: a real file, not an
 	// empty one (whose sha256 is e3b0c442...).

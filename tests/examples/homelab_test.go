@@ -249,8 +249,11 @@ func TestHomelabWholePlan(t *testing.T) {
 	plan := run(t, dir, env, append([]string{"plan"}, vars...)...)
 	for _, want := range []string{"Phase rehearsal", "Phase platform", "Phase data-apps", "Phase host-services", "Phase ingress-matrix", "Phase cleanup",
 		"register schematic dc8730aa8cc7bfa5ef7e2b3284248f2631135b2faf4ae11aa997a0c1987b0eee with " + images.URL,
-		"download " + images.URL + "/image/dc8730aa8cc7bfa5ef7e2b3284248f2631135b2faf4ae11aa997a0c1987b0eee/v1.13.3/metal-amd64.iso",
-		filepath.Join(isoDir, "talos-v1.13.3-i915.iso"), "incus_instance.rehearsal_deleted", "talos_machine_config.node will run", "install: first config, once the steps it depends on ran: no node answers at 192.168.1.50:50000 yet"} {
+		"download " + images.URL + "/image/dc8730aa8cc7bfa5ef7e2b3284248f2631135b2faf4ae11aa997a0c1987b0eee/v1.13.3/nocloud-amd64.iso",
+		filepath.Join(isoDir, "talos-v1.13.3-i915.iso"), "incus_instance.rehearsal_deleted", "talos_machine_config.node will run",
+		// both VMs install from their config drive: nothing goes over the LAN
+		`install: first config through the Incus host's API (first_install = "nocloud"): nothing is sent over the LAN`,
+		"incus_device.rehearsal_config_cleared will run", "incus_device.talos_config_cleared will run"} {
 		if !strings.Contains(plan, want) {
 			t.Errorf("the plan lacks %q:\n%s", want, plan)
 		}

@@ -21,11 +21,14 @@ import (
 	"time"
 
 	"filippo.io/age"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 
 	"github.com/homelab-migrate/migrate/inventory"
 	"github.com/homelab-migrate/migrate/lab/home"
 	"github.com/homelab-migrate/migrate/lab/incushost"
 	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
+	"github.com/homelab-migrate/migrate/versions"
 	"github.com/homelab-migrate/migrate/views"
 )
 
@@ -180,6 +183,10 @@ func TestInitFromTheLab(t *testing.T) {
 		"pool local", "pool tank", "volumes data", "network enp5s0 bridge, the host's own", "network incusbr0 bridge, managed, NAT",
 		"Wrote " + dir,
 		"make your router's DHCP reserve node_address for 10:66:6a:",
+		// Each app as installed: kind, version, database, config files.
+		"app Jellyfin", "database SQLite /var/lib/jellyfin/data/jellyfin.db; config /etc/jellyfin/encoding.xml",
+		"app Synapse", "config /etc/matrix-synapse/homeserver.yaml",
+		"app Frigate", "database SQLite /opt/frigate/config/frigate.db",
 	} {
 		if !strings.Contains(flat, want) {
 			t.Errorf("the report lacks %q:\n%s", want, out)
@@ -196,6 +203,8 @@ func TestInitFromTheLab(t *testing.T) {
 			t.Errorf("site.auto.hcl lacks %q:\n%s", want, site)
 		}
 	}
+	// The images are never older than what the old VMs run.
+	checkImagesNotOlder(t, string(site))
 	if keys := clearKeys(t, dir); len(keys) > 0 {
 		t.Errorf("keys in clear in the runbook: %v", keys)
 	}
@@ -204,12 +213,14 @@ func TestInitFromTheLab(t *testing.T) {
 	}
 
 	// The runbook validates with no diagnostics, and plans against the lab.
-	if v := run(t, dir, env, "validate"); strings.TrimSpace(v) != "The runbook is valid: 6 phases, 53 steps." {
+	if v := run(t, dir, env, "validate"); strings.TrimSpace(v) != "The runbook is valid: 6 phases, 57 steps." {
 		t.Errorf("validate: %s", v)
 	}
 	plan := run(t, dir, env, "plan")
 	for _, want := range []string{`stop instance "services" (running -> stopped)`, `stop instance "matrix" (running -> stopped)`,
-		"incus_instance.talos", "systemctl stop jellyfin", "node talos-home as its machine config makes it"} {
+		"incus_instance.talos", "systemctl stop jellyfin", "node talos-home as its machine config makes it",
+		// the written runbook's VMs install from their config drive
+		`install: first config through the Incus host's API (first_install = "nocloud"): nothing is sent over the LAN`} {
 		if !strings.Contains(plan, want) {
 			t.Errorf("the plan lacks %q:\n%s", want, tail(plan, 4000))
 		}
@@ -264,6 +275,78 @@ func TestInitFromTheLab(t *testing.T) {
 		if i, _, err := c.Instance(t.Context(), vm); err != nil || i.Status != "Running" {
 			t.Errorf("the old VM %s after the rehearsal: %+v %v", vm, i, err)
 		}
+	}
+}
+
+// TestInitFromTheDebianLab: init against old VMs as Debian installs the
+// apps, each newer than the example's images and Synapse on PostgreSQL:
+// the report prints each app's kind, version, database engine and config
+// files; site.auto.hcl runs images of those releases and, the host being
+// IncusOS after its direct-attach tutorial, its physical LAN network,
+// which the plan takes; and the written runbook, with Jellyfin's image
+// edited back to the example's older one, fails at plan naming both
+// versions.
+func TestInitFromTheDebianLab(t *testing.T) {
+	t.Parallel()
+	h, err := home.Start(t.Context(), home.Options{Dir: filepath.Join(t.TempDir(), "lab"), AddressBlock: 35, LANPhysical: "enp5s0",
+		OldHost: &incushost.OldHost{SynapseDB: "psycopg2", JellyfinVersion: "10.11.2", SynapseVersion: "1.130.0", FrigateVersion: "0.15.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	key, _ := identity(t)
+	env := append(h.Env(), "MIGRATE_AGE_IDENTITY="+key)
+	dir := filepath.Join(t.TempDir(), "home-move")
+	code, out, stderr := initRun(t, env, dir)
+	if code != 0 {
+		t.Fatalf("migrate init: exit %d\n%s\n%s", code, out, stderr)
+	}
+	flat := strings.Join(strings.Fields(out), " ")
+	for _, want := range []string{
+		"app Jellyfin 10.11.2+deb12 (Debian package jellyfin-server); database SQLite /var/lib/jellyfin/data/jellyfin.db; config /etc/default/jellyfin",
+		"app Synapse 1.130.0+bookworm1 (Debian package matrix-synapse-py3); database PostgreSQL synapse on localhost; config /etc/matrix-synapse/homeserver.yaml /etc/matrix-synapse/conf.d/",
+		"app Frigate 0.15.1 (Compose project frigate); database SQLite /opt/frigate/config/frigate.db; config /opt/frigate/docker-compose.yml /opt/frigate/config/config.yml",
+		"app Samba", "users ana ben",
+		"[synapse-postgres]", "[image-newer]",
+	} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+	sitePath := filepath.Join(dir, "site.auto.hcl")
+	site, err := os.ReadFile(sitePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkImagesNotOlder(t, string(site))
+	for _, want := range []string{`jellyfin_image = "jellyfin/jellyfin:10.11.2"`, `synapse_image = "matrixdotorg/synapse:v1.130.0"`,
+		`frigate_image = "ghcr.io/blakeblackshear/frigate:0.15.1"`, `synapse_database = "psycopg2"`, `frigate_install = "compose"`} {
+		if !strings.Contains(strings.Join(strings.Fields(string(site)), " "), want) {
+			t.Errorf("site.auto.hcl lacks %q:\n%s", want, site)
+		}
+	}
+
+	// IncusOS's physical LAN network: the NICs name it, and the plan
+	// takes it.
+	if !strings.Contains(strings.Join(strings.Fields(string(site)), " "), `lan_network = "enp5s0"`) {
+		t.Errorf("site.auto.hcl does not take the physical LAN network:\n%s", site)
+	}
+	plan := run(t, dir, env, "plan")
+	if strings.Contains(plan, "no-lan-bridge") || !strings.Contains(plan, "incus_instance.talos") {
+		t.Errorf("the plan on the physical LAN network:\n%s", tail(plan, 3000))
+	}
+
+	// Jellyfin's image edited back to the example's: the plan refuses it.
+	older := strings.Replace(string(site), `"jellyfin/jellyfin:10.11.2"`, `"jellyfin/jellyfin:10.10.3"`, 1)
+	if err := os.WriteFile(sitePath, []byte(older), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(migrate, "plan", "--runbook", dir, "--no-color")
+	cmd.Env = append(os.Environ(), env...)
+	refused, err := cmd.CombinedOutput()
+	said := strings.Join(strings.Fields(string(refused)), " ")
+	if err == nil || !strings.Contains(said, "jellyfin/jellyfin:10.10.3 is older than 10.11.2+deb12, the version the old VM runs") || !strings.Contains(said, "on main.hcl line") {
+		t.Errorf("the plan of a downgraded Jellyfin: %v\n%s", err, refused)
 	}
 }
 
@@ -409,7 +492,7 @@ func TestInitRealDaemon(t *testing.T) {
 	if want := fmt.Sprintf("project = %q # where migrate init read the old VMs", project); !strings.Contains(strings.Join(strings.Fields(string(main)), " "), want) {
 		t.Errorf("main.hcl's incus provider lacks %q", want)
 	}
-	if v := run(t, dir, []string{"MIGRATE_AGE_IDENTITY=" + key}, "validate"); strings.TrimSpace(v) != "The runbook is valid: 6 phases, 52 steps." {
+	if v := run(t, dir, []string{"MIGRATE_AGE_IDENTITY=" + key}, "validate"); strings.TrimSpace(v) != "The runbook is valid: 6 phases, 56 steps." {
 		t.Errorf("validate: %s", v)
 	}
 }
@@ -457,4 +540,26 @@ func grepTree(t *testing.T, dir, s string) []string {
 		return nil
 	})
 	return hits
+}
+
+// checkImagesNotOlder: each *_image of site.auto.hcl is of its
+// *_version or newer.
+func checkImagesNotOlder(t *testing.T, site string) {
+	t.Helper()
+	f, diags := hclsyntax.ParseConfig([]byte(site), "site.auto.hcl", hcl.InitialPos)
+	if diags.HasErrors() {
+		t.Fatalf("site.auto.hcl: %v", diags)
+	}
+	attrs, _ := f.Body.JustAttributes()
+	for _, app := range []string{"jellyfin", "synapse", "frigate"} {
+		v, ok := attrs[app+"_version"]
+		if !ok {
+			continue // not read: nothing to hold the image to
+		}
+		version, _ := v.Expr.Value(nil)
+		image, _ := attrs[app+"_image"].Expr.Value(nil)
+		if versions.Older(versions.Tag(image.AsString()), version.AsString()) {
+			t.Errorf("site.auto.hcl: %s_image %s is older than %s_version %s", app, image.AsString(), app, version.AsString())
+		}
+	}
 }

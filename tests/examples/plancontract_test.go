@@ -16,9 +16,11 @@ import (
 	"testing"
 
 	"filippo.io/age"
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 
+	"github.com/homelab-migrate/migrate/providers/helm/ocitest"
 	"github.com/homelab-migrate/migrate/secret/agefile"
 )
 
@@ -231,4 +233,28 @@ func (r *chartRepo) publish(t *testing.T, version string) {
 	}
 	sum := sha256.Sum256(b)
 	fmt.Fprintf(&r.index, "  - apiVersion: v2\n    name: app\n    version: %s\n    digest: %x\n    urls: [%s/%s]\n", version, sum, r.srv.URL, name)
+}
+
+// An OCI chart from a real registry (Debian's docker-registry, started by
+// the test): its version not pinned, the plan records the digest it
+// resolved to; pushed again under the same version, a run of the saved
+// plan is refused naming both digests, and nothing runs. Planned again,
+// it installs from the registry, and rolls back.
+func TestSavedPlanRefusesMovedOCITag(t *testing.T) {
+	t.Parallel()
+	reg := ocitest.Start(t, ocitest.Options{})
+	const app = "../../examples/homelab/charts/app"
+	first := reg.Push(t, app, "charts/app", nil)
+	c := newContractCase(t, reg.Ref("charts/app"))
+	plan := c.plan(t)
+	second := reg.Push(t, app, "charts/app", func(ch *chart.Chart) { ch.Metadata.Description = "pushed again under the same version" })
+	c.refused(t, plan, "helm_release.web: chart "+reg.Ref("charts/app")+" resolved to app-0.2.0, digest "+first+" when the plan was made",
+		"resolved to app-0.2.0, digest "+second+" now")
+
+	plan = c.plan(t)
+	out := run(t, c.dir, c.env, append([]string{"run", "--plan", plan, "--auto-approve"}, c.args...)...)
+	if !strings.Contains(out, "(chart app-0.2.0 from "+reg.Ref("charts/app")+", digest "+second+")") {
+		t.Errorf("the run does not say the digest it installed:\n%s", out)
+	}
+	run(t, c.dir, c.env, append([]string{"rollback", "--auto-approve"}, c.args...)...)
 }

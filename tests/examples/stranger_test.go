@@ -12,13 +12,16 @@ import (
 	"github.com/homelab-migrate/migrate/lab/talosnode"
 )
 
-// TestHomelabNodeAddressHeldByAnotherMachine: the router lost the node's
-// reservation (the VM gets another address) and another machine of the
-// LAN, in maintenance mode too, answers at node_address. The plan of the
-// platform phase refuses to send it the first config, naming both MACs
-// and the reservation to check, and nothing is changed: no VM made, the
-// machine got nothing and is still in maintenance mode.
-func TestHomelabNodeAddressHeldByAnotherMachine(t *testing.T) {
+// TestStrangerAtTheNodeAddressGetsNothing: the homelab's node installs
+// from its config drive (first_install = "nocloud"), so no machine on
+// the LAN is ever sent the first config. When the router lost the node's
+// reservation and another machine, in maintenance mode as a Talos node
+// waiting for its config, answers at node_address, the platform phase
+// refuses before anything runs: that machine cannot prove who it is. The
+// refusal says so and what to check; the machine got nothing and is
+// still in maintenance mode, and no VM was made (so no instance holds the
+// config either).
+func TestStrangerAtTheNodeAddressGetsNothing(t *testing.T) {
 	t.Parallel()
 	h, err := home.Start(t.Context(), home.Options{Dir: filepath.Join(t.TempDir(), "lab"), AddressBlock: 24}) // a block no other test takes (torture: 23)
 	if err != nil {
@@ -51,11 +54,11 @@ func TestHomelabNodeAddressHeldByAnotherMachine(t *testing.T) {
 
 	out, err := migrateLab("run", "--phase", "platform", "--auto-approve")
 	if err == nil {
-		t.Fatalf("the first config went to another machine:\n%s", out)
+		t.Fatalf("the platform phase ran with another machine at the node's address:\n%s", out)
 	}
 	text := strings.Join(strings.Fields(out), " ")
-	for _, want := range []string{"Another Machine At The Address", "has 10:66:6a:99:99:99", "not " + home.NodeMAC,
-		"Check the router's DHCP reservation of " + home.NodeMAC} {
+	for _, want := range []string{"Node In Maintenance Mode", `installs through the Incus host's API (first_install = "nocloud")`,
+		"answers in maintenance mode", "Nothing is sent", "check the router's leases"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the refusal lacks %q:\n%s", want, out)
 		}

@@ -42,6 +42,8 @@ var validationCorpus = []struct {
 		refusal: `Failed add validation for device "x": Failed loading custom volume: Storage volume not found`},
 	{name: "no-network", devices: map[string]map[string]string{"eth1": {"type": "nic", "network": "nosuchnet"}},
 		refusal: `Failed to load network "nosuchnet" for project "default": Network not found`},
+	{name: "network-and-nictype", devices: map[string]map[string]string{"lan": {"type": "nic", "network": incustest.Network, "nictype": "bridged"}},
+		refusal: `Cannot use "nictype" property in conjunction with "network" property`},
 	{name: "bridged-on-lan", devices: map[string]map[string]string{"lan": {"type": "nic", "nictype": "bridged", "parent": incustest.Network, "hwaddr": "10:66:6A:4D:16:50"}}},
 	{name: "bridged-no-parent", devices: map[string]map[string]string{"lan": {"type": "nic", "nictype": "bridged"}},
 		refusal: `Device validation failed for "lan": Invalid value for device option "parent": Required value`},

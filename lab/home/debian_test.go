@@ -1,0 +1,54 @@
+package home
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/homelab-migrate/migrate/lab/incushost"
+	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
+)
+
+// TestDebianHome: with Options.OldHost the home's old VMs are Debian
+// hosts (the root from lab/debroot's cache), reached as any lab VM is:
+// over the host's HTTPS API.
+func TestDebianHome(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	block := 100 + (os.Getpid()+7)%150
+	start := time.Now()
+	h, err := Start(ctx, Options{Dir: t.TempDir(), AddressBlock: block, OldHost: &incushost.OldHost{SynapseVersion: "1.121.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	t.Logf("the home with Debian old VMs started in %s", time.Since(start).Round(time.Millisecond))
+	t.Setenv("INCUS_CONF", envMap(h.Env())["INCUS_CONF"])
+	opts, err := incusapi.RemoteOptions("", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := incusapi.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for vm, argv := range map[string][]string{
+		"matrix":   {"dpkg-query", "-W", "-f=${Version}", "matrix-synapse-py3"},
+		"services": {"systemctl", "is-active", "smbd"},
+	} {
+		e, err := c.StartExec(ctx, vm, incusapi.ExecPost{Command: argv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out, errb bytes.Buffer
+		code, err := c.FollowExec(ctx, e, &out, &errb, 20*time.Millisecond)
+		want := map[string]string{"matrix": "1.121.1+bookworm1", "services": "active"}[vm]
+		if err != nil || code != 0 || strings.TrimSpace(out.String()) != want {
+			t.Errorf("%s: %v: exit %d, %q %s %v; want %q", vm, argv, code, out.String(), errb.String(), err, want)
+		}
+	}
+}
