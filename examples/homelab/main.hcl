@@ -793,6 +793,23 @@ phase "data-apps" {
     expect        = "written by a pod of media"
     error_message = "What a pod of media wrote on the data share is not on the node: Jellyfin and Frigate would not see the host's data."
   }
+
+  # No phase is done while one of its apps is down. The releases waited
+  # for their pods to be Ready (a pod that crash-loops, on a database
+  # newer than its image, fails its release naming the pod and its last
+  # log lines); then each app answers its own health check on its
+  # NodePort, as a browser on the LAN reaches it. A failure here and
+  # migrate rollback starts the old Jellyfin and Frigate again.
+  check "http_check" "jellyfin_health" {
+    url      = "http://${var.node_address}:30096/health"
+    contains = "Healthy"
+    timeout  = "5m"
+  }
+
+  check "http_check" "frigate_health" {
+    url     = "http://${var.node_address}:30500/api/version"
+    timeout = "5m"
+  }
 }
 
 phase "host-services" {
@@ -859,6 +876,14 @@ phase "host-services" {
       resources = { requests = { cpu = "500m", memory = "1Gi" }, limits = { memory = "6Gi" } }
     }
     depends_on = [kubernetes_secret.ci_runner_token]
+  }
+
+  # Samba is healthy when an SMB client on the LAN sees its shares: the
+  # share list, as smbclient -L asks it, from the node's port 445.
+  check "smb_check" "samba_shares" {
+    address = var.node_address
+    shares  = ["files", "photos"]
+    timeout = "5m"
   }
 }
 
@@ -1128,6 +1153,15 @@ phase "ingress-matrix" {
     url     = "${var.matrix_url}/_matrix/federation/v1/version"
     ca      = var.matrix_ca
     timeout = var.federation_wait
+  }
+
+  # And Synapse answers its clients: the versions an Element app asks
+  # first, through the same ingress.
+  check "http_check" "synapse_client" {
+    url      = "${var.matrix_url}/_matrix/client/versions"
+    ca       = var.matrix_ca
+    contains = "\"versions\""
+    timeout  = var.federation_wait
   }
 }
 

@@ -22,7 +22,10 @@
 //   - Frigate (ghcr.io/blakeblackshear/frigate): needs /config/config.yml
 //     (or .yaml); GET /api/version on 5000.
 //   - Samba (ghcr.io/servercontainers/samba): shares from
-//     SAMBA_VOLUME_CONFIG_*, each path must exist; TCP 445.
+//     SAMBA_VOLUME_CONFIG_*, each path must exist; served over SMB on
+//     445 by Debian's own smbd and samba-dcerpcd (smbd.go), guests may
+//     list them (smbclient -L, smb_check); without Debian's samba
+//     installed, TCP 445 only.
 //   - ingress-nginx's controller: /healthz on 10254, 80 and 443 open.
 //   - act_runner (gitea/act_runner): needs its instance URL and
 //     registration token; its cache server on 8088.
@@ -36,6 +39,9 @@
 // the pod's files through its mounts; they store nothing but the markers
 // above (Synapse's schema tables through python3's sqlite3 module, as
 // Synapse itself reads SQLite; Jellyfin's system.xml); Synapse on
-// PostgreSQL is refused as not supported by the lab; Samba accepts TCP on
-// 445 but speaks no SMB (no share listing through smbclient).
+// PostgreSQL is refused as not supported by the lab; Samba's smbd runs
+// as the lab's user (root) from the lab's process, with an smb.conf of
+// its own under the container's root, and imports no accounts (the
+// image's ACCOUNT_* would need the host's Unix users): guests list and
+// use the shares.
 package apps

@@ -172,9 +172,9 @@ func samba(Version) Program {
 			c.logf(">> share [%s] path=%s", share, sharePath)
 		}
 
-		c.logf("smbd version 4.20.6 started (lab stand-in: TCP 445, no SMB)")
+		c.logf("smbd version 4.20.6 started (lab stand-in: Debian's smbd serves the shares)")
 
-		return serveAll(ctx, c, map[int]http.Handler{445: nil})
+		return smbd(ctx, c)
 	}
 }
 
