@@ -57,14 +57,16 @@ modules:
 ## (idempotent; needs root for the packages): Incus, and etcd +
 ## kube-apiserver + kube-controller-manager + kube-scheduler + kwok (built
 ## once from the module proxy into ~/.cache/migrate: ~6 min the first time),
-## Debian's docker-registry, which the OCI chart tests start themselves, and
-## the Debian root of the lab's old VMs (debootstrap, cached: ~1 min once).
+## Debian's docker-registry, which the OCI chart tests start themselves,
+## the Debian root of the lab's old VMs (debootstrap, cached: ~1 min once),
+## and Debian's samba (smbd, for smb_check's tests and the lab's Samba pod).
 ## Their progress goes to a log, printed only if a script fails.
 services:
 	@scripts/incus-up.sh >$(SETUP_LOG) 2>&1 || { cat $(SETUP_LOG); echo "make: scripts/incus-up.sh failed (log above)"; exit 1; }
 	@scripts/kube-up.sh >$(SETUP_LOG) 2>&1 || { cat $(SETUP_LOG); echo "make: scripts/kube-up.sh failed (log above)"; exit 1; }
 	@scripts/registry-up.sh >$(SETUP_LOG) 2>&1 || { cat $(SETUP_LOG); echo "make: scripts/registry-up.sh failed (log above)"; exit 1; }
 	@scripts/debian-root.sh >$(SETUP_LOG) 2>&1 || { cat $(SETUP_LOG); echo "make: scripts/debian-root.sh failed (log above)"; exit 1; }
+	@scripts/samba-install.sh >$(SETUP_LOG) 2>&1 || { cat $(SETUP_LOG); echo "make: scripts/samba-install.sh failed (log above)"; exit 1; }
 
 ## services-down: stop them.
 services-down:

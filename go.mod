@@ -35,8 +35,10 @@ require (
 	github.com/ProtonMail/gopenpgp/v3 v3.4.1 // indirect
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
+	github.com/geoffgarside/ber v1.1.0 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/google/go-containerregistry v0.21.7 // indirect
+	github.com/hirochachacha/go-smb2 v1.1.0
 	github.com/kr/fs v0.1.0 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect
 	k8s.io/component-helpers v0.37.2 // indirect

@@ -365,7 +365,7 @@ provider "helm" "cluster" {
 # made inside it: the VM's deletion discards those steps, so a rollback
 # records them as reverted instead of asking a cluster that is gone.
 phase "rehearsal" {
-  description = "The disqualifying tests on a throwaway Talos VM: a pod writes to the data share and the node reads it back; the iGPU is visible. Nothing real is touched before this passes."
+  description = "The disqualifying tests on a throwaway Talos VM: a pod writes to the data share and the node reads it back; the iGPU's render node exists and a pod opens it. Nothing real is touched before this passes."
 
   # The Talos ISO from the Image Factory, of the node's version and
   # schematic (registered first, its installer checked): no ISO by hand.
@@ -497,14 +497,39 @@ phase "rehearsal" {
     depends_on    = [kubernetes_job.rehearsal_write]
   }
 
-  # The GPU test: the i915 driver (the schematic's extension) bound to a
-  # real Intel GPU. The old VM never had one, only a virtual card.
+  # The GPU test, as the apps will use it: the i915 driver (the
+  # schematic's extension) bound to a real Intel GPU made the render node
+  # that VA-API opens (its sysfs entry says DRM's numbers)...
   step "talos_read" "rehearsal_igpu" {
     provider      = talos.rehearsal
-    path          = "/proc/modules"
-    contains      = "i915"
-    error_message = "No Intel iGPU on the rehearsal node: the i915 driver is not loaded. Does the VM have the gpu device (pci ${var.igpu_pci}), and does the schematic carry siderolabs/i915? Without it Jellyfin and Frigate decode video on the CPU, as they did on the old VM all along."
+    path          = "/sys/class/drm/renderD128/dev"
+    expect        = "226:128"
+    error_message = "No render node (/dev/dri/renderD128) on the rehearsal node: the i915 driver did not bind an Intel GPU. Does the VM have the gpu device (pci ${var.igpu_pci}), and does the schematic carry siderolabs/i915? Without it Jellyfin and Frigate decode video on the CPU, as they did on the old VM all along."
     depends_on    = [talos_service_health.rehearsal_installed]
+  }
+
+  # ...and a pod given /dev/dri as Jellyfin's and Frigate's are (hostPath,
+  # privileged) opens it read-write.
+  step "kubernetes_job" "rehearsal_render" {
+    provider   = helm.cluster
+    kubeconfig = talos_kubeconfig.rehearsal.path
+    namespace  = "media"
+    name       = "render-node-open"
+    timeout    = "10m"
+    job = {
+      template = { spec = {
+        restartPolicy = "Never"
+        containers = [{
+          name            = "open"
+          image           = "busybox:1.36"
+          command         = ["sh", "-c", "test -c /dev/dri/renderD128 && exec 3<>/dev/dri/renderD128 && echo 'opened /dev/dri/renderD128'"]
+          securityContext = { privileged = true }
+          volumeMounts    = [{ name = "dri", mountPath = "/dev/dri" }]
+        }]
+        volumes = [{ name = "dri", hostPath = { path = "/dev/dri", type = "Directory" } }]
+      } }
+    }
+    depends_on = [kubernetes_namespace.rehearsal_media, talos_read.rehearsal_igpu]
   }
 
   # Both passed: the throwaway VM goes (this cannot be undone), and all
@@ -515,10 +540,10 @@ phase "rehearsal" {
     name       = "rehearsal"
     ensure     = "absent"
     # after its config is cleared: one change of the instance at a time
-    depends_on = [talos_read.rehearsal_data, talos_read.rehearsal_igpu, incus_device.rehearsal_config_cleared]
+    depends_on = [talos_read.rehearsal_data, talos_read.rehearsal_igpu, kubernetes_job.rehearsal_render, incus_device.rehearsal_config_cleared]
     discards = [
       incus_instance.rehearsal, talos_machine_config.rehearsal, incus_device.rehearsal_config_cleared,
-      talos_bootstrap.rehearsal, kubernetes_namespace.rehearsal_media, kubernetes_job.rehearsal_write,
+      talos_bootstrap.rehearsal, kubernetes_namespace.rehearsal_media, kubernetes_job.rehearsal_write, kubernetes_job.rehearsal_render,
     ]
   }
 }
@@ -848,6 +873,23 @@ phase "data-apps" {
     expect        = "written by a pod of media"
     error_message = "What a pod of media wrote on the data share is not on the node: Jellyfin and Frigate would not see the host's data."
   }
+
+  # No phase is done while one of its apps is down. The releases waited
+  # for their pods to be Ready (a pod that crash-loops, on a database
+  # newer than its image, fails its release naming the pod and its last
+  # log lines); then each app answers its own health check on its
+  # NodePort, as a browser on the LAN reaches it. A failure here and
+  # migrate rollback starts the old Jellyfin and Frigate again.
+  check "http_check" "jellyfin_health" {
+    url      = "http://${var.node_address}:30096/health"
+    contains = "Healthy"
+    timeout  = "5m"
+  }
+
+  check "http_check" "frigate_health" {
+    url     = "http://${var.node_address}:30500/api/version"
+    timeout = "5m"
+  }
 }
 
 phase "host-services" {
@@ -994,6 +1036,14 @@ phase "host-services" {
       resources = { requests = { cpu = "500m", memory = "1Gi" }, limits = { memory = "6Gi" } }
     }
     depends_on = [kubernetes_secret.ci_runner_token]
+  }
+
+  # Samba is healthy when an SMB client on the LAN sees its shares: the
+  # share list, as smbclient -L asks it, from the node's port 445.
+  check "smb_check" "samba_shares" {
+    address = var.node_address
+    shares  = ["files", "photos"]
+    timeout = "5m"
   }
 }
 
@@ -1441,6 +1491,15 @@ phase "ingress-matrix" {
     url     = "${var.matrix_url}/_matrix/federation/v1/version"
     ca      = var.matrix_ca
     timeout = var.federation_wait
+  }
+
+  # And Synapse answers its clients: the versions an Element app asks
+  # first, through the same ingress.
+  check "http_check" "synapse_client" {
+    url      = "${var.matrix_url}/_matrix/client/versions"
+    ca       = var.matrix_ca
+    contains = "\"versions\""
+    timeout  = var.federation_wait
   }
 }
 

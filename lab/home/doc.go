@@ -66,5 +66,10 @@
 // after FailFederation(true): the demo's injected failure; and GET
 // /.well-known/matrix/server with the delegation {"m.server":
 // "matrix.example.org:443"} (MatrixDelegation), as Synapse's
-// serve_server_wellknown does.
+// serve_server_wellknown does; and GET /_matrix/client/versions
+// (ClientVersionsPath, the example's health check of Synapse) with
+// Synapse 1.120's spec versions. What differs: it answers for the
+// homeserver, not through the ingress from the Synapse pod (the lab's
+// ingress-nginx does not proxy), so a Synapse pod that is down does not
+// fail these; the release's wait for its pod Ready does.
 package home

@@ -29,6 +29,10 @@ import (
 // FederationPath is what the example's http_check asks of matrix_url.
 const FederationPath = "/_matrix/federation/v1/version"
 
+// ClientVersionsPath is what Matrix clients ask first, and the example's
+// health check of Synapse.
+const ClientVersionsPath = "/_matrix/client/versions"
+
 // Options configure a Home.
 type Options struct {
 	Dir string    // everything lives here; created when absent
@@ -217,6 +221,12 @@ func (h *Home) serve(ctx context.Context) error {
 			return
 		}
 		io.WriteString(w, `{"server":{"name":"Synapse","version":"1.120.0"}}`)
+	})
+	mux.HandleFunc("GET "+ClientVersionsPath, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		// Synapse 1.120's spec versions (synapse/rest/client/versions.py).
+		io.WriteString(w, `{"versions":["r0.0.1","r0.1.0","r0.2.0","r0.3.0","r0.4.0","r0.5.0","r0.6.0","r0.6.1","v1.1","v1.2","v1.3","v1.4","v1.5","v1.6","v1.7","v1.8","v1.9","v1.10","v1.11"],"unstable_features":{}}`)
 	})
 	// A client that refuses the certificate is not news: its handshake
 	// errors stay out of the lab's log.

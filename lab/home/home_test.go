@@ -141,6 +141,9 @@ func TestHome(t *testing.T) {
 	if code, body := getWith(t, trusting, env["MIGRATE_VAR_matrix_url"]+WellKnownPath); code != 200 || body != `{"m.server":"matrix.example.org:443"}` {
 		t.Errorf("the delegation: %d %s", code, body)
 	}
+	if code, body := getWith(t, trusting, env["MIGRATE_VAR_matrix_url"]+ClientVersionsPath); code != 200 || !strings.Contains(body, `"versions":[`) {
+		t.Errorf("the client versions: %d %s", code, body)
+	}
 	var unknown x509.UnknownAuthorityError
 	if _, err := http.Get(fed); !errors.As(err, &unknown) {
 		t.Errorf("the federation endpoint without the lab's CA: %v, want an unknown authority", err)

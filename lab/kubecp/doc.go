@@ -2,8 +2,9 @@
 // (lab/talosnode through lab/talosvm) after its bootstrap: real processes,
 // no simulation. etcd, kube-apiserver, kube-controller-manager,
 // kube-scheduler and kwok (the node's kubelet: it registers no container
-// runtime, it turns the Node Ready and pods Running; the commands of Job
-// pods run in lab/sandbox, see below) are the binaries
+// runtime, it turns the Node Ready and Job pods Running; Job pods'
+// commands run in lab/sandbox, app pods through lab/apps, see below) are
+// the binaries
 // build-kube.sh (beside this file, embedded: the program carries it, and
 // scripts/kube-up.sh runs it from the checkout) builds from the Go module
 // proxy into a cache,
@@ -83,17 +84,49 @@
 // node that rebooted. Without Config.HostPath, kwok's pod-complete stage
 // marks Job pods Succeeded without running anything.
 //
+// The pods of Deployments, StatefulSets and DaemonSets (a ReplicaSet,
+// StatefulSet or DaemonSet owner) run too when Config.HostPath is set
+// (apppods.go): kwok's pod-ready stage is given one more requirement
+// (not such a pod: podReadyForOthers), so they stay Pending until the
+// control plane runs them as kubelet does. Each gets an address of its
+// own, 127.(A+128).C.N for a node at 127.A.B.C (the node's address with
+// hostNetwork), written as its podIP. Each container runs side by side
+// with the others: its program chosen by its image (lab/apps: a stand-in
+// of the app, in this process, given the pod's mounts, env, arguments and
+// address; for busybox-like images, or an unknown image with a command,
+// that command in lab/sandbox as for Jobs; an unknown image without one
+// waits ErrImagePull, then ImagePullBackOff, with the reason). Its status
+// is kubelet's: Running, started once its startupProbe passed, Ready only
+// while its readinessProbe (httpGet, tcpSocket, exec for command
+// containers; periodSeconds, thresholds, initialDelaySeconds, the first
+// probe 200ms after the start) passes, the pod Ready when all are; a
+// container that exits is started again at once, then after a back-off
+// of 10s doubling to 5m (CrashLoopBackOff, MaxBackOff), Waiting
+// CrashLoopBackOff meanwhile, restartCount counting, lastState.terminated
+// with its exit code (restartPolicy OnFailure restarts only failures,
+// Never none); a livenessProbe failing failureThreshold times kills it
+// (137) and it restarts. Each run's output is its own log
+// (CONTAINER/RESTARTS.log: `kubectl logs --previous` serves the run
+// before; kubelet's two are kept). Volumes: hostPath, a claim's hostPath
+// PV, emptyDir, and secret and configMap (their keys written as files in
+// the pod's directory, removed when the pod ends; kubelet uses a tmpfs).
+// A pod deleted has its containers killed. NodePort Services are served
+// as kube-proxy does for them (nodeports.go): the control plane listens on
+// Addr at each NodePort and forwards to a Ready pod of the selector on the
+// node, at its targetPort (no ClusterIP routing).
+//
 // Differences from a real node: etcd without TLS (Secrets in it are
 // encrypted, as on Talos; see above); one client certificate
 // (system:masters) for the controller manager, scheduler and kwok; no
-// kube-proxy, CoreDNS, flannel or kubelet. kwok runs no container: only
-// Job pods run (above), and not as a kubelet runs them: no image (the
+// kube-proxy (but NodePorts, above), CoreDNS, flannel or kubelet. kwok
+// runs no container: only Job and app pods run (above), and Job pods not
+// as a kubelet runs them: no image (the
 // command must exist in the host's /usr, /bin, /sbin), containers one
 // after the other instead of side by side, no restart (restartPolicy
 // OnFailure is Never), no service account token mounted, no network
 // namespace (the host's network), no resource limits (resourceFieldRef
 // is refused), no probes, no exec, attach or port-forward on the kubelet
-// endpoint (only logs), no previous logs (no restart), stdout and stderr
+// endpoint (only logs), no previous logs for Jobs (no restart), stdout and stderr
 // through one pipe (their order kept, all tagged stdout); the API server
 // prefers the node's InternalIP to reach the kubelet
 // (--kubelet-preferred-address-types: the hostname resolves on a Talos

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -217,4 +219,66 @@ func (c *ControlPlane) object(ctx context.Context, ns, kind, name string, out an
 	}
 
 	return true, nil
+}
+
+// keysVolume writes a Secret's or ConfigMap's keys as files in dir (its
+// items only, at their paths, when it lists some), as kubelet projects
+// them: mode defaultMode (0644), the files of a Secret readable by the
+// pod only as it asks. A missing source fails the pod unless optional.
+func (c *ControlPlane) keysVolume(ctx context.Context, ns, kind, name string, items []corev1.KeyToPath, mode *int32, optional *bool, dir string) error {
+	data, found, err := c.sourceData(ctx, ns, kind, name, optional)
+	if err != nil {
+		return err
+	}
+
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+
+	if !found {
+		return nil // optional and missing: an empty directory
+	}
+
+	perm := os.FileMode(0o644)
+	if mode != nil {
+		perm = os.FileMode(*mode) & 0o777
+	}
+
+	files := map[string]string{}
+
+	for k := range data {
+		files[k] = k
+	}
+
+	if len(items) > 0 {
+		files = map[string]string{}
+
+		for _, it := range items {
+			if _, ok := data[it.Key]; !ok {
+				return cannot("FailedMount", "configmap or secret %s/%s: couldn't find key %s", ns, name, it.Key)
+			}
+
+			files[it.Key] = it.Path
+		}
+	}
+
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close() //nolint:errcheck
+
+	for key, p := range files {
+		if d := filepath.Dir(p); d != "." {
+			if err := root.MkdirAll(d, 0o755); err != nil {
+				return err
+			}
+		}
+
+		if err := root.WriteFile(p, []byte(data[key]), perm); err != nil {
+			return fmt.Errorf("%s %s key %s: %w", kind, name, key, err)
+		}
+	}
+
+	return nil
 }

@@ -411,10 +411,16 @@ func (c *ControlPlane) volumes(ctx context.Context, pod *corev1.Pod, dir string)
 		case v.EmptyDir != nil:
 			src = filepath.Join(dir, "volumes", v.Name)
 			err = os.MkdirAll(src, 0o777) //nolint:gosec // as kubelet's
+		case v.Secret != nil:
+			src = filepath.Join(dir, "volumes", v.Name)
+			err = c.keysVolume(ctx, pod.Namespace, "secret", v.Secret.SecretName, v.Secret.Items, v.Secret.DefaultMode, v.Secret.Optional, src)
+		case v.ConfigMap != nil:
+			src = filepath.Join(dir, "volumes", v.Name)
+			err = c.keysVolume(ctx, pod.Namespace, "configmap", v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.DefaultMode, v.ConfigMap.Optional, src)
 		case v.Projected != nil && strings.HasPrefix(v.Name, "kube-api-access-"):
 			continue // the service account token: not mounted (see doc.go)
 		default:
-			return nil, cannot("FailedMount", "volume %q is of a kind the lab's node cannot mount (it mounts hostPath, persistentVolumeClaim bound to a hostPath PersistentVolume, and emptyDir)", v.Name)
+			return nil, cannot("FailedMount", "volume %q is of a kind the lab's node cannot mount (it mounts hostPath, persistentVolumeClaim bound to a hostPath PersistentVolume, emptyDir, secret and configMap)", v.Name)
 		}
 
 		if err != nil {
@@ -462,8 +468,12 @@ func (c *ControlPlane) hostPath(hp *corev1.HostPathVolumeSource) (string, error)
 		if statErr != nil || !fi.Mode().IsRegular() {
 			return "", cannot("FailedMount", "hostPath type check failed: %s is not a file", hp.Path)
 		}
+	case corev1.HostPathCharDev:
+		if statErr != nil || fi.Mode()&os.ModeCharDevice == 0 {
+			return "", cannot("FailedMount", "hostPath type check failed: %s is not a character device", hp.Path)
+		}
 	default:
-		return "", cannot("FailedMount", "hostPath %s of type %s: the lab's node has no sockets or devices to mount", hp.Path, typ)
+		return "", cannot("FailedMount", "hostPath %s of type %s: the lab's node has no sockets or block devices to mount", hp.Path, typ)
 	}
 
 	return p, err

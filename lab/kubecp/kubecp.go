@@ -113,6 +113,10 @@ type ControlPlane struct {
 	runners    sync.WaitGroup     // the pod runner, its pods, the kubelet's endpoint
 	kubelet    *http.Server       // the kubelet's endpoint (logs.go)
 	live       liveLogs           // the container logs being written
+	podIPs     struct {           // the app pods' addresses (apppods.go), by pod UID
+		sync.Mutex
+		byUID map[string]string
+	}
 }
 
 type proc struct {
@@ -252,6 +256,15 @@ func (c *ControlPlane) start(ctx context.Context) error {
 			continue // the pod runner ends Job pods, having run them
 		}
 
+		if cfg.HostPath != nil && filepath.Base(f) == "pod-ready.yaml" {
+			derived, err := c.podReadyForOthers(f)
+			if err != nil {
+				return err
+			}
+
+			f = derived
+		}
+
 		args = append(args, "-c", f)
 	}
 
@@ -263,9 +276,11 @@ func (c *ControlPlane) start(ctx context.Context) error {
 		podCtx, stop := context.WithCancel(context.Background())
 		c.stopPods = stop
 
-		c.runners.Add(1)
+		c.runners.Add(3)
 
 		go c.runPods(podCtx)
+		go c.runAppPods(podCtx)
+		go c.serveNodePorts(podCtx)
 	}
 
 	return nil

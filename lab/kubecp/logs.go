@@ -42,7 +42,12 @@ var followPoll = 100 * time.Millisecond
 
 // containerLogPath is where a container's output is kept.
 func (c *ControlPlane) containerLogPath(pod *corev1.Pod, container string) string {
-	return filepath.Join(c.cfg.Dir, "logs", "pods", pod.Namespace+"_"+pod.Name+"_"+string(pod.UID), container, "0.log")
+	return c.containerLogPathN(pod, container, 0)
+}
+
+// containerLogPathN is the log of the container's run after n restarts.
+func (c *ControlPlane) containerLogPathN(pod *corev1.Pod, container string, n int) string {
+	return filepath.Join(c.cfg.Dir, "logs", "pods", pod.Namespace+"_"+pod.Name+"_"+string(pod.UID), container, strconv.Itoa(n)+".log")
 }
 
 // liveLogs are the container logs being written, by path: a follow
@@ -159,6 +164,7 @@ func parseRecord(line []byte) (logRecord, bool) {
 // logOptions are the query of a containerLogs request, as kubelet reads it.
 type logOptions struct {
 	follow, timestamps bool
+	previous           bool  // the run before the last restart
 	tailLines          int64 // -1: all
 	limitBytes         int64 // 0: no limit
 	since              time.Time
@@ -187,8 +193,10 @@ func parseLogOptions(q map[string][]string) (logOptions, error) {
 		}
 	}
 
-	if v := get("previous"); v == "true" {
-		return o, errors.New("previous: the lab's node restarts no container, there is no previous one")
+	if v := get("previous"); v != "" {
+		if o.previous, err = strconv.ParseBool(v); err != nil {
+			return o, fmt.Errorf("previous=%q is not a boolean", v)
+		}
 	}
 
 	tail := get("tailLines")
@@ -352,7 +360,21 @@ func (c *ControlPlane) containerLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	path := c.containerLogPath(&pod, container)
+	// the current run's log, or with previous the one before (kubelet's
+	// restartCount names them)
+	run := restartsOf(&pod, container)
+	if opts.previous {
+		if run == 0 {
+			http.Error(w, fmt.Sprintf("previous terminated container %q in pod %q not found", container, name), http.StatusBadRequest)
+
+			return
+		}
+
+		run--
+		opts.follow = false
+	}
+
+	path := c.containerLogPathN(&pod, container, int(run))
 
 	f, err := c.openLog(r.Context(), &pod, path, opts.follow)
 	if err != nil {
@@ -370,6 +392,16 @@ func (c *ControlPlane) containerLogs(w http.ResponseWriter, r *http.Request) {
 	defer f.Close() //nolint:errcheck
 
 	c.writeLog(r.Context(), w, f, path, opts)
+}
+
+func restartsOf(pod *corev1.Pod, container string) int32 {
+	for _, st := range pod.Status.ContainerStatuses {
+		if st.Name == container {
+			return st.RestartCount
+		}
+	}
+
+	return 0
 }
 
 func hasContainer(pod *corev1.Pod, name string) bool {
@@ -413,7 +445,7 @@ func (c *ControlPlane) openLog(ctx context.Context, pod *corev1.Pod, path string
 
 			var p corev1.Pod
 			if err := c.do(ctx, http.MethodGet, "/api/v1/namespaces/"+pod.Namespace+"/pods/"+pod.Name, "application/json", nil, &p); err != nil ||
-				p.UID != pod.UID || (p.Status.Phase != corev1.PodRunning && p.Status.Phase != corev1.PodPending) || c.cfg.HostPath == nil || !ownedByJob(&p) {
+				p.UID != pod.UID || (p.Status.Phase != corev1.PodRunning && p.Status.Phase != corev1.PodPending) || c.cfg.HostPath == nil || (!ownedByJob(&p) && !ownedByApp(&p)) {
 				return nil, nil //nolint:nilnil
 			}
 		}

@@ -81,7 +81,7 @@ func TestLogOptionsBad(t *testing.T) {
 		"limitBytes=x":     `limitBytes="x" is not a number`,
 		"sinceSeconds=0":   `sinceSeconds="0" is not a positive number`,
 		"sinceTime=monday": `sinceTime="monday" is not an RFC 3339 time`,
-		"previous=true":    "there is no previous one",
+		"previous=perhaps": `previous="perhaps" is not a boolean`,
 	} {
 		q, _ := url.ParseQuery(query) //nolint:errcheck
 		if _, err := parseLogOptions(q); err == nil || !strings.Contains(err.Error(), want) {

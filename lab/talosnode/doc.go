@@ -139,7 +139,14 @@
 //     ISO's; installed, the installer image's, Options.Extensions) loads
 //     the driver:
 //     /proc/modules lists i915 and dmesg has its "i915 0000:00:02.0: [drm]"
-//     lines; otherwise /proc/modules has no i915. In maintenance mode the
+//     lines, and the driver's device nodes exist: /dev/dri/card0 and the
+//     render node /dev/dri/renderD128 (character devices with the null
+//     device's numbers, 1:3, as this machine has no DRM device: they
+//     open read-write; a pod mounts /dev/dri by hostPath) and their sysfs
+//     entries /sys/class/drm/{card0,renderD128}/dev ("226:0", "226:128",
+//     DRM's numbers: what the Talos API's Read serves, as it serves only
+//     regular files; List, talosctl ls, shows the device nodes); otherwise /proc/modules has no i915 and neither
+//     /dev/dri nor /sys/class/drm exists. In maintenance mode the
 //     node reports the image it booted as resources readable with
 //     --insecure: Version (runtime, id "version": Talos and
 //     Options.Version) and one ExtensionStatus per extension of

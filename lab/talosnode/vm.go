@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
@@ -70,6 +71,52 @@ func (n *Node) modulesLocked(ext []string) {
 	p := filepath.Join(n.rootDir, "proc/modules")
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
 		os.WriteFile(p, []byte(modules), 0o444) //nolint:errcheck
+	}
+
+	n.renderNodeLocked(strings.HasPrefix(modules, "i915 "))
+}
+
+// The DRM device nodes the i915 driver makes: card0 and the render node
+// that VA-API opens (Jellyfin's and Frigate's hardware decoding), with
+// their sysfs entries. This machine has no DRM device, so the nodes are
+// character devices with the null device's numbers (1:3): they exist,
+// `test -c` passes and they open read-write, as a pod given /dev/dri by
+// hostPath needs; their sysfs "dev" files say DRM's real numbers.
+var drmNodes = map[string]string{"card0": "226:0", "renderD128": "226:128"}
+
+// nullDevice is makedev(1, 3) (small numbers: major<<8 | minor).
+const nullDevice = 1<<8 | 3
+
+// renderNodeLocked makes /dev/dri and /sys/class/drm when the driver
+// loaded, and removes them otherwise.
+func (n *Node) renderNodeLocked(loaded bool) {
+	dri, sys := filepath.Join(n.rootDir, "dev/dri"), filepath.Join(n.rootDir, "sys/class/drm")
+
+	os.RemoveAll(dri) //nolint:errcheck
+	os.RemoveAll(sys) //nolint:errcheck
+
+	if !loaded {
+		return
+	}
+
+	for name, numbers := range drmNodes {
+		if err := os.MkdirAll(filepath.Join(sys, name), 0o755); err != nil {
+			n.logfLocked(facilityKern, "err", "[drm] %s: %v", name, err)
+
+			continue
+		}
+
+		os.WriteFile(filepath.Join(sys, name, "dev"), []byte(numbers+"\n"), 0o444) //nolint:errcheck
+
+		if err := os.MkdirAll(dri, 0o755); err != nil {
+			continue
+		}
+
+		if err := syscall.Mknod(filepath.Join(dri, name), syscall.S_IFCHR|0o666, nullDevice); err != nil {
+			// not root: a plain file, which opens but is no device
+			n.logfLocked(facilityKern, "err", "[drm] lab: /dev/dri/%s as a plain file (mknod: %v)", name, err)
+			os.WriteFile(filepath.Join(dri, name), nil, 0o666) //nolint:errcheck
+		}
 	}
 }
 

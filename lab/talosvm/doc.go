@@ -23,7 +23,9 @@
 //   - The `gpu` device (Spec.GPU): the i915 driver loads (i915 in
 //     /proc/modules, its "[drm]" lines in dmesg) only when the running
 //     image's schematic carries siderolabs/i915: the ISO's in maintenance
-//     mode, the installer image's once installed. The node knows the
+//     mode, the installer image's once installed; with it, the render
+//     node /dev/dri/renderD128 that a pod given /dev/dri opens (see
+//     lab/talosnode). The node knows the
 //     installer's schematic from the installer image of its config
 //     (…/metal-installer/<schematic id>:<version>, what the talos provider
 //     writes from its extensions), looked up in KnownSchematics,

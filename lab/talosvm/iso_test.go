@@ -132,6 +132,15 @@ func TestVMRunsTheISOItBooted(t *testing.T) {
 		t.Errorf("/proc/modules of the i915 ISO with the gpu: %q", mods)
 	}
 
+	// the driver made the render node that VA-API opens
+	if fi, err := os.Stat(filepath.Join(withI915.Node().Root(), "dev/dri/renderD128")); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		t.Errorf("/dev/dri/renderD128 of the i915 ISO with the gpu: %v %v", fi, err)
+	}
+
+	if b, err := os.ReadFile(filepath.Join(withI915.Node().Root(), "sys/class/drm/renderD128/dev")); err != nil || string(b) != "226:128\n" {
+		t.Errorf("/sys/class/drm/renderD128/dev of the i915 ISO with the gpu: %q %v", b, err)
+	}
+
 	without, err := bootISO(t, writeISO(t, "v1.13.3", "siderolabs/iscsi-tools"), 11)
 	if err != nil {
 		t.Fatal(err)
@@ -143,6 +152,10 @@ func TestVMRunsTheISOItBooted(t *testing.T) {
 
 	if mods := modules(t, without); strings.Contains(mods, "i915") || !strings.Contains(mods, "virtio_net") {
 		t.Errorf("/proc/modules of an ISO without i915, with the gpu: %q", mods)
+	}
+
+	if _, err := os.Stat(filepath.Join(without.Node().Root(), "dev/dri")); !os.IsNotExist(err) {
+		t.Errorf("/dev/dri of an ISO without i915, with the gpu: %v", err)
 	}
 
 	newer, err := bootISO(t, writeISO(t, "v1.14.1", "siderolabs/i915"), 12)

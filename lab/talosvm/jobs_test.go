@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -246,9 +247,12 @@ func testJobs(t *testing.T, ctx context.Context, k kubernetes.Interface, c *clie
 		"no-command": {Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
 		"config-map": {Containers: []corev1.Container{{Name: "c", Image: "busybox", Command: []string{"true"}}},
 			Volumes: []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}}},
+		"nfs": {Containers: []corev1.Container{{Name: "c", Image: "busybox", Command: []string{"true"}}},
+			Volumes: []corev1.Volume{{Name: "share", VolumeSource: corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: "nas", Path: "/share"}}}}},
 	} {
 		want := map[string]string{"value-from": `secret "s" not found`, // kubelet's CreateContainerConfigError
-			"no-command": "the lab's node runs no images", "config-map": `volume "cfg" is of a kind the lab's node cannot mount`}[name]
+			"no-command": "the lab's node runs no images", "config-map": `configmap "cfg" not found`,
+			"nfs": `volume "share" is of a kind the lab's node cannot mount`}[name]
 
 		j, pod := runJob(t, ctx, k, "jobs", name, spec)
 		if jobCondition(j) != batchv1.JobFailed || pod.Status.Phase != corev1.PodFailed || !strings.Contains(podMessage(pod), want) {
@@ -359,5 +363,48 @@ func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
 		}
 
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// testRenderNode: the i915 driver's render node is on the node (its
+// sysfs entry read through the Talos API, as the rehearsal reads it) and
+// a pod given /dev/dri by hostPath opens it read-write, as VA-API does.
+func testRenderNode(t *testing.T, ctx context.Context, k kubernetes.Interface, c *client.Client) {
+	t.Helper()
+
+	if got, err := read(ctx, c, "/sys/class/drm/renderD128/dev"); err != nil || got != "226:128\n" {
+		t.Fatalf("/sys/class/drm/renderD128/dev: %q %v", got, err)
+	}
+
+	// as `talosctl ls /dev/dri` lists it
+	stream, err := c.LS(ctx, &machine.ListRequest{Root: "/dev/dri"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	listed := map[string]os.FileMode{}
+
+	for {
+		fi, err := stream.Recv()
+		if err != nil {
+			break
+		}
+
+		listed[fi.GetRelativeName()] = os.FileMode(fi.GetMode())
+	}
+
+	if m, ok := listed["renderD128"]; !ok || m&os.ModeCharDevice == 0 || listed["card0"]&os.ModeCharDevice == 0 {
+		t.Fatalf("talosctl ls /dev/dri: %v", listed)
+	}
+
+	dir := corev1.HostPathDirectory
+	j, pod := runJob(t, ctx, k, "jobs", "render-node", corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "open", Image: "busybox",
+			Command:      []string{"sh", "-c", "test -c /dev/dri/renderD128 && exec 3<>/dev/dri/renderD128 && echo opened"},
+			VolumeMounts: []corev1.VolumeMount{{Name: "dri", MountPath: "/dev/dri"}}}},
+		Volumes: []corev1.Volume{{Name: "dri", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/dev/dri", Type: &dir}}}},
+	})
+	if jobCondition(j) != batchv1.JobComplete {
+		t.Fatalf("a pod opening /dev/dri/renderD128: job %v, pod %s %s", j.Status.Conditions, pod.Status.Phase, podMessage(pod))
 	}
 }

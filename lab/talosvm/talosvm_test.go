@@ -356,6 +356,7 @@ func TestVM(t *testing.T) {
 	}
 
 	testJobs(t, ctx, k, c, data, vm.Spec().Dir)
+	testRenderNode(t, ctx, k, c)
 	interrupted := startInterrupted(t, ctx, k, data)
 
 	// a reboot takes the node's Kubernetes down and up again, etcd's
@@ -501,6 +502,10 @@ func TestVMWithoutGPU(t *testing.T) {
 
 			if d := dmesg(t, ctx, c); strings.Contains(d, "i915") {
 				t.Fatalf("dmesg has i915 lines:\n%s", d)
+			}
+
+			if got, err := read(ctx, c, "/sys/class/drm/renderD128/dev"); err == nil {
+				t.Fatalf("a render node without the driver: %q", got)
 			}
 
 			got, err := read(ctx, c, "/var/mnt/data/probe")

@@ -19,8 +19,17 @@
 //     release stuck in pending-install, pending-upgrade or pending-rollback
 //     (a client that died mid-operation) is recovered explicitly: rolled
 //     back to its last deployed revision, or uninstalled when none was,
-//     before the upgrade. Rollback returns to the previous revision, or
-//     uninstalls what the step installed.
+//     before the upgrade. Apply waits, as helm --wait does and unless
+//     wait = false (releasewait.go): Helm's ReadyChecker judges each
+//     object until all are ready, while the pods of the revision are
+//     watched; a container in CrashLoopBackOff, ImagePullBackOff,
+//     ErrImagePull or CreateContainerConfigError (or restarted 3 times
+//     and not Ready) fails the step at once, naming the pod, container,
+//     restarts, last exit and the last 20 lines of its log (the run that
+//     ended), scrubbed; a timeout names the objects not ready and the
+//     pods' states. The revision is then marked failed. Helm's own wait
+//     is not used: it cannot be cut short. Rollback returns to the
+//     previous revision, or uninstalls what the step installed.
 //   - kubernetes_ready (ready.go; a step or a check): waits until the API
 //     server answers /readyz and every node (or the one named) reports
 //     Ready=True, within timeout, and fails naming the last state seen.

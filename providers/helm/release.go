@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/zclconf/go-cty/cty"
@@ -45,9 +44,10 @@ type relAttrs struct {
 	ValuesFiles     []string          `cty:"values_files" doc:"Values files (YAML), relative to the runbook, merged in order; an age-encrypted one (named .age) is decrypted in memory and its values are secret."`
 	SetSensitive    map[string]string `cty:"set_sensitive" sensitive:"true" doc:"Values by dot path (\"db.password\"), set last and redacted everywhere."`
 	CreateNamespace bool              `cty:"create_namespace" doc:"Create the namespace when it does not exist."`
-	Atomic          bool              `cty:"atomic" doc:"Roll back (or uninstall) when the install or upgrade fails; implies wait."`
-	Wait            bool              `cty:"wait" doc:"Wait until the release's resources are ready."`
-	Timeout         string            `cty:"timeout" doc:"How long wait may take, \"5m\" by default."`
+	Atomic          bool              `cty:"atomic" doc:"Roll back (or uninstall) when the install or upgrade fails or does not become ready."`
+	Wait            bool              `cty:"wait" doc:"Wait until the release's workloads are ready, as helm --wait does (true by default): Deployments, StatefulSets and DaemonSets with their pods Ready, claims Bound; a pod that crash-loops, cannot pull its image or cannot be configured fails the step at once, naming it with its restarts and last log lines. false returns once the objects are applied."`
+	WaitForJobs     bool              `cty:"wait_for_jobs" doc:"Wait also until the release's Jobs complete (helm --wait-for-jobs)."`
+	Timeout         string            `cty:"timeout" doc:"How long the wait may take, \"5m\" by default (Helm's)."`
 	Kubeconfig      string            `cty:"kubeconfig" doc:"Path to a kubeconfig for this step, relative to the runbook (such as talos_kubeconfig.admin.path); default the provider's."`
 }
 
@@ -90,7 +90,7 @@ type releasePrivate struct {
 
 // releaseAttrs are the attributes a release's plan waits for.
 var releaseAttrs = []string{"name", "chart", "version", "digest", "username", "password", "registry_config", "ca_file", "plain_http",
-	"namespace", "values", "values_files", "set_sensitive", "create_namespace", "atomic", "wait", "timeout"}
+	"namespace", "values", "values_files", "set_sensitive", "create_namespace", "atomic", "wait", "wait_for_jobs", "timeout"}
 
 // releaseRevert is a helm_release step's revert data.
 type releaseRevert struct {
@@ -334,6 +334,7 @@ func planRelease(ctx context.Context, c *call, st relAttrs, _ *sdk.Prior[release
 	for _, l := range lines {
 		b.WriteString(l + "\n")
 	}
+	b.WriteString(waitWhat(st) + "\n")
 	for _, k := range slices.Sorted(maps.Keys(st.SetSensitive)) {
 		fmt.Fprintf(&b, "set_sensitive %s = %s\n", k, phases.Redacted)
 	}
@@ -381,6 +382,7 @@ func (p *Provider) planOffline(ctx context.Context, c *call, st relAttrs) relPla
 	for _, l := range lines {
 		b.WriteString(l + "\n")
 	}
+	b.WriteString(waitWhat(st) + "\n")
 	for _, k := range slices.Sorted(maps.Keys(st.SetSensitive)) {
 		fmt.Fprintf(&b, "set_sensitive %s = %s\n", k, phases.Redacted)
 	}
@@ -409,19 +411,8 @@ func applyRelease(ctx context.Context, c *call, st relAttrs, planned releasePriv
 	if diags.HasErrors() {
 		return relApply{Diagnostics: diags}
 	}
-	// Helm's wait says only "context deadline exceeded" when it gives up:
-	// its last word on what was not ready goes into the error.
-	var notReady struct {
-		sync.Mutex
-		last string
-	}
 	cfg, h, diags := openRelease(c, cl, st.Namespace, st.Name, func(format string, args ...any) {
-		if strings.Contains(format, "is not ready") {
-			notReady.Lock()
-			notReady.last = strings.TrimSuffix(fmt.Sprintf(format, args...), ".")
-			notReady.Unlock()
-		}
-		if strings.HasPrefix(format, "beginning wait") || strings.HasPrefix(format, "creating") || strings.HasPrefix(format, "Created") || strings.HasPrefix(format, "Deleting") {
+		if strings.HasPrefix(format, "creating") || strings.HasPrefix(format, "Created") || strings.HasPrefix(format, "Deleting") {
 			c.Log.Printf(format, args...)
 		}
 	})
@@ -462,17 +453,19 @@ func applyRelease(ctx context.Context, c *call, st relAttrs, planned releasePriv
 		revertOf = prior.Revert
 	}
 	if err != nil {
-		notReady.Lock()
-		why := notReady.last
-		notReady.Unlock()
-		if why != "" {
-			why = " Last seen while waiting: " + why + "."
+		return failedRelease(c, cfg, st, revertOf, phases.Errorf("Release Failed", "Release %s/%s: %v.", st.Namespace, st.Name, err))
+	}
+	if st.Wait || st.Atomic {
+		diags, stopped := waitRelease(ctx, c, cl, cfg, st, rel)
+		switch {
+		case stopped:
+			return relApply{Revert: revertOf, Stopped: true, Diagnostics: diags}
+		case diags.HasErrors():
+			if err := markFailed(cfg, rel, diags.Err().Error()); err != nil {
+				c.Log.Printf("revision %d of release %s/%s could not be marked failed: %v", rel.Version, st.Namespace, st.Name, err)
+			}
+			return failedRelease(c, cfg, st, revertOf, diags)
 		}
-		resp := relApply{Diagnostics: phases.Errorf("Release Failed", "Release %s/%s: %v.%s", st.Namespace, st.Name, err, why)}
-		if after, herr := readHistory(cfg, st.Name); herr == nil && after.exists() {
-			resp.Revert = revertOf // something is there to undo
-		}
-		return resp
 	}
 	c.Log.Printf("release %s/%s: revision %d %s", st.Namespace, st.Name, rel.Version, rel.Info.Status)
 	return relApply{Outputs: releaseOutputs(rel), Private: releasePrivate{Revision: rel.Version}, Revert: revertOf}
@@ -523,8 +516,8 @@ func installOrUpgrade(ctx context.Context, c *call, cfg *action.Configuration, s
 		inst.ReleaseName = st.Name
 		inst.Namespace = st.Namespace
 		inst.CreateNamespace = st.CreateNamespace
-		inst.Atomic = st.Atomic
-		inst.Wait = st.Wait || st.Atomic
+		// Helm neither waits nor undoes: waitRelease waits, and
+		// failedRelease undoes when atomic.
 		inst.Timeout = timeout(st)
 		inst.Description = desc
 		c.Log.Printf("installing release %s/%s (chart %s%s)", st.Namespace, st.Name, chartName(r.chart), r.source.from())
@@ -534,8 +527,6 @@ func installOrUpgrade(ctx context.Context, c *call, cfg *action.Configuration, s
 		prev := h.base()
 		up := action.NewUpgrade(cfg)
 		up.Namespace = st.Namespace
-		up.Atomic = st.Atomic
-		up.Wait = st.Wait || st.Atomic
 		up.Timeout = timeout(st)
 		up.ResetValues = true
 		up.MaxHistory = maxHistory
@@ -547,6 +538,26 @@ func installOrUpgrade(ctx context.Context, c *call, cfg *action.Configuration, s
 		rel, err = up.RunWithContext(ctx, st.Name, r.chart, r.values)
 	}
 	return rel, inv, err
+}
+
+// failedRelease is the answer of an install or upgrade that failed or
+// did not become ready: the revert of what is there to undo, done at once
+// when the step is atomic.
+func failedRelease(c *call, cfg *action.Configuration, st relAttrs, revertOf *sdk.RevertData[releaseRevert], diags phases.Diagnostics) relApply {
+	after, err := readHistory(cfg, st.Name)
+	if err != nil || !after.exists() {
+		return relApply{Diagnostics: diags}
+	}
+	if !st.Atomic {
+		return relApply{Diagnostics: diags, Revert: revertOf} // something is there to undo
+	}
+	c.Log.Printf("atomic: %s", revertOf.Description)
+	if d := undoRelease(c, cfg, revertOf.Data); d.HasErrors() {
+		return relApply{Diagnostics: append(diags, d...), Revert: revertOf}
+	}
+	undone := slices.Clone(diags)
+	undone[0].Detail += " Being atomic, the step undid it: " + revertOf.Description + "."
+	return relApply{Diagnostics: undone}
 }
 
 // maxHistory is how many revisions a release keeps, as the helm CLI does.
@@ -645,6 +656,12 @@ func revertRelease(ctx context.Context, c *call, a relAttrs, u sdk.Applied[relea
 		c.Log.Printf("release %s/%s is not installed: nothing to undo", inv.Namespace, inv.Name)
 		return nil
 	}
+	return undoRelease(c, cfg, inv)
+}
+
+// undoRelease uninstalls a release this step installed, or rolls it back
+// to the revision before.
+func undoRelease(c *call, cfg *action.Configuration, inv releaseRevert) phases.Diagnostics {
 	if inv.Uninstall {
 		un := action.NewUninstall(cfg)
 		un.Timeout = defaultTimeout

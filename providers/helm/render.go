@@ -32,6 +32,9 @@ func validateRelease(c *call, a *relAttrs) phases.Diagnostics {
 	if c.Null("timeout") {
 		a.Timeout = "5m"
 	}
+	if c.Null("wait") {
+		a.Wait = true // as the helm CLI's --wait, by default: a phase is not done while its apps are down
+	}
 	var diags phases.Diagnostics
 	bad := func(summary, format string, args ...any) {
 		diags = append(diags, phases.Errorf(summary, format, args...)...)

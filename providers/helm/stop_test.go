@@ -107,3 +107,26 @@ func TestJobWaitStopped(t *testing.T) {
 		t.Errorf("after the stop the namespace has jobs %v, want the one left running", got)
 	}
 }
+
+// TestReleaseWaitStopped: a gentle stop ends a release's wait for its
+// workloads at once, the revision installed: Stopped, with the revert data
+// that uninstalls it and what was not waited for.
+func TestReleaseWaitStopped(t *testing.T) {
+	t.Parallel()
+	k := lab(t)
+	p := k.provider(t, nil)
+	ns := k.madeNamespace(t, "relstop")
+	cfg := obj(map[string]cty.Value{"name": str("web"), "chart": str("charts/wait"), "namespace": str(ns), "timeout": str("10m"),
+		"values": obj(map[string]cty.Value{"nodeSelector": obj(map[string]cty.Value{"migrate.test/nowhere": str("true")})})})
+	r, log, took := stoppedApply(t, p, helm.Release, "web", cfg, func() bool { return strings.HasPrefix(k.history(t, ns, "web"), "1:") })
+	t.Logf("the release's wait (10m) ended %s after the stop", took.Round(time.Microsecond))
+	if took > 5*time.Second {
+		t.Errorf("the wait ended %s after the stop, want at once", took)
+	}
+	if !r.Stopped || r.Revert == nil {
+		t.Fatalf("a stopped wait answered Stopped=%v revert data %+v (%v)", r.Stopped, r.Revert, r.Diagnostics)
+	}
+	contains(t, "the answer", fmt.Sprint(r.Diagnostics.Err()), "Stopped While Waiting", "revision 1 of release "+ns+"/web is installed", "its workloads becoming ready was not waited for")
+	contains(t, "the log", log, "waiting up to 10m for the 1 object(s) of release "+ns+"/web")
+	revert(t, p, helm.Release, "web", cfg, r.Revert)
+}

@@ -9,6 +9,10 @@
 //     https:// URL's certificate is verified against the system's CAs, or
 //     only those of the PEM file ca (a server of its own CA), and a
 //     certificate not trusted is said so, with what to change;
+//   - smb_check (smb.go): wait until an SMB server lists the shares
+//     named (SMB2, NTLM as guest or an account, the list of IPC$ as
+//     smbclient -L asks it), as a step or a check: a file server's
+//     health as its clients see it;
 //   - approval: a human gate that records who approved and when;
 //   - wait: a pause of a given duration.
 //
@@ -26,7 +30,7 @@
 //
 // Each step type is one sdk.StepType declaration (name, description,
 // attributes struct as its schema, outputs, rollback sentence, handlers)
-// in its own file (exec.go, http.go; approval and wait in gates.go),
+// in its own file (exec.go, http.go, smb.go; approval and wait in gates.go),
 // listed in New; the SDK (package providers/sdk) gates, decodes and scrubs
 // every call. The engine (package engine) drives the provider through
 // providers.Interface; cmd/migrate registers New under the type "local".

@@ -184,6 +184,7 @@ func applyHTTP(ctx context.Context, c *call, a httpAttrs, _ none, _ *sdk.Prior[n
 		status, body, err := get(ctx, client, h.url, max(h.interval, 5*time.Second))
 		found := h.contains == "" || bytes.Contains(body, []byte(h.contains))
 		if err == nil && status == h.status && found {
+			c.Log.Printf("GET %s answered %d%s", h.shownURL, status, h.containing())
 			return sdk.Apply[none, none]{Outputs: httpOutputs{status}, Revert: nothingToUndo()}
 		}
 		seen := fmt.Sprintf("status %d", status)
@@ -219,6 +220,14 @@ func applyHTTP(ctx context.Context, c *call, a httpAttrs, _ none, _ *sdk.Prior[n
 		return fail(phases.Errorf("HTTP Check Failed",
 			"%s: GET %s did not answer %d within %s; %s.", c.Addr, h.shownURL, h.status, h.timeout, answer))
 	}
+}
+
+// containing says what the body held, as it may be shown.
+func (h httpCheck) containing() string {
+	if h.contains == "" {
+		return ""
+	}
+	return ", its body containing " + h.shownContains
 }
 
 // get makes one request and returns the status and the body's first 64

@@ -18,8 +18,9 @@ const TypeName = "local"
 const (
 	Exec      = "exec"
 	HTTPCheck = "http_check"
-	Approval  = "approval"
-	Wait      = "wait"
+	// SMBCheck: smb.go.
+	Approval = "approval"
+	Wait     = "wait"
 )
 
 // Provider runs steps on the local machine. It is safe for concurrent use.
@@ -53,7 +54,7 @@ func New() *Provider {
 		Name:          TypeName,
 		ConfigureFunc: p.configure,
 		CloseFunc:     p.close,
-		Steps:         []sdk.Step[*Provider]{execStep, httpStep, approvalStep, waitStep},
+		Steps:         []sdk.Step[*Provider]{execStep, httpStep, smbStep, approvalStep, waitStep},
 	}
 	return p
 }

@@ -1,0 +1,47 @@
+// Package apps holds the lab's stand-ins for the images of the apps the
+// example moves: lab/kubecp picks a container's program by its image
+// (Lookup: name and tag; the tag is the stand-in's version) and runs it
+// with the pod's mounts (Container.Path), env, arguments and address.
+// Each stand-in behaves as the real image does in what the move depends
+// on, and serves its health endpoint:
+//
+//   - Synapse (matrixdotorg/synapse, ghcr.io/element-hq/synapse): the
+//     official image's start.py and homeserver: its config from
+//     --config-path files and directories (their *.yaml sorted, merged at
+//     the top level as read_config_files does), else SYNAPSE_CONFIG_PATH
+//     or /data/homeserver.yaml; refuses a config without server_name or
+//     report_stats, a SQLite database whose schema_compat_version is newer
+//     than its SCHEMA_VERSION (the table in synapse.go, read from Synapse's
+//     tags) and one whose users are of another server_name; brings the
+//     schema markers up to its version as prepare_database does; serves
+//     /health, /_matrix/client/versions and /_matrix/federation/v1/version
+//     on its config's http listener port (8008).
+//   - Jellyfin (jellyfin/jellyfin): /config/config/system.xml; refuses a
+//     PreviousVersionStr newer than its version, writes its own there;
+//     GET /health "Healthy" on 8096.
+//   - Frigate (ghcr.io/blakeblackshear/frigate): needs /config/config.yml
+//     (or .yaml); GET /api/version on 5000.
+//   - Samba (ghcr.io/servercontainers/samba): shares from
+//     SAMBA_VOLUME_CONFIG_*, each path must exist; served over SMB on
+//     445 by Debian's own smbd and samba-dcerpcd (smbd.go), guests may
+//     list them (smbclient -L, smb_check); without Debian's samba
+//     installed, TCP 445 only.
+//   - ingress-nginx's controller: /healthz on 10254, 80 and 443 open.
+//   - act_runner (gitea/act_runner): needs its instance URL and
+//     registration token; its cache server on 8088.
+//
+// Images of plain userlands (busybox, alpine, debian, ubuntu, postgres) have no
+// stand-in: lab/kubecp runs the container's command with the host's
+// programs, as for Job pods (Lookup says so with Command).
+//
+// What differs from the real images: the stand-ins are Go functions run
+// in the lab's own process (lab/kubecp's goroutines, not a chroot), reading
+// the pod's files through its mounts; they store nothing but the markers
+// above (Synapse's schema tables through python3's sqlite3 module, as
+// Synapse itself reads SQLite; Jellyfin's system.xml); Synapse on
+// PostgreSQL is refused as not supported by the lab; Samba's smbd runs
+// as the lab's user (root) from the lab's process, with an smb.conf of
+// its own under the container's root, and imports no accounts (the
+// image's ACCOUNT_* would need the host's Unix users): guests list and
+// use the shares.
+package apps

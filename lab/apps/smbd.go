@@ -1,0 +1,146 @@
+package apps
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The Samba pod speaks SMB: Debian's own smbd serves the shares of its
+// SAMBA_VOLUME_CONFIG_* variables on the pod's address, port 445, so an
+// SMB client (smb_check, smbclient -L) lists them as it would the real
+// image's. smbd is run with samba-dcerpcd (the share list's RPC server,
+// which smbd would otherwise start on demand in a session of its own) in
+// one process group, killed whole when the pod stops.
+
+const (
+	smbdProgram    = "/usr/sbin/smbd"
+	dcerpcdProgram = "/usr/libexec/samba/samba-dcerpcd"
+)
+
+// smbd serves the container's shares with the host's smbd; without one
+// (Debian's samba not installed) it only accepts TCP on 445, saying so.
+func smbd(ctx context.Context, c *Container) int {
+	for _, p := range []string{smbdProgram, dcerpcdProgram} {
+		if _, err := os.Stat(p); err != nil {
+			c.logf("lab: %s is not installed (Debian's samba, scripts/samba-install.sh): TCP 445 only, no SMB", p)
+
+			return serveAll(ctx, c, map[int]http.Handler{445: nil})
+		}
+	}
+
+	// smbd's and samba-dcerpcd's unix sockets live in its run directories,
+	// and a socket's path has 107 bytes at most: not under the pod's deep
+	// root, in a short directory of its own instead.
+	run, err := os.MkdirTemp("/tmp", "lab-smbd-")
+	if err != nil {
+		c.logf("error: %v", err)
+
+		return 1
+	}
+	defer os.RemoveAll(run)
+
+	conf, err := writeSmbConf(c, run)
+	if err != nil {
+		c.logf("error: %v", err)
+
+		return 1
+	}
+
+	return runGroup(ctx, c, []string{smbdProgram, "--foreground", "--no-process-group", "--configfile=" + conf, "--debug-stdout"},
+		[]string{dcerpcdProgram, "--foreground", "--no-process-group", "--libexec-rpcds", "--configfile=" + conf, "--debug-stdout"})
+}
+
+// writeSmbConf writes the smb.conf of the container's shares in run,
+// smbd's run directories beside it: guests may list them (map to guest = Bad User), each share's path
+// is where the container's path lives, and smbd binds only the pod's
+// address (as a /8: smbd finds no interface for a bare loopback address).
+func writeSmbConf(c *Container, dir string) (string, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[global]\n  server role = standalone server\n  map to guest = Bad User\n  smb ports = 445\n  interfaces = %s/8\n  bind interfaces only = yes\n  disable netbios = yes\n  server min protocol = SMB2\n  rpc start on demand helpers = no\n  log file = %s/log.%%m\n", c.Addr, dir)
+	for _, d := range []string{"private dir", "lock directory", "state directory", "cache directory", "pid directory", "ncalrpc dir", "binddns dir"} {
+		sub := filepath.Join(dir, strings.ReplaceAll(d, " ", "-"))
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "  %s = %s\n", d, sub)
+	}
+	var names []string
+	for k := range c.Env {
+		if strings.HasPrefix(k, "SAMBA_VOLUME_CONFIG_") {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		for _, part := range strings.Split(c.Env[k], ";") {
+			part = strings.TrimSpace(part)
+			if key, v, ok := strings.Cut(part, "="); ok && strings.TrimSpace(key) == "path" {
+				part = "path = " + c.Path(strings.TrimSpace(v))
+			}
+			if part != "" {
+				fmt.Fprintf(&b, "  %s\n", part)
+			}
+		}
+		b.WriteString("  guest ok = yes\n")
+	}
+	conf := filepath.Join(dir, "smb.conf")
+
+	return conf, os.WriteFile(conf, []byte(b.String()), 0o644)
+}
+
+// runGroup runs the commands in one new process group, their output the
+// container's, until one exits (its code) or ctx ends (137); the group
+// is then killed whole.
+func runGroup(ctx context.Context, c *Container, argvs ...[]string) int {
+	exited := make(chan int, len(argvs))
+	pgid := 0
+	var cmds []*exec.Cmd
+	defer func() {
+		if pgid != 0 {
+			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			stopped := time.AfterFunc(5*time.Second, func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+			for range cmds {
+				<-exited
+			}
+			stopped.Stop()
+			_ = syscall.Kill(-pgid, syscall.SIGKILL) // what they started and left
+		}
+	}()
+	for _, argv := range argvs {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Stdout, cmd.Stderr = c.Out, c.Out
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid, Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			c.logf("error: %v", err)
+
+			return 1
+		}
+		if pgid == 0 {
+			pgid = cmd.Process.Pid
+		}
+		cmds = append(cmds, cmd)
+		go func() {
+			_ = cmd.Wait()
+			exited <- cmd.ProcessState.ExitCode()
+		}()
+	}
+	select {
+	case code := <-exited:
+		cmds = cmds[1:] // one is waited for already
+		if code == 0 {
+			code = 1 // a server that ends by itself has failed
+		}
+
+		return code
+	case <-ctx.Done():
+		return 137
+	}
+}

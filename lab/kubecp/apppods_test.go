@@ -1,0 +1,251 @@
+package kubecp_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// deploy creates a Deployment of one pod labelled app=name in ns.
+func (n *node) deploy(t *testing.T, ctx context.Context, ns, name string, spec corev1.PodSpec) {
+	t.Helper()
+
+	labels := map[string]string{"app": name}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec},
+		},
+	}
+	if _, err := n.k.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// appPod waits until the pod of Deployment name satisfies cond.
+func (n *node) appPod(t *testing.T, ctx context.Context, ns, name, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
+	t.Helper()
+
+	var last *corev1.Pod
+
+	for {
+		pods, err := n.k.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		if err == nil && len(pods.Items) == 1 {
+			last = &pods.Items[0]
+			if cond(last) {
+				return last
+			}
+		}
+
+		select {
+		case <-ctx.Done():
+			if last != nil {
+				t.Fatalf("the pod of %s never %s; last seen: phase %s, containers %+v", name, what, last.Status.Phase, last.Status.ContainerStatuses)
+			}
+
+			t.Fatalf("the pod of %s never %s: no pod", name, what)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func ready(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+
+	return false
+}
+
+func privilegedNS(t *testing.T, ctx context.Context, n *node, name string) {
+	t.Helper()
+
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pod-security.kubernetes.io/enforce": "privileged"}}}
+	if _, err := n.k.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	waitSA(t, ctx, n.k, name)
+}
+
+func hostDir(path string) corev1.VolumeSource {
+	return corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path}}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAppPods: the node runs the pods of Deployments as kubelet does:
+// Ready only once the readinessProbe passes, reached through a NodePort;
+// a container that exits restarts with back-off (CrashLoopBackOff), its
+// previous run's log kept; an image with no stand-in cannot be pulled.
+func TestAppPods(t *testing.T) {
+	t.Parallel()
+
+	n := startNode(t, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+
+	privilegedNS(t, ctx, n, "media")
+
+	t.Run("ReadyAfterProbe", func(t *testing.T) {
+		// the probe passes once the program wrote /tmp/ready, 3s in
+		n.deploy(t, ctx, "media", "slow", corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "slow", Image: "busybox:1.36", Command: []string{"sh", "-c", "sleep 3; touch /tmp/ready; exec sleep 600"},
+			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-e", "/tmp/ready"}}}, PeriodSeconds: 1},
+		}}})
+
+		running := n.appPod(t, ctx, "media", "slow", "Running", func(p *corev1.Pod) bool {
+			return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil
+		})
+		if ready(running) {
+			t.Fatalf("Ready before its probe passed: %+v", running.Status)
+		}
+
+		start := running.Status.ContainerStatuses[0].State.Running.StartedAt.Time
+		p := n.appPod(t, ctx, "media", "slow", "Ready", ready)
+
+		if took := time.Since(start); took < 3*time.Second {
+			t.Fatalf("Ready %s after the start, before the program was", took)
+		}
+
+		if p.Status.PodIP == "" || !strings.HasPrefix(p.Status.PodIP, "127.153.5.") {
+			t.Fatalf("pod address %q, want 127.153.5.N (node 127.25.1.5)", p.Status.PodIP)
+		}
+	})
+
+	t.Run("JellyfinThroughNodePort", func(t *testing.T) {
+		writeFile(t, filepath.Join(n.host, "jellyfin", "config", "system.xml"), "<ServerConfiguration>\n  <PreviousVersionStr>10.10.3</PreviousVersionStr>\n</ServerConfiguration>\n")
+
+		created := time.Now()
+		n.deploy(t, ctx, "media", "jellyfin", corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name: "jellyfin", Image: "jellyfin/jellyfin:10.10.7",
+				Ports:          []corev1.ContainerPort{{Name: "http", ContainerPort: 8096}},
+				VolumeMounts:   []corev1.VolumeMount{{Name: "config", MountPath: "/config"}},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromString("http")}}},
+			}},
+			Volumes: []corev1.Volume{{Name: "config", VolumeSource: hostDir("/jellyfin")}},
+		})
+
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "jellyfin"}, Spec: corev1.ServiceSpec{
+			Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "jellyfin"},
+			Ports: []corev1.ServicePort{{Port: 8096, TargetPort: intstr.FromString("http"), NodePort: 30096}},
+		}}
+		if _, err := n.k.CoreV1().Services("media").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+
+		n.appPod(t, ctx, "media", "jellyfin", "Ready", ready)
+		t.Logf("Jellyfin's pod Ready %s after its Deployment was created", time.Since(created).Round(time.Millisecond))
+
+		body := ""
+
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+			if resp, err := http.Get("http://" + n.addr + ":30096/health"); err == nil { //nolint:noctx
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+
+				if body = string(b); body == "Healthy" {
+					break
+				}
+			}
+
+			if time.Now().After(deadline) {
+				t.Fatalf("http://%s:30096/health never answered Healthy (last %q)", n.addr, body)
+			}
+		}
+
+		if b, _ := os.ReadFile(filepath.Join(n.host, "jellyfin", "config", "system.xml")); !strings.Contains(string(b), ">10.10.7<") {
+			t.Fatalf("system.xml after the start:\n%s", b)
+		}
+	})
+
+	t.Run("CrashLoop", func(t *testing.T) {
+		// settings a newer Jellyfin ran with: the older image refuses them
+		writeFile(t, filepath.Join(n.host, "newer", "config", "system.xml"), "<ServerConfiguration>\n  <PreviousVersionStr>10.10.7</PreviousVersionStr>\n</ServerConfiguration>\n")
+
+		n.deploy(t, ctx, "media", "downgraded", corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name: "jellyfin", Image: "jellyfin/jellyfin:10.10.3",
+				VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/config"}},
+			}},
+			Volumes: []corev1.Volume{{Name: "config", VolumeSource: hostDir("/newer")}},
+		})
+
+		p := n.appPod(t, ctx, "media", "downgraded", "in CrashLoopBackOff after a restart", func(p *corev1.Pod) bool {
+			if len(p.Status.ContainerStatuses) != 1 {
+				return false
+			}
+
+			st := p.Status.ContainerStatuses[0]
+
+			return st.RestartCount >= 1 && st.State.Waiting != nil && st.State.Waiting.Reason == "CrashLoopBackOff"
+		})
+
+		st := p.Status.ContainerStatuses[0]
+		if last := st.LastTerminationState.Terminated; last == nil || last.ExitCode != 1 || last.Reason != "Error" || ready(p) {
+			t.Fatalf("lastState %+v, ready %v", st.LastTerminationState, ready(p))
+		}
+
+		// as a person looks: kubectl logs --previous
+		out, err := exec.CommandContext(ctx, "kubectl", "--kubeconfig", n.cp.Kubeconfig(), "-n", "media", "logs", "--previous", p.Name).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "older than the one that last ran with this configuration (10.10.7") {
+			t.Fatalf("kubectl logs --previous: %v\n%s", err, out)
+		}
+	})
+
+	t.Run("LivenessRestarts", func(t *testing.T) {
+		// alive while /tmp/alive exists: the program removes it 2s in
+		n.deploy(t, ctx, "media", "hangs", corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "hangs", Image: "busybox:1.36", Command: []string{"sh", "-c", "echo run; touch /tmp/alive; sleep 2; rm /tmp/alive; exec sleep 600"},
+			LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-e", "/tmp/alive"}}},
+				PeriodSeconds: 1, FailureThreshold: 2},
+		}}})
+
+		p := n.appPod(t, ctx, "media", "hangs", "restarted by its liveness probe", func(p *corev1.Pod) bool {
+			return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount >= 1
+		})
+
+		if last := p.Status.ContainerStatuses[0].LastTerminationState.Terminated; last == nil || last.ExitCode != 137 {
+			t.Fatalf("killed by its liveness probe: lastState %+v", p.Status.ContainerStatuses[0].LastTerminationState)
+		}
+	})
+
+	t.Run("UnknownImage", func(t *testing.T) {
+		n.deploy(t, ctx, "media", "unknown", corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/nothing:1.0"}}})
+
+		p := n.appPod(t, ctx, "media", "unknown", "waiting to pull", func(p *corev1.Pod) bool {
+			return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Waiting != nil &&
+				p.Status.ContainerStatuses[0].State.Waiting.Reason == "ErrImagePull"
+		})
+
+		if msg := p.Status.ContainerStatuses[0].State.Waiting.Message; !strings.Contains(msg, "no stand-in for this image") || p.Status.Phase != corev1.PodPending {
+			t.Fatalf("phase %s, message %q", p.Status.Phase, msg)
+		}
+	})
+}

@@ -1,0 +1,203 @@
+package kubecp
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// kube-proxy's part for NodePort Services: the lab has no kube-proxy, so
+// the control plane listens on the node's address at each NodePort (TCP)
+// and forwards each connection to a Ready pod of the Service's selector
+// on this node, at its targetPort, as kube-proxy's rules do. ClusterIPs
+// are not routed.
+
+// nodePortPoll is how often the Services are listed.
+var nodePortPoll = time.Second
+
+type nodePort struct {
+	ns, service string
+	port        corev1.ServicePort
+}
+
+// serveNodePorts keeps a listener per NodePort of the cluster's Services
+// until ctx ends.
+func (c *ControlPlane) serveNodePorts(ctx context.Context) {
+	defer c.runners.Done()
+
+	listeners := map[int32]net.Listener{}
+	refused := map[int32]bool{} // ports another process holds: said once
+
+	var (
+		mu     sync.Mutex
+		routes = map[int32]nodePort{}
+	)
+
+	defer func() {
+		for _, l := range listeners {
+			l.Close() //nolint:errcheck
+		}
+	}()
+
+	for {
+		var list corev1.ServiceList
+		if err := c.do(ctx, http.MethodGet, "/api/v1/services", "application/json", nil, &list); err == nil {
+			want := map[int32]nodePort{}
+
+			for _, svc := range list.Items {
+				if svc.Spec.Type != corev1.ServiceTypeNodePort && svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+					continue
+				}
+
+				for _, sp := range svc.Spec.Ports {
+					if sp.NodePort != 0 && (sp.Protocol == "" || sp.Protocol == corev1.ProtocolTCP) {
+						want[sp.NodePort] = nodePort{ns: svc.Namespace, service: svc.Name, port: sp}
+					}
+				}
+			}
+
+			mu.Lock()
+			routes = want
+			mu.Unlock()
+
+			for port, l := range listeners {
+				if _, ok := want[port]; !ok {
+					l.Close() //nolint:errcheck
+					delete(listeners, port)
+				}
+			}
+
+			for port := range want {
+				if listeners[port] != nil {
+					continue
+				}
+
+				l, err := net.Listen("tcp", net.JoinHostPort(c.cfg.Addr, strconv.Itoa(int(port))))
+				if err != nil {
+					if !refused[port] {
+						c.cfg.logf("kubecp: NodePort %d: %v", port, err)
+					}
+
+					refused[port] = true
+
+					continue
+				}
+
+				delete(refused, port)
+
+				listeners[port] = l
+
+				go c.acceptNodePort(ctx, l, func() (nodePort, bool) {
+					mu.Lock()
+					defer mu.Unlock()
+
+					r, ok := routes[port]
+
+					return r, ok
+				})
+			}
+		}
+
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(nodePortPoll):
+		}
+	}
+}
+
+func (c *ControlPlane) acceptNodePort(ctx context.Context, l net.Listener, route func() (nodePort, bool)) {
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+
+		go func() {
+			defer conn.Close() //nolint:errcheck
+
+			r, ok := route()
+			if !ok {
+				return
+			}
+
+			backend, err := c.endpoint(ctx, r)
+			if err != nil {
+				return // as kube-proxy with no endpoint: the connection is refused
+			}
+
+			up, err := net.DialTimeout("tcp", backend, 5*time.Second)
+			if err != nil {
+				return
+			}
+			defer up.Close() //nolint:errcheck
+
+			done := make(chan struct{}, 2)
+
+			go func() { io.Copy(up, conn); up.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()   //nolint:errcheck
+			go func() { io.Copy(conn, up); conn.(*net.TCPConn).CloseWrite(); done <- struct{}{} }() //nolint:errcheck
+
+			<-done
+			<-done
+		}()
+	}
+}
+
+// endpoint is a Ready pod of the route's Service on this node, as
+// podIP:targetPort.
+func (c *ControlPlane) endpoint(ctx context.Context, r nodePort) (string, error) {
+	var svc corev1.Service
+	if err := c.do(ctx, http.MethodGet, "/api/v1/namespaces/"+r.ns+"/services/"+r.service, "application/json", nil, &svc); err != nil {
+		return "", err
+	}
+
+	if len(svc.Spec.Selector) == 0 {
+		return "", fmt.Errorf("service %s/%s has no selector", r.ns, r.service)
+	}
+
+	var pods corev1.PodList
+
+	q := "/api/v1/namespaces/" + r.ns + "/pods?labelSelector=" + url.QueryEscape(labels.SelectorFromSet(svc.Spec.Selector).String()) +
+		"&fieldSelector=" + url.QueryEscape("spec.nodeName="+c.cfg.NodeName)
+	if err := c.do(ctx, http.MethodGet, q, "application/json", nil, &pods); err != nil {
+		return "", err
+	}
+
+	for _, pod := range pods.Items {
+		if pod.DeletionTimestamp != nil || pod.Status.PodIP == "" || !podReady(&pod) {
+			continue
+		}
+
+		for _, ctr := range pod.Spec.Containers {
+			target := r.port.TargetPort
+			if target.IntValue() == 0 && target.StrVal == "" {
+				return net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(r.port.Port))), nil
+			}
+
+			if port, err := containerPort(target, ctr); err == nil {
+				return net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(port)), nil
+			}
+		}
+	}
+
+	return "", fmt.Errorf("service %s/%s has no Ready endpoint on the node", r.ns, r.service)
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+
+	return false
+}
