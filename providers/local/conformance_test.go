@@ -15,6 +15,8 @@ import (
 func conformanceCases(t *testing.T) []providertest.Case {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
 	t.Cleanup(srv.Close)
+	smb := newSamba(t) // a real smbd: smb_check lists its shares
+	smb.start(t)
 	return []providertest.Case{
 		{Type: "exec", Reversible: true, Config: obj(map[string]cty.Value{
 			"command": strs("sh", "-c", "echo conformance > made.txt"),
@@ -27,6 +29,7 @@ func conformanceCases(t *testing.T) []providertest.Case {
 			"url":     cty.StringVal(srv.URL + "/healthz"),
 			"timeout": cty.StringVal("5s"),
 		})},
+		{Type: "smb_check", Reversible: true, Config: smbCfg(smb.addr, []string{"files", "photos"}, "2m")},
 		{Type: "approval", Reversible: true, Config: obj(map[string]cty.Value{"message": cty.StringVal("switch DNS at the registrar")})},
 		{Type: "approval", Reversible: true, Config: obj(map[string]cty.Value{"message": cty.StringVal("switch DNS at the registrar"), "revert_message": cty.StringVal("switch it back")})},
 		{Type: "wait", Reversible: true, Config: obj(map[string]cty.Value{"duration": cty.StringVal("10ms")})},
