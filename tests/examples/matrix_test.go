@@ -94,6 +94,8 @@ func TestHomelabMatrixMove(t *testing.T) {
 		switch r.URL.Path {
 		case "/_matrix/federation/v1/version":
 			w.Write([]byte(`{"server":{"name":"Synapse","version":"1.120.0"}}`))
+		case "/_matrix/client/versions": // the phase's last check, as the new Synapse answers it
+			w.Write([]byte(`{"versions":["v1.11"],"unstable_features":{}}`))
 		case "/.well-known/matrix/server":
 			w.Write([]byte(`{"m.server":"matrix.example.org:443"}`))
 		default:
