@@ -66,6 +66,12 @@ type Image struct {
 	// Command: a plain userland, whose containers run their command with
 	// the host's programs.
 	Command bool
+	// Userland prepares the root of a Command image that has more than
+	// the host's programs (postgres); nil for the others.
+	Userland Userland
+	// Entrypoint and Cmd are the image's, for a container without a
+	// command (Userland images only).
+	Entrypoint, Cmd []string
 }
 
 // ErrUnknownImage is an image the lab has no stand-in for.
@@ -100,6 +106,15 @@ func Lookup(image string) (Image, error) {
 
 	if slicesContains(userlands, name) {
 		im.Command = true
+
+		if name == "postgres" {
+			u, err := postgresUserland(tag)
+			if err != nil {
+				return im, fmt.Errorf("%w: %w", err, ErrUnknownImage)
+			}
+
+			im.Userland, im.Entrypoint, im.Cmd = u, []string{"docker-entrypoint.sh"}, []string{"postgres"}
+		}
 
 		return im, nil
 	}

@@ -34,6 +34,32 @@
 // stand-in: lab/kubecp runs the container's command with the host's
 // programs, as for Job pods (Lookup says so with Command).
 //
+// postgres:MAJOR[-bookworm|.MINOR...] runs the real PostgreSQL: Debian's
+// postgresql-MAJOR of the host (/usr/lib/postgresql/MAJOR/bin, on the
+// image's PATH; scripts/postgres-install.sh), in a root laid out as the
+// image's (Image.Userland, postgres.go): the postgres user (uid 999),
+// /var/run/postgresql, PGDATA /var/lib/postgresql/data, and
+// docker-entrypoint.sh (postgres-entrypoint.sh: the image's, cut to what
+// the lab uses). On an empty PGDATA it runs initdb
+// (POSTGRES_INITDB_ARGS; POSTGRES_USER the superuser, its password from
+// POSTGRES_PASSWORD or POSTGRES_PASSWORD_FILE, none refused), wants that
+// password on host connections (password_encryption's method,
+// scram-sha-256), creates POSTGRES_DB and runs
+// /docker-entrypoint-initdb.d's files on a socket-only server (*.sh run
+// when executable, else sourced; *.sql and *.sql.gz through psql); a
+// failing one ends the container, its PGDATA left half-made (the next
+// start skips the initialisation, as the image's). Then postgres runs in
+// the foreground as uid 999 (setpriv for the image's gosu) on the pod's
+// address, port 5432, and /var/run/postgresql. postgres itself refuses a
+// PGDATA of another major ("database files are incompatible with
+// server"). Job containers of postgres images get the same PATH
+// (pg_isready, psql, pg_restore). What differs: the image listens on
+// '*' and trusts its own loopback; in the lab the pods share the host's
+// loopback, so it listens on the pod's address only and wants the
+// password from 127.0.0.1 too; the image's LANG (en_US.utf8) is not set
+// (initdb's locale is C unless POSTGRES_INITDB_ARGS says otherwise);
+// only the host's majors run (Debian 12: 15).
+//
 // What differs from the real images: the stand-ins are Go functions run
 // in the lab's own process (lab/kubecp's goroutines, not a chroot), reading
 // the pod's files through its mounts; they store nothing but the markers
