@@ -25,6 +25,19 @@ type Container struct {
 	Root   string
 	Addr   string    // the pod's address: what it listens on
 	Out    io.Writer // its stdout and stderr
+	// Resolve is the cluster's DNS for the stand-in: a Service's name
+	// (NAME, NAME.NS, NAME.NS.svc[.cluster.local]) -> the address of a
+	// Ready pod behind it; nil or not a Service: host is returned as is.
+	Resolve func(ctx context.Context, host string) (string, error)
+}
+
+// resolve is host as the container's DNS answers it.
+func (c *Container) resolve(ctx context.Context, host string) (string, error) {
+	if c.Resolve == nil {
+		return host, nil
+	}
+
+	return c.Resolve(ctx, host)
 }
 
 // Path is where the container's path p lives on the host: under the

@@ -13,7 +13,11 @@
 //     report_stats, a SQLite database whose schema_compat_version is newer
 //     than its SCHEMA_VERSION (the table in synapse.go, read from Synapse's
 //     tags) and one whose users are of another server_name; brings the
-//     schema markers up to its version as prepare_database does; serves
+//     schema markers up to its version as prepare_database does (on
+//     PostgreSQL too, database.name psycopg2: it connects with
+//     database.args' user, password, dbname and host, a Service's name
+//     resolved by Container.Resolve, and refuses a collation other than
+//     C as Synapse does); serves
 //     /health, /_matrix/client/versions and /_matrix/federation/v1/version
 //     on its config's http listener port (8008).
 //   - Jellyfin (jellyfin/jellyfin): /config/config/system.xml; refuses a
@@ -64,8 +68,7 @@
 // in the lab's own process (lab/kubecp's goroutines, not a chroot), reading
 // the pod's files through its mounts; they store nothing but the markers
 // above (Synapse's schema tables through python3's sqlite3 module, as
-// Synapse itself reads SQLite; Jellyfin's system.xml); Synapse on
-// PostgreSQL is refused as not supported by the lab; Samba's smbd runs
+// Synapse itself reads SQLite; Jellyfin's system.xml); Samba's smbd runs
 // as the lab's user (root) from the lab's process, with an smb.conf of
 // its own under the container's root, and imports no accounts (the
 // image's ACCOUNT_* would need the host's Unix users): guests list and

@@ -271,3 +271,58 @@ func TestPostgresImageTags(t *testing.T) {
 		t.Errorf("a major the host lacks: %v, want the package to install named", err)
 	}
 }
+
+// TestSynapseOnPostgres: Synapse with database.name psycopg2 reaches the
+// postgres pod by its Service's name (the pod's Resolve), with the
+// configured password, brings the schema markers up to its version and
+// serves; a schema too new for it, or a wrong password, ends it saying so.
+func TestSynapseOnPostgres(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("postgres runs as the image's uid 999: the sandbox maps it only when the lab runs as root")
+	}
+	if _, err := os.Stat(apps.PostgresBin("15") + "/postgres"); err != nil {
+		t.Skip("Debian's postgresql-15 is not installed (scripts/postgres-install.sh)")
+	}
+	pg := newPgPod(t, "127.250.28.6", "db-secret")
+	if err := os.WriteFile(filepath.Join(pg.init, "users.sql"), []byte("CREATE TABLE users(name TEXT);\nINSERT INTO users VALUES ('@ana:matrix.example.org');\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pg.start(t, "postgres:15-bookworm")
+	pg.ready(t)
+
+	resolve := func(_ context.Context, host string) (string, error) {
+		if host == "synapse-postgres" {
+			return pg.addr, nil
+		}
+		return "", errors.New("no such host")
+	}
+	synapse := func(password, addr string) *run {
+		config := t.TempDir()
+		write(t, filepath.Join(config, "homeserver.yaml"), "server_name: matrix.example.org\nreport_stats: false\n"+
+			"database:\n  name: psycopg2\n  args:\n    user: synapse\n    password: '"+password+"'\n    dbname: synapse\n    host: synapse-postgres\n")
+		return start(t, "matrixdotorg/synapse:v1.120.2", &apps.Container{Env: map[string]string{"SYNAPSE_CONFIG_PATH": "/config/homeserver.yaml"},
+			Mounts: map[string]string{"/config": config}, Addr: addr, Resolve: resolve})
+	}
+
+	if r := synapse("wrong", "127.250.28.7"); r.exits(t) == 0 || !strings.Contains(r.out.String(), "password authentication failed") {
+		t.Errorf("a wrong password: output\n%s", r.out)
+	}
+
+	r := synapse("db-secret", "127.250.28.8")
+	if got := r.get(t, "http://127.250.28.8:8008/health"); got != "OK" {
+		t.Fatalf("/health = %q\n%s", got, r.out)
+	}
+	if got, err := pg.psql("SELECT version, compat_version FROM schema_version, schema_compat_version"); err != nil || got != "88|84" {
+		t.Errorf("the schema markers after v1.120.2 started: %q, %v; want 88|84", got, err)
+	}
+	r.stop()
+	r.exits(t)
+
+	if _, err := pg.psql("UPDATE schema_compat_version SET compat_version = 89"); err != nil {
+		t.Fatal(err)
+	}
+	if r := synapse("db-secret", "127.250.28.9"); r.exits(t) == 0 || !strings.Contains(r.out.String(), "too new for the server to understand") {
+		t.Errorf("a schema too new: output\n%s", r.out)
+	}
+}
