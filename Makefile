@@ -59,7 +59,8 @@ modules:
 ## once from the module proxy into ~/.cache/migrate: ~6 min the first time),
 ## Debian's docker-registry, which the OCI chart tests start themselves,
 ## the Debian root of the lab's old VMs (debootstrap, cached: ~1 min once),
-## and Debian's samba (smbd, for smb_check's tests and the lab's Samba pod).
+## Debian's samba (smbd, for smb_check's tests and the lab's Samba pod)
+## and Debian's postgresql-15 (the lab's postgres:15 pods run it).
 ## Their progress goes to a log, printed only if a script fails.
 services:
 	@scripts/incus-up.sh >$(SETUP_LOG) 2>&1 || { cat $(SETUP_LOG); echo "make: scripts/incus-up.sh failed (log above)"; exit 1; }
@@ -67,6 +68,7 @@ services:
 	@scripts/registry-up.sh >$(SETUP_LOG) 2>&1 || { cat $(SETUP_LOG); echo "make: scripts/registry-up.sh failed (log above)"; exit 1; }
 	@scripts/debian-root.sh >$(SETUP_LOG) 2>&1 || { cat $(SETUP_LOG); echo "make: scripts/debian-root.sh failed (log above)"; exit 1; }
 	@scripts/samba-install.sh >$(SETUP_LOG) 2>&1 || { cat $(SETUP_LOG); echo "make: scripts/samba-install.sh failed (log above)"; exit 1; }
+	@scripts/postgres-install.sh >$(SETUP_LOG) 2>&1 || { cat $(SETUP_LOG); echo "make: scripts/postgres-install.sh failed (log above)"; exit 1; }
 
 ## services-down: stop them.
 services-down:

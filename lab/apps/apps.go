@@ -25,6 +25,19 @@ type Container struct {
 	Root   string
 	Addr   string    // the pod's address: what it listens on
 	Out    io.Writer // its stdout and stderr
+	// Resolve is the cluster's DNS for the stand-in: a Service's name
+	// (NAME, NAME.NS, NAME.NS.svc[.cluster.local]) -> the address of a
+	// Ready pod behind it; nil or not a Service: host is returned as is.
+	Resolve func(ctx context.Context, host string) (string, error)
+}
+
+// resolve is host as the container's DNS answers it.
+func (c *Container) resolve(ctx context.Context, host string) (string, error) {
+	if c.Resolve == nil {
+		return host, nil
+	}
+
+	return c.Resolve(ctx, host)
 }
 
 // Path is where the container's path p lives on the host: under the
@@ -66,6 +79,12 @@ type Image struct {
 	// Command: a plain userland, whose containers run their command with
 	// the host's programs.
 	Command bool
+	// Userland prepares the root of a Command image that has more than
+	// the host's programs (postgres); nil for the others.
+	Userland Userland
+	// Entrypoint and Cmd are the image's, for a container without a
+	// command (Userland images only).
+	Entrypoint, Cmd []string
 }
 
 // ErrUnknownImage is an image the lab has no stand-in for.
@@ -100,6 +119,15 @@ func Lookup(image string) (Image, error) {
 
 	if slicesContains(userlands, name) {
 		im.Command = true
+
+		if name == "postgres" {
+			u, err := postgresUserland(tag)
+			if err != nil {
+				return im, fmt.Errorf("%w: %w", err, ErrUnknownImage)
+			}
+
+			im.Userland, im.Entrypoint, im.Cmd = u, []string{"docker-entrypoint.sh"}, []string{"postgres"}
+		}
 
 		return im, nil
 	}

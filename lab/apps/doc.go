@@ -13,7 +13,11 @@
 //     report_stats, a SQLite database whose schema_compat_version is newer
 //     than its SCHEMA_VERSION (the table in synapse.go, read from Synapse's
 //     tags) and one whose users are of another server_name; brings the
-//     schema markers up to its version as prepare_database does; serves
+//     schema markers up to its version as prepare_database does (on
+//     PostgreSQL too, database.name psycopg2: it connects with
+//     database.args' user, password, dbname and host, a Service's name
+//     resolved by Container.Resolve, and refuses a collation other than
+//     C as Synapse does); serves
 //     /health, /_matrix/client/versions and /_matrix/federation/v1/version
 //     on its config's http listener port (8008).
 //   - Jellyfin (jellyfin/jellyfin): /config/config/system.xml; refuses a
@@ -34,12 +38,37 @@
 // stand-in: lab/kubecp runs the container's command with the host's
 // programs, as for Job pods (Lookup says so with Command).
 //
+// postgres:MAJOR[-bookworm|.MINOR...] runs the real PostgreSQL: Debian's
+// postgresql-MAJOR of the host (/usr/lib/postgresql/MAJOR/bin, on the
+// image's PATH; scripts/postgres-install.sh), in a root laid out as the
+// image's (Image.Userland, postgres.go): the postgres user (uid 999),
+// /var/run/postgresql, PGDATA /var/lib/postgresql/data, and
+// docker-entrypoint.sh (postgres-entrypoint.sh: the image's, cut to what
+// the lab uses). On an empty PGDATA it runs initdb
+// (POSTGRES_INITDB_ARGS; POSTGRES_USER the superuser, its password from
+// POSTGRES_PASSWORD or POSTGRES_PASSWORD_FILE, none refused), wants that
+// password on host connections (password_encryption's method,
+// scram-sha-256), creates POSTGRES_DB and runs
+// /docker-entrypoint-initdb.d's files on a socket-only server (*.sh run
+// when executable, else sourced; *.sql and *.sql.gz through psql); a
+// failing one ends the container, its PGDATA left half-made (the next
+// start skips the initialisation, as the image's). Then postgres runs in
+// the foreground as uid 999 (setpriv for the image's gosu) on the pod's
+// address, port 5432, and /var/run/postgresql. postgres itself refuses a
+// PGDATA of another major ("database files are incompatible with
+// server"). Job containers of postgres images get the same PATH
+// (pg_isready, psql, pg_restore). What differs: the image listens on
+// '*' and trusts its own loopback; in the lab the pods share the host's
+// loopback, so it listens on the pod's address only and wants the
+// password from 127.0.0.1 too; the image's LANG (en_US.utf8) is not set
+// (initdb's locale is C unless POSTGRES_INITDB_ARGS says otherwise);
+// only the host's majors run (Debian 12: 15).
+//
 // What differs from the real images: the stand-ins are Go functions run
 // in the lab's own process (lab/kubecp's goroutines, not a chroot), reading
 // the pod's files through its mounts; they store nothing but the markers
 // above (Synapse's schema tables through python3's sqlite3 module, as
-// Synapse itself reads SQLite; Jellyfin's system.xml); Synapse on
-// PostgreSQL is refused as not supported by the lab; Samba's smbd runs
+// Synapse itself reads SQLite; Jellyfin's system.xml); Samba's smbd runs
 // as the lab's user (root) from the lab's process, with an smb.conf of
 // its own under the container's root, and imports no accounts (the
 // image's ACCOUNT_* would need the host's Unix users): guests list and

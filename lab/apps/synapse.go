@@ -238,7 +238,7 @@ func prepareDatabase(ctx context.Context, c *Container, cfg map[string]any, serv
 	case db == nil:
 		name, file = "sqlite3", "/data/homeserver.db"
 	case name == "psycopg2":
-		return fmt.Errorf("database engine psycopg2 (PostgreSQL): the lab's Synapse stand-in reads SQLite only")
+		return preparePostgres(ctx, c, args, serverName, schema, compat)
 	case name != "sqlite3":
 		return fmt.Errorf("Unsupported database type %q", name)
 	case file == "":

@@ -81,7 +81,10 @@ func (p *appPod) prepare(ctx context.Context, ctr corev1.Container, volumes map[
 	}
 
 	run.program = im.Program
-	run.app = &apps.Container{Args: args, Env: env, Mounts: mounts, Root: root, Addr: p.ip}
+	run.app = &apps.Container{Args: args, Env: env, Mounts: mounts, Root: root, Addr: p.ip,
+		Resolve: func(ctx context.Context, host string) (string, error) {
+			return p.c.serviceAddress(ctx, pod.Namespace, host)
+		}}
 
 	return run, nil
 }

@@ -185,6 +185,40 @@ func TestAppPods(t *testing.T) {
 		}
 	})
 
+	t.Run("SynapseOnPostgresByServiceName", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("postgres runs as the image's uid 999: the sandbox maps it only when the lab runs as root")
+		}
+		if _, err := os.Stat("/usr/lib/postgresql/15/bin/postgres"); err != nil {
+			t.Skip("Debian's postgresql-15 is not installed (scripts/postgres-install.sh)")
+		}
+		// the image's own entrypoint and command: no command given
+		n.deploy(t, ctx, "media", "pg", corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "postgres", Image: "postgres:15-bookworm",
+			Env: []corev1.EnvVar{{Name: "POSTGRES_USER", Value: "synapse"}, {Name: "POSTGRES_PASSWORD", Value: "pw"},
+				{Name: "POSTGRES_INITDB_ARGS", Value: "--encoding=UTF8 --lc-collate=C --lc-ctype=C"}, {Name: "PGDATA", Value: "/var/lib/postgresql/data/pgdata"}},
+			VolumeMounts:   []corev1.VolumeMount{{Name: "data", MountPath: "/var/lib/postgresql/data"}},
+			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"pg_isready", "-U", "synapse"}}}, PeriodSeconds: 1},
+		}}, Volumes: []corev1.Volume{{Name: "data", VolumeSource: hostDir("/pg")}}})
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "synapse-postgres"}, Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": "pg"}, Ports: []corev1.ServicePort{{Port: 5432}}}}
+		if _, err := n.k.CoreV1().Services("media").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		n.appPod(t, ctx, "media", "pg", "Ready", ready)
+
+		writeFile(t, filepath.Join(n.host, "synapse", "homeserver.yaml"), "server_name: matrix.example.org\nreport_stats: false\n"+
+			"database:\n  name: psycopg2\n  args:\n    user: synapse\n    password: pw\n    dbname: synapse\n    host: synapse-postgres\n")
+		n.deploy(t, ctx, "media", "synapse", corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "synapse", Image: "matrixdotorg/synapse:v1.120.2",
+			Env:            []corev1.EnvVar{{Name: "SYNAPSE_CONFIG_PATH", Value: "/config/homeserver.yaml"}},
+			Ports:          []corev1.ContainerPort{{Name: "http", ContainerPort: 8008}},
+			VolumeMounts:   []corev1.VolumeMount{{Name: "config", MountPath: "/config"}},
+			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromString("http")}}},
+		}}, Volumes: []corev1.Volume{{Name: "config", VolumeSource: hostDir("/synapse")}}})
+		n.appPod(t, ctx, "media", "synapse", "Ready", ready)
+	})
+
 	t.Run("CrashLoop", func(t *testing.T) {
 		// settings a newer Jellyfin ran with: the older image refuses them
 		writeFile(t, filepath.Join(n.host, "newer", "config", "system.xml"), "<ServerConfiguration>\n  <PreviousVersionStr>10.10.7</PreviousVersionStr>\n</ServerConfiguration>\n")

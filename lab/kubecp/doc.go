@@ -113,7 +113,14 @@
 // A pod deleted has its containers killed. NodePort Services are served
 // as kube-proxy does for them (nodeports.go): the control plane listens on
 // Addr at each NodePort and forwards to a Ready pod of the selector on the
-// node, at its targetPort (no ClusterIP routing).
+// node, at its targetPort (no ClusterIP routing). A stand-in resolves a
+// Service's name (NAME, NAME.NS, NAME.NS.svc[.cluster.local]) to a
+// Ready pod's address behind it (apps.Container.Resolve: the cluster DNS
+// for stand-ins only; commands in lab/sandbox have none). An image whose
+// lab/apps entry has a Userland (postgres:MAJOR) gets its root laid out
+// by it, its env defaults (PATH with the PostgreSQL programs, PGDATA)
+// and, without a command, the image's entrypoint and command, in app
+// and Job pods alike.
 //
 // Differences from a real node: etcd without TLS (Secrets in it are
 // encrypted, as on Talos; see above); one client certificate

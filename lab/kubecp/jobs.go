@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -19,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/homelab-migrate/migrate/lab/apps"
 	"github.com/homelab-migrate/migrate/lab/sandbox"
 )
 
@@ -338,6 +340,11 @@ func (c *ControlPlane) runContainer(ctx context.Context, pod *corev1.Pod, ctr co
 // containerSpec is a container as a sandbox command: its command and args,
 // its env (names in order, their values: containerEnv), its volume mounts.
 func containerSpec(pod *corev1.Pod, ctr corev1.Container, root string, volumes map[string]string, names []string, vars map[string]string) (sandbox.Spec, error) {
+	imageEnv, err := imageUserland(pod, &ctr, root)
+	if err != nil {
+		return sandbox.Spec{}, err
+	}
+
 	if len(ctr.Command) == 0 {
 		return sandbox.Spec{}, fmt.Errorf("container %q has no command: the lab's node runs no images, so it cannot run an image's entrypoint; give the container a command (and args) from the host's /usr", ctr.Name)
 	}
@@ -347,7 +354,13 @@ func containerSpec(pod *corev1.Pod, ctr corev1.Container, root string, volumes m
 		env = append(env, k+"="+vars[k])
 	}
 
-	if _, ok := vars["PATH"]; !ok {
+	for _, k := range slices.Sorted(maps.Keys(imageEnv)) {
+		if _, ok := vars[k]; !ok {
+			env = append(env, k+"="+imageEnv[k])
+		}
+	}
+
+	if _, ok := vars["PATH"]; !ok && imageEnv["PATH"] == "" {
 		env = append(env, defaultPath)
 	}
 
@@ -389,6 +402,35 @@ func containerSpec(pod *corev1.Pod, ctr corev1.Container, root string, volumes m
 	}
 
 	return sandbox.Spec{Root: root, Binds: binds, Argv: argv, Env: env, Dir: ctr.WorkingDir}, nil
+}
+
+// imageUserland lays out the root of a userland image that has more than
+// the host's programs (apps.Image.Userland: postgres) and returns the env
+// its image sets; a container without a command gets the image's
+// entrypoint and, without args, its default command.
+func imageUserland(pod *corev1.Pod, ctr *corev1.Container, root string) (map[string]string, error) {
+	im, err := apps.Lookup(ctr.Image)
+	if err != nil || im.Userland == nil {
+		return nil, nil //nolint:nilerr // not such an image: the host's programs only
+	}
+
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, err
+	}
+
+	env, err := im.Userland(root, pod.Status.PodIP)
+	if err != nil {
+		return nil, fmt.Errorf("container %q: %w", ctr.Name, err)
+	}
+
+	if len(ctr.Command) == 0 {
+		ctr.Command = im.Entrypoint
+		if len(ctr.Args) == 0 {
+			ctr.Args = im.Cmd
+		}
+	}
+
+	return env, nil
 }
 
 // volumes are the host directories (or files) of the pod's volumes, by

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -190,6 +191,41 @@ func (c *ControlPlane) endpoint(ctx context.Context, r nodePort) (string, error)
 	}
 
 	return "", fmt.Errorf("service %s/%s has no Ready endpoint on the node", r.ns, r.service)
+}
+
+// serviceAddress is the cluster DNS of the lab's app pods: a Service's
+// name as a pod of namespace ns writes it (NAME, NAME.NS,
+// NAME.NS.svc[.cluster.local]) -> the address of a Ready pod it selects
+// on the node (ClusterIPs are not routed in the lab: the pod's own
+// address, as a headless Service's name resolves). An IP, or a name with
+// no Service, is returned as is (the host's resolver then has it).
+func (c *ControlPlane) serviceAddress(ctx context.Context, ns, host string) (string, error) {
+	if net.ParseIP(host) != nil {
+		return host, nil
+	}
+
+	name := strings.TrimSuffix(strings.TrimSuffix(host, ".cluster.local"), ".svc")
+	if n, other, ok := strings.Cut(name, "."); ok {
+		if strings.Contains(other, ".") {
+			return host, nil
+		}
+
+		name, ns = n, other
+	}
+
+	var svc corev1.Service
+	if err := c.do(ctx, http.MethodGet, "/api/v1/namespaces/"+ns+"/services/"+name, "application/json", nil, &svc); err != nil {
+		return host, nil //nolint:nilerr // not a Service of the cluster
+	}
+
+	ep, err := c.endpoint(ctx, nodePort{ns: ns, service: name, port: corev1.ServicePort{Port: 1}})
+	if err != nil {
+		return "", err
+	}
+
+	ip, _, err := net.SplitHostPort(ep)
+
+	return ip, err
 }
 
 func podReady(pod *corev1.Pod) bool {

@@ -33,9 +33,9 @@ func TestHomelabPostgresComposeMoveAndBack(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the Matrix move's restore Job chowns to uid 991, and the Debian root is built as root: it needs root, as migrate-lab demo does")
 	}
-	if im, err := apps.Lookup("postgres:15-bookworm"); err != nil || im.Command {
-		// Its pods run for real: synapse-postgres would crash-loop there.
-		t.Skip("the lab's node has no PostgreSQL for the new cluster (lab/apps runs postgres images' commands with the host's programs, and the host has no docker-entrypoint.sh): add a postgres stand-in to lab/apps for this move")
+	// synapse-postgres runs Debian's real PostgreSQL 15 (lab/apps).
+	if _, err := os.Stat(apps.PostgresBin("15") + "/postgres"); err != nil {
+		t.Fatalf("the lab's postgres:15 pods need Debian's postgresql-15 on the host: run scripts/postgres-install.sh (make services): %v", err)
 	}
 	h, err := home.Start(t.Context(), home.Options{Dir: filepath.Join(t.TempDir(), "lab"), AddressBlock: 37,
 		OldHost: &incushost.OldHost{SynapseDB: "psycopg2", HWAccel: true}})
@@ -103,7 +103,8 @@ func TestHomelabPostgresComposeMoveAndBack(t *testing.T) {
 	seen.WriteString(run(t, dir, env, "rollback", "--auto-approve"))
 
 	for vm, checks := range map[string][][]string{
-		"matrix": {{"systemctl", "is-active", "matrix-synapse"}, {"systemctl", "is-active", "postgresql"}},
+		"matrix": {{"systemctl", "is-active", "matrix-synapse"}, {"systemctl", "is-active", "postgresql"},
+			{"runuser", "-u", "postgres", "--", "psql", "-Atc", "SELECT count(*) FROM users", "synapse"}},
 		"services": {{"systemctl", "is-active", "jellyfin"}, {"systemctl", "is-active", "smbd"},
 			{"sh", "-c", `docker compose ls --format json | grep -q '"Name": *"frigate", *"Status": *"running'`}},
 	} {
