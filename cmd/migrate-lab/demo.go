@@ -403,11 +403,7 @@ func (d *demo) wantStatus(ctx context.Context, phase, addr, want string) error {
 // (Jellyfin and Frigate in services, Synapse in matrix) active again.
 func (d *demo) oldVMsBack(ctx context.Context) error {
 	d.v.Say("The old VMs, read from the lab's Incus host")
-	opts, err := incusapi.RemoteOptions(labenv.ClientConfig(d.lab), "")
-	if err != nil {
-		return err
-	}
-	c, err := incusapi.New(opts)
+	c, err := d.labClient()
 	if err != nil {
 		return err
 	}
@@ -481,11 +477,7 @@ func (d *demo) oldServices() []oldService {
 // installed from its config drive and that its instance config no longer
 // holds the first machine config (cloud-init.user-data), nor the drive.
 func (d *demo) configCleared(ctx context.Context) error {
-	opts, err := incusapi.RemoteOptions(labenv.ClientConfig(d.lab), "")
-	if err != nil {
-		return err
-	}
-	c, err := incusapi.New(opts)
+	c, err := d.labClient()
 	if err != nil {
 		return err
 	}
@@ -581,4 +573,14 @@ func locate(name string) (string, error) {
 	}
 	return "", fmt.Errorf("the demo drives %s, which was found neither beside migrate-lab (%s) nor in PATH: build it with `make build` "+
 		"(it goes to bin/ beside migrate-lab, with the provider programs whose sums it records)", name, beside)
+}
+
+// labClient is a client of the lab's Incus host, as the demo's user has
+// it (lab.env's client configuration); close it after.
+func (d *demo) labClient() (*incusapi.Client, error) {
+	opts, err := incusapi.RemoteOptions(labenv.ClientConfig(d.lab), "")
+	if err != nil {
+		return nil, err
+	}
+	return incusapi.New(opts)
 }
