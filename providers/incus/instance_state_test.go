@@ -106,6 +106,9 @@ func TestStartAndStopAgain(t *testing.T) {
 	if i := inst(t, c, name); i.Status != "Running" || i.Config[incus.KeyKeepForRollback] != "" {
 		t.Fatalf("after start: %s %v", i.Status, i.Config)
 	}
+	// The rollback stops it gracefully, as it would a VM that has run
+	// since: the guest's init must be up to hear the signal.
+	waitInit(t, c, name)
 	s.revert(r.Revert)
 	if i := inst(t, c, name); i.Status != "Stopped" || i.Config[incus.KeyKeepForRollback] != "true" {
 		t.Fatalf("after rollback: %s %v", i.Status, i.Config)
@@ -137,6 +140,7 @@ func TestStopKeepsAutostartOff(t *testing.T) {
 	if i := inst(t, c, name); i.Status != "Running" || i.Config["boot.autostart"] != "true" || i.Config[incus.KeyAutostartBefore] != "" {
 		t.Fatalf("started again: %s %v", i.Status, i.Config)
 	}
+	waitInit(t, c, name) // the rollback's stop is graceful (no force_after)
 	start.revert(up.Revert)
 	if i := inst(t, c, name); i.Status != "Stopped" || i.Config["boot.autostart"] != "false" || i.Config[incus.KeyAutostartBefore] != "true" {
 		t.Fatalf("the start rolled back: %s %v", i.Status, i.Config)
