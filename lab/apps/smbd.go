@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -53,24 +54,51 @@ func smbd(ctx context.Context, c *Container) int {
 
 		return 1
 	}
+	env, err := entrypointEnv(ctx, c)
+	if err != nil {
+		c.logf("error: %v", err)
 
-	return runGroup(ctx, c, []string{smbdProgram, "--foreground", "--no-process-group", "--configfile=" + conf, "--debug-stdout"},
+		return 1
+	}
+	users, err := importAccounts(ctx, c, conf, accounts(env))
+	if err != nil {
+		c.logf("error: %v", err)
+
+		return 1
+	}
+
+	return runGroup(ctx, c, users, []string{smbdProgram, "--foreground", "--no-process-group", "--configfile=" + conf, "--debug-stdout"},
 		[]string{dcerpcdProgram, "--foreground", "--no-process-group", "--libexec-rpcds", "--configfile=" + conf, "--debug-stdout"})
 }
 
 // writeSmbConf writes the smb.conf of the container's shares in run,
-// smbd's run directories beside it: guests may list them (map to guest = Bad User), each share's path
-// is where the container's path lives, and smbd binds only the pod's
-// address (as a /8: smbd finds no interface for a bare loopback address).
+// smbd's run directories beside it: guests may list them (map to guest =
+// Bad User), each share's path is where the container's path lives, and
+// smbd binds only the pod's address (as a /8: smbd finds no interface for
+// a bare loopback address). The passdb is the image's (smbpasswd) and,
+// with Samba's state, in the pod's root, made afresh at each start as a
+// new container's is; never the host's /etc/samba or /var/lib/samba.
 func writeSmbConf(c *Container, dir string) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[global]\n  server role = standalone server\n  map to guest = Bad User\n  smb ports = 445\n  interfaces = %s/8\n  bind interfaces only = yes\n  disable netbios = yes\n  server min protocol = SMB2\n  rpc start on demand helpers = no\n  log file = %s/log.%%m\n", c.Addr, dir)
-	for _, d := range []string{"private dir", "lock directory", "state directory", "cache directory", "pid directory", "ncalrpc dir", "binddns dir"} {
-		sub := filepath.Join(dir, strings.ReplaceAll(d, " ", "-"))
-		if err := os.MkdirAll(sub, 0o755); err != nil {
+	fmt.Fprintf(&b, "  passdb backend = smbpasswd\n  smb passwd file = %s\n", c.Path(smbPasswdFile))
+	if err := os.RemoveAll(c.Path("/var/lib/samba")); err != nil {
+		return "", err
+	}
+	for _, d := range []struct{ param, path string }{
+		{"private dir", c.Path(path.Dir(smbPasswdFile))},
+		{"state directory", c.Path("/var/lib/samba")},
+		{"cache directory", c.Path("/var/cache/samba")},
+		// Their unix sockets' paths must be short: in run.
+		{"lock directory", filepath.Join(dir, "lock")},
+		{"pid directory", filepath.Join(dir, "pid")},
+		{"ncalrpc dir", filepath.Join(dir, "ncalrpc")},
+		{"binddns dir", filepath.Join(dir, "binddns")},
+	} {
+		if err := os.MkdirAll(d.path, 0o755); err != nil {
 			return "", err
 		}
-		fmt.Fprintf(&b, "  %s = %s\n", d, sub)
+		fmt.Fprintf(&b, "  %s = %s\n", d.param, d.path)
 	}
 	var names []string
 	for k := range c.Env {
@@ -89,7 +117,6 @@ func writeSmbConf(c *Container, dir string) (string, error) {
 				fmt.Fprintf(&b, "  %s\n", part)
 			}
 		}
-		b.WriteString("  guest ok = yes\n")
 	}
 	conf := filepath.Join(dir, "smb.conf")
 
@@ -99,7 +126,7 @@ func writeSmbConf(c *Container, dir string) (string, error) {
 // runGroup runs the commands in one new process group, their output the
 // container's, until one exits (its code) or ctx ends (137); the group
 // is then killed whole.
-func runGroup(ctx context.Context, c *Container, argvs ...[]string) int {
+func runGroup(ctx context.Context, c *Container, env []string, argvs ...[]string) int {
 	exited := make(chan int, len(argvs))
 	pgid := 0
 	var cmds []*exec.Cmd
@@ -117,6 +144,7 @@ func runGroup(ctx context.Context, c *Container, argvs ...[]string) int {
 	for _, argv := range argvs {
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Stdout, cmd.Stderr = c.Out, c.Out
+		cmd.Env = append(os.Environ(), env...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid, Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {
 			c.logf("error: %v", err)
