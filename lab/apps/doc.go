@@ -83,7 +83,10 @@
 // map to guest = Bad User, passdb backend = smbpasswd; not its fruit/
 // Time Machine settings, avahi, wsdd2, nmbd or GROUP_*/GROUPS_*
 // variables), its passdb and state under the container's root and its
-// sockets in a short directory of /tmp; the accounts' Unix users are
+// sockets in a short directory of /tmp, where smbd (in a mount namespace
+// of its own) also sees each share's mount at its container path, so an
+// account's uid reaches the files whatever the lab's directories above
+// them allow; the accounts' Unix users are
 // the pod's /etc/passwd and /etc/group, which only that smbd sees
 // (Debian's libnss-wrapper preloaded: NSS_WRAPPER_PASSWD/GROUP), never
 // the host's. The image is Alpine's Samba 4.20, the lab runs the host's

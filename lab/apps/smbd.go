@@ -48,7 +48,7 @@ func smbd(ctx context.Context, c *Container) int {
 	}
 	defer os.RemoveAll(run)
 
-	conf, err := writeSmbConf(c, run)
+	conf, binds, err := writeSmbConf(c, run)
 	if err != nil {
 		c.logf("error: %v", err)
 
@@ -67,7 +67,7 @@ func smbd(ctx context.Context, c *Container) int {
 		return 1
 	}
 
-	return runGroup(ctx, c, users, []string{smbdProgram, "--foreground", "--no-process-group", "--configfile=" + conf, "--debug-stdout"},
+	return runGroup(ctx, c, users, withMounts(binds, smbdProgram, "--foreground", "--no-process-group", "--configfile="+conf, "--debug-stdout"),
 		[]string{dcerpcdProgram, "--foreground", "--no-process-group", "--libexec-rpcds", "--configfile=" + conf, "--debug-stdout"})
 }
 
@@ -78,12 +78,21 @@ func smbd(ctx context.Context, c *Container) int {
 // a bare loopback address). The passdb is the image's (smbpasswd) and,
 // with Samba's state, in the pod's root, made afresh at each start as a
 // new container's is; never the host's /etc/samba or /var/lib/samba.
-func writeSmbConf(c *Container, dir string) (string, error) {
+// A share's path is its container path under dir/root, where smbd sees
+// the mount (binds: host path, that path), as the pod's smbd sees its
+// mounts: an account's uid reaches its share's files whatever the
+// lab's directories above them allow (the lab's own are the lab user's
+// only).
+func writeSmbConf(c *Container, dir string) (string, [][2]string, error) {
+	if err := os.Chmod(dir, 0o755); err != nil { // the accounts' uids pass
+		return "", nil, err
+	}
+	var binds [][2]string
 	var b strings.Builder
 	fmt.Fprintf(&b, "[global]\n  server role = standalone server\n  map to guest = Bad User\n  smb ports = 445\n  interfaces = %s/8\n  bind interfaces only = yes\n  disable netbios = yes\n  server min protocol = SMB2\n  rpc start on demand helpers = no\n  log file = %s/log.%%m\n", c.Addr, dir)
 	fmt.Fprintf(&b, "  passdb backend = smbpasswd\n  smb passwd file = %s\n", c.Path(smbPasswdFile))
 	if err := os.RemoveAll(c.Path("/var/lib/samba")); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	for _, d := range []struct{ param, path string }{
 		{"private dir", c.Path(path.Dir(smbPasswdFile))},
@@ -96,7 +105,7 @@ func writeSmbConf(c *Container, dir string) (string, error) {
 		{"binddns dir", filepath.Join(dir, "binddns")},
 	} {
 		if err := os.MkdirAll(d.path, 0o755); err != nil {
-			return "", err
+			return "", nil, err
 		}
 		fmt.Fprintf(&b, "  %s = %s\n", d.param, d.path)
 	}
@@ -111,7 +120,12 @@ func writeSmbConf(c *Container, dir string) (string, error) {
 		for _, part := range strings.Split(c.Env[k], ";") {
 			part = strings.TrimSpace(part)
 			if key, v, ok := strings.Cut(part, "="); ok && strings.TrimSpace(key) == "path" {
-				part = "path = " + c.Path(strings.TrimSpace(v))
+				seen := filepath.Join(dir, "root", path.Clean("/"+strings.TrimSpace(v)))
+				if err := os.MkdirAll(seen, 0o755); err != nil {
+					return "", nil, err
+				}
+				binds = append(binds, [2]string{c.Path(strings.TrimSpace(v)), seen})
+				part = "path = " + seen
 			}
 			if part != "" {
 				fmt.Fprintf(&b, "  %s\n", part)
@@ -120,7 +134,22 @@ func writeSmbConf(c *Container, dir string) (string, error) {
 	}
 	conf := filepath.Join(dir, "smb.conf")
 
-	return conf, os.WriteFile(conf, []byte(b.String()), 0o644)
+	return conf, binds, os.WriteFile(conf, []byte(b.String()), 0o644)
+}
+
+// withMounts is argv run in a mount namespace of its own where each
+// bind's host path is mounted at its other path (gone with the
+// namespace: nothing to unmount on the host).
+func withMounts(binds [][2]string, argv ...string) []string {
+	if len(binds) == 0 {
+		return argv
+	}
+	script := `while [ "$1" != -- ]; do mount --bind "$1" "$2" || exit 1; shift 2; done; shift; exec "$@"`
+	out := []string{"unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, "sh"}
+	for _, b := range binds {
+		out = append(out, b[0], b[1])
+	}
+	return append(append(out, "--"), argv...)
 }
 
 // runGroup runs the commands in one new process group, their output the
