@@ -21,7 +21,7 @@ const SMBCheck = "smb_check"
 type smbAttrs struct {
 	Address  string   `cty:"address" required:"true" doc:"The SMB server: a host or address, with :PORT when not 445."`
 	Shares   []string `cty:"shares" required:"true" doc:"The share names the server must list (compared without case, as SMB does)."`
-	User     string   `cty:"user" doc:"The account to list the shares as, \"guest\" by default (a server that maps unknown users to its guest account, Samba's map to guest = Bad User)."`
+	User     string   `cty:"user" doc:"The account to list the shares as, \"guest\" by default (a server that maps unknown users to its guest account, Samba's map to guest = Bad User). Such a server lets a name it has no account of in as its guest: to prove the account, name a share guests may not open in share."`
 	Password string   `cty:"password" sensitive:"true" doc:"The account's password; none by default."`
 	Domain   string   `cty:"domain" doc:"The account's domain or workgroup; none by default."`
 	Share    string   `cty:"share" doc:"A share to open as the account and list the top of (a tree connect, as a client mounting it does): the check passes only once the account may read it. None by default."`

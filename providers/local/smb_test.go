@@ -209,7 +209,9 @@ func smbUserCfg(addr, user, password, share string) cty.Value {
 // TestSMBCheckLogsInAsUser: smb_check logs in as an account with its
 // password and opens the share only it may (a tree connect, its top
 // listed); a wrong password fails naming the refused session, a guest
-// fails naming the share it may not open; the password is in no output.
+// fails naming the share it may not open, and so does a name without an
+// account (which the server lets in as its guest); the password is in
+// no output.
 func TestSMBCheckLogsInAsUser(t *testing.T) {
 	t.Parallel()
 	const password = "ana's old password"
@@ -231,13 +233,17 @@ func TestSMBCheckLogsInAsUser(t *testing.T) {
 
 	short := func(cfg cty.Value) cty.Value {
 		m := cfg.AsValueMap()
-		m["timeout"] = cty.StringVal("3s")
+		m["timeout"], m["interval"] = cty.StringVal("10s"), cty.StringVal("1s") // a few tries: smbd forks for each
 		return obj(m)
 	}
 	r := apply(context.Background(), p, local.SMBCheck, "samba", short(smbUserCfg(s.addr, "ana", "not "+password, "media")), &log)
-	wantErr(t, r.Diagnostics, "did not list the shares media (and open media) to ana within 3s", "the last answer: error: session as ana: ", "logon is invalid")
+	wantErr(t, r.Diagnostics, "did not list the shares media (and open media) to ana within 10s", "the last answer: error: session as ana: ", "logon is invalid")
 	r = apply(context.Background(), p, local.SMBCheck, "samba", short(smbUserCfg(s.addr, "", "", "media")), &log)
-	wantErr(t, r.Diagnostics, "to guest within 3s", "the last answer: error: opening the share media as guest: ")
+	wantErr(t, r.Diagnostics, "to guest within 10s", "the last answer: error: opening the share media as guest: ")
+	// Samba lets a name it has no account of in as its guest: the share
+	// only accounts may open tells.
+	r = apply(context.Background(), p, local.SMBCheck, "samba", short(smbUserCfg(s.addr, "carol", "a password", "media")), &log)
+	wantErr(t, r.Diagnostics, "to carol within 10s", "the last answer: error: opening the share media as carol: ")
 	if strings.Contains(log.String(), password) || strings.Contains(fmt.Sprint(r.Diagnostics), password) {
 		t.Errorf("the password is in the output:\n%s", log.String())
 	}
