@@ -59,7 +59,8 @@ modules:
 ## once from the module proxy into ~/.cache/migrate: ~6 min the first time),
 ## Debian's docker-registry, which the OCI chart tests start themselves,
 ## the Debian root of the lab's old VMs (debootstrap, cached: ~1 min once),
-## Debian's samba (smbd, for smb_check's tests and the lab's Samba pod)
+## Debian's samba (smbd, for smb_check's tests and the lab's Samba pod; libnss-wrapper
+## gives that pod's smbd its own users)
 ## and Debian's postgresql-15 (the lab's postgres:15 pods run it).
 ## Their progress goes to a log, printed only if a script fails.
 services:

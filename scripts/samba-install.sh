@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# samba-install.sh: install Debian's samba (smbd, samba-dcerpcd) for the
-# tests of smb_check, idempotently. The tests start their own smbd on a
-# free port of 127.0.0.1; the package's own service is not started (a
-# policy-rc.d for the install), so nothing takes port 445.
+# samba-install.sh: install Debian's samba (smbd, samba-dcerpcd, smbpasswd)
+# for the tests of smb_check and the lab's Samba pod, and libnss-wrapper
+# (the pod's accounts are users of that pod's smbd only), idempotently.
+# The tests start their own smbd on a free port of 127.0.0.1; the
+# package's own service is not started (a policy-rc.d for the install),
+# so nothing takes port 445.
 set -euo pipefail
-if command -v smbd >/dev/null 2>&1 || [ -x /usr/sbin/smbd ]; then
+wrapper=/usr/lib/x86_64-linux-gnu/libnss_wrapper.so
+if { command -v smbd >/dev/null 2>&1 || [ -x /usr/sbin/smbd ]; } && [ -e "$wrapper" ]; then
 	exit 0
 fi
 policy=/usr/sbin/policy-rc.d
@@ -14,5 +17,6 @@ if [ ! -e "$policy" ]; then
 fi
 trap '[ -n "$made" ] && rm -f "$policy"' EXIT
 export DEBIAN_FRONTEND=noninteractive
-apt-get install -y --no-install-recommends samba >/dev/null || { apt-get update >/dev/null && apt-get install -y --no-install-recommends samba >/dev/null; }
-echo "samba-install: $(smbd --version 2>/dev/null || /usr/sbin/smbd --version)"
+packages="samba libnss-wrapper"
+apt-get install -y --no-install-recommends $packages >/dev/null || { apt-get update >/dev/null && apt-get install -y --no-install-recommends $packages >/dev/null; }
+echo "samba-install: $(smbd --version 2>/dev/null || /usr/sbin/smbd --version), $(dpkg-query -W libnss-wrapper)"

@@ -247,6 +247,25 @@ variable "samba_users" {
   description = "The old Samba's accounts (pdbedit -L), names only."
 }
 
+variable "samba_check_user" {
+  type        = string
+  default     = ""
+  description = "A moved Samba account host-services' smb_check logs in as, proving its old password works on the new Samba; \"\" lists the shares as a guest."
+}
+
+variable "samba_check_password" {
+  type        = string
+  default     = ""
+  sensitive   = true
+  description = "That account's password (in secrets.auto.hcl.age: migrate secrets edit). Never shown, never stored in clear."
+}
+
+variable "samba_check_share" {
+  type        = string
+  default     = ""
+  description = "A share samba_check_user opens and reads the top of (one guests may not open, such as media, proves the account); \"\" opens none."
+}
+
 variable "old_data_path" {
   type        = string
   default     = "/var/mnt/data"
@@ -993,10 +1012,14 @@ phase "host-services" {
         SAMBA_CONF_LOG_LEVEL       = "1"
         SAMBA_VOLUME_CONFIG_files  = "[files]; path=/shares/files; browseable = yes; read only = no"
         SAMBA_VOLUME_CONFIG_photos = "[photos]; path=/shares/photos; browseable = yes; read only = yes"
+        # The old Samba's media share, for its accounts only.
+        SAMBA_VOLUME_CONFIG_media = join("; ", concat(["[media]", "path=/shares/media", "browseable = yes", "read only = no"],
+        length(var.samba_users) > 0 ? ["valid users = ${join(" ", var.samba_users)}"] : []))
       }
       hostData = {
         files  = { path = "/var/mnt/data/files", mountPath = "/shares/files" }
         photos = { path = "/var/mnt/data/photos", mountPath = "/shares/photos", readOnly = true }
+        media  = { path = "/var/mnt/data/media", mountPath = "/shares/media" }
       }
       probe     = { tcp = true }
       resources = { requests = { cpu = "100m", memory = "128Mi" }, limits = { memory = "512Mi" } }
@@ -1039,11 +1062,16 @@ phase "host-services" {
   }
 
   # Samba is healthy when an SMB client on the LAN sees its shares: the
-  # share list, as smbclient -L asks it, from the node's port 445.
+  # share list, as smbclient -L asks it, from the node's port 445; given
+  # a moved account, as that account with its old password, opening its
+  # share.
   check "smb_check" "samba_shares" {
-    address = var.node_address
-    shares  = ["files", "photos"]
-    timeout = "5m"
+    address  = var.node_address
+    shares   = ["files", "media", "photos"]
+    user     = var.samba_check_user
+    password = var.samba_check_password
+    share    = var.samba_check_share
+    timeout  = "5m"
   }
 }
 

@@ -29,7 +29,16 @@
 //     SAMBA_VOLUME_CONFIG_*, each path must exist; served over SMB on
 //     445 by Debian's own smbd and samba-dcerpcd (smbd.go), guests may
 //     list them (smbclient -L, smb_check); without Debian's samba
-//     installed, TCP 445 only.
+//     installed, TCP 445 only. Its accounts are imported as the image's
+//     entrypoint imports them (smbaccounts.go): ACCOUNT_<name> a
+//     password or an smbpasswd line (pdbedit -L -w's: its hashes kept),
+//     UID_<name> the uid; a Unix user each, then smbpasswd -a -n, the
+//     line's hashes written over the entry, smbpasswd -e, into the
+//     image's passdb (smbpasswd) in the pod's root. A container with a
+//     command (a wrapper exporting ACCOUNT_* before exec'ing the image's
+//     /container/scripts/entrypoint.sh) has that command run in
+//     lab/sandbox with the pod's mounts; what it exported is what the
+//     accounts are read from.
 //   - ingress-nginx's controller: /healthz on 10254, 80 and 443 open.
 //   - act_runner (gitea/act_runner): needs its instance URL and
 //     registration token; its cache server on 8088.
@@ -70,7 +79,16 @@
 // above (Synapse's schema tables through python3's sqlite3 module, as
 // Synapse itself reads SQLite; Jellyfin's system.xml); Samba's smbd runs
 // as the lab's user (root) from the lab's process, with an smb.conf of
-// its own under the container's root, and imports no accounts (the
-// image's ACCOUNT_* would need the host's Unix users): guests list and
-// use the shares.
+// its own (the image's defaults the lab relies on: standalone server,
+// map to guest = Bad User, passdb backend = smbpasswd; not its fruit/
+// Time Machine settings, avahi, wsdd2, nmbd or GROUP_*/GROUPS_*
+// variables), its passdb and state under the container's root and its
+// sockets in a short directory of /tmp, where smbd (in a mount namespace
+// of its own) also sees each share's mount at its container path, so an
+// account's uid reaches the files whatever the lab's directories above
+// them allow; the accounts' Unix users are
+// the pod's /etc/passwd and /etc/group, which only that smbd sees
+// (Debian's libnss-wrapper preloaded: NSS_WRAPPER_PASSWD/GROUP), never
+// the host's. The image is Alpine's Samba 4.20, the lab runs the host's
+// (Debian 12: 4.17).
 package apps

@@ -32,7 +32,10 @@
 // images/ (where the example's
 // talos_image downloads the ISO: MIGRATE_VAR_talos_iso_dir; WriteISO
 // writes one as a user who fetched it by hand has it), lab.env (Env, for
-// `migrate-lab env`: lab/labenv; removed by Close) and events.jsonl
+// `migrate-lab env`: lab/labenv; removed by Close; 0600, since it holds
+// the old Samba account's password of samba_check_password),
+// samba-passwords.json (the Debian old Samba's accounts' passwords,
+// 0600: sambausers.go) and events.jsonl
 // (EventsFile: the effects the lab made, one JSON line each, appended:
 // every command started in an instance, every etcd bootstrap of a Talos
 // VM, every Job pod its Kubernetes ran; ReadEvents reads it, and a test

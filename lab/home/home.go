@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -158,15 +159,27 @@ func Start(ctx context.Context, o Options) (*Home, error) {
 }
 
 // debianRoot fills in the Debian root of a Debian old host.
+// Its Samba users' passwords, when not given, are the lab directory's
+// (sambaPasswords).
 func (h *Home) debianRoot(ctx context.Context, o *incushost.OldHost) (*incushost.OldHost, error) {
-	if o == nil || o.Root != "" {
-		return o, nil
+	if o == nil {
+		return nil, nil
+	}
+	host := *o
+	if host.SambaPasswords == nil {
+		pw, err := h.sambaPasswords()
+		if err != nil {
+			return nil, err
+		}
+		host.SambaPasswords = pw
+	}
+	if host.Root != "" {
+		return &host, nil
 	}
 	root, err := debroot.Root(ctx, h.logf)
 	if err != nil {
 		return nil, fmt.Errorf("lab: the old VMs' Debian root: %w", err)
 	}
-	host := *o
 	host.Root = root
 	return &host, nil
 }
@@ -464,8 +477,10 @@ func (h *Home) VM(name string) *talosvm.VM {
 // INCUS_CONF (the incus CLI's configuration, and so the incus provider's,
 // with the lab as remote "lab"), and the example's variables that name
 // the remote, the nodes' addresses on the LAN, the Image Factory (and the
-// directory the ISO is downloaded to), the homeserver's URL and its CA;
-// then Options.Env. The example's defaults of the
+// directory the ISO is downloaded to), the homeserver's URL and its CA,
+// the apps as the old VMs run them (siteVars), the old Samba account the
+// example's smb_check logs in as, with its password (sensitive in the
+// runbook; sambaCheckVars); then Options.Env. The example's defaults of the
 // pools, the LAN bridge and the MACs are the lab's.
 func (h *Home) Env() []string {
 	return append([]string{
@@ -479,7 +494,7 @@ func (h *Home) Env() []string {
 		"MIGRATE_VAR_matrix_ca=" + h.MatrixCA(),
 		"MIGRATE_VAR_matrix_tls_cert=" + h.MatrixTLSCert(),
 		"MIGRATE_VAR_matrix_tls_key=" + h.MatrixTLSKey(),
-	}, append(h.siteVars(), h.extra...)...)
+	}, slices.Concat(h.siteVars(), h.sambaCheckVars(), h.extra)...)
 }
 
 // siteVars are what migrate init reads of the old VMs and writes into

@@ -21,9 +21,10 @@ const SMBCheck = "smb_check"
 type smbAttrs struct {
 	Address  string   `cty:"address" required:"true" doc:"The SMB server: a host or address, with :PORT when not 445."`
 	Shares   []string `cty:"shares" required:"true" doc:"The share names the server must list (compared without case, as SMB does)."`
-	User     string   `cty:"user" doc:"The account to list the shares as, \"guest\" by default (a server that maps unknown users to its guest account, Samba's map to guest = Bad User)."`
+	User     string   `cty:"user" doc:"The account to list the shares as, \"guest\" by default (a server that maps unknown users to its guest account, Samba's map to guest = Bad User). Such a server lets a name it has no account of in as its guest: to prove the account, name a share guests may not open in share."`
 	Password string   `cty:"password" sensitive:"true" doc:"The account's password; none by default."`
 	Domain   string   `cty:"domain" doc:"The account's domain or workgroup; none by default."`
+	Share    string   `cty:"share" doc:"A share to open as the account and list the top of (a tree connect, as a client mounting it does): the check passes only once the account may read it. None by default."`
 	Timeout  string   `cty:"timeout" doc:"How long to keep trying, \"60s\" by default."`
 	Interval string   `cty:"interval" doc:"The pause between tries, \"2s\" by default."`
 }
@@ -34,7 +35,7 @@ type smbOutputs struct {
 
 var smbStep = &sdk.StepType[*Provider, smbAttrs, none, none]{
 	Name:        SMBCheck,
-	Description: "Waits until an SMB server lists the shares named (SMB2 or 3, NTLM authentication, the share list of IPC$ as smbclient -L asks it); when it gives up, the error names the last answer.",
+	Description: "Waits until an SMB server lists the shares named (SMB2 or 3, NTLM authentication, the share list of IPC$ as smbclient -L asks it) and, with share, lets the account open that share and read its top; when it gives up, the error names the last answer.",
 	Rollback:    "Nothing to undo.",
 	Outputs:     smbOutputs{},
 	CanCheck:    true,
@@ -54,13 +55,14 @@ type smbCheck struct {
 	shares            []string
 	user, domain      string
 	password          string
+	share             string // "": none opened
 	timeout, interval time.Duration
 	timeoutText       string
 	intervalText      string
 }
 
 func decodeSMB(c *call, a smbAttrs) (smbCheck, phases.Diagnostics) {
-	s := smbCheck{address: a.Address, shares: a.Shares, user: orElse(a.User, "guest"), domain: a.Domain, password: a.Password, timeoutText: "60s", intervalText: "2s"}
+	s := smbCheck{address: a.Address, shares: a.Shares, user: orElse(a.User, "guest"), domain: a.Domain, password: a.Password, share: a.Share, timeoutText: "60s", intervalText: "2s"}
 	var d phases.Diagnostics
 	if !c.Unknown("address") {
 		if _, _, err := net.SplitHostPort(a.Address); err != nil {
@@ -72,6 +74,9 @@ func decodeSMB(c *call, a smbAttrs) (smbCheck, phases.Diagnostics) {
 	}
 	if !c.Unknown("shares") && len(a.Shares) == 0 {
 		d = append(d, invalid("The \"shares\" attribute of %s is empty: name the shares the server must list.", c.Addr)...)
+	}
+	if !c.Unknown("share") && strings.ContainsAny(a.Share, "/\\") {
+		d = append(d, invalid("The \"share\" attribute of %s must be a share's name (e.g. \"media\"), not the path %q.", c.Addr, a.Share)...)
 	}
 	for _, x := range []struct {
 		name, value string
@@ -112,7 +117,13 @@ func planSMB(_ context.Context, c *call, a smbAttrs, _ *sdk.Prior[none, none]) s
 	if c.Unknown("address") {
 		address = sdk.UnknownText
 	}
-	return sdk.Plan[none]{Diff: fmt.Sprintf("list the SMB shares of %s as %s until it lists %s (timeout %s, every %s)", address, s.user, shares, s.timeoutText, s.intervalText)}
+	open := ""
+	if c.Unknown("share") {
+		open = " and opens " + sdk.UnknownText
+	} else if s.share != "" {
+		open = " and opens " + s.share
+	}
+	return sdk.Plan[none]{Diff: fmt.Sprintf("list the SMB shares of %s as %s until it lists %s%s (timeout %s, every %s)", address, s.user, shares, open, s.timeoutText, s.intervalText)}
 }
 
 func applySMB(ctx context.Context, c *call, a smbAttrs, _ none, _ *sdk.Prior[none, none]) sdk.Apply[none, none] {
@@ -122,10 +133,13 @@ func applySMB(ctx context.Context, c *call, a smbAttrs, _ none, _ *sdk.Prior[non
 	defer cancel()
 	var last string
 	for {
-		listed, err := listShares(ctx, s, max(s.interval, 10*time.Second))
+		listed, top, err := listShares(ctx, s, max(s.interval, 10*time.Second))
 		missing := missingShares(s.shares, listed)
 		if err == nil && len(missing) == 0 {
 			c.Log.Printf("%s lists %s", s.address, strings.Join(listed, ", "))
+			if s.share != "" {
+				c.Log.Printf("%s opened %s as %s: %d entries at its top", s.address, s.share, s.user, top)
+			}
 			return sdk.Apply[none, none]{Outputs: smbOutputs{listed}, Revert: nothingToUndo()}
 		}
 		seen := fmt.Sprintf("it lists %s, not %s", orElse(strings.Join(listed, ", "), "no share"), strings.Join(missing, ", "))
@@ -154,17 +168,25 @@ func applySMB(ctx context.Context, c *call, a smbAttrs, _ none, _ *sdk.Prior[non
 			answer = "no try finished in that time"
 		}
 		return sdk.Apply[none, none]{Diagnostics: phases.Errorf("SMB Check Failed",
-			"%s: %s did not list the shares %s to %s within %s; %s.", c.Addr, s.address, strings.Join(s.shares, ", "), s.user, s.timeout, answer)}
+			"%s: %s did not list the shares %s%s to %s within %s; %s.", c.Addr, s.address, strings.Join(s.shares, ", "), opening(s.share), s.user, s.timeout, answer)}
 	}
 }
 
-// listShares connects, authenticates and lists the server's shares once.
-func listShares(ctx context.Context, s smbCheck, limit time.Duration) ([]string, error) {
+func opening(share string) string {
+	if share == "" {
+		return ""
+	}
+	return " (and open " + share + ")"
+}
+
+// listShares connects, authenticates and lists the server's shares once;
+// with s.share it opens that share and counts the entries at its top.
+func listShares(ctx context.Context, s smbCheck, limit time.Duration) (names []string, top int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", s.address)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer conn.Close()
 	if deadline, ok := ctx.Deadline(); ok {
@@ -173,15 +195,33 @@ func listShares(ctx context.Context, s smbCheck, limit time.Duration) ([]string,
 	d := &smb2.Dialer{Initiator: &smb2.NTLMInitiator{User: s.user, Password: s.password, Domain: s.domain}}
 	session, err := d.DialContext(ctx, conn)
 	if err != nil {
-		return nil, fmt.Errorf("session as %s: %w", s.user, err)
+		return nil, 0, fmt.Errorf("session as %s: %w", s.user, err)
 	}
 	defer func() { _ = session.Logoff() }()
-	names, err := session.WithContext(ctx).ListSharenames()
+	names, err = session.WithContext(ctx).ListSharenames()
 	if err != nil {
-		return nil, fmt.Errorf("listing the shares: %w", err)
+		return nil, 0, fmt.Errorf("listing the shares: %w", err)
 	}
 	slices.SortFunc(names, func(a, b string) int { return strings.Compare(strings.ToLower(a), strings.ToLower(b)) })
-	return names, nil
+	if s.share == "" {
+		return names, 0, nil
+	}
+	top, err = readShareTop(ctx, session, s)
+	return names, top, err
+}
+
+// readShareTop opens the share (a tree connect) and lists its top.
+func readShareTop(ctx context.Context, session *smb2.Session, s smbCheck) (int, error) {
+	share, err := session.WithContext(ctx).Mount(s.share)
+	if err != nil {
+		return 0, fmt.Errorf("opening the share %s as %s: %w", s.share, s.user, err)
+	}
+	defer func() { _ = share.Umount() }()
+	entries, err := share.WithContext(ctx).ReadDir(".")
+	if err != nil {
+		return 0, fmt.Errorf("reading the share %s as %s: %w", s.share, s.user, err)
+	}
+	return len(entries), nil
 }
 
 // missingShares are the wanted shares not listed, compared without case.

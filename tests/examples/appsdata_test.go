@@ -30,10 +30,12 @@ import (
 // and the runbook's registration secret; Jellyfin's and Frigate's data is
 // on the data volume where their releases mount it, hardware decoding on
 // in the moved copies only; Samba's accounts are in the Secret the new
-// Samba imports; the old services were stopped before their data was
-// copied (Frigate through Compose, smbd before the new Samba), and the
-// rollback started them again; and no secret (the registration secret,
-// the signing key, the accounts' NT hashes) is in clear in what migrate
+// Samba imports, and ana logs in to it with her old password; the old
+// services were stopped before their data was copied (Frigate through
+// Compose, smbd before the new Samba), and the rollback started them
+// again; and no secret (the registration secret,
+// the signing key, the accounts' NT hashes, the old password a moved
+// account logs in to the new Samba with) is in clear in what migrate
 // printed or left in the runbook's directory (its state and logs
 // included).
 func TestHomelabAppsDataAndSynapseWhole(t *testing.T) {
@@ -64,6 +66,7 @@ func TestHomelabAppsDataAndSynapseWhole(t *testing.T) {
 	secrets := map[string]string{
 		"the runbook's registration secret": regSecret,
 		"the old signing key":               strings.Fields(rootfs("matrix", "/etc/matrix-synapse/homeserver.signing.key"))[2],
+		"ana's Samba password":              labVar(h.Env(), "samba_check_password"),
 	}
 
 	var seen bytes.Buffer
@@ -77,6 +80,11 @@ func TestHomelabAppsDataAndSynapseWhole(t *testing.T) {
 	}
 	if want := "copied with Synapse's Python (sqlite3 backup)"; !strings.Contains(seen.String(), want) {
 		t.Errorf("the Synapse export does not say %q (the old VM has no sqlite3)", want)
+	}
+	// A moved account logs in to the new Samba with its old password and
+	// opens the share only the accounts may.
+	if want := ":445 opened media as ana: "; !strings.Contains(seen.String(), want) {
+		t.Errorf("host-services' smb_check does not say %q", want)
 	}
 
 	// Synapse's configuration, in the Secret its release mounts at /config:
@@ -256,4 +264,14 @@ func labExec(t *testing.T, h *home.Home, instance string, argv ...string) int {
 		t.Fatal(err)
 	}
 	return code
+}
+
+// labVar is the example's variable name as the lab's Env sets it.
+func labVar(env []string, name string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "MIGRATE_VAR_"+name+"="); ok {
+			return v
+		}
+	}
+	return ""
 }

@@ -59,7 +59,7 @@ func TestDemo(t *testing.T) {
 	// its own health check, shown passing.
 	for _, want := range []string{"check http_check.jellyfin_health: done", "/health answered 200, its body containing \"Healthy\"",
 		"check http_check.frigate_health: done", "/api/version answered 200",
-		"check smb_check.samba_shares: done", ":445 lists files, IPC$, photos",
+		"check smb_check.samba_shares: done", ":445 lists files, IPC$, media, photos", ":445 opened media as ana: ",
 		"check http_check.synapse_client: done", "/_matrix/client/versions answered 200"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the demo's output lacks %q", want)
