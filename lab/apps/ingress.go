@@ -39,14 +39,7 @@ type Route struct {
 
 // matches says whether the route serves host and path.
 func (r Route) matches(host, p string) bool {
-	switch {
-	case r.Host == "":
-	case strings.HasPrefix(r.Host, "*."):
-		label, rest, ok := strings.Cut(host, ".")
-		if !ok || label == "" || rest != r.Host[2:] {
-			return false
-		}
-	case r.Host != host:
+	if !r.servesHost(host) {
 		return false
 	}
 
@@ -58,6 +51,18 @@ func (r Route) matches(host, p string) bool {
 	prefix := strings.TrimSuffix(r.Path, "/")
 
 	return p == prefix || strings.HasPrefix(p, prefix+"/")
+}
+
+// servesHost says whether the rule is for host ("" for any, a wildcard
+// for one label).
+func (r Route) servesHost(host string) bool {
+	if r.Host == "" || r.Host == host {
+		return true
+	}
+
+	label, rest, ok := strings.Cut(host, ".")
+
+	return strings.HasPrefix(r.Host, "*.") && ok && label != "" && rest == r.Host[2:]
 }
 
 // route is the route of host and path: the longest path wins, Exact
@@ -142,7 +147,7 @@ func (in *ingress) routes(ctx context.Context) []Route {
 // certificate is the one for the SNI's host, as ingress-nginx picks it.
 func (in *ingress) certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	for _, r := range in.routes(hello.Context()) {
-		if r.Certificate != nil && hello.ServerName != "" && r.matches(hello.ServerName, r.Path) {
+		if r.Certificate != nil && hello.ServerName != "" && r.servesHost(strings.ToLower(hello.ServerName)) {
 			return r.Certificate, nil
 		}
 	}
