@@ -31,11 +31,11 @@ local and tank (its data volume), the NAT bridge incusbr0 and a bridge to
 the LAN, whose router leases addresses by MAC. Its VMs booted from the
 Talos ISO become Talos nodes, installed from their config drive (a nocloud
 ISO and the instance's cloud-init.user-data) or in maintenance mode (a
-real Kubernetes after their bootstrap); the Image Factory (the ISO) and the Matrix federation endpoint of
-examples/homelab are there too. In another shell,
+real Kubernetes after their bootstrap); the Image Factory (the ISO) and the homeserver's public address of
+examples/homelab (the router's forward of 443 to the node's ingress, NodePort 30443) are there too. In another shell,
 eval "$(migrate-lab env)" points migrate at it.
 
-SIGUSR1 makes the federation endpoint fail (503), SIGUSR2 heals it.`,
+SIGUSR1 makes the homeserver's federation API fail (503), SIGUSR2 heals it.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			var oldHost *incushost.OldHost

@@ -2,9 +2,11 @@ package apps
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"path"
@@ -29,6 +31,10 @@ type Container struct {
 	// (NAME, NAME.NS, NAME.NS.svc[.cluster.local]) -> the address of a
 	// Ready pod behind it; nil or not a Service: host is returned as is.
 	Resolve func(ctx context.Context, host string) (string, error)
+	// Routes are the cluster's Ingress rules of an ingress class, as a
+	// controller watching them sees them (the ingress-nginx stand-in's);
+	// nil: none.
+	Routes func(ctx context.Context, class string) ([]Route, error)
 }
 
 // resolve is host as the container's DNS answers it.
@@ -282,6 +288,16 @@ func serveAll(ctx context.Context, c *Container, handlers map[int]http.Handler) 
 		}
 
 		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+
+		if th, ok := h.(tlsHandler); ok {
+			// A client refusing the certificate is not the server's error.
+			srv.ErrorLog = log.New(io.Discard, "", 0)
+			srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: th.certificate}
+
+			go func() { failed <- srv.ServeTLS(l, "", "") }()
+
+			continue
+		}
 
 		go func() { failed <- srv.Serve(l) }()
 	}

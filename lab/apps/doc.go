@@ -19,7 +19,9 @@
 //     resolved by Container.Resolve, and refuses a collation other than
 //     C as Synapse does); serves
 //     /health, /_matrix/client/versions and /_matrix/federation/v1/version
-//     on its config's http listener port (8008).
+//     (its image's version) on its config's http listener port (8008),
+//     and /.well-known/matrix/server ({"m.server": "HOST:443"} of
+//     server_name) when serve_server_wellknown is set.
 //   - Jellyfin (jellyfin/jellyfin): /config/config/system.xml; refuses a
 //     PreviousVersionStr newer than its version, writes its own there;
 //     GET /health "Healthy" on 8096.
@@ -39,7 +41,19 @@
 //     /container/scripts/entrypoint.sh) has that command run in
 //     lab/sandbox with the pod's mounts; what it exported is what the
 //     accounts are read from.
-//   - ingress-nginx's controller: /healthz on 10254, 80 and 443 open.
+//   - ingress-nginx's controller (ingress.go): the Ingresses of its
+//     --ingress-class ("nginx") from the cluster (Container.Routes, set
+//     by lab/kubecp), on 80 and 443: TLS with the certificate of the
+//     kubernetes.io/tls Secret spec.tls names for the SNI's host, else
+//     its self-signed "Kubernetes Ingress Controller Fake Certificate";
+//     HTTP to a host with TLS redirected (308) to HTTPS; the rule of the
+//     host (a wildcard covers one label) and the longest path (Prefix by
+//     path elements, Exact first) proxied to a Ready pod of its Service
+//     at the port's targetPort, with the client's Host, X-Forwarded-*
+//     and X-Real-IP; 404 for no rule, 503 for a Service without a Ready
+//     pod, 502 when the pod does not answer, as nginx's pages; /healthz
+//     on 10254. Not read: annotations (rewrites, auth, ssl-redirect off),
+//     defaultBackend, the controller's ConfigMap; no status.loadBalancer.
 //   - act_runner (gitea/act_runner): needs its instance URL and
 //     registration token; its cache server on 8088.
 //

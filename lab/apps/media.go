@@ -193,23 +193,6 @@ func parseShare(s string) (name, sharePath string) {
 	return name, sharePath
 }
 
-// The ingress-nginx controller: /healthz on 10254, 80 and 443 open.
-func ingressNginx(v Version) Program {
-	return func(ctx context.Context, c *Container) int {
-		c.logf("NGINX Ingress controller Release: v%s (lab stand-in: no proxying)", v)
-
-		return serveAll(ctx, c, map[int]http.Handler{10254: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path != "/healthz" {
-				http.NotFound(w, r)
-
-				return
-			}
-
-			text("ok")(w, r)
-		}), 80: nil, 443: nil})
-	}
-}
-
 // act_runner registers with its instance: it needs the URL and token.
 func actRunner(Version) Program {
 	return func(ctx context.Context, c *Container) int {

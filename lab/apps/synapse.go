@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -89,6 +90,13 @@ func synapse(v Version) Program {
 		mux.Handle("/health", text("OK"))
 		mux.Handle("/_matrix/client/versions", jsonBody(`{"versions":["r0.6.1","v1.1","v1.2","v1.3","v1.4","v1.5","v1.6","v1.7","v1.8","v1.9","v1.10","v1.11"],"unstable_features":{}}`))
 		mux.Handle("/_matrix/federation/v1/version", jsonBody(fmt.Sprintf(`{"server":{"name":"Synapse","version":"%s"}}`, v)))
+
+		// serve_server_wellknown: federation on 443 of server_name's host,
+		// as synapse/rest/well_known.py delegates it.
+		if on, _ := cfg["serve_server_wellknown"].(bool); on {
+			host, port := serverNameHostPort(serverName)
+			mux.Handle("/.well-known/matrix/server", jsonBody(fmt.Sprintf(`{"m.server":%q}`, host+":"+port)))
+		}
 
 		return serve(ctx, c, port, mux)
 	}
@@ -326,4 +334,14 @@ func sqliteSchema(ctx context.Context, file, mode string, schema, compat int) (s
 	}
 
 	return st, nil
+}
+
+// serverNameHostPort splits server_name as parse_server_name does; the
+// port is 443 when it names none (the well-known delegation's).
+func serverNameHostPort(name string) (host, port string) {
+	if h, p, err := net.SplitHostPort(name); err == nil {
+		return h, p
+	}
+
+	return name, "443"
 }

@@ -5,8 +5,9 @@
 // (lab/talosvm, with a real Kubernetes after the bootstrap), the host's
 // data directory, the Image Factory the talos provider fetches the ISO
 // from (lab/factory, on 127.0.0.1; it knows the brief's i915 schematic
-// already, as the public factory does), and the Matrix federation
-// endpoint the example's http_check asks.
+// already, as the public factory does), and the homeserver endpoint
+// the example's http_checks ask: the router's forward to the node's
+// ingress.
 //
 //	h, _ := home.Start(ctx, home.Options{Dir: dir, Log: os.Stderr})
 //	defer h.Close()
@@ -60,19 +61,34 @@
 // the lab's log has its console's "BdsDxe: No bootable option or device
 // was found", as OVMF says on a real host.
 //
-// The federation endpoint (MatrixURL) stands in for the homeserver as the
-// internet reaches it: HTTPS only, with a certificate for MatrixDomain
-// and its address from a CA of its own (MatrixCA, Dir/matrix-ca.pem, the
-// example's matrix_ca; a new one each start), so a client that does not
-// name that CA refuses it as one refuses an untrusted ingress. It answers
-// GET /_matrix/federation/v1/version with 200 and Synapse's body, or 503
-// after FailFederation(true): the demo's injected failure; and GET
-// /.well-known/matrix/server with the delegation {"m.server":
-// "matrix.example.org:443"} (MatrixDelegation), as Synapse's
-// serve_server_wellknown does; and GET /_matrix/client/versions
-// (ClientVersionsPath, the example's health check of Synapse) with
-// Synapse 1.120's spec versions. What differs: it answers for the
-// homeserver, not through the ingress from the Synapse pod (the lab's
-// ingress-nginx does not proxy), so a Synapse pod that is down does not
-// fail these; the release's wait for its pod Ready does.
+// The homeserver endpoint (MatrixURL, the example's matrix_url) is the
+// home's public address as the internet reaches it: HTTPS only, with a
+// certificate for MatrixDomain and its address from a CA of its own
+// (MatrixCA, Dir/matrix-ca.pem, the example's matrix_ca; a new one each
+// start), so a client that does not name that CA refuses it as one
+// refuses an untrusted ingress. Behind it is the router's port forward
+// of 443 to the Talos node's ingress, NodeAddress:IngressHTTPSPort (30443,
+// what approval.dns asks the user to set; portforward.go): each request
+// goes there for MatrixDomain (SNI and Host), the ingress's certificate
+// verified against MatrixCA, so what answers is the cluster: the
+// ingress-nginx stand-in routes the Ingress to the Synapse pod (lab/apps,
+// lab/kubecp), which serves /_matrix/client/versions (ClientVersionsPath,
+// the example's health check of Synapse), /_matrix/federation/v1/version
+// (FederationPath) and /.well-known/matrix/server (WellKnownPath, its
+// serve_server_wellknown delegation, MatrixDelegation). Until the
+// ingress answers there (before ingress-matrix, after its rollback), the
+// endpoint answers 502 naming the forward's target. FailFederation(true)
+// makes the federation API answer 503: the demo's injected failure.
+//
+// What differs from a router and a real Synapse: a router forwards TCP
+// and the client's own TLS reaches the ingress; the lab has no public
+// DNS (matrix_url is an address, not the homeserver's name), so the
+// endpoint ends the client's TLS with the same certificate the ingress
+// serves (MatrixTLSCert, the example's synapse-tls Secret) and asks the
+// ingress again by name; a forward that goes nowhere gives 502, not a
+// refused connection. The forward points at the node from the lab's
+// start (the lab has no router page for forwards): before the move the
+// old matrix VM is not reached through matrix_url, and a rollback's
+// "point the forward back" (approval.dns's revert message) is not
+// played; the old Synapse is checked inside its VM instead.
 package home

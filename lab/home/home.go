@@ -3,6 +3,7 @@ package home
 import (
 	"cmp"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -214,36 +215,23 @@ func (h *Home) serve(ctx context.Context) error {
 		return fmt.Errorf("lab: federation endpoint: %w", err)
 	}
 	// TLS only, from a CA of its own, as the homeserver behind the
-	// ingress: a client must be told to trust it (matrix_ca).
+	// ingress: a client must be told to trust it (matrix_ca). The
+	// endpoint forwards to the node's ingress (portforward.go), which
+	// serves the same certificate (the example's synapse-tls Secret).
 	cfg, err := h.matrixTLS(net.IPv4(127, 0, 0, 1))
 	if err != nil {
 		l.Close()
 		return fmt.Errorf("lab: federation endpoint: %w", err)
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+WellKnownPath, func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Access-Control-Allow-Origin", "*")
-		fmt.Fprintf(w, `{"m.server":%q}`, MatrixDelegation) // Synapse's compact JSON
-	})
-	mux.HandleFunc("GET "+FederationPath, func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		if h.failFed.Load() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			io.WriteString(w, `{"errcode":"M_UNKNOWN","error":"the lab's federation failure is switched on"}`)
-			return
-		}
-		io.WriteString(w, `{"server":{"name":"Synapse","version":"1.120.0"}}`)
-	})
-	mux.HandleFunc("GET "+ClientVersionsPath, func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Access-Control-Allow-Origin", "*")
-		// Synapse 1.120's spec versions (synapse/rest/client/versions.py).
-		io.WriteString(w, `{"versions":["r0.0.1","r0.1.0","r0.2.0","r0.3.0","r0.4.0","r0.5.0","r0.6.0","r0.6.1","v1.1","v1.2","v1.3","v1.4","v1.5","v1.6","v1.7","v1.8","v1.9","v1.10","v1.11"],"unstable_features":{}}`)
-	})
+	// It verifies the ingress's certificate as a client told matrix_ca does.
+	ca := x509.NewCertPool()
+	if caPEM, err := os.ReadFile(h.MatrixCA()); err != nil || !ca.AppendCertsFromPEM(caPEM) {
+		l.Close()
+		return fmt.Errorf("lab: federation endpoint: no certificate in the Matrix CA %s (%v)", h.MatrixCA(), err)
+	}
 	// A client that refuses the certificate is not news: its handshake
 	// errors stay out of the lab's log.
-	h.federation = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, TLSConfig: cfg, ErrorLog: log.New(io.Discard, "", 0)}
+	h.federation = &http.Server{Handler: h.matrixEndpoint(ca), ReadHeaderTimeout: 10 * time.Second, TLSConfig: cfg, ErrorLog: log.New(io.Discard, "", 0)}
 	h.fedURL = "https://" + l.Addr().String()
 	go h.federation.ServeTLS(l, "", "")
 	return nil

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -135,27 +137,37 @@ func TestHome(t *testing.T) {
 		t.Fatal("the lab's Matrix CA file holds no certificate")
 	}
 	trusting := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	if code, body := getWith(t, trusting, fed); code != 200 || !strings.Contains(body, "Synapse") {
-		t.Errorf("federation: %d %s", code, body)
-	}
-	if code, body := getWith(t, trusting, env["MIGRATE_VAR_matrix_url"]+WellKnownPath); code != 200 || body != `{"m.server":"matrix.example.org:443"}` {
-		t.Errorf("the delegation: %d %s", code, body)
-	}
-	if code, body := getWith(t, trusting, env["MIGRATE_VAR_matrix_url"]+ClientVersionsPath); code != 200 || !strings.Contains(body, `"versions":[`) {
-		t.Errorf("the client versions: %d %s", code, body)
+	// Before the ingress: the router's forward goes nowhere.
+	for _, p := range []string{FederationPath, WellKnownPath, ClientVersionsPath} {
+		if code, body := getWith(t, trusting, env["MIGRATE_VAR_matrix_url"]+p); code != http.StatusBadGateway || !strings.Contains(body, h.NodeAddress()+":30443") {
+			t.Errorf("%s without the node's ingress: %d %s, want 502 naming the forward's target", p, code, body)
+		}
 	}
 	var unknown x509.UnknownAuthorityError
 	if _, err := http.Get(fed); !errors.As(err, &unknown) {
 		t.Errorf("the federation endpoint without the lab's CA: %v, want an unknown authority", err)
+	}
+	// With it: what the ingress answers, asked for the homeserver's name.
+	ingress := nodeIngress(t, h, fmt.Sprintf(`{"versions":["v1.11"],"from":"the node's ingress %s"}`, h.NodeAddress()))
+	if code, body := getWith(t, trusting, env["MIGRATE_VAR_matrix_url"]+ClientVersionsPath); code != 200 || !strings.Contains(body, "from\":\"the node's ingress") {
+		t.Errorf("the client versions through the forward: %d %s", code, body)
 	}
 	h.FailFederation(true)
 	if code, _ := getWith(t, trusting, fed); code != 503 {
 		t.Errorf("federation with the failure on: %d, want 503", code)
 	}
 	h.FailFederation(false)
-	if code, _ := getWith(t, trusting, fed); code != 200 {
-		t.Errorf("federation with the failure off: %d, want 200", code)
+	if code, body := getWith(t, trusting, fed); code != 200 || !strings.Contains(body, "the node's ingress") {
+		t.Errorf("federation with the failure off: %d %s, want the ingress's 200", code, body)
 	}
+	ingress.Close()
+	// An ingress serving another certificate (ingress-nginx's fake one,
+	// without the Ingress's tls) is refused, as by a client.
+	ingress = nodeIngress(t, h, "")
+	if code, body := getWith(t, trusting, fed); code != http.StatusBadGateway || !strings.Contains(body, "certificate") {
+		t.Errorf("an ingress with a certificate the CA did not sign: %d %s, want 502", code, body)
+	}
+	ingress.Close()
 
 	// A VM with the Talos ISO boots as a lab Talos node at the address
 	// the router reserves for its NIC's MAC, which Incus does not report.
@@ -332,4 +344,36 @@ func children(t *testing.T) []string {
 		}
 	}
 	return out
+}
+
+// nodeIngress stands in for the Talos node's ingress on its HTTPS
+// NodePort: with the lab's Matrix certificate, answering body to a
+// request for MatrixDomain (SNI and Host), 404 to others; an empty body:
+// a self-signed certificate of its own.
+func nodeIngress(t *testing.T, h *Home, body string) *httptest.Server {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(h.NodeAddress(), strconv.Itoa(IngressHTTPSPort)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Host != MatrixDomain || r.TLS.ServerName != MatrixDomain {
+			http.NotFound(w, r)
+			return
+		}
+		io.WriteString(w, body)
+	}))
+	srv.Listener.Close()
+	srv.Listener = l
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the forward's idle connections, closed with it
+	if body != "" {
+		cert, err := tls.LoadX509KeyPair(h.MatrixTLSCert(), h.MatrixTLSKey())
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv
 }

@@ -42,9 +42,11 @@ func (p *appPod) prepare(ctx context.Context, ctr corev1.Container, volumes map[
 	run := &containerRun{ctr: ctr}
 
 	if lookupErr != nil || im.Program == nil {
-		run.spec, err = containerSpec(&pod, ctr, root, volumes, names, vars)
+		if run.spec, err = containerSpec(&pod, ctr, root, volumes, names, vars); err != nil {
+			return nil, err
+		}
 
-		return run, err
+		return run, p.c.writeHosts(ctx, &pod, root)
 	}
 
 	if err := os.MkdirAll(root, 0o755); err != nil {
@@ -84,7 +86,8 @@ func (p *appPod) prepare(ctx context.Context, ctr corev1.Container, volumes map[
 	run.app = &apps.Container{Args: args, Env: env, Mounts: mounts, Root: root, Addr: p.ip,
 		Resolve: func(ctx context.Context, host string) (string, error) {
 			return p.c.serviceAddress(ctx, pod.Namespace, host)
-		}}
+		},
+		Routes: p.c.ingressRoutes}
 
 	return run, nil
 }

@@ -116,7 +116,17 @@
 // node, at its targetPort (no ClusterIP routing). A stand-in resolves a
 // Service's name (NAME, NAME.NS, NAME.NS.svc[.cluster.local]) to a
 // Ready pod's address behind it (apps.Container.Resolve: the cluster DNS
-// for stand-ins only; commands in lab/sandbox have none). An image whose
+// for stand-ins). Commands in lab/sandbox (Job pods, app pods of userland
+// images) get an /etc/hosts written into their root at each start
+// (hosts.go): kubelet's lines (localhost, the pod's name) and each
+// Service with a Ready pod on the node as NAME.NS, NAME.NS.svc and
+// NAME.NS.svc.cluster.local (NAME too in the pod's namespace) -> that
+// pod's address; no ClusterIP, so a client connects to the pod's port
+// (the Service's targetPort: a Service port that differs from it is not
+// remapped), and a Service started after the container does not resolve
+// until its next start. The ingress-nginx stand-in reads the cluster's
+// Ingresses, their TLS Secrets and their Services' Ready pods through
+// apps.Container.Routes (ingresses.go). An image whose
 // lab/apps entry has a Userland (postgres:MAJOR) gets its root laid out
 // by it, its env defaults (PATH with the PostgreSQL programs, PGDATA)
 // and, without a command, the image's entrypoint and command, in app
@@ -125,7 +135,8 @@
 // Differences from a real node: etcd without TLS (Secrets in it are
 // encrypted, as on Talos; see above); one client certificate
 // (system:masters) for the controller manager, scheduler and kwok; no
-// kube-proxy (but NodePorts, above), CoreDNS, flannel or kubelet. kwok
+// kube-proxy (but NodePorts, above), CoreDNS (but /etc/hosts, above),
+// flannel or kubelet. kwok
 // runs no container: only Job and app pods run (above), and Job pods not
 // as a kubelet runs them: no image (the
 // command must exist in the host's /usr, /bin, /sbin), containers one

@@ -282,6 +282,10 @@ func (c *ControlPlane) runContainer(ctx context.Context, pod *corev1.Pod, ctr co
 		spec, err = containerSpec(pod, ctr, filepath.Join(dir, "containers", ctr.Name), volumes, names, vars)
 	}
 
+	if err == nil {
+		err = c.writeHosts(ctx, pod, spec.Root)
+	}
+
 	if err != nil {
 		fmt.Fprintf(log, "== container %s: %v\n", ctr.Name, err)
 

@@ -3,8 +3,12 @@ package examples
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
 	"io/fs"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -75,8 +79,21 @@ func TestHomelabAppsDataAndSynapseWhole(t *testing.T) {
 		seen.WriteString(out)
 		return out
 	}
+	// The homeserver from the internet: nothing answers before the
+	// ingress (the router's forward to the node goes nowhere).
+	if code, body := homeserverGet(t, h, home.ClientVersionsPath); code == 200 {
+		t.Errorf("the homeserver answered %s before ingress-matrix: %d %s", home.ClientVersionsPath, code, body)
+	}
 	for _, ph := range []string{"rehearsal", "platform", "data-apps", "host-services", "ingress-matrix", "cleanup"} {
 		do("run", "--phase", ph, "--auto-approve", "--approve", "approval.dns")
+	}
+	// Through the forward and the ingress, the Synapse pod answers: the
+	// version of its image, which only the pod knows.
+	if code, body := homeserverGet(t, h, home.FederationPath); code != 200 || !strings.Contains(body, `"version":"`+incushost.DefaultSynapseVersion+`"`) {
+		t.Errorf("the homeserver's %s after ingress-matrix: %d %s, want the Synapse pod's version %s", home.FederationPath, code, body, incushost.DefaultSynapseVersion)
+	}
+	if code, body := homeserverGet(t, h, home.ClientVersionsPath); code != 200 || !strings.Contains(body, `"versions":[`) {
+		t.Errorf("the homeserver's %s after ingress-matrix: %d %s", home.ClientVersionsPath, code, body)
 	}
 	if want := "copied with Synapse's Python (sqlite3 backup)"; !strings.Contains(seen.String(), want) {
 		t.Errorf("the Synapse export does not say %q (the old VM has no sqlite3)", want)
@@ -176,6 +193,9 @@ func TestHomelabAppsDataAndSynapseWhole(t *testing.T) {
 	}
 
 	do("rollback", "--auto-approve")
+	if code, body := homeserverGet(t, h, home.ClientVersionsPath); code == 200 {
+		t.Errorf("the homeserver still answers %s through the node after the rollback removed the ingress: %s", home.ClientVersionsPath, body)
+	}
 
 	// The old services: each stopped before its data was copied (the old
 	// Samba before the new one was installed), started again by the
@@ -274,4 +294,22 @@ func labVar(env []string, name string) string {
 		}
 	}
 	return ""
+}
+
+// homeserverGet asks the lab's homeserver endpoint (matrix_url) for path,
+// trusting the lab's Matrix CA only.
+func homeserverGet(t *testing.T, h *home.Home, path string) (int, string) {
+	t.Helper()
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(must(os.ReadFile(h.MatrixCA()))) {
+		t.Fatal("the lab's Matrix CA holds no certificate")
+	}
+	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := client.Get(h.MatrixURL() + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
