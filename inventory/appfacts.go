@@ -134,7 +134,6 @@ var readOnlyCommands = []struct {
 	{[]string{"docker", "compose", "ls", "--all", "--format", "json"}, 0},
 	{[]string{"pdbedit", "-L"}, 0},
 	{[]string{"sh", "-c", "command -v sqlite3; command -v python3"}, 0},
-	{[]string{"python3", "-c", jellyfinUsersPy}, 1},
 }
 
 func readOnly(argv []string) bool {
@@ -145,14 +144,6 @@ func readOnly(argv []string) bool {
 	}
 	return false
 }
-
-// jellyfinUsersPy lists the Users of a Jellyfin database (argv[1]),
-// opened read-only (mode=ro: SQLite refuses any write through it).
-const jellyfinUsersPy = `import sqlite3, sys
-db = sqlite3.connect("file:" + sys.argv[1] + "?mode=ro", uri=True)
-for (name,) in db.execute("SELECT Username FROM Users ORDER BY Username"):
-    print(name)
-`
 
 // packageVersion is the version of the first of the packages installed.
 func (v vm) packageVersion(pkgs ...string) (pkg, version string) {

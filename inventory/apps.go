@@ -63,14 +63,11 @@ func jellyfinFacts(v vm) AppFacts {
 		f.HWAccel = accel[0]
 	}
 	f.Tools = v.tools()
-	if slices.Contains(f.Tools, "python3") {
-		if out, ok := v.run("python3", "-c", jellyfinUsersPy, db); ok {
-			f.Users = strings.Fields(out)
-		} else {
-			f.Unread = append(f.Unread, "users: "+db+" could not be read (python3's sqlite3, read-only)")
-		}
+	// Users(Username): Jellyfin's accounts, as its EF Core model names them.
+	if users, err := v.sqliteColumn(db, "Users", "Username"); err == nil {
+		f.Users = sortedSet(users)
 	} else {
-		f.Unread = append(f.Unread, "users: no python3 in the VM to read "+db+" with")
+		f.Unread = append(f.Unread, "users: "+err.Error())
 	}
 	return f
 }
