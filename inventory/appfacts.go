@@ -18,6 +18,7 @@ import (
 const (
 	KindDebian  = "debian-package" // a Debian package (dpkg-query knows it)
 	KindCompose = "compose"        // a Docker Compose project
+	KindService = "service"        // a systemd unit of its own (Frigate's may run its container with docker run)
 	KindBinary  = "binary"         // files and a unit of its own, no package
 )
 
@@ -30,8 +31,8 @@ const (
 // AppFacts are an application as it is installed in an old VM: what the
 // move copies and what it must not run older than.
 type AppFacts struct {
-	Kind    string `json:"kind"`              // KindDebian, KindCompose or KindBinary
-	Package string `json:"package,omitempty"` // the Debian package, or the Compose project
+	Kind    string `json:"kind"`              // KindDebian, KindCompose, KindService or KindBinary
+	Package string `json:"package,omitempty"` // the Debian package, the Compose project, or the unit
 	// Version as the install names it: the package's (10.10.7+deb12),
 	// the Compose image's tag (0.14.1); "" when it could not be read.
 	Version string `json:"version,omitempty"`

@@ -215,3 +215,34 @@ func journal(t *testing.T, c *incusapi.Client, vm string, units ...string) {
 		t.Logf("%s in %s:\n%s", u, vm, out)
 	}
 }
+
+// TestDebianFrigateService: the variant whose Frigate is a unit of its
+// own (frigate.service running its container with docker run, no
+// Compose project): it boots with the VM, `systemctl stop|start frigate`
+// stops and starts it, and Compose knows no frigate project.
+func TestDebianFrigateService(t *testing.T) {
+	c := debianLab(t, incushost.OldHost{FrigateService: true})
+	api := "http://" + vmAddress(t, c, "services") + ":5000/api/version"
+	if body := get(t, api); !strings.HasPrefix(body, incushost.DefaultFrigateVersion) {
+		t.Fatalf("Frigate booted by frigate.service answers %q", body)
+	}
+	if _, out, _ := run(t, c, "services", "docker", "compose", "ls", "--all", "--format", "json"); strings.TrimSpace(out) != "[]" {
+		t.Errorf("docker compose ls: %q, want no project", out)
+	}
+	code, out, stderr := run(t, c, "services", "sh", "-c", "systemctl stop frigate && systemctl is-active frigate; docker ps --format json")
+	if code != 0 || out != "inactive\n" {
+		t.Errorf("systemctl stop frigate: exit %d, %q %s", code, out, stderr)
+		journal(t, c, "services", "frigate.service")
+	}
+	if resp, err := http.Get(api); err == nil {
+		resp.Body.Close()
+		t.Errorf("Frigate still answers once its unit is stopped")
+	}
+	if code, out, stderr := run(t, c, "services", "sh", "-c", "systemctl start frigate && systemctl is-active frigate"); code != 0 || out != "active\n" {
+		t.Errorf("systemctl start frigate: exit %d, %q %s", code, out, stderr)
+		journal(t, c, "services", "frigate.service")
+	}
+	if body := get(t, api); !strings.HasPrefix(body, incushost.DefaultFrigateVersion) {
+		t.Errorf("Frigate started again answers %q", body)
+	}
+}
