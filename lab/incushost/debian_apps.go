@@ -226,6 +226,9 @@ func matrixLayout(l *layout, h *OldHost, addr string) {
 		database = "database:\n  name: psycopg2\n  args:\n    user: synapse_user\n    password: \"" + pw + "\"\n    database: synapse\n    host: localhost\n    cp_min: 5\n    cp_max: 10\n"
 		mode = 0o640 // it holds the database's password
 		postgresLayout(l, addr, pw)
+		// What an admin adds beside the package's unit (which orders
+		// after network.target only): Synapse after its database at boot.
+		l.file("/etc/systemd/system/matrix-synapse.service.d/postgresql.conf", 0o644, "", "[Unit]\nWants=postgresql.service\nAfter=postgresql.service\n")
 	}
 	l.file("/etc/matrix-synapse/homeserver.yaml", mode, "matrix-synapse", `# Configuration file for Synapse.
 #
