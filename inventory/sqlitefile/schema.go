@@ -2,11 +2,8 @@ package sqlitefile
 
 import (
 	"errors"
-	"math"
 	"strings"
 )
-
-func float64frombits(b uint64) float64 { return math.Float64frombits(b) }
 
 // column is a column of a CREATE TABLE statement.
 type column struct {

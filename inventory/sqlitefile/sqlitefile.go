@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"unicode/utf16"
 )
@@ -359,7 +360,7 @@ func (d *DB) value(t uint64, b []byte) any {
 		}
 		return v
 	case t == 7:
-		return float64frombits(binary.BigEndian.Uint64(b))
+		return math.Float64frombits(binary.BigEndian.Uint64(b))
 	case t == 8:
 		return int64(0)
 	case t == 9:
