@@ -75,6 +75,10 @@ func appRisks(name string, f *AppFacts) []Finding {
 		add(CodeHWAccelOff, Info, name+" decodes video on the CPU: hardware decoding off",
 			"Nothing: the move switches it on (VA-API) in the moved settings when the node has /dev/dri/renderD128, which the rehearsal proves.")
 	}
+	if name == "Frigate" && f.Kind == KindService {
+		add(CodeService, Info, fmt.Sprintf("Frigate runs as the systemd unit %s (%s), not in Compose", f.Package, f.ConfigFiles[0]),
+			"Nothing: the move stops it with systemctl stop frigate, and rollback starts it so (site.auto.hcl: frigate_install = \"service\").")
+	}
 	if name == "Frigate" && f.Kind == KindCompose {
 		add(CodeCompose, Info, fmt.Sprintf("Frigate runs as the Docker Compose project %s (%s); there is no frigate.service", f.Package, f.ConfigFiles[0]),
 			"Nothing: the move stops it with docker compose -p "+f.Package+" stop, and rollback starts it so (site.auto.hcl: frigate_install = \"compose\").")
@@ -90,6 +94,8 @@ func describe(name string, f *AppFacts) string {
 		parts = append(parts, "Debian package "+f.Package)
 	case KindCompose:
 		parts = append(parts, "Compose project "+f.Package)
+	case KindService:
+		parts = append(parts, "systemd unit "+f.Package)
 	default:
 		parts = append(parts, "installed by hand")
 	}

@@ -18,6 +18,7 @@ import (
 const (
 	KindDebian  = "debian-package" // a Debian package (dpkg-query knows it)
 	KindCompose = "compose"        // a Docker Compose project
+	KindService = "service"        // a systemd unit of its own (Frigate's may run its container with docker run)
 	KindBinary  = "binary"         // files and a unit of its own, no package
 )
 
@@ -30,8 +31,8 @@ const (
 // AppFacts are an application as it is installed in an old VM: what the
 // move copies and what it must not run older than.
 type AppFacts struct {
-	Kind    string `json:"kind"`              // KindDebian, KindCompose or KindBinary
-	Package string `json:"package,omitempty"` // the Debian package, or the Compose project
+	Kind    string `json:"kind"`              // KindDebian, KindCompose, KindService or KindBinary
+	Package string `json:"package,omitempty"` // the Debian package, the Compose project, or the unit
 	// Version as the install names it: the package's (10.10.7+deb12),
 	// the Compose image's tag (0.14.1); "" when it could not be read.
 	Version string `json:"version,omitempty"`
@@ -134,7 +135,6 @@ var readOnlyCommands = []struct {
 	{[]string{"docker", "compose", "ls", "--all", "--format", "json"}, 0},
 	{[]string{"pdbedit", "-L"}, 0},
 	{[]string{"sh", "-c", "command -v sqlite3; command -v python3"}, 0},
-	{[]string{"python3", "-c", jellyfinUsersPy}, 1},
 }
 
 func readOnly(argv []string) bool {
@@ -145,14 +145,6 @@ func readOnly(argv []string) bool {
 	}
 	return false
 }
-
-// jellyfinUsersPy lists the Users of a Jellyfin database (argv[1]),
-// opened read-only (mode=ro: SQLite refuses any write through it).
-const jellyfinUsersPy = `import sqlite3, sys
-db = sqlite3.connect("file:" + sys.argv[1] + "?mode=ro", uri=True)
-for (name,) in db.execute("SELECT Username FROM Users ORDER BY Username"):
-    print(name)
-`
 
 // packageVersion is the version of the first of the packages installed.
 func (v vm) packageVersion(pkgs ...string) (pkg, version string) {

@@ -63,14 +63,11 @@ func jellyfinFacts(v vm) AppFacts {
 		f.HWAccel = accel[0]
 	}
 	f.Tools = v.tools()
-	if slices.Contains(f.Tools, "python3") {
-		if out, ok := v.run("python3", "-c", jellyfinUsersPy, db); ok {
-			f.Users = strings.Fields(out)
-		} else {
-			f.Unread = append(f.Unread, "users: "+db+" could not be read (python3's sqlite3, read-only)")
-		}
+	// Users(Username): Jellyfin's accounts, as its EF Core model names them.
+	if users, err := v.sqliteColumn(db, "Users", "Username"); err == nil {
+		f.Users = sortedSet(users)
 	} else {
-		f.Unread = append(f.Unread, "users: no python3 in the VM to read "+db+" with")
+		f.Unread = append(f.Unread, "users: "+err.Error())
 	}
 	return f
 }
@@ -187,7 +184,8 @@ func frigateComposeFile(v vm) string {
 }
 
 // frigateFacts: Frigate's documented install, a Compose project; else a
-// service of its own beside the config in /opt/frigate.
+// systemd unit of its own (frigate.service, running its container with
+// docker run); else by hand beside the config in /opt/frigate.
 func frigateFacts(v vm) AppFacts {
 	f := AppFacts{Kind: KindBinary, Package: "frigate"}
 	composePath := frigateDefaultCompose
@@ -196,9 +194,16 @@ func frigateFacts(v vm) AppFacts {
 	} else if !ok && v.exists(frigateDefaultCompose) {
 		f.Unread = append(f.Unread, "install: "+frigateDefaultCompose+" is there but docker compose ls did not answer")
 	}
-	configDir := "/opt/frigate/config"
-	if img, vols := frigateService(v.file(composePath)); img != "" {
+	img, vols := frigateService(v.file(composePath))
+	if img != "" {
 		f.ConfigFiles = append(f.ConfigFiles, composePath)
+	} else if unit, uimg, uvols := frigateUnit(v); unit != "" {
+		f.Kind, f.Package = KindService, path.Base(unit)
+		f.ConfigFiles = append(f.ConfigFiles, unit)
+		img, vols, composePath = uimg, uvols, "/"
+	}
+	configDir := "/opt/frigate/config"
+	if img != "" {
 		f.Version = versions.Tag(img)
 		for _, vol := range vols {
 			src, dst, _ := strings.Cut(vol, ":")
@@ -213,7 +218,7 @@ func frigateFacts(v vm) AppFacts {
 		}
 	}
 	if f.Version == "" {
-		f.Unread = append(f.Unread, "version: no Compose file naming Frigate's image")
+		f.Unread = append(f.Unread, "version: no Compose file or frigate.service naming Frigate's image")
 	}
 	conf := path.Join(configDir, "config.yml")
 	b := v.file(conf)
@@ -266,6 +271,41 @@ func frigateService(b []byte) (image string, volumes []string) {
 		return s.Image, volumes
 	}
 	return "", nil
+}
+
+// frigateUnitFiles are where systemd finds a frigate.service of its own.
+var frigateUnitFiles = []string{"/etc/systemd/system/frigate.service", "/lib/systemd/system/frigate.service"}
+
+// frigateUnit is a frigate.service whose ExecStart runs Frigate's image
+// (docker or podman run): the unit's file, the image and the -v volumes;
+// "" when there is none.
+func frigateUnit(v vm) (unit, image string, volumes []string) {
+	for _, p := range frigateUnitFiles {
+		b := v.file(p)
+		if b == nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			start, ok := strings.CutPrefix(strings.TrimSpace(l), "ExecStart=")
+			if !ok {
+				continue
+			}
+			args := strings.Fields(strings.TrimLeft(start, "-@+!:"))
+			for i, a := range args {
+				switch {
+				case strings.Contains(a, "blakeblackshear/frigate") && image == "":
+					image = a
+				case (a == "-v" || a == "--volume") && i+1 < len(args):
+					volumes = append(volumes, args[i+1])
+				case strings.HasPrefix(a, "--volume="), strings.HasPrefix(a, "-v="):
+					_, vol, _ := strings.Cut(a, "=")
+					volumes = append(volumes, vol)
+				}
+			}
+		}
+		return p, image, volumes // systemd takes the first file found
+	}
+	return "", "", nil
 }
 
 var smbPath = regexp.MustCompile(`(?im)^\s*path\s*=\s*(.+?)\s*$`)

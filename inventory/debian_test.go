@@ -143,3 +143,30 @@ func TestReadDebianVariants(t *testing.T) {
 		t.Errorf("what init read holds Synapse's database password")
 	}
 }
+
+// TestReadDebianFrigateService: Frigate run by a frigate.service of its
+// own (docker run in its ExecStart), not by Compose: init reads its kind
+// (service), its image's version and paths from the unit, and the site
+// stops it with systemctl (frigate_install = "service").
+func TestReadDebianFrigateService(t *testing.T) {
+	t.Parallel()
+	facts, site, fs, _ := readDebianLab(t, incushost.OldHost{FrigateService: true, FrigateVersion: "0.14.2"}, 51)
+	fr := facts["Frigate"]
+	if fr == nil || fr.Kind != inventory.KindService || fr.Package != "frigate.service" || fr.Version != "0.14.2" ||
+		!slices.Equal(fr.ConfigFiles, []string{"/etc/systemd/system/frigate.service", "/opt/frigate/config/config.yml"}) ||
+		!slices.Equal(fr.DataPaths, []string{"/opt/frigate/config", "/var/mnt/data/frigate"}) || fr.Database == nil || fr.Database.Path != "/opt/frigate/config/frigate.db" {
+		t.Fatalf("Frigate as a service: %+v", fr)
+	}
+	if site.Apps.FrigateInstall != "service" || site.Apps.Frigate.Image != "ghcr.io/blakeblackshear/frigate:0.14.2" {
+		t.Errorf("the site: frigate_install %q, image %q", site.Apps.FrigateInstall, site.Apps.Frigate.Image)
+	}
+	if got := findingsOf(fs, inventory.CodeService); len(got) != 1 || !strings.Contains(got[0].Do, "systemctl stop frigate") {
+		t.Errorf("the service finding: %+v", got)
+	}
+	if got := findingsOf(fs, inventory.CodeCompose); len(got) != 0 {
+		t.Errorf("a Compose finding for a Frigate without Compose: %+v", got)
+	}
+	if got := findingsOf(fs, inventory.CodeAppUnread); len(got) != 0 {
+		t.Errorf("facts not read: %+v", got)
+	}
+}

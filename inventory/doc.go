@@ -21,14 +21,16 @@
 // name and host, never its password), the paths its libraries and
 // shares name, its users' names, its hardware decoding, and which of
 // sqlite3, python3 and Synapse's own Python the VM has. Files come
-// through the files API; what only a program knows comes from these
-// commands, run through exec and nothing else (readOnlyCommands):
+// through the files API; a database too: Jellyfin's jellyfin.db (and its
+// -wal) is pulled into a temporary file here and its Users read by
+// package sqlitefile, so a VM without python3 or sqlite3 is read all the
+// same. What only a program knows comes from these commands, run
+// through exec and nothing else (readOnlyCommands):
 //
 //	dpkg-query -W -f=${Version} PACKAGE     a package's version
 //	docker compose ls --all --format json    the Compose projects
 //	pdbedit -L                               Samba's accounts (not -w: no hashes leave the VM)
 //	sh -c 'command -v sqlite3; command -v python3'
-//	python3 -c SCRIPT DB                     Jellyfin's user names, the database opened mode=ro
 //
 // None of them writes in the VM. Incus keeps each command's output in a
 // log file of the instance, which Read deletes once read. Nothing else

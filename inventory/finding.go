@@ -51,6 +51,7 @@ const (
 	CodeNoSQLite3        = "no-sqlite3"       // no sqlite3 program in Synapse's VM
 	CodeHWAccelOff       = "hwaccel-off"      // an app decodes on the CPU
 	CodeCompose          = "compose"          // an app runs as a Compose project
+	CodeService          = "service"          // Frigate runs as a systemd unit of its own
 	CodeConfD            = "conf-d"           // an app's config is split over included files
 )
 

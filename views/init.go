@@ -172,7 +172,7 @@ func wrapIndent(text, first, rest string, width int) string {
 // appLine says how an application is installed: kind, version, database
 // engine, config files, paths, users and hardware decoding.
 func appLine(name string, f *inventory.AppFacts) string {
-	kind := map[string]string{inventory.KindDebian: "Debian package", inventory.KindCompose: "Compose project", inventory.KindBinary: "by hand"}[f.Kind]
+	kind := map[string]string{inventory.KindDebian: "Debian package", inventory.KindCompose: "Compose project", inventory.KindService: "systemd unit", inventory.KindBinary: "by hand"}[f.Kind]
 	parts := []string{fmt.Sprintf("%s %s (%s)", name, cmp.Or(f.Version, "version unknown"), strings.TrimSpace(kind+" "+f.Package))}
 	if d := f.Database; d != nil {
 		db := "SQLite " + d.Path

@@ -52,6 +52,7 @@ SIGUSR1 makes the homeserver's federation API fail (503), SIGUSR2 heals it.`,
 	cmd.Flags().StringVar(&host.SynapseVersion, "synapse-version", incushost.DefaultSynapseVersion, "with --debian: the old Synapse's `version`")
 	cmd.Flags().StringVar(&host.JellyfinVersion, "jellyfin-version", incushost.DefaultJellyfinVersion, "with --debian: the old Jellyfin's `version`")
 	cmd.Flags().StringVar(&host.FrigateVersion, "frigate-version", incushost.DefaultFrigateVersion, "with --debian: the old Frigate's `version` (its Compose image tag)")
+	cmd.Flags().BoolVar(&host.FrigateService, "frigate-service", false, "with --debian: the old Frigate runs as its own frigate.service (docker run) instead of a Docker Compose project")
 	cmd.Flags().BoolVar(&host.HWAccel, "hwaccel", false, "with --debian: hardware decoding on in the old Jellyfin and Frigate (off: as on a VM without a GPU)")
 	return cmd
 }

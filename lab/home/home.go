@@ -499,6 +499,7 @@ func (h *Home) siteVars() []string {
 	jellyfin := cmp.Or(o.JellyfinVersion, incushost.DefaultJellyfinVersion)
 	frigate := cmp.Or(o.FrigateVersion, incushost.DefaultFrigateVersion)
 	hwaccel := map[bool][2]string{false: {"none", ""}, true: {"vaapi", "preset-vaapi"}}[o.HWAccel]
+	frigateInstall := map[bool]string{false: "compose", true: "service"}[o.FrigateService]
 	return []string{
 		"MIGRATE_VAR_synapse_database=" + cmp.Or(o.SynapseDB, "sqlite3"),
 		"MIGRATE_VAR_synapse_version=" + synapse + "+bookworm1",
@@ -507,7 +508,7 @@ func (h *Home) siteVars() []string {
 		"MIGRATE_VAR_jellyfin_image=jellyfin/jellyfin:" + jellyfin,
 		"MIGRATE_VAR_frigate_version=" + frigate,
 		"MIGRATE_VAR_frigate_image=ghcr.io/blakeblackshear/frigate:" + frigate,
-		"MIGRATE_VAR_frigate_install=compose",
+		"MIGRATE_VAR_frigate_install=" + frigateInstall,
 		"MIGRATE_VAR_jellyfin_hwaccel=" + hwaccel[0],
 		"MIGRATE_VAR_frigate_hwaccel=" + hwaccel[1],
 	}

@@ -28,6 +28,10 @@ type OldHost struct {
 	// (vaapi on /dev/dri/renderD128); off by default, as on a VM without
 	// a GPU.
 	HWAccel bool
+	// FrigateService runs Frigate as a systemd unit of its own
+	// (frigate.service running its container with docker run) instead
+	// of the documented Docker Compose project.
+	FrigateService bool
 	// The apps' versions (default: DefaultSynapseVersion...).
 	SynapseVersion, JellyfinVersion, FrigateVersion string
 	// SambaPasswords are the Samba users' passwords by name (default:

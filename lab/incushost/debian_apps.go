@@ -14,9 +14,12 @@ const MatrixDomain = "matrix.example.org"
 
 // servicesLayout: Debian's samba with two users and the data volume's
 // shares; Jellyfin as its Debian packages install it; Frigate as a
-// Docker Compose project in /opt/frigate.
+// Docker Compose project in /opt/frigate (or its own frigate.service).
 func servicesLayout(l *layout, h *OldHost, addr string) {
 	l.enabled = []string{"smbd.service", "nmbd.service", "jellyfin.service"}
+	if h.FrigateService {
+		l.enabled = append(l.enabled, "frigate.service")
+	}
 	l.file("/usr/bin/docker", 0o755, "", standIn("docker"))
 	sambaLayout(l, h, addr)
 	jellyfinLayout(l, h)
@@ -112,6 +115,63 @@ func frigateLayout(l *layout, h *OldHost) {
 		devices = "    devices:\n      - /dev/dri/renderD128:/dev/dri/renderD128\n"
 		hwaccel = "ffmpeg:\n  hwaccel_args: preset-vaapi\n"
 	}
+	if h.FrigateService {
+		frigateUnit(l, image, devices != "")
+	} else {
+		frigateCompose(l, image, devices)
+	}
+	l.file("/opt/frigate/config/config.yml", 0o644, "", "mqtt:\n  enabled: false\n"+hwaccel+`cameras:
+  driveway:
+    ffmpeg:
+      inputs:
+        - path: rtsp://192.168.1.60:554/stream1
+          roles: [detect, record]
+    detect:
+      width: 1280
+      height: 720
+record:
+  enabled: true
+  retain:
+    days: 7
+`)
+	l.file("/usr/lib/lab-docker/images/frigate", 0o755, "", standIn("frigate"))
+	l.sh("Frigate's database", `python3 - <<'PY'
+import sqlite3
+db = sqlite3.connect("/opt/frigate/config/frigate.db")
+db.execute("CREATE TABLE IF NOT EXISTS event (id VARCHAR(30) NOT NULL PRIMARY KEY, label VARCHAR(20) NOT NULL, camera VARCHAR(20) NOT NULL, start_time DATETIME NOT NULL)")
+db.execute("INSERT OR IGNORE INTO event VALUES ('1700000000.0-lab', 'car', 'driveway', 1700000000.0)")
+db.commit()
+PY`, "")
+}
+
+// frigateUnit: Frigate as a unit of its own, the pattern of a container
+// run by systemd rather than by Compose (the same /opt/frigate/config).
+func frigateUnit(l *layout, image string, device bool) {
+	dev := ""
+	if device {
+		dev = " --device /dev/dri/renderD128"
+	}
+	l.file("/etc/systemd/system/frigate.service", 0o644, "", `[Unit]
+Description=Frigate NVR
+After=network-online.target
+Wants=network-online.target
+
+[Service]
+Restart=on-failure
+RestartSec=10
+TimeoutStartSec=0
+ExecStartPre=-/usr/bin/docker rm -f frigate
+ExecStart=/usr/bin/docker run --rm --name frigate --privileged --shm-size=512m`+dev+` -v /etc/localtime:/etc/localtime:ro -v /opt/frigate/config:/config -v /var/mnt/data/frigate:/media/frigate -p 5000:5000 -p 8554:8554 `+image+`
+ExecStop=/usr/bin/docker stop frigate
+
+[Install]
+WantedBy=multi-user.target
+`)
+}
+
+// frigateCompose: Frigate's documented install, a Compose project in
+// /opt/frigate, as `docker compose up -d` left it.
+func frigateCompose(l *layout, image, devices string) {
 	l.file("/opt/frigate/docker-compose.yml", 0o644, "", `services:
   frigate:
     container_name: frigate
@@ -132,22 +192,6 @@ func frigateLayout(l *layout, h *OldHost) {
       - "8971:8971"
       - "8554:8554"
 `)
-	l.file("/opt/frigate/config/config.yml", 0o644, "", "mqtt:\n  enabled: false\n"+hwaccel+`cameras:
-  driveway:
-    ffmpeg:
-      inputs:
-        - path: rtsp://192.168.1.60:554/stream1
-          roles: [detect, record]
-    detect:
-      width: 1280
-      height: 720
-record:
-  enabled: true
-  retain:
-    days: 7
-`)
-	l.file("/usr/lib/lab-docker/images/frigate", 0o755, "", standIn("frigate"))
-	// What `docker compose up -d` left: the container, with compose's labels.
 	l.file("/var/lib/docker/lab-containers/frigate.json", 0o600, "", fmt.Sprintf(`{
   "id": "f1a2e3c4d5b6a7f8e9d0c1b2a3f4e5d6c7b8a9f0e1d2c3b4a5f6e7d8c9b0a1f2",
   "name": "frigate",
@@ -162,13 +206,6 @@ record:
   }
 }
 `, image))
-	l.sh("Frigate's database", `python3 - <<'PY'
-import sqlite3
-db = sqlite3.connect("/opt/frigate/config/frigate.db")
-db.execute("CREATE TABLE IF NOT EXISTS event (id VARCHAR(30) NOT NULL PRIMARY KEY, label VARCHAR(20) NOT NULL, camera VARCHAR(20) NOT NULL, start_time DATETIME NOT NULL)")
-db.execute("INSERT OR IGNORE INTO event VALUES ('1700000000.0-lab', 'car', 'driveway', 1700000000.0)")
-db.commit()
-PY`, "")
 }
 
 // matrixLayout: Synapse as element-hq's Debian package installs it
@@ -189,6 +226,9 @@ func matrixLayout(l *layout, h *OldHost, addr string) {
 		database = "database:\n  name: psycopg2\n  args:\n    user: synapse_user\n    password: \"" + pw + "\"\n    database: synapse\n    host: localhost\n    cp_min: 5\n    cp_max: 10\n"
 		mode = 0o640 // it holds the database's password
 		postgresLayout(l, addr, pw)
+		// What an admin adds beside the package's unit (which orders
+		// after network.target only): Synapse after its database at boot.
+		l.file("/etc/systemd/system/matrix-synapse.service.d/postgresql.conf", 0o644, "", "[Unit]\nWants=postgresql.service\nAfter=postgresql.service\n")
 	}
 	l.file("/etc/matrix-synapse/homeserver.yaml", mode, "matrix-synapse", `# Configuration file for Synapse.
 #

@@ -128,7 +128,7 @@ func TestDebianOldVMs(t *testing.T) {
 			t.Errorf("hardware decoding is not off by default: %s", out)
 		}
 		code, _, stderr := run(t, c, "services", "sh", "-c", `sed -i 's|<PreviousVersionStr>.*<|<PreviousVersionStr>10.11.0<|' /etc/jellyfin/system.xml && systemctl restart jellyfin`)
-		_, journal, _ := run(t, c, "services", "tail", "-n1", "/var/log/lab-journal/jellyfin.service.log")
+		_, journal, _ := run(t, c, "services", "tail", "-n3", "/var/log/lab-journal/jellyfin.service.log")
 		if code == 0 || !strings.Contains(stderr, "Failed to start jellyfin.service") || !strings.Contains(journal, "Jellyfin 10.10.7 cannot use the configuration and database of Jellyfin 10.11.0") {
 			t.Errorf("Jellyfin 10.10.7 on a 10.11.0 config: exit %d, %q, journal %q", code, stderr, journal)
 		}
@@ -194,8 +194,17 @@ func TestDebianHostVariants(t *testing.T) {
 	if code != 0 || out != "inactive\nPGDMPactive\n" {
 		t.Errorf("stop, pg_dump, start: exit %d, %q, %s", code, out, stderr)
 	}
-	// Restarted, the VM boots its cluster and Synapse again (the lab
-	// orders no units: Synapse's Restart= retries until PostgreSQL is up).
+	// Restarted, the VM boots its cluster, then Synapse (the admin's
+	// drop-in orders it After=postgresql.service): Synapse never meets a
+	// database that is not up. The last boot's PostgreSQL was killed, its
+	// pid files left naming a live process (what a snapshot taken while
+	// it ran holds too): /run starts empty, as the tmpfs it is, so the
+	// new boot's cluster is not mistaken for running.
+	failures := "grep -c 'Failed to prepare database' /var/log/lab-journal/matrix-synapse.service.log"
+	_, before, _ := run(t, c, "matrix", "sh", "-c", failures)
+	if code, _, stderr := run(t, c, "matrix", "sh", "-c", `kill -9 $(head -n1 /var/lib/postgresql/15/main/postmaster.pid) && echo 1 > /run/postgresql/15-main.pid`); code != 0 {
+		t.Fatalf("killing PostgreSQL: %s", stderr)
+	}
 	for _, action := range []string{"stop", "start"} {
 		if err := c.SetState(ctxT(t), "matrix", incusapi.InstanceStatePut{Action: action, Timeout: 30}); err != nil {
 			t.Fatalf("%s matrix: %v", action, err)
@@ -203,6 +212,15 @@ func TestDebianHostVariants(t *testing.T) {
 	}
 	if body := get(t, "http://"+vmAddress(t, c, "matrix")+":8008/_matrix/client/versions"); !strings.Contains(body, `"versions"`) {
 		t.Errorf("Synapse on PostgreSQL after a restart answers %s", body)
+	}
+	if _, after, _ := run(t, c, "matrix", "sh", "-c", failures); after != before {
+		t.Errorf("Synapse started before PostgreSQL at boot: %s failed database starts, %s before the restart", strings.TrimSpace(after), strings.TrimSpace(before))
+		journal(t, c, "matrix", "matrix-synapse.service", "postgresql@15-main.service")
+	}
+	time.Sleep(3 * time.Second) // what appmoves saw: PostgreSQL gone a few seconds after the boot
+	if code, out, _ := run(t, c, "matrix", "sh", "-c", "pg_isready -q && systemctl is-active postgresql@15-main && cat /run/postgresql/15-main.pid"); code != 0 || strings.HasSuffix(out, "\n1\n") {
+		t.Errorf("PostgreSQL after the restart: exit %d, %q", code, out)
+		journal(t, c, "matrix", "postgresql@15-main.service")
 	}
 }
 
@@ -213,5 +231,36 @@ func journal(t *testing.T, c *incusapi.Client, vm string, units ...string) {
 	for _, u := range units {
 		_, out, _ := run(t, c, vm, "sh", "-c", "systemctl status "+u+"; tail -n 20 /var/log/lab-journal/"+u+".log")
 		t.Logf("%s in %s:\n%s", u, vm, out)
+	}
+}
+
+// TestDebianFrigateService: the variant whose Frigate is a unit of its
+// own (frigate.service running its container with docker run, no
+// Compose project): it boots with the VM, `systemctl stop|start frigate`
+// stops and starts it, and Compose knows no frigate project.
+func TestDebianFrigateService(t *testing.T) {
+	c := debianLab(t, incushost.OldHost{FrigateService: true})
+	api := "http://" + vmAddress(t, c, "services") + ":5000/api/version"
+	if body := get(t, api); !strings.HasPrefix(body, incushost.DefaultFrigateVersion) {
+		t.Fatalf("Frigate booted by frigate.service answers %q", body)
+	}
+	if _, out, _ := run(t, c, "services", "docker", "compose", "ls", "--all", "--format", "json"); strings.TrimSpace(out) != "[]" {
+		t.Errorf("docker compose ls: %q, want no project", out)
+	}
+	code, out, stderr := run(t, c, "services", "sh", "-c", "systemctl stop frigate && systemctl is-active frigate; docker ps --format json")
+	if code != 0 || out != "inactive\n" {
+		t.Errorf("systemctl stop frigate: exit %d, %q %s", code, out, stderr)
+		journal(t, c, "services", "frigate.service")
+	}
+	if resp, err := http.Get(api); err == nil {
+		resp.Body.Close()
+		t.Errorf("Frigate still answers once its unit is stopped")
+	}
+	if code, out, stderr := run(t, c, "services", "sh", "-c", "systemctl start frigate && systemctl is-active frigate"); code != 0 || out != "active\n" {
+		t.Errorf("systemctl start frigate: exit %d, %q %s", code, out, stderr)
+		journal(t, c, "services", "frigate.service")
+	}
+	if body := get(t, api); !strings.HasPrefix(body, incushost.DefaultFrigateVersion) {
+		t.Errorf("Frigate started again answers %q", body)
 	}
 }

@@ -129,3 +129,45 @@ func TestHomelabPostgresComposeMoveAndBack(t *testing.T) {
 		return nil
 	})
 }
+
+// TestHomelabFrigateServiceMoveAndBack runs the move up to data-apps and
+// its rollback against a lab (address block 53) whose old Frigate is a
+// frigate.service of its own (docker run in its unit), not a Compose
+// project, as migrate init tells the runbook (frigate_install =
+// "service"): data-apps stops it with systemctl (the old unit inactive
+// while the new Frigate answers its health check), and the rollback
+// starts the unit again.
+func TestHomelabFrigateServiceMoveAndBack(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("the Debian root is built as root: it needs root, as migrate-lab demo does")
+	}
+	h, err := home.Start(t.Context(), home.Options{Dir: filepath.Join(t.TempDir(), "lab"), AddressBlock: 53,
+		OldHost: &incushost.OldHost{FrigateService: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	if !slices.Contains(h.Env(), "MIGRATE_VAR_frigate_install=service") {
+		t.Fatalf("the lab's environment does not tell the runbook Frigate is a service: %v", h.Env())
+	}
+	dir := copyExample(t, "homelab")
+	env := append(h.Env(), "MIGRATE_AGE_IDENTITY="+filepath.Join(dir, "secrets/demo-identity.txt"))
+	var seen strings.Builder
+	for _, ph := range []string{"rehearsal", "platform", "data-apps"} {
+		seen.WriteString(run(t, dir, env, "run", "--phase", ph, "--auto-approve"))
+	}
+	if !strings.Contains(seen.String(), "frigate_health") {
+		t.Errorf("data-apps did not show Frigate's health check:\n%s", seen.String())
+	}
+	if code := labExec(t, h, "services", "systemctl", "is-active", "frigate"); code != 3 {
+		t.Errorf("after data-apps, the old frigate.service: is-active exited %d, want 3 (inactive)", code)
+	}
+	run(t, dir, env, "rollback", "--auto-approve")
+	if code := labExec(t, h, "services", "systemctl", "is-active", "frigate"); code != 0 {
+		t.Errorf("after the rollback, the old frigate.service: is-active exited %d, want 0", code)
+	}
+	if code := labExec(t, h, "services", "sh", "-c", `[ "$(docker compose ls --all --format json)" = "[]" ]`); code != 0 {
+		t.Errorf("a Compose project appeared in the old VM")
+	}
+}
