@@ -43,10 +43,22 @@ func (r *Result) Changed() bool { return len(r.Moved) > 0 }
 // Diff is the rewrite as a unified diff of the file name.
 func (r *Result) Diff(name string) string {
 	d, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: difflib.SplitLines(string(r.Old)), B: difflib.SplitLines(string(r.New)),
+		A: lines(r.Old), B: lines(r.New),
 		FromFile: name, ToFile: name + " (Talos " + r.To + ")", Context: 2,
 	})
 	return d
+}
+
+// lines splits text for difflib, whose SplitLines adds a line to text
+// ending in a newline.
+func lines(b []byte) []string {
+	ls := strings.SplitAfter(string(b), "\n")
+	if ls[len(ls)-1] == "" {
+		ls = ls[:len(ls)-1]
+	} else {
+		ls[len(ls)-1] += "\n\\ No newline at end of file\n"
+	}
+	return ls
 }
 
 // Upgrade rewrites a patch (YAML documents, as talosctl --config-patch
