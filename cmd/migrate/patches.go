@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,7 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/homelab-migrate/migrate/providers/talos/talospatch"
+	"github.com/homelab-migrate/migrate/providers/plugin"
+	"github.com/homelab-migrate/migrate/providers/talos/talosschema"
 	"github.com/homelab-migrate/migrate/views"
 )
 
@@ -44,8 +47,8 @@ Without --write it prints each rewrite as a diff and writes nothing. With
 --write it replaces each file that changes and keeps the old one beside it
 as FILE.orig; it refuses, writing nothing, when a FILE.orig exists, unless
 --force. Keys it cannot move stay in the file, named with what to do.`,
-		RunE: func(_ *cobra.Command, args []string) error {
-			return a.runPatchesUpgrade(f, args)
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.runPatchesUpgrade(cmd.Context(), f, args)
 		},
 	}
 	cmd.Flags().StringVar(&f.to, "to", "", "the Talos `VERSION` to write the patches for, such as v1.14.7 (required)")
@@ -55,15 +58,22 @@ as FILE.orig; it refuses, writing nothing, when a FILE.orig exists, unless
 	return cmd
 }
 
-func (a *app) runPatchesUpgrade(f patchesUpgradeFlags, names []string) error {
+func (a *app) runPatchesUpgrade(ctx context.Context, f patchesUpgradeFlags, names []string) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	names, err := patchFiles(a.runbookDir, names)
+	if err != nil {
+		return err
+	}
+	upgrade, err := a.patchUpgrader(ctx, f.to)
 	if err != nil {
 		return err
 	}
 	report := views.PatchesReport{To: f.to, Write: f.write}
 	type pending struct {
-		path string
-		r    *talospatch.Result
+		path     string
+		old, new []byte
 	}
 	var todo []pending
 	for _, name := range names {
@@ -72,13 +82,13 @@ func (a *app) runPatchesUpgrade(f patchesUpgradeFlags, names []string) error {
 		if err != nil {
 			return fmt.Errorf("reading the patch: %w", err)
 		}
-		r, err := talospatch.Upgrade(data, f.to)
+		u, err := upgrade(name, data)
 		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+			return err
 		}
-		report.Files = append(report.Files, patchReport(name, r))
-		if r.Changed() {
-			todo = append(todo, pending{path, r})
+		report.Files = append(report.Files, views.PatchFileReport{Name: name, Diff: u.Diff, Moved: u.Moved, Left: u.Left})
+		if u.Diff != "" {
+			todo = append(todo, pending{path, data, u.New})
 		}
 	}
 	if f.write {
@@ -89,7 +99,7 @@ func (a *app) runPatchesUpgrade(f patchesUpgradeFlags, names []string) error {
 			}
 		}
 		for _, p := range todo {
-			if err := rewritePatch(p.path, p.r.Old, p.r.New); err != nil {
+			if err := rewritePatch(p.path, p.old, p.new); err != nil {
 				return err
 			}
 		}
@@ -98,18 +108,26 @@ func (a *app) runPatchesUpgrade(f patchesUpgradeFlags, names []string) error {
 	return nil
 }
 
-func patchReport(name string, r *talospatch.Result) views.PatchFileReport {
-	pr := views.PatchFileReport{Name: name}
-	if r.Changed() {
-		pr.Diff = r.Diff(name)
+// patchUpgrader rewrites patches for the release to through the talos
+// program (package talospatch): migrate does not carry Talos's libraries.
+func (a *app) patchUpgrader(ctx context.Context, to string) (func(name string, data []byte) (talosschema.PatchUpgrade, error), error) {
+	prog := talosPlugin()
+	found, err := plugin.Check(prog)
+	if err != nil {
+		return nil, err
 	}
-	for _, m := range r.Moved {
-		pr.Moved = append(pr.Moved, fmt.Sprintf("%s (line %d) -> %s", m.Field, m.Line, m.Into))
-	}
-	for _, l := range r.Left {
-		pr.Left = append(pr.Left, fmt.Sprintf("%s (line %d): %s", l.Field, l.Line, l.What))
-	}
-	return pr
+	a.view().UnverifiedProgram(found)
+	return func(name string, data []byte) (talosschema.PatchUpgrade, error) {
+		var u talosschema.PatchUpgrade
+		out, err := plugin.Run(ctx, prog, data, talosschema.UpgradePatchArg, to, name)
+		if err != nil {
+			return u, fmt.Errorf("rewriting %s for Talos %s: %w", name, to, err)
+		}
+		if err := json.Unmarshal(out, &u); err != nil {
+			return u, fmt.Errorf("rewriting %s: the talos program's answer: %w", name, err)
+		}
+		return u, nil
+	}, nil
 }
 
 // patchFiles are the names given, or the runbook's patches/*.yaml.

@@ -13,6 +13,13 @@ import (
 // replace the .orig files (writing nothing) unless --force.
 func TestPatchesUpgradeWritesAndNeverOverwritesSilently(t *testing.T) {
 	t.Parallel()
+	made := madeMigrate(t) // with the talos program, which rewrites
+	run := func(t *testing.T, dir string, code int, args ...string) result {
+		t.Helper()
+		r := migrateWith(t, made.migrate, dir, nil, args...)
+		expect(t, r, code, args...)
+		return r
+	}
 	dir := t.TempDir()
 	var old = map[string][]byte{}
 	for _, name := range []string{"node.yaml", "rehearsal.yaml"} {

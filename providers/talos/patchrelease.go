@@ -1,11 +1,14 @@
 package talos
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers/talos/talospatch"
+	"github.com/homelab-migrate/migrate/providers/talos/talosschema"
 )
 
 // patchRelease checks each patch against the pinned release: a key the
@@ -52,4 +55,25 @@ func minorOf(version string) string {
 		}
 	}
 	return v
+}
+
+// UpgradePatch writes to w, as JSON, the patch rewritten for the release
+// version (the talos program's UpgradePatchArg): name is the file's, for
+// the diff.
+func UpgradePatch(w io.Writer, patch []byte, version, name string) error {
+	r, err := talospatch.Upgrade(patch, version)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	out := talosschema.PatchUpgrade{New: r.New}
+	if r.Changed() {
+		out.Diff = r.Diff(name)
+	}
+	for _, m := range r.Moved {
+		out.Moved = append(out.Moved, fmt.Sprintf("%s (line %d) -> %s", m.Field, m.Line, m.Into))
+	}
+	for _, l := range r.Left {
+		out.Left = append(out.Left, fmt.Sprintf("%s (line %d): %s", l.Field, l.Line, l.What))
+	}
+	return json.NewEncoder(w).Encode(out)
 }
