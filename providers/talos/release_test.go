@@ -254,3 +254,46 @@ func TestPin114ShowsTheHomelabPatchRewritten(t *testing.T) {
 		t.Errorf("applies = %d, want the one dry run", len(l.n.Applies()))
 	}
 }
+
+// A node upgraded from 1.13 keeps its 1.13 config; the first config
+// rendered for 1.14 turns on what 1.14 generates by default. The plan
+// warns of each (workload isolation, /var nosuid,nodev) with the patch
+// that keeps the node as it was; with those patches it warns no more.
+func TestPin114AfterUpgradeWarnsOfNewDefaults(t *testing.T) {
+	t.Parallel()
+	l := startNode(t, "v1.13.3")
+	ctx := context.Background()
+	old := l.provider(t, nil)
+	if r := apply(ctx, old, talos.Bootstrap, cty.EmptyObjectVal, &bytes.Buffer{}); r.Diagnostics.HasErrors() {
+		t.Fatal(r.Diagnostics.Err())
+	}
+	p := l.provider(t, map[string]cty.Value{"version": cty.StringVal("v1.14.1")})
+	var log bytes.Buffer
+	if r := apply(ctx, p, talos.Upgrade, obj(map[string]cty.Value{"version": cty.StringVal("v1.14.1")}), &log); r.Diagnostics.HasErrors() {
+		t.Fatalf("upgrade: %v\n%s", r.Diagnostics.Err(), log.String())
+	}
+	l.write(t, "patches/schedule.yaml", schedulePatch114)
+	cfg := obj(map[string]cty.Value{"patches": strs("patches/node.yaml", "patches/schedule.yaml")})
+	pr := plan(p, talos.MachineConfig, cfg)
+	if err := pr.Diagnostics.Err(); err != nil {
+		t.Fatalf("plan: %v", err)
+	}
+	var got []string
+	for _, d := range pr.Diagnostics {
+		got = append(got, d.Summary)
+		if !strings.Contains(d.Detail, "To keep the node as it is, add to the patches") {
+			t.Errorf("%s does not say what to set: %s", d.Summary, d.Detail)
+		}
+	}
+	if strings.Join(got, ", ") != "Workload Isolation Turned On, EPHEMERAL Mounted nosuid,nodev" {
+		t.Fatalf("warnings = %v", got)
+	}
+	if !strings.Contains(pr.Diagnostics[0].Detail, "kind: SecurityProfileConfig\nworkloadIsolation: false") || !strings.Contains(pr.Diagnostics[1].Detail, "name: EPHEMERAL\nmount:\n  secure: false") {
+		t.Errorf("the patches to keep the node:\n%s\n%s", pr.Diagnostics[0].Detail, pr.Diagnostics[1].Detail)
+	}
+	l.write(t, "patches/keep113.yaml", "apiVersion: v1alpha1\nkind: SecurityProfileConfig\nworkloadIsolation: false\n---\napiVersion: v1alpha1\nkind: VolumeConfig\nname: EPHEMERAL\nmount:\n  secure: false\n")
+	pr = plan(p, talos.MachineConfig, obj(map[string]cty.Value{"patches": strs("patches/node.yaml", "patches/schedule.yaml", "patches/keep113.yaml")}))
+	if err := pr.Diagnostics.Err(); err != nil || len(pr.Diagnostics) != 0 {
+		t.Errorf("with the patches that keep the node: %v %+v", err, pr.Diagnostics)
+	}
+}
