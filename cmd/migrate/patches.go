@@ -66,7 +66,7 @@ func (a *app) runPatchesUpgrade(ctx context.Context, f patchesUpgradeFlags, name
 	if err != nil {
 		return err
 	}
-	upgrade, err := a.patchUpgrader(ctx, f.to)
+	upgrade, err := a.patchUpgrader(ctx, f.to, true)
 	if err != nil {
 		return err
 	}
@@ -110,13 +110,17 @@ func (a *app) runPatchesUpgrade(ctx context.Context, f patchesUpgradeFlags, name
 
 // patchUpgrader rewrites patches for the release to through the talos
 // program (package talospatch): migrate does not carry Talos's libraries.
-func (a *app) patchUpgrader(ctx context.Context, to string) (func(name string, data []byte) (talosschema.PatchUpgrade, error), error) {
+// warn says an unverified program (one migrate has no sum of) is to be
+// told; migrate init has told it already.
+func (a *app) patchUpgrader(ctx context.Context, to string, warn bool) (func(name string, data []byte) (talosschema.PatchUpgrade, error), error) {
 	prog := talosPlugin()
 	found, err := plugin.Check(prog)
 	if err != nil {
 		return nil, err
 	}
-	a.view().UnverifiedProgram(found)
+	if warn {
+		a.view().UnverifiedProgram(found)
+	}
 	return func(name string, data []byte) (talosschema.PatchUpgrade, error) {
 		var u talosschema.PatchUpgrade
 		out, err := plugin.Run(ctx, prog, data, talosschema.UpgradePatchArg, to, name)
