@@ -18,14 +18,27 @@ import (
 // rewritten behind the runbook's back: the file in git is what is sent.
 func (c *call) patchRelease(files []*patchFile) phases.Diagnostics {
 	var diags phases.Diagnostics
+	hostnameDoc := len(findPath(files, "HostnameConfig", "")) > 0
 	for _, f := range files {
 		r, err := talospatch.Upgrade(f.data, c.s.version)
 		if err != nil || !r.Changed() {
 			continue // an unreadable patch is LoadPatch's to explain
 		}
+		if hostnameDoc && movesInto(r, "HostnameConfig") {
+			continue // two hostnames, not an old form: validationDiags names both
+		}
 		diags = append(diags, c.staleKeysDiag(f.name, r))
 	}
 	return diags
+}
+
+func movesInto(r *talospatch.Result, kind string) bool {
+	for _, m := range r.Moved {
+		if m.Into == kind {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *call) staleKeysDiag(name string, r *talospatch.Result) phases.Diagnostic {
