@@ -82,6 +82,10 @@ func Upgrade(data []byte, to string) (*Result, error) {
 			kept = append(kept, d)
 			continue
 		}
+		budget := aliasBudget
+		if err := expandAliases(root, &budget); err != nil {
+			return nil, err
+		}
 		r.rewrite(root, contract, out)
 		if len(root.Content) == 0 {
 			out.comment(d.HeadComment, root.HeadComment, d.FootComment)
@@ -144,6 +148,49 @@ func (r *Result) rewrite(root *yaml.Node, contract *coreconfig.VersionContract, 
 		}
 	}
 	sortLeft(r.Left)
+}
+
+// expandAliases replaces each alias by a copy of what it names and drops
+// the anchors: a key moved out of the document may hold an anchor that
+// another key, staying, refers to. budget is how many nodes the copies
+// may add: aliases of aliases ("billion laughs") are refused, not
+// expanded.
+func expandAliases(n *yaml.Node, budget *int) error {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		c, err := deepCopy(n.Alias, budget)
+		if err != nil {
+			return err
+		}
+		*n = *c
+	}
+	n.Anchor = ""
+	for _, c := range n.Content {
+		if err := expandAliases(c, budget); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// aliasBudget is the nodes alias expansion may add to one patch.
+const aliasBudget = 10_000
+
+func deepCopy(n *yaml.Node, budget *int) (*yaml.Node, error) {
+	if *budget--; *budget < 0 {
+		return nil, errors.New("its aliases expand to more than 10000 nodes")
+	}
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		return deepCopy(n.Alias, budget)
+	}
+	c := *n
+	c.Content = make([]*yaml.Node, len(n.Content))
+	for i, x := range n.Content {
+		var err error
+		if c.Content[i], err = deepCopy(x, budget); err != nil {
+			return nil, err
+		}
+	}
+	return &c, nil
 }
 
 func decodeAll(data []byte) ([]*yaml.Node, error) {

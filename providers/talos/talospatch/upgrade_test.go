@@ -237,6 +237,22 @@ func TestUpgradeLeavesWhatItCannotMove(t *testing.T) {
 	}
 }
 
+// A moved key may hold an anchor that a key staying refers to: the alias
+// is replaced by what it named, so that the rewrite is YAML.
+func TestUpgradeKeepsWhatAnAliasNamed(t *testing.T) {
+	t.Parallel()
+	r, err := talospatch.Upgrade([]byte("machine:\n  nodeLabels: &l\n    HTTP_PROXY: x\n  env: *l\n"), "v1.14.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(r.New, []byte("env:\n    HTTP_PROXY: x")) || bytes.Contains(r.New, []byte("*l")) {
+		t.Errorf("the rewrite lost what the alias named:\n%s", r.New)
+	}
+	if _, err := talospatch.Upgrade(r.New, "v1.14.1"); err != nil {
+		t.Errorf("the rewrite is not YAML: %v\n%s", err, r.New)
+	}
+}
+
 func TestUpgradeRefusesWhatIsNotAPatch(t *testing.T) {
 	t.Parallel()
 	if _, err := talospatch.Upgrade([]byte("machine: [\n"), "v1.14.1"); err == nil {
@@ -244,6 +260,13 @@ func TestUpgradeRefusesWhatIsNotAPatch(t *testing.T) {
 	}
 	if _, err := talospatch.Upgrade([]byte("machine: {}\n"), "latest"); err == nil {
 		t.Error("a version that is none was taken")
+	}
+	laughs := "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+	for i, prev := 'b', 'a'; i <= 'k'; i, prev = i+1, i {
+		laughs += fmt.Sprintf("%c: &%c [*%c, *%c, *%c, *%c, *%c, *%c, *%c, *%c, *%c, *%c]\n", i, i, prev, prev, prev, prev, prev, prev, prev, prev, prev, prev)
+	}
+	if _, err := talospatch.Upgrade([]byte(laughs+"machine: {}\n"), "v1.14.1"); err == nil || !strings.Contains(err.Error(), "aliases expand") {
+		t.Errorf("billion laughs: %v", err)
 	}
 	r, err := talospatch.Upgrade([]byte("- op: add\n  path: /machine/network/hostname\n  value: a\n"), "v1.14.1")
 	if err != nil || r.Changed() {
@@ -263,6 +286,8 @@ func FuzzUpgrade(f *testing.F) {
 	f.Add([]byte("machine:\n  network:\n    hostname: [a]\n    nameservers: [x]\n"))
 	f.Add([]byte("cluster:\n  apiServer:\n    certSANs: [a]\n    admissionControl: []\n  proxy: {disabled: true}\n"))
 	f.Add([]byte("---\n---\nmachine: ~\n"))
+	f.Add([]byte("machine:\n  nodeLabels: &l\n    a: b\n  env: *l\n"))
+	f.Add([]byte("a: &a [x, x]\nb: &b [*a, *a]\nmachine:\n  network: &n\n    hostname: a\ncluster:\n  n: *n\n  c: [*b, *b]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := talospatch.Upgrade(data, "v1.14.1")
 		if err != nil {
