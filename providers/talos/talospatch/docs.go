@@ -32,6 +32,8 @@ type docs struct {
 	apiServer *k8s.KubeAPIServerConfigV1Alpha1
 	proxy     *k8s.KubeProxyConfigV1Alpha1
 	coreDNS   *k8s.KubeCoreDNSConfigV1Alpha1
+	network   *k8s.KubeNetworkConfigV1Alpha1
+	noFlannel bool // delete the base's KubeFlannelCNIConfig (cni: none)
 	comments  []string
 }
 
@@ -68,7 +70,7 @@ func (d *docs) resolverConfig() *network.ResolverConfigV1Alpha1 {
 // order, the moved keys' comments above the first.
 func (d *docs) nodes() ([]*yaml.Node, error) {
 	var list []config.Document
-	for _, doc := range []config.Document{d.hostname, d.node, d.kubelet, d.install, d.resolver, d.apiServer, d.proxy, d.coreDNS} {
+	for _, doc := range []config.Document{d.hostname, d.node, d.kubelet, d.install, d.resolver, d.apiServer, d.proxy, d.coreDNS, d.network} {
 		if !isNil(doc) {
 			list = append(list, doc)
 		}
@@ -91,6 +93,9 @@ func (d *docs) nodes() ([]*yaml.Node, error) {
 			deleteTaint(rootOf(&n), constants.LabelNodeRoleControlPlane)
 		}
 		out = append(out, &n)
+	}
+	if d.noFlannel {
+		out = append(out, deleteDocument(k8s.KubeFlannelCNIConfig))
 	}
 	if len(out) > 0 && len(d.comments) > 0 {
 		first := rootOf(out[0]).Content[0]
@@ -136,6 +141,8 @@ func isNil(doc config.Document) bool {
 		return v == nil
 	case *k8s.KubeCoreDNSConfigV1Alpha1:
 		return v == nil
+	case *k8s.KubeNetworkConfigV1Alpha1:
+		return v == nil
 	}
 	return doc == nil
 }
@@ -150,6 +157,15 @@ func deleteTaint(root *yaml.Node, taint string) {
 	}
 	del := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: []*yaml.Node{scalar("$patch"), scalar("delete")}}
 	taints.Content = append(taints.Content, scalar(taint), del)
+}
+
+// deleteDocument is a patch document deleting the base's document of a
+// kind (machinery's configloader takes $patch: delete on a document).
+func deleteDocument(kind string) *yaml.Node {
+	m := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: []*yaml.Node{
+		scalar("apiVersion"), scalar("v1alpha1"), scalar("kind"), scalar(kind), scalar("$patch"), scalar("delete"),
+	}}
+	return &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{m}}
 }
 
 func scalar(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
@@ -399,4 +415,53 @@ func keysOf(m *yaml.Node) []string {
 		}
 	}
 	return ks
+}
+
+// moveClusterNetwork: cluster.network's subnets and DNS domain are
+// KubeNetworkConfig's; cni: none deletes the base's KubeFlannelCNIConfig
+// (1.14 renders Flannel as that document); a custom CNI is left.
+func moveClusterNetwork(v *yaml.Node, d *docs) (string, map[string]string, error) {
+	var c v1alpha1.ClusterNetworkConfig
+	if err := v.Decode(&c); err != nil {
+		return "", nil, err
+	}
+	left := map[string]string{}
+	for _, k := range keysOf(v) {
+		switch k {
+		case "dnsDomain", "podSubnets", "serviceSubnets", "cni":
+		default:
+			left[k] = "move it into the KubeNetworkConfig document by hand: not rewritten yet"
+		}
+	}
+	if c.CNI != nil {
+		switch {
+		case c.CNI.CNIName == "none" && len(c.CNI.CNIUrls) == 0 && c.CNI.CNIFlannel == nil:
+			d.noFlannel = true
+		case c.CNI.CNIName == "flannel" && c.CNI.CNIFlannel == nil:
+		default:
+			left["cni"] = "write the CNI as Talos 1.14 does: a KubeFlannelCNIConfig document, or (custom) KubeExternalManifestConfig documents of its URLs and a document deleting KubeFlannelCNIConfig"
+		}
+	}
+	n := k8s.NewKubeNetworkConfigV1Alpha1()
+	n.NetworkDNSDomain = c.DNSDomain
+	for _, list := range []struct {
+		in  []string
+		out *[]meta.Prefix
+	}{{c.PodSubnet, &n.NetworkPodSubnets}, {c.ServiceSubnet, &n.NetworkServiceSubnets}} {
+		for _, s := range list.in {
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				return "", nil, fmt.Errorf("subnet %q: %w", s, err)
+			}
+			*list.out = append(*list.out, meta.Prefix{Prefix: p})
+		}
+	}
+	if n.NetworkDNSDomain != "" || len(n.NetworkPodSubnets) > 0 || len(n.NetworkServiceSubnets) > 0 {
+		d.network = n
+	}
+	into := k8s.KubeNetworkConfig
+	if d.network == nil && d.noFlannel {
+		into = k8s.KubeFlannelCNIConfig + " (deleted)"
+	}
+	return into, left, nil
 }

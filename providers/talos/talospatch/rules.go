@@ -24,7 +24,8 @@ type rule struct {
 // (config/generate/init.go, kubernetes.go) and the typed document's
 // V1Alpha1ConflictValidate refuses it (config/types/k8s/node.go,
 // kubelet.go, apiserver.go, proxy.go, coredns.go; network/hostname.go,
-// resolver.go; runtime/unattended_install.go).
+// resolver.go; runtime/unattended_install.go; k8s/network.go and
+// flannel.go).
 var rules = []rule{
 	{path: []string{"machine", "network", "hostname"}, since: coreconfig.TalosVersion1_12, move: moveHostname},
 	{path: []string{"cluster", "allowSchedulingOnControlPlanes"}, since: coreconfig.TalosVersion1_14, move: moveScheduling},
@@ -41,6 +42,7 @@ var rules = []rule{
 	{path: []string{"cluster", "apiServer"}, since: coreconfig.TalosVersion1_14, move: moveAPIServer},
 	{path: []string{"cluster", "proxy"}, since: coreconfig.TalosVersion1_14, move: moveProxy},
 	{path: []string{"cluster", "coreDNS"}, since: coreconfig.TalosVersion1_14, move: moveCoreDNS},
+	{path: []string{"cluster", "network"}, since: coreconfig.TalosVersion1_14, move: moveClusterNetwork},
 }
 
 // uncovered are the keys the 1.14 contract also rejects beside its typed
@@ -50,7 +52,6 @@ var uncovered = []struct {
 	since *coreconfig.VersionContract
 	what  string
 }{
-	{[]string{"cluster", "network"}, coreconfig.TalosVersion1_14, "write a KubeNetworkConfig document (podSubnets, serviceSubnets, dnsDomain) and, for the CNI, KubeFlannelCNIConfig or a patch deleting it"},
 	{[]string{"cluster", "discovery"}, coreconfig.TalosVersion1_14, "write a DiscoveryServiceConfig document"},
 	{[]string{"cluster", "scheduler"}, coreconfig.TalosVersion1_14, "write a KubeSchedulerConfig document"},
 	{[]string{"cluster", "controllerManager"}, coreconfig.TalosVersion1_14, "write a KubeControllerManagerConfig document"},

@@ -118,6 +118,12 @@ func TestUpgradeFieldsFor114(t *testing.T) {
 		{"api server", "cluster:\n  apiServer:\n    certSANs: [home.example.org]\n    extraArgs:\n      feature-gates: X=true\n", "KubeAPIServerConfig", func(c coreconfig.Provider) string {
 			return strings.Join(c.K8sAPIServerConfig().CertSANs(), ",") + " " + strings.Join(c.K8sAPIServerConfig().ExtraArgs()["feature-gates"], "")
 		}, "home.example.org X=true"},
+		{"cni none", "cluster:\n  network:\n    cni:\n      name: none\n    podSubnets: [10.42.0.0/16]\n", "KubeNetworkConfig", func(c coreconfig.Provider) string {
+			return fmt.Sprint(c.K8sNetworkConfig().PodCIDRs(), " flannel:", c.K8sFlannelCNIConfig() != nil)
+		}, "[10.42.0.0/16] flannel:false"},
+		{"cni none alone", "cluster:\n  network:\n    cni:\n      name: none\n", "KubeFlannelCNIConfig (deleted)", func(c coreconfig.Provider) string {
+			return fmt.Sprint("flannel:", c.K8sFlannelCNIConfig() != nil)
+		}, "flannel:false"},
 		{"proxy", "cluster:\n  proxy:\n    disabled: true\n", "KubeProxyConfig", func(c coreconfig.Provider) string {
 			return fmt.Sprint(c.K8sProxyConfig().Enabled())
 		}, "false"},
@@ -214,7 +220,7 @@ func TestUpgradeFor113MovesOnlyWhat113Rejects(t *testing.T) {
 // do; what the release accepts is not touched.
 func TestUpgradeLeavesWhatItCannotMove(t *testing.T) {
 	t.Parallel()
-	patch := "machine:\n  env:\n    HTTP_PROXY: http://proxy:3128\n  install:\n    disk: /dev/sda\n    extraKernelArgs: [i915.enable_guc=3]\ncluster:\n  network:\n    cni:\n      name: none\n"
+	patch := "machine:\n  env:\n    HTTP_PROXY: http://proxy:3128\n  install:\n    disk: /dev/sda\n    extraKernelArgs: [i915.enable_guc=3]\ncluster:\n  network:\n    cni:\n      name: custom\n      urls: [https://example.org/cilium.yaml]\n"
 	r, err := talospatch.Upgrade([]byte(patch), "v1.14.1")
 	if err != nil {
 		t.Fatal(err)
@@ -223,7 +229,7 @@ func TestUpgradeLeavesWhatItCannotMove(t *testing.T) {
 	for _, l := range r.Left {
 		left = append(left, l.Field+":"+string(rune('0'+l.Line)))
 	}
-	if got := strings.Join(left, " "); got != "machine.install.extraKernelArgs:6 cluster.network:8" {
+	if got := strings.Join(left, " "); got != "machine.install.extraKernelArgs:6 cluster.network.cni:9" {
 		t.Errorf("left = %s (%+v)", got, r.Left)
 	}
 	for _, want := range []string{"HTTP_PROXY", "extraKernelArgs", "cni:", "kind: UnattendedInstallConfig", `disk.dev_path == "/dev/sda"`} {
