@@ -207,7 +207,10 @@ require (
 // refuses (403 "This module version is not available"): hold them at the
 // versions machinery v1.13.3 needed, with which v1.14.1 builds and passes
 // the talos provider's and the lab's tests. Remove once the proxy serves
-// them (docs/design.md, Tests and real servers).
+// them (docs/design.md, Tests and real servers). The proxy refuses
+// machinery v1.14.7 and v1.15.0-beta.0 as well (2026-12-03); moving to
+// v1.15.0 is the machinery line of the require block: the talos provider
+// takes its newest contract from the linked machinery.
 replace (
 	github.com/cosi-project/runtime v1.16.3 => github.com/cosi-project/runtime v1.14.1
 	github.com/jsimonetti/rtnetlink/v2 v2.2.1-0.20260802200809-43bafec815b3 => github.com/jsimonetti/rtnetlink/v2 v2.2.1-0.20260317095713-310581b9c6ac

@@ -44,6 +44,11 @@ type Input struct {
 	// Talos holds the new cluster's secrets bundle and its
 	// administrator's talosconfig, in clear (sealed here).
 	Talos TalosSecrets
+	// Patch, when set, rewrites each of the template's Talos patches
+	// (patches/*) for Talos.Version, so that the runbook starts in that
+	// release's form (migrate init: the talos program's rewrite, package
+	// talospatch); nil writes them as the example has them.
+	Patch func(name string, data []byte) ([]byte, error)
 	Now   time.Time
 }
 
@@ -107,6 +112,11 @@ func Render(in Input) ([]File, error) {
 		}
 		if p == "main.hcl" {
 			if b, err = mainHCL(b, in); err != nil {
+				return err
+			}
+		}
+		if strings.HasPrefix(p, "patches/") && in.Patch != nil {
+			if b, err = in.Patch(p, b); err != nil {
 				return err
 			}
 		}

@@ -282,3 +282,31 @@ func TestSiteApps(t *testing.T) {
 		}
 	}
 }
+
+// Input.Patch rewrites the template's Talos patches, and nothing else,
+// for the runbook's release (migrate init: the talos program's rewrite).
+func TestRenderRewritesPatches(t *testing.T) {
+	in, _ := input(t)
+	var seen []string
+	in.Patch = func(name string, data []byte) ([]byte, error) {
+		seen = append(seen, name)
+		return append([]byte("# for v1.14.7\n"), data...), nil
+	}
+	files, err := scaffold.Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(seen, " "); got != "patches/node.yaml patches/rehearsal.yaml" {
+		t.Errorf("rewritten: %s, want the two patches", got)
+	}
+	for _, f := range files {
+		rewritten := strings.HasPrefix(string(f.Data), "# for v1.14.7\n")
+		if rewritten != strings.HasPrefix(f.Path, "patches/") {
+			t.Errorf("%s rewritten: %v", f.Path, rewritten)
+		}
+	}
+	in.Patch = func(name string, data []byte) ([]byte, error) { return nil, fmt.Errorf("the talos program failed") }
+	if _, err := scaffold.Render(in); err == nil || !strings.Contains(err.Error(), "the talos program failed") {
+		t.Errorf("a failed rewrite: %v", err)
+	}
+}

@@ -29,6 +29,14 @@ func main() {
 		os.Exit(plugin.ServeCommand(talos.TypeName, p.Schema(), func(_ io.Reader, out io.Writer) error {
 			return talos.GenSecrets(out, version)
 		}))
+	case len(os.Args) > 3 && os.Args[1] == talosschema.UpgradePatchArg:
+		os.Exit(plugin.ServeCommand(talos.TypeName, p.Schema(), func(in io.Reader, out io.Writer) error {
+			patch, err := io.ReadAll(in)
+			if err != nil {
+				return err
+			}
+			return talos.UpgradePatch(out, patch, os.Args[2], os.Args[3])
+		}))
 	case len(os.Args) > 2 && os.Args[1] == talosschema.GenTalosconfigArg:
 		os.Exit(plugin.ServeCommand(talos.TypeName, p.Schema(), func(in io.Reader, out io.Writer) error {
 			bundle, err := io.ReadAll(in)

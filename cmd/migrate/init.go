@@ -63,7 +63,7 @@ only you can decide. It never overwrites a file.`,
 
 // initTalosVersions are the releases the written runbook accepts (its
 // talos_version variable's validation).
-var initTalosVersions = regexp.MustCompile(`^v1\.1[34]\.[0-9]+$`)
+var initTalosVersions = regexp.MustCompile(`^v1\.1[345]\.[0-9]+(-(alpha|beta|rc)\.[0-9]+)?$`)
 
 func (a *app) runInit(ctx context.Context, dir string, f initFlags) error {
 	if ctx == nil {
@@ -82,7 +82,7 @@ func (a *app) runInit(ctx context.Context, dir string, f initFlags) error {
 		return err
 	}
 	if !initTalosVersions.MatchString(f.talosVersion) {
-		return fmt.Errorf("--talos-version %q: the runbook runs a Talos 1.13 or 1.14 release, such as v1.13.3 or v1.14.1", f.talosVersion)
+		return fmt.Errorf("--talos-version %q: the runbook runs a Talos 1.13, 1.14 or 1.15 release, such as v1.13.3, v1.14.7 or v1.15.0-beta.0", f.talosVersion)
 	}
 	// The talos program makes the new secrets: missing, say so before the
 	// host is read.
@@ -116,8 +116,17 @@ func (a *app) runInit(ctx context.Context, dir string, f initFlags) error {
 	if err != nil {
 		return err
 	}
+	// The example's patches, in the release's documents.
+	upgrade, err := a.patchUpgrader(ctx, f.talosVersion, false)
+	if err != nil {
+		return err
+	}
+	patch := func(name string, data []byte) ([]byte, error) {
+		u, err := upgrade(name, data)
+		return u.New, err
+	}
 	in := scaffold.Input{Host: host, Site: site, Findings: findings, Remote: remote, Recipients: recipients, Project: f.project,
-		Talos: scaffold.TalosSecrets{Bundle: bundle, Talosconfig: tc, Version: f.talosVersion}, Now: now}
+		Talos: scaffold.TalosSecrets{Bundle: bundle, Talosconfig: tc, Version: f.talosVersion}, Patch: patch, Now: now}
 	if f.address != "" {
 		in.Address = &scaffold.Address{URL: f.address, ClientCert: absOrEmpty(f.clientCert), ClientKey: absOrEmpty(f.clientKey), ServerCert: absOrEmpty(f.serverCert)}
 	}

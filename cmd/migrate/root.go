@@ -45,6 +45,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.stateCommand(),
 		a.secretsCommand(),
 		a.initCommand(),
+		a.patchesCommand(),
 		a.versionCommand(),
 	)
 	return root

@@ -107,10 +107,10 @@ variable "rehearsal_address" {
 variable "talos_version" {
   type        = string
   default     = "v1.13.3"
-  description = "The Talos release the cluster runs (1.13 or 1.14): the providers render its configs, talos_image fetches its ISO. On v1.14 the patches' cluster.allowSchedulingOnControlPlanes becomes a KubeNodeConfig document (the plan says how)."
+  description = "The Talos release the cluster runs (1.13, 1.14 or 1.15): the providers render its configs, talos_image fetches its ISO. The patches must be in that release's form: from v1.14 cluster.allowSchedulingOnControlPlanes is a KubeNodeConfig document (the plan shows the rewrite; migrate patches upgrade --to VERSION --write writes it)."
   validation {
-    condition     = can(regex("^v1\\.1[34]\\.[0-9]+$", var.talos_version))
-    error_message = "talos_version must be a Talos 1.13 or 1.14 release such as \"v1.13.3\" or \"v1.14.1\"."
+    condition     = can(regex("^v1\\.1[345]\\.[0-9]+(-(alpha|beta|rc)\\.[0-9]+)?$", var.talos_version))
+    error_message = "talos_version must be a Talos 1.13, 1.14 or 1.15 release such as \"v1.13.3\", \"v1.14.7\" or \"v1.15.0-beta.0\"."
   }
 }
 

@@ -17,8 +17,8 @@ import (
 )
 
 // DefaultVersions are the Talos versions the lab's factory builds: the
-// two current releases' (REAL-SERVERS.md).
-var DefaultVersions = []string{"v1.13.3", "v1.14.1"}
+// two current releases' (REAL-SERVERS.md), and 1.14's current patch.
+var DefaultVersions = []string{"v1.13.3", "v1.14.1", "v1.14.7"}
 
 // DefaultExtensions are the official extensions of every version it
 // builds: a few of the real list, the brief's among them.

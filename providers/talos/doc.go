@@ -65,6 +65,15 @@
 //   - talos_bootstrap, talos_kubeconfig, talos_read, talos_service_health and
 //     talos_upgrade (the one explicit way to change the Talos version).
 //
+// Releases (release.go): configs are rendered with the version contract
+// of the pinned release, up to the linked machinery's own (its tag). A
+// patch key the release keeps in a typed document fails the plan with the
+// patch rewritten for it as a diff (patchrelease.go, package talospatch;
+// migrate patches upgrade writes it through the talos program's
+// upgrade-patch). On a node whose running config predates the release's
+// new defaults (workload isolation, /var nosuid,nodev), the plan warns
+// with the patch that keeps them off (defaults.go).
+//
 // The version-skew guard: a config rendered by a client of another version
 // carries that version's installer image and silently upgrades the node at
 // its next install. Every step but talos_upgrade reads the node's version

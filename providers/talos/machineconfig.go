@@ -332,6 +332,7 @@ func planMachineConfig(ctx context.Context, c *call, a mcAttrs, installed bool) 
 		if cur, err := n.currentConfig(ctx); err == nil {
 			if cfg, err := loadConfig(cur); err == nil {
 				pl.Nodes[n.name] = hashConfig(cfg)
+				diags = append(diags, crossingWarnings(n.name, cfg, r.cfg)...)
 			}
 		}
 		// A dry run in TRY mode: it says whether the change can be applied

@@ -6,6 +6,7 @@ import (
 
 	coreconfig "github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
+	"github.com/siderolabs/talos/pkg/machinery/gendata"
 )
 
 // The provider links one machinery, the newest that builds with the rest
@@ -14,11 +15,21 @@ import (
 // machinery renders for its own release and older ones only; the provider
 // supports the current releases from oldestContract on.
 var (
-	// libraryContract is the release of the linked machinery (v1.14.1).
-	libraryContract = coreconfig.TalosVersion1_14
+	// libraryContract is the release of the linked machinery, read from
+	// its own version tag: bumping machinery in go.mod (to v1.15.0) is
+	// what lets the provider render for that release.
+	libraryContract = mustContract(gendata.VersionTag)
 	// oldestContract is the oldest release the provider renders for.
 	oldestContract = coreconfig.TalosVersion1_13
 )
+
+func mustContract(tag string) *coreconfig.VersionContract {
+	c, err := coreconfig.ParseContractFromVersion(tag)
+	if err != nil {
+		panic(fmt.Sprintf("the linked machinery's version tag %q: %v", tag, err))
+	}
+	return c
+}
 
 // machineryModule is the module whose version libraryVersion reports.
 const machineryModule = "github.com/siderolabs/talos/pkg/machinery"

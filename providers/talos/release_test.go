@@ -3,6 +3,7 @@ package talos_test
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/homelab-migrate/migrate/lab/talosnode"
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/talos"
+	"github.com/homelab-migrate/migrate/providers/talos/talospatch"
 )
 
 // schedulePatch114 lets pods schedule on a Talos 1.14 control plane: 1.14
@@ -136,8 +138,9 @@ func TestPinOutsideTheSupportedReleasesRefused(t *testing.T) {
 	t.Parallel()
 	l := startNode(t, "v1.14.1")
 	for pin, wants := range map[string][]string{
-		"v1.15.0": {"Unsupported Talos Version", "v1.15.0", "newer than the machine-config library", "v1.14", "Pin a v1.14 or v1.13 release"},
-		"v1.12.6": {"Unsupported Talos Version", "v1.12.6", "older than the oldest release", "v1.13", "upgrade the cluster"},
+		"v1.15.0":        {"Unsupported Talos Version", "v1.15.0", "newer than the machine-config library", "v1.14", "Pin a v1.14 or v1.13 release"},
+		"v1.15.0-beta.0": {"Unsupported Talos Version", "v1.15.0-beta.0", "newer than the machine-config library", "built with machinery v1.15"},
+		"v1.12.6":        {"Unsupported Talos Version", "v1.12.6", "older than the oldest release", "v1.13", "upgrade the cluster"},
 	} {
 		p := talos.New()
 		r := p.Configure(context.Background(), providers.ConfigureRequest{Name: "node", Config: l.providerConfig(map[string]cty.Value{"version": cty.StringVal(pin), "kubernetes_version": cty.StringVal("1.33.0")}), Dir: l.dir})
@@ -211,5 +214,86 @@ func TestFirstInstall114(t *testing.T) {
 	image, disk := n.Install()
 	if !strings.HasSuffix(image, ":v1.14.1") || disk != "/dev/sda" || n.Version() != "v1.14.1" {
 		t.Errorf("installed %q on %q, running %s", image, disk, n.Version())
+	}
+}
+
+// The homelab's 1.13 patch pinned to 1.14: the plan fails showing the
+// patch rewritten into 1.14's documents as a diff, with the command that
+// writes it; the rewrite (what `migrate patches upgrade` writes) plans.
+func TestPin114ShowsTheHomelabPatchRewritten(t *testing.T) {
+	t.Parallel()
+	old, err := os.ReadFile("../../examples/homelab/patches/node.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := startNode(t, "v1.14.1")
+	l.write(t, "patches/homelab.yaml", string(old))
+	p := l.provider(t, map[string]cty.Value{"version": cty.StringVal("v1.14.1")})
+	cfg := obj(map[string]cty.Value{"patches": strs("patches/homelab.yaml")})
+	r := plan(p, talos.MachineConfig, cfg)
+	err = r.Diagnostics.Err()
+	if err == nil {
+		t.Fatal("the homelab's 1.13 patch planned for 1.14")
+	}
+	for _, want := range []string{"patches/homelab.yaml:37", "Patch Written For An Older Talos", "cluster.allowSchedulingOnControlPlanes (line 37) -> KubeNodeConfig",
+		"--- patches/homelab.yaml\n+++ patches/homelab.yaml (Talos v1.14.1)", "-  allowSchedulingOnControlPlanes: true", "+kind: KubeNodeConfig", "+    $patch: delete",
+		"migrate patches upgrade --to v1.14.1 --write"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the plan's refusal lacks %q:\n%v", want, err)
+		}
+	}
+	up, err := talospatch.Upgrade(old, "v1.14.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.write(t, "patches/homelab.yaml", string(up.New))
+	if r := plan(p, talos.MachineConfig, cfg); r.Diagnostics.HasErrors() {
+		t.Fatalf("the rewritten patch does not plan: %v\n%s", r.Diagnostics.Err(), up.New)
+	}
+	if len(l.n.Applies()) != 1 { // the plan's dry run only
+		t.Errorf("applies = %d, want the one dry run", len(l.n.Applies()))
+	}
+}
+
+// A node upgraded from 1.13 keeps its 1.13 config; the first config
+// rendered for 1.14 turns on what 1.14 generates by default. The plan
+// warns of each (workload isolation, /var nosuid,nodev) with the patch
+// that keeps the node as it was; with those patches it warns no more.
+func TestPin114AfterUpgradeWarnsOfNewDefaults(t *testing.T) {
+	t.Parallel()
+	l := startNode(t, "v1.13.3")
+	ctx := context.Background()
+	old := l.provider(t, nil)
+	if r := apply(ctx, old, talos.Bootstrap, cty.EmptyObjectVal, &bytes.Buffer{}); r.Diagnostics.HasErrors() {
+		t.Fatal(r.Diagnostics.Err())
+	}
+	p := l.provider(t, map[string]cty.Value{"version": cty.StringVal("v1.14.1")})
+	var log bytes.Buffer
+	if r := apply(ctx, p, talos.Upgrade, obj(map[string]cty.Value{"version": cty.StringVal("v1.14.1")}), &log); r.Diagnostics.HasErrors() {
+		t.Fatalf("upgrade: %v\n%s", r.Diagnostics.Err(), log.String())
+	}
+	l.write(t, "patches/schedule.yaml", schedulePatch114)
+	cfg := obj(map[string]cty.Value{"patches": strs("patches/node.yaml", "patches/schedule.yaml")})
+	pr := plan(p, talos.MachineConfig, cfg)
+	if err := pr.Diagnostics.Err(); err != nil {
+		t.Fatalf("plan: %v", err)
+	}
+	var got []string
+	for _, d := range pr.Diagnostics {
+		got = append(got, d.Summary)
+		if !strings.Contains(d.Detail, "To keep the node as it is, add to the patches") {
+			t.Errorf("%s does not say what to set: %s", d.Summary, d.Detail)
+		}
+	}
+	if strings.Join(got, ", ") != "Workload Isolation Turned On, EPHEMERAL Mounted nosuid,nodev" {
+		t.Fatalf("warnings = %v", got)
+	}
+	if !strings.Contains(pr.Diagnostics[0].Detail, "kind: SecurityProfileConfig\nworkloadIsolation: false") || !strings.Contains(pr.Diagnostics[1].Detail, "name: EPHEMERAL\nmount:\n  secure: false") {
+		t.Errorf("the patches to keep the node:\n%s\n%s", pr.Diagnostics[0].Detail, pr.Diagnostics[1].Detail)
+	}
+	l.write(t, "patches/keep113.yaml", "apiVersion: v1alpha1\nkind: SecurityProfileConfig\nworkloadIsolation: false\n---\napiVersion: v1alpha1\nkind: VolumeConfig\nname: EPHEMERAL\nmount:\n  secure: false\n")
+	pr = plan(p, talos.MachineConfig, obj(map[string]cty.Value{"patches": strs("patches/node.yaml", "patches/schedule.yaml", "patches/keep113.yaml")}))
+	if err := pr.Diagnostics.Err(); err != nil || len(pr.Diagnostics) != 0 {
+		t.Errorf("with the patches that keep the node: %v %+v", err, pr.Diagnostics)
 	}
 }

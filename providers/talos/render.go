@@ -111,6 +111,9 @@ func (c *call) render(role string, patchNames []string) (*rendered, phases.Diagn
 	if diags.HasErrors() {
 		return nil, diags
 	}
+	if diags := c.patchRelease(files); diags.HasErrors() {
+		return nil, diags
+	}
 	out, err := configpatcher.Apply(configpatcher.WithConfig(base), patches)
 	if err != nil {
 		return nil, phases.Errorf("Cannot Apply Patches", "Applying the patches of %s (%s) failed: %v.", c.addr, strings.Join(patchNames, ", "), err)

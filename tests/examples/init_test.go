@@ -395,7 +395,7 @@ func TestInitBadInput(t *testing.T) {
 		{"untrusted client", []string{"INCUS_CONF=" + untrusted}, nil, "", "does not trust this client certificate"},
 		{"no instances", []string{"INCUS_CONF=" + conf}, nil, "", "the host has no instances: there is nothing to migrate"},
 		{"not empty", []string{"INCUS_CONF=" + conf}, nil, notEmpty, "is not empty (it has notes.txt)"},
-		{"talos version", []string{"INCUS_CONF=" + conf}, []string{"--talos-version", "v1.12.0"}, "", "the runbook runs a Talos 1.13 or 1.14 release"},
+		{"talos version", []string{"INCUS_CONF=" + conf}, []string{"--talos-version", "v1.12.0"}, "", "the runbook runs a Talos 1.13, 1.14 or 1.15 release"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := tc.dir
