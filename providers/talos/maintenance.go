@@ -131,7 +131,7 @@ func (c *call) planFirstInstall(ctx context.Context, st mcStep, r *rendered, ns 
 		fmt.Fprintf(&b, "node %s: maintenance mode (self-signed TLS, no client auth, as talosctl --insecure sees it); first apply allowed only to %s (the address the runbook names)\n", n.name, n.name)
 	}
 	fmt.Fprintf(&b, "install disk: %s\n", c.s.installDisk)
-	fmt.Fprintf(&b, "installer image: %s (schematic %s, pinned version %s)\n", r.image, c.s.schematicID, c.s.version)
+	b.WriteString(c.s.schematicLine(r.image))
 	fmt.Fprintf(&b, "machine config (%s) rendered for Talos %s, Kubernetes %s: %s\n", st.role, c.s.version, c.s.k8sVersion, configSummary(r.cfg))
 	if len(st.patches) > 0 {
 		fmt.Fprintf(&b, "patches: %s\n", strings.Join(st.patches, ", "))

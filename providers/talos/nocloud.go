@@ -44,7 +44,7 @@ func (c *call) planNocloud(st mcStep, r *rendered) sdk.Plan[planned] {
 	b.WriteString("install: first config through the Incus host's API (first_install = \"nocloud\"): nothing is sent over the LAN\n")
 	fmt.Fprintf(&b, "the config is the step's user_data output (sensitive, known after apply): the VM's incus_instance step puts it in the instance's cloud-init.user-data with a disk of source cloud-init:config before the VM first boots; Incus writes it on the VM's config drive (label cidata), and the node at %s, booted from a nocloud image, installs from it before any maintenance mode\n", c.endpoints())
 	fmt.Fprintf(&b, "install disk: %s\n", c.s.installDisk)
-	fmt.Fprintf(&b, "installer image: %s (schematic %s, pinned version %s)\n", r.image, c.s.schematicID, c.s.version)
+	b.WriteString(c.s.schematicLine(r.image))
 	fmt.Fprintf(&b, "machine config (%s) rendered for Talos %s, Kubernetes %s: %s\n", st.role, c.s.version, c.s.k8sVersion, configSummary(r.cfg))
 	if len(st.patches) > 0 {
 		fmt.Fprintf(&b, "patches: %s\n", strings.Join(st.patches, ", "))
