@@ -41,7 +41,7 @@ type settings struct {
 	k8sVersion  string
 	clusterName string
 	clusterURL  string
-	installDisk string
+	install     installDisk // install_disk or install_disk_selector (installdisk.go)
 
 	bundle      *secrets.Bundle
 	schematic   schematic
@@ -93,7 +93,7 @@ func configure(req providers.ConfigureRequest) (*settings, phases.Diagnostics) {
 	}
 	s.k8sVersion = strings.TrimPrefix(or(a.KubernetesVersion, defaultKubernetes(s.version)), "v")
 	s.clusterName, s.clusterURL = a.ClusterName, a.ClusterEndpoint
-	s.installDisk = or(a.InstallDisk, "/dev/sda")
+	s.install = parseInstallDisk(a.InstallDisk, a.InstallDiskSelector, errf)
 	schematicYAML, extensions := a.Schematic, a.Extensions
 	identityPath, talosconfigPath, secretsPath := a.AgeIdentity, a.Talosconfig, a.Secrets
 

@@ -293,7 +293,7 @@ func planMachineConfig(ctx context.Context, c *call, a mcAttrs, installed bool) 
 		var b strings.Builder
 		fmt.Fprintf(&b, "install: first config, once the steps it depends on ran: no node answers at %s yet (its VM is still to be made or booted)\n", c.endpoints())
 		b.WriteString(maintenanceWarning)
-		fmt.Fprintf(&b, "install disk: %s\n", c.s.installDisk)
+		b.WriteString(c.s.installDiskLine(nil, "checked against the node's disks before anything is sent"))
 		b.WriteString(c.s.schematicLine(r.image))
 		fmt.Fprintf(&b, "machine config (%s) rendered for Talos %s, Kubernetes %s: %s\n", st.role, c.s.version, c.s.k8sVersion, configSummary(r.cfg))
 		fmt.Fprintf(&b, "rendered config sha256: %s\n", r.hash)
