@@ -444,6 +444,7 @@ func (h *Home) WriteISO(version string, extensions ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	s, _ = h.factory.Lookup(id) // as the factory stores it: with its owner
 	b, err := factory.EncodeISO(version, "amd64", s)
 	if err != nil {
 		return "", err
