@@ -30,10 +30,10 @@ type providerAttrs struct {
 	// InstallDiskSelector: the install disk by what it is, in the CEL of
 	// UserVolumeConfig's diskSelector.match (installdisk.go).
 	InstallDiskSelector *string  `cty:"install_disk_selector" doc:"The install disk by what it is: a CEL expression over the disk, as UserVolumeConfig's provisioning.diskSelector.match (machinery's disk environment: disk.serial, disk.wwid, disk.model, disk.size, disk.transport, disk.rotational, ...; GiB, GB...), such as disk.serial == \"incus_root\". At plan it must match exactly one of the disks a node in maintenance mode reports. Talos 1.14 carries it in UnattendedInstallConfig; Talos 1.13's machine.install has no CEL, so it is written as machine.install.diskSelector, which takes a conjunction (&&) of disk.serial, disk.wwid, disk.model, disk.modalias, disk.uuid or disk.bus_path == \"literal\", disk.transport == \"nvme\" or \"mmc\", disk.rotational or its negation. Not with install_disk."`
-	Schematic           string   `cty:"schematic" doc:"An Image Factory schematic as YAML; the installer image is factory.talos.dev/metal-installer/<its ID>:<version> (Image Factory's metal installer, talosctl 1.14's default; also served for 1.13)."`
+	Schematic           string   `cty:"schematic" doc:"An Image Factory schematic as YAML; the installer image is <image_factory's host>/metal-installer/<ID>:<version> (Image Factory's metal installer, talosctl 1.14's default; also served for 1.13), the ID being the one the factory answers for the schematic (it may add fields, such as an owner: the plan shows both IDs)."`
 	Extensions          []string `cty:"extensions" doc:"Official system extensions (such as \"siderolabs/i915\") making the schematic, instead of schematic."`
 	AgeIdentity         string   `cty:"age_identity" doc:"Path to an age identity file; default $MIGRATE_AGE_IDENTITY (an identity or a path)."`
-	ImageFactory        string   `cty:"image_factory" doc:"The Image Factory's base URL, where talos_image registers the schematic and downloads the ISO; default https://factory.talos.dev."`
+	ImageFactory        string   `cty:"image_factory" doc:"The Image Factory's base URL, where the schematic is registered (its answered ID is the one used), talos_image downloads the ISO, and whose host serves the installer images; default https://factory.talos.dev."`
 }
 
 // Provider talks to Talos nodes through their machine API. It is safe for
