@@ -78,6 +78,10 @@ locals {
   # The NIC's way onto the LAN, without its MAC: by the managed physical
   # network when there is one, else bridged.
   lan_nic = var.lan_network != "" ? tomap({ type = "nic", network = var.lan_network }) : tomap({ type = "nic", nictype = "bridged", parent = var.lan_bridge })
+  # The Talos system disk by what it is, never by a device name that can
+  # change: Incus gives each disk device of a VM the serial
+  # incus_<device>, and both Talos VMs install on their "root" device.
+  system_disk = "disk.serial == \"incus_root\""
 }
 
 variable "node_mac" {
@@ -362,6 +366,8 @@ provider "talos" "rehearsal" {
   cluster_endpoint = "https://${var.rehearsal_address}:6443"
   extensions       = ["siderolabs/i915"] # the iGPU firmware: what the rehearsal tests
   image_factory    = var.image_factory
+
+  install_disk_selector = local.system_disk # the VM's root device, never /dev/sdX
 }
 
 provider "talos" "node" {
@@ -373,6 +379,8 @@ provider "talos" "node" {
   cluster_endpoint = "https://${var.node_address}:6443"
   extensions       = ["siderolabs/i915"]
   image_factory    = var.image_factory
+
+  install_disk_selector = local.system_disk # the VM's root device, as for the rehearsal
 }
 
 provider "helm" "cluster" {

@@ -13,7 +13,11 @@
 //     {"id": ..., "schematic": ...}, the ID the hex SHA-256 of the
 //     schematic marshalled as YAML with 4-space indentation (computed here
 //     on its own, from the factory's data format; a test checks it against
-//     the provider's and the IDs of REAL-SERVERS.md). A body that is not a
+//     the provider's and the IDs of REAL-SERVERS.md). With Options.Owner,
+//     the schematic stored (and hashed, and served) carries an owner field
+//     the client did not send, as a factory serving accounts may add
+//     fields: the ID answered is then not the client's computation, and
+//     only that ID has images and installers. A body that is not a
 //     schematic (bad YAML, an unknown field) is 400, as the factory's strict
 //     decoder refuses it. GET /schematics/{id}: the schematic's YAML, or
 //     404 "schematic not found".
@@ -36,6 +40,11 @@
 // of different SHA-256. lab/talosvm reads it back (ReadISO) to boot a
 // node of that version and those extensions; a file without the header
 // (an empty placeholder) is no bootable medium.
+//
+// What still differs from the real factory: the real one answers POST
+// with {"id"} alone and keeps its own set of added fields (the lab adds
+// owner only, at the end of the document); its images and installers are
+// built, not the lab's stand-in files.
 //
 // Every schematic registered is kept in memory for the factory's life:
 // Extensions answers what an installer image of that schematic carries

@@ -31,12 +31,18 @@ var DefaultExtensions = []string{
 type Options struct {
 	Versions   []string // default DefaultVersions
 	Extensions []string // default DefaultExtensions
+	// Owner, when set, is added to every schematic registered that names
+	// none, as a factory serving accounts may add fields: the schematic it
+	// stores and the ID it answers are then not the ones posted. Image
+	// Factory documents its answer as authoritative.
+	Owner string
 }
 
 // Factory is a running lab Image Factory.
 type Factory struct {
 	versions   []string
 	extensions []string
+	owner      string
 	srv        *http.Server
 	url        string
 
@@ -59,7 +65,7 @@ func Start(addr string, o Options) (*Factory, error) {
 
 // New is a factory not yet serving (Handler serves it).
 func New(o Options) *Factory {
-	f := &Factory{versions: o.Versions, extensions: o.Extensions, schematics: map[string]Schematic{}}
+	f := &Factory{versions: o.Versions, extensions: o.Extensions, owner: o.Owner, schematics: map[string]Schematic{}}
 	if f.versions == nil {
 		f.versions = DefaultVersions
 	}
@@ -80,11 +86,15 @@ func (f *Factory) Close() error {
 	return f.srv.Close()
 }
 
-// Register registers a schematic given as YAML, as POST /schematics does.
+// Register registers a schematic given as YAML, as POST /schematics does:
+// the ID of the schematic stored (with Options.Owner added).
 func (f *Factory) Register(schematicYAML []byte) (string, error) {
 	s, err := ParseSchematic(schematicYAML)
 	if err != nil {
 		return "", err
+	}
+	if s.Owner == "" {
+		s.Owner = f.owner
 	}
 	id, err := s.ID()
 	if err != nil {

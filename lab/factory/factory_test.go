@@ -181,3 +181,41 @@ func TestNoHeaderNoBootableMedium(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnerChangesTheID: a factory that adds an owner stores it, answers
+// the ID of what it stores (not of what was posted), and serves images
+// and installers by that ID alone.
+func TestOwnerChangesTheID(t *testing.T) {
+	t.Parallel()
+	f := factory.New(factory.Options{Owner: "homelab"})
+	srv := httptest.NewServer(f.Handler())
+	t.Cleanup(srv.Close)
+
+	id := register(t, srv.URL, i915)
+	want := factory.Schematic{Owner: "homelab"}
+	want.Customization.SystemExtensions.OfficialExtensions = []string{"siderolabs/i915"}
+	wantID, err := want.ID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id == i915ID || id != wantID {
+		t.Fatalf("POST /schematics answered %s, want %s (the posted schematic's is %s)", id, wantID, i915ID)
+	}
+	code, _, body := do(t, "GET", srv.URL+"/schematics/"+id, "")
+	if code != http.StatusOK || !strings.Contains(string(body), "owner: homelab") {
+		t.Errorf("GET /schematics/%s: %d %s", id, code, body)
+	}
+	for path, wantCode := range map[string]int{
+		"/image/" + id + "/v1.13.3/metal-amd64.iso":            http.StatusOK,
+		"/image/" + i915ID + "/v1.13.3/metal-amd64.iso":        http.StatusNotFound,
+		"/v2/metal-installer/" + id + "/manifests/v1.13.3":     http.StatusOK,
+		"/v2/metal-installer/" + i915ID + "/manifests/v1.13.3": http.StatusNotFound,
+	} {
+		if code, _, b := do(t, "HEAD", srv.URL+path, ""); code != wantCode {
+			t.Errorf("HEAD %s: %d %s, want %d", path, code, b, wantCode)
+		}
+	}
+	if ext, ok := f.Extensions(id); !ok || len(ext) != 1 || ext[0] != "siderolabs/i915" {
+		t.Errorf("Extensions(%s) = %v, %v", id, ext, ok)
+	}
+}

@@ -16,6 +16,9 @@ import (
 type Schematic struct {
 	Overlay       Overlay       `yaml:"overlay,omitempty"`
 	Customization Customization `yaml:"customization"`
+	// Owner is a field the factory may add to what it stores (Options.Owner):
+	// the ID it answers is then not the hash of what was posted.
+	Owner string `yaml:"owner,omitempty"`
 }
 
 // Customization is a schematic's customization section.

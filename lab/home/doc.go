@@ -5,9 +5,10 @@
 // (lab/talosvm, with a real Kubernetes after the bootstrap), the host's
 // data directory, the Image Factory the talos provider fetches the ISO
 // from (lab/factory, on 127.0.0.1; it knows the brief's i915 schematic
-// already, as the public factory does), and the homeserver endpoint
-// the example's http_checks ask: the router's forward to the node's
-// ingress.
+// already, as the public factory does, and adds an owner, FactoryOwner,
+// to what it stores, so that its IDs are not the plain computation), and
+// the homeserver endpoint the example's http_checks ask: the router's
+// forward to the node's ingress.
 //
 //	h, _ := home.Start(ctx, home.Options{Dir: dir, Log: os.Stderr})
 //	defer h.Close()

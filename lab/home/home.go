@@ -200,8 +200,10 @@ func (h *Home) serve(ctx context.Context) error {
 		return fmt.Errorf("lab: %w", err)
 	}
 
-	// The Image Factory the talos provider fetches the ISO from.
-	if h.factory, err = factory.Start("127.0.0.1:0", factory.Options{}); err != nil {
+	// The Image Factory the talos provider fetches the ISO from. It adds
+	// an owner to the schematics it stores, as a factory may: its IDs are
+	// not the plain computation, and the provider must take its answer.
+	if h.factory, err = factory.Start("127.0.0.1:0", factory.Options{Owner: FactoryOwner}); err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
 	// As the public factory, it knows the brief's schematic already
@@ -418,6 +420,10 @@ func DataDirIn(dir string) string {
 	return incushost.VolumeDir(filepath.Join(dir, "incus"), DataPool, DataVolume)
 }
 
+// FactoryOwner is the owner the lab's Image Factory adds to every
+// schematic it stores (factory.Options.Owner).
+const FactoryOwner = "homelab"
+
 // Factory is the lab's Image Factory (the example's image_factory is its URL).
 func (h *Home) Factory() *factory.Factory { return h.factory }
 
@@ -439,6 +445,7 @@ func (h *Home) WriteISO(version string, extensions ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	s, _ = h.factory.Lookup(id) // as the factory stores it: with its owner
 	b, err := factory.EncodeISO(version, "amd64", s)
 	if err != nil {
 		return "", err

@@ -42,7 +42,9 @@
 //     Options.NICs (links.go). Writes answer PermissionDenied.
 //   - After the first ApplyConfiguration (not a dry run) the reply is sent,
 //     then the maintenance service stops (connection refused), the
-//     "installer" checks machine.install.disk against the disks and the
+//     "installer" checks machine.install.disk against the disks (or its
+//     diskSelector, as machinery's DiskMatchExpression reads it, which
+//     must match exactly one) and the
 //     image's tag, persists the config, records the image and disk
 //     (Install), derives secrets.yaml from the config (the node's PKI is now
 //     the config's) and writes a talosconfig; after RebootDuration the node
@@ -240,8 +242,7 @@
 //     installed node skips them too) and the sd-boot checks; the Kubernetes
 //     compatibility check uses the version the node reports.
 //   - The kernel log keeps its lines across simulated reboots.
-//   - Maintenance mode: install.diskSelector is not evaluated (the install
-//     fails; give install.disk); no installer is pulled and no disk is
+//   - Maintenance mode: no installer is pulled and no disk is
 //     written, the image only has to carry a tag; the install takes
 //     RebootDuration, not minutes; no GenerateConfiguration, StorageService
 //     (BlockDeviceWipe), MetaWrite or network resources; no SideroLink;

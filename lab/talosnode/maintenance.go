@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/cel"
 	"github.com/siderolabs/talos/pkg/machinery/cel/celenv"
 	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
@@ -478,7 +479,9 @@ func (n *Node) useClusterName(cfg config.Provider) {
 
 // installTarget is the installer image and install disk of a config:
 // Talos 1.14's UnattendedInstallConfig document (its disk selector matched
-// against the machine's disks, exactly one), else 1.13's machine.install.
+// against the machine's disks, exactly one), else 1.13's machine.install:
+// its disk, or its diskSelector as the installer reads it (machinery's
+// DiskMatchExpression, matched the same way).
 func installTarget(cfg config.Provider, disks []Disk) (image, disk string, err error) {
 	if u := cfg.UnattendedInstallConfig(); u != nil {
 		sel := u.VolumeSelector()
@@ -486,47 +489,69 @@ func installTarget(cfg config.Provider, disks []Disk) (image, disk string, err e
 			return "", "", errors.New("UnattendedInstallConfig: provisioning.diskSelector is required")
 		}
 
-		var matched []string
-
-		for _, d := range disks {
-			// The selector sees the disk as the node's volume manager
-			// shows it to CEL: the protobuf DiskSpec.
-			spec := &blockpb.DiskSpec{}
-			if err := proto.ResourceSpecToProto(d.resource(), spec); err != nil {
-				return "", "", fmt.Errorf("disk %s: %w", d.Name, err)
-			}
-
-			ok, evalErr := sel.EvalBool(celenv.DiskLocator(), map[string]any{"disk": spec, "system_disk": false})
-			if evalErr != nil {
-				return "", "", fmt.Errorf("UnattendedInstallConfig: disk selector: %w", evalErr)
-			}
-
-			if ok {
-				matched = append(matched, d.Name)
-			}
+		disk, err := selectInstallDisk(sel, disks)
+		if err != nil {
+			return "", "", fmt.Errorf("UnattendedInstallConfig: %w", err)
 		}
 
-		switch len(matched) {
-		case 0:
-			return "", "", fmt.Errorf("failed to install: no disk matches the install disk selector %q", sel.String())
-		case 1:
-		default:
-			return "", "", fmt.Errorf("failed to install: the install disk selector %q matches %d disks (%s)", sel.String(), len(matched), strings.Join(matched, ", "))
-		}
-
-		return u.InstallerImage(), matched[0], nil
+		return u.InstallerImage(), disk, nil
 	}
 
-	disk = cfg.Machine().Install().Disk()
-	if disk == "" {
-		return "", "", errors.New("install.diskSelector is not modelled by the lab node: give install.disk")
+	install := cfg.Machine().Install()
+	if disk = install.Disk(); disk == "" {
+		sel, err := install.DiskMatchExpression()
+		if err != nil {
+			return "", "", fmt.Errorf("install.diskSelector: %w", err)
+		}
+
+		if sel == nil {
+			return "", "", errors.New("failed to install: neither install.disk nor install.diskSelector is set")
+		}
+
+		if disk, err = selectInstallDisk(*sel, disks); err != nil {
+			return "", "", fmt.Errorf("install.diskSelector: %w", err)
+		}
+
+		return install.Image(), disk, nil
 	}
 
 	if _, ok := findDisk(disks, disk); !ok {
 		return "", "", fmt.Errorf("failed to install: install disk %s not found", disk)
 	}
 
-	return cfg.Machine().Install().Image(), disk, nil
+	return install.Image(), disk, nil
+}
+
+// selectInstallDisk is the one disk an install disk selector matches.
+func selectInstallDisk(sel cel.Expression, disks []Disk) (string, error) {
+	var matched []string
+
+	for _, d := range disks {
+		// The selector sees the disk as the node's volume manager
+		// shows it to CEL: the protobuf DiskSpec.
+		spec := &blockpb.DiskSpec{}
+		if err := proto.ResourceSpecToProto(d.resource(), spec); err != nil {
+			return "", fmt.Errorf("disk %s: %w", d.Name, err)
+		}
+
+		ok, err := sel.EvalBool(celenv.DiskLocator(), map[string]any{"disk": spec, "system_disk": false})
+		if err != nil {
+			return "", fmt.Errorf("disk selector: %w", err)
+		}
+
+		if ok {
+			matched = append(matched, d.Name)
+		}
+	}
+
+	switch len(matched) {
+	case 0:
+		return "", fmt.Errorf("failed to install: no disk matches the install disk selector %q", sel.String())
+	case 1:
+		return matched[0], nil
+	default:
+		return "", fmt.Errorf("failed to install: the install disk selector %q matches %d disks (%s)", sel.String(), len(matched), strings.Join(matched, ", "))
+	}
 }
 
 // installImage is the installer image a config names (either shape), ""

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"filippo.io/age"
 	machineapi "github.com/siderolabs/talos/pkg/machinery/api/machine"
@@ -40,12 +41,16 @@ type settings struct {
 	k8sVersion  string
 	clusterName string
 	clusterURL  string
-	installDisk string
+	install     installDisk // install_disk or install_disk_selector (installdisk.go)
 
 	bundle      *secrets.Bundle
 	schematic   schematic
-	schematicID string
+	schematicID string // computed locally; adopted() is the factory's
 	factoryURL  string // image_factory, without a trailing slash
+	factoryHost string // its host: the registry of its installers
+
+	adoptMu  sync.Mutex
+	adoption *factorySchematic // the factory's answer, once asked
 
 	identity  age.Identity
 	recipient age.Recipient
@@ -88,7 +93,7 @@ func configure(req providers.ConfigureRequest) (*settings, phases.Diagnostics) {
 	}
 	s.k8sVersion = strings.TrimPrefix(or(a.KubernetesVersion, defaultKubernetes(s.version)), "v")
 	s.clusterName, s.clusterURL = a.ClusterName, a.ClusterEndpoint
-	s.installDisk = or(a.InstallDisk, "/dev/sda")
+	s.install = parseInstallDisk(a.InstallDisk, a.InstallDiskSelector, errf)
 	schematicYAML, extensions := a.Schematic, a.Extensions
 	identityPath, talosconfigPath, secretsPath := a.AgeIdentity, a.Talosconfig, a.Secrets
 
@@ -125,6 +130,8 @@ func configure(req providers.ConfigureRequest) (*settings, phases.Diagnostics) {
 	}
 	if u, err := url.Parse(s.factoryURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		errf("Invalid Image Factory", "image_factory must be the Image Factory's base URL, such as https://%s, not %q.", FactoryHost, s.factoryURL)
+	} else {
+		s.factoryHost = u.Host
 	}
 
 	if s.version != "" {
@@ -223,10 +230,11 @@ func (s *settings) abs(p string) string {
 	return filepath.Join(s.dir, p)
 }
 
-// installerImage is the Image Factory installer of the schematic at the
-// given version.
+// installerImage is the installer of the schematic at the given version,
+// on the configured factory's registry, by the ID the factory answered
+// (adopt.go).
 func (s *settings) installerImage(version string) string {
-	return installerImage(s.schematicID, version)
+	return installerImage(s.factoryHost, s.adopted().id, version)
 }
 
 func contextNames(tc *clientconfig.Config) []string {

@@ -17,12 +17,13 @@ import (
 // seenDisk is a disk as the node reports it (block.Disk, namespace
 // runtime: what talosctl get disks --insecure lists).
 type seenDisk struct {
-	devPath string
-	size    uint64
-	pretty  string
-	model   string
-	serial  string
-	spec    *blockpb.DiskSpec // what CEL's disk variable is on a node
+	devPath   string
+	size      uint64
+	pretty    string
+	model     string
+	serial    string
+	transport string
+	spec      *blockpb.DiskSpec // what CEL's disk variable is on a node
 }
 
 func (d seenDisk) String() string {
@@ -34,6 +35,27 @@ func (d seenDisk) String() string {
 		s += ", serial " + d.serial
 	}
 	return s + ")"
+}
+
+// what says which disk it is without its device name: its size,
+// transport, model and serial.
+func (d seenDisk) what() string {
+	s := "the " + d.pretty
+	if d.transport != "" {
+		s += " " + d.transport
+	}
+	s += " disk"
+	var more []string
+	if d.model != "" {
+		more = append(more, d.model)
+	}
+	if d.serial != "" {
+		more = append(more, "serial "+d.serial)
+	}
+	if len(more) > 0 {
+		s += " (" + strings.Join(more, ", ") + ")"
+	}
+	return s
 }
 
 func diskList(ds []seenDisk) string {
@@ -68,30 +90,20 @@ func maintenanceDisks(ctx context.Context, addr string) ([]seenDisk, error) {
 			return nil, fmt.Errorf("disk %s: %w", d.Metadata().ID(), err)
 		}
 		t := d.TypedSpec()
-		out = append(out, seenDisk{devPath: t.DevPath, size: t.Size, pretty: t.PrettySize, model: t.Model, serial: t.Serial, spec: spec})
+		out = append(out, seenDisk{devPath: t.DevPath, size: t.Size, pretty: t.PrettySize, model: t.Model, serial: t.Serial, transport: t.Transport, spec: spec})
 	}
 	return out, nil
 }
 
 // checkDisks checks, before the first install writes anything, that the
-// install disk exists and that each UserVolumeConfig's disk selector
-// matches exactly one disk, evaluated as the node's volume manager does
-// (machinery's DiskLocator CEL environment). system_disk is what it will
-// be once installed: true for the install disk only.
-func (c *call) checkDisks(node string, r *rendered, disks []seenDisk) phases.Diagnostics {
-	var diags phases.Diagnostics
-	install := c.s.installDisk
-	found := false
-	for _, d := range disks {
-		if d.devPath == install {
-			found = true
-		}
-	}
-	if !found {
-		diags = append(diags, phases.Errorf("Install Disk Not Found",
-			"Node %s (maintenance mode) has no disk %s, the install disk of the talos provider block (install_disk), so the first install of %s would fail. The disks it reports: %s.",
-			node, install, c.addr, diskList(disks))...)
-	}
+// install disk setting picks exactly one disk (pickInstallDisk) and that
+// each UserVolumeConfig's disk selector matches exactly one disk,
+// evaluated as the node's volume manager does (machinery's DiskLocator
+// CEL environment). system_disk is what it will be once installed: true
+// for the install disk only. It says which disk the install takes.
+func (c *call) checkDisks(node string, r *rendered, disks []seenDisk) (string, phases.Diagnostics) {
+	sys, diags := c.pickInstallDisk(node, disks)
+	install := sys.devPath
 	env := celenv.DiskLocator()
 	for _, uv := range r.cfg.UserVolumeConfigs() {
 		sel, ok := uv.Provisioning().DiskSelector().Get()
@@ -130,5 +142,5 @@ func (c *call) checkDisks(node string, r *rendered, disks []seenDisk) phases.Dia
 			Detail: fmt.Sprintf("The disk selector of UserVolumeConfig %q %s, %q, %s on node %s (system_disk is the install disk %s). It must match exactly one disk, or the volume is provisioned on none or on the wrong one. The disks the node reports: %s.",
 				uv.Name(), where, sel.String(), why, node, install, diskList(disks))}}...)
 	}
-	return diags
+	return sys.what(), diags
 }

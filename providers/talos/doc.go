@@ -22,7 +22,13 @@
 //     the disks it reports (the install disk, each UserVolumeConfig CEL
 //     selector matching exactly one disk, with machinery's DiskLocator
 //     environment), and the config is sent over the insecure API only to
-//     an address the runbook names (maintenance.go, disks.go). With mac
+//     an address the runbook names (maintenance.go, disks.go). The install
+//     disk is install_disk_selector, CEL in the same environment
+//     (installdisk.go): carried as is by 1.14's UnattendedInstallConfig,
+//     written as 1.13's machine.install.diskSelector when its terms are
+//     ones that selector makes (and the plan checks machinery's reading of
+//     it, DiskMatchExpression, picks the same disk); the plan names the
+//     disk picked by size, transport, model and serial, never by device. With mac
 //     (the VM's NIC; one node per step), the node at the address must
 //     have a link of that MAC, read as talosctl get links --insecure
 //     does (network.LinkStatus over the insecure connection): the plan
@@ -52,16 +58,22 @@
 //   - talos_image (image.go): the ISO from the Image Factory at the
 //     provider's image_factory (default https://factory.talos.dev). It
 //     checks GET /versions offers the pin, registers the schematic's
-//     canonical YAML with POST /schematics and refuses an answered ID
-//     other than the one computed locally (schematic.go: image-factory
-//     is not imported), checks the installer's manifest (HEAD
+//     canonical YAML with POST /schematics and takes the answered ID as
+//     authoritative (adopt.go: the factory may add fields, such as an
+//     owner; the plan and log then show both IDs and the schematic it
+//     stores, from the answer or GET /schematics/ID; image-factory is not
+//     imported), checks the installer's manifest (HEAD
 //     /v2/metal-installer/<id>/manifests/<version>), then downloads
 //     /image/<id>/<version>/metal-<arch>.iso through a temporary file
 //     beside path (default the user cache directory), logging progress
 //     every quarter and its SHA-256. A file holding the recorded
 //     checksum is not fetched again (Read: present; changed: drifted).
-//     Rollback keeps the file. The installer image in machine configs
-//     stays factory.talos.dev/...: image_factory does not change it.
+//     Rollback keeps the file. Its schematic_id output pins the factory's
+//     ID in the state: a later answer of another ID is drift. The
+//     installer image of every step (machine configs, upgrades) is on
+//     image_factory's host, by the ID the factory answered (asked once
+//     per provider; the local computation when it does not answer, which
+//     the plan says).
 //   - talos_bootstrap, talos_kubeconfig, talos_read, talos_service_health and
 //     talos_upgrade (the one explicit way to change the Talos version).
 //

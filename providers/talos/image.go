@@ -48,9 +48,10 @@ type imageOutputs struct {
 var imageStep = &sdk.StepType[*Provider, imageAttrs, none, none]{
 	Name: Image,
 	Description: "Fetches the Talos ISO from the Image Factory (the provider's image_factory): registers the provider's schematic " +
-		"(its extensions and kernel arguments) with POST /schematics and checks that the factory's ID is the one computed locally, " +
-		"checks that the installer of the pinned version exists for it, then downloads the metal ISO of that version and schematic " +
-		"with progress in the log and its SHA-256. Outputs path, sha256, size, schematic_id, version, installer and url; " +
+		"(its extensions and kernel arguments) with POST /schematics and takes the ID the factory answers as authoritative (the factory may add fields, " +
+		"such as an owner: the plan then shows both IDs and the schematic the factory stores), " +
+		"checks that the installer of the pinned version exists for it on the factory's registry, then downloads the ISO of that version and schematic " +
+		"with progress in the log and its SHA-256. Outputs path, sha256, size, schematic_id (the factory's, pinned in the state: a later answer of another ID is drift), version, installer and url; " +
 		"a file already downloaded with the recorded checksum is not fetched again.",
 	Rollback: "Nothing to undo: the ISO stays where it was downloaded, for the next run and the volume made from it.",
 	Outputs:  imageOutputs{},
@@ -71,9 +72,18 @@ var imageStep = &sdk.StepType[*Provider, imageAttrs, none, none]{
 		if want == nil {
 			return sdk.Read[none]{Observation: providers.Absent}
 		}
-		t, err := c.Settings.s.imageTarget(a)
+		s := c.Settings.s
+		answer := s.adopted()
+		id := answer.id
+		if answer.err != nil {
+			id = want.SchematicID // the factory is silent: the file alone is checked
+		}
+		t, err := s.imageTarget(a, id)
 		if err != nil {
 			return sdk.Read[none]{Diagnostics: phases.Errorf("No Cache Directory", "%s: %v. Set path.", c.Addr, err)}
+		}
+		if id != want.SchematicID {
+			return sdk.Read[none]{Observation: providers.Drifted, Detail: fmt.Sprintf("the Image Factory at %s now answers ID %s for this schematic; the state pins %s, the ID it answered when %s was downloaded", s.factoryURL, id, want.SchematicID, want.Path)}
 		}
 		sum, size, err := fileSum(t.path)
 		switch {
@@ -88,7 +98,8 @@ var imageStep = &sdk.StepType[*Provider, imageAttrs, none, none]{
 	},
 	Plan: func(ctx context.Context, c *handle, a imageAttrs, prior *sdk.Prior[none, none]) sdk.Plan[none] {
 		s := c.Settings.s
-		t, err := s.imageTarget(a)
+		answer := s.adopted()
+		t, err := s.imageTarget(a, answer.id)
 		if err != nil {
 			return sdk.Plan[none]{Diagnostics: phases.Errorf("No Cache Directory", "%s: %v. Set path.", c.Addr, err)}
 		}
@@ -107,6 +118,9 @@ var imageStep = &sdk.StepType[*Provider, imageAttrs, none, none]{
 		}
 		var b strings.Builder
 		fmt.Fprintf(&b, "register schematic %s with %s/schematics (%s)\n", t.id, s.factoryURL, s.schematicSummary())
+		if n := answer.note(s.factoryURL); n != "" {
+			b.WriteString("schematic: " + n + "\n")
+		}
 		fmt.Fprintf(&b, "check the installer %s exists (%s)\n", t.installer, f.manifestURL(t.id, t.version))
 		fmt.Fprintf(&b, "download %s (%s) to %s, with its sha256", t.url, size, t.path)
 		return sdk.Plan[none]{Diff: b.String()}
@@ -127,8 +141,9 @@ type imageTarget struct {
 	id, version, arch, path, url, installer string
 }
 
-func (s *settings) imageTarget(a imageAttrs) (imageTarget, error) {
-	t := imageTarget{id: s.schematicID, version: s.version, arch: or(a.Arch, "amd64")}
+// imageTarget is the image of the schematic of that ID (the factory's).
+func (s *settings) imageTarget(a imageAttrs, id string) (imageTarget, error) {
+	t := imageTarget{id: id, version: s.version, arch: or(a.Arch, "amd64")}
 	file := or(a.Platform, "metal") + "-" + t.arch + ".iso"
 	t.url = fmt.Sprintf("%s/image/%s/%s/%s", s.factoryURL, t.id, t.version, file)
 	t.installer = s.installerImage(t.version)
@@ -187,28 +202,22 @@ func recordedImage(prior *sdk.Prior[none, none]) *imageOutputs {
 }
 
 func (c *call) fetchImage(ctx context.Context, a imageAttrs, was *imageOutputs) (imageOutputs, phases.Diagnostics) {
-	t, err := c.s.imageTarget(a)
+	f := c.s.factory()
+	if d := f.checkVersion(ctx, c.addr, c.s.version); d.HasErrors() {
+		return imageOutputs{}, d
+	}
+	answer := c.s.adopted()
+	if answer.err != nil {
+		return imageOutputs{}, phases.Errorf("Cannot Register Schematic", "%s: the Image Factory at %s did not register the schematic: %v. Nothing was downloaded.", c.addr, c.s.factoryURL, answer.err)
+	}
+	t, err := c.s.imageTarget(a, answer.id)
 	if err != nil {
 		return imageOutputs{}, phases.Errorf("No Cache Directory", "%s: %v. Set path.", c.addr, err)
 	}
-	f := c.s.factory()
-	if d := f.checkVersion(ctx, c.addr, t.version); d.HasErrors() {
-		return imageOutputs{}, d
+	c.log.Printf("schematic %s registered with %s (%s)", t.id, c.s.factoryURL, c.s.schematicSummary())
+	if n := answer.note(c.s.factoryURL); n != "" {
+		c.log.Printf("schematic: %s", n)
 	}
-	body, err := c.s.schematic.canonical()
-	if err != nil {
-		return imageOutputs{}, phases.Errorf("Invalid Schematic", "%s: %v.", c.addr, err)
-	}
-	id, err := f.register(ctx, body)
-	if err != nil {
-		return imageOutputs{}, phases.Errorf("Cannot Register Schematic", "%s: the Image Factory at %s did not register the schematic: %v. Nothing was downloaded.", c.addr, c.s.factoryURL, err)
-	}
-	if id != t.id {
-		return imageOutputs{}, phases.Errorf("Schematic ID Mismatch",
-			"%s: the Image Factory at %s answered schematic ID %s, but the provider computes %s (the SHA-256 of the schematic's canonical YAML), which the machine config's installer image %s names. The node would install another image than this ISO's. Check that image_factory is an Image Factory and that it speaks this schematic format. Nothing was downloaded.",
-			c.addr, c.s.factoryURL, id, t.id, t.installer)
-	}
-	c.log.Printf("schematic %s registered with %s (%s)", id, c.s.factoryURL, c.s.schematicSummary())
 	if err := f.installerExists(ctx, t.id, t.version); err != nil {
 		return imageOutputs{}, phases.Errorf("Installer Not Found", "%s: the Image Factory has no installer %s: %v. The first install would fail to pull it. Check the version pin and the schematic's extensions. Nothing was downloaded.", c.addr, t.installer, err)
 	}
@@ -279,22 +288,24 @@ func (f factoryClient) checkVersion(ctx context.Context, addr phases.Address, ve
 	return nil
 }
 
-// register posts the schematic; the ID the factory answers.
-func (f factoryClient) register(ctx context.Context, schematicYAML []byte) (string, error) {
+// register posts the schematic: the ID the factory answers, and the
+// schematic it stores when its answer carries it ("" otherwise).
+func (f factoryClient) register(ctx context.Context, schematicYAML []byte) (id, stored string, err error) {
 	code, _, b, err := f.call(ctx, http.MethodPost, f.base+"/schematics", "application/yaml", schematicYAML)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if code != http.StatusCreated && code != http.StatusOK {
-		return "", fmt.Errorf("POST /schematics answered %d: %s", code, clip(strings.TrimSpace(string(b))))
+		return "", "", fmt.Errorf("POST /schematics answered %d: %s", code, clip(strings.TrimSpace(string(b))))
 	}
 	var r struct {
-		ID string `json:"id"`
+		ID        string `json:"id"`
+		Schematic string `json:"schematic"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil || r.ID == "" {
-		return "", fmt.Errorf("POST /schematics answered %q, not {\"id\": ...}", clip(string(b)))
+		return "", "", fmt.Errorf("POST /schematics answered %q, not {\"id\": ...}", clip(string(b)))
 	}
-	return r.ID, nil
+	return r.ID, r.Schematic, nil
 }
 
 func (f factoryClient) manifestURL(id, version string) string {

@@ -94,7 +94,7 @@ func TestImageFromTheFactory(t *testing.T) {
 	if err != nil || iso.Version != "v1.13.3" || iso.SchematicID != i915 {
 		t.Errorf("the ISO downloaded boots %+v (%v)", iso, err)
 	}
-	for _, want := range []string{"schematic " + i915 + " registered", "installer factory.talos.dev/metal-installer/" + i915 + ":v1.13.3 exists",
+	for _, want := range []string{"schematic " + i915 + " registered", "installer " + strings.TrimPrefix(srv.URL, "http://") + "/metal-installer/" + i915 + ":v1.13.3 exists",
 		"downloading " + srv.URL + "/image/", "downloaded 100% (1048576 bytes, sha256 " + hex.EncodeToString(sum[:])} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the log does not say %q:\n%s", want, log)
@@ -150,7 +150,8 @@ func TestImageRefusals(t *testing.T) {
 	f := factory.New(factory.Options{})
 	good := httptest.NewServer(f.Handler())
 	t.Cleanup(good.Close)
-	// A factory whose IDs are not the provider's.
+	// A factory whose IDs are not the provider's, and that serves no
+	// installer of the ID it answers.
 	liar := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.URL.Path == "/schematics" {
 			w.Header().Set("Content-Type", "application/json")
@@ -175,7 +176,7 @@ func TestImageRefusals(t *testing.T) {
 		name, url, version string
 		want               []string
 	}{
-		{"another ID", liar.URL, "v1.13.3", []string{"Schematic ID Mismatch", "answered schematic ID 000000000000", talos.ExtensionsSchematicID("siderolabs/i915"), "Nothing was downloaded"}},
+		{"another ID, no installer of it", liar.URL, "v1.13.3", []string{"Installer Not Found", "/metal-installer/0000000000000000000000000000000000000000000000000000000000000000:v1.13.3", "Nothing was downloaded"}},
 		{"a missing version", good.URL, "v1.13.0", []string{"Talos Version Not Offered", "Talos v1.13.0", "v1.13.3, v1.14.1", "Pin a version it offers"}},
 		{"no installer", noInstaller.URL, "v1.13.3", []string{"Installer Not Found", "metal-installer/", "404"}},
 		{"no factory", "http://127.0.0.1:1", "v1.13.3", []string{"Cannot Reach Image Factory", "image_factory"}},

@@ -96,6 +96,7 @@ func (c *call) installedInMaintenance(addr string) phases.Diagnostics {
 func (c *call) planFirstInstall(ctx context.Context, st mcStep, r *rendered, ns []node) sdk.Plan[planned] {
 	diags := c.macFor(ns, st.mac)
 	var b strings.Builder
+	var picks []string // the disk each node installs to
 	b.WriteString("install: first config\n")
 	b.WriteString(maintenanceWarning)
 	if st.mac == "" {
@@ -126,12 +127,14 @@ func (c *call) planFirstInstall(ctx context.Context, st mcStep, r *rendered, ns 
 			}
 			fmt.Fprintf(&b, "node %s is %s, the VM's NIC (link %s)\n", n.name, l.mac, l.name)
 		}
-		diags = append(diags, c.checkDisks(n.name, r, disks)...)
+		pick, d := c.checkDisks(n.name, r, disks)
+		diags = append(diags, d...)
+		picks = append(picks, "node "+n.name+": "+pick)
 		fmt.Fprintf(&b, "node %s: disks %s\n", n.name, diskList(disks))
 		fmt.Fprintf(&b, "node %s: maintenance mode (self-signed TLS, no client auth, as talosctl --insecure sees it); first apply allowed only to %s (the address the runbook names)\n", n.name, n.name)
 	}
-	fmt.Fprintf(&b, "install disk: %s\n", c.s.installDisk)
-	fmt.Fprintf(&b, "installer image: %s (schematic %s, pinned version %s)\n", r.image, c.s.schematicID, c.s.version)
+	b.WriteString(c.s.installDiskLine(picks, "checked against the node's disks"))
+	b.WriteString(c.s.schematicLine(r.image))
 	fmt.Fprintf(&b, "machine config (%s) rendered for Talos %s, Kubernetes %s: %s\n", st.role, c.s.version, c.s.k8sVersion, configSummary(r.cfg))
 	if len(st.patches) > 0 {
 		fmt.Fprintf(&b, "patches: %s\n", strings.Join(st.patches, ", "))
@@ -181,7 +184,7 @@ func (c *call) firstInstall(ctx context.Context, st mcStep, r *rendered, ns []no
 		if err != nil {
 			return mcApply{Diagnostics: phases.Errorf("Cannot Read Disks", "Reading the disks of node %s (maintenance mode) before the first install of %s failed: %v. Nothing was sent.", n.name, c.addr, err)}
 		}
-		if d := c.checkDisks(n.name, r, disks); d.HasErrors() {
+		if _, d := c.checkDisks(n.name, r, disks); d.HasErrors() {
 			return mcApply{Diagnostics: d}
 		}
 		if d := c.sendFirstConfig(ctx, n, r, st.mac); d.HasErrors() {
@@ -237,7 +240,7 @@ func (c *call) sendFirstConfig(ctx context.Context, n node, r *rendered, mac str
 		}
 		c.log.Printf("node %s is %s, the VM's NIC (link %s)", n.name, l.mac, l.name)
 	}
-	c.log.Printf("node %s: maintenance mode: sending the first config (sha256 %s, installer %s, install disk %s)", n.name, r.hash, r.image, c.s.installDisk)
+	c.log.Printf("node %s: maintenance mode: sending the first config (sha256 %s, installer %s, install disk %s)", n.name, r.hash, r.image, c.s.install)
 	resp, err := ic.ApplyConfiguration(actx, &machineapi.ApplyConfigurationRequest{Data: r.bytes, Mode: machineapi.ApplyConfigurationRequest_AUTO})
 	if err != nil {
 		return phases.Errorf("Machine Config Refused", "Node %s (maintenance mode) refused the first config of %s: %v. Nothing was installed.", n.name, c.addr, apiErr("ApplyConfiguration", err))

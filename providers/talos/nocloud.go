@@ -43,8 +43,8 @@ func (c *call) planNocloud(st mcStep, r *rendered) sdk.Plan[planned] {
 	var b strings.Builder
 	b.WriteString("install: first config through the Incus host's API (first_install = \"nocloud\"): nothing is sent over the LAN\n")
 	fmt.Fprintf(&b, "the config is the step's user_data output (sensitive, known after apply): the VM's incus_instance step puts it in the instance's cloud-init.user-data with a disk of source cloud-init:config before the VM first boots; Incus writes it on the VM's config drive (label cidata), and the node at %s, booted from a nocloud image, installs from it before any maintenance mode\n", c.endpoints())
-	fmt.Fprintf(&b, "install disk: %s\n", c.s.installDisk)
-	fmt.Fprintf(&b, "installer image: %s (schematic %s, pinned version %s)\n", r.image, c.s.schematicID, c.s.version)
+	b.WriteString(c.s.installDiskLine(nil, "the node evaluates it against its disks at install (its VM is made by a later step: no node answers to check it at plan)"))
+	b.WriteString(c.s.schematicLine(r.image))
 	fmt.Fprintf(&b, "machine config (%s) rendered for Talos %s, Kubernetes %s: %s\n", st.role, c.s.version, c.s.k8sVersion, configSummary(r.cfg))
 	if len(st.patches) > 0 {
 		fmt.Fprintf(&b, "patches: %s\n", strings.Join(st.patches, ", "))
@@ -67,7 +67,7 @@ func (c *call) applyNocloud(ctx context.Context, st mcStep, r *rendered, install
 		}
 		return mcApply{Diagnostics: phases.Errorf("Node Changed Since Plan", "The plan of %s said no node answers at %s yet (its VM is made by a later step, with the config on its config drive), but one answers now: make a new plan. Nothing was sent.", c.addr, c.endpoints())}
 	}
-	c.log.Printf("%s: the first config (sha256 %s, installer %s, install disk %s) is the user_data output, for the VM's cloud-init.user-data through the Incus host's API; nothing is sent over the LAN", c.addr, r.hash, r.image, c.s.installDisk)
+	c.log.Printf("%s: the first config (sha256 %s, installer %s, install disk %s) is the user_data output, for the VM's cloud-init.user-data through the Incus host's API; nothing is sent over the LAN", c.addr, r.hash, r.image, c.s.install)
 	out := outputsOf(r)
 	c.userData(&out, r)
 	return mcApply{Outputs: out, Private: planned{Nodes: map[string]string{}, Rendered: r.hash, Nocloud: true}}

@@ -26,11 +26,14 @@ type providerAttrs struct {
 	ClusterName       string   `cty:"cluster_name" doc:"The cluster name; default the talosconfig context's cluster, else \"talos\"."`
 	ClusterEndpoint   string   `cty:"cluster_endpoint" doc:"The Kubernetes API endpoint, https://IP:6443; default the first endpoint on port 6443."`
 	Secrets           string   `cty:"secrets" doc:"Path to the secrets bundle YAML (talosctl gen secrets), relative to the runbook; may be age-encrypted."`
-	InstallDisk       *string  `cty:"install_disk" doc:"The install disk, \"/dev/sda\" by default."`
-	Schematic         string   `cty:"schematic" doc:"An Image Factory schematic as YAML; the installer image is factory.talos.dev/metal-installer/<its ID>:<version> (Image Factory's metal installer, talosctl 1.14's default; also served for 1.13)."`
-	Extensions        []string `cty:"extensions" doc:"Official system extensions (such as \"siderolabs/i915\") making the schematic, instead of schematic."`
-	AgeIdentity       string   `cty:"age_identity" doc:"Path to an age identity file; default $MIGRATE_AGE_IDENTITY (an identity or a path)."`
-	ImageFactory      string   `cty:"image_factory" doc:"The Image Factory's base URL, where talos_image registers the schematic and downloads the ISO; default https://factory.talos.dev."`
+	InstallDisk       *string  `cty:"install_disk" doc:"The install disk by device name, \"/dev/sda\" by default; a name can change between boots: prefer install_disk_selector."`
+	// InstallDiskSelector: the install disk by what it is, in the CEL of
+	// UserVolumeConfig's diskSelector.match (installdisk.go).
+	InstallDiskSelector *string  `cty:"install_disk_selector" doc:"The install disk by what it is: a CEL expression over the disk, as UserVolumeConfig's provisioning.diskSelector.match (machinery's disk environment: disk.serial, disk.wwid, disk.model, disk.size, disk.transport, disk.rotational, ...; GiB, GB...), such as disk.serial == \"incus_root\". At plan it must match exactly one of the disks a node in maintenance mode reports. Talos 1.14 carries it in UnattendedInstallConfig; Talos 1.13's machine.install has no CEL, so it is written as machine.install.diskSelector, which takes a conjunction (&&) of disk.serial, disk.wwid, disk.model, disk.modalias, disk.uuid or disk.bus_path == \"literal\", disk.transport == \"nvme\" or \"mmc\", disk.rotational or its negation. Not with install_disk."`
+	Schematic           string   `cty:"schematic" doc:"An Image Factory schematic as YAML; the installer image is <image_factory's host>/metal-installer/<ID>:<version> (Image Factory's metal installer, talosctl 1.14's default; also served for 1.13), the ID being the one the factory answers for the schematic (it may add fields, such as an owner: the plan shows both IDs)."`
+	Extensions          []string `cty:"extensions" doc:"Official system extensions (such as \"siderolabs/i915\") making the schematic, instead of schematic."`
+	AgeIdentity         string   `cty:"age_identity" doc:"Path to an age identity file; default $MIGRATE_AGE_IDENTITY (an identity or a path)."`
+	ImageFactory        string   `cty:"image_factory" doc:"The Image Factory's base URL, where the schematic is registered (its answered ID is the one used), talos_image downloads the ISO, and whose host serves the installer images; default https://factory.talos.dev."`
 }
 
 // Provider talks to Talos nodes through their machine API. It is safe for

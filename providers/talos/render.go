@@ -77,7 +77,7 @@ func (c *call) render(role string, patchNames []string) (*rendered, phases.Diagn
 	in, err := generate.NewInput(s.clusterName, s.clusterURL, s.k8sVersion,
 		generate.WithSecretsBundle(s.bundle),
 		generate.WithVersionContract(contract),
-		generate.WithInstallDisk(s.installDisk),
+		generate.WithInstallDisk(s.install.generated()),
 		generate.WithInstallImage(image),
 	)
 	if err != nil {
@@ -86,6 +86,9 @@ func (c *call) render(role string, patchNames []string) (*rendered, phases.Diagn
 	base, err := in.Config(typ)
 	if err != nil {
 		return nil, phases.FromError("Cannot Render Machine Config", err)
+	}
+	if base, err = s.install.render(base); err != nil {
+		return nil, phases.Errorf("Cannot Render Install Disk", "%s: %v.", c.addr, err)
 	}
 
 	var files []*patchFile

@@ -104,11 +104,16 @@ func ExtensionsSchematicID(extensions ...string) string {
 	return id
 }
 
-// installerImage is the metal installer of a schematic at a Talos version:
-// always the version asked for, never the client library's own.
-func installerImage(schematicID, version string) string {
-	return FactoryHost + "/metal-installer/" + schematicID + ":v" + strings.TrimPrefix(version, "v")
+// installerImage is the metal installer of a schematic at a Talos version
+// on the registry of the Image Factory at host (the factory serves its
+// installers under its own host name): always the version asked for,
+// never the client library's own.
+func installerImage(host, schematicID, version string) string {
+	return host + "/metal-installer/" + schematicID + ":v" + strings.TrimPrefix(version, "v")
 }
 
-// InstallerImage is installerImage for callers outside the package.
-func InstallerImage(schematicID, version string) string { return installerImage(schematicID, version) }
+// InstallerImage is installerImage of the public factory, for callers
+// outside the package.
+func InstallerImage(schematicID, version string) string {
+	return installerImage(FactoryHost, schematicID, version)
+}

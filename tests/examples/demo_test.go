@@ -101,6 +101,14 @@ func TestDemo(t *testing.T) {
 	if strings.Contains(labLog, "by the maintenance API (ApplyConfiguration)") {
 		t.Errorf("a lab node took its first config over the LAN in maintenance mode:\n%s", tail(labLog, 40))
 	}
+	// The demo's plan chooses the install disk by what it is, never by a
+	// device name, and takes the lab's factory (which adds an owner) at
+	// its word, showing both IDs.
+	plan := text[:strings.Index(text, "Phase rehearsal complete")]
+	assertInstallDiskBySelector(t, plan)
+	if !strings.Contains(plan, "answered ID "+labSchematicID(t)+" for this schematic; computed locally "+i915SchematicID) {
+		t.Errorf("the demo's plan does not show the factory's schematic ID beside the local one:\n%s", plan)
+	}
 	// The ISO came from the lab's Image Factory: a real file, not an
 	// empty one (whose sha256 is e3b0c442...).
 	if m := regexp.MustCompile(`downloaded 100% \((\d+) bytes, sha256 ([0-9a-f]{64})\)`).FindStringSubmatch(text); m == nil || m[1] == "0" || strings.HasPrefix(m[2], "e3b0c442") {

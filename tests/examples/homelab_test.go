@@ -228,8 +228,9 @@ func TestHomelabRehearsalWithoutGPU(t *testing.T) {
 func TestHomelabWholePlan(t *testing.T) {
 	t.Parallel()
 	dir := copyExample(t, "homelab")
-	// The ISO comes from an Image Factory: the lab's.
-	images := httptest.NewServer(factory.New(factory.Options{}).Handler())
+	// The ISO comes from an Image Factory: the lab's, which adds an owner
+	// to the schematic it stores, so its ID is not the plain computation.
+	images := httptest.NewServer(factory.New(factory.Options{Owner: home.FactoryOwner}).Handler())
 	t.Cleanup(images.Close)
 	isoDir := t.TempDir()
 	// The daemon's names for what IncusOS calls local, tank/data and its
@@ -247,9 +248,11 @@ func TestHomelabWholePlan(t *testing.T) {
 	}
 	env := []string{"MIGRATE_AGE_IDENTITY=" + filepath.Join(dir, "secrets/demo-identity.txt")}
 	plan := run(t, dir, env, append([]string{"plan"}, vars...)...)
+	assertInstallDiskBySelector(t, plan)
 	for _, want := range []string{"Phase rehearsal", "Phase platform", "Phase data-apps", "Phase host-services", "Phase ingress-matrix", "Phase cleanup",
-		"register schematic dc8730aa8cc7bfa5ef7e2b3284248f2631135b2faf4ae11aa997a0c1987b0eee with " + images.URL,
-		"download " + images.URL + "/image/dc8730aa8cc7bfa5ef7e2b3284248f2631135b2faf4ae11aa997a0c1987b0eee/v1.13.3/nocloud-amd64.iso",
+		"register schematic " + labSchematicID(t) + " with " + images.URL,
+		"answered ID " + labSchematicID(t) + " for this schematic; computed locally " + i915SchematicID,
+		"download " + images.URL + "/image/" + labSchematicID(t) + "/v1.13.3/nocloud-amd64.iso",
 		filepath.Join(isoDir, "talos-v1.13.3-i915.iso"), "incus_instance.rehearsal_deleted", "talos_machine_config.node will run",
 		// both VMs install from their config drive: nothing goes over the LAN
 		`install: first config through the Incus host's API (first_install = "nocloud"): nothing is sent over the LAN`,
@@ -267,4 +270,36 @@ func TestHomelabWholePlan(t *testing.T) {
 	if len(privileged) != 3 || !privileged["media"] || !privileged["files"] || !privileged["ci"] {
 		t.Errorf("privileged namespaces in the whole plan: %v, want media, files, ci", privileged)
 	}
+}
+
+// i915SchematicID is the homelab's schematic (i915) as computed locally:
+// the SHA-256 of its canonical YAML.
+const i915SchematicID = "dc8730aa8cc7bfa5ef7e2b3284248f2631135b2faf4ae11aa997a0c1987b0eee"
+
+// assertInstallDiskBySelector checks that a plan of the homelab chooses
+// each Talos VM's install disk by the selector, and names no device.
+func assertInstallDiskBySelector(t *testing.T, plan string) {
+	t.Helper()
+	lines := regexp.MustCompile(`(?m)^.*install disk:.*$`).FindAllString(plan, -1)
+	if len(lines) == 0 {
+		t.Errorf("the plan has no install disk line:\n%s", plan)
+	}
+	for _, l := range lines {
+		if !strings.Contains(l, "install disk: selected by `disk.serial == \"incus_root\"`") || regexp.MustCompile(`/dev/[a-z]`).MatchString(l) {
+			t.Errorf("the plan's install disk is not chosen by the selector alone: %s", l)
+		}
+	}
+}
+
+// labSchematicID is the ID the lab's factory answers for the homelab's
+// schematic (i915): the schematic with the owner it adds.
+func labSchematicID(t *testing.T) string {
+	t.Helper()
+	s := factory.Schematic{Owner: home.FactoryOwner}
+	s.Customization.SystemExtensions.OfficialExtensions = []string{"siderolabs/i915"}
+	id, err := s.ID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

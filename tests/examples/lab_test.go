@@ -82,7 +82,7 @@ func TestLabServePlansHomelab(t *testing.T) {
 	}
 	plan := shell("plan", "--phase", "rehearsal")
 	for _, want := range []string{"incus_volume.talos_iso", filepath.Join(lab, "images"), "incus_instance.rehearsal",
-		`instance "rehearsal" is already absent`, "talos_image.talos", "register schematic dc8730aa8cc7bfa5ef7e2b3284248f2631135b2faf4ae11aa997a0c1987b0eee", "(1048576 bytes)", "Plan: 15 to create",
+		`instance "rehearsal" is already absent`, "talos_image.talos", "register schematic " + labSchematicID(t), "computed locally " + i915SchematicID, "(1048576 bytes)", "Plan: 15 to create",
 		"install: first config through the Incus host's API (first_install = \"nocloud\"): nothing is sent over the LAN", "(known after incus_volume.talos_iso, talos_machine_config.rehearsal): config and devices", // the user-data
 		"talos_service_health.rehearsal_installed will run", "incus_device.rehearsal_config_cleared will run"} {
 		if !strings.Contains(plan, want) {
