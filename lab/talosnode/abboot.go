@@ -3,6 +3,7 @@ package talosnode
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/cosi-project/runtime/pkg/resource"
@@ -218,6 +219,10 @@ func createImageResources(ctx context.Context, st state.State, version, schemati
 		layers = append(layers, "schematic")
 	}
 
+	if slices.ContainsFunc(exts, carriesModules) {
+		layers = append(layers, modulesDep)
+	}
+
 	for i, name := range layers {
 		r := runtime.NewExtensionStatus(runtime.NamespaceName, resource.ID(fmt.Sprint(i)))
 		spec := r.TypedSpec()
@@ -226,8 +231,11 @@ func createImageResources(ctx context.Context, st state.State, version, schemati
 		spec.Metadata.Version = version
 		spec.Metadata.Author = "Sidero Labs"
 
-		if name == "schematic" {
+		switch name {
+		case "schematic":
 			spec.Metadata.Version, spec.Metadata.Description = schematic, "Image Factory schematic"
+		case modulesDep:
+			spec.Metadata.Version, spec.Metadata.Author, spec.Metadata.Description = kernelVersion, "Talos Machinery", "Combined modules.dep for all extensions"
 		}
 
 		if err := st.Create(ctx, r, state.WithCreateOwner("runtime.ExtensionStatusController")); err != nil {
@@ -236,6 +244,21 @@ func createImageResources(ctx context.Context, st state.State, version, schemati
 	}
 
 	return nil
+}
+
+// modulesDep is the extension the installer makes when extensions bring
+// kernel modules: their combined modules.dep (Talos'
+// internal/pkg/extensions/kernel_modules.go). A node reports it beside
+// the schematic's extensions.
+const (
+	modulesDep    = "modules.dep"
+	kernelVersion = "6.18.0-talos"
+)
+
+// carriesModules says whether an official extension brings kernel
+// modules (the drivers; firmware and tools bring none).
+func carriesModules(ext string) bool {
+	return slices.Contains([]string{"siderolabs/i915", "siderolabs/amdgpu", "siderolabs/nvidia-open-gpu-kernel-modules-lts", "siderolabs/zfs", "siderolabs/drbd", "siderolabs/gasket-driver"}, ext)
 }
 
 func or(s, def string) string {

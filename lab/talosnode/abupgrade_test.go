@@ -155,7 +155,7 @@ func TestLifecycleUpgradeBootsTheOtherPartition(t *testing.T) {
 		t.Fatalf("version %s after the upgrade", n.Version())
 	}
 
-	if schematic, names := reported(t, c); schematic != newSchematic || !slices.Equal(names, []string{"i915"}) {
+	if schematic, names := reported(t, c); schematic != newSchematic || !slices.Equal(names, []string{"i915", "modules.dep"}) {
 		t.Errorf("reported schematic %q, extensions %v", schematic, names)
 	}
 

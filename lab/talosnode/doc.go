@@ -211,9 +211,13 @@
 //     out does. The installed node reports what it runs as resources, at
 //     every boot: Version and one ExtensionStatus per official extension of
 //     its installer image (Options.Extensions), then "schematic" whose
-//     version is the image's schematic ID (the path element after
-//     ".../metal-installer/" or ".../installer/" of a factory reference;
-//     none for ghcr.io/siderolabs/installer).
+//     version is the image's schematic ID, and "modules.dep" (author
+//     "Talos Machinery", the kernel's version) when an extension brings
+//     kernel modules (i915, amdgpu, zfs...), as the installer makes it (the
+//     ISO's resources in maintenance mode do not have it yet). The
+//     schematic ID is the path element after ".../metal-installer/" or
+//     ".../installer/" of a factory reference (SchematicOf); the plain
+//     ghcr.io/siderolabs/installer has none.
 //   - Reboot (and REBOOT/AUTO applies, Upgrade): about 50 ms after the reply
 //     the API answers Unavailable ("connection refused") for RebootDuration
 //     (default 1s), open streams end Unavailable, then the node boots from

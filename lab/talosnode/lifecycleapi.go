@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
@@ -52,7 +53,9 @@ func (s *imageServer) Pull(in *machine.ImageServicePullRequest, srv grpc.ServerS
 	}
 
 	ref := in.GetImageRef()
-	if _, err := imageTag(ref); err != nil {
+
+	tag, err := imageTag(ref)
+	if err != nil {
 		return status.Errorf(codes.NotFound, "error pulling image: %s: not found", ref)
 	}
 
@@ -77,7 +80,10 @@ func (s *imageServer) Pull(in *machine.ImageServicePullRequest, srv grpc.ServerS
 	n.pulled[ref] = struct{}{}
 	n.mu.Unlock()
 
-	return srv.Send(&machine.ImageServicePullResponse{Response: &machine.ImageServicePullResponse_Name{Name: ref + "@" + layer}})
+	// the name pinned to its digest, without the tag (machined's answer)
+	name := strings.TrimSuffix(ref, ":"+tag)
+
+	return srv.Send(&machine.ImageServicePullResponse{Response: &machine.ImageServicePullResponse_Name{Name: name + "@" + layer}})
 }
 
 // lifecycleServer implements machine.LifecycleServiceServer.

@@ -72,9 +72,10 @@
 //     MachineService.Upgrade. The reboot is seen by the boot ID
 //     (/proc/sys/kernel/random/boot_id) changing, then the upgrade is
 //     verified: the Version, and the ExtensionStatus resources (the
-//     "schematic" extension's version is the schematic ID) must be the
-//     pinned version, the provider's schematic ID and its official
-//     extensions. A node that booted its other A/B partition runs the old
+//     "schematic" extension's version is the schematic ID; "modules.dep",
+//     which the installer adds for extensions' kernel modules, is no
+//     schematic's) must be the pinned version, the provider's schematic ID
+//     and its official extensions. A node that booted its other A/B partition runs the old
 //     image and answers healthy: the step fails ("Upgrade Did Not Take")
 //     naming what it runs. The revert data is what the node ran before
 //     (version, schematic, extensions and the installer that puts it

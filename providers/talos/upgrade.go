@@ -141,7 +141,8 @@ func planUpgrade(c *call, version string, preserve bool) (string, phases.Diagnos
 
 func applyUpgrade(ctx context.Context, sc *handle, a upgradeAttrs, _ none, _ *sdk.Prior[none, upgradeRevert]) sdk.Apply[none, upgradeRevert] {
 	type result = sdk.Apply[none, upgradeRevert]
-	c, t := newCall(sc), newCall(sc).target(a.Version)
+	c := newCall(sc)
+	t := c.target(a.Version)
 	ns, err := c.p.nodes(ctx)
 	if err != nil {
 		return result{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
@@ -188,7 +189,7 @@ func installerOf(m nodeImage) string {
 // upgrade moves one node from what it runs to the target, waits for its
 // reboot and verifies what it runs then.
 func (c *call) upgrade(ctx context.Context, n node, from nodeImage, t upgradeTarget, preserve bool) phases.Diagnostics {
-	c.log.Printf("node %s: upgrading from %s to %s with %s", n.name, from, t.want, t.installer)
+	c.log.Printf("node %s: upgrading from %s to %s (installer %s)", n.name, from, t.want, t.installer)
 	before, err := bootID(ctx, n)
 	if err != nil {
 		c.log.Printf("node %s: its boot ID cannot be read (%v): the reboot is seen by the node going down instead", n.name, err)

@@ -44,13 +44,14 @@ func hasLifecycleAPI(version string) bool {
 var systemContainerd = &common.ContainerdInstance{Driver: common.ContainerDriver_CRI, Namespace: common.ContainerdNamespace_NS_SYSTEM}
 
 // pullInstaller pulls the installer image into the node's system
-// containerd, logging each layer's progress as its state changes.
+// containerd, logging each layer's progress: every state it enters, and
+// its download at each quarter.
 func (c *call) pullInstaller(ctx context.Context, n node, image string) error {
 	stream, err := n.c.ImageClient.Pull(n.at(ctx), &machineapi.ImageServicePullRequest{Containerd: systemContainerd, ImageRef: image})
 	if err != nil {
 		return apiErr("ImageService.Pull", err)
 	}
-	seen := map[string]machineapi.ImageServicePullLayerProgress_Status{}
+	shown := map[string]string{} // layer -> the last state logged
 	for {
 		msg, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -63,12 +64,22 @@ func (c *call) pullInstaller(ctx context.Context, n node, image string) error {
 			c.log.Printf("node %s: pulled %s", n.name, name)
 			return nil
 		}
-		p := msg.GetPullProgress()
-		if st := p.GetProgress().GetStatus(); seen[p.GetLayerId()] != st || len(seen) == 0 {
-			seen[p.GetLayerId()] = st
-			c.log.Printf("node %s: pulling %s: layer %s: %s", n.name, image, p.GetLayerId(), p.GetProgress().Fmt())
+		layer, p := msg.GetPullProgress().GetLayerId(), msg.GetPullProgress().GetProgress()
+		if key := pullStage(p); shown[layer] != key {
+			shown[layer] = key
+			c.log.Printf("node %s: pulling %s: layer %s: %s", n.name, image, layer, p.Fmt())
 		}
 	}
+}
+
+// pullStage is what a layer's progress says worth a line: its state, and
+// for a download the quarter reached.
+func pullStage(p *machineapi.ImageServicePullLayerProgress) string {
+	st := p.GetStatus().String()
+	if p.GetStatus() == machineapi.ImageServicePullLayerProgress_DOWNLOADING && p.GetTotal() > 0 {
+		st += fmt.Sprint(4 * p.GetOffset() / p.GetTotal())
+	}
+	return st
 }
 
 // runInstaller runs LifecycleService.Upgrade with the pulled installer,
@@ -210,15 +221,22 @@ func running(ctx context.Context, n node) (nodeImage, error) {
 	m := nodeImage{Version: v, Extensions: []string{}}
 	for e := range list.All() {
 		meta := e.TypedSpec().Metadata
-		if meta.Name == constants.ImageFactorySchematicExtensionName {
+		switch meta.Name {
+		case constants.ImageFactorySchematicExtensionName:
 			m.Schematic = meta.Version
-			continue
+		case modulesDep:
+			// made by the installer for the extensions' kernel modules: in no schematic
+		default:
+			m.Extensions = append(m.Extensions, meta.Name)
 		}
-		m.Extensions = append(m.Extensions, meta.Name)
 	}
 	slices.Sort(m.Extensions)
 	return m, nil
 }
+
+// modulesDep is the extension Talos' installer adds when extensions bring
+// kernel modules (their combined modules.dep; internal/pkg/extensions).
+const modulesDep = "modules.dep"
 
 // matches says whether the node runs what is wanted.
 func (m nodeImage) matches(want nodeImage) bool {
