@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	machineapi "github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
@@ -64,11 +65,11 @@ var upgradeStep = &sdk.StepType[*Provider, upgradeAttrs, none, upgradeRevert]{
 		}
 		return readUpgrade(ctx, newCall(sc), a.Version)
 	},
-	Plan: func(_ context.Context, sc *handle, a upgradeAttrs, _ *sdk.Prior[none, upgradeRevert]) sdk.Plan[none] {
+	Plan: func(ctx context.Context, sc *handle, a upgradeAttrs, _ *sdk.Prior[none, upgradeRevert]) sdk.Plan[none] {
 		if !known(newCall(sc), "version", "preserve") {
 			return sdk.Plan[none]{Diff: "upgrade Talos (the target is known after earlier steps run)"}
 		}
-		d, diags := planUpgrade(newCall(sc), a.Version, a.Preserve)
+		d, diags := planUpgrade(ctx, newCall(sc), a.Version, a.Preserve)
 		return sdk.Plan[none]{Diff: d, Diagnostics: diags}
 	},
 	Apply:  applyUpgrade,
@@ -124,11 +125,13 @@ func readUpgrade(ctx context.Context, c *call, version string) sdk.Read[upgradeR
 	return sdk.Read[upgradeRevert]{Observation: providers.Present, Outputs: c.outputs(t)}
 }
 
-func planUpgrade(c *call, version string, preserve bool) (string, phases.Diagnostics) {
+func planUpgrade(ctx context.Context, c *call, version string, preserve bool) (string, phases.Diagnostics) {
 	t := c.target(version)
 	var b strings.Builder
-	fmt.Fprintf(&b, "upgrade Talos on %s to %s with %s: a node on Talos 1.13 or later pulls it (ImageService.Pull), runs it (LifecycleService.Upgrade) and reboots; an older one takes the legacy MachineService.Upgrade (preserve = %v)\n",
-		strings.Join(c.p.targets(), ", "), version, t.installer, preserve)
+	fmt.Fprintf(&b, "upgrade Talos on %s to %s with %s\n", strings.Join(c.p.targets(), ", "), version, t.installer)
+	for _, line := range c.upgradePaths(ctx, preserve) {
+		b.WriteString(line + "\n")
+	}
 	fmt.Fprintf(&b, "then verify that each node came back running %s: a node that booted its other partition fails the step\n", t.want)
 	if !sameVersion(version, c.s.version) {
 		fmt.Fprintf(&b, "note: the provider pins version = %q; after the upgrade, pin %q so that later configs are rendered for it\n", c.s.version, version)
@@ -137,6 +140,33 @@ func planUpgrade(c *call, version string, preserve bool) (string, phases.Diagnos
 		return "", phases.Errorf("Incompatible Versions", "Talos %s does not support Kubernetes %s: %v. Upgrade Kubernetes first or choose another target.", version, c.s.k8sVersion, err)
 	}
 	return b.String(), nil
+}
+
+// upgradePaths says how each node will be upgraded, by the version it
+// answers now; when one does not answer, the rule.
+func (c *call) upgradePaths(ctx context.Context, preserve bool) []string {
+	current := "pull the installer (ImageService.Pull), run it (LifecycleService.Upgrade), then reboot"
+	legacy := fmt.Sprintf("the legacy MachineService.Upgrade (preserve = %v), which reboots by itself", preserve)
+	rule := []string{"a node on Talos 1.13 or later: " + current + "; an older one: " + legacy}
+	ns, err := c.p.nodes(ctx)
+	if err != nil || len(ns) == 0 {
+		return rule
+	}
+	var lines []string
+	for _, n := range ns {
+		vctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		v, err := n.version(vctx)
+		cancel()
+		switch {
+		case err != nil:
+			return rule
+		case hasLifecycleAPI(v):
+			lines = append(lines, fmt.Sprintf("node %s runs Talos %s: %s", n.name, v, current))
+		default:
+			lines = append(lines, fmt.Sprintf("node %s runs Talos %s, which has no LifecycleService: %s", n.name, v, legacy))
+		}
+	}
+	return lines
 }
 
 func applyUpgrade(ctx context.Context, sc *handle, a upgradeAttrs, _ none, _ *sdk.Prior[none, upgradeRevert]) sdk.Apply[none, upgradeRevert] {

@@ -48,7 +48,7 @@ func TestUpgradeThroughLifecycleIsVerified(t *testing.T) {
 	if err := pr.Diagnostics.Err(); err != nil {
 		t.Fatal(err)
 	}
-	wantAll(t, "plan", pr.Diff, "LifecycleService.Upgrade", "legacy MachineService.Upgrade", "verify that each node came back running Talos v1.13.3 with schematic "+i915Schematic[:12], "extensions i915", "other partition")
+	wantAll(t, "plan", pr.Diff, "node 127.0.0.1 runs Talos v1.13.2: pull the installer (ImageService.Pull), run it (LifecycleService.Upgrade), then reboot", "verify that each node came back running Talos v1.13.3 with schematic "+i915Schematic[:12], "extensions i915", "other partition")
 
 	var log bytes.Buffer
 	r := apply(ctx, p, talos.Upgrade, upgradeTo("v1.13.3"), &log)
@@ -121,6 +121,11 @@ func TestUpgradeOfAnOlderReleaseTakesTheLegacyCall(t *testing.T) {
 	bootstrapDirect(ctx, t, l.n) // the legacy call checks etcd first
 
 	p := l.provider(t, nil)
+	pr := plan(p, talos.Upgrade, upgradeTo("v1.13.3"))
+	if err := pr.Diagnostics.Err(); err != nil {
+		t.Fatal(err)
+	}
+	wantAll(t, "plan", pr.Diff, "node 127.0.0.1 runs Talos v1.12.6, which has no LifecycleService: the legacy MachineService.Upgrade")
 	var log bytes.Buffer
 	r := apply(ctx, p, talos.Upgrade, upgradeTo("v1.13.3"), &log)
 	if err := r.Diagnostics.Err(); err != nil {
