@@ -203,7 +203,7 @@ func applyUpgrade(ctx context.Context, sc *handle, a upgradeAttrs, _ none, _ *sd
 	back := upgradeRevert{Version: before.Version, Schematic: before.Schematic, Extensions: before.Extensions, Installer: installerOf(*before)}
 	return result{
 		Outputs: c.outputs(t),
-		Revert:  &sdk.RevertData[upgradeRevert]{Description: fmt.Sprintf("upgrade Talos back to %s with the installer %s", *before, back.Installer), Data: back},
+		Revert:  &sdk.RevertData[upgradeRevert]{Description: fmt.Sprintf("upgrade back to %s (installer %s)", *before, back.Installer), Data: back},
 	}
 }
 
