@@ -177,16 +177,49 @@
 //     new lines; tail starts at the end.
 //   - ServiceList: apid, containerd, cri, etcd, kubelet, machined, syslogd,
 //     trustd, udevd with state, events and health.
-//   - Upgrade: the image reference must carry a tag (the "installer" is not
-//     pulled); on a controlplane without etcd running and without force it
-//     fails like the pre-upgrade etcd checks ("failed to create etcd client:
-//     ..."); it answers "Upgrade request received", reboots and comes back
-//     with the tag as its version, unless compatibility.UpgradeableFrom
-//     refuses the jump (the node then boots its old version and dmesg says
-//     why). stage=true installs at the next reboot. The machine config is not
-//     changed: machine.install.image is only what a node would install from
-//     at (re)install time and what talosctl puts there — the version skew of
+//   - Upgrade, the current way (Talos 1.13 on, abboot.go and
+//     lifecycleapi.go): ImageService.Pull streams a layer's progress
+//     (downloading, complete, extracting, complete) and the image's name
+//     pinned to a digest, and puts the image in the system containerd's
+//     store until the next boot; LifecycleService.Upgrade runs the
+//     installer of a pulled image only (else Internal "upgrade failed:
+//     installer image ... not found in containerd store", as machined's
+//     installer container fails), streams its lines and exit code (1 when
+//     compatibility.UpgradeableFrom refuses the jump) and does not
+//     reboot; the client's Reboot boots the new partition.
+//     LifecycleService.Install on an installed node is AlreadyExists. A node
+//     of an older release (Options.Version v1.12.x) answers both services
+//     Unimplemented "unknown service machine.ImageService", as gRPC does for
+//     a service its server lacks.
+//   - Upgrade, the legacy call (MachineService.Upgrade): the image reference
+//     must carry a tag (the "installer" is not pulled); on a controlplane
+//     without etcd running and without force it fails like the pre-upgrade
+//     etcd checks ("failed to create etcd client: ..."); it answers
+//     "Upgrade request received", reboots and comes back with the tag as
+//     its version, unless compatibility.UpgradeableFrom refuses the jump
+//     (the node then boots its old version and dmesg says why). stage=true
+//     installs at the next reboot. The machine config is not changed:
+//     machine.install.image is only what a node would install from at
+//     (re)install time and what talosctl puts there — the version skew of
 //     the brief lives in that field.
+//   - A/B boot partitions: both upgrades write the partition not running
+//     (A, then B, then A...) and the next boot runs it; the other keeps what
+//     ran before (Boot returns both: version, installer image, its
+//     schematic, its extensions). FallBackAtNextUpgrade (talos-lab
+//     --fall-back-at-next-upgrade) makes the next new partition fail to
+//     boot: the kernel log says so ("Kernel panic", "boot entry B ... failed
+//     to boot ... booting entry A again") and the node comes back healthy,
+//     running what it ran, as a node whose bootloader's boot counting ran
+//     out does. The installed node reports what it runs as resources, at
+//     every boot: Version and one ExtensionStatus per official extension of
+//     its installer image (Options.Extensions), then "schematic" whose
+//     version is the image's schematic ID, and "modules.dep" (author
+//     "Talos Machinery", the kernel's version) when an extension brings
+//     kernel modules (i915, amdgpu, zfs...), as the installer makes it (the
+//     ISO's resources in maintenance mode do not have it yet). The
+//     schematic ID is the path element after ".../metal-installer/" or
+//     ".../installer/" of a factory reference (SchematicOf); the plain
+//     ghcr.io/siderolabs/installer has none.
 //   - Reboot (and REBOOT/AUTO applies, Upgrade): about 50 ms after the reply
 //     the API answers Unavailable ("connection refused") for RebootDuration
 //     (default 1s), open streams end Unavailable, then the node boots from
@@ -214,11 +247,24 @@
 //     it; no addresses, routes or link specs) are served (readers may
 //     Get/List/Watch; a real node serves every non-sensitive resource to
 //     them): no other
-//     resources (talosctl get members, volumestatus ...), no
-//     ImageService or LifecycleService (talosctl v1.13's upgrade uses them
-//     and its --legacy upgrade watches Events), no storage, time, inspect or
-//     cluster services, no Events stream. MachineService.Upgrade (what
-//     client.UpgradeWithOptions calls, deprecated but served by v1.13) works.
+//     resources (talosctl get members, volumestatus ...), of ImageService
+//     only Pull, of LifecycleService Upgrade (Install refuses), no storage,
+//     time, inspect or cluster services, no Events stream (talosctl's
+//     --legacy upgrade watches Events). MachineService.Upgrade (what
+//     client.UpgradeWithOptions calls, deprecated but served) works.
+//   - Pull fetches nothing: any reference with a tag "exists" (a real node
+//     answers NotFound for an image its registry lacks), its digest is the
+//     SHA-256 of the reference, and no credentials or mirrors are used.
+//     The installer writes no disk; the Containerd field of the requests
+//     is not checked (the installer always runs from the system store); two
+//     upgrades at once wait for each other instead of the second being
+//     FailedPrecondition. A partition that fails to boot does so at once,
+//     not after the bootloader's three tries; the fallback is only what
+//     FallBackAtNextUpgrade asks, never a real fault of the image.
+//
+// Not checked with a real talosctl: the current upgrade (talosctl upgrade
+// of 1.13+, image pull then LifecycleService) against this node was
+// exercised with machinery's client only.
 //
 // Checked with the real talosctl v1.13.0 built from the module proxy:
 // version, read (file, missing file), services, bootstrap twice,

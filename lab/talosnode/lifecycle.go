@@ -50,6 +50,9 @@ func (n *Node) bootLocked(reason string) {
 		n.installLocked(image)
 	}
 
+	n.switchPartitionLocked()
+	n.pulled = map[string]struct{}{} // the system containerd's store is in memory
+
 	n.bootTime = time.Now()
 	n.bootCtx, n.rebootCancel = context.WithCancel(context.Background())
 
@@ -60,28 +63,37 @@ func (n *Node) bootLocked(reason string) {
 	}
 
 	n.bootLogLocked(reason)
+	n.reportRunningImageLocked()
 	n.hardwareLocked()
 	n.startControlPlaneLocked()
 }
 
-// installLocked runs the "installer" of image: the node comes back with the
-// image's version unless the version cannot be upgraded to from the current one.
+// installLocked runs the "installer" of a legacy upgrade at boot: the
+// node comes back with the image's version unless the version cannot be
+// upgraded to from the current one.
 func (n *Node) installLocked(image string) {
+	if err := n.runInstallerLocked(image); err != nil {
+		n.logfLocked(facilityUser, "error", "[talos] upgrade failed: %s (image %q), booting %s", err, image, n.state.Version)
+	}
+}
+
+// runInstallerLocked checks that the image's version may follow the
+// running one, and writes it to the other boot partition.
+func (n *Node) runInstallerLocked(image string) error {
 	tag, err := imageTag(image)
 	if err == nil {
 		err = checkUpgradeable(n.state.Version, tag)
 	}
 
 	if err != nil {
-		n.logfLocked(facilityUser, "error", "[talos] upgrade failed: %s (image %q), booting %s", err, image, n.state.Version)
-
-		return
+		return err
 	}
 
-	n.logfLocked(facilityUser, "warning", "[talos] installed %s from %s (was %s)", tag, image, n.state.Version)
-	n.state.Version = tag
-	n.state.Image = image
-	n.saveStateLocked() //nolint:errcheck
+	next := otherPartition(n.runningLocked().Partition)
+	n.logfLocked(facilityUser, "warning", "[talos] installed %s from %s to boot entry %s (running %s)", tag, image, next, n.state.Version)
+	n.writeOtherPartitionLocked(tag, image)
+
+	return nil
 }
 
 func checkUpgradeable(from, to string) error {

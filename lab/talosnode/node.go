@@ -161,6 +161,11 @@ type persistedState struct {
 	// the installer image of the last install or upgrade: its schematic's
 	// extensions are what the node runs
 	Image string `json:"image,omitempty"`
+	// the A/B boot partitions (abboot.go): the running one ("" is A),
+	// the other one, and an upgrade written but not booted yet
+	Partition string     `json:"partition,omitempty"`
+	Previous  *bootEntry `json:"previous,omitempty"`
+	Next      *bootEntry `json:"next,omitempty"`
 }
 
 type fault struct {
@@ -214,6 +219,10 @@ type Node struct {
 
 	installFailures []string
 	mounts          map[string]string // mount point under "/" -> host directory (virtiofs)
+
+	fallBack  bool                // the next upgrade's boot fails (FallBackAtNextUpgrade)
+	pulled    map[string]struct{} // images pulled into the system containerd since the boot
+	upgrading bool                // a LifecycleService call runs the installer
 }
 
 var _ machine.MachineServiceServer = (*server)(nil)
@@ -504,6 +513,8 @@ func (n *Node) serveLocked(addr string) error {
 			grpc.ChainStreamInterceptor(n.streamInterceptor),
 		)
 		machine.RegisterMachineServiceServer(srv, &server{n: n})
+		machine.RegisterImageServiceServer(srv, &imageServer{n: n})
+		machine.RegisterLifecycleServiceServer(srv, &lifecycleServer{n: n})
 	}
 
 	cosiv1alpha1.RegisterStateServer(srv, cosiserver.NewState(state.Filter(n.resources, readOnly)))

@@ -74,8 +74,24 @@
 //     image_factory's host, by the ID the factory answered (asked once
 //     per provider; the local computation when it does not answer, which
 //     the plan says).
-//   - talos_bootstrap, talos_kubeconfig, talos_read, talos_service_health and
-//     talos_upgrade (the one explicit way to change the Talos version).
+//   - talos_bootstrap, talos_kubeconfig, talos_read, talos_service_health.
+//   - talos_upgrade (upgrade.go, upgradeapi.go), the one explicit way to
+//     change the Talos version. The node's Version chooses the path, as
+//     talosctl upgrade does: Talos 1.13 and later pull the installer
+//     (ImageService.Pull into the system containerd, progress logged),
+//     run it with LifecycleService.Upgrade (its lines logged, a non-zero
+//     exit code refused) and reboot; an older node takes the legacy
+//     MachineService.Upgrade. The reboot is seen by the boot ID
+//     (/proc/sys/kernel/random/boot_id) changing, then the upgrade is
+//     verified: the Version, and the ExtensionStatus resources (the
+//     "schematic" extension's version is the schematic ID; "modules.dep",
+//     which the installer adds for extensions' kernel modules, is no
+//     schematic's) must be the pinned version, the schematic ID the factory answered
+//     and its official extensions. A node that booted its other A/B partition runs the old
+//     image and answers healthy: the step fails ("Upgrade Did Not Take")
+//     naming what it runs. The revert data is what the node ran before
+//     (version, schematic, extensions and the installer that puts it
+//     back); rollback installs that and verifies it the same way.
 //
 // Releases (release.go): configs are rendered with the version contract
 // of the pinned release, up to the linked machinery's own (its tag). A

@@ -76,6 +76,9 @@ func startNode(t *testing.T, version string) *lab {
 func startNodeWith(t *testing.T, opts talosnode.Options) *lab {
 	t.Helper()
 	opts.Dir, opts.ClusterName, opts.Hostname = t.TempDir(), "lab", "lab-node"
+	if opts.Extensions == nil {
+		opts.Extensions = labFactory
+	}
 	n, err := talosnode.New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -92,6 +95,16 @@ func startNodeWith(t *testing.T, opts talosnode.Options) *lab {
 	l.write(t, "identity.txt", id.String()+"\n")
 	l.write(t, "patches/node.yaml", briefPatch)
 	return l
+}
+
+// labFactory is the Image Factory's view of the installer images the
+// tests name: the provider block's schematic (siderolabs/i915) carries
+// i915, any other none.
+func labFactory(image string) []string {
+	if talosnode.SchematicOf(image) == talos.ExtensionsSchematicID("siderolabs/i915") {
+		return []string{"siderolabs/i915"}
+	}
+	return nil
 }
 
 func (l *lab) write(t *testing.T, name, content string) string {

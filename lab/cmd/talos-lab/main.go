@@ -10,6 +10,9 @@
 // (talosctl --insecure), waiting for its first config; it then installs
 // and serves the installed node's mTLS API. --disk (repeated) or
 // --disks-file (a YAML list with the same keys) give the machine's disks.
+// With --fall-back-at-next-upgrade the next upgrade installs, but its
+// partition fails to boot and the node boots the other one again: it
+// comes back running what it ran (talosctl get extensions, version).
 //
 // It runs until SIGINT or SIGTERM. The node's config, etcd state, version
 // and simulated filesystem stay in DIR, so a restart keeps them. While it
@@ -55,6 +58,10 @@ func run() error {
 		return err
 	}
 
+	if fallBack {
+		node.FallBackAtNextUpgrade()
+	}
+
 	if err = node.Start(listen); err != nil {
 		return err
 	}
@@ -88,6 +95,9 @@ func run() error {
 	return nil
 }
 
+// fallBack is --fall-back-at-next-upgrade.
+var fallBack bool
+
 // parseFlags reads the node's options and the address to listen on.
 func parseFlags() (opts talosnode.Options, listen string, _ error) {
 
@@ -106,6 +116,7 @@ func parseFlags() (opts talosnode.Options, listen string, _ error) {
 
 		return err
 	})
+	flag.BoolVar(&fallBack, "fall-back-at-next-upgrade", false, "the next upgrade's partition fails to boot: the node boots the other one again, running what it ran")
 	disksFile := flag.String("disks-file", "", "YAML list of disks (keys as for --disk), instead of --disk")
 	flag.Parse()
 
