@@ -1,0 +1,199 @@
+package talos_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"filippo.io/age"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/homelab-migrate/migrate/lab/talosnode"
+	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/talos"
+)
+
+// snapshotLab is a lab node whose (simulated) etcd is bootstrapped and
+// holds a key, and a provider that keeps its files in stateDir.
+func snapshotLab(t *testing.T) (l *lab, p *talos.Provider, stateDir string) {
+	t.Helper()
+	l = startNodeWith(t, talosnode.Options{Version: "v1.13.3", EtcdStartup: -1})
+	stateDir = filepath.Join(t.TempDir(), ".migrate")
+	p = talos.New()
+	t.Cleanup(func() { _ = p.Close() })
+	r := p.Configure(context.Background(), providers.ConfigureRequest{Name: "node", Config: l.providerConfig(nil), Dir: l.dir, StateDir: stateDir})
+	if err := r.Diagnostics.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	if r := apply(context.Background(), p, talos.Bootstrap, obj(map[string]cty.Value{}), &log); r.Diagnostics.HasErrors() {
+		t.Fatalf("bootstrap: %v\n%s", r.Diagnostics.Err(), log.String())
+	}
+	if err := l.n.PutEtcd("/registry/configmaps/default/kept", "before"); err != nil {
+		t.Fatal(err)
+	}
+	return l, p, stateDir
+}
+
+// snapshotsOf reads the snapshots a step's revert data records.
+func snapshotsOf(t *testing.T, rv *providers.RevertData) map[string]struct {
+	File   string    `json:"file"`
+	SHA256 string    `json:"sha256"`
+	Size   int64     `json:"size"`
+	Taken  time.Time `json:"taken"`
+	Before string    `json:"before"`
+} {
+	t.Helper()
+	if rv == nil {
+		t.Fatal("no revert data")
+	}
+	b, err := json.Marshal(rv.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inv struct {
+		Snapshots map[string]struct {
+			File   string    `json:"file"`
+			SHA256 string    `json:"sha256"`
+			Size   int64     `json:"size"`
+			Taken  time.Time `json:"taken"`
+			Before string    `json:"before"`
+		} `json:"etcd_snapshots"`
+	}
+	if err := json.Unmarshal(b, &inv); err != nil {
+		t.Fatal(err)
+	}
+	return inv.Snapshots
+}
+
+// TestConfigApplySnapshotsEtcdFirst: before a config apply on a
+// bootstrapped control plane the plan says a snapshot will be taken, and
+// the apply takes it before its TRY: kept age-encrypted beside the state
+// (no clear byte of it on disk), its digest, size and time in the revert
+// data, matching the file once decrypted.
+func TestConfigApplySnapshotsEtcdFirst(t *testing.T) {
+	t.Parallel()
+	l, p, stateDir := snapshotLab(t)
+	cfg := obj(map[string]cty.Value{"patches": strs("patches/node.yaml"), "try_timeout": cty.StringVal("30s")})
+
+	pr := plan(p, talos.MachineConfig, cfg)
+	if err := pr.Diagnostics.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := "+ etcd snapshot before this change (each control-plane node whose etcd runs), kept encrypted at " + filepath.Join(stateDir, "etcd-snapshots"); !strings.Contains(pr.Diff, want) {
+		t.Errorf("the plan does not say %q:\n%s", want, pr.Diff)
+	}
+
+	var log bytes.Buffer
+	r := apply(context.Background(), p, talos.MachineConfig, cfg, &log)
+	if err := r.Diagnostics.Err(); err != nil {
+		t.Fatalf("Apply: %v\n%s", err, log.String())
+	}
+	snaps := snapshotsOf(t, r.Revert)
+	s, ok := snaps["127.0.0.1"] // the node, as the endpoint names it
+	if !ok || len(snaps) != 1 {
+		t.Fatalf("the revert data records snapshots %+v, want one of node 127.0.0.1", snaps)
+	}
+	if filepath.Dir(s.File) != filepath.Join(stateDir, "etcd-snapshots") || s.Before != "talos_machine_config.node" {
+		t.Errorf("snapshot record %+v", s)
+	}
+	for _, a := range l.n.Applies() {
+		if !a.DryRun && !s.Taken.Before(a.Time) {
+			t.Errorf("the snapshot (taken %s) was not taken before the %s apply at %s", s.Taken, a.Mode, a.Time)
+		}
+	}
+	if !strings.Contains(log.String(), "etcd snapshot taken before this change") {
+		t.Errorf("the log does not say a snapshot was taken:\n%s", log.String())
+	}
+	if !strings.Contains(r.Revert.Description, "restore it from its etcd snapshot") {
+		t.Errorf("the revert's description does not offer the snapshot: %s", r.Revert.Description)
+	}
+
+	sealed, err := os.ReadFile(s.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(s.File); fi.Mode().Perm() != 0o600 {
+		t.Errorf("the snapshot file's mode is %v, want 0600", fi.Mode().Perm())
+	}
+	if !bytes.HasPrefix(sealed, []byte("age-encryption.org/v1\n")) || bytes.Contains(sealed, []byte("/registry/configmaps")) {
+		t.Fatal("the snapshot is not age-encrypted at rest")
+	}
+	rd, err := age.Decrypt(bytes.NewReader(sealed), l.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plain bytes.Buffer
+	if _, err := plain.ReadFrom(rd); err != nil {
+		t.Fatal(err)
+	}
+	if sum := sha256.Sum256(plain.Bytes()); hex.EncodeToString(sum[:]) != s.SHA256 || int64(plain.Len()) != s.Size {
+		t.Errorf("the decrypted snapshot (%d bytes) does not match its record %+v", plain.Len(), s)
+	}
+	if !bytes.Contains(plain.Bytes(), []byte("/registry/configmaps/default/kept=before")) {
+		t.Error("the decrypted snapshot lacks the key etcd held")
+	}
+	assertNoSecrets(t, "the log", log.String(), l.bundleSecrets(t))
+}
+
+// TestRollbackRestoresLostEtcd: after the change, the node loses its
+// etcd. Reading the step (what rollback's plan asks) names the snapshot
+// it will restore; running the step again refuses, saying so; the
+// rollback uploads the snapshot and bootstraps etcd from it: the key
+// written before the snapshot is back, the one written after is not.
+func TestRollbackRestoresLostEtcd(t *testing.T) {
+	t.Parallel()
+	l, p, _ := snapshotLab(t)
+	before := l.n.Config()
+	cfg := obj(map[string]cty.Value{"patches": strs("patches/node.yaml"), "try_timeout": cty.StringVal("30s")})
+	var log bytes.Buffer
+	r := apply(context.Background(), p, talos.MachineConfig, cfg, &log)
+	if err := r.Diagnostics.Err(); err != nil {
+		t.Fatalf("Apply: %v\n%s", err, log.String())
+	}
+	s := snapshotsOf(t, r.Revert)["127.0.0.1"]
+	if err := l.n.PutEtcd("/registry/configmaps/default/later", "after"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.n.LoseEtcd(); err != nil {
+		t.Fatal(err)
+	}
+
+	prior := &providers.Prior{Outputs: r.Outputs, Revert: r.Revert}
+	rr := p.Read(context.Background(), providers.ReadRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Prior: prior})
+	want := "its etcd is lost (etcd is Preparing"
+	if rr.Observation != providers.Drifted || !strings.Contains(rr.Detail, want) || !strings.Contains(rr.Detail, "rollback restores etcd from snapshot "+s.File) {
+		t.Errorf("Read of a node whose etcd is lost = %v %q, want drift naming the snapshot", rr.Observation, rr.Detail)
+	}
+
+	again := p.Apply(context.Background(), providers.ApplyRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Prior: prior, Log: &log})
+	if err := again.Diagnostics.Err(); err == nil || !strings.Contains(err.Error(), "etcd is lost") || !strings.Contains(err.Error(), s.File) {
+		t.Errorf("a change to a node whose etcd is lost: %v, want a refusal naming the snapshot", err)
+	}
+
+	var rlog bytes.Buffer
+	rv := p.Revert(context.Background(), providers.RevertRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: cfg, Revert: *r.Revert, Outputs: r.Outputs, Log: &rlog})
+	if err := rv.Diagnostics.Err(); err != nil {
+		t.Fatalf("Revert: %v\n%s", err, rlog.String())
+	}
+	if !l.n.EtcdHas("/registry/configmaps/default/kept", "before") {
+		t.Error("the key written before the snapshot is not back")
+	}
+	if l.n.EtcdHas("/registry/configmaps/default/later", "after") {
+		t.Error("the key written after the snapshot is there: etcd was not restored from it")
+	}
+	if !bytes.Equal(l.n.PersistedConfig(), before) {
+		t.Error("the rollback did not bring back the previous config")
+	}
+	if !strings.Contains(rlog.String(), "etcd recovered from the snapshot taken at") {
+		t.Errorf("the rollback log does not say etcd was recovered:\n%s", rlog.String())
+	}
+	assertNoSecrets(t, "the rollback log", rlog.String(), l.bundleSecrets(t))
+}
