@@ -26,12 +26,7 @@ func snapshotLab(t *testing.T) (l *lab, p *talos.Provider, stateDir string) {
 	t.Helper()
 	l = startNodeWith(t, talosnode.Options{Version: "v1.13.3", EtcdStartup: -1})
 	stateDir = filepath.Join(t.TempDir(), ".migrate")
-	p = talos.New()
-	t.Cleanup(func() { _ = p.Close() })
-	r := p.Configure(context.Background(), providers.ConfigureRequest{Name: "node", Config: l.providerConfig(nil), Dir: l.dir, StateDir: stateDir})
-	if err := r.Diagnostics.Err(); err != nil {
-		t.Fatal(err)
-	}
+	p = l.providerWithState(t, stateDir, nil)
 	var log bytes.Buffer
 	if r := apply(context.Background(), p, talos.Bootstrap, obj(map[string]cty.Value{}), &log); r.Diagnostics.HasErrors() {
 		t.Fatalf("bootstrap: %v\n%s", r.Diagnostics.Err(), log.String())
@@ -40,6 +35,18 @@ func snapshotLab(t *testing.T) (l *lab, p *talos.Provider, stateDir string) {
 		t.Fatal(err)
 	}
 	return l, p, stateDir
+}
+
+// providerWithState is l.provider told where the state keeps its files.
+func (l *lab) providerWithState(t *testing.T, stateDir string, extra map[string]cty.Value) *talos.Provider {
+	t.Helper()
+	p := talos.New()
+	t.Cleanup(func() { _ = p.Close() })
+	r := p.Configure(context.Background(), providers.ConfigureRequest{Name: "node", Config: l.providerConfig(extra), Dir: l.dir, StateDir: stateDir})
+	if err := r.Diagnostics.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // snapshotsOf reads the snapshots a step's revert data records.
@@ -196,4 +203,35 @@ func TestRollbackRestoresLostEtcd(t *testing.T) {
 		t.Errorf("the rollback log does not say etcd was recovered:\n%s", rlog.String())
 	}
 	assertNoSecrets(t, "the rollback log", rlog.String(), l.bundleSecrets(t))
+}
+
+// TestUpgradeSnapshotsEtcdFirst: an upgrade of a bootstrapped control
+// plane is planned and applied with a snapshot first, recorded in its
+// revert data.
+func TestUpgradeSnapshotsEtcdFirst(t *testing.T) {
+	t.Parallel()
+	l := startNodeWith(t, talosnode.Options{Version: "v1.13.2", EtcdStartup: -1})
+	stateDir := filepath.Join(t.TempDir(), ".migrate")
+	old := l.providerWithState(t, stateDir, map[string]cty.Value{"version": cty.StringVal("v1.13.2")})
+	ctx := context.Background()
+	if r := apply(ctx, old, talos.Bootstrap, cty.EmptyObjectVal, &bytes.Buffer{}); r.Diagnostics.HasErrors() {
+		t.Fatal(r.Diagnostics.Err())
+	}
+	p := l.providerWithState(t, stateDir, nil)
+	cfg := obj(map[string]cty.Value{"version": cty.StringVal("v1.13.3")})
+	if pr := plan(p, talos.Upgrade, cfg); !strings.Contains(pr.Diff, "+ etcd snapshot before this change") {
+		t.Errorf("the upgrade's plan does not say a snapshot is taken first:\n%s", pr.Diff)
+	}
+	var log bytes.Buffer
+	r := apply(ctx, p, talos.Upgrade, cfg, &log)
+	if err := r.Diagnostics.Err(); err != nil {
+		t.Fatalf("upgrade: %v\n%s", err, log.String())
+	}
+	s, ok := snapshotsOf(t, r.Revert)["127.0.0.1"]
+	if !ok || s.Before != "talos_upgrade.node" || !strings.HasPrefix(s.File, stateDir) {
+		t.Fatalf("the upgrade recorded no snapshot of its node: %+v", r.Revert.Data)
+	}
+	if i, j := strings.Index(log.String(), "etcd snapshot taken before this change"), strings.Index(log.String(), "upgrading Talos"); i < 0 || j < i {
+		t.Errorf("the log does not show the snapshot before the upgrade:\n%s", log.String())
+	}
 }

@@ -17,6 +17,8 @@ import (
 // upgradeRevert is the Data of an upgrade's revert data.
 type upgradeRevert struct {
 	Version string `json:"version"`
+	// EtcdSnapshots are those taken before the upgrade (etcdsnapshot.go).
+	EtcdSnapshots map[string]etcdSnapshot `json:"etcd_snapshots,omitempty"`
 }
 
 // Upgrade is the talos_upgrade step type.
@@ -90,6 +92,7 @@ func readUpgrade(ctx context.Context, c *call, target string) sdk.Read[upgradeRe
 func planUpgrade(c *call, target string, preserve bool) (string, phases.Diagnostics) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "upgrade Talos on %s to %s with %s (preserve = %v), then wait until the node runs %s\n", strings.Join(c.p.targets(), ", "), target, c.s.installerImage(target), preserve, target)
+	b.WriteString(c.snapshotPlanLine())
 	if !sameVersion(target, c.s.version) {
 		fmt.Fprintf(&b, "note: the provider pins version = %q; after the upgrade, pin %q so that later configs are rendered for it\n", c.s.version, target)
 	}
@@ -110,6 +113,7 @@ func applyUpgrade(ctx context.Context, sc *handle, a upgradeAttrs, _ none, _ *sd
 		return result{Diagnostics: d}
 	}
 	var from string
+	snaps := map[string]etcdSnapshot{}
 	for _, n := range ns {
 		v, err := n.version(ctx)
 		if d := c.unreachable(err); d != nil {
@@ -120,6 +124,13 @@ func applyUpgrade(ctx context.Context, sc *handle, a upgradeAttrs, _ none, _ *sd
 		}
 		if from == "" {
 			from = v
+		}
+		snap, d := c.snapshotBefore(ctx, n)
+		if d.HasErrors() {
+			return result{Diagnostics: d}
+		}
+		if snap != nil {
+			snaps[n.name] = *snap
 		}
 		if d := c.upgrade(ctx, n, v, target, preserve); d.HasErrors() {
 			return result{Diagnostics: d}
@@ -132,7 +143,10 @@ func applyUpgrade(ctx context.Context, sc *handle, a upgradeAttrs, _ none, _ *sd
 	}
 	return result{
 		Outputs: out,
-		Revert:  &sdk.RevertData[upgradeRevert]{Description: fmt.Sprintf("upgrade Talos back to %s (with the installer %s)", from, c.s.installerImage(from)), Data: upgradeRevert{Version: from}},
+		Revert: &sdk.RevertData[upgradeRevert]{
+			Description: fmt.Sprintf("upgrade Talos back to %s (with the installer %s)", from, c.s.installerImage(from)) + snapshotNote(snaps),
+			Data:        upgradeRevert{Version: from, EtcdSnapshots: snaps},
+		},
 	}
 }
 
@@ -168,10 +182,15 @@ func (c *call) upgrade(ctx context.Context, n node, from, target string, preserv
 
 func revertUpgrade(ctx context.Context, sc *handle, a upgradeAttrs, u sdk.Applied[upgradeRevert]) phases.Diagnostics {
 	c, inv, preserve := newCall(sc), u.Data, a.Preserve
-	if inv == (upgradeRevert{}) {
+	if inv.Version == "" {
 		return nil
 	}
 	err := c.p.forNodes(ctx, func(n node) error {
+		if snap, ok := inv.EtcdSnapshots[n.name]; ok {
+			if d := c.restoreIfLost(ctx, n, snap); d.HasErrors() {
+				return d.Err()
+			}
+		}
 		v, err := n.version(ctx)
 		if err != nil {
 			return err
