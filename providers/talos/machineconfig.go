@@ -237,8 +237,8 @@ func withNode(p sdk.Plan[planned], r *rendered) sdk.Plan[planned] {
 
 var machineConfigStep = &sdk.StepType[*Provider, mcAttrs, planned, machineConfigRevert]{
 	Name:        MachineConfig,
-	Description: "Renders the machine config (secrets bundle + patches, pinned version), validates it, shows the node's dry-run diff, then applies it with TRY, the verify checks and the permanent apply.",
-	Rollback:    "Re-applies the previous config through the same ladder (dry-run, TRY, verify, apply); it is kept in the state age-encrypted, so without an age identity the step is irreversible. A first install cannot be undone.",
+	Description: "Renders the machine config (secrets bundle + patches, pinned version), validates it, shows the node's dry-run diff, then applies it with TRY, the verify checks and the permanent apply. Before it changes a control-plane node whose etcd runs, it takes an etcd snapshot, kept age-encrypted in etcd-snapshots/ of the state's directory.",
+	Rollback:    "Re-applies the previous config through the same ladder (dry-run, TRY, verify, apply); it is kept in the state age-encrypted, so without an age identity the step is irreversible. A control-plane node whose etcd is lost first gets it back from the etcd snapshot taken before the change (EtcdRecover, then a bootstrap with recover_etcd); the rollback plan names it. A first install cannot be undone.",
 	Outputs:     mcOutputs{},
 	Unknowns:    true, // the plan says which settings are known after earlier steps
 	Validate:    func(sc *handle, a *mcAttrs) phases.Diagnostics { return validateMAC(newCall(sc), a) },

@@ -38,8 +38,8 @@ type upgradeOutputs struct {
 
 var upgradeStep = &sdk.StepType[*Provider, upgradeAttrs, none, upgradeRevert]{
 	Name:        Upgrade,
-	Description: "Upgrades Talos to a target version with the Image Factory installer of the schematic, and waits until the node runs it.",
-	Rollback:    "Upgrades back to the previous version.",
+	Description: "Upgrades Talos to a target version with the Image Factory installer of the schematic, and waits until the node runs it. An etcd snapshot of each control-plane node comes first, kept age-encrypted in etcd-snapshots/ of the state's directory.",
+	Rollback:    "Upgrades back to the previous version, first restoring a lost etcd from the snapshot taken before the upgrade.",
 	Outputs:     upgradeOutputs{},
 	Unknowns:    true, // the plan says so when the target is not known
 	Validate: func(c *handle, a *upgradeAttrs) phases.Diagnostics {
