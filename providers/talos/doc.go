@@ -79,8 +79,9 @@
 // age identity none is kept (the plan and the log say why). When a node
 // that answers reports etcd not running, a step that kept a snapshot of it
 // reads as drifted naming the snapshot (the line of the rollback's plan),
-// its apply refuses to change the node, and its revert restores etcd first:
-// the decrypted file checked against its record, EtcdRecover, then
+// its apply refuses to change the node, and its revert restores etcd first,
+// once etcd has stayed down for 20 s (it is down for a while after a boot
+// too): the decrypted file checked against its record, EtcdRecover, then
 // Bootstrap with recover_etcd (talosctl bootstrap --recover-from), then
 // the wait for etcd. Talos refuses to recover into a data directory that
 // is not empty, so a running etcd is never overwritten.

@@ -270,6 +270,25 @@ func lostEtcd(ctx context.Context, n node) string {
 	return "etcd is " + state
 }
 
+// etcdSettle is how long a node's etcd must stay down before a revert
+// takes it for lost and restores it: right after a boot etcd is not
+// running either, for a while.
+var etcdSettle = 20 * time.Second
+
+// stillLost waits up to etcdSettle for the node's etcd to run again, and
+// says why it counts as lost ("" when it runs by then).
+func stillLost(ctx context.Context, n node) string {
+	why := lostEtcd(ctx, n)
+	for deadline := time.Now().Add(etcdSettle); why != "" && time.Now().Before(deadline); why = lostEtcd(ctx, n) {
+		select {
+		case <-ctx.Done():
+			return why
+		case <-time.After(time.Second):
+		}
+	}
+	return why
+}
+
 // lostEtcdNotes lists, for a read before a rollback, the nodes whose etcd
 // is lost and the snapshot the rollback restores each from.
 func (c *call) lostEtcdNotes(ctx context.Context, snaps map[string]etcdSnapshot) []string {
@@ -308,8 +327,13 @@ func (c *call) refuseOnLostEtcd(ctx context.Context, snaps map[string]etcdSnapsh
 // lost: the upload (EtcdRecover), then the bootstrap with recover_etcd, then
 // the wait for etcd. A node whose etcd runs is left alone.
 func (c *call) restoreIfLost(ctx context.Context, n node, s etcdSnapshot) phases.Diagnostics {
-	why := lostEtcd(ctx, n)
+	if lostEtcd(ctx, n) == "" {
+		return nil
+	}
+	c.log.Printf("node %s: etcd does not run; waiting up to %s for it before taking it for lost", n.name, etcdSettle)
+	why := stillLost(ctx, n)
 	if why == "" {
+		c.log.Printf("node %s: etcd runs again: nothing to restore", n.name)
 		return nil
 	}
 	if c.s.identity == nil {
