@@ -6,6 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,8 +17,14 @@ import (
 
 	"filippo.io/age"
 	"github.com/zclconf/go-cty/cty"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/homelab-migrate/migrate/lab/talosnode"
+	"github.com/homelab-migrate/migrate/lab/talosvm"
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/talos"
 )
@@ -233,5 +242,118 @@ func TestUpgradeSnapshotsEtcdFirst(t *testing.T) {
 	}
 	if i, j := strings.Index(log.String(), "etcd snapshot taken before this change"), strings.Index(log.String(), "upgrading Talos"); i < 0 || j < i {
 		t.Errorf("the log does not show the snapshot before the upgrade:\n%s", log.String())
+	}
+}
+
+// TestLostEtcdRestoredOnLabVM: the same, with the lab VM's real etcd and
+// API server: a ConfigMap made before the config change is back after the
+// node lost its etcd and the change was rolled back; one made after the
+// snapshot is not.
+func TestLostEtcdRestoredOnLabVM(t *testing.T) {
+	t.Parallel()
+	var addr string
+	for addr == "" {
+		cand := fmt.Sprintf("127.%d.%d.%d", 100+rand.IntN(100), rand.IntN(256), 2+rand.IntN(250))
+		free := true
+		for _, port := range []string{"50000", "6443", "2379", "2380", "10250"} {
+			l, err := net.Listen("tcp", net.JoinHostPort(cand, port))
+			if err != nil {
+				free = false
+				break
+			}
+			l.Close() //nolint:errcheck
+		}
+		if free {
+			addr = cand
+		}
+	}
+	vm, err := talosvm.Boot(context.Background(), talosvm.Spec{
+		Name: "talos", Addr: addr, Dir: t.TempDir(), Disks: maintDisks, DataDir: t.TempDir(),
+		RebootDuration: 200 * time.Millisecond, Log: t.Logf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(vm.Stop)
+	l := newMaintLab(t, vm.Node(), talosvm.Endpoint(addr))
+	conf := l.config(false)
+	conf["cluster_endpoint"] = cty.StringVal(talosvm.Endpoint(addr))
+	p := l.provider(t, conf)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+
+	install := obj(map[string]cty.Value{"patches": strs("patches/node.yaml"), "verify": verify([]string{"apid"}, nil)})
+	pr := plan(p, talos.MachineConfig, install)
+	var log bytes.Buffer
+	if r := p.Apply(ctx, providers.ApplyRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: install, Planned: pr.Private, Log: &log}); r.Diagnostics.HasErrors() {
+		t.Fatalf("first install: %v\n%s", r.Diagnostics.Err(), log.String())
+	}
+	if r := apply(ctx, p, talos.Bootstrap, cty.EmptyObjectVal, &log); r.Diagnostics.HasErrors() {
+		t.Fatalf("bootstrap: %v\n%s", r.Diagnostics.Err(), log.String())
+	}
+	k := labKube(t, ctx, p, vm)
+	configMap(t, ctx, k, "before")
+
+	l.write(t, "patches/labels.yaml", "machine:\n  nodeLabels:\n    lab: \"yes\"\n")
+	change := obj(map[string]cty.Value{"patches": strs("patches/node.yaml", "patches/labels.yaml"), "verify": verify([]string{"apid", "etcd"}, nil)})
+	pr = plan(p, talos.MachineConfig, change)
+	log.Reset()
+	r := p.Apply(ctx, providers.ApplyRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: change, Planned: pr.Private, Log: &log})
+	if r.Diagnostics.HasErrors() {
+		t.Fatalf("config change: %v\n%s", r.Diagnostics.Err(), log.String())
+	}
+	if len(snapshotsOf(t, r.Revert)) != 1 {
+		t.Fatalf("the change kept no snapshot of the real etcd:\n%s", log.String())
+	}
+	configMap(t, ctx, k, "after")
+	if err := vm.Node().LoseEtcd(); err != nil {
+		t.Fatal(err)
+	}
+
+	var rlog bytes.Buffer
+	rv := p.Revert(ctx, providers.RevertRequest{Type: talos.MachineConfig, Addr: mcAddr, Config: change, Revert: *r.Revert, Outputs: r.Outputs, Log: &rlog})
+	if err := rv.Diagnostics.Err(); err != nil {
+		t.Fatalf("Revert: %v\n%s", err, rlog.String())
+	}
+	k = labKube(t, ctx, p, vm)
+	if _, err := k.CoreV1().ConfigMaps("default").Get(ctx, "before", metav1.GetOptions{}); err != nil {
+		t.Errorf("the ConfigMap made before the snapshot: %v\n%s", err, rlog.String())
+	}
+	if _, err := k.CoreV1().ConfigMaps("default").Get(ctx, "after", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the ConfigMap made after the snapshot: %v, want not found", err)
+	}
+}
+
+// labKube waits for the VM's Kubernetes and returns a client of the
+// kubeconfig talos_kubeconfig writes.
+func labKube(t *testing.T, ctx context.Context, p *talos.Provider, vm *talosvm.VM) *kubernetes.Clientset {
+	t.Helper()
+	if err := vm.WaitKubernetes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	kcPath := filepath.Join(t.TempDir(), "kubeconfig")
+	if r := apply(ctx, p, talos.Kubeconfig, obj(map[string]cty.Value{"path": cty.StringVal(kcPath)}), &bytes.Buffer{}); r.Diagnostics.HasErrors() {
+		t.Fatalf("kubeconfig: %v", r.Diagnostics.Err())
+	}
+	kc, err := os.ReadFile(kcPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := clientcmd.RESTConfigFromKubeConfig(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func configMap(t *testing.T, ctx context.Context, k *kubernetes.Clientset, name string) {
+	t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"made": name}}
+	if _, err := k.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
