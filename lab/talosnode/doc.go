@@ -279,6 +279,11 @@
 //     #include. A user-data that does not load, validate or install
 //     leaves the node in maintenance mode with the error in its log
 //     (InstallFailures); a real node's boot fails on it.
+//   - Bootstrap with recover_etcd restores before it answers, and answers a
+//     snapshot that fails its checks or its restore as the RPC's error; on
+//     a node the RPC starts etcd's service and such a failure shows in the
+//     service's state and the log. The simulated etcd's database is not
+//     bbolt (etcdutl would refuse it); the real one's is (Options.ControlPlane).
 //   - Fail and Hang inject faults after routing: with "nodes" metadata an
 //     injected error comes back in the response metadata like any node error.
 package talosnode
