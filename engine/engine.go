@@ -39,11 +39,15 @@ type Options struct {
 	// the same one; without one the hashes are plain SHA-256 and a
 	// sensitive value does not enter a plan's contract.
 	InputKey []byte
+	// StateDir is where providers may keep files with the state
+	// (providers.ConfigureRequest.StateDir).
+	StateDir string
 }
 
 // Engine plans, runs and rolls back one runbook against one state.
 type Engine struct {
 	runbook     *phases.Runbook
+	stateDir    string // providers.ConfigureRequest.StateDir
 	state       state.Manager
 	hooks       *hooks
 	parallelism int
@@ -68,6 +72,7 @@ type Engine struct {
 func New(ctx context.Context, opts Options) (*Engine, phases.Diagnostics) {
 	e := &Engine{
 		runbook:     opts.Runbook,
+		stateDir:    opts.StateDir,
 		state:       opts.State,
 		parallelism: opts.Parallelism,
 		providers:   map[string]providers.Interface{},
@@ -124,7 +129,7 @@ func New(ctx context.Context, opts Options) (*Engine, phases.Diagnostics) {
 			}
 			cfg = v
 		}
-		resp := p.Configure(ctx, providers.ConfigureRequest{Name: pc.Name, Config: cfg, Dir: opts.Runbook.Dir})
+		resp := p.Configure(ctx, providers.ConfigureRequest{Name: pc.Name, Config: cfg, Dir: opts.Runbook.Dir, StateDir: opts.StateDir})
 		diags = append(diags, withSubject(resp.Diagnostics, pc.Range)...)
 		e.providers[pc.Key()] = p
 	}

@@ -53,7 +53,7 @@ func (e *Engine) use(ctx context.Context, s *phases.Step, out *outputs) (provide
 		}
 		return nil, after, diags
 	}
-	resp := p.Configure(ctx, providers.ConfigureRequest{Name: lp.pc.Name, Config: cfg, Dir: e.runbook.Dir})
+	resp := p.Configure(ctx, providers.ConfigureRequest{Name: lp.pc.Name, Config: cfg, Dir: e.runbook.Dir, StateDir: e.stateDir})
 	lp.configured = true
 	diags = append(diags, withSubject(resp.Diagnostics, lp.pc.Range)...)
 	if diags.HasErrors() {

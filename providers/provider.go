@@ -126,6 +126,11 @@ type ConfigureRequest struct {
 	Config cty.Value
 	// Dir is the runbook directory, for relative paths.
 	Dir string
+	// StateDir is the directory of the state's local files (the file
+	// state's, or where an etcd state's commands keep their logs): what
+	// a provider keeps with the state, too big for a record (Talos' etcd
+	// snapshots), goes there. Empty when there is none (tests).
+	StateDir string
 }
 
 type ConfigureResponse struct {

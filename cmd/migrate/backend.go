@@ -191,6 +191,20 @@ func (a *app) localDir(b *phases.BackendConfig) (string, error) {
 	return a.stateDir()
 }
 
+// filesDir is where providers keep files with the state (a Talos node's
+// etcd snapshots): the local state's directory, or the local directory of
+// an etcd state's logs; "" when it cannot be told.
+func (a *app) filesDir(rb *phases.Runbook) string {
+	dir, err := a.localDir(rb.Backend)
+	if err != nil {
+		return ""
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return dir
+}
+
 // describe names a backend for messages, never with its password.
 func describe(b *phases.BackendConfig, dir string) string {
 	if b.Type == "etcd" {

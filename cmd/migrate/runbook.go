@@ -103,6 +103,7 @@ func (a *app) engine(ctx context.Context, rb *phases.Runbook, st state.Manager, 
 		Parallelism: parallelism,
 		Log:         lg,
 		InputKey:    inputKey(),
+		StateDir:    a.filesDir(rb),
 	})
 	a.view().Diagnostics(diags)
 	if diags.HasErrors() {

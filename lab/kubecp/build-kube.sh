@@ -16,7 +16,7 @@ export GOTOOLCHAIN=local GOFLAGS=-mod=mod
 
 kwok_version=${KWOK_VERSION:-v0.8.0}
 etcd_version=${ETCD_VERSION:-v3.6.16}
-built() { for b in kube-apiserver kube-controller-manager kube-scheduler kwok etcd; do [ -x "$cache/$b" ] || return 1; done; [ -d "$cache/kwok-stages" ]; }
+built() { for b in kube-apiserver kube-controller-manager kube-scheduler kwok etcd etcdutl; do [ -x "$cache/$b" ] || return 1; done; [ -d "$cache/kwok-stages" ]; }
 if built; then
 	echo "$cache"
 	exit 0
@@ -66,6 +66,21 @@ if [ ! -x "$cache/etcd" ]; then
 		quiet go mod tidy
 		quiet go build -trimpath -ldflags "-s -w" -o "$cache/etcd.tmp" .
 		mv "$cache/etcd.tmp" "$cache/etcd"
+	)
+fi
+# etcdutl: etcd's own offline tool, whose `snapshot restore` is the logic
+# Talos runs when a bootstrap recovers etcd from a snapshot (the lab node
+# restores with it).
+if [ ! -x "$cache/etcdutl" ]; then
+	echo "build-kube: building etcdutl $etcd_version (a minute or two, once)" >&2
+	mkdir -p "$work/etcdutl"
+	(
+		cd "$work/etcdutl"
+		printf 'module migrate.local/etcdutlbuild\n\ngo 1.26.8\n\nrequire go.etcd.io/etcd/etcdutl/v3 %s\n' "$etcd_version" >go.mod
+		printf '//go:build tools\n\npackage tools\n\nimport _ "go.etcd.io/etcd/etcdutl/v3"\n' >tools.go
+		quiet go mod tidy
+		quiet go build -trimpath -ldflags "-s -w" -o "$cache/etcdutl.tmp" go.etcd.io/etcd/etcdutl/v3
+		mv "$cache/etcdutl.tmp" "$cache/etcdutl"
 	)
 fi
 if [ -x "$cache/kube-apiserver" ] && [ -x "$cache/kube-controller-manager" ] && [ -x "$cache/kube-scheduler" ]; then

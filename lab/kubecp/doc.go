@@ -39,6 +39,11 @@
 // the real scheduler leaves a pod that asks for more Pending; and kwok
 // keeps it Ready.
 //
+// EtcdSnapshot streams a snapshot of that etcd (its Maintenance API: the
+// bbolt file, then its SHA-256), and RestoreEtcd makes a data directory
+// from one with etcdutl's snapshot restore (built beside etcd), as a
+// Talos bootstrap with recover_etcd does (etcd.go).
+//
 // Stop ends them in order (kwok, scheduler, controller manager, API
 // server, etcd): TERM, then KILL after a grace period, each waited for, so
 // no zombie stays. The processes are started with a parent-death signal:

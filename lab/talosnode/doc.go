@@ -164,6 +164,27 @@
 //     Options.EtcdStartup (default 1s), as a node's etcd takes a moment to
 //     start: a health check must wait for it. Every later call is AlreadyExists "etcd data directory is not
 //     empty", as on a node; a worker config answers FailedPrecondition.
+//   - EtcdSnapshot (os:admin, os:operator, os:etcd:backup; control plane
+//     only, etcd.go): the running etcd's snapshot in common.Data chunks,
+//     as machined streams its etcd client's Snapshot: with
+//     Options.ControlPlane the real etcd's (Maintenance.Snapshot: the
+//     bbolt file, then its SHA-256), else the simulated etcd's database
+//     (one page naming the cluster, and a page per PutEtcd) with its
+//     SHA-256 appended, in the same format; etcd not running fails
+//     "failed reading etcd snapshot: etcd is not running on this node".
+//     EtcdRecover (os:admin) keeps the uploaded stream at
+//     /var/lib/etcd.snapshot (FailedPrecondition "etcd service is not
+//     ready for recovery yet" when /var/lib is not there); Bootstrap with
+//     recover_etcd then restores etcd's data directory from it before
+//     etcd starts, as machined's etcd service does: the size must be
+//     512-byte pages plus the SHA-256 and the SHA-256 must match (unless
+//     recover_skip_hash_check), without an upload it fails "error
+//     verifying snapshot"; the real etcd is restored by etcdutl's
+//     snapshot restore (the code Talos links; lab/kubecp builds etcdutl),
+//     the simulated one by its database. LoseEtcd (for tests) stops etcd
+//     and the node's Kubernetes and empties /var/lib/etcd: the node then
+//     waits for a bootstrap (etcd Preparing), as a node whose etcd data
+//     is gone does.
 //   - Kubeconfig: one common.Data message holding a .tar.gz with one file
 //     named "kubeconfig" (what client.Kubeconfig unpacks): cluster named after
 //     the config's cluster name, server = cluster.controlPlane.endpoint, CA =
@@ -305,6 +326,11 @@
 //     #include. A user-data that does not load, validate or install
 //     leaves the node in maintenance mode with the error in its log
 //     (InstallFailures); a real node's boot fails on it.
+//   - Bootstrap with recover_etcd restores before it answers, and answers a
+//     snapshot that fails its checks or its restore as the RPC's error; on
+//     a node the RPC starts etcd's service and such a failure shows in the
+//     service's state and the log. The simulated etcd's database is not
+//     bbolt (etcdutl would refuse it); the real one's is (Options.ControlPlane).
 //   - Fail and Hang inject faults after routing: with "nodes" metadata an
 //     injected error comes back in the response metadata like any node error.
 package talosnode

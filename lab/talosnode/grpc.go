@@ -27,6 +27,8 @@ var rules = map[string]role.Set{
 	"/machine.MachineService/ApplyConfiguration": role.MakeSet(role.Admin),
 	"/machine.MachineService/Bootstrap":          role.MakeSet(role.Admin),
 	"/machine.MachineService/Dmesg":              role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"/machine.MachineService/EtcdRecover":        role.MakeSet(role.Admin),
+	"/machine.MachineService/EtcdSnapshot":       role.MakeSet(role.Admin, role.Operator, role.EtcdBackup),
 	"/machine.MachineService/Hostname":           role.MakeSet(role.Admin, role.Operator, role.Reader),
 	"/machine.MachineService/Kubeconfig":         role.MakeSet(role.Admin),
 	"/machine.MachineService/Read":               role.MakeSet(role.Admin),

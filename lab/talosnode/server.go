@@ -160,7 +160,7 @@ func (s *server) checkControlplane(api string) error {
 }
 
 // Bootstrap implements machine.MachineServiceServer: etcd starts once.
-func (s *server) Bootstrap(context.Context, *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
+func (s *server) Bootstrap(ctx context.Context, in *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
 	n := s.n
 
 	cfg, err := configloader.NewFromBytes(n.Config())
@@ -178,6 +178,14 @@ func (s *server) Bootstrap(context.Context, *machine.BootstrapRequest) (*machine
 	etcdDir := filepath.Join(n.rootDir, "var/lib/etcd")
 	if entries, _ := os.ReadDir(etcdDir); n.state.Bootstrapped || len(entries) > 0 { //nolint:errcheck
 		return nil, status.Error(codes.AlreadyExists, "etcd data directory is not empty")
+	}
+
+	if in.GetRecoverEtcd() {
+		if err := n.recoverEtcdLocked(ctx, etcdDir, in.GetRecoverSkipHashCheck()); err != nil {
+			return nil, err
+		}
+	} else if err := n.initEtcdLocked(); err != nil {
+		return nil, err
 	}
 
 	if err := os.MkdirAll(filepath.Join(etcdDir, "member"), 0o700); err != nil {

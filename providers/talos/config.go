@@ -30,6 +30,7 @@ import (
 type settings struct {
 	name        string
 	dir         string
+	stateDir    string // where files kept with the state go (etcd snapshots)
 	endpoints   []string
 	nodes       []string
 	talosconfig *clientconfig.Config // nil: talosctl's default file
@@ -68,7 +69,7 @@ func (p *Provider) configure(_ context.Context, req providers.ConfigureRequest) 
 }
 
 func configure(req providers.ConfigureRequest) (*settings, phases.Diagnostics) {
-	s := &settings{name: req.Name, dir: req.Dir, scrub: newScrubber()}
+	s := &settings{name: req.Name, dir: req.Dir, stateDir: req.StateDir, scrub: newScrubber()}
 	if s.dir != "" {
 		if abs, err := filepath.Abs(s.dir); err == nil {
 			s.dir = abs

@@ -102,6 +102,27 @@
 // new defaults (workload isolation, /var nosuid,nodev), the plan warns
 // with the patch that keeps them off (defaults.go).
 //
+// etcd snapshots (etcdsnapshot.go): before talos_machine_config changes
+// an installed control-plane node (any mode, a reboot included) and before
+// talos_upgrade upgrades one, when its etcd runs, the provider takes a
+// snapshot through MachineService.EtcdSnapshot, checks etcd's format (512-byte
+// pages, then their SHA-256) as talosctl does, and streams it
+// age-encrypted (to the identity's recipient and the runbook's
+// .age-recipients) into etcd-snapshots/ of the state's directory
+// (ConfigureRequest.StateDir; the runbook's .migrate/ without one): the
+// clear snapshot never touches the disk. Its file, SHA-256, size, time and
+// step are in the step's revert data. The plan says one will be taken. A
+// snapshot that fails stops the change before anything is sent. Without an
+// age identity none is kept (the plan and the log say why). When a node
+// that answers reports etcd not running, a step that kept a snapshot of it
+// reads as drifted naming the snapshot (the line of the rollback's plan),
+// its apply refuses to change the node, and its revert restores etcd first,
+// once etcd has stayed down for 20 s (it is down for a while after a boot
+// too): the decrypted file checked against its record, EtcdRecover, then
+// Bootstrap with recover_etcd (talosctl bootstrap --recover-from), then
+// the wait for etcd. Talos refuses to recover into a data directory that
+// is not empty, so a running etcd is never overwritten.
+//
 // The version-skew guard: a config rendered by a client of another version
 // carries that version's installer image and silently upgrades the node at
 // its next install. Every step but talos_upgrade reads the node's version

@@ -237,8 +237,8 @@ func withNode(p sdk.Plan[planned], r *rendered) sdk.Plan[planned] {
 
 var machineConfigStep = &sdk.StepType[*Provider, mcAttrs, planned, machineConfigRevert]{
 	Name:        MachineConfig,
-	Description: "Renders the machine config (secrets bundle + patches, pinned version), validates it, shows the node's dry-run diff, then applies it with TRY, the verify checks and the permanent apply.",
-	Rollback:    "Re-applies the previous config through the same ladder (dry-run, TRY, verify, apply); it is kept in the state age-encrypted, so without an age identity the step is irreversible. A first install cannot be undone.",
+	Description: "Renders the machine config (secrets bundle + patches, pinned version), validates it, shows the node's dry-run diff, then applies it with TRY, the verify checks and the permanent apply. Before it changes a control-plane node whose etcd runs, it takes an etcd snapshot, kept age-encrypted in etcd-snapshots/ of the state's directory.",
+	Rollback:    "Re-applies the previous config through the same ladder (dry-run, TRY, verify, apply); it is kept in the state age-encrypted, so without an age identity the step is irreversible. A control-plane node whose etcd is lost first gets it back from the etcd snapshot taken before the change (EtcdRecover, then a bootstrap with recover_etcd); the rollback plan names it. A first install cannot be undone.",
 	Outputs:     mcOutputs{},
 	Unknowns:    true, // the plan says which settings are known after earlier steps
 	Validate:    func(sc *handle, a *mcAttrs) phases.Diagnostics { return validateMAC(newCall(sc), a) },
@@ -327,6 +327,9 @@ func planMachineConfig(ctx context.Context, c *call, a mcAttrs, installed bool) 
 	}
 	fmt.Fprintf(&b, "ladder: TRY for %s -> verify (%s) -> %s%s\n", st.try, st.verify, st.modeName, modeNote(c.s.version, st.modeName))
 	fmt.Fprintf(&b, "rendered config sha256: %s\n", r.hash)
+	if st.role == "controlplane" {
+		b.WriteString(c.snapshotPlanLine())
+	}
 	pl := planned{Nodes: map[string]string{}, Rendered: r.hash}
 	for _, n := range ns {
 		if cur, err := n.currentConfig(ctx); err == nil {
@@ -386,6 +389,9 @@ func indent(s string) string {
 type machineConfigRevert struct {
 	Recipient string                `json:"recipient"`
 	Nodes     map[string]prevConfig `json:"nodes"`
+	// EtcdSnapshots are those taken before the change, by node
+	// (etcdsnapshot.go): the revert restores a node's etcd that is lost.
+	EtcdSnapshots map[string]etcdSnapshot `json:"etcd_snapshots,omitempty"`
 }
 
 type prevConfig struct {
@@ -438,7 +444,12 @@ func applyMachineConfig(ctx context.Context, sc *handle, a mcAttrs, pl planned, 
 		}
 		return mcApply{Diagnostics: d}
 	}
-	inv := machineConfigRevert{Nodes: map[string]prevConfig{}}
+	if prior != nil && prior.Revert != nil {
+		if d := c.refuseOnLostEtcd(ctx, prior.Revert.Data.EtcdSnapshots); d.HasErrors() {
+			return mcApply{Diagnostics: d}
+		}
+	}
+	inv := machineConfigRevert{Nodes: map[string]prevConfig{}, EtcdSnapshots: map[string]etcdSnapshot{}}
 	for _, n := range ns {
 		prev, err := n.currentConfig(ctx)
 		if err != nil {
@@ -453,6 +464,13 @@ func applyMachineConfig(ctx context.Context, sc *handle, a mcAttrs, pl planned, 
 			return mcApply{Diagnostics: phases.Errorf("Node Changed Since Plan", "The machine config of node %s changed since the plan was made (someone applied another config): make a new plan to see the real diff.", n.name)}
 		}
 		inv.Nodes[n.name] = prevConfig{SHA256: prevHash, Config: string(prev)}
+		snap, d := c.snapshotBefore(ctx, n)
+		if d.HasErrors() {
+			return mcApply{Diagnostics: d}
+		}
+		if snap != nil {
+			inv.EtcdSnapshots[n.name] = *snap
+		}
 		if d := c.ladder(ctx, n, r.bytes, st); d.HasErrors() {
 			return mcApply{Diagnostics: d}
 		}
@@ -485,7 +503,7 @@ func (c *call) sealRevert(inv machineConfigRevert) *sdk.RevertData[machineConfig
 		names = append(names, n)
 	}
 	return &sdk.RevertData[machineConfigRevert]{
-		Description: fmt.Sprintf("re-apply the previous machine config of %s (age-encrypted in state) through TRY, the checks and the permanent apply", strings.Join(sortStrings(names), ", ")),
+		Description: fmt.Sprintf("re-apply the previous machine config of %s (age-encrypted in state) through TRY, the checks and the permanent apply", strings.Join(sortStrings(names), ", ")) + snapshotNote(inv.EtcdSnapshots),
 		Data:        inv,
 	}
 }
@@ -618,6 +636,11 @@ func readMachineConfig(ctx context.Context, sc *handle, a mcAttrs, prior *mcPrio
 			d, _ := configdiff.DiffConfigs(cfg, r.cfg)
 			drift = append(drift, fmt.Sprintf("node %s: its machine config differs from the rendered one (secrets redacted):\n%s", n.name, indent(d)))
 		}
+	}
+	if prior.Revert != nil {
+		// Before a rollback, this note is its plan's line: the snapshot
+		// it will restore.
+		drift = append(drift, c.lostEtcdNotes(ctx, prior.Revert.Data.EtcdSnapshots)...)
 	}
 	if len(drift) > 0 {
 		return sdk.Read[machineConfigRevert]{Observation: providers.Drifted, Detail: strings.Join(drift, "\n")}
@@ -759,6 +782,11 @@ func revertMachineConfig(ctx context.Context, sc *handle, a mcAttrs, u sdk.Appli
 		prev, err := agefile.Decrypt([]byte(pc.Config), c.s.identity)
 		if err != nil {
 			return phases.Errorf("Cannot Decrypt Previous Config", "The previous config of node %s cannot be decrypted with the configured age identity: %v.", n.name, err)
+		}
+		if snap, ok := inv.EtcdSnapshots[n.name]; ok {
+			if d := c.restoreIfLost(ctx, n, snap); d.HasErrors() {
+				return d
+			}
 		}
 		c.log.Printf("node %s: re-applying the previous machine config (sha256 %s)", n.name, pc.SHA256)
 		if d := c.ladder(ctx, n, prev, st); d.HasErrors() {

@@ -572,11 +572,19 @@ func TestCrashDuringTryThenResumeConverges(t *testing.T) {
 	cfg := obj(map[string]cty.Value{
 		"patches":     strs("patches/node.yaml"),
 		"try_timeout": cty.StringVal("20s"),
-		"verify":      verify([]string{"apid"}, nil),
+		"verify":      verify([]string{"apid"}, map[string]string{"/var/mnt/data/.probe": "ok"}),
 	})
-	// The checks hang; the process "crashes" (its context ends) before it
-	// confirms the TRY.
-	l.n.Hang("ServiceList")
+	// The checks hang once the TRY is sent (the etcd snapshot before it
+	// asks ServiceList too), failing until then for want of the probe;
+	// the process "crashes" (its context ends) before it confirms the TRY.
+	hung := make(chan struct{})
+	go func() {
+		defer close(hung)
+		for deadline := time.Now().Add(time.Minute); !l.n.TryPending() && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		l.n.Hang("ServiceList")
+	}()
 	p1 := l.provider(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	r := apply(ctx, p1, talos.MachineConfig, cfg, &bytes.Buffer{})
@@ -588,7 +596,9 @@ func TestCrashDuringTryThenResumeConverges(t *testing.T) {
 	if !l.n.TryPending() || !bytes.Equal(l.n.PersistedConfig(), before) {
 		t.Fatal("expected a pending, unconfirmed TRY")
 	}
+	<-hung
 	l.n.Reset()
+	mustWrite(t, filepath.Join(l.n.Root(), "var/mnt/data/.probe"), "ok\n")
 
 	// A new process: the step was never recorded, so Read says Absent...
 	p2 := l.provider(t, nil)

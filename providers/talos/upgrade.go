@@ -24,6 +24,8 @@ type upgradeRevert struct {
 	// recorded: the provider's installer of Version then, checked by
 	// version only.
 	Installer string `json:"installer,omitempty"`
+	// EtcdSnapshots are those taken before the upgrade (etcdsnapshot.go).
+	EtcdSnapshots map[string]etcdSnapshot `json:"etcd_snapshots,omitempty"`
 }
 
 // Upgrade is the talos_upgrade step type.
@@ -48,8 +50,8 @@ var upgradeStep = &sdk.StepType[*Provider, upgradeAttrs, none, upgradeRevert]{
 		"(ImageService.Pull, progress in the log), run by LifecycleService.Upgrade (its output in the log), then the node reboots; an older node takes " +
 		"the legacy MachineService.Upgrade. After the reboot the node must run exactly what the runbook pins: the version, the schematic ID and the " +
 		"extensions it reports (talosctl get extensions; the \"schematic\" extension carries the ID). A node that booted its other partition " +
-		"(the new image did not boot) fails the step, naming what it runs.",
-	Rollback: "Upgrades back to exactly what the node ran before (version, schematic and extensions, recorded at apply), verified the same way.",
+		"(the new image did not boot) fails the step, naming what it runs. An etcd snapshot of each control-plane node comes first, kept age-encrypted in etcd-snapshots/ of the state's directory.",
+	Rollback: "Upgrades back to exactly what the node ran before (version, schematic and extensions, recorded at apply), verified the same way, first restoring a lost etcd from the snapshot taken before the upgrade.",
 	Outputs:  upgradeOutputs{},
 	Unknowns: true, // the plan says so when the target is not known
 	Validate: func(c *handle, a *upgradeAttrs) phases.Diagnostics {
@@ -129,6 +131,7 @@ func planUpgrade(ctx context.Context, c *call, version string, preserve bool) (s
 	t := c.target(version)
 	var b strings.Builder
 	fmt.Fprintf(&b, "upgrade Talos on %s to %s with %s\n", strings.Join(c.p.targets(), ", "), version, t.installer)
+	b.WriteString(c.snapshotPlanLine())
 	for _, line := range c.upgradePaths(ctx, preserve) {
 		b.WriteString(line + "\n")
 	}
@@ -181,6 +184,7 @@ func applyUpgrade(ctx context.Context, sc *handle, a upgradeAttrs, _ none, _ *sd
 		return result{Diagnostics: d}
 	}
 	var before *nodeImage
+	snaps := map[string]etcdSnapshot{}
 	for _, n := range ns {
 		from, err := running(ctx, n)
 		if d := c.unreachable(err); d != nil {
@@ -192,6 +196,13 @@ func applyUpgrade(ctx context.Context, sc *handle, a upgradeAttrs, _ none, _ *sd
 		if before == nil {
 			before = &from
 		}
+		snap, d := c.snapshotBefore(ctx, n)
+		if d.HasErrors() {
+			return result{Diagnostics: d}
+		}
+		if snap != nil {
+			snaps[n.name] = *snap
+		}
 		if d := c.upgrade(ctx, n, from, t, a.Preserve); d.HasErrors() {
 			return result{Diagnostics: d}
 		}
@@ -200,10 +211,10 @@ func applyUpgrade(ctx context.Context, sc *handle, a upgradeAttrs, _ none, _ *sd
 		// A reinstall of what ran: there is nothing to go back to.
 		return result{Outputs: c.outputs(t), Revert: &sdk.RevertData[upgradeRevert]{Description: "nothing to undo: the node ran this version and schematic before"}}
 	}
-	back := upgradeRevert{Version: before.Version, Schematic: before.Schematic, Extensions: before.Extensions, Installer: installerOf(c.s.factoryHost, *before)}
+	back := upgradeRevert{Version: before.Version, Schematic: before.Schematic, Extensions: before.Extensions, Installer: installerOf(c.s.factoryHost, *before), EtcdSnapshots: snaps}
 	return result{
 		Outputs: c.outputs(t),
-		Revert:  &sdk.RevertData[upgradeRevert]{Description: fmt.Sprintf("upgrade back to %s (installer %s)", *before, back.Installer), Data: back},
+		Revert:  &sdk.RevertData[upgradeRevert]{Description: fmt.Sprintf("upgrade back to %s (installer %s)", *before, back.Installer) + snapshotNote(snaps), Data: back},
 	}
 }
 
@@ -290,6 +301,11 @@ func revertUpgrade(ctx context.Context, sc *handle, a upgradeAttrs, u sdk.Applie
 		back = upgradeTarget{want: nodeImage{Version: inv.Version}, installer: c.s.installerImage(inv.Version), versionOnly: true}
 	}
 	err := c.p.forNodes(ctx, func(n node) error {
+		if snap, ok := inv.EtcdSnapshots[n.name]; ok {
+			if d := c.restoreIfLost(ctx, n, snap); d.HasErrors() {
+				return d.Err()
+			}
+		}
 		got, err := running(ctx, n)
 		if err != nil {
 			return err
