@@ -74,6 +74,10 @@ func ServeCommand(name string, schema phases.Schema, run func(stdin io.Reader, s
 		err = w.Flush()
 	}
 	if err != nil {
+		// The hello goes out even so: without it the caller sees a
+		// stranger, not this error, which it reads from stderr once the
+		// program has exited.
+		_ = w.Flush()
 		fmt.Fprintf(os.Stderr, "migrate provider %s: %v\n", name, err)
 		return 1
 	}
