@@ -6,9 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -251,22 +248,7 @@ func TestUpgradeSnapshotsEtcdFirst(t *testing.T) {
 // snapshot is not.
 func TestLostEtcdRestoredOnLabVM(t *testing.T) {
 	t.Parallel()
-	var addr string
-	for addr == "" {
-		cand := fmt.Sprintf("127.%d.%d.%d", 100+rand.IntN(100), rand.IntN(256), 2+rand.IntN(250))
-		free := true
-		for _, port := range []string{"50000", "6443", "2379", "2380", "10250"} {
-			l, err := net.Listen("tcp", net.JoinHostPort(cand, port))
-			if err != nil {
-				free = false
-				break
-			}
-			l.Close() //nolint:errcheck
-		}
-		if free {
-			addr = cand
-		}
-	}
+	addr := freeNodeAddr(t)
 	vm, err := talosvm.Boot(context.Background(), talosvm.Spec{
 		Name: "talos", Addr: addr, Dir: t.TempDir(), Disks: maintDisks, DataDir: t.TempDir(),
 		RebootDuration: 200 * time.Millisecond, Log: t.Logf,

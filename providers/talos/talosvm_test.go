@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/zclconf/go-cty/cty"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/homelab-migrate/migrate/lab/talosvm"
 	"github.com/homelab-migrate/migrate/providers"
@@ -35,22 +33,7 @@ func TestFirstInstallOnLabVM(t *testing.T) {
 	}
 
 	// a loopback address of its own, whose node ports are free
-	var addr string
-	for addr == "" {
-		cand := fmt.Sprintf("127.%d.%d.%d", 100+rand.IntN(100), rand.IntN(256), 2+rand.IntN(250))
-		free := true
-		for _, port := range []string{"50000", "6443", "2379", "2380"} {
-			l, err := net.Listen("tcp", net.JoinHostPort(cand, port))
-			if err != nil {
-				free = false
-				break
-			}
-			l.Close() //nolint:errcheck
-		}
-		if free {
-			addr = cand
-		}
-	}
+	addr := freeNodeAddr(t)
 
 	vm, err := talosvm.Boot(context.Background(), talosvm.Spec{
 		Name: "talos", Addr: addr, Dir: t.TempDir(), Disks: maintDisks, DataDir: data, GPU: true,
@@ -100,29 +83,7 @@ func TestFirstInstallOnLabVM(t *testing.T) {
 	}
 
 	// In clear, outside the runbook (inside it the step refuses it).
-	kcPath := filepath.Join(t.TempDir(), "kubeconfig")
-	if r := apply(ctx, p, talos.Kubeconfig, obj(map[string]cty.Value{"path": cty.StringVal(kcPath)}), &bytes.Buffer{}); r.Diagnostics.HasErrors() {
-		t.Fatalf("kubeconfig: %v", r.Diagnostics.Err())
-	}
-
-	if err := vm.WaitKubernetes(ctx); err != nil {
-		t.Fatal(err)
-	}
-
-	kc, err := os.ReadFile(kcPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	rc, err := clientcmd.RESTConfigFromKubeConfig(kc)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	k, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := labKube(t, ctx, p, vm)
 
 	if body, err := k.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil || !strings.EqualFold(string(body), "ok") {
 		t.Fatalf("/readyz with talos_kubeconfig's file: %q %v", body, err)
@@ -149,5 +110,26 @@ func TestFirstInstallOnLabVM(t *testing.T) {
 
 	if strings.Contains(log.String(), "Kubernetes check skipped") || !strings.Contains(log.String(), "the Kubernetes API answers") {
 		t.Errorf("the Kubernetes check did not run:\n%s", log.String())
+	}
+}
+
+// freeNodeAddr is a loopback address of a test's own whose node ports
+// (apid, the API server, etcd, kubelet) are free.
+func freeNodeAddr(t *testing.T) string {
+	t.Helper()
+	for {
+		cand := fmt.Sprintf("127.%d.%d.%d", 100+rand.IntN(100), rand.IntN(256), 2+rand.IntN(250))
+		free := true
+		for _, port := range []string{"50000", "6443", "2379", "2380", "10250"} {
+			l, err := net.Listen("tcp", net.JoinHostPort(cand, port))
+			if err != nil {
+				free = false
+				break
+			}
+			l.Close() //nolint:errcheck
+		}
+		if free {
+			return cand
+		}
 	}
 }
