@@ -101,11 +101,16 @@ func newSambaWith(t *testing.T, accounts map[string]string) *samba {
 
 func (s *samba) start(t *testing.T) {
 	t.Helper()
-	var out bytes.Buffer
-	s.cmd.Stdout, s.cmd.Stderr = &out, &out
-	if err := s.cmd.Start(); err != nil {
+	if err := s.startErr(); err != nil {
 		t.Fatalf("starting smbd: %v", err)
 	}
+}
+
+// startErr starts smbd; it may run on another goroutine than the test's.
+func (s *samba) startErr() error {
+	var out bytes.Buffer
+	s.cmd.Stdout, s.cmd.Stderr = &out, &out
+	return s.cmd.Start()
 }
 
 func (s *samba) stop() {
@@ -136,9 +141,18 @@ func TestSMBCheckListsShares(t *testing.T) {
 		t.Errorf("plan %q, want %q", contains, want)
 	}
 
-	go func() { time.Sleep(time.Second); s.start(t) }() // the server comes up while the check waits
+	// The server comes up while the check waits; the test joins the
+	// starter before it reads or stops s.cmd (the race detector's rule).
+	started := make(chan error, 1)
+	go func() {
+		time.Sleep(time.Second)
+		started <- s.startErr()
+	}()
 	var log bytes.Buffer
 	ok := mustApply(t, p, local.SMBCheck, smbCfg(s.addr, []string{"FILES", "photos"}, "2m"), &log)
+	if err := <-started; err != nil {
+		t.Fatalf("starting smbd: %v", err)
+	}
 	if got := ok.Outputs.GetAttr("shares"); !strings.Contains(got.GoString(), `"files"`) || !strings.Contains(got.GoString(), `"photos"`) {
 		t.Errorf("outputs shares %s", got.GoString())
 	}
