@@ -165,8 +165,12 @@ func (e *Engine) writeShape(h hash.Hash, v cty.Value) {
 
 // checkContract compares the runbook with what the saved plan was made
 // of, and names every difference: a step added to a planned phase, one
-// removed, one whose attributes or files changed.
+// removed, one whose attributes or files changed. A plan that keeps no
+// planned values for a step run plans again is refused first (oldPlan).
 func (e *Engine) checkContract(ctx context.Context, plan *Plan, snap *state.Snapshot) error {
+	if err := oldPlan(plan); err != nil {
+		return err
+	}
 	var list []*phases.Phase
 	for _, pp := range plan.Phases {
 		if ph := e.runbook.Phase(pp.Name); ph != nil {

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -77,40 +76,4 @@ func wholeDiffDeferred(diff string) bool {
 // before the steps it waits for have run.
 func deferredDiff(after []phases.Address) string {
 	return fmt.Sprintf("diff deferred until %s %s run", joinAddrs(after), plural(len(after), "has", "have"))
-}
-
-var knownAfterRE = regexp.MustCompile(`\(known after [^)]*\)`)
-
-// contradiction compares what a saved plan knew of a step's diff with the
-// diff planned just before applying it. Every line of the saved diff must
-// appear in the fresh one, in order, a "(known after …)" in it standing
-// for any text. It returns the first saved line the fresh diff
-// contradicts, or "" when none.
-func contradiction(saved, fresh string) (string, bool) {
-	freshLines := strings.Split(fresh, "\n")
-	i := 0
-	for _, line := range strings.Split(saved, "\n") {
-		if strings.TrimSpace(line) == "" {
-			continue
-		}
-		re := lineMatcher(line)
-		for i < len(freshLines) && !re.MatchString(freshLines[i]) {
-			i++
-		}
-		if i == len(freshLines) {
-			return line, true
-		}
-		i++
-	}
-	return "", false
-}
-
-// lineMatcher matches a line of a diff, its deferred values standing for
-// any text.
-func lineMatcher(line string) *regexp.Regexp {
-	parts := knownAfterRE.Split(line, -1)
-	for i, p := range parts {
-		parts[i] = regexp.QuoteMeta(p)
-	}
-	return regexp.MustCompile("^" + strings.Join(parts, ".*") + "$")
 }

@@ -100,6 +100,9 @@ type StepPlan struct {
 	// the plan when the runbook's differ (contract.go).
 	Contract Contract        `json:"contract"`
 	Planned  json.RawMessage `json:"planned,omitempty"`
+	// PlannedValues digests, for a step run plans again, the values this
+	// plan knew of its inputs and outputs (plannedvalues.go).
+	PlannedValues PlannedValues `json:"planned_values,omitempty"`
 }
 
 // IsCheck reports whether the entry is a check.
@@ -321,6 +324,7 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 				changes = true
 			}
 			sp.Contract = contracts[s.Addr]
+			e.keepPlannedValues(sp, s, out)
 			pp.Steps = append(pp.Steps, sp)
 		}
 		for _, c := range ph.Checks {
@@ -348,6 +352,7 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 					}
 				}
 			}
+			e.keepPlannedValues(sp, c, out)
 			pp.Steps = append(pp.Steps, sp)
 		}
 	}

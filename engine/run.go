@@ -473,42 +473,23 @@ func (r *stepRunner) call(s *phases.Step, do func(ctx context.Context, log io.Wr
 // replan plans again, now that its inputs are known, a step whose plan
 // waited for steps of this run: the fresh diff is shown and logged (a
 // StepPlanned event), and its provider's private plan is what Apply gets.
-// With a saved plan, a fresh diff that contradicts what the saved one knew
-// fails the step, naming the difference, before anything is applied.
+// With a saved plan, a value the saved one knew that differs now fails
+// the step, naming its path, before anything is applied.
 func (r *stepRunner) replan(s *phases.Step, p providers.Interface, cfg cty.Value, rec *state.StepRecord, sp *StepPlan) (json.RawMessage, bool) {
 	resp := p.Plan(r.cancel, providers.PlanRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec), Action: sp.Action})
 	if resp.Diagnostics.HasErrors() {
 		return nil, r.fail(s, rec, withSubject(resp.Diagnostics, s.Range).Err())
 	}
 	diff := r.e.hooks.redactor.Text(resp.Diff)
-	if r.opts.SavedPlan && !sp.Deferred {
-		if line, bad := contradiction(sp.Diff, diff); bad {
-			return nil, r.fail(s, rec, &StalePlanStepError{Addr: s.Addr, Saved: line, Fresh: diff})
+	if r.opts.SavedPlan {
+		if err := r.e.checkPlannedValues(s.Addr, sp.PlannedValues, cfg, resp.Outputs); err != nil {
+			return nil, r.fail(s, rec, err)
 		}
 	}
 	if !r.emit(Event{Kind: StepPlanned, Phase: s.Phase, Addr: s.Addr, Check: s.IsCheck(), Message: diff}) {
 		return nil, false
 	}
 	return resp.Private, true
-}
-
-// StalePlanStepError says the plan of a step made just before applying it
-// contradicts the saved plan being run.
-type StalePlanStepError struct {
-	Addr phases.Address
-	// Saved is the line of the saved diff the fresh diff does not have.
-	Saved string
-	// Fresh is the fresh diff.
-	Fresh string
-}
-
-func (e *StalePlanStepError) Error() string {
-	fresh := strings.TrimSpace(e.Fresh)
-	if fresh == "" {
-		fresh = "(no diff)"
-	}
-	return fmt.Sprintf("the saved plan is stale for %s: it said %q, but planned again now that its inputs are known, it is:\n%s\nNothing was applied for %s: make a new plan",
-		e.Addr, strings.TrimSpace(e.Saved), fresh, e.Addr)
 }
 
 func (r *stepRunner) apply(s *phases.Step, p providers.Interface, cfg cty.Value, rec *state.StepRecord, planned json.RawMessage) providers.ApplyResponse {

@@ -1,0 +1,238 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/zclconf/go-cty/cty"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
+
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers"
+)
+
+// A step whose inputs wait for steps of the run (KnownAfter) or whose
+// provider could not plan it yet (Deferred) is planned again at its turn.
+// With a saved plan, what was reviewed of it must still hold then: the
+// plan keeps, for each such step, its planned values (PlannedValues), a
+// keyed digest per attribute path of its inputs ("inputs.command[1]") and
+// of the outputs its provider planned ("outputs.port"). A value not known
+// at plan is kept as "unknown" and matches anything. Planned again at
+// run, a known value whose digest differs refuses the step before it is
+// applied, naming the path, never the value.
+//
+// A digest is an HMAC under the input key (keyed), over the path and the
+// value: the same secret at two paths does not give the same digest.
+// Without an input key a digest is a plain SHA-256, which would let a
+// weak secret be guessed offline from the plan file: a sensitive value is
+// then kept as "sensitive" and, like "unknown", matches anything.
+
+// PlannedValues maps an attribute path to the digest of its planned
+// value, or to unknownValue or sensitiveValue.
+type PlannedValues map[string]string
+
+const (
+	unknownValue   = "unknown"
+	sensitiveValue = "sensitive"
+)
+
+// plannedAgain reports whether run plans sp again before applying it
+// (plannedNow).
+func plannedAgain(sp *StepPlan) bool {
+	return len(sp.KnownAfter) > 0 || sp.Deferred
+}
+
+// keepPlannedValues records in sp, when run will plan it again, the
+// planned values of s: its inputs as the plan evaluated them, and the
+// outputs the plan gives the steps after it (out).
+func (e *Engine) keepPlannedValues(sp *StepPlan, s *phases.Step, out *outputs) {
+	if !plannedAgain(sp) {
+		return
+	}
+	cfg, _, diags := out.evaluateAfter(s)
+	if diags.HasErrors() {
+		cfg = cty.DynamicVal
+	}
+	out.mu.RLock()
+	planned, ok := out.m[s.Addr]
+	out.mu.RUnlock()
+	if !ok {
+		planned = cty.NilVal
+	}
+	sp.PlannedValues = e.plannedValues(cfg, planned)
+}
+
+// plannedValues digests a step's inputs and its planned outputs, path by
+// path.
+func (e *Engine) plannedValues(inputs, outputs cty.Value) PlannedValues {
+	pv := PlannedValues{}
+	e.digestPaths(pv, "inputs", inputs)
+	if outputs == cty.NilVal || outputs.IsKnown() && outputs.IsNull() {
+		// The provider's plan says nothing of them.
+		outputs = cty.DynamicVal
+	}
+	e.digestPaths(pv, "outputs", outputs)
+	return pv
+}
+
+// digestPaths adds v's digests to pv under path: one per known value that
+// has no parts (a string, a number, a null, an empty collection), one for
+// a set or a sensitive value as a whole, unknownValue for what is not
+// known.
+func (e *Engine) digestPaths(pv PlannedValues, path string, v cty.Value) {
+	plain, marks := v.Unmark()
+	_, sensitive := marks[phases.SensitiveMark]
+	ty := plain.Type()
+	switch {
+	case !plain.IsKnown():
+		pv[path] = unknownValue
+	case sensitive || plain.IsNull() || !(ty.IsObjectType() || ty.IsMapType() || ty.IsListType() || ty.IsTupleType()) || plain.LengthInt() == 0:
+		pv[path] = e.valueDigest(path, v)
+	default:
+		for it := plain.ElementIterator(); it.Next(); {
+			k, x := it.Element()
+			switch {
+			case ty.IsObjectType():
+				e.digestPaths(pv, path+"."+k.AsString(), x)
+			case ty.IsMapType():
+				e.digestPaths(pv, path+fmt.Sprintf("[%q]", e.hooks.redactor.Text(k.AsString())), x)
+			default:
+				e.digestPaths(pv, path+"["+k.AsBigFloat().Text('f', 0)+"]", x)
+			}
+		}
+	}
+}
+
+// valueDigest is the keyed digest of v at path, sensitiveValue when v is
+// or holds a secret and there is no input key to digest it under.
+func (e *Engine) valueDigest(path string, v cty.Value) string {
+	if !v.IsWhollyKnown() {
+		return unknownValue // a set with an unknown element
+	}
+	plain, pvms := v.UnmarkDeepWithPaths()
+	secret := slices.ContainsFunc(pvms, func(p cty.PathValueMarks) bool {
+		_, ok := p.Marks[phases.SensitiveMark]
+		return ok
+	})
+	enc, err := ctyjson.Marshal(plain, plain.Type())
+	if err != nil {
+		return unknownValue
+	}
+	ty, err := ctyjson.MarshalType(plain.Type())
+	if err != nil {
+		return unknownValue
+	}
+	// A value the scrubber knows for a secret is one, marked or not.
+	_ = cty.Walk(plain, func(_ cty.Path, x cty.Value) (bool, error) {
+		if x.IsKnown() && !x.IsNull() && x.Type() == cty.String && e.hooks.redactor.Text(x.AsString()) != x.AsString() {
+			secret = true
+		}
+		return !secret, nil
+	})
+	if secret && len(e.inputKey) == 0 {
+		return sensitiveValue
+	}
+	return e.keyed(path + "\x00" + string(ty) + "\x00" + string(enc))
+}
+
+// checkPlannedValues compares a step planned again at run (its inputs
+// now, the outputs its fresh plan gives) with the values a saved plan
+// kept of it, and says every path that no longer holds.
+func (e *Engine) checkPlannedValues(a phases.Address, saved PlannedValues, inputs, outputs cty.Value) error {
+	if saved == nil {
+		return &StalePlanStepError{Addr: a, Differences: []string{"the plan keeps no planned values for it (it was made by an older migrate)"}}
+	}
+	now := e.plannedValues(inputs, outputs)
+	var diffs []string
+	for path, d := range saved {
+		if d == unknownValue || d == sensitiveValue {
+			continue
+		}
+		n, ok := now[path]
+		if !ok {
+			n, _ = related(path, now) // now whole where the plan had parts
+		}
+		switch n {
+		case d, sensitiveValue:
+		case unknownValue:
+			diffs = append(diffs, path+": not known now, as it was in the plan")
+		default:
+			diffs = append(diffs, path+": its value differs from the plan's")
+		}
+	}
+	for path := range now {
+		if _, ok := saved[path]; ok {
+			continue
+		}
+		if above, parts := related(path, saved); above == "" && !parts {
+			diffs = append(diffs, path+": not in the plan")
+		}
+	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	slices.Sort(diffs)
+	return &StalePlanStepError{Addr: a, Differences: diffs}
+}
+
+// related is the digest pv holds for a path above path (the value path is
+// part of), "" when none; parts says whether pv holds paths below it.
+func related(path string, pv PlannedValues) (above string, parts bool) {
+	below := func(p, q string) bool { // p is a part of q
+		rest, ok := strings.CutPrefix(p, q)
+		return ok && rest != "" && (rest[0] == '.' || rest[0] == '[')
+	}
+	for p, d := range pv {
+		switch {
+		case below(path, p):
+			above = d
+		case below(p, path):
+			parts = true
+		}
+	}
+	return above, parts
+}
+
+// StalePlanStepError says a step planned again at run no longer has the
+// planned values of the saved plan being run. It names the attribute
+// paths that differ, never their values.
+type StalePlanStepError struct {
+	Addr phases.Address
+	// Differences are the paths, each with how it differs.
+	Differences []string
+}
+
+func (e *StalePlanStepError) Error() string {
+	return fmt.Sprintf("the saved plan is stale for %s: planned again now that its inputs are known, it no longer has the values the plan was reviewed with:\n  - %s\nNothing was applied for %s: make a new plan",
+		e.Addr, strings.Join(e.Differences, "\n  - "), e.Addr)
+}
+
+// OldPlanError refuses a saved plan made before plans kept planned
+// values, when it has steps run would plan again: what was reviewed of
+// them cannot be compared.
+type OldPlanError struct {
+	Steps []phases.Address
+}
+
+func (e *OldPlanError) Error() string {
+	return fmt.Sprintf("the plan was made by an older migrate: it keeps no planned values for %s, which run plans again once %s known, so what was reviewed cannot be compared with what would run; nothing was run: make a new plan (migrate plan --out FILE) and review it",
+		joinAddrs(e.Steps), plural(len(e.Steps), "its inputs are", "their inputs are"))
+}
+
+// oldPlan refuses a saved plan that keeps no planned values for a step
+// run would plan again.
+func oldPlan(plan *Plan) error {
+	var steps []phases.Address
+	for _, pp := range plan.Phases {
+		for _, sp := range pp.Steps {
+			if sp.Action != providers.NoOp && plannedAgain(sp) && sp.PlannedValues == nil {
+				steps = append(steps, sp.Addr)
+			}
+		}
+	}
+	if len(steps) > 0 {
+		return &OldPlanError{Steps: steps}
+	}
+	return nil
+}
