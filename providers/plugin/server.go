@@ -47,11 +47,12 @@ type server struct {
 	mu      sync.Mutex
 	cancels map[uint64]context.CancelFunc
 	stops   map[uint64]chan struct{} // closed by the call's stop line
+	acks    map[uint64]chan string   // the answer to a call's intent line
 	calls   sync.WaitGroup
 }
 
 func serve(ctx context.Context, name string, p providers.Interface, in io.Reader, out io.Writer) error {
-	s := &server{p: p, enc: json.NewEncoder(out), cancels: map[uint64]context.CancelFunc{}, stops: map[uint64]chan struct{}{}}
+	s := &server{p: p, enc: json.NewEncoder(out), cancels: map[uint64]context.CancelFunc{}, stops: map[uint64]chan struct{}{}, acks: map[uint64]chan string{}}
 	if err := s.send(hello{Protocol: protocolVersion, Provider: name, Schema: SchemaDigest(p.Schema())}); err != nil {
 		return err
 	}
@@ -79,6 +80,14 @@ func serve(ctx context.Context, name string, p providers.Interface, in io.Reader
 			s.mu.Unlock()
 			continue
 		}
+		if req.Intended != 0 {
+			s.mu.Lock()
+			if ack := s.acks[req.Intended]; ack != nil {
+				ack <- req.IntentError // buffered: one intent line at a time
+			}
+			s.mu.Unlock()
+			continue
+		}
 		callCtx, cancel := context.WithCancel(ctx)
 		stop := make(chan struct{})
 		s.mu.Lock()
@@ -88,7 +97,7 @@ func serve(ctx context.Context, name string, p providers.Interface, in io.Reader
 		s.calls.Add(1)
 		go func() {
 			defer s.calls.Done()
-			result, err := s.call(callCtx, req, stop)
+			result, err := s.call(callCtx, req, stop, s.intentOf(callCtx, req.ID))
 			s.mu.Lock()
 			delete(s.cancels, req.ID)
 			delete(s.stops, req.ID)
@@ -143,7 +152,7 @@ func (w logWriter) Write(p []byte) (int, error) {
 // call runs one request and encodes its response. An error is a
 // transport problem (a request the program cannot read); what goes wrong
 // in the provider is in the response's diagnostics.
-func (s *server) call(ctx context.Context, req request, stop <-chan struct{}) (_ json.RawMessage, err error) {
+func (s *server) call(ctx context.Context, req request, stop <-chan struct{}, intent intentFunc) (_ json.RawMessage, err error) {
 	defer func() {
 		// A provider's bug fails its call, not every call of the run.
 		if r := recover(); r != nil {
@@ -155,7 +164,46 @@ func (s *server) call(ctx context.Context, req request, stop <-chan struct{}) (_
 	if !ok {
 		return nil, fmt.Errorf("unknown method %q", req.Method)
 	}
-	return h(ctx, s.p, req.Params, streams{log: logWriter{s, req.ID}, stop: stop})
+	return h(ctx, s.p, req.Params, streams{log: logWriter{s, req.ID}, stop: stop, intent: intent})
+}
+
+// intentOf is call id's Intent on the program's side: it sends the revert
+// data on the call's intent line and returns when the host has saved it
+// in the step's record (nil) or could not (its error); when the call is
+// cancelled first (the host is gone), it says it was not saved. The host
+// answers intent lines in order; a provider calls Intent from its Apply's
+// goroutine, one at a time.
+func (s *server) intentOf(ctx context.Context, id uint64) intentFunc {
+	var one sync.Mutex
+	return func(inv providers.RevertData) error {
+		one.Lock()
+		defer one.Unlock()
+		b, _, err := encode(inv)
+		if err != nil {
+			return err
+		}
+		ack := make(chan string, 1)
+		s.mu.Lock()
+		s.acks[id] = ack
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			delete(s.acks, id)
+			s.mu.Unlock()
+		}()
+		if err := s.send(reply{Intent: id, Revert: b}); err != nil {
+			return fmt.Errorf("sending the revert data to migrate: %w", err)
+		}
+		select {
+		case msg := <-ack:
+			if msg != "" {
+				return errors.New(msg)
+			}
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("the revert data was not saved before the call ended: %w", context.Cause(ctx))
+		}
+	}
 }
 
 // handler decodes a call's params, runs it and encodes its response.
