@@ -49,10 +49,11 @@ type server struct {
 	stops   map[uint64]chan struct{} // closed by the call's stop line
 	acks    map[uint64]chan string   // the answer to a call's intent line
 	calls   sync.WaitGroup
+	gone    chan struct{} // closed when the host's input ends
 }
 
 func serve(ctx context.Context, name string, p providers.Interface, in io.Reader, out io.Writer) error {
-	s := &server{p: p, enc: json.NewEncoder(out), cancels: map[uint64]context.CancelFunc{}, stops: map[uint64]chan struct{}{}, acks: map[uint64]chan string{}}
+	s := &server{p: p, enc: json.NewEncoder(out), cancels: map[uint64]context.CancelFunc{}, stops: map[uint64]chan struct{}{}, acks: map[uint64]chan string{}, gone: make(chan struct{})}
 	if err := s.send(hello{Protocol: protocolVersion, Provider: name, Schema: SchemaDigest(p.Schema())}); err != nil {
 		return err
 	}
@@ -111,6 +112,7 @@ func serve(ctx context.Context, name string, p providers.Interface, in io.Reader
 		}()
 	}
 	// The host is gone or done: let running calls see it, and finish.
+	close(s.gone)
 	s.mu.Lock()
 	for _, cancel := range s.cancels {
 		cancel()
@@ -169,15 +171,20 @@ func (s *server) call(ctx context.Context, req request, stop <-chan struct{}, in
 
 // intentOf is call id's Intent on the program's side: it sends the revert
 // data on the call's intent line and returns when the host has saved it
-// in the step's record (nil) or could not (its error); when the call is
-// cancelled first (the host is gone), it says it was not saved. The host
-// answers intent lines in order; a provider calls Intent from its Apply's
-// goroutine, one at a time.
+// in the step's record (nil) or could not (its error). The host answers
+// every intent line of a call, cancelled or not, until the call's result;
+// when the host is gone first, it was not saved. A call already
+// cancelled announces nothing more: its Apply is to stop, not to change
+// something new. A provider calls Intent from its Apply's goroutine, one
+// at a time.
 func (s *server) intentOf(ctx context.Context, id uint64) intentFunc {
 	var one sync.Mutex
 	return func(inv providers.RevertData) error {
 		one.Lock()
 		defer one.Unlock()
+		if err := context.Cause(ctx); err != nil {
+			return fmt.Errorf("the revert data was not saved: the call was interrupted (%w)", err)
+		}
 		b, _, err := encode(inv)
 		if err != nil {
 			return err
@@ -200,8 +207,8 @@ func (s *server) intentOf(ctx context.Context, id uint64) intentFunc {
 				return errors.New(msg)
 			}
 			return nil
-		case <-ctx.Done():
-			return fmt.Errorf("the revert data was not saved before the call ended: %w", context.Cause(ctx))
+		case <-s.gone:
+			return fmt.Errorf("the revert data was not saved: migrate is gone")
 		}
 	}
 }
