@@ -240,8 +240,9 @@ type ApplyRequest struct {
 	// about to be done in the step's running record, durably, before it
 	// returns: a run killed before Apply returns leaves a record that
 	// rollback undoes, and the next Apply gets it in Prior.Revert. It is
-	// called from the goroutine of Apply. nil: nothing can be saved (a
-	// plugin); the step then does without.
+	// called from the goroutine of Apply; it crosses the plugin pipe
+	// (providers/plugin). nil: nothing can be saved (a test calling the
+	// provider directly); the step then does without.
 	Intent func(RevertData) error
 }
 

@@ -88,8 +88,9 @@ var (
 )
 
 type pending struct {
-	log  io.Writer
-	done chan reply
+	log     io.Writer
+	done    chan reply
+	intents chan reply // the call's intent lines, answered by the call's goroutine
 }
 
 // Schema is the schema compiled into migrate; no program is started.
@@ -197,6 +198,14 @@ func (c *Client) read(sc *bufio.Scanner) {
 			continue // not ours; the program's own stderr says more
 		}
 		c.mu.Lock()
+		if r.Intent != 0 {
+			p := c.calls[r.Intent]
+			c.mu.Unlock()
+			if p != nil {
+				p.intents <- r // the call takes it until its answer, which comes after
+			}
+			continue
+		}
 		if r.Log != 0 {
 			p := c.calls[r.Log]
 			c.mu.Unlock()
@@ -232,7 +241,9 @@ func (c *Client) read(sc *bufio.Scanner) {
 // call sends one request and decodes its answer into out; a cancelled
 // ctx is passed on, as is the closing of the request's stop channel, and
 // the answer still awaited. What the provider
-// writes to the request's io.Writer (its Log) arrives there.
+// writes to the request's io.Writer (its Log) arrives there; its calls of
+// the request's Intent are made here, on the caller's goroutine, and
+// answered, even after a cancel (the engine then still saves them).
 func (c *Client) call(ctx context.Context, method string, params any, out any) error {
 	if err := c.start(); err != nil {
 		return err
@@ -244,7 +255,7 @@ func (c *Client) call(ctx context.Context, method string, params any, out any) e
 	for _, v := range st.secrets {
 		c.scrub.AddMarked(v)
 	}
-	p := &pending{log: st.log, done: make(chan reply, 1)}
+	p := &pending{log: st.log, done: make(chan reply, 1), intents: make(chan reply, 1)}
 	c.mu.Lock()
 	if c.dead != nil {
 		c.mu.Unlock()
@@ -262,17 +273,19 @@ func (c *Client) call(ctx context.Context, method string, params any, out any) e
 	}
 	var r reply
 	stop := st.stop // nil when the call has none: never ready
+	cancelled := ctx.Done()
 	for answered := false; !answered; {
 		select {
 		case r = <-p.done:
 			answered = true
+		case in := <-p.intents:
+			_ = c.send(request{Intended: id, IntentError: c.intend(st.intent, in.Revert)})
 		case <-stop:
 			stop = nil // once
 			_ = c.send(request{Stop: id})
-		case <-ctx.Done():
+		case <-cancelled:
+			cancelled = nil // once; the answer is still awaited
 			_ = c.send(request{Cancel: id})
-			r = <-p.done
-			answered = true
 		}
 	}
 	if r.Error != "" {
@@ -283,6 +296,22 @@ func (c *Client) call(ctx context.Context, method string, params any, out any) e
 		c.scrub.AddMarked(v)
 	}
 	return err
+}
+
+// intend saves the revert data of an intent line with the request's
+// Intent; it returns why it could not ("" when saved).
+func (c *Client) intend(intent intentFunc, data json.RawMessage) string {
+	if intent == nil {
+		return "migrate saves no revert data for this call" // the program was given none: a bug
+	}
+	var inv providers.RevertData
+	if err := decode(data, &inv, nil); err != nil {
+		return "the revert data did not cross: " + err.Error()
+	}
+	if err := intent(inv); err != nil {
+		return err.Error()
+	}
+	return ""
 }
 
 func (c *Client) send(r request) error {

@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/homelab-migrate/migrate/providers"
 )
 
 // The codec turns any request or response of package providers into one
@@ -22,7 +24,11 @@ import (
 //   - a <-chan struct{} (an Apply's Stop) crosses as true when set: the
 //     decoder gives it the call's stop channel, which the program closes
 //     when the host sends the call's stop line;
-//   - a func crosses only if it is in notCarried, which says why it may
+//   - a func(providers.RevertData) error (an Apply's Intent) crosses as
+//     true when set: the decoder gives it the call's intent, which sends
+//     the revert data to the host and returns once the host saved it
+//     (or says why not);
+//   - any other func crosses only if it is in notCarried, which says why it may
 //     arrive nil; any other func is an error;
 //   - structs, pointers, slices, string-keyed maps and numbers, strings,
 //     booleans and bytes cross as JSON, nil kept apart from empty.
@@ -32,22 +38,26 @@ import (
 
 // notCarried lists the func fields that arrive nil, and why that is right.
 var notCarried = map[string]string{
-	"providers.Approval.Prompt":     "no plugin step asks a person: only the built-in approval step prompts",
-	"providers.ApplyRequest.Intent": "a plugin step saves no revert data before Apply returns (the built-in incus_file and incus_exec do): it does without, as the field's doc allows",
+	"providers.Approval.Prompt": "no plugin step asks a person: only the built-in approval step prompts",
 }
 
 var (
 	ctyValueType = reflect.TypeFor[cty.Value]()
 	writerType   = reflect.TypeFor[io.Writer]()
 	stopType     = reflect.TypeFor[<-chan struct{}]()
+	intentType   = reflect.TypeFor[func(providers.RevertData) error]()
 )
 
+// intentFunc is an Apply's Intent.
+type intentFunc = func(providers.RevertData) error
+
 // streams are what a call carries besides its fields' values: the log
-// its io.Writer field writes to, and the stop channel of its
-// <-chan struct{} field.
+// its io.Writer field writes to, the stop channel of its
+// <-chan struct{} field, and its Intent.
 type streams struct {
-	log  io.Writer
-	stop <-chan struct{}
+	log    io.Writer
+	stop   <-chan struct{}
+	intent intentFunc
 	// secrets are the sensitive parts of the values that crossed, with
 	// their marks: what the program's stderr is scrubbed of.
 	secrets []cty.Value
@@ -70,7 +80,7 @@ func checkType(t reflect.Type) error {
 }
 
 func checkIn(t reflect.Type, name string, seen map[reflect.Type]bool) error {
-	if t == ctyValueType || t == writerType || t == stopType {
+	if t == ctyValueType || t == writerType || t == stopType || t == intentType {
 		return nil
 	}
 	switch t.Kind() {
@@ -97,7 +107,7 @@ func checkIn(t reflect.Type, name string, seen map[reflect.Type]bool) error {
 			if !f.IsExported() {
 				return fmt.Errorf("the plugin protocol cannot carry %s: an unexported field", fname)
 			}
-			if f.Type.Kind() == reflect.Func {
+			if f.Type.Kind() == reflect.Func && f.Type != intentType {
 				if _, ok := notCarried[fname]; !ok {
 					return fmt.Errorf("the plugin protocol cannot carry %s: a func (add it to notCarried, saying why it may arrive nil)", fname)
 				}
@@ -113,8 +123,8 @@ func checkIn(t reflect.Type, name string, seen map[reflect.Type]bool) error {
 }
 
 // encode writes v, a struct, as a JSON object, and returns the writer of
-// its io.Writer field (the call's log) and the channel of its stop field,
-// if any.
+// its io.Writer field (the call's log), the channel of its stop field and
+// its intent, if any.
 func encode(v any) (json.RawMessage, streams, error) {
 	rv := reflect.ValueOf(v)
 	if err := checkType(rv.Type()); err != nil {
@@ -124,13 +134,14 @@ func encode(v any) (json.RawMessage, streams, error) {
 	if err := e.value(rv, rv.Type().String()); err != nil {
 		return nil, streams{}, err
 	}
-	return e.buf.Bytes(), streams{log: e.log, stop: e.stop, secrets: e.secrets}, nil
+	return e.buf.Bytes(), streams{log: e.log, stop: e.stop, intent: e.intent, secrets: e.secrets}, nil
 }
 
 type encoder struct {
 	buf     bytes.Buffer
 	log     io.Writer
 	stop    <-chan struct{}
+	intent  intentFunc
 	secrets []cty.Value
 }
 
@@ -150,6 +161,8 @@ func (e *encoder) value(v reflect.Value, name string) error {
 		return e.writer(v, name)
 	case stopType:
 		return e.stopChan(v)
+	case intentType:
+		return e.intentFunc(v)
 	}
 	switch t.Kind() {
 	case reflect.Pointer:
@@ -205,6 +218,21 @@ func (e *encoder) stopChan(v reflect.Value) error {
 		return fmt.Errorf("a second stop channel in one message (a call has one)")
 	}
 	e.stop = ch
+	e.buf.WriteString("true")
+	return nil
+}
+
+// intentFunc writes not the func but that there is one: the program's
+// calls of it cross as the call's intent lines.
+func (e *encoder) intentFunc(v reflect.Value) error {
+	if v.IsNil() {
+		e.buf.WriteString("null")
+		return nil
+	}
+	if e.intent != nil {
+		return fmt.Errorf("a second intent in one message (a call has one)")
+	}
+	e.intent = v.Interface().(intentFunc)
 	e.buf.WriteString("true")
 	return nil
 }
@@ -267,7 +295,7 @@ func (e *encoder) structValue(v reflect.Value) error {
 			}
 			continue
 		}
-		if f.Type.Kind() == reflect.Func || fv.IsZero() {
+		if f.Type.Kind() == reflect.Func && f.Type != intentType || fv.IsZero() {
 			continue // a func of notCarried, or nothing to say
 		}
 		if n > 0 {
@@ -314,19 +342,20 @@ func decodeSecrets(data json.RawMessage, ptr any, log io.Writer) ([]cty.Value, e
 }
 
 // decodeCall is decode with the call's streams: its io.Writer fields get
-// st.log, and a stop field that was set gets st.stop.
+// st.log, a stop field that was set gets st.stop, an intent st.intent.
 func decodeCall(data json.RawMessage, ptr any, st streams) error {
 	rv := reflect.ValueOf(ptr).Elem()
 	if err := checkType(rv.Type()); err != nil {
 		return err
 	}
-	d := decoder{log: st.log, stop: st.stop}
+	d := decoder{log: st.log, stop: st.stop, intent: st.intent}
 	return d.value(data, rv, rv.Type().String())
 }
 
 type decoder struct {
 	log     io.Writer
 	stop    <-chan struct{}
+	intent  intentFunc
 	secrets []cty.Value
 }
 
@@ -345,6 +374,8 @@ func (d *decoder) value(data json.RawMessage, v reflect.Value, name string) erro
 	switch t {
 	case stopType:
 		return d.stopChan(data, v, name)
+	case intentType:
+		return d.intentFunc(data, v, name)
 	case ctyValueType:
 		var w value
 		if err := json.Unmarshal(data, &w); err != nil {
@@ -389,6 +420,21 @@ func (d *decoder) stopChan(data json.RawMessage, v reflect.Value, name string) e
 			return fmt.Errorf("%s: a stop channel where the call has none", name)
 		}
 		v.Set(reflect.ValueOf(d.stop))
+	}
+	return nil
+}
+
+// intentFunc sets the call's intent where the other side had one.
+func (d *decoder) intentFunc(data json.RawMessage, v reflect.Value, name string) error {
+	var set bool
+	if err := json.Unmarshal(data, &set); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if set {
+		if d.intent == nil {
+			return fmt.Errorf("%s: an intent where the call has none", name)
+		}
+		v.Set(reflect.ValueOf(d.intent))
 	}
 	return nil
 }

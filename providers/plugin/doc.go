@@ -15,11 +15,14 @@
 //
 // The protocol is one JSON object per line each way:
 //
-//	plugin -> host, first:  {"protocol":4,"provider":"talos","schema":"<sha256>"}
+//	plugin -> host, first:  {"protocol":5,"provider":"talos","schema":"<sha256>"}
 //	host -> plugin:         {"id":7,"method":"apply","params":{"Type":...}}
 //	                        {"stop":7}                 call 7's Stop is closed
 //	                        {"cancel":7}
+//	                        {"intended":7}             call 7's intent is saved
+//	                        {"intended":7,"intent_error":"..."}  or not, and why
 //	plugin -> host:         {"log":7,"data":"..."}     output of call 7, in order
+//	                        {"intent":7,"revert":{...}}  call 7's Apply called Intent
 //	                        {"id":7,"result":{...}}    its answer, after its output
 //
 // Calls run concurrently; cancelling a call's context sends "cancel" and
@@ -27,7 +30,12 @@
 // interrupted), so nothing is left running behind the engine's back. An
 // Apply's Stop channel crosses the same way: the request says it has one
 // (true), and its closing sends "stop", which closes the program's copy;
-// the provider's waits end and the answer says Stopped.
+// the provider's waits end and the answer says Stopped. An Apply's Intent
+// crosses too: the request says it has one (true); the program's call of
+// it sends the revert data on an intent line, which the host hands to the
+// engine's Intent (saving it in the step's running record) on the calling
+// goroutine, and waits for the answer, so that a run killed after the
+// change it announces still has what rollback needs.
 // Params and results are the requests and responses of package providers
 // themselves, encoded by one codec (codec.go) that walks their fields by
 // reflection: a field added to a request crosses with no change here, and

@@ -88,6 +88,26 @@ func tricks() *fake.Provider {
 			case <-ctx.Done():
 				return providers.ApplyResponse{Diagnostics: phases.Errorf("Step Interrupted", "%s: %v.", req.Addr, ctx.Err())}
 			}
+		case "intend-then-block":
+			// A change announced (Intent) before it is made, then a
+			// wait: a kill here leaves a record that says the change.
+			err := req.Intent(providers.RevertData{Description: "undo half", Data: []byte(`{"half":true}`)})
+			if err != nil {
+				return providers.ApplyResponse{Diagnostics: phases.Errorf("Not Saved", "%v", err)}
+			}
+			fmt.Fprintln(req.Log, "intended, waiting")
+			<-ctx.Done()
+			return providers.ApplyResponse{Diagnostics: phases.Errorf("Step Interrupted", "%s: %v.", req.Addr, ctx.Err())}
+		case "intend":
+			// The Intent's answer, in the output; none: "no intent".
+			got := "no intent"
+			if req.Intent != nil {
+				got = "saved"
+				if err := req.Intent(providers.RevertData{Description: "undo it"}); err != nil {
+					got = err.Error()
+				}
+			}
+			return providers.ApplyResponse{Outputs: cty.ObjectVal(map[string]cty.Value{"value": cty.StringVal(got)})}
 		case "crash":
 			fmt.Fprintln(os.Stderr, "dying on purpose")
 			os.Exit(3)
@@ -247,6 +267,58 @@ func TestStopCrosses(t *testing.T) {
 	defer cancel()
 	if r := apply(ctx, p, "effect-then-wait", io.Discard); r.Stopped || !r.Diagnostics.HasErrors() || r.Diagnostics[0].Summary != "Step Interrupted" {
 		t.Errorf("an apply without Stop answered Stopped=%v %v", r.Stopped, r.Diagnostics)
+	}
+}
+
+// TestIntentCrosses: an Apply's Intent called in the program calls the
+// host's on the caller's goroutine, before the Apply returns, with the
+// revert data; the host's error reaches the program; a call without
+// Intent gets none.
+func TestIntentCrosses(t *testing.T) {
+	p := configured(t, program(t))
+	addr := phases.Address{Type: fake.StepType, Name: "a"}
+	saved := make(chan providers.RevertData, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan providers.ApplyResponse, 1)
+	var log bytes.Buffer
+	go func() {
+		done <- p.Apply(ctx, providers.ApplyRequest{Type: fake.StepType, Addr: addr, Config: stepConfig(cty.StringVal("intend-then-block")), Log: &log,
+			Intent: func(inv providers.RevertData) error { saved <- inv; return nil }})
+	}()
+	select {
+	case inv := <-saved:
+		if inv.Description != "undo half" || string(inv.Data) != `{"half":true}` {
+			t.Errorf("the host saved %+v", inv)
+		}
+	case r := <-done:
+		t.Fatalf("the apply returned before its Intent reached the host: %v", r.Diagnostics)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the program's Intent did not reach the host")
+	}
+	cancel() // the kill, after the change was announced
+	select {
+	case r := <-done:
+		if !r.Diagnostics.HasErrors() || r.Diagnostics[0].Summary != "Step Interrupted" {
+			t.Errorf("the program's Intent failed, or the apply was not interrupted: %v", r.Diagnostics)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a cancelled apply did not return")
+	}
+
+	value := func(r providers.ApplyResponse) string {
+		if r.Diagnostics.HasErrors() {
+			t.Fatal(r.Diagnostics.Err())
+		}
+		return r.Outputs.GetAttr("value").AsString()
+	}
+	refused := providers.ApplyRequest{Type: fake.StepType, Addr: addr, Config: stepConfig(cty.StringVal("intend")),
+		Intent: func(providers.RevertData) error { return fmt.Errorf("the state is locked by someone else") }}
+	if got := value(p.Apply(context.Background(), refused)); got != "the state is locked by someone else" {
+		t.Errorf("the host's refusal reached the program as %q", got)
+	}
+	if got := value(apply(context.Background(), p, "intend", io.Discard)); got != "no intent" {
+		t.Errorf("an apply without Intent: the program had one (%q)", got)
 	}
 }
 
@@ -437,7 +509,7 @@ func TestOlderProtocolRefused(t *testing.T) {
 	}
 	p := plugin.Factory(plugin.Program{Name: "fake", Command: old, Schema: fake.Schema()})()
 	r := p.Configure(context.Background(), providers.ConfigureRequest{Name: "fake"})
-	if !r.Diagnostics.HasErrors() || !strings.Contains(r.Diagnostics.Err().Error(), "speaks plugin protocol 1, this migrate speaks 4") {
+	if !r.Diagnostics.HasErrors() || !strings.Contains(r.Diagnostics.Err().Error(), "speaks plugin protocol 1, this migrate speaks 5") {
 		t.Fatalf("a program of protocol 1: %v", r.Diagnostics)
 	}
 }

@@ -47,11 +47,13 @@ type server struct {
 	mu      sync.Mutex
 	cancels map[uint64]context.CancelFunc
 	stops   map[uint64]chan struct{} // closed by the call's stop line
+	acks    map[uint64]chan string   // the answer to a call's intent line
 	calls   sync.WaitGroup
+	gone    chan struct{} // closed when the host's input ends
 }
 
 func serve(ctx context.Context, name string, p providers.Interface, in io.Reader, out io.Writer) error {
-	s := &server{p: p, enc: json.NewEncoder(out), cancels: map[uint64]context.CancelFunc{}, stops: map[uint64]chan struct{}{}}
+	s := &server{p: p, enc: json.NewEncoder(out), cancels: map[uint64]context.CancelFunc{}, stops: map[uint64]chan struct{}{}, acks: map[uint64]chan string{}, gone: make(chan struct{})}
 	if err := s.send(hello{Protocol: protocolVersion, Provider: name, Schema: SchemaDigest(p.Schema())}); err != nil {
 		return err
 	}
@@ -79,6 +81,14 @@ func serve(ctx context.Context, name string, p providers.Interface, in io.Reader
 			s.mu.Unlock()
 			continue
 		}
+		if req.Intended != 0 {
+			s.mu.Lock()
+			if ack := s.acks[req.Intended]; ack != nil {
+				ack <- req.IntentError // buffered: one intent line at a time
+			}
+			s.mu.Unlock()
+			continue
+		}
 		callCtx, cancel := context.WithCancel(ctx)
 		stop := make(chan struct{})
 		s.mu.Lock()
@@ -88,7 +98,7 @@ func serve(ctx context.Context, name string, p providers.Interface, in io.Reader
 		s.calls.Add(1)
 		go func() {
 			defer s.calls.Done()
-			result, err := s.call(callCtx, req, stop)
+			result, err := s.call(callCtx, req, stop, s.intentOf(callCtx, req.ID))
 			s.mu.Lock()
 			delete(s.cancels, req.ID)
 			delete(s.stops, req.ID)
@@ -102,6 +112,7 @@ func serve(ctx context.Context, name string, p providers.Interface, in io.Reader
 		}()
 	}
 	// The host is gone or done: let running calls see it, and finish.
+	close(s.gone)
 	s.mu.Lock()
 	for _, cancel := range s.cancels {
 		cancel()
@@ -143,7 +154,7 @@ func (w logWriter) Write(p []byte) (int, error) {
 // call runs one request and encodes its response. An error is a
 // transport problem (a request the program cannot read); what goes wrong
 // in the provider is in the response's diagnostics.
-func (s *server) call(ctx context.Context, req request, stop <-chan struct{}) (_ json.RawMessage, err error) {
+func (s *server) call(ctx context.Context, req request, stop <-chan struct{}, intent intentFunc) (_ json.RawMessage, err error) {
 	defer func() {
 		// A provider's bug fails its call, not every call of the run.
 		if r := recover(); r != nil {
@@ -155,7 +166,51 @@ func (s *server) call(ctx context.Context, req request, stop <-chan struct{}) (_
 	if !ok {
 		return nil, fmt.Errorf("unknown method %q", req.Method)
 	}
-	return h(ctx, s.p, req.Params, streams{log: logWriter{s, req.ID}, stop: stop})
+	return h(ctx, s.p, req.Params, streams{log: logWriter{s, req.ID}, stop: stop, intent: intent})
+}
+
+// intentOf is call id's Intent on the program's side: it sends the revert
+// data on the call's intent line and returns when the host has saved it
+// in the step's record (nil) or could not (its error). The host answers
+// every intent line of a call, cancelled or not, until the call's result;
+// when the host is gone first, it was not saved. A call already
+// cancelled announces nothing more: its Apply is to stop, not to change
+// something new. A provider calls Intent from its Apply's goroutine, one
+// at a time.
+func (s *server) intentOf(ctx context.Context, id uint64) intentFunc {
+	var one sync.Mutex
+	return func(inv providers.RevertData) error {
+		one.Lock()
+		defer one.Unlock()
+		if err := context.Cause(ctx); err != nil {
+			return fmt.Errorf("the revert data was not saved: the call was interrupted (%w)", err)
+		}
+		b, _, err := encode(inv)
+		if err != nil {
+			return err
+		}
+		ack := make(chan string, 1)
+		s.mu.Lock()
+		s.acks[id] = ack
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			delete(s.acks, id)
+			s.mu.Unlock()
+		}()
+		if err := s.send(reply{Intent: id, Revert: b}); err != nil {
+			return fmt.Errorf("sending the revert data to migrate: %w", err)
+		}
+		select {
+		case msg := <-ack:
+			if msg != "" {
+				return errors.New(msg)
+			}
+			return nil
+		case <-s.gone:
+			return fmt.Errorf("the revert data was not saved: migrate is gone")
+		}
+	}
 }
 
 // handler decodes a call's params, runs it and encodes its response.

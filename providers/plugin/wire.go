@@ -16,8 +16,9 @@ import (
 // protocolVersion changes whenever a message changes shape: 2 is the
 // generic codec (codec.go), whose params are the Go fields by name; 3
 // adds the stop line (an Apply's Stop closed); 4 renames the fields
-// that said Inverse (Revert, of type RevertData) and Record (Facts).
-const protocolVersion = 4
+// that said Inverse (Revert, of type RevertData) and Record (Facts); 5
+// carries an Apply's Intent (the intent line and its answer).
+const protocolVersion = 5
 
 // hello is the program's first line.
 type hello struct {
@@ -31,23 +32,30 @@ func writeHello(w io.Writer, name string, schema phases.Schema) error {
 	return json.NewEncoder(w).Encode(hello{Protocol: protocolVersion, Provider: name, Schema: SchemaDigest(schema)})
 }
 
-// request is a line from the host: a call, the cancellation of one, or
-// the gentle stop of one (its request's Stop closed).
+// request is a line from the host: a call, the cancellation of one, the
+// gentle stop of one (its request's Stop closed), or the answer to a
+// call's intent line (Intended: its revert data is saved, unless
+// IntentError says why not).
 type request struct {
-	ID     uint64          `json:"id,omitempty"`
-	Method string          `json:"method,omitempty"`
-	Params json.RawMessage `json:"params,omitempty"`
-	Cancel uint64          `json:"cancel,omitempty"`
-	Stop   uint64          `json:"stop,omitempty"`
+	ID          uint64          `json:"id,omitempty"`
+	Method      string          `json:"method,omitempty"`
+	Params      json.RawMessage `json:"params,omitempty"`
+	Cancel      uint64          `json:"cancel,omitempty"`
+	Stop        uint64          `json:"stop,omitempty"`
+	Intended    uint64          `json:"intended,omitempty"`
+	IntentError string          `json:"intent_error,omitempty"`
 }
 
-// reply is a line from the program: output of a call, or its result.
+// reply is a line from the program: output of a call, its result, or its
+// intent (an Apply's Intent called: the revert data to save, in Revert).
 type reply struct {
 	ID     uint64          `json:"id,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  string          `json:"error,omitempty"`
 	Log    uint64          `json:"log,omitempty"`
 	Data   string          `json:"data,omitempty"`
+	Intent uint64          `json:"intent,omitempty"`
+	Revert json.RawMessage `json:"revert,omitempty"`
 }
 
 // SchemaDigest identifies a schema: host and program must agree on it.

@@ -610,8 +610,8 @@ func (c *config) show(p cty.Path, v cty.Value) string {
 // makes a change it cannot take back by itself (providers.ApplyRequest.
 // Intent): a run killed before the handler returns is rolled back with
 // it, and the next Apply finds it in its prior. It is scrubbed as the
-// returned revert data is. Where nothing can save it (a plugin), it
-// returns nil and the handler goes on as before.
+// returned revert data is. Where nothing can save it (no Intent in the
+// request), it returns nil and the handler goes on as before.
 func Intend[S, I any](c *Call[S], inv *RevertData[I]) error {
 	if c.intent == nil || inv == nil {
 		return nil

@@ -42,14 +42,21 @@ var kubeconfigStep = &sdk.StepType[*Provider, kubeconfigAttrs, none, none]{
 		}
 		return inClear(c, a.Path)
 	},
-	Read: func(_ context.Context, c *handle, a kubeconfigAttrs, _ *sdk.Prior[none, none]) sdk.Read[none] {
+	Read: func(_ context.Context, c *handle, a kubeconfigAttrs, prior *sdk.Prior[none, none]) sdk.Read[none] {
 		if c.Unknown("path") {
 			return sdk.Read[none]{Observation: providers.Unknown}
 		}
 		if _, err := os.Stat(c.Settings.s.abs(a.Path)); err != nil {
 			return sdk.Read[none]{Observation: providers.Absent, Detail: "the kubeconfig file is gone"}
 		}
-		return sdk.Read[none]{Observation: providers.Present, Outputs: kubeconfigOutputs{Path: a.Path}}
+		r := sdk.Read[none]{Observation: providers.Present, Outputs: kubeconfigOutputs{Path: a.Path}}
+		if prior == nil || prior.Revert == nil {
+			// Never recorded (a run killed after the file was written,
+			// before its Apply returned): its undo is rebuilt from the
+			// config, so that the step adopted is still rolled back.
+			r.Revert = kubeconfigRevert(a.Path)
+		}
+		return r
 	},
 	Plan: func(_ context.Context, c *handle, a kubeconfigAttrs, _ *sdk.Prior[none, none]) sdk.Plan[none] {
 		how := "mode 0600"
@@ -66,7 +73,7 @@ var kubeconfigStep = &sdk.StepType[*Provider, kubeconfigAttrs, none, none]{
 	},
 	Apply: func(ctx context.Context, sc *handle, a kubeconfigAttrs, _ none, _ *sdk.Prior[none, none]) sdk.Apply[none, none] {
 		c := newCall(sc)
-		if d := fetchKubeconfig(ctx, c, c.s.abs(a.Path)); d.HasErrors() {
+		if d := fetchKubeconfig(ctx, c, a.Path); d.HasErrors() {
 			return sdk.Apply[none, none]{Diagnostics: d}
 		}
 		if sealed(a.Path) {
@@ -74,10 +81,7 @@ var kubeconfigStep = &sdk.StepType[*Provider, kubeconfigAttrs, none, none]{
 		} else {
 			c.log.Printf("kubeconfig written (mode 0600)")
 		}
-		return sdk.Apply[none, none]{
-			Outputs: kubeconfigOutputs{Path: a.Path},
-			Revert:  &sdk.RevertData[none]{Description: "remove the kubeconfig file " + a.Path},
-		}
+		return sdk.Apply[none, none]{Outputs: kubeconfigOutputs{Path: a.Path}, Revert: kubeconfigRevert(a.Path)}
 	},
 	Revert: func(_ context.Context, c *handle, a kubeconfigAttrs, _ sdk.Applied[none]) phases.Diagnostics {
 		if a.Path == "" || c.Unknown("path") {
@@ -95,7 +99,16 @@ func missing(c *handle, name string) phases.Diagnostics {
 	return phases.Errorf("Missing Required Attribute", "The %q attribute of %s is required.", name, c.Addr)
 }
 
-func fetchKubeconfig(ctx context.Context, c *call, path string) phases.Diagnostics {
+// kubeconfigRevert is the undo of a kubeconfig written at path (as the
+// runbook names it).
+func kubeconfigRevert(path string) *sdk.RevertData[none] {
+	return &sdk.RevertData[none]{Description: "remove the kubeconfig file " + path}
+}
+
+// fetchKubeconfig fetches the kubeconfig and writes it at name (as the
+// runbook names it), its undo saved in the step's record first.
+func fetchKubeconfig(ctx context.Context, c *call, name string) phases.Diagnostics {
+	path := c.s.abs(name)
 	ns, d := c.guarded(ctx)
 	if d.HasErrors() {
 		return d
@@ -116,6 +129,9 @@ func fetchKubeconfig(ctx context.Context, c *call, path string) phases.Diagnosti
 		if b, err = agefile.Encrypt(b, true, rs...); err != nil {
 			return phases.Errorf("Cannot Encrypt Kubeconfig", "Encrypting the kubeconfig: %v.", err)
 		}
+	}
+	if err := sdk.Intend(c.Call, kubeconfigRevert(name)); err != nil {
+		return phases.Errorf("Cannot Record The Kubeconfig", "%s: the kubeconfig's removal could not be recorded in the state before the file is written (%v); nothing was written.", c.addr, err)
 	}
 	if err := writePrivate(path, b); err != nil {
 		return phases.Errorf("Cannot Write Kubeconfig", "Writing the kubeconfig: %v.", err)

@@ -3,6 +3,7 @@ package talos
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -471,6 +472,9 @@ func applyMachineConfig(ctx context.Context, sc *handle, a mcAttrs, pl planned, 
 		if snap != nil {
 			inv.EtcdSnapshots[n.name] = *snap
 		}
+		if d := c.intendConfig(inv, n.name); d.HasErrors() {
+			return mcApply{Diagnostics: d}
+		}
 		if d := c.ladder(ctx, n, r.bytes, st); d.HasErrors() {
 			return mcApply{Diagnostics: d}
 		}
@@ -479,9 +483,30 @@ func applyMachineConfig(ctx context.Context, sc *handle, a mcAttrs, pl planned, 
 	return mcApply{Outputs: out, Revert: c.sealRevert(inv)}
 }
 
+// intendConfig saves in the step's record, before node's config changes,
+// the previous configs read so far (sealed as the returned revert data):
+// a run killed during the ladder, or before its Apply returned, leaves a
+// record that rollback undoes. With no recipient there is no revert data
+// to save (sealRevert says why at the end).
+func (c *call) intendConfig(inv machineConfigRevert, node string) phases.Diagnostics {
+	if c.s.recipient == nil {
+		return nil
+	}
+	rd := c.sealRevert(inv)
+	if rd == nil {
+		return nil // logged
+	}
+	if err := sdk.Intend(c.Call, rd); err != nil {
+		return phases.Errorf("Cannot Record The Previous Config", "%s: the previous config of node %s (to re-apply it on rollback) could not be recorded in the state before the change (%v); node %s was not changed.", c.addr, node, err, node)
+	}
+	return nil
+}
+
 // sealRevert encrypts the previous configs to the age recipient; with no
-// recipient there is no revert data, and the log says why.
+// recipient there is no revert data, and the log says why. inv is left
+// as it is.
 func (c *call) sealRevert(inv machineConfigRevert) *sdk.RevertData[machineConfigRevert] {
+	inv.Nodes, inv.EtcdSnapshots = maps.Clone(inv.Nodes), maps.Clone(inv.EtcdSnapshots)
 	if c.s.recipient == nil {
 		c.log.Printf("no rollback for %s: the previous config holds the cluster's secrets and is kept only age-encrypted, but %s; set age_identity or %s to make this step reversible", c.addr, c.s.noKeyWhy, IdentityEnv)
 		return nil
@@ -590,10 +615,12 @@ func firstLine(s string) string {
 func readMachineConfig(ctx context.Context, sc *handle, a mcAttrs, prior *mcPrior) sdk.Read[machineConfigRevert] {
 	c := newCall(sc)
 	p := c.p
+	if sc.InFlight {
+		// A record left running: with no prior, or with the revert
+		// data its Apply saved before changing a node (intendConfig).
+		c.awaitInFlight(ctx)
+	}
 	if prior == nil {
-		if sc.InFlight {
-			c.awaitInFlight(ctx)
-		}
 		// Never recorded: a run may have stopped during a TRY (the
 		// persisted config is still the old one), or while a first
 		// install rebooted. Only a node that persisted exactly this

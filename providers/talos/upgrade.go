@@ -3,6 +3,7 @@ package talos
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -203,19 +204,31 @@ func applyUpgrade(ctx context.Context, sc *handle, a upgradeAttrs, _ none, _ *sd
 		if snap != nil {
 			snaps[n.name] = *snap
 		}
+		// The way back, in the step's record before the node changes:
+		// a run killed during the upgrade (its reboot takes minutes)
+		// leaves a record that rollback undoes.
+		if err := sdk.Intend(c.Call, c.upgradeBack(t, *before, snaps)); err != nil {
+			return result{Diagnostics: phases.Errorf("Cannot Record The Way Back", "%s: what node %s ran (to upgrade it back on rollback) could not be recorded in the state before the upgrade (%v); node %s was not changed.", c.addr, n.name, err, n.name)}
+		}
 		if d := c.upgrade(ctx, n, from, t, a.Preserve); d.HasErrors() {
 			return result{Diagnostics: d}
 		}
 	}
-	if before == nil || t.reached(*before) {
+	if before == nil {
+		return result{Outputs: c.outputs(t), Revert: &sdk.RevertData[upgradeRevert]{Description: "nothing to undo: no node was upgraded"}}
+	}
+	return result{Outputs: c.outputs(t), Revert: c.upgradeBack(t, *before, snaps)}
+}
+
+// upgradeBack is the revert data of an upgrade to t of nodes that ran
+// before, with the etcd snapshots taken before it.
+func (c *call) upgradeBack(t upgradeTarget, before nodeImage, snaps map[string]etcdSnapshot) *sdk.RevertData[upgradeRevert] {
+	if t.reached(before) {
 		// A reinstall of what ran: there is nothing to go back to.
-		return result{Outputs: c.outputs(t), Revert: &sdk.RevertData[upgradeRevert]{Description: "nothing to undo: the node ran this version and schematic before"}}
+		return &sdk.RevertData[upgradeRevert]{Description: "nothing to undo: the node ran this version and schematic before"}
 	}
-	back := upgradeRevert{Version: before.Version, Schematic: before.Schematic, Extensions: before.Extensions, Installer: installerOf(c.s.factoryHost, *before), EtcdSnapshots: snaps}
-	return result{
-		Outputs: c.outputs(t),
-		Revert:  &sdk.RevertData[upgradeRevert]{Description: fmt.Sprintf("upgrade back to %s (installer %s)", *before, back.Installer) + snapshotNote(snaps), Data: back},
-	}
+	back := upgradeRevert{Version: before.Version, Schematic: before.Schematic, Extensions: before.Extensions, Installer: installerOf(c.s.factoryHost, before), EtcdSnapshots: maps.Clone(snaps)}
+	return &sdk.RevertData[upgradeRevert]{Description: fmt.Sprintf("upgrade back to %s (installer %s)", before, back.Installer) + snapshotNote(snaps), Data: back}
 }
 
 // installerOf is the installer that puts a node back on what it ran: the
