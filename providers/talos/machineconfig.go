@@ -651,6 +651,9 @@ func readMachineConfig(ctx context.Context, sc *handle, a mcAttrs, prior *mcPrio
 		if err != nil && inMaintenance(ctx, n.name) {
 			return sdk.Read[machineConfigRevert]{Diagnostics: c.installedInMaintenance(n.name)}
 		}
+		if silent(err) {
+			return c.readWhenItAnswers(n, err)
+		}
 		if err != nil {
 			return sdk.Read[machineConfigRevert]{Diagnostics: phases.Errorf("Cannot Read Current Config", "Reading the machine config of node %s failed: %v.", n.name, err)}
 		}

@@ -40,7 +40,13 @@ func (c *call) reachable(ctx context.Context) phases.Diagnostics {
 	if len(eps) == 0 {
 		return nil
 	}
-	return c.p.reach.Probe(ctx, c.addr, func(ctx context.Context) error { return dialAny(ctx, eps) }, c.unreachableSay())
+	d := c.p.reach.Probe(ctx, c.addr, func(ctx context.Context) error { return dialAny(ctx, eps) }, c.unreachableSay())
+	if !d.HasErrors() {
+		// The node answers: a dial refused before it did (its VM not
+		// up yet) must not fail the step's calls from gRPC's backoff.
+		settle(ctx, cl)
+	}
+	return d
 }
 
 // dialAny dials the endpoints: nil once one accepts a connection.

@@ -154,6 +154,7 @@ func waitVersion(ctx context.Context, n node, want string) error {
 		switch {
 		case err != nil:
 			last = err
+			n.redial()
 		case want == "" || sameVersion(v, want):
 			return nil
 		default:

@@ -66,7 +66,7 @@ var upgradeStep = &sdk.StepType[*Provider, upgradeAttrs, none, upgradeRevert]{
 		if !known(newCall(sc), "version", "preserve") {
 			return sdk.Read[upgradeRevert]{Observation: providers.Unknown}
 		}
-		return readUpgrade(ctx, newCall(sc), a.Version)
+		return readUpgrade(ctx, newCall(sc), a.Version, sc.InFlight)
 	},
 	Plan: func(ctx context.Context, sc *handle, a upgradeAttrs, _ *sdk.Prior[none, upgradeRevert]) sdk.Plan[none] {
 		if !known(newCall(sc), "version", "preserve") {
@@ -104,10 +104,17 @@ func (c *call) outputs(t upgradeTarget) upgradeOutputs {
 	return upgradeOutputs{Version: t.want.Version, Image: t.installer, SchematicID: t.want.Schematic}
 }
 
-func readUpgrade(ctx context.Context, c *call, version string) sdk.Read[upgradeRevert] {
+func readUpgrade(ctx context.Context, c *call, version string, inFlight bool) sdk.Read[upgradeRevert] {
 	ns, err := c.p.nodes(ctx)
 	if err != nil {
 		return sdk.Read[upgradeRevert]{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
+	}
+	if inFlight {
+		// The stopped run may have left the node rebooting into the
+		// upgrade: what it runs is known once it answers.
+		if err := c.awaitAnswer(ctx, ns, "a run stopped while "+c.addr.String()+" was applied", answerWait); err != nil {
+			return sdk.Read[upgradeRevert]{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
+		}
 	}
 	if d := c.reachable(ctx); d.HasErrors() {
 		return sdk.Read[upgradeRevert]{Diagnostics: d}
@@ -314,6 +321,13 @@ func revertUpgrade(ctx context.Context, sc *handle, a upgradeAttrs, u sdk.Applie
 		back = upgradeTarget{want: nodeImage{Version: inv.Version}, installer: c.s.installerImage(inv.Version), versionOnly: true}
 	}
 	err := c.p.forNodes(ctx, func(n node) error {
+		if u.Resumed {
+			// The interrupted revert may have left the node rebooting
+			// into its upgrade back.
+			if err := c.awaitAnswer(ctx, []node{n}, "the revert of "+c.addr.String()+" resumes", answerWait); err != nil {
+				return err
+			}
+		}
 		if snap, ok := inv.EtcdSnapshots[n.name]; ok {
 			if d := c.restoreIfLost(ctx, n, snap); d.HasErrors() {
 				return d.Err()

@@ -146,6 +146,7 @@ func waitRebooted(ctx context.Context, n node, before string) error {
 		switch {
 		case err != nil:
 			last = err
+			n.redial()
 		case id != before:
 			return nil
 		}
