@@ -99,7 +99,7 @@ func (e *Engine) PlanRollback(names []string) (*RollbackPlan, error) {
 		if chosen[later.Name] {
 			continue
 		}
-		for _, before := range e.phasesBefore(later) {
+		for _, before := range e.order.Before(later) {
 			if chosen[before.Name] && phaseTouched(later, snap) {
 				return nil, fmt.Errorf("phase %s runs after %s and has not been rolled back: roll back %s first, or both together", later.Name, before.Name, later.Name)
 			}
