@@ -128,8 +128,8 @@ func logText(e Event) []byte {
 	switch {
 	case e.Kind == StepPlanned:
 		// A diff: on lines of its own, like an error.
-		if e.Reason != "" {
-			b.WriteString(": planned again: " + e.Reason)
+		if e.ReasonCode != "" {
+			b.WriteString(": planned again: " + string(e.ReasonCode))
 		} else {
 			b.WriteString(": planned now that its inputs are known")
 		}

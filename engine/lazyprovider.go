@@ -75,12 +75,6 @@ func (e *Engine) configured(s *phases.Step) bool {
 	return lp.configured && lp.failed == nil
 }
 
-// providerWaits is the detail of a step whose provider cannot be
-// configured yet.
-func providerWaits(s *phases.Step, after []phases.Address) string {
-	return fmt.Sprintf("its provider %s is configured with values %s", s.Provider, knownAfterText(after))
-}
-
 // providerNotReady is the error of a step about to run whose provider
 // still waits for step outputs (the steps it needs did not run).
 func providerNotReady(s *phases.Step, after []phases.Address) error {
