@@ -75,7 +75,7 @@ func (in inputs) stale(recorded string) bool {
 // provider adds through InputDigester (files the attributes name).
 func (e *Engine) hashInputs(ctx context.Context, s *phases.Step, cfg cty.Value) inputs {
 	attrs, ok := attrBytes(cfg, false)
-	if !ok || !e.configured(s) {
+	if !ok {
 		return inputs{}
 	}
 	set, _ := attrBytes(cfg, true)

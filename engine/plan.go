@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"sync"
 
 	"github.com/zclconf/go-cty/cty"
@@ -70,8 +69,8 @@ type StepPlan struct {
 	Addr phases.Address   `json:"address"`
 	When phases.CheckWhen `json:"when,omitempty"`
 	// Action is what a run will do; checks that will run say Create. In
-	// JSON it is its name ("action": "create"; see MarshalJSON).
-	Action providers.Action `json:"-"`
+	// JSON it is its name ("action": "create").
+	Action providers.Action `json:"action"`
 	Status state.Status     `json:"status,omitempty"`
 	// Diff is the provider's account of the change, redacted.
 	Diff string `json:"diff,omitempty"`
@@ -150,34 +149,6 @@ func (p *Plan) Phase(name string) *PhasePlan {
 	return nil
 }
 
-// stepPlanJSON is a StepPlan as JSON: its Action by name.
-type stepPlanJSON struct {
-	Action string `json:"action"`
-	*plainStepPlan
-}
-
-type plainStepPlan StepPlan
-
-// MarshalJSON writes Action by its name.
-func (s StepPlan) MarshalJSON() ([]byte, error) {
-	return json.Marshal(stepPlanJSON{s.Action.String(), (*plainStepPlan)(&s)})
-}
-
-// UnmarshalJSON restores Action from its name.
-func (s *StepPlan) UnmarshalJSON(b []byte) error {
-	v := stepPlanJSON{plainStepPlan: (*plainStepPlan)(s)}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	for a := providers.NoOp; a <= providers.Revert; a++ {
-		if a.String() == v.Action {
-			s.Action = a
-			return nil
-		}
-	}
-	return fmt.Errorf("unknown action %q in plan", v.Action)
-}
-
 // outputs is the table of step outputs that evaluation sees; it is read
 // by parallel evaluations while finished steps add to it.
 type outputs struct {
@@ -188,13 +159,8 @@ type outputs struct {
 	recheck  map[phases.Address]bool  // steps read again after those they depend on
 }
 
-func (o *outputs) evaluate(s *phases.Step) (cty.Value, phases.Diagnostics) {
-	v, _, d := o.evaluateAfter(s)
-	return v, d
-}
-
-// evaluateAfter is evaluate that also says which steps the unknown values
-// in the result wait for.
+// evaluateAfter evaluates s's inputs, and says which steps the unknown
+// values in the result wait for.
 func (o *outputs) evaluateAfter(s *phases.Step) (cty.Value, []phases.Address, phases.Diagnostics) {
 	o.mu.RLock()
 	defer o.mu.RUnlock()

@@ -22,15 +22,12 @@ func (e *Engine) NoteChanges(ctx context.Context, rp *RollbackPlan) {
 			if s == nil || rec == nil || rec.Status != state.Done {
 				continue
 			}
-			cfg, diags := out.evaluate(s)
-			if diags.HasErrors() {
+			f := stepFacts{Rec: rec}
+			g := e.inputFacts(ctx, s, out, &f)
+			if g.p == nil {
 				continue
 			}
-			p, _, pd := e.use(ctx, s, out)
-			if p == nil || pd.HasErrors() {
-				continue
-			}
-			read := p.Read(ctx, providers.ReadRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec)})
+			read := g.read(ctx, s, rec, &f)
 			if read.Observation == providers.Drifted && !read.Diagnostics.HasErrors() && read.Detail != "" {
 				x.Changed = e.hooks.redactor.Text(read.Detail)
 			}

@@ -43,15 +43,22 @@ func (r *stepRunner) fatal() error {
 
 // emit sends an event; a failing hook makes the whole run stop.
 func (r *stepRunner) emit(ev Event) bool {
-	if err := r.e.hooks.emit(ev); err != nil {
-		r.mu.Lock()
-		if r.err == nil {
-			r.err = fmt.Errorf("recording %s: %w", ev.Addr, err)
-		}
-		r.mu.Unlock()
-		return false
+	return r.recorded(ev.Addr, r.e.hooks.emit(ev))
+}
+
+// checkpoint writes rec; a failure makes the whole run stop.
+func (r *stepRunner) checkpoint(rec *state.StepRecord) bool {
+	return r.recorded(rec.Addr, r.e.state.Checkpoint(rec))
+}
+
+// recorded keeps err, the first failure to record a, as the run's.
+func (r *stepRunner) recorded(a phases.Address, err error) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil && r.err == nil {
+		r.err = fmt.Errorf("recording %s: %w", a, err)
 	}
-	return true
+	return err == nil
 }
 
 // run brings one step (or check) to done, reporting whether it is. Just
@@ -142,15 +149,7 @@ func (r *stepRunner) rehash(s *phases.Step, rec *state.StepRecord, in inputs) bo
 		return true
 	}
 	rec.InputHash = in.hash
-	if err := r.e.state.Checkpoint(rec); err != nil {
-		r.mu.Lock()
-		if r.err == nil {
-			r.err = fmt.Errorf("recording %s: %w", s.Addr, err)
-		}
-		r.mu.Unlock()
-		return false
-	}
-	return true
+	return r.checkpoint(rec)
 }
 
 // privatePlan is the provider's private plan to apply s with: the saved
@@ -442,12 +441,7 @@ func (r *stepRunner) stoppedWaiting(s *phases.Step, p providers.Interface, resp 
 func (r *stepRunner) notDone(s *phases.Step, rec *state.StepRecord, why error) bool {
 	rec.Outputs = nil
 	rec.LastError = why.Error()
-	r.mu.Lock()
-	if r.stopped == nil {
-		r.stopped = map[phases.Address]bool{}
-	}
-	r.stopped[s.Addr] = true
-	r.mu.Unlock()
+	r.markStopped(s.Addr)
 	r.transition(s, rec, state.Pending, Event{Kind: StepStopped, Error: rec.LastError,
 		Message: "not done: stopped while it waited; the next run does it again"})
 	return false
@@ -458,6 +452,15 @@ func (r *stepRunner) wasStopped(a phases.Address) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.stopped[a]
+}
+
+func (r *stepRunner) markStopped(a phases.Address) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped == nil {
+		r.stopped = map[phases.Address]bool{}
+	}
+	r.stopped[a] = true
 }
 
 // stoppedBetweenAttempts is why a step that failed an attempt and was
@@ -484,12 +487,7 @@ func (r *stepRunner) readInFlight(s *phases.Step, p providers.Interface, cfg cty
 // its record stays running, so that the next run reads it again, and
 // waits, before doing anything.
 func (r *stepRunner) leftInFlight(s *phases.Step) bool {
-	r.mu.Lock()
-	if r.stopped == nil {
-		r.stopped = map[phases.Address]bool{}
-	}
-	r.stopped[s.Addr] = true
-	r.mu.Unlock()
+	r.markStopped(s.Addr)
 	r.emit(Event{Kind: StepStopped, Phase: s.Phase, Addr: s.Addr, Check: s.IsCheck(),
 		Message: "not done: stopped while it waited for what the last run started; the next run reads it again"})
 	return false
@@ -573,12 +571,11 @@ func (r *stepRunner) rebase(s *phases.Step) bool {
 		if !ok || rec.Status != state.Done {
 			continue
 		}
-		p, _, pd := r.e.use(r.cancel, ds, r.out)
-		cfg, diags := r.out.evaluate(ds)
-		if p == nil || pd.HasErrors() || diags.HasErrors() {
+		g := r.e.inputFacts(r.cancel, ds, r.out, &stepFacts{})
+		if g.p == nil {
 			continue
 		}
-		read := p.Read(r.cancel, providers.ReadRequest{Type: d.Type, Addr: d, Config: cfg, Prior: priorOf(rec), Rebase: true})
+		read := g.p.Read(r.cancel, providers.ReadRequest{Type: d.Type, Addr: d, Config: g.cfg, Prior: priorOf(rec), Rebase: true})
 		if read.Diagnostics.HasErrors() {
 			// Not observed: the record stays as it was, and the next
 			// plan may call drift what s did (it says what differs).
@@ -588,13 +585,7 @@ func (r *stepRunner) rebase(s *phases.Step) bool {
 		if read.Private == nil {
 			continue // nothing new to keep
 		}
-		rec.Private = read.Private
-		if err := r.e.state.Checkpoint(rec); err != nil {
-			r.mu.Lock()
-			if r.err == nil {
-				r.err = fmt.Errorf("recording %s: %w", d, err)
-			}
-			r.mu.Unlock()
+		if rec.Private = read.Private; !r.checkpoint(rec) {
 			return false
 		}
 	}
@@ -623,7 +614,7 @@ func (r *stepRunner) revert(s *phases.Step) bool {
 	if p == nil {
 		return r.revertFailed(s, rec, providerNotReady(s, provAfter))
 	}
-	cfg, diags := r.out.evaluate(s)
+	cfg, _, diags := r.out.evaluateAfter(s)
 	if diags.HasErrors() {
 		// The runbook may have changed since; the revert data is what counts.
 		cfg = cty.DynamicVal
