@@ -170,16 +170,6 @@ func (e *Engine) Phases() []*phases.Phase { return e.phaseOrder }
 
 func (e *Engine) provider(s *phases.Step) providers.Interface { return e.providers[s.Provider] }
 
-// PhaseOrder returns the runbook's phases in the order they run, without
-// configuring any provider (for views such as status).
-func PhaseOrder(r *phases.Runbook) ([]*phases.Phase, error) {
-	po, err := phases.OrderPhases(r.Phases)
-	if err != nil {
-		return nil, err
-	}
-	return po.List, nil
-}
-
 // selectPhases resolves names to phases in run order; empty means all.
 func (e *Engine) selectPhases(names []string) ([]*phases.Phase, error) {
 	if len(names) == 0 {
