@@ -151,8 +151,7 @@ type stepInputs struct {
 }
 
 // inputFacts is the second stage: it evaluates s's inputs, configures
-// its provider if it waited for step outputs, and hashes the inputs (not
-// a check's: nothing records them).
+// its provider if it waited for step outputs, and hashes the inputs.
 func (e *Engine) inputFacts(ctx context.Context, s *phases.Step, out *outputs, f *stepFacts) stepInputs {
 	var g stepInputs
 	f.HaveInputs = true
@@ -172,10 +171,7 @@ func (e *Engine) inputFacts(ctx context.Context, s *phases.Step, out *outputs, f
 		f.ProviderWaits, f.ProviderName = append([]phases.Address{}, provAfter...), s.Provider
 		return g
 	}
-	g.p = p
-	if !s.IsCheck() {
-		g.in = e.hashInputs(ctx, s, g.cfg)
-	}
+	g.p, g.in = p, e.hashInputs(ctx, s, g.cfg)
 	f.Known, f.Hash = g.cfg.IsWhollyKnown(), g.in.hash
 	if f.Rec != nil {
 		f.Matches, f.Key = g.in.matches(f.Rec.InputHash), e.otherKey(f.Rec.InputHash)

@@ -326,7 +326,10 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 	if d.Reason == Unreadable {
 		diags = g.diags // no error: read again after the steps before it
 	}
-	sp.Action, sp.ReasonCode, sp.Why, sp.KnownAfter, sp.InputHash = d.Action, d.Reason, d.Why, g.after, g.in.hash
+	sp.Action, sp.ReasonCode, sp.Why, sp.KnownAfter = d.Action, d.Reason, d.Why, g.after
+	if !s.IsCheck() {
+		sp.InputHash = g.in.hash // a check's plan holds none to compare
+	}
 	if d.Needs&NeedReadAfter != 0 {
 		sp.Recheck = d.Why.By
 		out.markRecheck(s.Addr)
