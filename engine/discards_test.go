@@ -12,6 +12,7 @@ import (
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/state"
+	"github.com/homelab-migrate/migrate/views"
 )
 
 // TestRollbackSkipsWhatWentWithADiscardingStep: steps made inside a
@@ -76,7 +77,7 @@ func TestRollbackSkipsWhatWentWithADiscardingStep(t *testing.T) {
 	}
 	said := false
 	for _, ev := range h.events {
-		said = said || ev.Kind == engine.StepReverted && ev.Addr == addr("job") && strings.Contains(ev.Message, "went with fake_step.delete")
+		said = said || ev.Kind == engine.StepReverted && ev.Addr == addr("job") && ev.Why != nil && strings.Contains(views.Because(ev.ReasonCode, *ev.Why), "went with fake_step.delete")
 	}
 	if !said {
 		t.Error("no event says why job was not undone")
@@ -186,8 +187,8 @@ func TestPlanDoesNotAskWhatWentWithADiscardingStep(t *testing.T) {
 		t.Fatalf("the plan asked what went with the deletion: %v", diags.Err())
 	}
 	for _, sp := range plan.Phases[0].Steps {
-		if sp.Addr.Name == "job" && (sp.Action != providers.NoOp || !strings.Contains(sp.Detail, "went with fake_step.delete")) {
-			t.Errorf("job: %s %q", sp.Action, sp.Detail)
+		if sp.Addr.Name == "job" && (sp.Action != providers.NoOp || !strings.Contains(views.Because(sp.ReasonCode, sp.Why), "went with fake_step.delete")) {
+			t.Errorf("job: %s %q", sp.Action, views.Because(sp.ReasonCode, sp.Why))
 		}
 	}
 	mu.Lock()

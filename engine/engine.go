@@ -3,14 +3,12 @@ package engine
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
 
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/homelab-migrate/migrate/graph"
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/state"
@@ -55,8 +53,8 @@ type Engine struct {
 	lazy        map[string]*lazyProvider       // those configured at first use
 	steps       map[phases.Address]*phases.Step
 	discardedBy map[phases.Address][]phases.Address // Step.Discards, inverted
-	phaseOrder  []*phases.Phase                     // e.order.list
-	order       *phaseOrder
+	phaseOrder  []*phases.Phase                     // e.order.List
+	order       *phases.Order
 
 	rebaseMu    sync.Mutex
 	rebaseTypes map[string]bool // "provider type" -> its schema says Rebase
@@ -96,11 +94,11 @@ func New(ctx context.Context, opts Options) (*Engine, phases.Diagnostics) {
 		}
 	}
 	var diags phases.Diagnostics
-	order, err := orderPhases(opts.Runbook.Phases)
+	order, err := phases.OrderPhases(opts.Runbook.Phases)
 	if err != nil {
 		return nil, phases.FromError("Invalid phase order", err)
 	}
-	e.order, e.phaseOrder = order, order.list
+	e.order, e.phaseOrder = order, order.List
 
 	for _, pc := range opts.Runbook.Providers {
 		f, ok := opts.Factories[pc.Type]
@@ -171,71 +169,6 @@ func (e *Engine) Close() error {
 func (e *Engine) Phases() []*phases.Phase { return e.phaseOrder }
 
 func (e *Engine) provider(s *phases.Step) providers.Interface { return e.providers[s.Provider] }
-
-// PhaseOrder returns the runbook's phases in the order they run, without
-// configuring any provider (for views such as status).
-func PhaseOrder(r *phases.Runbook) ([]*phases.Phase, error) {
-	po, err := orderPhases(r.Phases)
-	if err != nil {
-		return nil, err
-	}
-	return po.list, nil
-}
-
-// phaseOrder is the runbook's phases in the order they run, and which
-// run strictly before which.
-type phaseOrder struct {
-	list    []*phases.Phase // in run order
-	decl    []*phases.Phase // in declaration order: the nodes of closure
-	index   map[string]int  // name -> declaration index
-	pos     []int           // declaration index -> place in list
-	closure *graph.Closure
-}
-
-// orderPhases sorts phases so that each comes after those it names in
-// After, keeping declaration order where After leaves a choice.
-func orderPhases(list []*phases.Phase) (*phaseOrder, error) {
-	po := &phaseOrder{decl: list, index: make(map[string]int, len(list)), pos: make([]int, len(list))}
-	for i, p := range list {
-		po.index[p.Name] = i
-	}
-	g := graph.New(len(list))
-	for i, p := range list {
-		for _, a := range p.After {
-			j, ok := po.index[a]
-			if !ok {
-				return nil, fmt.Errorf("phase %q runs after unknown phase %q", p.Name, a)
-			}
-			g.AddEdge(i, j)
-		}
-	}
-	if cycles := g.Cycles(); len(cycles) > 0 {
-		var path []string
-		for _, i := range cycles[0].Path {
-			path = append(path, list[i].Name)
-		}
-		return nil, fmt.Errorf("phases wait for each other: %s", strings.Join(path, " -> "))
-	}
-	for k, i := range g.Order() {
-		po.list = append(po.list, list[i])
-		po.pos[i] = k
-	}
-	po.closure = g.Closure()
-	return po, nil
-}
-
-// phasesBefore returns, in run order, every phase that must be complete
-// before p runs.
-func (e *Engine) phasesBefore(p *phases.Phase) []*phases.Phase {
-	po := e.order
-	before := po.closure.All(po.index[p.Name])
-	slices.SortFunc(before, func(a, b int) int { return po.pos[a] - po.pos[b] })
-	out := make([]*phases.Phase, len(before))
-	for k, i := range before {
-		out[k] = po.decl[i]
-	}
-	return out
-}
 
 // selectPhases resolves names to phases in run order; empty means all.
 func (e *Engine) selectPhases(names []string) ([]*phases.Phase, error) {

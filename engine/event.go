@@ -61,12 +61,14 @@ type Event struct {
 	Attempt  int            `json:"attempt,omitempty"`
 	Duration time.Duration  `json:"duration_ns,omitempty"`
 	Message  string         `json:"message,omitempty"`
-	// Reason, on a StepPlanned event, says why a step the plan took as
-	// done is planned again now (its record describes a world since
-	// replaced; read again, it is no longer done); empty when the plan
-	// waited for its inputs.
-	Reason string `json:"reason,omitempty"`
-	Error  string `json:"error,omitempty"`
+	// ReasonCode, on a StepPlanned event, says why a step the plan took
+	// as done is planned again now (its record describes a world since
+	// replaced; read again, it is no longer done), empty when the plan
+	// waited for its inputs; on a StepReverted event, why there was
+	// nothing to undo. Why holds what it names; views say it in words.
+	ReasonCode ReasonCode `json:"reason_code,omitempty"`
+	Why        *Why       `json:"why,omitempty"`
+	Error      string     `json:"error,omitempty"`
 	// Record is the step's new record when the event changes it; the
 	// StateHook makes it durable. It is not part of the JSON stream.
 	Record *state.StepRecord `json:"-"`
@@ -97,7 +99,8 @@ var EventFields = []FieldDoc{
 	{"attempt", "Which try of the step this is, from 1."},
 	{"duration_ns", "How long it took, in nanoseconds."},
 	{"message", "Text for people; its words may change between versions."},
-	{"reason", "Why a step the plan took as done is planned again."},
+	{"reason_code", "Why a step the plan took as done is planned again, or why there was nothing to undo: one of the reason codes of plan --json."},
+	{"why", "What the reason names: by (steps), was and now (identities, key ids), detail (what a provider said), after (steps after which it was read again)."},
 	{"error", "What went wrong, redacted and cut to a bounded length (the log keeps it whole)."},
 }
 
@@ -112,7 +115,7 @@ var EventKinds = []KindDoc{
 	{PhaseRolledBack, "A phase of a rollback completed: every step it could undo is undone.", []string{"phase", "duration_ns"}},
 	{StepStarted, "A try of a step or check starts.", []string{"phase", "address", "check", "attempt"}},
 	{StepOutput, "A line a step printed, in message.", []string{"phase", "address", "check", "message"}},
-	{StepPlanned, "A step whose plan waited for earlier steps, or whose record no longer holds (reason), is planned just before it runs: message is its diff.", []string{"phase", "address", "check", "message", "reason"}},
+	{StepPlanned, "A step whose plan waited for earlier steps, or whose record no longer holds (reason), is planned just before it runs: message is its diff.", []string{"phase", "address", "check", "message", "reason_code", "why"}},
 	{StepRetrying, "A try failed (error) and the step will be tried again after a pause (message).", []string{"phase", "address", "check", "attempt", "message", "error"}},
 	{StepDone, "A step is done, or a check passed.", []string{"phase", "address", "check", "duration_ns"}},
 	{StepFailed, "A step or check failed for good; the steps that depend on it are skipped.", []string{"phase", "address", "check", "error"}},
@@ -120,6 +123,6 @@ var EventKinds = []KindDoc{
 	{StepAdopted, "A step a stopped run left running was found done, and is recorded done without running it again.", []string{"phase", "address", "message"}},
 	{StepStopped, "The first Ctrl-C ended a step while it only waited (message says for what): it is not done, and the next run does it again, or reads it again.", []string{"phase", "address", "check", "message", "error"}},
 	{StepReverting, "The rollback starts undoing a step; message says how.", []string{"phase", "address", "message"}},
-	{StepReverted, "A step is undone (message says why there was nothing to undo), or a check is void after its phase was rolled back.", []string{"phase", "address", "check", "duration_ns", "message"}},
+	{StepReverted, "A step is undone (reason_code says why there was nothing to undo), or a check is void after its phase was rolled back.", []string{"phase", "address", "check", "duration_ns", "reason_code", "why"}},
 	{StepRevertFailed, "A step could not be undone; the steps it depends on are left as they are.", []string{"phase", "address", "error"}},
 }

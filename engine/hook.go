@@ -128,14 +128,18 @@ func logText(e Event) []byte {
 	switch {
 	case e.Kind == StepPlanned:
 		// A diff: on lines of its own, like an error.
-		if e.Reason != "" {
-			b.WriteString(": planned again: " + e.Reason)
+		if e.ReasonCode != "" {
+			why, _ := json.Marshal(e.Why)
+			b.WriteString(": planned again: " + string(e.ReasonCode) + " " + string(why))
 		} else {
 			b.WriteString(": planned now that its inputs are known")
 		}
 		if d := strings.TrimRight(e.Message, "\n"); d != "" {
 			b.WriteString("\n  " + strings.ReplaceAll(d, "\n", "\n  "))
 		}
+	case e.ReasonCode != "":
+		why, _ := json.Marshal(e.Why)
+		b.WriteString(": " + string(e.ReasonCode) + " " + string(why))
 	case e.Message != "":
 		b.WriteString(": " + e.Message)
 	}

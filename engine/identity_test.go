@@ -14,6 +14,7 @@ import (
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/fake"
+	"github.com/homelab-migrate/migrate/views"
 )
 
 // world is what the fake steps of these tests act on: a VM that can be
@@ -136,11 +137,11 @@ func TestRecordOfAReplacedWorldIsNoProof(t *testing.T) {
 		t.Fatal(diags.Err())
 	}
 	sp := stepPlanNamed(t, plan, "bootstrap")
-	if sp.Action != providers.Create || !strings.Contains(sp.Detail, "fake_step.config was made again since this step ran") {
-		t.Errorf("the bootstrap's plan after the VM was replaced: %s %q", sp.Action, sp.Detail)
+	if sp.Action != providers.Create || !strings.Contains(views.Because(sp.ReasonCode, sp.Why), "fake_step.config was made again since this step ran") {
+		t.Errorf("the bootstrap's plan after the VM was replaced: %s %q", sp.Action, views.Because(sp.ReasonCode, sp.Why))
 	}
 	if sp := stepPlanNamed(t, plan, "vm"); sp.Action != providers.NoOp {
-		t.Errorf("the new VM is planned %s: %q", sp.Action, sp.Detail)
+		t.Errorf("the new VM is planned %s: %q", sp.Action, views.Because(sp.ReasonCode, sp.Why))
 	}
 	if err := e.Run(context.Background(), context.Background(), plan, engine.RunOptions{}); err != nil {
 		t.Fatal(err)
@@ -197,7 +198,7 @@ func TestDependencyMadeAgainInTheRunSendsDependentsBackToPlanning(t *testing.T) 
 	}
 	said := false
 	for _, ev := range h.events {
-		said = said || ev.Kind == engine.StepPlanned && ev.Addr == addr("bootstrap") && strings.Contains(ev.Reason, "was made again since this step ran")
+		said = said || ev.Kind == engine.StepPlanned && ev.Addr == addr("bootstrap") && ev.Why != nil && strings.Contains(views.Because(ev.ReasonCode, *ev.Why), "was made again since this step ran")
 	}
 	if !said {
 		t.Error("no step_planned event says why the bootstrap runs again")
@@ -332,13 +333,13 @@ func TestStepsTheRunbookChangesAreRebased(t *testing.T) {
 		return plan
 	}
 	if sp := stepPlanNamed(t, plan(), "copy"); sp.Action != providers.NoOp {
-		t.Errorf("after the restore, the copy is planned %s: %q", sp.Action, sp.Detail)
+		t.Errorf("after the restore, the copy is planned %s: %q", sp.Action, views.Because(sp.ReasonCode, sp.Why))
 	}
 	w.mu.Lock()
 	w.dest = "deleted by someone"
 	w.mu.Unlock()
-	if sp := stepPlanNamed(t, plan(), "copy"); sp.Action != providers.Drift || !strings.Contains(sp.Detail, "changed from outside: deleted by someone") {
-		t.Errorf("after a change from outside, the copy is planned %s: %q", sp.Action, sp.Detail)
+	if sp := stepPlanNamed(t, plan(), "copy"); sp.Action != providers.Drift || !strings.Contains(views.Because(sp.ReasonCode, sp.Why), "changed from outside: deleted by someone") {
+		t.Errorf("after a change from outside, the copy is planned %s: %q", sp.Action, views.Because(sp.ReasonCode, sp.Why))
 	}
 }
 
@@ -431,7 +432,7 @@ func TestUnreadableUntilItsWorldIsMadeAgain(t *testing.T) {
 	}
 	for _, name := range []string{"config", "bootstrap"} {
 		if sp := stepPlanNamed(t, plan, name); sp.Action == providers.NoOp && len(sp.Recheck) == 0 {
-			t.Errorf("%s: %s %q, want it read again after the VM", name, sp.Action, sp.Detail)
+			t.Errorf("%s: %s %q, want it read again after the VM", name, sp.Action, views.Because(sp.ReasonCode, sp.Why))
 		}
 	}
 	if err := e.Run(context.Background(), context.Background(), plan, engine.RunOptions{}); err != nil {

@@ -71,11 +71,11 @@ func (in inputs) stale(recorded string) bool {
 	return in.matches(recorded) && recorded != in.hash
 }
 
-// stepInputs hashes a step's inputs: its attributes, plus what its
+// hashInputs hashes a step's inputs: its attributes, plus what its
 // provider adds through InputDigester (files the attributes name).
-func (e *Engine) stepInputs(ctx context.Context, s *phases.Step, cfg cty.Value) inputs {
+func (e *Engine) hashInputs(ctx context.Context, s *phases.Step, cfg cty.Value) inputs {
 	attrs, ok := attrBytes(cfg, false)
-	if !ok || !e.configured(s) {
+	if !ok {
 		return inputs{}
 	}
 	set, _ := attrBytes(cfg, true)
@@ -182,21 +182,21 @@ func (e *Engine) keyID() string {
 }
 
 // otherKey says why a record's keyed hash cannot be compared: it was made
-// under another input key, or under one when this run has none. Empty
-// when it can be.
-func (e *Engine) otherKey(recorded string) string {
+// under another input key (Was, this run's Now), or under one when this
+// run has none (Now empty). Nil when it can be.
+func (e *Engine) otherKey(recorded string) *Why {
 	rest, ok := strings.CutPrefix(recorded, keyedPrefix)
 	if !ok {
 		if rest, ok = strings.CutPrefix(recorded, keyedPrefixV1); !ok {
-			return ""
+			return nil
 		}
 	}
 	id, _, _ := strings.Cut(rest, ":")
 	switch {
 	case len(e.inputKey) == 0:
-		return "its record's input hash is keyed (key " + id + ", from the age identity it ran with) and this run has no age identity: set MIGRATE_AGE_IDENTITY or --age-identity to that identity, or it runs again"
+		return &Why{Was: id}
 	case id != e.keyID():
-		return "its record's input hash was made under another key (" + id + ", this run's is " + e.keyID() + "): another age identity; set the one it ran with to compare, or it runs again"
+		return &Why{Was: id, Now: e.keyID()}
 	}
-	return ""
+	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/fake"
 	"github.com/homelab-migrate/migrate/state"
+	"github.com/homelab-migrate/migrate/views"
 )
 
 // keyedRunbook is one step whose only attribute is a weak password.
@@ -134,15 +135,15 @@ func TestInputHashIsKeyed(t *testing.T) {
 		t.Errorf("the saved plan holds a plain hash of the password:\n%s", b)
 	}
 	if got := plan.Phases[0].Steps[0]; got.Action != providers.NoOp {
-		t.Errorf("with the same key the step is planned %v (%s), want no-op", got.Action, got.Detail)
+		t.Errorf("with the same key the step is planned %v (%s), want no-op", got.Action, views.Because(got.ReasonCode, got.Why))
 	}
 
 	// Another key cannot compare: it says so.
 	e, st = h.openKeyed(r, []byte("another key, another identity...."))
 	plan, _ = e.Plan(context.Background(), engine.PlanOptions{})
 	st.Close()
-	if got := plan.Phases[0].Steps[0]; got.Action != providers.Update || !strings.Contains(got.Detail, "another key") {
-		t.Errorf("under another key: %v (%s)", got.Action, got.Detail)
+	if got := plan.Phases[0].Steps[0]; got.Action != providers.Update || !strings.Contains(views.Because(got.ReasonCode, got.Why), "another key") {
+		t.Errorf("under another key: %v (%s)", got.Action, views.Because(got.ReasonCode, got.Why))
 	}
 }
 
@@ -164,7 +165,7 @@ func TestPlainInputHashRewrittenKeyed(t *testing.T) {
 	p.Steps = append(p.Steps, mkStep(p, "added", value("added")))
 	sp := h.planRun(r, key)
 	if sp.Action != providers.NoOp {
-		t.Errorf("an old record is planned %v (%s), want no-op", sp.Action, sp.Detail)
+		t.Errorf("an old record is planned %v (%s), want no-op", sp.Action, views.Because(sp.ReasonCode, sp.Why))
 	}
 	if n := h.fake.Applied("fake_step.login"); n != 1 {
 		t.Errorf("the step was applied %d times, want once", n)
@@ -174,7 +175,7 @@ func TestPlainInputHashRewrittenKeyed(t *testing.T) {
 		t.Errorf("the old record was not written again keyed: %q", rec)
 	}
 	if sp := h.planRun(r, key); sp.Action != providers.NoOp {
-		t.Errorf("after the rewrite the step is planned %v (%s)", sp.Action, sp.Detail)
+		t.Errorf("after the rewrite the step is planned %v (%s)", sp.Action, views.Because(sp.ReasonCode, sp.Why))
 	}
 }
 
@@ -211,7 +212,7 @@ func TestAttributeAddedLaterKeepsStepDone(t *testing.T) {
 				p := r.Phases[0] // a step added, so that the phase runs and rewrites the record
 				p.Steps = append(p.Steps, mkStep(p, "added", value("added")))
 				if sp := h.planRun(r, key); sp.Action != providers.NoOp {
-					t.Fatalf("a record of the form before is planned %v (%s), want no-op", sp.Action, sp.Detail)
+					t.Fatalf("a record of the form before is planned %v (%s), want no-op", sp.Action, views.Because(sp.ReasonCode, sp.Why))
 				}
 				if rec := h.recordedHash(); !strings.HasPrefix(rec, "hmac-sha256-v2:") {
 					t.Fatalf("the record of the form before was not written again: %q", rec)
@@ -219,7 +220,7 @@ func TestAttributeAddedLaterKeepsStepDone(t *testing.T) {
 			}
 			r.Phases[0].Steps[0].Config = phases.Static(withNew(cfg))
 			if sp := h.planRun(r, key); sp.Action != providers.NoOp {
-				t.Errorf("with a new attribute left unset the step is planned %v (%s), want no-op", sp.Action, sp.Detail)
+				t.Errorf("with a new attribute left unset the step is planned %v (%s), want no-op", sp.Action, views.Because(sp.ReasonCode, sp.Why))
 			}
 			if n := h.fake.Applied("fake_step.login"); n != 1 {
 				t.Errorf("the step was applied %d times, want once", n)
@@ -229,7 +230,7 @@ func TestAttributeAddedLaterKeepsStepDone(t *testing.T) {
 			attrs["digest"] = cty.StringVal("sha256:00")
 			r.Phases[0].Steps[0].Config = phases.Static(cty.ObjectVal(attrs))
 			if sp := h.planRun(r, key); sp.Action != providers.Update {
-				t.Errorf("with the new attribute set the step is planned %v (%s), want update", sp.Action, sp.Detail)
+				t.Errorf("with the new attribute set the step is planned %v (%s), want update", sp.Action, views.Because(sp.ReasonCode, sp.Why))
 			}
 		})
 	}

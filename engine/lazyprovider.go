@@ -63,24 +63,6 @@ func (e *Engine) use(ctx context.Context, s *phases.Step, out *outputs) (provide
 	return p, nil, diags
 }
 
-// configured reports whether the provider of s may be called: always,
-// unless its block waits for step outputs and it has not been configured.
-func (e *Engine) configured(s *phases.Step) bool {
-	lp := e.lazy[s.Provider]
-	if lp == nil {
-		return true
-	}
-	lp.mu.Lock()
-	defer lp.mu.Unlock()
-	return lp.configured && lp.failed == nil
-}
-
-// providerWaits is the detail of a step whose provider cannot be
-// configured yet.
-func providerWaits(s *phases.Step, after []phases.Address) string {
-	return fmt.Sprintf("its provider %s is configured with values %s", s.Provider, knownAfterText(after))
-}
-
 // providerNotReady is the error of a step about to run whose provider
 // still waits for step outputs (the steps it needs did not run).
 func providerNotReady(s *phases.Step, after []phases.Address) error {

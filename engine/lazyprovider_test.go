@@ -14,6 +14,7 @@ import (
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/providers/fake"
 	"github.com/homelab-migrate/migrate/state"
+	"github.com/homelab-migrate/migrate/views"
 )
 
 // nodeRunbook: fake_step.boot (provider fake.default) makes an address;
@@ -109,8 +110,8 @@ func TestProviderConfiguredFromStepOutputs(t *testing.T) {
 		if !sp.Deferred || sp.Action != providers.Create || !reflect.DeepEqual(sp.KnownAfter, []phases.Address{addr("boot")}) {
 			t.Errorf("%s: action %s, deferred %v, known after %v", name, sp.Action, sp.Deferred, sp.KnownAfter)
 		}
-		if !strings.Contains(sp.Detail, "(known after fake_step.boot)") || !strings.Contains(sp.Detail, "node.talos") {
-			t.Errorf("%s: detail %q does not name the provider and the step", name, sp.Detail)
+		if !strings.Contains(views.Because(sp.ReasonCode, sp.Why), "(known after fake_step.boot)") || !strings.Contains(views.Because(sp.ReasonCode, sp.Why), "node.talos") {
+			t.Errorf("%s: detail %q does not name the provider and the step", name, views.Because(sp.ReasonCode, sp.Why))
 		}
 		if !strings.Contains(sp.Diff, "fake_step.boot") {
 			t.Errorf("%s: diff %q does not name fake_step.boot", name, sp.Diff)

@@ -3,8 +3,6 @@ package engine_test
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,25 +16,6 @@ func names(list []*phases.Phase) []string {
 		out = append(out, p.Name)
 	}
 	return out
-}
-
-// Phases run after those they name, in declaration order otherwise; a
-// cycle is refused with its path.
-func TestPhaseOrder(t *testing.T) {
-	t.Parallel()
-	r := &phases.Runbook{Phases: []*phases.Phase{{Name: "a", After: []string{"c"}}, {Name: "b"}, {Name: "c"}}}
-	got, err := engine.PhaseOrder(r)
-	if err != nil || !slices.Equal(names(got), []string{"c", "a", "b"}) {
-		t.Errorf("order %v (%v), want [c a b]", names(got), err)
-	}
-	r.Phases[2].After = []string{"b", "a"}
-	if _, err := engine.PhaseOrder(r); err == nil || !strings.Contains(err.Error(), "a -> c -> a") {
-		t.Errorf("cycle: %v", err)
-	}
-	r.Phases[2].After = []string{"nowhere"}
-	if _, err := engine.PhaseOrder(r); err == nil || !strings.Contains(err.Error(), `unknown phase "nowhere"`) {
-		t.Errorf("unknown phase: %v", err)
-	}
 }
 
 // Thousands of phases in a chain: ordering them and checking that every

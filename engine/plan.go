@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"sync"
 
 	"github.com/zclconf/go-cty/cty"
@@ -70,13 +71,15 @@ type StepPlan struct {
 	Addr phases.Address   `json:"address"`
 	When phases.CheckWhen `json:"when,omitempty"`
 	// Action is what a run will do; checks that will run say Create. In
-	// JSON it is its name ("action": "create"; see MarshalJSON).
-	Action providers.Action `json:"-"`
+	// JSON it is its name ("action": "create").
+	Action providers.Action `json:"action"`
 	Status state.Status     `json:"status,omitempty"`
 	// Diff is the provider's account of the change, redacted.
 	Diff string `json:"diff,omitempty"`
-	// Detail explains the action (what drifted, why an update).
-	Detail string `json:"detail,omitempty"`
+	// ReasonCode says why the action (decide.go); Why holds what it
+	// names. Views say it in words.
+	ReasonCode ReasonCode `json:"reason_code,omitempty"`
+	Why        Why        `json:"why,omitzero"`
 	// Irreversible, when the step will run, says why a rollback will not
 	// be able to undo it (from the provider, redacted).
 	Irreversible string `json:"irreversible,omitempty"`
@@ -151,34 +154,6 @@ func (p *Plan) Phase(name string) *PhasePlan {
 	return nil
 }
 
-// stepPlanJSON is a StepPlan as JSON: its Action by name.
-type stepPlanJSON struct {
-	Action string `json:"action"`
-	*plainStepPlan
-}
-
-type plainStepPlan StepPlan
-
-// MarshalJSON writes Action by its name.
-func (s StepPlan) MarshalJSON() ([]byte, error) {
-	return json.Marshal(stepPlanJSON{s.Action.String(), (*plainStepPlan)(&s)})
-}
-
-// UnmarshalJSON restores Action from its name.
-func (s *StepPlan) UnmarshalJSON(b []byte) error {
-	v := stepPlanJSON{plainStepPlan: (*plainStepPlan)(s)}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	for a := providers.NoOp; a <= providers.Revert; a++ {
-		if a.String() == v.Action {
-			s.Action = a
-			return nil
-		}
-	}
-	return fmt.Errorf("unknown action %q in plan", v.Action)
-}
-
 // outputs is the table of step outputs that evaluation sees; it is read
 // by parallel evaluations while finished steps add to it.
 type outputs struct {
@@ -189,13 +164,8 @@ type outputs struct {
 	recheck  map[phases.Address]bool  // steps read again after those they depend on
 }
 
-func (o *outputs) evaluate(s *phases.Step) (cty.Value, phases.Diagnostics) {
-	v, _, d := o.evaluateAfter(s)
-	return v, d
-}
-
-// evaluateAfter is evaluate that also says which steps the unknown values
-// in the result wait for.
+// evaluateAfter evaluates s's inputs, and says which steps the unknown
+// values in the result wait for.
 func (o *outputs) evaluateAfter(s *phases.Step) (cty.Value, []phases.Address, phases.Diagnostics) {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
@@ -317,42 +287,13 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 		pp := &PhasePlan{Name: ph.Name, Description: ph.Description, Complete: phaseComplete(ph, snap)}
 		plan.Phases = append(plan.Phases, pp)
 		changes := false
-		for _, s := range newStepGraph(ph.Steps).order() {
-			sp, d := e.planStep(ctx, s, snap.Steps[s.Addr.String()], out, snapshotLookup(snap))
+		steps := newStepGraph(ph.Steps).order()
+		for _, s := range append(steps, ph.Checks...) {
+			sp, d := e.planStep(ctx, s, snap.Steps[s.Addr.String()], out, snapshotLookup(snap), changes)
 			diags = append(diags, d...)
-			if sp.Action != providers.NoOp {
-				changes = true
-			}
+			changes = changes || sp.Action != providers.NoOp && !s.IsCheck()
 			sp.Contract = contracts[s.Addr]
 			e.keepPlannedValues(sp, s, out)
-			pp.Steps = append(pp.Steps, sp)
-		}
-		for _, c := range ph.Checks {
-			rec := snap.Steps[c.Addr.String()]
-			sp := &StepPlan{Addr: c.Addr, When: c.When, Action: providers.NoOp, Contract: contracts[c.Addr]}
-			if rec != nil {
-				sp.Status = rec.Status
-			}
-			if changes || rec == nil || rec.Status != state.Done {
-				sp.Action = providers.Create
-				cfg, after, d := out.evaluateAfter(c)
-				diags = append(diags, d...)
-				if !d.HasErrors() {
-					sp.KnownAfter = waitsFor(cfg, after)
-					p, provAfter, pd := e.use(ctx, c, out)
-					diags = append(diags, pd...)
-					switch {
-					case pd.HasErrors():
-					case p == nil:
-						deferProvider(sp, c, provAfter)
-					default:
-						resp := p.Plan(ctx, providers.PlanRequest{Type: c.Addr.Type, Addr: c.Addr, Config: cfg, Action: providers.Create,
-							AfterChanges: out.afterChanges(c.DependsOn)})
-						diags = append(diags, withSubject(e.takeDiff(sp, resp), c.Range)...)
-					}
-				}
-			}
-			e.keepPlannedValues(sp, c, out)
 			pp.Steps = append(pp.Steps, sp)
 		}
 	}
@@ -364,187 +305,81 @@ func (e *Engine) redactDiags(d phases.Diagnostics) phases.Diagnostics {
 	return e.hooks.redactor.Diags(d)
 }
 
-// planStep decides one step's action. Steps that will change make their
-// outputs unknown to the steps after them.
-func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRecord, out *outputs, find lookup) (*StepPlan, phases.Diagnostics) {
-	sp := &StepPlan{Addr: s.Addr, Action: providers.NoOp}
+// planStep plans one step or check (changes: some step of its phase
+// changes before a check): it gathers the facts decide asks for, and asks
+// its provider for the diff of what it decided. Steps that will change
+// make their outputs unknown to the steps after them.
+func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRecord, out *outputs, find lookup, changes bool) (*StepPlan, phases.Diagnostics) {
+	sp := &StepPlan{Addr: s.Addr, When: s.When}
 	if rec != nil {
 		sp.Status = rec.Status
 	}
-	if why := e.leftToInFlight(s, rec, find); why != "" {
-		sp.Detail = why
-		return sp, nil
-	}
-	if rec != nil && rec.Status == state.Done {
-		if by, gone := e.goneWith(s.Addr, find); gone {
-			// What it made went with what a later step deleted (a VM and
-			// the cluster inside it): there is nothing left to ask.
-			sp.Detail = fmt.Sprintf("went with %s (done): not read again", by)
-			return sp, nil
+	f := e.recordFacts(s, rec, find)
+	f.PhaseChanges = changes
+	var g stepInputs
+	var diags phases.Diagnostics
+	d := decide(f)
+	for ; d.Needs&(NeedInputs|NeedRead) != 0; d = decide(f) {
+		if d.Needs&NeedInputs != 0 {
+			g = e.inputFacts(ctx, s, out, &f)
+			diags = g.diags
+		} else {
+			diags = append(diags, withSubject(g.read(ctx, s, rec, &f).Diagnostics, s.Range)...)
 		}
 	}
-	cfg, after, diags := out.evaluateAfter(s)
-	if diags.HasErrors() {
-		sp.Action = providers.Create
-		out.pending(s.Addr)
-		return sp, diags
+	if d.Reason == Unreadable {
+		diags = g.diags // no error: read again after the steps before it
 	}
-	sp.KnownAfter = waitsFor(cfg, after)
-	p, provAfter, pd := e.use(ctx, s, out)
-	diags = append(diags, pd...)
-	if pd.HasErrors() {
-		sp.Action = providers.Create
-		out.pending(s.Addr)
-		return sp, diags
+	sp.Action, sp.ReasonCode, sp.Why, sp.KnownAfter = d.Action, d.Reason, d.Why, g.after
+	if !s.IsCheck() {
+		sp.InputHash = g.in.hash // a check's plan holds none to compare
 	}
-	if p == nil {
-		// Its provider waits for steps that will run first: nothing can
-		// be asked of it before, so the whole diff is deferred.
-		sp.Action = providers.Create
-		if rec != nil && rec.Status == state.Done {
-			sp.Action = providers.Update
+	if d.Needs&NeedReadAfter != 0 {
+		sp.Recheck = d.Why.By
+		out.markRecheck(s.Addr)
+	}
+	if d.Action == providers.NoOp {
+		if r := f.Read; r != nil && r.Observation == providers.Present && r.Outputs != cty.NilVal && !r.Outputs.IsNull() && d.Reason != Unreadable {
+			out.set(s.Addr, r.Outputs)
 		}
-		deferProvider(sp, s, provAfter)
-		out.pending(s.Addr)
 		return sp, diags
 	}
-	in := e.stepInputs(ctx, s, cfg)
-	sp.InputHash = in.hash
+	if !s.IsCheck() {
+		out.pending(s.Addr)
+	}
+	switch d.Reason {
+	case InputsInvalid, ProviderFailed:
+		return sp, diags
+	case ProviderWaits:
+		// Nothing can be asked of its provider before the steps it waits
+		// for ran: the whole diff is deferred.
+		sp.KnownAfter = union(sp.KnownAfter, d.Why.By)
+		sp.Deferred, sp.InputHash, sp.Diff = true, "", deferredDiff(sp.KnownAfter)
+		return sp, diags
+	case InFlight:
+		// What the stopped run started may still be under way (a node
+		// rebooting into its install): the run observes it first,
+		// waiting for that, and plans it then if it must run.
+		sp.Deferred, sp.InputHash = true, ""
+		sp.Diff = "(planned when it runs: it is observed first, waiting for what the stopped run started)"
+		return sp, diags
+	}
 	prior := priorOf(rec)
-
-	switch {
-	case rec == nil || rec.Status == state.Pending || rec.Status == state.Reverted:
-		sp.Action = providers.Create
-	case rec.Status == state.Running:
-		planInFlight(sp)
-		out.pending(s.Addr)
-		return sp, diags
-	case rec.Status == state.Failed:
-		sp.Action = providers.Create
-		sp.Detail = "failed last time: " + rec.LastError
-	case rec.Status == state.Reverting || rec.Status == state.RevertFailed:
-		sp.Action = providers.Create
-		sp.Detail = "a rollback of this step did not finish"
-	case !in.matches(rec.InputHash):
-		sp.Action, sp.Detail = providers.Update, e.inputsChanged(in.hash, rec.InputHash, cfg)
-	default:
-		stays, readDiags := e.observeDone(ctx, s, rec, p, cfg, out, find, sp)
-		diags = append(diags, readDiags...)
-		if stays {
-			return sp, diags
-		}
-		if sp.Action == providers.Create {
-			prior = nil // the record is no proof: it is of another world
-		}
+	if s.IsCheck() || d.Reason == UpstreamReplaced || d.Reason == TargetReplaced {
+		prior = nil // the record is no proof: it is of another world
 	}
-	out.pending(s.Addr)
-	resp := p.Plan(ctx, providers.PlanRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: prior, Action: sp.Action,
+	resp := g.p.Plan(ctx, providers.PlanRequest{Type: s.Addr.Type, Addr: s.Addr, Config: g.cfg, Prior: prior, Action: sp.Action,
 		AfterChanges: out.afterChanges(s.DependsOn)})
 	diags = append(diags, withSubject(e.takeDiff(sp, resp), s.Range)...)
+	if s.IsCheck() {
+		return sp, diags
+	}
 	sp.Irreversible = e.hooks.redactor.Text(resp.Irreversible)
 	sp.Planned = resp.Private
 	if !resp.Diagnostics.HasErrors() {
 		out.planned(s.Addr, resp.Outputs)
 	}
 	return sp, diags
-}
-
-// leftToInFlight says why s is left to a step a stopped run was applying
-// (s goes with it, or what s made was handed over to it), empty when it
-// is not: such a step is not planned until that one is recorded.
-func (e *Engine) leftToInFlight(s *phases.Step, rec *state.StepRecord, find lookup) string {
-	if by, going := e.goingWith(s.Addr, rec, find); going {
-		return "it goes with " + by.String() + ", which a stopped run was applying"
-	}
-	if by, consumed := e.consumedInFlight(s, rec, find); consumed {
-		return "handed over to " + by.String() + ", which a stopped run was applying: read again once it is recorded"
-	}
-	return ""
-}
-
-// planInFlight makes sp the plan of a step a stopped run was applying.
-// What that run started may still be under way (a node rebooting into
-// its install): its provider may not be able to plan it now. The run
-// observes it first, waiting for that as the stopped run would have, and
-// plans it then if it must run.
-func planInFlight(sp *StepPlan) {
-	sp.Action = providers.Create
-	sp.Detail = "was running when a run stopped: it is observed first and redone only if it did not finish"
-	sp.Deferred, sp.InputHash = true, ""
-	sp.Diff = "(planned when it runs: it is observed first, waiting for what the stopped run started)"
-}
-
-// inputsChanged says why a done step whose input hash (hash, empty when
-// it cannot be known yet) differs from its record's (recorded) runs again.
-func (e *Engine) inputsChanged(hash, recorded string, cfg cty.Value) string {
-	if why := e.otherKey(recorded); why != "" && hash != "" {
-		return why
-	}
-	switch {
-	case hash == "" && !cfg.IsWhollyKnown():
-		return "its inputs depend on steps that will change"
-	case hash == "":
-		return "its provider cannot tell yet whether what it depends on changed"
-	}
-	return "its inputs changed since it ran"
-}
-
-// observeDone plans a step recorded done with the inputs it ran with: its
-// provider reads it. It reports whether the step stays done (nothing to
-// plan; a step it depends on may have it read again: Recheck); if not,
-// sp says why it runs: Create when its record is about a world since
-// replaced (no proof of anything), Drift when its effect changed or went.
-func (e *Engine) observeDone(ctx context.Context, s *phases.Step, rec *state.StepRecord, p providers.Interface, cfg cty.Value, out *outputs, find lookup, sp *StepPlan) (bool, phases.Diagnostics) {
-	if why := replacedSince(s, rec, find); why != "" {
-		sp.Action, sp.Detail = providers.Create, why
-		return false, nil
-	}
-	read := p.Read(ctx, providers.ReadRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec)})
-	if before := out.changesBefore(s.DependsOn); len(before) > 0 && read.Diagnostics.HasErrors() {
-		// What it acts on is made again by steps before it in this run
-		// (a node reinstalled on a VM made anew): not there to be read
-		// yet, which is no error. The run reads it after them.
-		sp.Recheck = before
-		out.markRecheck(s.Addr)
-		sp.Detail = "cannot be read before " + joinAddrs(before) + " ran: read again after them"
-		return true, nil
-	}
-	diags := withSubject(read.Diagnostics, s.Range)
-	if why := targetReplaced(rec, read.Identity); why != "" {
-		sp.Action, sp.Detail = providers.Create, why
-		return false, diags
-	}
-	switch read.Observation {
-	case providers.Drifted:
-		sp.Action, sp.Detail = providers.Drift, read.Detail
-		return false, diags
-	case providers.Absent:
-		sp.Action, sp.Detail = providers.Drift, "its effect is gone"
-		if read.Detail != "" {
-			sp.Detail = read.Detail
-		}
-		return false, diags
-	}
-	if read.Observation == providers.Present && read.Outputs != cty.NilVal && !read.Outputs.IsNull() {
-		out.set(s.Addr, read.Outputs)
-	}
-	if before := out.changesBefore(s.DependsOn); len(before) > 0 {
-		// Done now, but what it acts on may be made by the steps before
-		// it in this run: read again after them.
-		sp.Recheck = before
-		out.markRecheck(s.Addr)
-	}
-	return true, diags
-}
-
-// deferProvider makes sp the plan of a step whose provider is configured
-// from outputs of steps that have not run yet.
-func deferProvider(sp *StepPlan, s *phases.Step, after []phases.Address) {
-	sp.KnownAfter = union(sp.KnownAfter, after)
-	sp.Deferred = true
-	sp.InputHash = ""
-	sp.Diff = deferredDiff(sp.KnownAfter)
-	sp.Detail = providerWaits(s, after)
 }
 
 // waitsFor is the list of steps a step's inputs wait for, when some of
@@ -620,4 +455,35 @@ func phaseComplete(ph *phases.Phase, snap *state.Snapshot) bool {
 		}
 	}
 	return true
+}
+
+// WritePlan saves a plan (plan --out) readable only by its owner. The file
+// is replaced atomically: a crash or a full disk leaves the previous plan
+// or the new one, never a truncated plan that run --plan would refuse.
+func WritePlan(path string, p *Plan) error {
+	b, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return fmt.Errorf("saving the plan: %w", err)
+	}
+	if err := state.WriteFile(path, append(b, '\n')); err != nil {
+		return fmt.Errorf("saving the plan: %w", err)
+	}
+	return nil
+}
+
+// ReadPlan loads a plan saved by WritePlan, refusing another format
+// version.
+func ReadPlan(path string) (*Plan, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the plan: %w", err)
+	}
+	var p Plan
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil, fmt.Errorf("reading the plan %s: %w", path, err)
+	}
+	if p.FormatVersion != PlanFormatVersion {
+		return nil, fmt.Errorf("the plan %s is in format version %d; this migrate reads version %d: make a new plan", path, p.FormatVersion, PlanFormatVersion)
+	}
+	return &p, nil
 }

@@ -58,7 +58,7 @@ func (e *Engine) checkEarlierPhases(plan *Plan, snap *state.Snapshot) error {
 			continue
 		}
 		var missing []string
-		for _, before := range e.phasesBefore(ph) {
+		for _, before := range e.order.Before(ph) {
 			if !inPlan[before.Name] && !phaseComplete(before, snap) {
 				missing = append(missing, before.Name)
 			}

@@ -3,10 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"io"
-	"strings"
-
-	"github.com/zclconf/go-cty/cty"
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
@@ -45,6 +41,10 @@ type RevertEntry struct {
 	// effects (phases.Step.Discards): nothing is left to undo, and the
 	// rollback only records it as reverted.
 	GoneWith *phases.Address `json:"gone_with,omitempty"`
+	// ReasonCode says why (revert_data, nothing_to_undo); Why names
+	// the step it went with.
+	ReasonCode ReasonCode `json:"reason_code"`
+	Why        Why        `json:"why,omitzero"`
 }
 
 // HasChanges reports whether the rollback would undo anything.
@@ -99,7 +99,7 @@ func (e *Engine) PlanRollback(names []string) (*RollbackPlan, error) {
 		if chosen[later.Name] {
 			continue
 		}
-		for _, before := range e.phasesBefore(later) {
+		for _, before := range e.order.Before(later) {
 			if chosen[before.Name] && phaseTouched(later, snap) {
 				return nil, fmt.Errorf("phase %s runs after %s and has not been rolled back: roll back %s first, or both together", later.Name, before.Name, later.Name)
 			}
@@ -118,18 +118,14 @@ func (e *Engine) PlanRollback(names []string) (*RollbackPlan, error) {
 		for j := len(order) - 1; j >= 0; j-- {
 			s := order[j]
 			rec := snap.Steps[s.Addr.String()]
-			switch {
-			case needsRevert(rec):
-				desc := "undo"
-				if rec.Revert != nil && rec.Revert.Description != "" {
-					desc = rec.Revert.Description
-				}
-				entry := RevertEntry{Addr: s.Addr, Description: desc}
-				if by, gone := e.goneWith(s.Addr, func(a phases.Address) *state.StepRecord { return snap.Steps[a.String()] }); gone {
-					entry.GoneWith, entry.Description = &by, "nothing to undo: it went with "+by.String()
-				}
-				pr.Revert = append(pr.Revert, entry)
-			case rec != nil && rec.Status == state.Done:
+			_, gone := e.discarders(s.Addr, snapshotLookup(snap))
+			switch d := decide(stepFacts{Rollback: true, Rec: rec, GoneWith: gone}); d.Reason {
+			case RevertData:
+				pr.Revert = append(pr.Revert, RevertEntry{Addr: s.Addr, Description: d.Why.Detail, ReasonCode: d.Reason})
+			case NothingToUndo:
+				pr.Revert = append(pr.Revert, RevertEntry{Addr: s.Addr, GoneWith: gone, ReasonCode: d.Reason, Why: d.Why,
+					Description: "nothing to undo: it went with " + gone.String()})
+			case Irreversible:
 				pr.Irreversible = append(pr.Irreversible, s.Addr)
 			}
 		}
@@ -217,84 +213,30 @@ func (e *Engine) rollbackPhase(stop, cancel context.Context, ph *phases.Phase, p
 	return run.completed(PhaseRolledBack)
 }
 
-// revert undoes one step with the revert data its record holds.
-func (r *stepRunner) revert(s *phases.Step) bool {
-	e := r.e
-	rec, ok := e.state.Step(s.Addr)
-	if !ok || !needsRevert(rec) {
-		return true
-	}
-	if r.runningElsewhere(s, rec, StepRevertFailed) {
-		return false
-	}
-	if by, gone := e.goneWith(s.Addr, func(a phases.Address) *state.StepRecord { rec, _ := e.state.Step(a); return rec }); gone {
-		// Its effects went with the step that discarded them (the VM it
-		// was made in): no provider is asked, its host may be gone too.
-		return r.reverted(s, rec, "nothing to undo: it went with "+by.String())
-	}
-	p, provAfter, pd := e.use(r.cancel, s, r.out)
-	if pd.HasErrors() {
-		return r.revertFailed(s, rec, e.redactDiags(pd).Err())
-	}
-	if p == nil {
-		return r.revertFailed(s, rec, providerNotReady(s, provAfter))
-	}
-	cfg, diags := r.out.evaluate(s)
-	if diags.HasErrors() {
-		// The runbook may have changed since; the revert data is what counts.
-		cfg = cty.DynamicVal
-	}
-	// A rollback stopped here. That the step's own effect is gone says
-	// nothing of whether its revert finished (it may remove that first and
-	// more after): the revert runs again, told so, and the provider may
-	// observe its completion.
-	resumed := rec.Status == state.Reverting || rec.Status == state.RevertFailed
-	rv, ok := p.(providers.Reverter)
-	if !ok || rec.Revert == nil {
-		return r.revertFailed(s, rec, fmt.Errorf("provider %s cannot undo steps", s.Provider))
-	}
-	if !r.transition(s, rec, state.Reverting, Event{Kind: StepReverting, Message: rec.Revert.Description}) {
-		return false
-	}
-	outputs, _, _ := decodeOutputs(rec.Outputs)
-	req := providers.RevertRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Revert: *rec.Revert, Outputs: outputs, Resumed: resumed}
-	diags = r.call(s, func(ctx context.Context, log io.Writer) phases.Diagnostics {
-		req.Log = log
-		return rv.Revert(ctx, req).Diagnostics
-	})
-	if diags.HasErrors() {
-		return r.revertFailed(s, rec, diags.Err())
-	}
-	return r.reverted(s, rec, "")
-}
-
-func (r *stepRunner) reverted(s *phases.Step, rec *state.StepRecord, message string) bool {
-	rec.Revert = nil
-	rec.Outputs = nil
-	rec.InputHash = ""
-	rec.LastError = ""
-	if !r.transition(s, rec, state.Reverted, Event{Kind: StepReverted, Message: message}) {
-		return false
-	}
-	r.out.set(s.Addr, cty.DynamicVal)
-	return true
-}
-
-func (r *stepRunner) revertFailed(s *phases.Step, rec *state.StepRecord, err error) bool {
-	rec.LastError = err.Error()
-	r.transition(s, rec, state.RevertFailed, Event{Kind: StepRevertFailed, Error: strings.TrimSpace(rec.LastError)})
-	return false
-}
-
-// goneWith is the step whose discards list addr and that is done (not
-// reverted): what addr made went with it. record reads a step's record
-// (one record: a whole snapshot per reverted step would copy the state
-// each time).
-func (e *Engine) goneWith(addr phases.Address, record func(phases.Address) *state.StepRecord) (phases.Address, bool) {
-	for _, by := range e.discardedBy[addr] {
-		if rec := record(by); rec != nil && rec.Status == state.Done {
-			return by, true
+// NoteChanges asks the provider of every done step the rollback plan undoes
+// what is there now (Read) and notes, in the entry, a change made outside
+// migrate since the step ran: undoing the step discards that change too (a
+// release upgraded by hand is uninstalled with it), and the person asked to
+// confirm must know it first. A step that cannot be read gets no note.
+func (e *Engine) NoteChanges(ctx context.Context, rp *RollbackPlan) {
+	snap := e.state.Snapshot()
+	out := e.loadOutputs(snap)
+	for _, ph := range rp.Phases {
+		for i := range ph.Revert {
+			x := &ph.Revert[i]
+			s, rec := e.steps[x.Addr], snap.Steps[x.Addr.String()]
+			if s == nil || rec == nil || rec.Status != state.Done {
+				continue
+			}
+			f := stepFacts{Rec: rec}
+			g := e.inputFacts(ctx, s, out, &f)
+			if g.p == nil {
+				continue
+			}
+			read := g.read(ctx, s, rec, &f)
+			if read.Observation == providers.Drifted && !read.Diagnostics.HasErrors() && read.Detail != "" {
+				x.Changed = e.hooks.redactor.Text(read.Detail)
+			}
 		}
 	}
-	return phases.Address{}, false
 }

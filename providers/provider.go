@@ -3,7 +3,9 @@ package providers
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"slices"
 
 	"github.com/zclconf/go-cty/cty"
 
@@ -86,6 +88,19 @@ func (a Action) String() string {
 		return actionNames[a]
 	}
 	return "unknown"
+}
+
+// MarshalText writes an action by its name ("create"), as plans keep it.
+func (a Action) MarshalText() ([]byte, error) { return []byte(a.String()), nil }
+
+// UnmarshalText reads an action from its name.
+func (a *Action) UnmarshalText(b []byte) error {
+	i := slices.Index(actionNames[:], string(b))
+	if i < 0 {
+		return fmt.Errorf("unknown action %q", b)
+	}
+	*a = Action(i)
+	return nil
 }
 
 // Observation is what Read found.

@@ -171,11 +171,12 @@ func renderStepPlan(w io.Writer, st styles, s *engine.StepPlan) {
 		fmt.Fprintf(w, "  %s\n", st.dim(line))
 		return
 	}
-	if s.Detail != "" {
-		line += ": " + firstLine(s.Detail)
+	detail := Because(s.ReasonCode, s.Why)
+	if detail != "" {
+		line += ": " + firstLine(detail)
 	}
 	fmt.Fprintf(w, "  %s\n", line)
-	if rest := restLines(s.Detail); rest != "" {
+	if rest := restLines(detail); rest != "" {
 		fmt.Fprint(w, indent(rest, "      "))
 	}
 	renderDiff(w, s)

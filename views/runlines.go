@@ -138,8 +138,8 @@ func (r lineRenderer) stepReverting(e engine.Event) string {
 // steps: what it will do, now that its inputs are known.
 func (r lineRenderer) stepPlanned(e engine.Event) string {
 	head := r.name + ": planned now that its inputs are known"
-	if e.Reason != "" {
-		head = r.name + ": planned again: " + e.Reason
+	if why := eventBecause(e); why != "" {
+		head = r.name + ": planned again: " + why
 	}
 	if strings.TrimSpace(e.Message) == "" {
 		return r.mark(r.st.cyan("≡")) + head + " (no diff)\n"
@@ -186,8 +186,8 @@ func (r lineRenderer) stepSkipped(e engine.Event) string {
 func (r lineRenderer) stepReverted(e engine.Event) string {
 	note := ""
 	switch {
-	case e.Message != "":
-		note = " (" + e.Message + ")"
+	case eventBecause(e) != "":
+		note = " (" + eventBecause(e) + ")"
 	case e.Duration > 0:
 		note = " (" + fmtDuration(e.Duration) + ")"
 	}

@@ -213,8 +213,8 @@ func TestPlan(t *testing.T) {
 		}},
 		{Name: "B", Steps: []*engine.StepPlan{
 			{Addr: addr("exec.b"), Action: providers.Create, Diff: "run: true"},
-			{Addr: addr("exec.c"), Action: providers.Update, Detail: "its inputs changed since it ran"},
-			{Addr: addr("exec.d"), Action: providers.Drift, Detail: "its effect is gone"},
+			{Addr: addr("exec.c"), Action: providers.Update, ReasonCode: engine.InputsChanged},
+			{Addr: addr("exec.d"), Action: providers.Drift, ReasonCode: engine.EffectGone},
 			{Addr: addr("exec.e"), Action: providers.NoOp},
 			{Addr: addr("exec.f"), Action: providers.NoOp, Recheck: []phases.Address{addr("exec.b")}},
 			{Addr: addr("http_check.up"), When: phases.CheckAfter, Action: providers.Create},

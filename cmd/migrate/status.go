@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/homelab-migrate/migrate/engine"
+	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/views"
 )
 
@@ -26,11 +26,11 @@ func (a *app) statusCommand() *cobra.Command {
 				return err
 			}
 			defer a.closeState(st, &err)
-			order, err := engine.PhaseOrder(rb)
+			order, err := phases.OrderPhases(rb.Phases)
 			if err != nil {
 				return err
 			}
-			s := views.BuildStatus(order, st.Snapshot())
+			s := views.BuildStatus(order.List, st.Snapshot())
 			if asJSON {
 				return a.view().StatusJSON(s)
 			}

@@ -335,7 +335,7 @@ func TestAddressThroughEngine(t *testing.T) {
 	done()
 	if diags.HasErrors() || again.HasChanges() {
 		for _, sp := range again.Phases[0].Steps {
-			t.Logf("re-plan %s: %s %s", sp.Addr, sp.Action, sp.Detail)
+			t.Logf("re-plan %s: %s %s", sp.Addr, sp.Action, sp.ReasonCode)
 		}
 		t.Fatalf("re-plan: %v changes=%v", diags.Err(), again.HasChanges())
 	}
@@ -387,7 +387,7 @@ func TestAddressCrashResume(t *testing.T) {
 		t.Fatalf("resumed run: %v", err)
 	}
 	for _, sp := range plan.Phases[0].Steps {
-		t.Logf("resume plan %s: %s (%s)", sp.Addr, sp.Action, sp.Detail)
+		t.Logf("resume plan %s: %s (%s)", sp.Addr, sp.Action, sp.ReasonCode)
 	}
 	wantHanded(t, c, name, out)
 	if i := inst(t, c, name); !i.CreatedAt.Equal(created) || i.Config[incus.KeyCreatedBy] != "incus_instance.node" {

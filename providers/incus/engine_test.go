@@ -195,7 +195,7 @@ func TestRunbookCrashResume(t *testing.T) {
 	}
 	t.Logf("resumed run took %s", time.Since(start))
 	for _, sp := range plan.Phases[0].Steps {
-		t.Logf("resume plan %s: %s (%s)", sp.Addr, sp.Action, sp.Detail)
+		t.Logf("resume plan %s: %s (%s)", sp.Addr, sp.Action, sp.ReasonCode)
 	}
 	for _, n := range []string{home, matrix} {
 		if i := inst(t, c, n); i.Status != "Stopped" {

@@ -214,7 +214,7 @@ func TestExecCrashResume(t *testing.T) {
 		t.Fatalf("resumed run: %v", err)
 	}
 	for _, sp := range plan.Phases[0].Steps {
-		t.Logf("resume plan %s: %s (%s)", sp.Addr, sp.Action, sp.Detail)
+		t.Logf("resume plan %s: %s (%s)", sp.Addr, sp.Action, sp.ReasonCode)
 	}
 	if got := readIn(t, c, name, "/root/count"); got != "run\n" {
 		t.Errorf("the command ran %d times: %q", strings.Count(got, "run"), got)
