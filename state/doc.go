@@ -7,7 +7,7 @@
 // The engine talks to a Manager; Local is the default backend, a directory
 // beside the runbook (.migrate/), and state/etcdstate keeps the same model
 // in etcd, through what Local exports for it: EncodeSnapshot and
-// DecodeSnapshot, PrepareRecord, EncodeEntry and DecodeEntry, the lock
+// DecodeSnapshot(Version), PrepareRecord, EncodeEntry and DecodeEntry(Of), the lock
 // information (state/statetest is the suite both pass). A Lock guards
 // every writing command. Import replaces a whole state (push/pull between
 // backends), refusing a newer serial or another lineage unless forced.
@@ -29,6 +29,12 @@
 // A snapshot carries the SHA-256 of its canonical encoding, a journal line
 // its state's lineage and a CRC-32C of itself: a damaged byte anywhere is
 // refused, never read as a different state.
+//
+// The format is version 3 (CurrentVersion). Versions 1 and 2 (whose records
+// kept revert data under "inverse" and facts under "record") are read
+// through frozen copies of their types (v2.go), journal and etcd entries
+// included, and written as 3 by the next writer: Local and etcdstate both
+// write the snapshot again when they take the lock.
 //
 // Reading never writes. A file this build cannot use — garbled, truncated,
 // a checksum that does not match, a bad complete journal line, a journal

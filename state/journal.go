@@ -35,7 +35,8 @@ type journalEntry struct {
 	Step    *StepRecord `json:"step"`
 	CRC     string      `json:"crc"`
 
-	line int // 1-based line number in the journal
+	line int  // 1-based line number in the journal
+	old  bool // a line of format 2 after a snapshot of format 3
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -67,22 +68,23 @@ func appendJournalLine(buf []byte, seq uint64, lineage string, now time.Time, st
 // write (two NUL bytes or more; a flipped bit makes at most one). A bad
 // complete line is an error, and so is an unterminated one that is a whole
 // entry followed by a byte other than a newline: a damaged newline, not a
-// write cut short. valid is the length of the good prefix.
-func parseJournal(data []byte) (entries []journalEntry, valid int, err error) {
+// write cut short. valid is the length of the good prefix. Lines are read
+// in the format of the snapshot they follow, version.
+func parseJournal(data []byte, version int) (entries []journalEntry, valid int, err error) {
 	off, line := 0, 1
 	for off < len(data) {
 		nl := bytes.IndexByte(data[off:], '\n')
 		if nl < 0 {
 			tail := bytes.TrimRight(data[off:], "\x00")
 			if n := len(tail); n > 1 {
-				if _, err := parseJournalLine(tail[:n-1]); err == nil {
+				if _, err := parseJournalLine(tail[:n-1], version); err == nil {
 					return nil, 0, fmt.Errorf("journal line %d (byte %d): a whole entry followed by %q instead of a newline", line, off, tail[n-1:])
 				}
 			}
 			break
 		}
 		end := off + nl
-		e, err := parseJournalLine(data[off:end])
+		e, err := parseJournalLine(data[off:end], version)
 		if err != nil {
 			if end+1 == len(data) && bytes.Count(data[off:end], []byte{0}) >= 2 {
 				break
@@ -96,9 +98,21 @@ func parseJournal(data []byte) (entries []journalEntry, valid int, err error) {
 	return entries, off, nil
 }
 
-func parseJournalLine(b []byte) (journalEntry, error) {
-	var e journalEntry
-	if err := decodeStrict(b, &e); err != nil {
+// parseJournalLine decodes one line written after a snapshot of format
+// version. After a snapshot of format 3, a line of format 2 is read too
+// (marked old): the first writer of format 3 folds the journal into its
+// snapshot, so such lines are those a crash kept between the snapshot's
+// rename and the journal's truncation, and replay accepts them only as
+// lines the snapshot already holds.
+func parseJournalLine(b []byte, version int) (journalEntry, error) {
+	e, err := decodeJournalLine(b, version)
+	if err != nil && version >= 3 {
+		if e2, err2 := decodeJournalLine(b, 2); err2 == nil {
+			e, err = e2, nil
+			e.old = true
+		}
+	}
+	if err != nil {
 		return e, err
 	}
 	if e.CRC != "" || e.Lineage != "" {
@@ -123,6 +137,20 @@ func parseJournalLine(b []byte) (journalEntry, error) {
 	return e, validateRecord(e.Step)
 }
 
+// decodeJournalLine decodes a line in the records of format version.
+func decodeJournalLine(b []byte, version int) (journalEntry, error) {
+	if version >= 3 {
+		var e journalEntry
+		err := decodeStrict(b, &e)
+		return e, err
+	}
+	var e2 journalEntryV2
+	if err := decodeStrict(b, &e2); err != nil {
+		return journalEntry{}, err
+	}
+	return journalEntry{Seq: e2.Seq, Lineage: e2.Lineage, Time: e2.Time, Step: e2.Step.upgrade(), CRC: e2.CRC}, nil
+}
+
 // replay folds entries onto s. It returns how many were applied. Lines of
 // version 1 (no crc) are accepted only when legacy is set (the snapshot is
 // version 1 too) or when the snapshot already holds them.
@@ -145,6 +173,8 @@ func replay(s *Snapshot, entries []journalEntry, legacy bool) (int, error) {
 			continue
 		case e.Seq != s.Serial+1:
 			return applied, fmt.Errorf("%s follows serial %d: entries are missing or out of order (is the journal from another state?)", e.where(), s.Serial)
+		case e.old:
+			return applied, fmt.Errorf("%s is in state format 2, while the snapshot before it is in format 3: the journal does not belong to this snapshot", e.where())
 		case e.CRC == "" && !legacy:
 			return applied, fmt.Errorf("%s has no checksum, and the snapshot is not of the version that wrote such lines", e.where())
 		}
@@ -214,11 +244,19 @@ type Entry struct {
 }
 
 // DecodeEntry decodes and verifies (CRC, lineage, record) one entry
-// written by EncodeEntry.
-func DecodeEntry(b []byte) (Entry, error) {
-	e, err := parseJournalLine(b)
+// written by EncodeEntry in the current format.
+func DecodeEntry(b []byte) (Entry, error) { return DecodeEntryOf(b, CurrentVersion) }
+
+// DecodeEntryOf decodes an entry written after a snapshot of format
+// version (DecodeSnapshotVersion says which), its record upgraded to the
+// current format.
+func DecodeEntryOf(b []byte, version int) (Entry, error) {
+	e, err := parseJournalLine(b, version)
 	if err != nil {
 		return Entry{}, err
+	}
+	if e.old {
+		return Entry{}, fmt.Errorf("an entry in state format 2 after a snapshot in format %d", version)
 	}
 	if e.CRC == "" {
 		return Entry{}, errors.New("no checksum")

@@ -174,6 +174,7 @@ func (l *Local) loadReadOnly() error {
 // says it is in version 1, whose journal lines have no checksum.
 func (l *Local) read() (snap *Snapshot, entries []journalEntry, jdata []byte, legacy bool, err error) {
 	jpath := filepath.Join(l.dir, journalFile)
+	version := CurrentVersion // of the journal's lines: the snapshot's
 	jdata, err = os.ReadFile(jpath)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, nil, nil, false, fmt.Errorf("state journal: %w", err)
@@ -185,7 +186,6 @@ func (l *Local) read() (snap *Snapshot, entries []journalEntry, jdata []byte, le
 	case err != nil:
 		return nil, nil, nil, false, fmt.Errorf("state: %w", err)
 	default:
-		var version int
 		snap, version, err = readSnapshot(sdata)
 		if err != nil {
 			return nil, nil, nil, false, l.snapshotUnusable(err)
@@ -195,7 +195,7 @@ func (l *Local) read() (snap *Snapshot, entries []journalEntry, jdata []byte, le
 		}
 		legacy = version == 1
 	}
-	entries, _, err = parseJournal(jdata)
+	entries, _, err = parseJournal(jdata, version)
 	if err != nil {
 		serial := uint64(0)
 		if snap != nil {

@@ -23,6 +23,13 @@ func DecodeSnapshot(b []byte) (*Snapshot, error) {
 	return s, err
 }
 
+// DecodeSnapshotVersion is DecodeSnapshot that also says which format
+// version b was in: a backend writes an older one again at once, and reads
+// the journal entries after it in that version (DecodeEntryOf).
+func DecodeSnapshotVersion(b []byte) (*Snapshot, int, error) {
+	return readSnapshot(b)
+}
+
 // readSnapshot decodes b and also returns the format version it was in.
 func readSnapshot(b []byte) (*Snapshot, int, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
@@ -44,14 +51,16 @@ func readSnapshot(b []byte) (*Snapshot, int, error) {
 	if err := json.Unmarshal(*head.Version, &version); err != nil {
 		return nil, 0, fmt.Errorf(`not a state file: "version" is %s, want a number`, *head.Version)
 	}
-	// Version 2 added the checksum and nothing else, so version 1 reads
-	// into the same Snapshot. When the records change, each version
-	// decodes into frozen copies of its types and is upgraded.
+	// Each format decodes into its own types (formats 1 and 2: the frozen
+	// ones of v2.go) and is upgraded to the current one in memory.
 	switch {
 	case version > CurrentVersion:
 		var by string
 		_ = json.Unmarshal(head.MigrateVersion, &by)
 		return nil, version, &NewerVersionError{Version: version, MigrateVersion: by}
+	case version == 3:
+		s, err := readV3(b)
+		return s, version, err
 	case version == 2:
 		s, err := readV2(b)
 		return s, version, err
@@ -60,7 +69,7 @@ func readSnapshot(b []byte) (*Snapshot, int, error) {
 		if err := decodeStrict(b, &s1); err != nil {
 			return nil, version, err
 		}
-		s, err := checkSnapshot(s1)
+		s, err := checkSnapshot(s1.Serial, s1.Lineage, s1.MigrateVersion, upgradeSteps(s1.Steps))
 		if err == nil {
 			// Version 1 kept errors whole, megabytes of them at times.
 			for _, rec := range s.Steps {
@@ -73,20 +82,9 @@ func readSnapshot(b []byte) (*Snapshot, int, error) {
 	}
 }
 
-// stateV1 is the version 1 file layout. StepRecord is the version 1 record;
-// when a later version changes it, freeze a copy here as stepRecordV1.
-type stateV1 struct {
-	Version        int                    `json:"version"`
-	Serial         uint64                 `json:"serial"`
-	Lineage        string                 `json:"lineage"`
-	MigrateVersion string                 `json:"migrate_version"`
-	Steps          map[string]*StepRecord `json:"steps"`
-}
-
-// stateV2 is the version 1 layout with a checksum: "sha256:" and the hex
-// SHA-256 of the snapshot's canonical encoding (marshalBody), which is
-// everything else in the file.
-type stateV2 struct {
+// stateV3 is the file this build writes: format 2's layout, its records'
+// keys renamed ("revert", "facts").
+type stateV3 struct {
 	Version        int                    `json:"version"`
 	Checksum       string                 `json:"checksum"`
 	Serial         uint64                 `json:"serial"`
@@ -95,30 +93,49 @@ type stateV2 struct {
 	Steps          map[string]*StepRecord `json:"steps"`
 }
 
+func readV3(b []byte) (*Snapshot, error) {
+	var s3 stateV3
+	if err := decodeStrict(b, &s3); err != nil {
+		return nil, err
+	}
+	if err := verifyChecksum(s3.Checksum, func() ([]byte, error) {
+		return encodeBody(3, s3.Serial, s3.Lineage, s3.MigrateVersion, s3.Steps)
+	}); err != nil {
+		return nil, err
+	}
+	return checkSnapshot(s3.Serial, s3.Lineage, s3.MigrateVersion, s3.Steps)
+}
+
 func readV2(b []byte) (*Snapshot, error) {
 	var s2 stateV2
 	if err := decodeStrict(b, &s2); err != nil {
 		return nil, err
 	}
-	if s2.Checksum == "" {
-		return nil, errors.New(`no "checksum"`)
-	}
-	s, err := checkSnapshot(stateV1{Version: 1, Serial: s2.Serial, Lineage: s2.Lineage, MigrateVersion: s2.MigrateVersion, Steps: s2.Steps})
-	if err != nil {
+	if err := verifyChecksum(s2.Checksum, func() ([]byte, error) {
+		return encodeBody(2, s2.Serial, s2.Lineage, s2.MigrateVersion, s2.Steps)
+	}); err != nil {
 		return nil, err
 	}
-	// What was decoded is compared with what was written, so any change
-	// of content (a flipped bit in a timestamp, a serial, an output) is
-	// refused, while a change that decodes to the same thing is not one.
-	body, err := marshalBody(s)
+	return checkSnapshot(s2.Serial, s2.Lineage, s2.MigrateVersion, upgradeSteps(s2.Steps))
+}
+
+// verifyChecksum compares a file's checksum with that of what was decoded
+// from it, encoded again by body, so any change of content (a flipped bit
+// in a timestamp, a serial, an output) is refused, while a change that
+// decodes to the same thing is not one.
+func verifyChecksum(sum string, body func() ([]byte, error)) error {
+	if sum == "" {
+		return errors.New(`no "checksum"`)
+	}
+	b, err := body()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if sum := checksum(body); sum != s2.Checksum {
-		return nil, fmt.Errorf("checksum mismatch: the file says %q, its content hashes to %q: "+
-			"it was damaged (or edited) after migrate wrote it", s2.Checksum, sum)
+	if got := checksum(b); got != sum {
+		return fmt.Errorf("checksum mismatch: the file says %q, its content hashes to %q: "+
+			"it was damaged (or edited) after migrate wrote it", sum, got)
 	}
-	return s, nil
+	return nil
 }
 
 func checksum(body []byte) string {
@@ -126,15 +143,16 @@ func checksum(body []byte) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// checkSnapshot validates a decoded snapshot and makes it the current type.
-func checkSnapshot(s stateV1) (*Snapshot, error) {
-	if s.Lineage == "" {
+// checkSnapshot validates a decoded snapshot, its records upgraded to
+// the current type.
+func checkSnapshot(serial uint64, lineage, migrateVersion string, steps map[string]*StepRecord) (*Snapshot, error) {
+	if lineage == "" {
 		return nil, errors.New(`no "lineage"`)
 	}
-	if s.Steps == nil {
-		s.Steps = map[string]*StepRecord{}
+	if steps == nil {
+		steps = map[string]*StepRecord{}
 	}
-	for key, rec := range s.Steps {
+	for key, rec := range steps {
 		if rec == nil {
 			return nil, fmt.Errorf("step %q: null record", key)
 		}
@@ -147,10 +165,10 @@ func checkSnapshot(s stateV1) (*Snapshot, error) {
 	}
 	return &Snapshot{
 		Version:        CurrentVersion,
-		Serial:         s.Serial,
-		Lineage:        s.Lineage,
-		MigrateVersion: s.MigrateVersion,
-		Steps:          s.Steps,
+		Serial:         serial,
+		Lineage:        lineage,
+		MigrateVersion: migrateVersion,
+		Steps:          steps,
 	}, nil
 }
 
@@ -166,12 +184,12 @@ func EncodeSnapshot(s *Snapshot) ([]byte, error) {
 	if bytes.Contains(body, []byte(`\ufffd`)) {
 		// A string was not valid UTF-8 and encoding/json replaced it:
 		// the checksum must be of what a reader will decode.
-		var s1 stateV1
-		if err := json.Unmarshal(body, &s1); err != nil {
+		var s3 stateV3
+		if err := json.Unmarshal(body, &s3); err != nil {
 			return nil, err
 		}
 		c := *s
-		c.Lineage, c.MigrateVersion, c.Steps = s1.Lineage, s1.MigrateVersion, s1.Steps
+		c.Lineage, c.MigrateVersion, c.Steps = s3.Lineage, s3.MigrateVersion, s3.Steps
 		if body, err = marshalBody(&c); err != nil {
 			return nil, err
 		}
@@ -185,12 +203,18 @@ func EncodeSnapshot(s *Snapshot) ([]byte, error) {
 // file without its checksum line. Any change to it is a format change and
 // needs a new version.
 func marshalBody(s *Snapshot) ([]byte, error) {
+	return encodeBody(CurrentVersion, s.Serial, s.Lineage, s.MigrateVersion, s.Steps)
+}
+
+// encodeBody is marshalBody for a format's own records (formats 2 and 3
+// share the layout; the records differ).
+func encodeBody[R any](version int, serial uint64, lineage, migrateVersion string, steps map[string]R) ([]byte, error) {
 	str := func(v string) []byte { b, _ := json.Marshal(v); return b }
 	var buf bytes.Buffer
 	fmt.Fprintf(&buf, "{\n  \"version\": %d,\n  \"serial\": %d,\n  \"lineage\": %s,\n  \"migrate_version\": %s,\n  \"steps\": {",
-		CurrentVersion, s.Serial, str(s.Lineage), str(s.MigrateVersion))
-	for i, key := range slices.Sorted(maps.Keys(s.Steps)) {
-		rec, err := json.Marshal(s.Steps[key])
+		version, serial, str(lineage), str(migrateVersion))
+	for i, key := range slices.Sorted(maps.Keys(steps)) {
+		rec, err := json.Marshal(steps[key])
 		if err != nil {
 			return nil, fmt.Errorf("step %s: %w", key, err)
 		}
@@ -202,7 +226,7 @@ func marshalBody(s *Snapshot) ([]byte, error) {
 		buf.WriteString(": ")
 		buf.Write(rec)
 	}
-	if len(s.Steps) > 0 {
+	if len(steps) > 0 {
 		buf.WriteString("\n  ")
 	}
 	buf.WriteString("}\n}\n")

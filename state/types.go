@@ -9,8 +9,11 @@ import (
 )
 
 // CurrentVersion is the format version this build writes. Version 2 added
-// the snapshot's checksum; version 1 files are read and upgraded.
-const CurrentVersion = 2
+// the snapshot's checksum; version 3 renamed two keys of a step's record
+// to the code's words ("inverse" to "revert", "record" to "facts").
+// Versions 1 and 2 are read (through the frozen types of v2.go) and
+// written as 3 by the next writer; a newer version is refused.
+const CurrentVersion = 3
 
 // Status of a step (or check) record.
 type Status string
@@ -41,9 +44,9 @@ type StepRecord struct {
 	// Private is opaque provider data.
 	Private json.RawMessage `json:"private,omitempty"`
 	// Revert says how to revert the step (rollback hands it to its
-	// provider); nil when it cannot be reverted. The state's format
-	// keeps it under "inverse", its name before the words were made one.
-	Revert *phases.RevertData `json:"inverse,omitempty"`
+	// provider); nil when it cannot be reverted. (Formats 1 and 2 kept
+	// it under "inverse".)
+	Revert *phases.RevertData `json:"revert,omitempty"`
 	// Identity names the thing the step made or acted on, as its provider
 	// said (an instance's UUID, a cluster's UID): made again under the
 	// same name, it has another.
@@ -54,8 +57,8 @@ type StepRecord struct {
 	// proof about the new one.
 	Upstream map[string]string `json:"upstream,omitempty"`
 	// Facts are what the step established, such as who approved an
-	// approval step (kept under "record" in the state's format).
-	Facts      map[string]string `json:"record,omitempty"`
+	// approval step. (Formats 1 and 2 kept them under "record".)
+	Facts      map[string]string `json:"facts,omitempty"`
 	Attempts   int               `json:"attempts"`
 	StartedAt  *time.Time        `json:"started_at,omitempty"`
 	FinishedAt *time.Time        `json:"finished_at,omitempty"`

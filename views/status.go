@@ -56,7 +56,7 @@ type StepStatus struct {
 	StartedAt  *time.Time        `json:"started_at,omitempty"`
 	FinishedAt *time.Time        `json:"finished_at,omitempty"`
 	LastError  string            `json:"last_error,omitempty"`
-	Facts      map[string]string `json:"record,omitempty"`
+	Facts      map[string]string `json:"facts,omitempty"`
 	// undoable: the record holds revert data, so a rollback undoes it;
 	// a done step without one stays done after a rollback.
 	undoable bool

@@ -95,7 +95,7 @@ type stepStatus struct {
 	Address  string            `json:"address"`
 	Status   string            `json:"status"`
 	Attempts int               `json:"attempts"`
-	Record   map[string]string `json:"record"`
+	Facts    map[string]string `json:"facts"`
 }
 
 type statusDoc struct {
@@ -406,7 +406,7 @@ func TestApproval(t *testing.T) {
 	run(t, dir, 0, "run", "--all", "--auto-approve", "--approve", "approval.dns")
 	_, steps := status(t, dir)
 	s := steps["approval.dns"]
-	if s.Status != "done" || !strings.Contains(s.Record["approved_by"], "@") {
+	if s.Status != "done" || !strings.Contains(s.Facts["approved_by"], "@") {
 		t.Errorf("approval.dns: %+v", s)
 	}
 	r = run(t, dir, 0, "state", "show", "--json")
@@ -744,7 +744,7 @@ func TestFailedApprovalForgetsApprover(t *testing.T) {
 	t.Parallel()
 	dir := runbook(t, map[string]string{"main.hcl": approvalRunbook("switch DNS")})
 	run(t, dir, 0, "run", "--all", "--auto-approve", "--approve", "approval.dns")
-	if _, steps := status(t, dir); steps["approval.dns"].Record["approved_by"] == "" {
+	if _, steps := status(t, dir); steps["approval.dns"].Facts["approved_by"] == "" {
 		t.Fatalf("approval.dns: %+v", steps["approval.dns"])
 	}
 	// A new message is a new question: asked again, and not approved.
@@ -753,7 +753,7 @@ func TestFailedApprovalForgetsApprover(t *testing.T) {
 	}
 	run(t, dir, 1, "run", "--all", "--auto-approve")
 	_, steps := status(t, dir)
-	if s := steps["approval.dns"]; s.Status != "failed" || len(s.Record) != 0 || s.Attempts != 1 {
+	if s := steps["approval.dns"]; s.Status != "failed" || len(s.Facts) != 0 || s.Attempts != 1 {
 		t.Errorf("approval.dns failed, but its record still shows the earlier approval: %+v", s)
 	}
 	if r := run(t, dir, 0, "status"); strings.Contains(r.stdout, "approved_by") {

@@ -56,6 +56,7 @@ type loaded struct {
 	gen     string
 	headRev int64 // ModRevision of head; 0 when absent
 	journal int   // entries under journal/
+	version int   // the snapshot's format version
 	orphans []string
 	rev     int64
 }
@@ -186,16 +187,17 @@ func (s *Store) parse(kvs []*mvccpb.KeyValue, rev int64) (*loaded, error) {
 	if m.Layout != layout {
 		return nil, s.unusable(keyMeta, fmt.Errorf("layout %d, this migrate knows layout %d", m.Layout, layout), "upgrade migrate")
 	}
-	snap, err := s.snapshot(m, k.chunks[m.Generation])
+	snap, version, err := s.snapshot(m, k.chunks[m.Generation])
 	if err != nil {
 		return nil, err
 	}
+	l.version = version
 	for gen := range k.chunks {
 		if gen != m.Generation {
 			l.orphans = append(l.orphans, gen)
 		}
 	}
-	if l.journal, err = s.replay(snap, k.entries); err != nil {
+	if l.journal, err = s.replay(snap, version, k.entries); err != nil {
 		return nil, err
 	}
 	if h == nil || h.Serial != snap.Serial || h.Lineage != snap.Lineage {
@@ -206,41 +208,50 @@ func (s *Store) parse(kvs []*mvccpb.KeyValue, rev int64) (*loaded, error) {
 }
 
 // snapshot joins the chunks of m's generation and decodes them, checking
-// them against m: their number, size and hash, the lineage and serial.
-func (s *Store) snapshot(m *meta, chunks map[int][]byte) (*state.Snapshot, error) {
+// them against m: their number, size and hash, the lineage and serial. It
+// also returns the snapshot's format version.
+func (s *Store) snapshot(m *meta, chunks map[int][]byte) (*state.Snapshot, int, error) {
 	var buf bytes.Buffer
 	for i := range m.Chunks {
 		c, ok := chunks[i]
 		if !ok {
-			return nil, s.unusable(chunkKey(m.Generation, i), errors.New("missing"), "")
+			return nil, 0, s.unusable(chunkKey(m.Generation, i), errors.New("missing"), "")
 		}
 		buf.Write(c)
 	}
 	if len(chunks) != m.Chunks {
-		return nil, s.unusable(keyMeta, fmt.Errorf("%d chunks under generation %s, meta says %d", len(chunks), m.Generation, m.Chunks), "")
+		return nil, 0, s.unusable(keyMeta, fmt.Errorf("%d chunks under generation %s, meta says %d", len(chunks), m.Generation, m.Chunks), "")
 	}
 	sum := sha256.Sum256(buf.Bytes())
 	if got := hex.EncodeToString(sum[:]); got != m.SHA256 || buf.Len() != m.Bytes {
-		return nil, s.unusable(snapDir+m.Generation+"/", fmt.Errorf("the snapshot's %d bytes hash to %s, meta says %d bytes, %s", buf.Len(), got, m.Bytes, m.SHA256), "")
+		return nil, 0, s.unusable(snapDir+m.Generation+"/", fmt.Errorf("the snapshot's %d bytes hash to %s, meta says %d bytes, %s", buf.Len(), got, m.Bytes, m.SHA256), "")
 	}
-	snap, err := state.DecodeSnapshot(buf.Bytes())
+	snap, version, err := state.DecodeSnapshotVersion(buf.Bytes())
+	if nv := (*state.NewerVersionError)(nil); errors.As(err, &nv) {
+		hint := "upgrade migrate"
+		if nv.MigrateVersion != "" {
+			hint += " to " + nv.MigrateVersion + " or later"
+		}
+		return nil, 0, s.unusable(snapDir+m.Generation+"/", err, hint+"; the state was left untouched")
+	}
 	if err != nil {
-		return nil, s.unusable(snapDir+m.Generation+"/", err, "")
+		return nil, 0, s.unusable(snapDir+m.Generation+"/", err, "")
 	}
 	if snap.Lineage != m.Lineage || snap.Serial != m.Serial {
-		return nil, s.unusable(keyMeta, fmt.Errorf("lineage %s serial %d, the snapshot's are %s, %d", m.Lineage, m.Serial, snap.Lineage, snap.Serial), "")
+		return nil, 0, s.unusable(keyMeta, fmt.Errorf("lineage %s serial %d, the snapshot's are %s, %d", m.Lineage, m.Serial, snap.Lineage, snap.Serial), "")
 	}
-	return snap, nil
+	return snap, version, nil
 }
 
 // replay applies the journal entries after the snapshot to it, in order,
 // and returns how many entries there are past it; an entry that is
 // damaged, of another state or out of order makes the state unusable.
-func (s *Store) replay(snap *state.Snapshot, entries []*mvccpb.KeyValue) (int, error) {
+// The entries are in the snapshot's format version.
+func (s *Store) replay(snap *state.Snapshot, version int, entries []*mvccpb.KeyValue) (int, error) {
 	n := 0
 	for _, kv := range entries {
 		key := strings.TrimPrefix(string(kv.Key), s.prefix)
-		e, err := state.DecodeEntry(kv.Value)
+		e, err := state.DecodeEntryOf(kv.Value, version)
 		switch {
 		case err != nil:
 		case journalKey(e.Seq) != key:

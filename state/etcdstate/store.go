@@ -141,6 +141,9 @@ func (s *Store) load(ctx context.Context) error {
 		s.journal = 1 // written now
 	} else {
 		s.snap, s.gen = l.snap, l.gen
+		if l.version < state.CurrentVersion && s.journal == 0 {
+			s.journal = 1 // an older format: written in the current one now
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
