@@ -404,7 +404,7 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 		return sp, diags
 	}
 	in := e.stepInputs(ctx, s, cfg)
-	sp.InputHash = in.hash
+	sp.InputHash = e.plannedHash(s, in, out)
 	prior := priorOf(rec)
 
 	switch {

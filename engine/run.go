@@ -301,7 +301,7 @@ func (r *stepRunner) run(s *phases.Step) bool {
 	in := e.stepInputs(r.cancel, s, cfg)
 	hash := in.hash
 	sp := r.planned[s.Addr]
-	if sp != nil && sp.InputHash != "" && hash != sp.InputHash {
+	if sp != nil && !in.asPlanned(sp.InputHash) {
 		return r.fail(s, rec, fmt.Errorf("its inputs changed since the plan was made: make a new plan"))
 	}
 
@@ -314,6 +314,7 @@ func (r *stepRunner) run(s *phases.Step) bool {
 		}
 		switch rec.Status {
 		case state.Done:
+			again = filesRewritten(sp, in, rec)
 			if (sp == nil || sp.Action == providers.NoOp) && in.matches(rec.InputHash) {
 				if again = r.stillDone(s, p, cfg, rec, sp); again == nil {
 					r.refreshOutputs(s, p, cfg, rec)
