@@ -50,6 +50,8 @@ type inputs struct {
 	// an exec step's script) holds it, and is no evidence that they
 	// changed.
 	bare string
+	// attrs is hash without the files (filesafter.go).
+	attrs string
 }
 
 // matches reports whether a record made with recorded ran with these
@@ -91,9 +93,11 @@ func (e *Engine) hashInputs(ctx context.Context, s *phases.Step, cfg cty.Value) 
 	}
 	in := inputs{plain: plainHash(attrs, digest), bare: plainHash(attrs, "")}
 	in.hash = plainPrefix + plainHash(set, digest)
+	in.attrs = plainPrefix + plainHash(set, "")
 	if len(e.inputKey) > 0 {
 		in.keyedV1 = keyedPrefixV1 + e.keyID() + ":" + e.mac(attrs, digest)
 		in.hash = keyedPrefix + e.keyID() + ":" + e.mac(set, digest)
+		in.attrs = keyedPrefix + e.keyID() + ":" + e.mac(set, "")
 	}
 	return in
 }

@@ -332,7 +332,7 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 	}
 	sp.Action, sp.ReasonCode, sp.Why, sp.KnownAfter = d.Action, d.Reason, d.Why, g.after
 	if !s.IsCheck() {
-		sp.InputHash = g.in.hash // a check's plan holds none to compare
+		sp.InputHash = e.plannedHash(s, g.in, out) // a check's plan holds none to compare
 	}
 	if d.Needs&NeedReadAfter != 0 {
 		sp.Recheck = d.Why.By

@@ -94,7 +94,7 @@ func (r *stepRunner) run(s *phases.Step) bool {
 		return r.fail(s, rec, e.redactDiags(g.diags).Err())
 	case f.ProviderWaits != nil:
 		return r.fail(s, rec, providerNotReady(s, f.ProviderWaits))
-	case sp != nil && sp.InputHash != "" && g.in.hash != sp.InputHash:
+	case sp != nil && !g.in.asPlanned(sp.InputHash):
 		return r.fail(s, rec, fmt.Errorf("its inputs changed since the plan was made: make a new plan"))
 	}
 	var d Decision
@@ -126,7 +126,7 @@ func (r *stepRunner) run(s *phases.Step) bool {
 	// again: the plan took the step as done, but its record no longer
 	// holds; it is planned anew just before it is applied.
 	var again *Decision
-	if rec.Status == state.Done && (sp == nil || sp.Action == providers.NoOp) && f.Matches {
+	if rec.Status == state.Done && (sp == nil || sp.Action == providers.NoOp) && (f.Matches || filesRewritten(sp)) {
 		again = &d
 	}
 	if rec.Status == state.Reverted || rec.Status == state.Done {
