@@ -155,6 +155,9 @@ func LoadTemplate(fsys fs.FS, schemas map[string]phases.Schema) (*Template, erro
 			errs = append(errs, fmt.Sprintf("%s: part %s of role %q must name %s, for migrate init", p.Range, v.Part, v.Role, want))
 		}
 	}
+	if len(errs) == 0 {
+		errs = t.unlisted()
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("migrate init and its template disagree:\n  %s", strings.Join(errs, "\n  "))
 	}
@@ -165,6 +168,53 @@ func LoadTemplate(fsys fs.FS, schemas map[string]phases.Schema) (*Template, erro
 	}
 	t.Disks = disks
 	return t, nil
+}
+
+// unlisted are the steps that name an old VM's variable but are not
+// among its role's steps (parts inside, data, stop): init would neither
+// mark them when the VM lacks the agent nor leave them out with the role.
+func (t *Template) unlisted() []string {
+	var errs []string
+	ends := map[string]map[int]int{}
+	for name, src := range t.Files {
+		ends[name] = blockEnds(src)
+	}
+	for _, role := range Roles {
+		listed := map[string]bool{t.stopStep(role): true, t.deviceStep(role): true}
+		for _, st := range t.inside(role) {
+			listed[st] = true
+		}
+		uses := regexp.MustCompile(`\bvar\.` + regexp.QuoteMeta(t.Name(RoleVar(role))) + `\b`)
+		for _, s := range t.Runbook.AllSteps() {
+			src, ok := t.Files[s.Range.Filename]
+			if !ok || listed[s.Addr.String()] {
+				continue
+			}
+			if end, ok := ends[s.Range.Filename][s.Range.StartByte]; ok && uses.Match(src[s.Range.StartByte:end]) {
+				errs = append(errs, fmt.Sprintf("%s: step %s names var.%s, but role %q does not list it (parts inside, data, stop); see %s", s.Range, s.Addr, t.Name(RoleVar(role)), role, t.Runbook.Roles[role].Range))
+			}
+		}
+	}
+	return errs
+}
+
+// blockEnds maps the start of each block's header in src to the block's
+// end (the loader keeps a block's header only).
+func blockEnds(src []byte) map[int]int {
+	ends := map[int]int{}
+	f, diags := hclsyntax.ParseConfig(src, "", hcl.InitialPos)
+	if diags.HasErrors() {
+		return ends
+	}
+	var walk func(*hclsyntax.Body)
+	walk = func(b *hclsyntax.Body) {
+		for _, blk := range b.Blocks {
+			ends[blk.DefRange().Start.Byte] = blk.Range().End.Byte
+			walk(blk.Body)
+		}
+	}
+	walk(f.Body.(*hclsyntax.Body))
+	return ends
 }
 
 // rolesPlace is where the template's roles are declared: the first

@@ -82,6 +82,10 @@ func TestTemplateDisagrees(t *testing.T) {
 		{"a part of another kind", func(s string) string {
 			return strings.Replace(s, "  stop = incus_instance_state.old_k3s\n", "  stop = var.k3s_vm\n", 1)
 		}, []string{`part stop of role "k3s" must name a step`, lineOf(t, main, `role "k3s"`, "  stop ")}},
+		{"a step of an old VM not in its role", func(s string) string {
+			// As the hard-coded list of the old init missed four.
+			return strings.Replace(s, ", incus_exec.stop_samba, ", ", ", 1)
+		}, []string{"step incus_exec.stop_samba names var.services_vm", `role "services" does not list it`, lineOf(t, main, "", `step "incus_exec" "stop_samba"`)}},
 		{"a variable renamed without its role", func(s string) string {
 			s = strings.Replace(s, `variable "node_mac"`, `variable "node_hwaddr"`, 1)
 			return strings.ReplaceAll(s, "hwaddr = var.node_mac", "hwaddr = var.node_hwaddr")
