@@ -80,7 +80,7 @@ func Check(h *Host, s Site) []Finding {
 				seen += " (" + strings.Join(video, "; ") + ", but no GPU is there to do it)"
 			}
 			add(CodeVMNoGPU, Warning, "instance "+i.Name, seen,
-				"Nothing to carry over: the Talos VM gets the iGPU ("+vn(VarIGPUPCI)+") and the rehearsal proves the i915 driver sees it ("+strings.Join(t.Steps("host", "gpu"), ", ")+"). Expect far less CPU load once Jellyfin and Frigate run on the node.")
+				"Nothing to carry over: the Talos VM gets the iGPU ("+vn(VarIGPUPCI)+") and the rehearsal proves the i915 driver sees it ("+t.Step("rehearsal", "igpu_check")+"). Expect far less CPU load once Jellyfin and Frigate run on the node.")
 		}
 	}
 	if len(h.GPUs) == 0 {

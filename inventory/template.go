@@ -112,6 +112,7 @@ var templateNeeds = func() map[Var]string {
 	n[Var{"host", "gpu"}] = "steps"
 	n[Var{"node", "vm"}] = "a step"
 	n[Var{"rehearsal", "vm"}] = "a step"
+	n[Var{"rehearsal", "igpu_check"}] = "a step"
 	return n
 }()
 

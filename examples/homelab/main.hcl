@@ -1619,9 +1619,10 @@ role "node" {
 }
 
 role "rehearsal" {
-  vm      = incus_instance.rehearsal
-  mac     = var.rehearsal_mac
-  address = var.rehearsal_address
+  vm         = incus_instance.rehearsal
+  mac        = var.rehearsal_mac
+  address    = var.rehearsal_address
+  igpu_check = talos_read.rehearsal_igpu # the i915 driver sees the iGPU
 }
 
 role "jellyfin" {
