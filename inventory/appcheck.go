@@ -6,9 +6,6 @@ import (
 	"strings"
 )
 
-// appVars are the site.auto.hcl variables of each application's release.
-var appVars = map[string]string{"Jellyfin": "jellyfin", "Synapse": "synapse", "Frigate": "frigate"}
-
 // checkApps turns the applications' facts into findings: how each is
 // installed, and what the move does about what is a risk.
 func checkApps(h *Host, s Site) []Finding {
@@ -18,23 +15,27 @@ func checkApps(h *Host, s Site) []Finding {
 	}
 	for _, app := range appsIn(h, s.ServicesVM, s.MatrixVM) {
 		f, subject := app.Facts, "app "+app.Name
-		v := appVars[app.Name]
+		held := slices.Contains(apps, app.Name)
+		version, image := "", ""
+		if held {
+			version, image = s.Template.Name(AppVar(app.Name, "version")), s.Template.Name(AppVar(app.Name, "image"))
+		}
 		do := "Nothing: site.auto.hcl says what the move needs of it."
-		if v != "" {
-			do = fmt.Sprintf("Nothing: site.auto.hcl's %s_version and %s_image follow it, and the plan refuses an image older than %s_version.", v, v, v)
+		if held {
+			do = fmt.Sprintf("Nothing: site.auto.hcl's %s and %s follow it, and the plan refuses an image older than %s.", version, image, version)
 		}
 		add(CodeAppInstall, Info, subject, describe(app.Name, f), do)
 		for _, u := range f.Unread {
 			what, _, _ := strings.Cut(u, ":")
 			sev, do := Info, "Nothing needs it; check by hand if it matters to you."
-			if what == "version" && v != "" {
-				sev, do = Warning, fmt.Sprintf("Set %s_version in site.auto.hcl to the release the old VM runs: until then nothing stops the move from copying its database into an older image.", v)
+			if what == "version" && held {
+				sev, do = Warning, fmt.Sprintf("Set %s in site.auto.hcl to the release the old VM runs: until then nothing stops the move from copying its database into an older image.", version)
 			}
 			add(CodeAppUnread, sev, subject, app.Name+": "+u, do)
 		}
 		if site := s.appSite(app.Name); site != nil && site.Raised {
-			add(CodeImageNewer, Info, subject, fmt.Sprintf("the old VM runs %s %s, newer than the example's %s", app.Name, f.Version, ExampleImages[app.Name]),
-				fmt.Sprintf("Nothing: site.auto.hcl's %s_image is %s, so the database is not moved into an older release (its migrations run one way).", v, site.Image))
+			add(CodeImageNewer, Info, subject, fmt.Sprintf("the old VM runs %s %s, newer than the example's %s", app.Name, f.Version, s.Template.ExampleImage(app.Name)),
+				fmt.Sprintf("Nothing: site.auto.hcl's %s is %s, so the database is not moved into an older release (its migrations run one way).", image, site.Image))
 		}
 		fs = append(fs, appRisks(app.Name, f)...)
 	}

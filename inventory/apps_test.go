@@ -166,7 +166,7 @@ func TestReadAppsAsInstalled(t *testing.T) {
 		t.Errorf("Samba's install: %+v", sm)
 	}
 
-	site, guesses, err := inventory.Choose(host, time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
+	site, guesses, err := inventory.Choose(tmpl(t), host, time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestReadIncusOSPhysicalLAN(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	site, guesses, err := inventory.Choose(host, time.Now())
+	site, guesses, err := inventory.Choose(tmpl(t), host, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

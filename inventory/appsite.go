@@ -9,14 +9,14 @@ import (
 	"github.com/homelab-migrate/migrate/versions"
 )
 
-// ExampleImages are examples/homelab's images (the defaults of its
-// *_image variables), by application: what the runbook runs when the
-// old VM's release could not be read or is older.
-var ExampleImages = map[string]string{
-	"Jellyfin": "jellyfin/jellyfin:10.10.3",
-	"Frigate":  "ghcr.io/blakeblackshear/frigate:0.14.1",
-	"Synapse":  "matrixdotorg/synapse:v1.120",
-}
+// apps are the applications whose release the runbook holds: each has
+// a role of its name (lower case) with parts version and image.
+var apps = []string{"Jellyfin", "Synapse", "Frigate"}
+
+// ExampleImage is the template's image of an application (the default
+// of its image variable): what the runbook runs when the old VM's release
+// could not be read or is older.
+func (t *Template) ExampleImage(app string) string { return t.Default(AppVar(app, "image")) }
 
 // AppSite is an application's release in the runbook: the version the
 // old VM runs (the floor) and the image the node runs, never older.
@@ -42,6 +42,7 @@ type AppsSite struct {
 // role VMs.
 func chooseApps(h *Host, s *Site) {
 	a := &s.Apps
+	appSite := s.Template.appSite
 	a.Jellyfin, a.Synapse, a.Frigate = appSite("Jellyfin", ""), appSite("Synapse", ""), appSite("Frigate", "")
 	for _, app := range appsIn(h, s.ServicesVM, s.MatrixVM) {
 		f := app.Facts
@@ -86,8 +87,8 @@ func appsIn(h *Host, names ...string) []App {
 
 // appSite is the release of an application that runs version: the
 // example's image, or one of version when the example's is older.
-func appSite(app, version string) AppSite {
-	image := ExampleImages[app]
+func (t *Template) appSite(app, version string) AppSite {
+	image := t.ExampleImage(app)
 	s := AppSite{Version: version, Image: image}
 	read, ok := versions.Parse(version)
 	if !ok || !versions.Older(versions.Tag(image), version) {

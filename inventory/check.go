@@ -7,42 +7,34 @@ import (
 	"strings"
 )
 
-// RunbookDisks are what the runbook (examples/homelab's shape) makes in
-// storage_pool, in bytes: the Talos VM's root disk and its big disk
-// (incus_instance.talos, incus_volume.bulk), the rehearsal VM's root
-// (deleted at the end of its phase, but there while it runs) and the ISO.
-var RunbookDisks = []struct {
-	What string
-	Size int64
-}{
-	{"the Talos VM's root disk (incus_instance.talos, 64GiB)", 64 * gib},
-	{"the Talos VM's big disk (incus_volume.bulk, 150GiB)", 150 * gib},
-	{"the rehearsal VM's root disk (incus_instance.rehearsal, 16GiB)", 16 * gib},
-	{"the Talos ISO (incus_volume.talos_iso, about 100MiB)", 100 << 20},
+// The template's steps of a role: those that reach inside its VM, the
+// device of the data volume it gets for the export, the step that stops
+// it (roles services, matrix, k3s: parts inside, data, stop).
+func (t *Template) inside(role string) []string {
+	if !t.Has(role, "inside") {
+		return nil
+	}
+	return t.Steps(role, "inside")
 }
 
-// The steps of the runbook that reach inside each role's VM, and the
-// step that stops it (examples/homelab's names).
-var (
-	roleInsideSteps = map[string][]string{
-		RoleServices: {"incus_exec.stop_jellyfin", "incus_exec.stop_frigate", "incus_exec.export_jellyfin", "incus_exec.export_frigate"},
-		RoleMatrix:   {"incus_exec.stop_synapse", "incus_exec.export_synapse", "incus_exec.synapse_config", "incus_file.synapse_config", "incus_file.signing_key"},
+func (t *Template) deviceStep(role string) string {
+	if !t.Has(role, "data") {
+		return ""
 	}
-	roleDeviceStep = map[string]string{RoleServices: "incus_device.services_data", RoleMatrix: "incus_device.matrix_data"}
-	roleStopStep   = map[string]string{
-		RoleServices: "incus_instance_state.old_services",
-		RoleMatrix:   "incus_instance_state.old_matrix",
-		RoleK3s:      "incus_instance_state.old_k3s",
+	return t.Step(role, "data")
+}
+
+func (t *Template) stopStep(role string) string {
+	if role == "" {
+		return ""
 	}
-	stepPhase = map[string]string{
-		"incus_instance_state.old_services": "cleanup",
-		"incus_instance_state.old_matrix":   "ingress-matrix",
-		"incus_instance_state.old_k3s":      "cleanup",
-	}
-)
+	return t.Step(role, "stop")
+}
 
 // Check judges the host as the source of the move the site describes.
 func Check(h *Host, s Site) []Finding {
+	t := s.Template
+	vn := t.Name
 	var fs []Finding
 	add := func(code, severity, subject, seen, do string, steps ...string) {
 		fs = append(fs, Finding{Code: code, Severity: severity, Subject: subject, Seen: seen, Do: do, Steps: steps})
@@ -52,13 +44,13 @@ func Check(h *Host, s Site) []Finding {
 		name := s.RoleVM(role)
 		if s.Omits(role) {
 			add(CodeRoleMissing, Info, "role "+role, missingRole(role),
-				fmt.Sprintf("Nothing, if the host has none: the written main.hcl leaves out %s (commented out). If it has one, set %s_vm in site.auto.hcl and uncomment the step.", strings.Join(roleSteps(role), ", "), role))
+				fmt.Sprintf("Nothing, if the host has none: the written main.hcl leaves out %s (commented out). If it has one, set %s in site.auto.hcl and uncomment the step.", strings.Join(t.roleSteps(role), ", "), vn(RoleVar(role))))
 			continue
 		}
 		if name == "" {
 			add(CodeRoleMissing, Blocker, "role "+role, missingRole(role),
-				fmt.Sprintf("Set %s_vm in site.auto.hcl to the old VM of %s; if there is none, delete the steps of main.hcl that name var.%s_vm (marked TODO).", role, roleWhat(role), role),
-				roleSteps(role)...)
+				fmt.Sprintf("Set %s in site.auto.hcl to the old VM of %s; if there is none, delete the steps of main.hcl that name var.%s (marked TODO).", vn(RoleVar(role)), roleWhat(role), vn(RoleVar(role))),
+				t.roleSteps(role)...)
 			continue
 		}
 		inMove[name] = role
@@ -88,13 +80,13 @@ func Check(h *Host, s Site) []Finding {
 				seen += " (" + strings.Join(video, "; ") + ", but no GPU is there to do it)"
 			}
 			add(CodeVMNoGPU, Warning, "instance "+i.Name, seen,
-				"Nothing to carry over: the Talos VM gets the iGPU (igpu_pci) and the rehearsal proves the i915 driver sees it (talos_read.rehearsal_igpu). Expect far less CPU load once Jellyfin and Frigate run on the node.")
+				"Nothing to carry over: the Talos VM gets the iGPU ("+vn(VarIGPUPCI)+") and the rehearsal proves the i915 driver sees it ("+t.Step("rehearsal", "igpu_check")+"). Expect far less CPU load once Jellyfin and Frigate run on the node.")
 		}
 	}
 	if len(h.GPUs) == 0 {
 		add(CodeNoHostGPU, Blocker, "host", "the host has no GPU (/1.0/resources lists none)",
-			"The runbook passes igpu_pci to the rehearsal and Talos VMs: delete their igpu devices and the talos_read.rehearsal_igpu check in main.hcl (marked TODO), and accept decoding on the CPU.",
-			"incus_instance.rehearsal", "talos_read.rehearsal_igpu", "incus_instance.talos")
+			"The runbook passes "+vn(VarIGPUPCI)+" to the rehearsal and Talos VMs: delete their igpu devices and the check of the GPU in main.hcl (marked TODO: "+strings.Join(t.Steps("host", "gpu"), ", ")+"), and accept decoding on the CPU.",
+			t.Steps("host", "gpu")...)
 	}
 	for _, g := range h.GPUs {
 		if g.PCIAddress != s.IGPUPCI {
@@ -116,8 +108,8 @@ func Check(h *Host, s Site) []Finding {
 					continue // another GPU, or a container's (shared) use
 				}
 				when := "it is not part of the move: it keeps running"
-				if st := roleStopStep[inMove[i.Name]]; st != "" {
-					when = "it keeps running until " + st + " (phase " + stepPhase[st] + ")"
+				if st := t.stopStep(inMove[i.Name]); st != "" {
+					when = "it keeps running until " + st + " (phase " + t.PhaseOf(st) + ")"
 				}
 				sev := Blocker
 				if !i.Running() {
@@ -138,7 +130,7 @@ func Check(h *Host, s Site) []Finding {
 		switch i.Agent {
 		case AgentAbsent:
 			sev, steps := Warning, "its stop and snapshot need no agent"
-			inside := roleInsideSteps[role]
+			inside := t.inside(role)
 			if len(inside) > 0 {
 				sev, steps = Blocker, "the runbook's "+strings.Join(inside, ", ")+" cannot reach it"
 			}
@@ -160,8 +152,8 @@ func Check(h *Host, s Site) []Finding {
 	for _, name := range sortedKeys(inMove) {
 		i := h.Instance(name)
 		if i != nil && i.Autostart {
-			st := roleStopStep[inMove[name]]
-			add(CodeAutostart, Info, "instance "+name, name+" has boot.autostart = true, and the move stops it ("+st+", phase "+stepPhase[st]+")",
+			st := t.stopStep(inMove[name])
+			add(CodeAutostart, Info, "instance "+name, name+" has boot.autostart = true, and the move stops it ("+st+", phase "+t.PhaseOf(st)+")",
 				"Nothing to do: that step sets boot.autostart to false, so a reboot of the host does not start the old VM beside the Talos node, and rollback sets it back to true.")
 		}
 	}
@@ -186,14 +178,14 @@ func Check(h *Host, s Site) []Finding {
 			names = append(names, fmt.Sprintf("%s (%s, %s)", n.Name, n.Type, managed(n)))
 		}
 		add(CodeNoLANBridge, Blocker, "networks", "no bridge to the LAN: the host has "+strings.Join(names, ", ")+"; a managed bridge with NAT keeps the node off the LAN",
-			"The Talos VM must be on the LAN (Talos' API, Kubernetes, Samba and the router's forwards reach it there): make a bridge of the LAN interface (IncusOS: give the interface the instances role in its network configuration, and set lan_bridge; or, after IncusOS's direct-attach tutorial, set lan_network to the managed physical network on it; elsewhere: a bridge with the NIC in it, then lan_bridge).")
+			"The Talos VM must be on the LAN (Talos' API, Kubernetes, Samba and the router's forwards reach it there): make a bridge of the LAN interface (IncusOS: give the interface the instances role in its network configuration, and set "+vn(VarLANBridge)+"; or, after IncusOS's direct-attach tutorial, set "+vn(VarLANNetwork)+" to the managed physical network on it; elsewhere: a bridge with the NIC in it, then "+vn(VarLANBridge)+").")
 	}
 
 	// The data volume.
 	switch v := h.Volume(s.DataPool, s.DataVolume); {
 	case s.DataVolume == "":
 		add(CodeNoDataVolume, Blocker, "data volume", "no custom filesystem volume on the host holds the data",
-			"Make one on the data disks (incus storage volume create POOL data) and copy the photos, files and recordings into it, then set data_pool and data_volume.")
+			"Make one on the data disks (incus storage volume create POOL data) and copy the photos, files and recordings into it, then set "+vn(VarDataPool)+" and "+vn(VarDataVolume)+".")
 	case v != nil:
 		var others []string
 		for _, u := range v.UsedBy {
@@ -208,7 +200,7 @@ func Check(h *Host, s Site) []Finding {
 		for _, u := range v.UsedBy {
 			if role, ok := inMove[u]; ok {
 				add(CodeVolumeAttached, Info, "volume "+v.Pool+"/"+v.Name, fmt.Sprintf("%s/%s is attached to %s already", v.Pool, v.Name, u),
-					fmt.Sprintf("The runbook attaches it again for the export (%s, at /mnt/migrate-data) and removes that device on rollback; the old device stays.", roleDeviceStep[role]))
+					fmt.Sprintf("The runbook attaches it again for the export (%s, at /mnt/migrate-data) and removes that device on rollback; the old device stays.", t.deviceStep(role)))
 			}
 		}
 	}
@@ -220,7 +212,7 @@ func checkPools(h *Host, s Site, inMove map[string]string) []Finding {
 	need := map[string][]string{}
 	size := map[string]int64{}
 	if s.StoragePool != "" {
-		for _, d := range RunbookDisks {
+		for _, d := range s.Template.Disks {
 			need[s.StoragePool] = append(need[s.StoragePool], d.What)
 			size[s.StoragePool] += d.Size
 		}
@@ -250,7 +242,7 @@ func checkPools(h *Host, s Site, inMove map[string]string) []Finding {
 	for _, pool := range []string{s.StoragePool, s.DataPool} {
 		if pool != "" && h.Pool(pool) == nil {
 			fs = append(fs, Finding{Code: CodePoolMissing, Severity: Blocker, Subject: "pool " + pool, Seen: "the host has no pool " + pool,
-				Do: "Set storage_pool and data_pool to pools of the host (incus storage list)."})
+				Do: "Set " + s.Template.Name(VarStoragePool) + " and " + s.Template.Name(VarDataPool) + " to pools of the host (incus storage list)."})
 		}
 	}
 	for _, name := range sortedKeys(need) {
@@ -266,18 +258,18 @@ func checkPools(h *Host, s Site, inMove map[string]string) []Finding {
 		}
 		fs = append(fs, Finding{Code: CodePoolRoom, Severity: Blocker, Subject: "pool " + name,
 			Seen: fmt.Sprintf("pool %s has %s free of %s; the move makes %s there: %s", name, SizeString(p.Free()), SizeString(p.Total), SizeString(size[name]), strings.Join(need[name], ", ")),
-			Do:   "Free room in it (old snapshots: incus snapshot delete), or set storage_pool to a pool with room, or make the runbook's disks smaller (main.hcl: the sizes of incus_instance.talos and incus_volume.bulk, and the CEL size range in patches/node.yaml)."})
+			Do:   "Free room in it (old snapshots: incus snapshot delete), or set " + s.Template.Name(VarStoragePool) + " to a pool with room, or make the runbook's disks smaller (main.hcl: the sizes of " + strings.Join(s.Template.Steps("host", "disks"), ", ") + ", and the CEL size range in patches/node.yaml)."})
 	}
 	return fs
 }
 
 // roleSteps are the steps that name a role's VM.
-func roleSteps(role string) []string {
-	steps := append([]string(nil), roleInsideSteps[role]...)
-	if d := roleDeviceStep[role]; d != "" {
+func (t *Template) roleSteps(role string) []string {
+	steps := t.inside(role)
+	if d := t.deviceStep(role); d != "" {
 		steps = append(steps, d)
 	}
-	return append(steps, roleStopStep[role])
+	return append(steps, t.stopStep(role))
 }
 
 func managed(n Network) string {

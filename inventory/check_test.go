@@ -30,7 +30,7 @@ func brief() *inventory.Host {
 
 func judge(t *testing.T, h *inventory.Host) []inventory.Finding {
 	t.Helper()
-	site, guesses, err := inventory.Choose(h, time.Now())
+	site, guesses, err := inventory.Choose(tmpl(t), h, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestCheck(t *testing.T) {
 }
 
 func TestChooseRefusesAnEmptyHost(t *testing.T) {
-	if _, _, err := inventory.Choose(&inventory.Host{}, time.Now()); err != inventory.ErrNoInstances {
+	if _, _, err := inventory.Choose(tmpl(t), &inventory.Host{}, time.Now()); err != inventory.ErrNoInstances {
 		t.Errorf("an empty host: %v", err)
 	}
 }
@@ -142,7 +142,7 @@ func TestChooseRefusesAnEmptyHost(t *testing.T) {
 func TestChooseOmitsAnOptionalRole(t *testing.T) {
 	h := brief()
 	h.Instances = h.Instances[:2]
-	site, _, err := inventory.Choose(h, time.Now())
+	site, _, err := inventory.Choose(tmpl(t), h, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestChooseOmitsAnOptionalRole(t *testing.T) {
 	}
 	h = brief()
 	h.Instances = slices.Delete(h.Instances, 1, 2)
-	if site, _, _ := inventory.Choose(h, time.Now()); len(site.Omit) != 0 {
+	if site, _, _ := inventory.Choose(tmpl(t), h, time.Now()); len(site.Omit) != 0 {
 		t.Errorf("omitted without matrix: %v", site.Omit)
 	}
 }
@@ -171,7 +171,7 @@ func TestAppFindings(t *testing.T) {
 	h.Instances[1].Apps = []inventory.App{{Name: "Synapse", Role: inventory.RoleMatrix, Facts: &inventory.AppFacts{Kind: inventory.KindDebian,
 		Database: &inventory.Database{Engine: inventory.EngineSQLite, Path: "/var/lib/matrix-synapse/homeserver.db"},
 		Tools:    []string{"/opt/venvs/matrix-synapse/bin/python"}, Unread: []string{"version: no matrix-synapse-py3 package (dpkg-query)"}}}}
-	site, guesses, err := inventory.Choose(h, time.Now())
+	site, guesses, err := inventory.Choose(tmpl(t), h, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestLANPhysicalNetwork(t *testing.T) {
 	t.Parallel()
 	h := brief()
 	h.Networks = []inventory.Network{{Name: "incusbr0", Type: "bridge", Managed: true, NAT: true}, {Name: "enp5s0", Type: "physical", Managed: true, Parent: "enp5s0"}}
-	site, guesses, err := inventory.Choose(h, time.Now())
+	site, guesses, err := inventory.Choose(tmpl(t), h, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func readDebianLab(t *testing.T, old incushost.OldHost, block int) (map[string]*
 			facts[a.Name] = a.Facts
 		}
 	}
-	site, guesses, err := inventory.Choose(host, time.Now())
+	site, guesses, err := inventory.Choose(tmpl(t), host, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -189,7 +189,7 @@ func TestReadTheLabHost(t *testing.T) {
 		t.Errorf("the hardware decoding the apps are set for: %+v", svc.Apps)
 	}
 
-	site, guesses, err := inventory.Choose(host, time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
+	site, guesses, err := inventory.Choose(tmpl(t), host, time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
 	if err != nil {
 		t.Fatal(err)
 	}

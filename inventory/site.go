@@ -37,6 +37,9 @@ type Site struct {
 	Apps AppsSite `json:"apps"`
 	// RetainUntil is when the old VMs may be deleted: two months on.
 	RetainUntil string `json:"retain_old_vms_until"`
+	// Template is the runbook the site is for: the names of its
+	// variables and steps.
+	Template *Template `json:"-"`
 	// TODO: variable -> what only the user can say, for the variables
 	// left at the runbook's defaults.
 	TODO map[string]string `json:"todo"`
@@ -53,7 +56,7 @@ var optionalRoles = map[string]bool{RoleK3s: true}
 // its stop step): the one answer Check and the writing of the runbook
 // both go by.
 func (s *Site) Omits(role string) bool {
-	_, ok := s.Omit[roleStopStep[role]]
+	_, ok := s.Omit[s.Template.stopStep(role)]
 	return ok
 }
 
@@ -81,13 +84,15 @@ var ErrNoInstances = errors.New("the host has no instances: there is nothing to 
 // Choose maps the host onto the runbook's variables; every value it had
 // to pick among several, or could not see, is a finding of severity
 // Guess. now dates retain_old_vms_until.
-func Choose(h *Host, now time.Time) (Site, []Finding, error) {
+func Choose(t *Template, h *Host, now time.Time) (Site, []Finding, error) {
 	if len(h.Instances) == 0 {
 		return Site{}, nil, ErrNoInstances
 	}
-	s := Site{TODO: map[string]string{}}
+	s := Site{Template: t, TODO: map[string]string{}}
+	vn := t.Name
 	var fs []Finding
-	guess := func(variable, seen, do string) {
+	guess := func(v Var, seen, do string) {
+		variable := vn(v)
 		fs = append(fs, Finding{Code: CodeGuess, Severity: Guess, Subject: "variable " + variable, Seen: seen, Do: do})
 	}
 
@@ -108,7 +113,7 @@ func Choose(h *Host, now time.Time) (Site, []Finding, error) {
 			s.K3sVM = name
 		}
 		if how != "" {
-			guess(role+"_vm", fmt.Sprintf("%s: %s", name, how), "Check that "+name+" is the old VM of "+roleWhat(role)+"; set "+role+"_vm in site.auto.hcl otherwise.")
+			guess(RoleVar(role), fmt.Sprintf("%s: %s", name, how), "Check that "+name+" is the old VM of "+roleWhat(role)+"; set "+vn(RoleVar(role))+" in site.auto.hcl otherwise.")
 		}
 	}
 
@@ -117,7 +122,7 @@ func Choose(h *Host, now time.Time) (Site, []Finding, error) {
 			if s.Omit == nil {
 				s.Omit = map[string]string{}
 			}
-			for _, st := range roleSteps(role) {
+			for _, st := range t.roleSteps(role) {
 				s.Omit[st] = missingRole(role)
 			}
 		}
@@ -134,18 +139,18 @@ func Choose(h *Host, now time.Time) (Site, []Finding, error) {
 	case len(roots) > 0:
 		s.StoragePool = maxKey(roots)
 		if len(roots) > 1 {
-			guess("storage_pool", fmt.Sprintf("the old VMs' root disks are in %d pools; %s holds most", len(roots), s.StoragePool), "Set storage_pool to the pool the Talos VM's disks should go to.")
+			guess(VarStoragePool, fmt.Sprintf("the old VMs' root disks are in %d pools; %s holds most", len(roots), s.StoragePool), "Set "+vn(VarStoragePool)+" to the pool the Talos VM's disks should go to.")
 		}
 	case h.DefaultPool != "":
 		s.StoragePool = h.DefaultPool
 	case len(h.Pools) > 0:
 		s.StoragePool = h.Pools[0].Name
-		guess("storage_pool", "no root disk names a pool; "+s.StoragePool+" is the first", "Set storage_pool to the pool the Talos VM's disks should go to.")
+		guess(VarStoragePool, "no root disk names a pool; "+s.StoragePool+" is the first", "Set "+vn(VarStoragePool)+" to the pool the Talos VM's disks should go to.")
 	}
 
 	// The data volume: a filesystem volume the services VM has, else one
 	// named data, else the only one.
-	s.DataPool, s.DataVolume = dataVolume(h, s.ServicesVM, guess)
+	s.DataPool, s.DataVolume = dataVolume(h, s.ServicesVM, func(seen, do string) { guess(VarDataVolume, seen, do) }, "Set "+vn(VarDataPool)+" and "+vn(VarDataVolume)+" to the volume with the photos, files and recordings.")
 
 	// The LAN: IncusOS's managed physical network (its direct-attach
 	// tutorial), an unmanaged bridge (IncusOS makes one of each
@@ -165,17 +170,17 @@ func Choose(h *Host, now time.Time) (Site, []Finding, error) {
 	case len(bridges) > 0:
 		s.LANBridge = bridges[0]
 		if len(bridges) > 1 {
-			guess("lan_bridge", "the host has several bridges of its own: "+strings.Join(bridges, ", "), "Set lan_bridge to the one on the LAN the router serves.")
+			guess(VarLANBridge, "the host has several bridges of its own: "+strings.Join(bridges, ", "), "Set "+vn(VarLANBridge)+" to the one on the LAN the router serves.")
 		}
 	case len(plain) > 0:
 		s.LANBridge = plain[0]
-		guess("lan_bridge", "no bridge of the host's own interfaces; "+s.LANBridge+" is a managed bridge without NAT", "Check that "+s.LANBridge+" is on the LAN (its DHCP is then the router's, not Incus'), or make a bridge of the LAN interface and set lan_bridge.")
+		guess(VarLANBridge, "no bridge of the host's own interfaces; "+s.LANBridge+" is a managed bridge without NAT", "Check that "+s.LANBridge+" is on the LAN (its DHCP is then the router's, not Incus'), or make a bridge of the LAN interface and set "+vn(VarLANBridge)+".")
 	}
 
 	if len(physical) > 0 {
 		s.LANNetwork = physical[0]
 		if len(physical) > 1 {
-			guess("lan_network", "the host has several managed physical networks: "+strings.Join(physical, ", "), "Set lan_network to the one on the LAN the router serves.")
+			guess(VarLANNetwork, "the host has several managed physical networks: "+strings.Join(physical, ", "), "Set "+vn(VarLANNetwork)+" to the one on the LAN the router serves.")
 		}
 	}
 
@@ -183,7 +188,7 @@ func Choose(h *Host, now time.Time) (Site, []Finding, error) {
 	if g := pickGPU(h); g != nil {
 		s.IGPUPCI = g.PCIAddress
 		if len(h.GPUs) > 1 {
-			guess("igpu_pci", fmt.Sprintf("the host has %d GPUs; %s (%s %s) was taken", len(h.GPUs), g.PCIAddress, g.Vendor, g.Product), "Set igpu_pci to the PCI address of the GPU the apps should decode video on.")
+			guess(VarIGPUPCI, fmt.Sprintf("the host has %d GPUs; %s (%s %s) was taken", len(h.GPUs), g.PCIAddress, g.Vendor, g.Product), "Set "+vn(VarIGPUPCI)+" to the PCI address of the GPU the apps should decode video on.")
 		}
 	}
 
@@ -193,7 +198,7 @@ func Choose(h *Host, now time.Time) (Site, []Finding, error) {
 	mem := max(h.Memory*3/4/gib, 4)
 	s.NodeMemory = fmt.Sprintf("%dGiB", mem)
 	if h.CPUs > 0 {
-		guess("node_cpu", fmt.Sprintf("node_cpu = %d and node_memory = %q: the host has %d CPU threads and %s, less room for IncusOS", s.NodeCPU, s.NodeMemory, h.CPUs, SizeString(h.Memory)), "Change them if the host runs more than the Talos VM after the move.")
+		guess(VarNodeCPU, fmt.Sprintf("%s = %d and %s = %q: the host has %d CPU threads and %s, less room for IncusOS", vn(VarNodeCPU), s.NodeCPU, vn(VarNodeMemory), s.NodeMemory, h.CPUs, SizeString(h.Memory)), "Change them if the host runs more than the Talos VM after the move.")
 	}
 
 	// MACs no instance uses, in Incus's own prefix.
@@ -206,8 +211,8 @@ func Choose(h *Host, now time.Time) (Site, []Finding, error) {
 		}
 	}
 	s.NodeMAC, s.RehearsalMAC = freshMAC(used), freshMAC(used)
-	s.TODO["node_address"] = "the address your router's DHCP reserves for node_mac " + s.NodeMAC + " (Incus cannot see it: Talos runs no agent)"
-	s.TODO["rehearsal_address"] = "the address your router reserves for rehearsal_mac " + s.RehearsalMAC
+	s.TODO[vn(VarNodeAddress)] = "the address your router's DHCP reserves for " + vn(VarNodeMAC) + " " + s.NodeMAC + " (Incus cannot see it: Talos runs no agent)"
+	s.TODO[vn(VarRehearsalAddress)] = "the address your router reserves for " + vn(VarRehearsalMAC) + " " + s.RehearsalMAC
 
 	// The homeserver's names, from its own configuration.
 	if m := h.Instance(s.MatrixVM); m != nil {
@@ -219,11 +224,11 @@ func Choose(h *Host, now time.Time) (Site, []Finding, error) {
 		}
 	}
 	if s.MatrixDomain == "" {
-		s.TODO["matrix_domain"] = "the homeserver's public name (Synapse's server_name)"
-		s.TODO["matrix_url"] = "where it answers from the internet, https://"
+		s.TODO[vn(VarMatrixDomain)] = "the homeserver's public name (Synapse's server_name)"
+		s.TODO[vn(VarMatrixURL)] = "where it answers from the internet, https://"
 	}
-	s.TODO["matrix_tls_cert"] = "the certificate (with its chain) the ingress serves for the homeserver, age-encrypted (migrate secrets encrypt); matrix_tls_key its key"
-	s.TODO["forge_url"] = "the Gitea/Forgejo instance the CI runner registers with"
+	s.TODO[vn(VarMatrixTLSCert)] = "the certificate (with its chain) the ingress serves for the homeserver, age-encrypted (migrate secrets encrypt); " + vn(VarMatrixTLSKey) + " its key"
+	s.TODO[vn(VarForgeURL)] = "the Gitea/Forgejo instance the CI runner registers with"
 	chooseApps(h, &s)
 	s.RetainUntil = now.AddDate(0, 2, 0).Format(time.DateOnly)
 	fs = append(fs, Finding{Code: CodeTODO, Severity: Guess, Subject: "site.auto.hcl",
@@ -269,7 +274,7 @@ func roleVM(h *Host, role string, taken map[string]bool) (name, how string) {
 	return "", ""
 }
 
-func dataVolume(h *Host, servicesVM string, guess func(variable, seen, do string)) (pool, name string) {
+func dataVolume(h *Host, servicesVM string, guess func(seen, do string), set string) (pool, name string) {
 	var fsVols []Volume
 	for _, p := range h.Pools {
 		for _, v := range p.Volumes {
@@ -291,15 +296,14 @@ func dataVolume(h *Host, servicesVM string, guess func(variable, seen, do string
 	for _, v := range fsVols {
 		if v.Name == "data" {
 			if len(fsVols) > 1 {
-				guess("data_volume", fmt.Sprintf("%d filesystem volumes; %s/%s by its name", len(fsVols), v.Pool, v.Name), "Set data_pool and data_volume to the volume with the photos, files and recordings.")
+				guess(fmt.Sprintf("%d filesystem volumes; %s/%s by its name", len(fsVols), v.Pool, v.Name), set)
 			}
 			return v.Pool, v.Name
 		}
 	}
 	if len(fsVols) > 0 {
 		v := fsVols[0]
-		guess("data_volume", fmt.Sprintf("no volume is attached to %s; %s/%s is the first of %d filesystem volumes", cmp.Or(servicesVM, "the services VM"), v.Pool, v.Name, len(fsVols)),
-			"Set data_pool and data_volume to the volume with the photos, files and recordings.")
+		guess(fmt.Sprintf("no volume is attached to %s; %s/%s is the first of %d filesystem volumes", cmp.Or(servicesVM, "the services VM"), v.Pool, v.Name, len(fsVols)), set)
 		return v.Pool, v.Name
 	}
 	return "", ""

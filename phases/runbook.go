@@ -16,6 +16,9 @@ type Runbook struct {
 	Backend   *BackendConfig
 	Providers []*ProviderConfig
 	Phases    []*Phase
+	// Roles are the role blocks, by name: what the runbook's steps,
+	// variables and phases stand for, for programs that read it.
+	Roles map[string]*Role
 	// Secrets holds the plain values of sensitive variables, so that the
 	// engine can redact them wherever they surface inside other text (a
 	// command echoing a token). Memory only: never written anywhere.

@@ -152,6 +152,7 @@ type rootBody struct {
 	Providers []*providerBlock `hcl:"provider,block"`
 	Phases    []*phaseBlock    `hcl:"phase,block"`
 	Backends  []*backendBlock  `hcl:"backend,block"`
+	Roles     []*roleBlock     `hcl:"role,block"`
 }
 
 type localsBlock struct {
@@ -198,6 +199,7 @@ func (ld *load) run() *phases.Runbook {
 		provBlocks  []*providerBlock
 		phaseBlocks []*phaseBlock
 		backends    []*backendBlock
+		roleBlocks  []*roleBlock
 	)
 	for _, r := range roots {
 		varBlocks = append(varBlocks, r.Variables...)
@@ -205,6 +207,7 @@ func (ld *load) run() *phases.Runbook {
 		provBlocks = append(provBlocks, r.Providers...)
 		phaseBlocks = append(phaseBlocks, r.Phases...)
 		backends = append(backends, r.Backends...)
+		roleBlocks = append(roleBlocks, r.Roles...)
 	}
 
 	ld.scope = &scope{stepTypes: ld.stepTypes, vars: cty.EmptyObjectVal, locals: cty.EmptyObjectVal, unknown: map[string]cty.Value{}}
@@ -231,6 +234,7 @@ func (ld *load) run() *phases.Runbook {
 
 	rb := ld.build()
 	rb.Backend = backend
+	rb.Roles = ld.declareRoles(roleBlocks)
 	return rb
 }
 

@@ -1,6 +1,7 @@
 package scaffold
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -19,8 +20,8 @@ import (
 	wordwrap "github.com/mitchellh/go-wordwrap"
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/homelab-migrate/migrate/examples/homelab"
 	"github.com/homelab-migrate/migrate/inventory"
+	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/secret/agefile"
 )
 
@@ -100,8 +101,12 @@ func Render(in Input) ([]File, error) {
 		return nil
 	}
 
-	// The template: examples/homelab without its secrets and recipients.
-	tmpl := homelab.Runbook()
+	// The template: examples/homelab without its secrets and recipients,
+	// as inventory.LoadTemplate read it.
+	if in.Site.Template == nil {
+		return nil, errors.New("no template: inventory.LoadTemplate's, through inventory.Choose")
+	}
+	tmpl := in.Site.Template.FS
 	err := fs.WalkDir(tmpl, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !templateFile(p) {
 			return err
@@ -183,19 +188,25 @@ secrets/rehearsal.kubeconfig.age
 `
 
 // mainHCL is the template's main.hcl for this host: a header saying so,
-// the provider block for an address, and a TODO before each step a
-// finding concerns.
+// the provider block for an address, the steps the host has nothing for
+// commented out (and the role parts that name them), and a TODO before
+// each step a finding concerns. Every edit is at a range the loader gave
+// (the template's steps, provider blocks and roles), written with
+// hclwrite: nothing is found by searching the text.
 func mainHCL(b []byte, in Input) ([]byte, error) {
-	s := string(b)
-	s = strings.Replace(s, "secrets/demo-identity.txt   # the DEMO identity", "~/.config/migrate/age.key   # your identity (age-keygen)", 1)
-	s, err := incusProvider(s, in)
+	t := in.Site.Template
+	const file = "main.hcl"
+	var edits []edit
+	prov, err := incusProvider(b, t, in)
 	if err != nil {
 		return nil, err
 	}
-	s, err = omitSteps(s, in.Site.Omit)
+	edits = append(edits, prov...)
+	omit, err := omitSteps(b, t, in.Site.Omit)
 	if err != nil {
 		return nil, err
 	}
+	edits = append(edits, omit...)
 	todo := map[string][]string{}
 	for _, f := range in.Findings {
 		for _, st := range f.Steps {
@@ -203,103 +214,216 @@ func mainHCL(b []byte, in Input) ([]byte, error) {
 		}
 	}
 	for _, st := range sortedKeys(todo) {
-		typ, name, _ := strings.Cut(st, ".")
-		head := fmt.Sprintf("  step %q %q {\n", typ, name)
-		i := strings.Index(s, head)
-		if i < 0 {
-			continue // a step the template no longer has: the report still says it
+		r, ok := t.StepRange(st)
+		if !ok || r.Filename != file {
+			continue // a step the template does not have: the report still says it
 		}
+		at := lineStart(b, r.StartByte)
+		indent := string(b[at:r.StartByte])
 		var c strings.Builder
 		for _, do := range slices.Compact(todo[st]) {
-			c.WriteString(comment("  # TODO(migrate init): ", "  #   ", do))
+			c.WriteString(comment(indent+"# TODO(migrate init): ", indent+"#   ", do))
 		}
-		s = s[:i] + c.String() + s[i:]
+		edits = append(edits, edit{at, at, c.String()})
 	}
+	b = apply(b, edits)
+	s := strings.Replace(string(b), "secrets/demo-identity.txt   # the DEMO identity", "~/.config/migrate/age.key   # your identity (age-keygen)", 1) // a comment of the header: no range names it
 	header := comment("# ", "# ", fmt.Sprintf("Written by migrate init on %s from %s, examples/homelab's runbook: the host's names are in site.auto.hcl, and TODO marks what only you can decide (migrate init's report says why).", in.Now.Format(time.DateOnly), hostName(in)))
 	return []byte(header + "\n" + s), nil
 }
 
-// incusProvider rewrites the template's incus provider block for the
-// host: an address with the certificates' files instead of the remote
-// (Input.Address), the project it was read in (Input.Project); formatted,
-// so that the = and the comments align.
-func incusProvider(s string, in Input) (string, error) {
+// edit replaces src[start:end] with text.
+type edit struct {
+	start, end int
+	text       string
+}
+
+// apply makes the edits, from the last to the first so that the earlier
+// offsets hold; at one offset, a replacement before an insertion, so that
+// what is inserted comes first.
+func apply(src []byte, edits []edit) []byte {
+	slices.SortStableFunc(edits, func(a, b edit) int {
+		if a.start != b.start {
+			return b.start - a.start
+		}
+		return (b.end - b.start) - (a.end - a.start)
+	})
+	out := string(src)
+	for _, e := range edits {
+		out = out[:e.start] + e.text + out[e.end:]
+	}
+	return []byte(out)
+}
+
+func lineStart(b []byte, at int) int { return bytes.LastIndexByte(b[:at], '\n') + 1 }
+
+// lineEnd is the offset after the newline that ends the line of at.
+func lineEnd(b []byte, at int) int {
+	if nl := bytes.IndexByte(b[at:], '\n'); nl >= 0 {
+		return at + nl + 1
+	}
+	return len(b)
+}
+
+// blockAt is the block of src whose header starts at the loaded range's
+// first byte: its whole range (the loader keeps a block's header only).
+func blockAt(f *hclsyntax.Body, start int) *hclsyntax.Block {
+	var found *hclsyntax.Block
+	var walk func(*hclsyntax.Body)
+	walk = func(b *hclsyntax.Body) {
+		for _, blk := range b.Blocks {
+			if blk.DefRange().Start.Byte == start {
+				found = blk
+			}
+			walk(blk.Body)
+		}
+	}
+	walk(f)
+	return found
+}
+
+func parseTemplate(src []byte) (*hclsyntax.Body, error) {
+	f, diags := hclsyntax.ParseConfig(src, "main.hcl", hcl.InitialPos)
+	if diags.HasErrors() {
+		return nil, fmt.Errorf("the runbook template: %s", diags.Error())
+	}
+	return f.Body.(*hclsyntax.Body), nil
+}
+
+// incusProvider rewrites the provider block that runs the template's
+// incus steps (the one of the services role's stop step) for the host:
+// an address with the certificates' files instead of the remote
+// (Input.Address), the project it was read in (Input.Project).
+func incusProvider(src []byte, t *inventory.Template, in Input) ([]edit, error) {
 	if in.Address == nil && in.Project == "" {
-		return s, nil
+		return nil, nil
 	}
-	const head = "provider \"incus\" \"host\" {\n"
-	const remoteLine = "  remote = var.incus_remote # HTTPS, with the incus CLI's client certificate\n"
-	i := strings.Index(s, head+remoteLine+"}\n")
-	if i < 0 {
-		return "", errors.New("main.hcl: the incus provider block is not the expected one")
+	stop, _ := t.StepRange(t.Step(inventory.RoleServices, "stop"))
+	var key string
+	for _, s := range t.Runbook.AllSteps() {
+		if s.Range == stop {
+			key = s.Provider
+		}
 	}
-	end := i + len(head+remoteLine+"}\n")
-	var body strings.Builder
-	if in.Project != "" {
-		body.WriteString("  project = " + hclString(in.Project) + " # where migrate init read the old VMs\n")
+	var pc *phases.ProviderConfig
+	for _, p := range t.Runbook.Providers {
+		if p.Key() == key && p.Range.Filename == "main.hcl" {
+			pc = p
+		}
 	}
-	if in.Address == nil {
-		body.WriteString(remoteLine)
-	} else {
+	if pc == nil {
+		return nil, fmt.Errorf("main.hcl: no provider block runs %s, whose provider migrate init sets for the host", t.Step(inventory.RoleServices, "stop"))
+	}
+	body, err := parseTemplate(src)
+	if err != nil {
+		return nil, err
+	}
+	blk := blockAt(body, pc.Range.StartByte)
+	if blk == nil {
+		return nil, fmt.Errorf("%s: the provider block %s is not where the loader read it", pc.Range, pc.Key())
+	}
+	start, end := lineStart(src, blk.Range().Start.Byte), lineEnd(src, blk.Range().End.Byte-1)
+	f, diags := hclwrite.ParseConfig(src[start:end], "main.hcl", hcl.InitialPos)
+	if diags.HasErrors() || len(f.Body().Blocks()) != 1 {
+		return nil, fmt.Errorf("%s: the provider block %s: %s", pc.Range, pc.Key(), diags.Error())
+	}
+	pb := f.Body().Blocks()[0].Body()
+	if in.Address != nil {
+		pb.RemoveAttribute("remote")
 		for _, kv := range [][2]string{{"address", in.Address.URL}, {"client_cert", in.Address.ClientCert}, {"client_key", in.Address.ClientKey}, {"server_cert", in.Address.ServerCert}} {
 			if kv[1] != "" {
-				body.WriteString("  " + kv[0] + " = " + hclString(kv[1]) + "\n")
+				pb.SetAttributeValue(kv[0], cty.StringVal(kv[1]))
 			}
 		}
 	}
-	return s[:i] + string(hclwrite.Format([]byte(head+body.String()+"}\n"))) + s[end:], nil
+	if in.Project != "" {
+		toks := hclwrite.TokensForValue(cty.StringVal(in.Project))
+		toks = append(toks, &hclwrite.Token{Type: hclsyntax.TokenComment, Bytes: []byte("# where migrate init read the old VMs")})
+		pb.SetAttributeRaw("project", toks)
+	}
+	return []edit{{start, end, string(hclwrite.Format(f.Bytes()))}}, nil
 }
 
 // omitSteps comments out the steps the host has nothing for (TYPE.NAME
 // -> why), each under a line saying why: commented, not deleted, so that
-// the user sees what was left out and can take it back.
-func omitSteps(src string, omit map[string]string) (string, error) {
+// the user sees what was left out and can take it back. A role's part
+// that names only such steps is commented out with them; one that names
+// others too keeps those.
+func omitSteps(src []byte, t *inventory.Template, omit map[string]string) ([]edit, error) {
 	if len(omit) == 0 {
-		return src, nil
+		return nil, nil
 	}
-	f, diags := hclsyntax.ParseConfig([]byte(src), "main.hcl", hcl.InitialPos)
-	if diags.HasErrors() {
-		return "", fmt.Errorf("the runbook template: %s", diags.Error())
+	body, err := parseTemplate(src)
+	if err != nil {
+		return nil, err
 	}
-	type span struct {
-		start, end int    // the block's lines, in src
-		why        string // the line above them
+	var edits []edit
+	for _, st := range sortedKeys(omit) {
+		r, ok := t.StepRange(st)
+		if !ok || r.Filename != "main.hcl" {
+			continue
+		}
+		blk := blockAt(body, r.StartByte)
+		if blk == nil {
+			return nil, fmt.Errorf("%s: step %s is not where the loader read it", r, st)
+		}
+		start, end := lineStart(src, blk.Range().Start.Byte), lineEnd(src, blk.Range().End.Byte-1)
+		edits = append(edits, commentOut(src, start, end, fmt.Sprintf("migrate init left out step %s: %s.", st, omit[st])))
 	}
-	var spans []span
-	for _, phase := range f.Body.(*hclsyntax.Body).Blocks {
-		for _, b := range phase.Body.Blocks {
-			if b.Type != "step" || len(b.Labels) != 2 {
+	for _, name := range sortedKeys(t.Runbook.Roles) {
+		role := t.Runbook.Roles[name]
+		for _, pn := range sortedKeys(role.Parts) {
+			p := role.Parts[pn]
+			var keep []phases.RoleRef
+			for _, ref := range p.Refs {
+				if _, gone := omit[ref.Name]; !gone || ref.Kind != phases.RefStep {
+					keep = append(keep, ref)
+				}
+			}
+			if len(keep) == len(p.Refs) || p.Range.Filename != "main.hcl" {
 				continue
 			}
-			why, ok := omit[b.Labels[0]+"."+b.Labels[1]]
-			if !ok {
+			start, end := lineStart(src, p.Range.StartByte), lineEnd(src, p.Range.EndByte-1)
+			if len(keep) == 0 {
+				edits = append(edits, commentOut(src, start, end, fmt.Sprintf("migrate init left out part %s of role %q with its steps.", pn, name)))
 				continue
 			}
-			r := b.Range()
-			start := strings.LastIndexByte(src[:r.Start.Byte], '\n') + 1
-			end := r.End.Byte
-			if nl := strings.IndexByte(src[end:], '\n'); nl >= 0 {
-				end += nl + 1
+			var elems []hclwrite.Tokens
+			for _, ref := range keep {
+				elems = append(elems, hclwrite.TokensForTraversal(refTraversal(ref)))
 			}
-			spans = append(spans, span{start, end, fmt.Sprintf("migrate init left out step %s.%s: %s.", b.Labels[0], b.Labels[1], why)})
+			f := hclwrite.NewEmptyFile()
+			f.Body().SetAttributeRaw(pn, hclwrite.TokensForTuple(elems))
+			indent := string(src[start:p.Range.StartByte])
+			edits = append(edits, edit{start, end, indent + string(hclwrite.Format(f.Bytes()))})
 		}
 	}
-	// From the last to the first, so that the earlier offsets hold.
-	for _, sp := range slices.Backward(spans) {
-		block := src[sp.start:sp.end]
-		indent := block[:len(block)-len(strings.TrimLeft(block, " \t"))]
-		var c strings.Builder
-		c.WriteString(comment(indent+"# ", indent+"#   ", sp.why))
-		for _, l := range strings.Split(strings.TrimSuffix(block, "\n"), "\n") {
-			if rest, ok := strings.CutPrefix(l, indent); ok && strings.TrimSpace(rest) != "" {
-				c.WriteString(indent + "# " + rest + "\n")
-			} else {
-				c.WriteString(indent + "#\n")
-			}
-		}
-		src = src[:sp.start] + c.String() + src[sp.end:]
+	return edits, nil
+}
+
+func refTraversal(r phases.RoleRef) hcl.Traversal {
+	root, name := r.Kind, r.Name
+	if r.Kind == phases.RefStep {
+		root, name = r.Step.Type, r.Step.Name
 	}
-	return src, nil
+	return hcl.Traversal{hcl.TraverseRoot{Name: root}, hcl.TraverseAttr{Name: name}}
+}
+
+// commentOut is the edit that comments out src[start:end] (whole lines)
+// under a line saying why.
+func commentOut(src []byte, start, end int, why string) edit {
+	block := string(src[start:end])
+	indent := block[:len(block)-len(strings.TrimLeft(block, " \t"))]
+	var c strings.Builder
+	c.WriteString(comment(indent+"# ", indent+"#   ", why))
+	for _, l := range strings.Split(strings.TrimSuffix(block, "\n"), "\n") {
+		if rest, ok := strings.CutPrefix(l, indent); ok && strings.TrimSpace(rest) != "" {
+			c.WriteString(indent + "# " + rest + "\n")
+		} else {
+			c.WriteString(indent + "#\n")
+		}
+	}
+	return edit{start, end, c.String()}
 }
 
 func hostName(in Input) string {

@@ -31,7 +31,7 @@ func input(t *testing.T) (scaffold.Input, *age.X25519Identity) {
 		Instances: []inventory.Instance{{Name: "services", Type: "virtual-machine", Status: "Running", Apps: []inventory.App{{Name: "Jellyfin"}}}}}
 	site := inventory.Site{StoragePool: "local", DataPool: "tank", DataVolume: "data", LANBridge: "enp5s0", ServicesVM: "services", MatrixVM: "matrix",
 		NodeCPU: 6, NodeMemory: "24GiB", NodeMAC: "10:66:6a:00:00:01", RehearsalMAC: "10:66:6a:00:00:02", RetainUntil: "2027-02-02",
-		TODO: map[string]string{"node_address": "the address your router reserves"}}
+		TODO: map[string]string{"node_address": "the address your router reserves"}, Template: tmpl(t)}
 	site.Omit = map[string]string{"incus_instance_state.old_k3s": "no instance runs k3s"}
 	fs := []inventory.Finding{{Code: inventory.CodeNoAgent, Severity: inventory.Blocker, Subject: "instance services", Seen: "no agent", Do: "Stop Jellyfin by hand.",
 		Steps: []string{"incus_exec.stop_jellyfin"}}}
@@ -274,11 +274,14 @@ func TestSiteApps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for app, image := range inventory.ExampleImages {
+	for app, image := range map[string]string{"Jellyfin": "jellyfin/jellyfin:10.10.3", "Synapse": "matrixdotorg/synapse:v1.120"} {
+		if got := tmpl(t).ExampleImage(app); got != image {
+			t.Errorf("the template's image of %s = %q, want %q", app, got, image)
+		}
 		v := strings.ToLower(app) + "_image"
 		decl := fmt.Sprintf("variable %q {\n  type        = string\n  default     = %q\n", v, image)
 		if !strings.Contains(string(main), decl) {
-			t.Errorf("main.hcl's %s is not %s (inventory.ExampleImages)", v, image)
+			t.Errorf("main.hcl's %s is not %s", v, image)
 		}
 	}
 }

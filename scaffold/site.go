@@ -16,6 +16,8 @@ import (
 // each with where it came from, and a TODO for what only the user knows.
 func siteHCL(in Input) []byte {
 	s, h := in.Site, in.Host
+	t := s.Template
+	vn := t.Name
 	var b strings.Builder
 	b.WriteString(comment("# ", "# ", fmt.Sprintf("The host as migrate init read it on %s: %s. These values win over main.hcl's defaults and MIGRATE_VAR_* (a --var or --var-file wins over them). Change what is wrong; each TODO is for you to settle.", in.Now.Format("2006-01-02"), hostName(in))))
 	b.WriteString("\n")
@@ -33,7 +35,7 @@ func siteHCL(in Input) []byte {
 		line(name, hclString(value), note)
 	}
 	if in.Address == nil {
-		str("incus_remote", in.Remote, "the incus CLI's remote it was read through")
+		str(vn(inventory.VarRemote), in.Remote, "the incus CLI's remote it was read through")
 		b.WriteString("\n")
 	}
 
@@ -41,49 +43,49 @@ func siteHCL(in Input) []byte {
 	for _, role := range inventory.Roles {
 		name := s.RoleVM(role)
 		if s.Omits(role) {
-			b.WriteString(comment("# ", "#   ", fmt.Sprintf("%s_vm: no instance runs %s: main.hcl's steps of it are commented out (set %s_vm and uncomment them if there is one).", role, roleApps(role), role)))
+			b.WriteString(comment("# ", "#   ", fmt.Sprintf("%s: no instance runs %s: main.hcl's steps of it are commented out (set %s and uncomment them if there is one).", vn(inventory.RoleVar(role)), roleApps(role), vn(inventory.RoleVar(role)))))
 			continue
 		}
 		if name == "" {
-			b.WriteString(comment("# ", "#   ", fmt.Sprintf("TODO: %s_vm: no instance runs %s; set it, or delete the steps that name var.%s_vm (marked TODO in main.hcl).", role, roleApps(role), role)))
+			b.WriteString(comment("# ", "#   ", fmt.Sprintf("TODO: %s: no instance runs %s; set it, or delete the steps that name var.%s (marked TODO in main.hcl).", vn(inventory.RoleVar(role)), roleApps(role), vn(inventory.RoleVar(role)))))
 			continue
 		}
-		str(role+"_vm", name, appsOf(h, name))
+		str(vn(inventory.RoleVar(role)), name, appsOf(h, name))
 	}
 	b.WriteString("\n# Storage and network.\n")
-	str("storage_pool", s.StoragePool, poolNote(h, s.StoragePool, "the Talos VM's disks and the ISO"))
-	str("data_pool", s.DataPool, poolNote(h, s.DataPool, "the data volume's pool"))
-	str("data_volume", s.DataVolume, "shared into the node by virtiofs, mounted at /var/mnt/data")
+	str(vn(inventory.VarStoragePool), s.StoragePool, poolNote(h, s.StoragePool, "the Talos VM's disks and the ISO"))
+	str(vn(inventory.VarDataPool), s.DataPool, poolNote(h, s.DataPool, "the data volume's pool"))
+	str(vn(inventory.VarDataVolume), s.DataVolume, "shared into the node by virtiofs, mounted at /var/mnt/data")
 	if s.LANNetwork != "" {
-		str("lan_network", s.LANNetwork, "IncusOS's managed physical network on the LAN: the NICs name it")
+		str(vn(inventory.VarLANNetwork), s.LANNetwork, "IncusOS's managed physical network on the LAN: the NICs name it")
 	}
 	if s.LANBridge != "" {
-		str("lan_bridge", s.LANBridge, "the node's NIC is bridged onto the LAN here")
+		str(vn(inventory.VarLANBridge), s.LANBridge, "the node's NIC is bridged onto the LAN here")
 	} else if s.LANNetwork == "" {
-		b.WriteString("# TODO: lan_bridge: the host has no bridge to the LAN (see migrate init's report).\n")
+		b.WriteString("# TODO: " + vn(inventory.VarLANBridge) + ": the host has no bridge to the LAN (see migrate init's report).\n")
 	}
 	if s.IGPUPCI != "" {
-		str("igpu_pci", s.IGPUPCI, gpuNote(h, s.IGPUPCI))
+		str(vn(inventory.VarIGPUPCI), s.IGPUPCI, gpuNote(h, s.IGPUPCI))
 	} else {
-		b.WriteString("# TODO: igpu_pci: the host has no GPU; delete the igpu devices in main.hcl (marked TODO).\n")
+		b.WriteString("# TODO: " + vn(inventory.VarIGPUPCI) + ": the host has no GPU; delete the igpu devices in main.hcl (marked TODO).\n")
 	}
 
 	b.WriteString("\n# The Talos node.\n")
-	str("talos_version", in.Talos.Version, "the release secrets/secrets.yaml.age was made for (migrate init --talos-version)")
+	str(vn(inventory.VarTalosVersion), in.Talos.Version, "the release secrets/secrets.yaml.age was made for (migrate init --talos-version)")
 	if s.NodeCPU > 0 {
-		line("node_cpu", fmt.Sprint(s.NodeCPU), fmt.Sprintf("of the host's %d CPU threads", h.CPUs))
-		str("node_memory", s.NodeMemory, "of the host's "+inventory.SizeString(h.Memory))
+		line(vn(inventory.VarNodeCPU), fmt.Sprint(s.NodeCPU), fmt.Sprintf("of the host's %d CPU threads", h.CPUs))
+		str(vn(inventory.VarNodeMemory), s.NodeMemory, "of the host's "+inventory.SizeString(h.Memory))
 	}
-	str("node_mac", s.NodeMAC, "new, unused on the host: reserve node_address for it in the router")
-	str("rehearsal_mac", s.RehearsalMAC, "new: reserve rehearsal_address for it")
-	str("retain_old_vms_until", s.RetainUntil, "the old VMs may be deleted after this date")
+	str(vn(inventory.VarNodeMAC), s.NodeMAC, "new, unused on the host: reserve "+vn(inventory.VarNodeAddress)+" for it in the router")
+	str(vn(inventory.VarRehearsalMAC), s.RehearsalMAC, "new: reserve "+vn(inventory.VarRehearsalAddress)+" for it")
+	str(vn(inventory.VarRetainUntil), s.RetainUntil, "the old VMs may be deleted after this date")
 	if s.MatrixDomain != "" {
 		b.WriteString("\n# The homeserver, as its homeserver.yaml names it.\n")
-		str("matrix_domain", s.MatrixDomain, "Synapse's server_name")
-		str("matrix_url", s.MatrixURL, "its public_baseurl: where the internet reaches it")
+		str(vn(inventory.VarMatrixDomain), s.MatrixDomain, "Synapse's server_name")
+		str(vn(inventory.VarMatrixURL), s.MatrixURL, "its public_baseurl: where the internet reaches it")
 	}
 
-	appsHCL(&b, s.Apps, line, str)
+	appsHCL(&b, t, s.Apps, line, str)
 
 	b.WriteString("\n# What only you know: until you set them, main.hcl's defaults stand (its\n# examples), so a plan works but a run would reach the wrong place.\n")
 	for _, name := range slices.Sorted(maps.Keys(s.TODO)) {
@@ -151,27 +153,29 @@ func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys
 // runs it (the floor not_older holds the image to) and the image, never
 // older; how each is installed; the names its settings hold (paths,
 // users: read in the VM, so written as HCL values, never spliced).
-func appsHCL(b *strings.Builder, a inventory.AppsSite, line func(name, value, note string), str func(name, value, note string)) {
+func appsHCL(b *strings.Builder, t *inventory.Template, a inventory.AppsSite, line func(name, value, note string), str func(name, value, note string)) {
 	b.WriteString("\n# The applications, as the old VMs run them: an image is never older than\n# what ran there (its database is migrated one way); the plan refuses one.\n")
-	release := func(app, v string, r inventory.AppSite) {
+	vn := t.Name
+	release := func(app string, r inventory.AppSite) {
+		version, image := vn(inventory.AppVar(app, "version")), vn(inventory.AppVar(app, "image"))
 		if r.Version == "" {
-			b.WriteString(comment("# ", "#   ", fmt.Sprintf("TODO: %s_version: %s's release could not be read (see migrate init's report): set it to what the old VM runs, or nothing holds %s_image to it.", v, app, v)))
+			b.WriteString(comment("# ", "#   ", fmt.Sprintf("TODO: %s: %s's release could not be read (see migrate init's report): set it to what the old VM runs, or nothing holds %s to it.", version, app, image)))
 			return
 		}
-		str(v+"_version", r.Version, "read in the old VM")
+		str(version, r.Version, "read in the old VM")
 		note := "the example's: " + r.Version + " or newer"
 		if r.Raised {
-			note = "raised from the example's " + inventory.ExampleImages[app] + " to the old VM's release"
+			note = "raised from the example's " + t.ExampleImage(app) + " to the old VM's release"
 		}
-		str(v+"_image", r.Image, note)
+		str(image, r.Image, note)
 	}
-	release("Jellyfin", "jellyfin", a.Jellyfin)
-	release("Synapse", "synapse", a.Synapse)
-	release("Frigate", "frigate", a.Frigate)
-	str("synapse_database", a.SynapseDatabase, "Synapse's database.name: psycopg2 is PostgreSQL")
-	str("frigate_install", a.FrigateInstall, "compose: stopped with docker compose, no frigate.service")
-	str("jellyfin_hwaccel", a.JellyfinHWAccel, "as the old Jellyfin was set; the move turns VA-API on where the node has the render node")
-	str("frigate_hwaccel", a.FrigateHWAccel, "the old Frigate's hwaccel_args")
+	release("Jellyfin", a.Jellyfin)
+	release("Synapse", a.Synapse)
+	release("Frigate", a.Frigate)
+	str(vn(inventory.VarSynapseDatabase), a.SynapseDatabase, "Synapse's database.name: psycopg2 is PostgreSQL")
+	str(vn(inventory.VarFrigateInstall), a.FrigateInstall, "compose: stopped with docker compose, no frigate.service")
+	str(vn(inventory.VarJellyfinHWAccel), a.JellyfinHWAccel, "as the old Jellyfin was set; the move turns VA-API on where the node has the render node")
+	str(vn(inventory.VarFrigateHWAccel), a.FrigateHWAccel, "the old Frigate's hwaccel_args")
 	list := func(name string, vals []string, note string) {
 		if len(vals) == 0 {
 			return
@@ -182,6 +186,6 @@ func appsHCL(b *strings.Builder, a inventory.AppsSite, line func(name, value, no
 		}
 		line(name, strings.TrimSpace(string(hclwrite.TokensForValue(cty.ListVal(elems)).Bytes())), note)
 	}
-	list("jellyfin_library_paths", a.JellyfinLibraryPaths, "its libraries' paths (root/default/*/options.xml)")
-	list("samba_users", a.SambaUsers, "pdbedit -L: names only")
+	list(vn(inventory.VarJellyfinLibraryPaths), a.JellyfinLibraryPaths, "its libraries' paths (root/default/*/options.xml)")
+	list(vn(inventory.VarSambaUsers), a.SambaUsers, "pdbedit -L: names only")
 }

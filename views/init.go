@@ -126,7 +126,11 @@ func (v *View) Init(r InitReport) {
 		fmt.Fprintf(v.out, "\n%s %s: %d files (%s).\n", st.bold("Wrote"), r.Dir, len(r.Files), strings.Join(topLevel(r.Files), ", "))
 		fmt.Fprintf(v.out, "Next: settle the TODOs in %s/site.auto.hcl and main.hcl, then\n  migrate validate --runbook %s\n  migrate plan --runbook %s\n", r.Dir, r.Dir, r.Dir)
 		if r.Site.NodeMAC != "" && r.Site.RehearsalMAC != "" {
-			fmt.Fprintf(v.out, "Before a run, make your router's DHCP reserve node_address for %s and rehearsal_address for %s (the Talos VMs' new MACs).\n", r.Site.NodeMAC, r.Site.RehearsalMAC)
+			node, rehearsal := "the node's address", "the rehearsal VM's"
+			if t := r.Site.Template; t != nil { // the written runbook's names
+				node, rehearsal = t.Name(inventory.VarNodeAddress), t.Name(inventory.VarRehearsalAddress)
+			}
+			fmt.Fprintf(v.out, "Before a run, make your router's DHCP reserve %s for %s and %s for %s (the Talos VMs' new MACs).\n", node, r.Site.NodeMAC, rehearsal, r.Site.RehearsalMAC)
 		}
 	}
 }

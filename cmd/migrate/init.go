@@ -12,6 +12,7 @@ import (
 	"filippo.io/age"
 	"github.com/spf13/cobra"
 
+	"github.com/homelab-migrate/migrate/examples/homelab"
 	"github.com/homelab-migrate/migrate/inventory"
 	"github.com/homelab-migrate/migrate/providers/incus/incusapi"
 	"github.com/homelab-migrate/migrate/providers/plugin"
@@ -84,6 +85,11 @@ func (a *app) runInit(ctx context.Context, dir string, f initFlags) error {
 	if !initTalosVersions.MatchString(f.talosVersion) {
 		return fmt.Errorf("--talos-version %q: the runbook runs a Talos 1.13, 1.14 or 1.15 release, such as v1.13.3, v1.14.7 or v1.15.0-beta.0", f.talosVersion)
 	}
+	// The template, and that it has what init reads of it.
+	tmpl, err := inventory.LoadTemplate(homelab.Runbook(), schemas())
+	if err != nil {
+		return err
+	}
 	// The talos program makes the new secrets: missing, say so before the
 	// host is read.
 	if _, err := plugin.Check(talosPlugin()); err != nil {
@@ -105,7 +111,7 @@ func (a *app) runInit(ctx context.Context, dir string, f initFlags) error {
 		return fmt.Errorf("reading the host %s: %w", c.Target(), err)
 	}
 	now := time.Now()
-	site, findings, err := inventory.Choose(host, now)
+	site, findings, err := inventory.Choose(tmpl, host, now)
 	if err != nil {
 		return fmt.Errorf("%s: %w", c.Target(), err)
 	}

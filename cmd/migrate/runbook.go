@@ -55,6 +55,16 @@ func (a *app) stateDir() (string, error) {
 	return filepath.Join(d, ".migrate"), nil
 }
 
+// schemas are the registry's providers' schemas (compiled in: no
+// program is started).
+func schemas() map[string]phases.Schema {
+	out := map[string]phases.Schema{}
+	for name, f := range registry() {
+		out[name] = f().Schema()
+	}
+	return out
+}
+
 // load reads the runbook and prints its diagnostics; an error means the
 // runbook cannot be used (and was reported).
 func (a *app) load(vf varFlags) (*phases.Runbook, error) {
@@ -63,13 +73,9 @@ func (a *app) load(vf varFlags) (*phases.Runbook, error) {
 		return nil, err
 	}
 	limitMemory(dir)
-	schemas := map[string]phases.Schema{}
-	for name, f := range registry() {
-		schemas[name] = f().Schema()
-	}
 	ld := runbooks.NewLoader(os.DirFS(dir), runbooks.Options{
 		Dir:      dir,
-		Schemas:  schemas,
+		Schemas:  schemas(),
 		Vars:     vf.vars,
 		VarFiles: vf.files,
 		Environ:  os.Environ(),

@@ -1568,3 +1568,95 @@ phase "cleanup" {
   #   retain_until = var.retain_old_vms_until
   # }
 }
+
+# What this runbook's parts stand for, for migrate init, which writes a new
+# runbook from this one for the host it reads: the old VMs and the steps
+# that reach into them or stop them, the disks the move makes, the node,
+# the LAN, the applications' images. Roles change nothing a plan or a run
+# does; renaming a step, variable or phase they name without them is an
+# error here, at the role.
+
+role "services" { # Samba, Jellyfin, Frigate
+  vm     = var.services_vm
+  inside = [incus_exec.stop_jellyfin, incus_exec.stop_frigate, incus_exec.export_jellyfin, incus_exec.export_frigate, incus_exec.stop_samba, incus_exec.samba_users, incus_file.samba_users]
+  data   = incus_device.services_data
+  stop   = incus_instance_state.old_services
+}
+
+role "matrix" { # Synapse
+  vm     = var.matrix_vm
+  inside = [incus_exec.stop_synapse, incus_exec.export_synapse, incus_exec.synapse_config, incus_file.synapse_config, incus_file.signing_key, incus_file.postgres_password]
+  data   = incus_device.matrix_data
+  stop   = incus_instance_state.old_matrix
+}
+
+role "k3s" { # the playground: optional
+  vm   = var.k3s_vm
+  stop = incus_instance_state.old_k3s
+}
+
+role "host" {
+  remote       = var.incus_remote
+  storage_pool = var.storage_pool
+  data_pool    = var.data_pool
+  data_volume  = var.data_volume
+  lan_bridge   = var.lan_bridge
+  lan_network  = var.lan_network
+  igpu_pci     = var.igpu_pci
+  # What the move makes in storage_pool (their sizes are read from the steps).
+  disks = [incus_instance.talos, incus_volume.bulk, incus_instance.rehearsal, incus_volume.talos_iso]
+  # What passes the iGPU through, or checks it.
+  gpu = [incus_instance.rehearsal, talos_read.rehearsal_igpu, incus_instance.talos]
+}
+
+role "node" {
+  vm      = incus_instance.talos
+  cpu     = var.node_cpu
+  memory  = var.node_memory
+  mac     = var.node_mac
+  address = var.node_address
+  talos   = var.talos_version
+}
+
+role "rehearsal" {
+  vm         = incus_instance.rehearsal
+  mac        = var.rehearsal_mac
+  address    = var.rehearsal_address
+  igpu_check = talos_read.rehearsal_igpu # the i915 driver sees the iGPU
+}
+
+role "jellyfin" {
+  version       = var.jellyfin_version
+  image         = var.jellyfin_image
+  hwaccel       = var.jellyfin_hwaccel
+  library_paths = var.jellyfin_library_paths
+}
+
+role "frigate" {
+  version = var.frigate_version
+  image   = var.frigate_image
+  install = var.frigate_install
+  hwaccel = var.frigate_hwaccel
+}
+
+role "synapse" {
+  version  = var.synapse_version
+  image    = var.synapse_image
+  database = var.synapse_database
+  domain   = var.matrix_domain
+  url      = var.matrix_url
+  tls_cert = var.matrix_tls_cert
+  tls_key  = var.matrix_tls_key
+}
+
+role "samba" {
+  users = var.samba_users
+}
+
+role "forge" {
+  url = var.forge_url
+}
+
+role "retention" {
+  until = var.retain_old_vms_until
+}

@@ -269,7 +269,8 @@ func TestHomelabMatrixMove(t *testing.T) {
 
 // keepPhases rewrites a runbook file to keep only the named phases, and
 // nothing of Talos: no talos provider, no talos_* step or check in the
-// phases kept (the lab's Talos node is not part of these tests).
+// phases kept (the lab's Talos node is not part of these tests), and no
+// role (roles name steps of the phases left out).
 func keepPhases(t *testing.T, path string, keep ...string) {
 	t.Helper()
 	f, diags := hclwrite.ParseConfig(must(os.ReadFile(path)), path, hcl.InitialPos)
@@ -280,7 +281,8 @@ func keepPhases(t *testing.T, path string, keep ...string) {
 	for _, b := range slices.Clone(body.Blocks()) {
 		l := b.Labels()
 		switch {
-		case b.Type() == "phase" && !slices.Contains(keep, l[0]), b.Type() == "provider" && l[0] == "talos":
+		case b.Type() == "phase" && !slices.Contains(keep, l[0]), b.Type() == "provider" && l[0] == "talos",
+			b.Type() == "role": // roles name steps of the phases left out; a run reads none
 			body.RemoveBlock(b)
 		case b.Type() == "phase":
 			for _, s := range slices.Clone(b.Body().Blocks()) {
