@@ -118,7 +118,7 @@ func (r *stepRunner) run(s *phases.Step) bool {
 		case d.Action == providers.NoOp && rec.Status == state.Done:
 			r.refreshOutputs(s, g.p, g.cfg, rec)
 			return r.rehash(s, rec, g.in)
-		case r.opts.SavedPlan && sp != nil && (len(sp.KnownAfter) > 0 || sp.Deferred) && !admits(sp, d):
+		case r.opts.SavedPlan && sp != nil && plannedAgain(sp) && !admits(sp, d):
 			return r.fail(s, rec, fmt.Errorf("the saved plan is stale for %s: it decided %s (%s), decided again now it is %s (%s); nothing was applied for %s: make a new plan",
 				s.Addr, sp.Action, sp.ReasonCode, d.Action, d.Reason, s.Addr))
 		}
@@ -153,18 +153,49 @@ func (r *stepRunner) rehash(s *phases.Step, rec *state.StepRecord, in inputs) bo
 }
 
 // privatePlan is the provider's private plan to apply s with: the saved
-// plan's, unless s is planned again now (its inputs were not known when
-// the plan was made, or its record no longer holds: again).
+// plan's, unless s is planned again now, just before it is applied: its
+// plan waited for steps of this run (its inputs are known now), or the
+// plan took it as done and its record no longer holds (again). The
+// fresh diff, and why, go out as a StepPlanned event, and its provider's
+// private plan is what Apply gets. With a saved plan, a value the saved
+// one knew that differs now fails the step, naming its path, before
+// anything is applied. A record about a world since replaced is
+// forgotten first (its outputs, private data, revert data and identity
+// described the thing before): the step is applied as if it had never
+// run, its provider given no prior (the talos provider refuses a node it
+// installed that answers in maintenance mode, and the node here is a new
+// one).
 func (r *stepRunner) privatePlan(s *phases.Step, p providers.Interface, cfg cty.Value, rec *state.StepRecord, sp *StepPlan, again *Decision) (json.RawMessage, bool) {
 	switch {
-	case again != nil:
-		return r.planAgain(s, p, cfg, rec, again)
-	case sp == nil:
+	case again == nil && sp == nil:
 		return nil, true
-	case len(sp.KnownAfter) > 0 || sp.Deferred:
-		return r.replan(s, p, cfg, rec, sp)
+	case again == nil && !plannedAgain(sp):
+		return sp.Planned, true
 	}
-	return sp.Planned, true
+	ev := Event{Kind: StepPlanned, Phase: s.Phase, Addr: s.Addr, Check: s.IsCheck()}
+	action := providers.NoOp
+	if again == nil {
+		action = sp.Action
+	} else {
+		why := again.Why
+		why.Detail = r.e.hooks.redactor.Text(why.Detail)
+		action, ev.ReasonCode, ev.Why = again.Action, again.Reason, &why
+		if action == providers.Create {
+			rec.Outputs, rec.Private, rec.Revert, rec.Identity, rec.Upstream = nil, nil, nil, "", nil
+			rec.Status, rec.Attempts = state.Pending, 0
+		}
+	}
+	resp := p.Plan(r.cancel, providers.PlanRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec), Action: action})
+	if resp.Diagnostics.HasErrors() {
+		return nil, r.fail(s, rec, withSubject(resp.Diagnostics, s.Range).Err())
+	}
+	if again == nil && r.opts.SavedPlan {
+		if err := r.e.checkPlannedValues(s.Addr, sp.PlannedValues, cfg, resp.Outputs); err != nil {
+			return nil, r.fail(s, rec, err)
+		}
+	}
+	ev.Message = r.e.hooks.redactor.Text(resp.Diff)
+	return resp.Private, r.emit(ev)
 }
 
 // applyTries applies s, trying again after a failure as its retry says,
@@ -256,28 +287,6 @@ func (r *stepRunner) call(s *phases.Step, do func(ctx context.Context, log io.Wr
 		diags = append(diags, phases.Errorf("Step timed out", "Step %s did not finish within its timeout of %s.", s.Addr, s.Timeout)...)
 	}
 	return diags
-}
-
-// replan plans again, now that its inputs are known, a step whose plan
-// waited for steps of this run: the fresh diff is shown and logged (a
-// StepPlanned event), and its provider's private plan is what Apply gets.
-// With a saved plan, a value the saved one knew that differs now fails
-// the step, naming its path, before anything is applied.
-func (r *stepRunner) replan(s *phases.Step, p providers.Interface, cfg cty.Value, rec *state.StepRecord, sp *StepPlan) (json.RawMessage, bool) {
-	resp := p.Plan(r.cancel, providers.PlanRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec), Action: sp.Action})
-	if resp.Diagnostics.HasErrors() {
-		return nil, r.fail(s, rec, withSubject(resp.Diagnostics, s.Range).Err())
-	}
-	diff := r.e.hooks.redactor.Text(resp.Diff)
-	if r.opts.SavedPlan {
-		if err := r.e.checkPlannedValues(s.Addr, sp.PlannedValues, cfg, resp.Outputs); err != nil {
-			return nil, r.fail(s, rec, err)
-		}
-	}
-	if !r.emit(Event{Kind: StepPlanned, Phase: s.Phase, Addr: s.Addr, Check: s.IsCheck(), Message: diff}) {
-		return nil, false
-	}
-	return resp.Private, true
 }
 
 func (r *stepRunner) apply(s *phases.Step, p providers.Interface, cfg cty.Value, rec *state.StepRecord, planned json.RawMessage) providers.ApplyResponse {
@@ -523,32 +532,6 @@ func cutOff(cancel context.Context, err error) error {
 		return err
 	}
 	return fmt.Errorf("cut off: %v: %w", context.Cause(cancel), err)
-}
-
-// planAgain plans a step the plan took as done and that runs after all
-// just before it is applied: the diff and why go out as a StepPlanned
-// event, and its provider's private plan is what Apply gets. A record
-// about a world since replaced is forgotten first (its outputs, private
-// data, revert data and identity described the thing before): the step
-// is applied as if it had never run, its provider given no prior (the
-// talos provider refuses a node it installed that answers in
-// maintenance mode, and the node here is a new one).
-func (r *stepRunner) planAgain(s *phases.Step, p providers.Interface, cfg cty.Value, rec *state.StepRecord, again *Decision) (json.RawMessage, bool) {
-	if again.Action == providers.Create {
-		rec.Outputs, rec.Private, rec.Revert, rec.Identity, rec.Upstream = nil, nil, nil, "", nil
-		rec.Status, rec.Attempts = state.Pending, 0
-	}
-	resp := p.Plan(r.cancel, providers.PlanRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec), Action: again.Action})
-	if resp.Diagnostics.HasErrors() {
-		return nil, r.fail(s, rec, withSubject(resp.Diagnostics, s.Range).Err())
-	}
-	why := again.Why
-	why.Detail = r.e.hooks.redactor.Text(why.Detail)
-	ev := Event{Kind: StepPlanned, Phase: s.Phase, Addr: s.Addr, Check: s.IsCheck(), Message: r.e.hooks.redactor.Text(resp.Diff), ReasonCode: again.Reason, Why: &why}
-	if !r.emit(ev) {
-		return nil, false
-	}
-	return resp.Private, true
 }
 
 // rebase reads again, before s is recorded as done, each step s depends
