@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -213,4 +214,31 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// union adds the addresses of b missing from a, sorted.
+func union(a, b []phases.Address) []phases.Address {
+	out := slices.Clone(a)
+	for _, x := range b {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	slices.SortFunc(out, func(x, y phases.Address) int { return strings.Compare(x.String(), y.String()) })
+	return out
+}
+
+func joinAddrs(list []phases.Address) string {
+	s := make([]string, len(list))
+	for i, a := range list {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

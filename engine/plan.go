@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"sync"
+	"strings"
 
 	"github.com/zclconf/go-cty/cty"
 
@@ -154,116 +154,6 @@ func (p *Plan) Phase(name string) *PhasePlan {
 	return nil
 }
 
-// outputs is the table of step outputs that evaluation sees; it is read
-// by parallel evaluations while finished steps add to it.
-type outputs struct {
-	mu       sync.RWMutex
-	m        map[phases.Address]cty.Value
-	corrupt  map[phases.Address]error // recorded outputs that do not decode
-	changing map[phases.Address]bool  // steps this plan changes
-	recheck  map[phases.Address]bool  // steps read again after those they depend on
-}
-
-// evaluateAfter evaluates s's inputs, and says which steps the unknown
-// values in the result wait for.
-func (o *outputs) evaluateAfter(s *phases.Step) (cty.Value, []phases.Address, phases.Diagnostics) {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	if d := o.corruptInputs(s); d != nil {
-		return cty.DynamicVal, nil, withSubject(d, s.Range)
-	}
-	v, d := s.Config.Evaluate(o.m)
-	v, after := stripKnownAfter(v)
-	return v, after, withSubject(d, s.Range)
-}
-
-func (o *outputs) set(a phases.Address, v cty.Value) {
-	o.mu.Lock()
-	o.m[a] = v
-	o.mu.Unlock()
-}
-
-// pending makes a's outputs unknown until a has run, and a a step that
-// changes.
-func (o *outputs) pending(a phases.Address) {
-	o.mu.Lock()
-	o.m[a] = unknownUntil(a)
-	o.changing[a] = true
-	o.mu.Unlock()
-}
-
-// planned gives the steps after a the outputs its plan already knows
-// (providers.PlanResponse.Outputs); what it does not know stays unknown
-// until a has run. a still changes.
-func (o *outputs) planned(a phases.Address, v cty.Value) {
-	if v == cty.NilVal || v.IsNull() {
-		return
-	}
-	marked, err := cty.Transform(v, func(_ cty.Path, x cty.Value) (cty.Value, error) {
-		if !x.IsKnown() {
-			return x.Mark(knownAfter(a)), nil
-		}
-		return x, nil
-	})
-	if err != nil {
-		return
-	}
-	o.mu.Lock()
-	o.m[a] = marked
-	o.mu.Unlock()
-}
-
-// changesBefore lists the steps of deps that change in this plan, or
-// that are read again after steps that do.
-func (o *outputs) changesBefore(deps []phases.Address) []phases.Address {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	var out []phases.Address
-	for _, d := range deps {
-		if o.changing[d] || o.recheck[d] {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-func (o *outputs) markRecheck(a phases.Address) {
-	o.mu.Lock()
-	o.recheck[a] = true
-	o.mu.Unlock()
-}
-
-// afterChanges reports whether a step of deps changes in this plan.
-func (o *outputs) afterChanges(deps []phases.Address) bool {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	for _, d := range deps {
-		if o.changing[d] {
-			return true
-		}
-	}
-	return false
-}
-
-// loadOutputs seeds the table with every recorded output; steps that have
-// not run are unknown.
-func (e *Engine) loadOutputs(snap *state.Snapshot) *outputs {
-	o := &outputs{m: make(map[phases.Address]cty.Value, len(e.steps)), corrupt: map[phases.Address]error{}, changing: map[phases.Address]bool{}, recheck: map[phases.Address]bool{}}
-	for addr := range e.steps {
-		o.m[addr] = unknownUntil(addr)
-		rec := snap.Steps[addr.String()]
-		if rec == nil || rec.Status != state.Done {
-			continue
-		}
-		if v, _, err := decodeOutputs(rec.Outputs); err == nil {
-			o.m[addr] = v
-		} else {
-			o.corrupt[addr] = err
-		}
-	}
-	return o
-}
-
 // PlanOptions select what to plan.
 type PlanOptions struct {
 	// Phases to plan; empty plans every phase.
@@ -382,15 +272,6 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 	return sp, diags
 }
 
-// waitsFor is the list of steps a step's inputs wait for, when some of
-// them are not known yet.
-func waitsFor(cfg cty.Value, after []phases.Address) []phases.Address {
-	if cfg.IsWhollyKnown() {
-		return nil
-	}
-	return after
-}
-
 // takeDiff sets sp's diff from a provider's plan, redacted, its unknown
 // values naming the steps they wait for, and returns the diagnostics that
 // count. A provider that cannot plan a step before the steps it waits for
@@ -486,4 +367,32 @@ func ReadPlan(path string) (*Plan, error) {
 		return nil, fmt.Errorf("the plan %s is in format version %d; this migrate reads version %d: make a new plan", path, p.FormatVersion, PlanFormatVersion)
 	}
 	return &p, nil
+}
+
+// knownAfterText is how a plan shows a value that waits for the steps of
+// after: "(known after exec.first)".
+func knownAfterText(after []phases.Address) string {
+	return "(known after " + joinAddrs(after) + ")"
+}
+
+// nameKnownAfter rewrites a provider's diff so that each value it could
+// not know names the steps it waits for.
+func nameKnownAfter(diff string, after []phases.Address) string {
+	if len(after) == 0 {
+		return diff
+	}
+	return strings.ReplaceAll(diff, phases.UnknownText, knownAfterText(after))
+}
+
+// wholeDiffDeferred reports whether a provider deferred its whole diff
+// ("(known after apply): attrs", as providers/sdk writes it for a step
+// type that cannot plan with unknown values).
+func wholeDiffDeferred(diff string) bool {
+	return strings.HasPrefix(diff, phases.UnknownText+": ")
+}
+
+// deferredDiff is the diff of a step whose provider could not plan it
+// before the steps it waits for have run.
+func deferredDiff(after []phases.Address) string {
+	return fmt.Sprintf("diff deferred until %s %s run", joinAddrs(after), plural(len(after), "has", "have"))
 }

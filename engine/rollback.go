@@ -66,22 +66,6 @@ func (p *RollbackPlan) Irreversible() []phases.Address {
 	return out
 }
 
-// needsRevert: the step changed something that it knows how to undo, or
-// a rollback of it was under way. A pending step with revert data made its
-// effect and was stopped while it waited (stop.go).
-func needsRevert(rec *state.StepRecord) bool {
-	if rec == nil || rec.Check {
-		return false
-	}
-	switch rec.Status {
-	case state.Reverting, state.RevertFailed:
-		return true
-	case state.Done, state.Failed, state.Running, state.Pending:
-		return rec.Revert != nil
-	}
-	return false
-}
-
 // PlanRollback says what rolling back the named phases (all when empty)
 // would do. Later phases that depend on them must be rolled back first,
 // or in the same rollback.

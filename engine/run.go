@@ -264,18 +264,3 @@ func (w *lineWriter) Flush() {
 		w.buf.Reset()
 	}
 }
-
-func joinAddrs(list []phases.Address) string {
-	s := make([]string, len(list))
-	for i, a := range list {
-		s[i] = a.String()
-	}
-	return strings.Join(s, ", ")
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}

@@ -643,3 +643,9 @@ func (r *stepRunner) revertFailed(s *phases.Step, rec *state.StepRecord, err err
 	r.transition(s, rec, state.RevertFailed, Event{Kind: StepRevertFailed, Error: strings.TrimSpace(rec.LastError)})
 	return false
 }
+
+// providerNotReady is the error of a step about to run whose provider
+// still waits for step outputs (the steps it needs did not run).
+func providerNotReady(s *phases.Step, after []phases.Address) error {
+	return fmt.Errorf("its provider %s cannot be configured: its block uses outputs of %s, not known yet", s.Provider, joinAddrs(after))
+}
