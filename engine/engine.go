@@ -104,13 +104,8 @@ func New(ctx context.Context, opts Options) (*Engine, phases.Diagnostics) {
 	for _, pc := range opts.Runbook.Providers {
 		f, ok := opts.Factories[pc.Type]
 		if !ok {
-			r := pc.Range
-			diags = append(diags, phases.Diagnostic{
-				Severity: phases.Error,
-				Summary:  "Unknown provider type",
-				Detail:   fmt.Sprintf("No provider of type %q is built into this migrate. Known types: %s.", pc.Type, strings.Join(sortedKeys(opts.Factories), ", ")),
-				Subject:  &r,
-			})
+			diags = append(diags, withSubject(phases.Errorf("Unknown provider type", "No provider of type %q is built into this migrate. Known types: %s.",
+				pc.Type, strings.Join(sortedKeys(opts.Factories), ", ")), pc.Range)...)
 			continue
 		}
 		p := f()
@@ -134,13 +129,7 @@ func New(ctx context.Context, opts Options) (*Engine, phases.Diagnostics) {
 	}
 	for _, s := range e.steps {
 		if _, ok := e.providers[s.Provider]; !ok && !diags.HasErrors() {
-			r := s.Range
-			diags = append(diags, phases.Diagnostic{
-				Severity: phases.Error,
-				Summary:  "Provider not configured",
-				Detail:   fmt.Sprintf("Step %s uses provider %q, which the runbook does not configure.", s.Addr, s.Provider),
-				Subject:  &r,
-			})
+			diags = append(diags, withSubject(phases.Errorf("Provider not configured", "Step %s uses provider %q, which the runbook does not configure.", s.Addr, s.Provider), s.Range)...)
 		}
 	}
 	if diags.HasErrors() {

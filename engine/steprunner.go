@@ -31,8 +31,8 @@ type stepRunner struct {
 
 	// stop is Run's gentle stop (stop.go), nil in a rollback.
 	stop context.Context
-	// stopped are the steps a gentle stop ended not done (under mu).
-	stopped map[phases.Address]bool
+	// stopped are the steps a gentle stop ended not done.
+	stopped sync.Map // phases.Address -> true
 }
 
 func (r *stepRunner) fatal() error {
@@ -112,7 +112,7 @@ func (r *stepRunner) run(s *phases.Step) bool {
 		}
 		switch {
 		case d.Reason == InFlight && d.Action == providers.NoOp:
-			return r.adopt(s, rec, g.cfg, g.in.hash, *f.Read)
+			return r.adopt(s, rec, g.in.hash, *f.Read)
 		case d.Reason == InFlight && r.stop != nil && r.stop.Err() != nil:
 			return r.leftInFlight(s)
 		case d.Action == providers.NoOp && rec.Status == state.Done:
@@ -317,48 +317,34 @@ func (r *stepRunner) apply(s *phases.Step, p providers.Interface, cfg cty.Value,
 }
 
 func (r *stepRunner) succeed(s *phases.Step, rec *state.StepRecord, hash string, resp providers.ApplyResponse) bool {
-	r.e.hooks.redactor.AddMarked(resp.Outputs)
 	enc, err := encodeOutputs(resp.Outputs)
 	if err != nil {
 		return r.fail(s, rec, fmt.Errorf("recording outputs: %w", err))
 	}
-	rec.InputHash = hash
-	rec.Outputs = enc
-	rec.Private = resp.Private
-	rec.Revert = resp.Revert
-	rec.Facts = resp.Facts
-	rec.Identity = resp.Identity
-	rec.Upstream = upstreamWorlds(s, r.e.stateLookup)
-	rec.LastError = ""
-	if !r.rebase(s) || !r.transition(s, rec, state.Done, Event{Kind: StepDone}) {
-		return false
-	}
-	if resp.Outputs != cty.NilVal && !resp.Outputs.IsNull() {
-		r.out.set(s.Addr, resp.Outputs)
-	}
-	return true
+	rec.Private, rec.Revert, rec.Facts = resp.Private, resp.Revert, resp.Facts
+	return r.done(s, rec, hash, enc, resp.Identity, resp.Outputs, Event{Kind: StepDone})
 }
 
 // adopt records a step that finished before the last run could say so.
-func (r *stepRunner) adopt(s *phases.Step, rec *state.StepRecord, cfg cty.Value, hash string, read providers.ReadResponse) bool {
-	enc, err := encodeOutputs(read.Outputs)
-	if err != nil {
-		enc = nil
-	}
-	rec.InputHash = hash
-	rec.Outputs = enc
+func (r *stepRunner) adopt(s *phases.Step, rec *state.StepRecord, hash string, read providers.ReadResponse) bool {
+	enc, _ := encodeOutputs(read.Outputs)
 	if read.Revert != nil {
 		rec.Revert = read.Revert
 	}
-	rec.Identity = read.Identity
+	return r.done(s, rec, hash, enc, read.Identity, read.Outputs, Event{Kind: StepAdopted, Message: "finished before the last run stopped; recorded without running it again"})
+}
+
+// done records s done, with what its apply or a read said of it, once
+// the steps it rebases are read again; the steps after it see outputs.
+func (r *stepRunner) done(s *phases.Step, rec *state.StepRecord, hash string, enc json.RawMessage, identity string, outputs cty.Value, ev Event) bool {
+	r.e.hooks.redactor.AddMarked(outputs)
+	rec.InputHash, rec.Outputs, rec.Identity, rec.LastError = hash, enc, identity, ""
 	rec.Upstream = upstreamWorlds(s, r.e.stateLookup)
-	rec.LastError = ""
-	if !r.rebase(s) || !r.transition(s, rec, state.Done, Event{Kind: StepAdopted, Message: "finished before the last run stopped; recorded without running it again"}) {
+	if !r.rebase(s) || !r.transition(s, rec, state.Done, ev) {
 		return false
 	}
-	if read.Outputs != cty.NilVal && !read.Outputs.IsNull() {
-		r.e.hooks.redactor.AddMarked(read.Outputs)
-		r.out.set(s.Addr, read.Outputs)
+	if outputs != cty.NilVal && !outputs.IsNull() {
+		r.out.set(s.Addr, outputs)
 	}
 	return true
 }
@@ -429,6 +415,14 @@ func (r *stepRunner) gentle(ctx context.Context, s *phases.Step, p providers.Int
 	if r.stop == nil || !waitsOnly(s, p) {
 		return ctx, func() {}
 	}
+	return r.stoppable(ctx)
+}
+
+// stoppable is ctx, ended by a gentle stop too. Call release when done.
+func (r *stepRunner) stoppable(ctx context.Context) (_ context.Context, release func()) {
+	if r.stop == nil {
+		return ctx, func() {}
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	unhook := context.AfterFunc(r.stop, func() { cancel(errStopped) })
 	return ctx, func() { unhook(); cancel(nil) }
@@ -450,7 +444,7 @@ func (r *stepRunner) stoppedWaiting(s *phases.Step, p providers.Interface, resp 
 func (r *stepRunner) notDone(s *phases.Step, rec *state.StepRecord, why error) bool {
 	rec.Outputs = nil
 	rec.LastError = why.Error()
-	r.markStopped(s.Addr)
+	r.stopped.Store(s.Addr, true)
 	r.transition(s, rec, state.Pending, Event{Kind: StepStopped, Error: rec.LastError,
 		Message: "not done: stopped while it waited; the next run does it again"})
 	return false
@@ -458,18 +452,8 @@ func (r *stepRunner) notDone(s *phases.Step, rec *state.StepRecord, why error) b
 
 // wasStopped: s ended not done at a gentle stop, which is no failure.
 func (r *stepRunner) wasStopped(a phases.Address) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.stopped[a]
-}
-
-func (r *stepRunner) markStopped(a phases.Address) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.stopped == nil {
-		r.stopped = map[phases.Address]bool{}
-	}
-	r.stopped[a] = true
+	_, ok := r.stopped.Load(a)
+	return ok
 }
 
 // stoppedBetweenAttempts is why a step that failed an attempt and was
@@ -482,13 +466,8 @@ func stoppedBetweenAttempts(attempt int, last error) error {
 // provider) for what that run started; a gentle stop ends the wait, which
 // changes nothing.
 func (r *stepRunner) readInFlight(s *phases.Step, p providers.Interface, cfg cty.Value, rec *state.StepRecord) providers.ReadResponse {
-	ctx := r.cancel
-	if r.stop != nil {
-		var cancel context.CancelCauseFunc
-		ctx, cancel = context.WithCancelCause(ctx)
-		defer cancel(nil)
-		defer context.AfterFunc(r.stop, func() { cancel(errStopped) })()
-	}
+	ctx, release := r.stoppable(r.cancel)
+	defer release()
 	return p.Read(ctx, providers.ReadRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec), InFlight: true})
 }
 
@@ -496,7 +475,7 @@ func (r *stepRunner) readInFlight(s *phases.Step, p providers.Interface, cfg cty
 // its record stays running, so that the next run reads it again, and
 // waits, before doing anything.
 func (r *stepRunner) leftInFlight(s *phases.Step) bool {
-	r.markStopped(s.Addr)
+	r.stopped.Store(s.Addr, true)
 	r.emit(Event{Kind: StepStopped, Phase: s.Phase, Addr: s.Addr, Check: s.IsCheck(),
 		Message: "not done: stopped while it waited for what the last run started; the next run reads it again"})
 	return false
