@@ -3,8 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 
@@ -57,8 +57,7 @@ type Engine struct {
 	phaseOrder  []*phases.Phase                     // e.order.List
 	order       *phases.Order
 
-	rebaseMu    sync.Mutex
-	rebaseTypes map[string]bool // "provider type" -> its schema says Rebase
+	rebaseTypes sync.Map // "provider type" -> its schema says Rebase
 
 	inputKey []byte // Options.InputKey
 	// contractChecked is the saved plan CheckSavedPlan accepted.
@@ -196,25 +195,13 @@ func withSubject(d phases.Diagnostics, r phases.Range) phases.Diagnostics {
 	return d
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // union adds the addresses of b missing from a, sorted.
 func union(a, b []phases.Address) []phases.Address {
-	out := slices.Clone(a)
-	for _, x := range b {
-		if !slices.Contains(out, x) {
-			out = append(out, x)
-		}
-	}
+	out := slices.Concat(a, b)
 	slices.SortFunc(out, func(x, y phases.Address) int { return strings.Compare(x.String(), y.String()) })
-	return out
+	return slices.Compact(out)
 }
 
 func joinAddrs(list []phases.Address) string {

@@ -116,12 +116,7 @@ func worldOf(rec *state.StepRecord) string {
 	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%q\n", rec.Identity)
-	keys := make([]string, 0, len(rec.Upstream))
-	for k := range rec.Upstream {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range sortedKeys(rec.Upstream) {
 		fmt.Fprintf(h, "%q=%q\n", k, rec.Upstream[k])
 	}
 	return hex.EncodeToString(h.Sum(nil)[:12])
@@ -193,19 +188,14 @@ func (g stepInputs) read(ctx context.Context, s *phases.Step, rec *state.StepRec
 // once per provider and type.
 func (e *Engine) rebases(s *phases.Step) bool {
 	key := s.Provider + " " + s.Addr.Type
-	e.rebaseMu.Lock()
-	defer e.rebaseMu.Unlock()
-	if v, ok := e.rebaseTypes[key]; ok {
-		return v
+	if v, ok := e.rebaseTypes.Load(key); ok {
+		return v.(bool)
 	}
 	v := false
 	if p := e.provider(s); p != nil {
 		v = p.Schema().StepTypes[s.Addr.Type].Rebase
 	}
-	if e.rebaseTypes == nil {
-		e.rebaseTypes = map[string]bool{}
-	}
-	e.rebaseTypes[key] = v
+	e.rebaseTypes.Store(key, v)
 	return v
 }
 

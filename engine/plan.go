@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/zclconf/go-cty/cty"
@@ -115,33 +116,18 @@ func (s *StepPlan) IsCheck() bool { return s.When != "" }
 // change a step or run a check. It is what plan --detailed-exitcode and
 // "nothing to run" go by, so that no view decides it on its own.
 func (p *Plan) HasChanges() bool {
-	for _, ph := range p.Phases {
-		if ph.HasChanges() {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(p.Phases, (*PhasePlan).HasChanges)
 }
 
 // HasChanges reports whether some step or check of the phase would run.
 func (pp *PhasePlan) HasChanges() bool {
-	for _, sp := range pp.Steps {
-		if sp.Action != providers.NoOp {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(pp.Steps, func(sp *StepPlan) bool { return sp.Action != providers.NoOp })
 }
 
 // rechecks reports whether some step of the phase is to be read again
 // after steps of an earlier phase of the run: the phase runs for them.
 func (pp *PhasePlan) rechecks() bool {
-	for _, sp := range pp.Steps {
-		if len(sp.Recheck) > 0 {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(pp.Steps, func(sp *StepPlan) bool { return len(sp.Recheck) > 0 })
 }
 
 // Phase finds a phase's plan by name.
@@ -322,20 +308,10 @@ func priorOf(rec *state.StepRecord) *providers.Prior {
 
 // phaseComplete: every step done and every after-check passed.
 func phaseComplete(ph *phases.Phase, snap *state.Snapshot) bool {
-	for _, s := range ph.Steps {
-		if rec := snap.Steps[s.Addr.String()]; rec == nil || rec.Status != state.Done {
-			return false
-		}
-	}
-	for _, c := range ph.Checks {
-		if c.When != phases.CheckAfter {
-			continue
-		}
-		if rec := snap.Steps[c.Addr.String()]; rec == nil || rec.Status != state.Done {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(slices.Concat(ph.Steps, ph.Checks), func(s *phases.Step) bool {
+		rec := snap.Steps[s.Addr.String()]
+		return (!s.IsCheck() || s.When == phases.CheckAfter) && (rec == nil || rec.Status != state.Done)
+	})
 }
 
 // WritePlan saves a plan (plan --out) readable only by its owner. The file

@@ -53,11 +53,8 @@ func (e *Engine) keepPlannedValues(sp *StepPlan, s *phases.Step, out *outputs) {
 		cfg = cty.DynamicVal
 	}
 	out.mu.RLock()
-	planned, ok := out.m[s.Addr]
+	planned := out.m[s.Addr] // cty.NilVal when it has none
 	out.mu.RUnlock()
-	if !ok {
-		planned = cty.NilVal
-	}
 	sp.PlannedValues = e.plannedValues(cfg, planned)
 }
 

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
@@ -49,12 +50,7 @@ type RevertEntry struct {
 
 // HasChanges reports whether the rollback would undo anything.
 func (p *RollbackPlan) HasChanges() bool {
-	for _, ph := range p.Phases {
-		if len(ph.Revert) > 0 {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(p.Phases, func(ph *PhaseRollbackPlan) bool { return len(ph.Revert) > 0 })
 }
 
 // Irreversible lists every step the rollback cannot undo.
@@ -120,12 +116,7 @@ func (e *Engine) PlanRollback(names []string) (*RollbackPlan, error) {
 
 // phaseTouched: some step of the phase is done or part-done.
 func phaseTouched(ph *phases.Phase, snap *state.Snapshot) bool {
-	for _, s := range ph.Steps {
-		if rec := snap.Steps[s.Addr.String()]; needsRevert(rec) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(ph.Steps, func(s *phases.Step) bool { return needsRevert(snap.Steps[s.Addr.String()]) })
 }
 
 // Rollback undoes the plan's steps, phase by phase from the last, each

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"time"
@@ -229,8 +228,6 @@ type lineWriter struct {
 	buf  bytes.Buffer
 	emit func(string)
 }
-
-var _ io.Writer = (*lineWriter)(nil)
 
 func (w *lineWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
