@@ -269,7 +269,7 @@ func whyOf(d Decision) *Why {
 
 // needsRevert: the step changed something that it knows how to undo, or
 // a rollback of it was under way. A pending step with revert data made its
-// effect and was stopped while it waited (stop.go).
+// effect and was stopped while it waited (steprunner.go).
 func needsRevert(rec *state.StepRecord) bool {
 	if rec == nil || rec.Check {
 		return false

@@ -66,7 +66,7 @@ type Engine struct {
 
 // New instantiates every provider the runbook declares and configures
 // those whose blocks use no step outputs; the others are configured at
-// their first use (lazyprovider.go).
+// their first use (Engine.use).
 func New(ctx context.Context, opts Options) (*Engine, phases.Diagnostics) {
 	e := &Engine{
 		runbook:     opts.Runbook,
@@ -185,36 +185,4 @@ func (e *Engine) selectPhases(names []string) ([]*phases.Phase, error) {
 	return out, nil
 }
 
-func withSubject(d phases.Diagnostics, r phases.Range) phases.Diagnostics {
-	for i := range d {
-		if d[i].Subject == nil {
-			rr := r
-			d[i].Subject = &rr
-		}
-	}
-	return d
-}
-
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
-
-// union adds the addresses of b missing from a, sorted.
-func union(a, b []phases.Address) []phases.Address {
-	out := slices.Concat(a, b)
-	slices.SortFunc(out, func(x, y phases.Address) int { return strings.Compare(x.String(), y.String()) })
-	return slices.Compact(out)
-}
-
-func joinAddrs(list []phases.Address) string {
-	s := make([]string, len(list))
-	for i, a := range list {
-		s[i] = a.String()
-	}
-	return strings.Join(s, ", ")
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}

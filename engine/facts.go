@@ -137,14 +137,31 @@ func upstreamWorlds(s *phases.Step, find lookup) map[string]string {
 	return up
 }
 
+// rebases reports whether a step's type says Rebase; schemas are asked
+// once per provider and type.
+func (e *Engine) rebases(s *phases.Step) bool {
+	key := s.Provider + " " + s.Addr.Type
+	if v, ok := e.rebaseTypes.Load(key); ok {
+		return v.(bool)
+	}
+	v := false
+	if p := e.provider(s); p != nil {
+		v = p.Schema().StepTypes[s.Addr.Type].Rebase
+	}
+	e.rebaseTypes.Store(key, v)
+	return v
+}
+
 // stepInputs is the second stage's yield: s's inputs evaluated, what
-// they wait for, its provider (configured), their hash.
+// they wait for, its provider (configured), their hash, and whether a
+// step s depends on changes in this plan (its provider's Plan is told).
 type stepInputs struct {
-	cfg   cty.Value
-	after []phases.Address
-	p     providers.Interface
-	in    inputs
-	diags phases.Diagnostics
+	cfg          cty.Value
+	after        []phases.Address
+	p            providers.Interface
+	in           inputs
+	diags        phases.Diagnostics
+	afterChanges bool
 }
 
 // inputFacts is the second stage: it evaluates s's inputs, configures
@@ -174,29 +191,8 @@ func (e *Engine) inputFacts(ctx context.Context, s *phases.Step, out *outputs, f
 		f.Matches, f.Key = g.in.matches(f.Rec.InputHash), e.otherKey(f.Rec.InputHash)
 	}
 	f.ChangesBefore = out.changesBefore(s.DependsOn)
+	g.afterChanges = out.afterChanges(s.DependsOn)
 	return g
-}
-
-// read is the third stage: what s's provider observes now.
-func (g stepInputs) read(ctx context.Context, s *phases.Step, rec *state.StepRecord, f *stepFacts) providers.ReadResponse {
-	read := g.p.Read(ctx, providers.ReadRequest{Type: s.Addr.Type, Addr: s.Addr, Config: g.cfg, Prior: priorOf(rec)})
-	f.Read = &read
-	return read
-}
-
-// rebases reports whether a step's type says Rebase; schemas are asked
-// once per provider and type.
-func (e *Engine) rebases(s *phases.Step) bool {
-	key := s.Provider + " " + s.Addr.Type
-	if v, ok := e.rebaseTypes.Load(key); ok {
-		return v.(bool)
-	}
-	v := false
-	if p := e.provider(s); p != nil {
-		v = p.Schema().StepTypes[s.Addr.Type].Rebase
-	}
-	e.rebaseTypes.Store(key, v)
-	return v
 }
 
 // waitsFor is the list of steps a step's inputs wait for, when some of
@@ -206,6 +202,123 @@ func waitsFor(cfg cty.Value, after []phases.Address) []phases.Address {
 		return nil
 	}
 	return after
+}
+
+// lazyProvider is a provider whose block uses step outputs
+// (endpoints = [incus_instance.talos.ipv4]). It is configured at its first
+// use, with the outputs known then, and never again in the run: what its
+// steps did was done against that configuration.
+type lazyProvider struct {
+	mu         sync.Mutex
+	pc         *phases.ProviderConfig
+	configured bool
+	failed     phases.Diagnostics // the errors of that one Configure
+}
+
+// use returns the provider of s, configured. A provider whose block uses
+// step outputs is configured here the first time, with the outputs out
+// holds; while some of them are not known yet, it returns no provider and
+// the steps they wait for.
+func (e *Engine) use(ctx context.Context, s *phases.Step, out *outputs) (providers.Interface, []phases.Address, phases.Diagnostics) {
+	p, lp := e.providers[s.Provider], e.lazy[s.Provider]
+	if lp == nil {
+		return p, nil, nil
+	}
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	if lp.configured {
+		if lp.failed != nil {
+			return nil, nil, lp.failed
+		}
+		return p, nil, nil
+	}
+	out.mu.RLock()
+	cfg, diags := lp.pc.Config.Evaluate(out.m)
+	out.mu.RUnlock()
+	diags = withSubject(diags, lp.pc.Range)
+	if diags.HasErrors() {
+		return nil, nil, diags
+	}
+	cfg, after := stripKnownAfter(cfg)
+	if !cfg.IsWhollyKnown() {
+		if len(after) == 0 {
+			after = lp.pc.DependsOn
+		}
+		return nil, after, diags
+	}
+	resp := p.Configure(ctx, providers.ConfigureRequest{Name: lp.pc.Name, Config: cfg, Dir: e.runbook.Dir, StateDir: e.stateDir})
+	lp.configured = true
+	diags = append(diags, withSubject(resp.Diagnostics, lp.pc.Range)...)
+	if diags.HasErrors() {
+		lp.failed = diags
+		return nil, nil, diags
+	}
+	return p, nil, diags
+}
+
+// hashInputs hashes a step's inputs: its attributes, plus what its
+// provider adds through InputDigester (files the attributes name).
+func (e *Engine) hashInputs(ctx context.Context, s *phases.Step, cfg cty.Value) inputs {
+	attrs, ok := attrBytes(cfg, false)
+	if !ok {
+		return inputs{}
+	}
+	set, _ := attrBytes(cfg, true)
+	var digest string
+	if d, ok := e.provider(s).(providers.InputDigester); ok {
+		resp := d.InputDigest(ctx, providers.DigestRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg})
+		if resp.Diagnostics.HasErrors() || resp.Unknown {
+			// Not knowable now: the plan says update, and the
+			// provider's own Plan reports any problem.
+			return inputs{}
+		}
+		digest = resp.Digest
+	}
+	in := inputs{plain: plainHash(attrs, digest), bare: plainHash(attrs, "")}
+	in.hash = plainPrefix + plainHash(set, digest)
+	if len(e.inputKey) > 0 {
+		in.keyedV1 = keyedPrefixV1 + e.keyID() + ":" + e.mac(attrs, digest)
+		in.hash = keyedPrefix + e.keyID() + ":" + e.mac(set, digest)
+	}
+	return in
+}
+
+// otherKey says why a record's keyed hash cannot be compared: it was made
+// under another input key (Was, this run's Now), or under one when this
+// run has none (Now empty). Nil when it can be.
+func (e *Engine) otherKey(recorded string) *Why {
+	rest, ok := strings.CutPrefix(recorded, keyedPrefix)
+	if !ok {
+		if rest, ok = strings.CutPrefix(recorded, keyedPrefixV1); !ok {
+			return nil
+		}
+	}
+	id, _, _ := strings.Cut(rest, ":")
+	switch {
+	case len(e.inputKey) == 0:
+		return &Why{Was: id}
+	case id != e.keyID():
+		return &Why{Was: id, Now: e.keyID()}
+	}
+	return nil
+}
+
+// read is the third stage: what s's provider observes now.
+func (g stepInputs) read(ctx context.Context, s *phases.Step, rec *state.StepRecord, f *stepFacts) providers.ReadResponse {
+	read := g.p.Read(ctx, providers.ReadRequest{Type: s.Addr.Type, Addr: s.Addr, Config: g.cfg, Prior: priorOf(rec)})
+	f.Read = &read
+	return read
+}
+
+// withSubject gives diagnostics that have no subject r.
+func withSubject(d phases.Diagnostics, r phases.Range) phases.Diagnostics {
+	for i := range d {
+		if d[i].Subject == nil {
+			rr := r
+			d[i].Subject = &rr
+		}
+	}
+	return d
 }
 
 // outputs is the table of step outputs that evaluation sees; it is read
@@ -373,103 +486,4 @@ func stripKnownAfter(v cty.Value) (cty.Value, []phases.Address) {
 	}
 	slices.SortFunc(after, func(a, b phases.Address) int { return strings.Compare(a.String(), b.String()) })
 	return plain.MarkWithPaths(kept), after
-}
-
-// lazyProvider is a provider whose block uses step outputs
-// (endpoints = [incus_instance.talos.ipv4]). It is configured at its first
-// use, with the outputs known then, and never again in the run: what its
-// steps did was done against that configuration.
-type lazyProvider struct {
-	mu         sync.Mutex
-	pc         *phases.ProviderConfig
-	configured bool
-	failed     phases.Diagnostics // the errors of that one Configure
-}
-
-// use returns the provider of s, configured. A provider whose block uses
-// step outputs is configured here the first time, with the outputs out
-// holds; while some of them are not known yet, it returns no provider and
-// the steps they wait for.
-func (e *Engine) use(ctx context.Context, s *phases.Step, out *outputs) (providers.Interface, []phases.Address, phases.Diagnostics) {
-	p, lp := e.providers[s.Provider], e.lazy[s.Provider]
-	if lp == nil {
-		return p, nil, nil
-	}
-	lp.mu.Lock()
-	defer lp.mu.Unlock()
-	if lp.configured {
-		if lp.failed != nil {
-			return nil, nil, lp.failed
-		}
-		return p, nil, nil
-	}
-	out.mu.RLock()
-	cfg, diags := lp.pc.Config.Evaluate(out.m)
-	out.mu.RUnlock()
-	diags = withSubject(diags, lp.pc.Range)
-	if diags.HasErrors() {
-		return nil, nil, diags
-	}
-	cfg, after := stripKnownAfter(cfg)
-	if !cfg.IsWhollyKnown() {
-		if len(after) == 0 {
-			after = lp.pc.DependsOn
-		}
-		return nil, after, diags
-	}
-	resp := p.Configure(ctx, providers.ConfigureRequest{Name: lp.pc.Name, Config: cfg, Dir: e.runbook.Dir, StateDir: e.stateDir})
-	lp.configured = true
-	diags = append(diags, withSubject(resp.Diagnostics, lp.pc.Range)...)
-	if diags.HasErrors() {
-		lp.failed = diags
-		return nil, nil, diags
-	}
-	return p, nil, diags
-}
-
-// hashInputs hashes a step's inputs: its attributes, plus what its
-// provider adds through InputDigester (files the attributes name).
-func (e *Engine) hashInputs(ctx context.Context, s *phases.Step, cfg cty.Value) inputs {
-	attrs, ok := attrBytes(cfg, false)
-	if !ok {
-		return inputs{}
-	}
-	set, _ := attrBytes(cfg, true)
-	var digest string
-	if d, ok := e.provider(s).(providers.InputDigester); ok {
-		resp := d.InputDigest(ctx, providers.DigestRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg})
-		if resp.Diagnostics.HasErrors() || resp.Unknown {
-			// Not knowable now: the plan says update, and the
-			// provider's own Plan reports any problem.
-			return inputs{}
-		}
-		digest = resp.Digest
-	}
-	in := inputs{plain: plainHash(attrs, digest), bare: plainHash(attrs, "")}
-	in.hash = plainPrefix + plainHash(set, digest)
-	if len(e.inputKey) > 0 {
-		in.keyedV1 = keyedPrefixV1 + e.keyID() + ":" + e.mac(attrs, digest)
-		in.hash = keyedPrefix + e.keyID() + ":" + e.mac(set, digest)
-	}
-	return in
-}
-
-// otherKey says why a record's keyed hash cannot be compared: it was made
-// under another input key (Was, this run's Now), or under one when this
-// run has none (Now empty). Nil when it can be.
-func (e *Engine) otherKey(recorded string) *Why {
-	rest, ok := strings.CutPrefix(recorded, keyedPrefix)
-	if !ok {
-		if rest, ok = strings.CutPrefix(recorded, keyedPrefixV1); !ok {
-			return nil
-		}
-	}
-	id, _, _ := strings.Cut(rest, ":")
-	switch {
-	case len(e.inputKey) == 0:
-		return &Why{Was: id}
-	case id != e.keyID():
-		return &Why{Was: id, Now: e.keyID()}
-	}
-	return nil
 }

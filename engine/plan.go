@@ -166,7 +166,7 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 		steps := newStepGraph(ph.Steps).order()
 		for _, s := range append(steps, ph.Checks...) {
 			sp, d := e.planStep(ctx, s, snap.Steps[s.Addr.String()], out, snapshotLookup(snap), changes)
-			diags = append(diags, d...)
+			diags = append(diags, withSubject(d, s.Range)...)
 			changes = changes || sp.Action != providers.NoOp && !s.IsCheck()
 			sp.Contract = contracts[s.Addr]
 			e.keepPlannedValues(sp, s, out)
@@ -184,7 +184,8 @@ func (e *Engine) redactDiags(d phases.Diagnostics) phases.Diagnostics {
 // planStep plans one step or check (changes: some step of its phase
 // changes before a check): it gathers the facts decide asks for, and asks
 // its provider for the diff of what it decided. Steps that will change
-// make their outputs unknown to the steps after them.
+// make their outputs unknown to the steps after them. Its diagnostics
+// get s as their subject when they have none (Plan).
 func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRecord, out *outputs, find lookup, changes bool) (*StepPlan, phases.Diagnostics) {
 	sp := &StepPlan{Addr: s.Addr, When: s.When}
 	if rec != nil {
@@ -200,7 +201,7 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 			g = e.inputFacts(ctx, s, out, &f)
 			diags = g.diags
 		} else {
-			diags = append(diags, withSubject(g.read(ctx, s, rec, &f).Diagnostics, s.Range)...)
+			diags = append(diags, g.read(ctx, s, rec, &f).Diagnostics...)
 		}
 	}
 	if d.Reason == Unreadable {
@@ -245,8 +246,8 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 		prior = nil // the record is no proof: it is of another world
 	}
 	resp := g.p.Plan(ctx, providers.PlanRequest{Type: s.Addr.Type, Addr: s.Addr, Config: g.cfg, Prior: prior, Action: sp.Action,
-		AfterChanges: out.afterChanges(s.DependsOn)})
-	diags = append(diags, withSubject(e.takeDiff(sp, resp), s.Range)...)
+		AfterChanges: g.afterChanges})
+	diags = append(diags, e.takeDiff(sp, resp)...)
 	if s.IsCheck() {
 		return sp, diags
 	}
@@ -371,4 +372,26 @@ func wholeDiffDeferred(diff string) bool {
 // before the steps it waits for have run.
 func deferredDiff(after []phases.Address) string {
 	return fmt.Sprintf("diff deferred until %s %s run", joinAddrs(after), plural(len(after), "has", "have"))
+}
+
+func joinAddrs(list []phases.Address) string {
+	s := make([]string, len(list))
+	for i, a := range list {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// union adds the addresses of b missing from a, sorted.
+func union(a, b []phases.Address) []phases.Address {
+	out := slices.Concat(a, b)
+	slices.SortFunc(out, func(x, y phases.Address) int { return strings.Compare(x.String(), y.String()) })
+	return slices.Compact(out)
 }

@@ -29,7 +29,7 @@ type stepRunner struct {
 	mu  sync.Mutex
 	err error // a hook (the state) failed: the run must stop
 
-	// stop is Run's gentle stop (stop.go), nil in a rollback.
+	// stop is Run's gentle stop (see gentle), nil in a rollback.
 	stop context.Context
 	// stopped are the steps a gentle stop ended not done.
 	stopped sync.Map // phases.Address -> true
@@ -485,7 +485,7 @@ func (r *stepRunner) leftInFlight(s *phases.Step) bool {
 // that may still be at it: a run on another machine whose lease on a
 // shared state still lives. Doing it again now would do it twice at
 // once, so such a step is refused, its record left as that holder wrote
-// it; once that holder is provably gone, the in-flight read (stop.go)
+// it; once that holder is provably gone, the in-flight read (readInFlight)
 // applies as after any stopped run.
 
 // runningElsewhere refuses s when its record, running or reverting, says
