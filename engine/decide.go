@@ -266,3 +266,19 @@ func whyOf(d Decision) *Why {
 	}
 	return &d.Why
 }
+
+// needsRevert: the step changed something that it knows how to undo, or
+// a rollback of it was under way. A pending step with revert data made its
+// effect and was stopped while it waited (steprunner.go).
+func needsRevert(rec *state.StepRecord) bool {
+	if rec == nil || rec.Check {
+		return false
+	}
+	switch rec.Status {
+	case state.Reverting, state.RevertFailed:
+		return true
+	case state.Done, state.Failed, state.Running, state.Pending:
+		return rec.Revert != nil
+	}
+	return false
+}

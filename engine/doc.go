@@ -5,11 +5,11 @@
 // reports progress only through Hooks.
 //
 // An output not known yet carries a mark naming the step that will produce
-// it (knownafter.go): a plan says which step each deferred value waits
+// it (facts.go): a plan says which step each deferred value waits
 // for, and run plans such a step again once that step has run.
 //
 // A provider whose block uses step outputs is configured at its first use
-// (lazyprovider.go), once, with the outputs known then; until they are,
+// (Engine.use, facts.go), once, with the outputs known then; until they are,
 // its steps plan as deferred, naming the steps the provider waits for.
 //
 // A provider that runs as a program (providers.ProgramRunner) has that

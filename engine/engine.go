@@ -3,7 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -56,8 +57,7 @@ type Engine struct {
 	phaseOrder  []*phases.Phase                     // e.order.List
 	order       *phases.Order
 
-	rebaseMu    sync.Mutex
-	rebaseTypes map[string]bool // "provider type" -> its schema says Rebase
+	rebaseTypes sync.Map // "provider type" -> its schema says Rebase
 
 	inputKey []byte // Options.InputKey
 	// contractChecked is the saved plan CheckSavedPlan accepted.
@@ -66,7 +66,7 @@ type Engine struct {
 
 // New instantiates every provider the runbook declares and configures
 // those whose blocks use no step outputs; the others are configured at
-// their first use (lazyprovider.go).
+// their first use (Engine.use).
 func New(ctx context.Context, opts Options) (*Engine, phases.Diagnostics) {
 	e := &Engine{
 		runbook:     opts.Runbook,
@@ -103,13 +103,8 @@ func New(ctx context.Context, opts Options) (*Engine, phases.Diagnostics) {
 	for _, pc := range opts.Runbook.Providers {
 		f, ok := opts.Factories[pc.Type]
 		if !ok {
-			r := pc.Range
-			diags = append(diags, phases.Diagnostic{
-				Severity: phases.Error,
-				Summary:  "Unknown provider type",
-				Detail:   fmt.Sprintf("No provider of type %q is built into this migrate. Known types: %s.", pc.Type, strings.Join(sortedKeys(opts.Factories), ", ")),
-				Subject:  &r,
-			})
+			diags = append(diags, withSubject(phases.Errorf("Unknown provider type", "No provider of type %q is built into this migrate. Known types: %s.",
+				pc.Type, strings.Join(sortedKeys(opts.Factories), ", ")), pc.Range)...)
 			continue
 		}
 		p := f()
@@ -133,13 +128,7 @@ func New(ctx context.Context, opts Options) (*Engine, phases.Diagnostics) {
 	}
 	for _, s := range e.steps {
 		if _, ok := e.providers[s.Provider]; !ok && !diags.HasErrors() {
-			r := s.Range
-			diags = append(diags, phases.Diagnostic{
-				Severity: phases.Error,
-				Summary:  "Provider not configured",
-				Detail:   fmt.Sprintf("Step %s uses provider %q, which the runbook does not configure.", s.Addr, s.Provider),
-				Subject:  &r,
-			})
+			diags = append(diags, withSubject(phases.Errorf("Provider not configured", "Step %s uses provider %q, which the runbook does not configure.", s.Addr, s.Provider), s.Range)...)
 		}
 	}
 	if diags.HasErrors() {
@@ -196,21 +185,4 @@ func (e *Engine) selectPhases(names []string) ([]*phases.Phase, error) {
 	return out, nil
 }
 
-func withSubject(d phases.Diagnostics, r phases.Range) phases.Diagnostics {
-	for i := range d {
-		if d[i].Subject == nil {
-			rr := r
-			d[i].Subject = &rr
-		}
-	}
-	return d
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

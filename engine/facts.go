@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 
 	"github.com/zclconf/go-cty/cty"
 
@@ -114,12 +116,7 @@ func worldOf(rec *state.StepRecord) string {
 	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%q\n", rec.Identity)
-	keys := make([]string, 0, len(rec.Upstream))
-	for k := range rec.Upstream {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range sortedKeys(rec.Upstream) {
 		fmt.Fprintf(h, "%q=%q\n", k, rec.Upstream[k])
 	}
 	return hex.EncodeToString(h.Sum(nil)[:12])
@@ -140,14 +137,31 @@ func upstreamWorlds(s *phases.Step, find lookup) map[string]string {
 	return up
 }
 
+// rebases reports whether a step's type says Rebase; schemas are asked
+// once per provider and type.
+func (e *Engine) rebases(s *phases.Step) bool {
+	key := s.Provider + " " + s.Addr.Type
+	if v, ok := e.rebaseTypes.Load(key); ok {
+		return v.(bool)
+	}
+	v := false
+	if p := e.provider(s); p != nil {
+		v = p.Schema().StepTypes[s.Addr.Type].Rebase
+	}
+	e.rebaseTypes.Store(key, v)
+	return v
+}
+
 // stepInputs is the second stage's yield: s's inputs evaluated, what
-// they wait for, its provider (configured), their hash.
+// they wait for, its provider (configured), their hash, and whether a
+// step s depends on changes in this plan (its provider's Plan is told).
 type stepInputs struct {
-	cfg   cty.Value
-	after []phases.Address
-	p     providers.Interface
-	in    inputs
-	diags phases.Diagnostics
+	cfg          cty.Value
+	after        []phases.Address
+	p            providers.Interface
+	in           inputs
+	diags        phases.Diagnostics
+	afterChanges bool
 }
 
 // inputFacts is the second stage: it evaluates s's inputs, configures
@@ -177,7 +191,118 @@ func (e *Engine) inputFacts(ctx context.Context, s *phases.Step, out *outputs, f
 		f.Matches, f.Key = g.in.matches(f.Rec.InputHash), e.otherKey(f.Rec.InputHash)
 	}
 	f.ChangesBefore = out.changesBefore(s.DependsOn)
+	g.afterChanges = out.afterChanges(s.DependsOn)
 	return g
+}
+
+// waitsFor is the list of steps a step's inputs wait for, when some of
+// them are not known yet.
+func waitsFor(cfg cty.Value, after []phases.Address) []phases.Address {
+	if cfg.IsWhollyKnown() {
+		return nil
+	}
+	return after
+}
+
+// lazyProvider is a provider whose block uses step outputs
+// (endpoints = [incus_instance.talos.ipv4]). It is configured at its first
+// use, with the outputs known then, and never again in the run: what its
+// steps did was done against that configuration.
+type lazyProvider struct {
+	mu         sync.Mutex
+	pc         *phases.ProviderConfig
+	configured bool
+	failed     phases.Diagnostics // the errors of that one Configure
+}
+
+// use returns the provider of s, configured. A provider whose block uses
+// step outputs is configured here the first time, with the outputs out
+// holds; while some of them are not known yet, it returns no provider and
+// the steps they wait for.
+func (e *Engine) use(ctx context.Context, s *phases.Step, out *outputs) (providers.Interface, []phases.Address, phases.Diagnostics) {
+	p, lp := e.providers[s.Provider], e.lazy[s.Provider]
+	if lp == nil {
+		return p, nil, nil
+	}
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	if lp.configured {
+		if lp.failed != nil {
+			return nil, nil, lp.failed
+		}
+		return p, nil, nil
+	}
+	out.mu.RLock()
+	cfg, diags := lp.pc.Config.Evaluate(out.m)
+	out.mu.RUnlock()
+	diags = withSubject(diags, lp.pc.Range)
+	if diags.HasErrors() {
+		return nil, nil, diags
+	}
+	cfg, after := stripKnownAfter(cfg)
+	if !cfg.IsWhollyKnown() {
+		if len(after) == 0 {
+			after = lp.pc.DependsOn
+		}
+		return nil, after, diags
+	}
+	resp := p.Configure(ctx, providers.ConfigureRequest{Name: lp.pc.Name, Config: cfg, Dir: e.runbook.Dir, StateDir: e.stateDir})
+	lp.configured = true
+	diags = append(diags, withSubject(resp.Diagnostics, lp.pc.Range)...)
+	if diags.HasErrors() {
+		lp.failed = diags
+		return nil, nil, diags
+	}
+	return p, nil, diags
+}
+
+// hashInputs hashes a step's inputs: its attributes, plus what its
+// provider adds through InputDigester (files the attributes name).
+func (e *Engine) hashInputs(ctx context.Context, s *phases.Step, cfg cty.Value) inputs {
+	attrs, ok := attrBytes(cfg, false)
+	if !ok {
+		return inputs{}
+	}
+	set, _ := attrBytes(cfg, true)
+	var digest string
+	if d, ok := e.provider(s).(providers.InputDigester); ok {
+		resp := d.InputDigest(ctx, providers.DigestRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg})
+		if resp.Diagnostics.HasErrors() || resp.Unknown {
+			// Not knowable now: the plan says update, and the
+			// provider's own Plan reports any problem.
+			return inputs{}
+		}
+		digest = resp.Digest
+	}
+	in := inputs{plain: plainHash(attrs, digest), bare: plainHash(attrs, "")}
+	in.hash = plainPrefix + plainHash(set, digest)
+	in.attrs = plainPrefix + plainHash(set, "")
+	if len(e.inputKey) > 0 {
+		in.keyedV1 = keyedPrefixV1 + e.keyID() + ":" + e.mac(attrs, digest)
+		in.hash = keyedPrefix + e.keyID() + ":" + e.mac(set, digest)
+		in.attrs = keyedPrefix + e.keyID() + ":" + e.mac(set, "")
+	}
+	return in
+}
+
+// otherKey says why a record's keyed hash cannot be compared: it was made
+// under another input key (Was, this run's Now), or under one when this
+// run has none (Now empty). Nil when it can be.
+func (e *Engine) otherKey(recorded string) *Why {
+	rest, ok := strings.CutPrefix(recorded, keyedPrefix)
+	if !ok {
+		if rest, ok = strings.CutPrefix(recorded, keyedPrefixV1); !ok {
+			return nil
+		}
+	}
+	id, _, _ := strings.Cut(rest, ":")
+	switch {
+	case len(e.inputKey) == 0:
+		return &Why{Was: id}
+	case id != e.keyID():
+		return &Why{Was: id, Now: e.keyID()}
+	}
+	return nil
 }
 
 // read is the third stage: what s's provider observes now.
@@ -187,22 +312,180 @@ func (g stepInputs) read(ctx context.Context, s *phases.Step, rec *state.StepRec
 	return read
 }
 
-// rebases reports whether a step's type says Rebase; schemas are asked
-// once per provider and type.
-func (e *Engine) rebases(s *phases.Step) bool {
-	key := s.Provider + " " + s.Addr.Type
-	e.rebaseMu.Lock()
-	defer e.rebaseMu.Unlock()
-	if v, ok := e.rebaseTypes[key]; ok {
-		return v
+// withSubject gives diagnostics that have no subject r.
+func withSubject(d phases.Diagnostics, r phases.Range) phases.Diagnostics {
+	for i := range d {
+		if d[i].Subject == nil {
+			rr := r
+			d[i].Subject = &rr
+		}
 	}
-	v := false
-	if p := e.provider(s); p != nil {
-		v = p.Schema().StepTypes[s.Addr.Type].Rebase
+	return d
+}
+
+// outputs is the table of step outputs that evaluation sees; it is read
+// by parallel evaluations while finished steps add to it.
+type outputs struct {
+	mu       sync.RWMutex
+	m        map[phases.Address]cty.Value
+	corrupt  map[phases.Address]error // recorded outputs that do not decode
+	changing map[phases.Address]bool  // steps this plan changes
+	recheck  map[phases.Address]bool  // steps read again after those they depend on
+}
+
+// evaluateAfter evaluates s's inputs, and says which steps the unknown
+// values in the result wait for.
+func (o *outputs) evaluateAfter(s *phases.Step) (cty.Value, []phases.Address, phases.Diagnostics) {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	if d := o.corruptInputs(s); d != nil {
+		return cty.DynamicVal, nil, withSubject(d, s.Range)
 	}
-	if e.rebaseTypes == nil {
-		e.rebaseTypes = map[string]bool{}
+	v, d := s.Config.Evaluate(o.m)
+	v, after := stripKnownAfter(v)
+	return v, after, withSubject(d, s.Range)
+}
+
+// corruptInputs reports the steps s depends on whose recorded outputs do
+// not decode (a damaged or edited state): without it, s would only be told
+// that they have not run.
+func (o *outputs) corruptInputs(s *phases.Step) phases.Diagnostics {
+	var diags phases.Diagnostics
+	for _, d := range s.DependsOn {
+		if err := o.corrupt[d]; err != nil {
+			diags = append(diags, phases.Errorf("Corrupt Recorded Outputs",
+				"%s depends on %s, which is done, but the outputs recorded for it in the state are corrupt (%v): "+
+					"the state was damaged or edited. To recover, restore the previous snapshot (state.json.backup in "+
+					"the state directory) if its record of %s is intact, or roll %s back and run it again.",
+				s.Addr, d, err, d, d)...)
+		}
 	}
-	e.rebaseTypes[key] = v
-	return v
+	return diags
+}
+
+func (o *outputs) set(a phases.Address, v cty.Value) {
+	o.mu.Lock()
+	o.m[a] = v
+	o.mu.Unlock()
+}
+
+// pending makes a's outputs unknown until a has run, and a a step that
+// changes.
+func (o *outputs) pending(a phases.Address) {
+	o.mu.Lock()
+	o.m[a] = unknownUntil(a)
+	o.changing[a] = true
+	o.mu.Unlock()
+}
+
+// planned gives the steps after a the outputs its plan already knows
+// (providers.PlanResponse.Outputs); what it does not know stays unknown
+// until a has run. a still changes.
+func (o *outputs) planned(a phases.Address, v cty.Value) {
+	if v == cty.NilVal || v.IsNull() {
+		return
+	}
+	marked, err := cty.Transform(v, func(_ cty.Path, x cty.Value) (cty.Value, error) {
+		if !x.IsKnown() {
+			return x.Mark(knownAfter(a)), nil
+		}
+		return x, nil
+	})
+	if err != nil {
+		return
+	}
+	o.mu.Lock()
+	o.m[a] = marked
+	o.mu.Unlock()
+}
+
+// changesBefore lists the steps of deps that change in this plan, or
+// that are read again after steps that do.
+func (o *outputs) changesBefore(deps []phases.Address) []phases.Address {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	var out []phases.Address
+	for _, d := range deps {
+		if o.changing[d] || o.recheck[d] {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func (o *outputs) markRecheck(a phases.Address) {
+	o.mu.Lock()
+	o.recheck[a] = true
+	o.mu.Unlock()
+}
+
+// afterChanges reports whether a step of deps changes in this plan.
+func (o *outputs) afterChanges(deps []phases.Address) bool {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	for _, d := range deps {
+		if o.changing[d] {
+			return true
+		}
+	}
+	return false
+}
+
+// loadOutputs seeds the table with every recorded output; steps that have
+// not run are unknown.
+func (e *Engine) loadOutputs(snap *state.Snapshot) *outputs {
+	o := &outputs{m: make(map[phases.Address]cty.Value, len(e.steps)), corrupt: map[phases.Address]error{}, changing: map[phases.Address]bool{}, recheck: map[phases.Address]bool{}}
+	for addr := range e.steps {
+		o.m[addr] = unknownUntil(addr)
+		rec := snap.Steps[addr.String()]
+		if rec == nil || rec.Status != state.Done {
+			continue
+		}
+		if v, _, err := decodeOutputs(rec.Outputs); err == nil {
+			o.m[addr] = v
+		} else {
+			o.corrupt[addr] = err
+		}
+	}
+	return o
+}
+
+// knownAfter is the cty mark an unknown output carries: the step that
+// will produce it. HCL keeps marks through references, templates and
+// functions, so the evaluated inputs of a step say which steps each of
+// their unknown values waits for. The mark never leaves the engine.
+type knownAfter phases.Address
+
+// unknownUntil is the value of a's outputs before a has run.
+func unknownUntil(a phases.Address) cty.Value {
+	return cty.DynamicVal.Mark(knownAfter(a))
+}
+
+// stripKnownAfter removes the knownAfter marks from v, keeping every other
+// mark (sensitive values stay marked), and returns the steps they named,
+// sorted.
+func stripKnownAfter(v cty.Value) (cty.Value, []phases.Address) {
+	if v == cty.NilVal || !v.ContainsMarked() {
+		return v, nil
+	}
+	plain, pvms := v.UnmarkDeepWithPaths()
+	var after []phases.Address
+	kept := pvms[:0:0]
+	for _, pvm := range pvms {
+		marks := cty.ValueMarks{}
+		for m := range pvm.Marks {
+			if a, ok := m.(knownAfter); ok {
+				if !slices.Contains(after, phases.Address(a)) {
+					after = append(after, phases.Address(a))
+				}
+				continue
+			}
+			marks[m] = struct{}{}
+		}
+		if len(marks) > 0 {
+			kept = append(kept, cty.PathValueMarks{Path: pvm.Path, Marks: marks})
+		}
+	}
+	slices.SortFunc(after, func(a, b phases.Address) int { return strings.Compare(a.String(), b.String()) })
+	return plain.MarkWithPaths(kept), after
 }

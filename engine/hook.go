@@ -19,12 +19,6 @@ type Hook interface {
 	Handle(Event) error
 }
 
-// NilHook ignores everything; embed it to handle only some events.
-type NilHook struct{}
-
-// Handle does nothing.
-func (NilHook) Handle(Event) error { return nil }
-
 // HookFunc adapts a function to Hook.
 type HookFunc func(Event) error
 
@@ -68,28 +62,21 @@ func (h *hooks) emit(e Event) error {
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
-	if h.redactor.Active() {
-		e.Message = h.redactor.Text(e.Message)
-		e.Error = h.redactor.Text(e.Error)
-		if e.Record != nil && e.Record.LastError != "" {
-			e.Record.LastError = h.redactor.Text(e.Record.LastError)
-		}
+	texts := []*string{&e.Message, &e.Error}
+	if e.Record != nil {
+		texts = append(texts, &e.Record.LastError)
 	}
 	// What a command or a guest printed reaches a terminal as text, never
 	// as its escape sequences.
-	e.Message, e.Error = secret.Visible(e.Message), secret.Visible(e.Error)
-	if e.Record != nil {
-		e.Record.LastError = secret.Visible(e.Record.LastError)
+	for _, t := range texts {
+		*t = secret.Visible(h.redactor.Text(*t))
 	}
 	// The log gets the whole event; the state and the views a bounded one.
 	if h.log != nil {
 		h.log.Write(logText(e))
 	}
-	path := h.log.Path()
-	e.Message = state.CutError(e.Message, path)
-	e.Error = state.CutError(e.Error, path)
-	if e.Record != nil {
-		e.Record.LastError = state.CutError(e.Record.LastError, path)
+	for _, t := range texts {
+		*t = state.CutError(*t, h.log.Path())
 	}
 	var first error
 	for _, x := range h.list {

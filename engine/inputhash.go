@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,9 +8,6 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 	ctyjson "github.com/zclconf/go-cty/cty/json"
-
-	"github.com/homelab-migrate/migrate/phases"
-	"github.com/homelab-migrate/migrate/providers"
 )
 
 // A step's input hash, kept in its record, says whether it runs again:
@@ -71,35 +67,6 @@ func (in inputs) matches(recorded string) bool {
 // stale reports whether recorded, which matches, is in the old form.
 func (in inputs) stale(recorded string) bool {
 	return in.matches(recorded) && recorded != in.hash
-}
-
-// hashInputs hashes a step's inputs: its attributes, plus what its
-// provider adds through InputDigester (files the attributes name).
-func (e *Engine) hashInputs(ctx context.Context, s *phases.Step, cfg cty.Value) inputs {
-	attrs, ok := attrBytes(cfg, false)
-	if !ok {
-		return inputs{}
-	}
-	set, _ := attrBytes(cfg, true)
-	var digest string
-	if d, ok := e.provider(s).(providers.InputDigester); ok {
-		resp := d.InputDigest(ctx, providers.DigestRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg})
-		if resp.Diagnostics.HasErrors() || resp.Unknown {
-			// Not knowable now: the plan says update, and the
-			// provider's own Plan reports any problem.
-			return inputs{}
-		}
-		digest = resp.Digest
-	}
-	in := inputs{plain: plainHash(attrs, digest), bare: plainHash(attrs, "")}
-	in.hash = plainPrefix + plainHash(set, digest)
-	in.attrs = plainPrefix + plainHash(set, "")
-	if len(e.inputKey) > 0 {
-		in.keyedV1 = keyedPrefixV1 + e.keyID() + ":" + e.mac(attrs, digest)
-		in.hash = keyedPrefix + e.keyID() + ":" + e.mac(set, digest)
-		in.attrs = keyedPrefix + e.keyID() + ":" + e.mac(set, "")
-	}
-	return in
 }
 
 // mac is the hex HMAC-SHA256 of attributes and a digest under the input
@@ -183,24 +150,4 @@ func (e *Engine) keyID() string {
 	mac := hmac.New(sha256.New, e.inputKey)
 	mac.Write([]byte("migrate input key id"))
 	return hex.EncodeToString(mac.Sum(nil))[:8]
-}
-
-// otherKey says why a record's keyed hash cannot be compared: it was made
-// under another input key (Was, this run's Now), or under one when this
-// run has none (Now empty). Nil when it can be.
-func (e *Engine) otherKey(recorded string) *Why {
-	rest, ok := strings.CutPrefix(recorded, keyedPrefix)
-	if !ok {
-		if rest, ok = strings.CutPrefix(recorded, keyedPrefixV1); !ok {
-			return nil
-		}
-	}
-	id, _, _ := strings.Cut(rest, ":")
-	switch {
-	case len(e.inputKey) == 0:
-		return &Why{Was: id}
-	case id != e.keyID():
-		return &Why{Was: id, Now: e.keyID()}
-	}
-	return nil
 }

@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"sync"
+	"slices"
+	"strings"
 
 	"github.com/zclconf/go-cty/cty"
 
@@ -115,33 +116,18 @@ func (s *StepPlan) IsCheck() bool { return s.When != "" }
 // change a step or run a check. It is what plan --detailed-exitcode and
 // "nothing to run" go by, so that no view decides it on its own.
 func (p *Plan) HasChanges() bool {
-	for _, ph := range p.Phases {
-		if ph.HasChanges() {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(p.Phases, (*PhasePlan).HasChanges)
 }
 
 // HasChanges reports whether some step or check of the phase would run.
 func (pp *PhasePlan) HasChanges() bool {
-	for _, sp := range pp.Steps {
-		if sp.Action != providers.NoOp {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(pp.Steps, func(sp *StepPlan) bool { return sp.Action != providers.NoOp })
 }
 
 // rechecks reports whether some step of the phase is to be read again
 // after steps of an earlier phase of the run: the phase runs for them.
 func (pp *PhasePlan) rechecks() bool {
-	for _, sp := range pp.Steps {
-		if len(sp.Recheck) > 0 {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(pp.Steps, func(sp *StepPlan) bool { return len(sp.Recheck) > 0 })
 }
 
 // Phase finds a phase's plan by name.
@@ -152,116 +138,6 @@ func (p *Plan) Phase(name string) *PhasePlan {
 		}
 	}
 	return nil
-}
-
-// outputs is the table of step outputs that evaluation sees; it is read
-// by parallel evaluations while finished steps add to it.
-type outputs struct {
-	mu       sync.RWMutex
-	m        map[phases.Address]cty.Value
-	corrupt  map[phases.Address]error // recorded outputs that do not decode
-	changing map[phases.Address]bool  // steps this plan changes
-	recheck  map[phases.Address]bool  // steps read again after those they depend on
-}
-
-// evaluateAfter evaluates s's inputs, and says which steps the unknown
-// values in the result wait for.
-func (o *outputs) evaluateAfter(s *phases.Step) (cty.Value, []phases.Address, phases.Diagnostics) {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	if d := o.corruptInputs(s); d != nil {
-		return cty.DynamicVal, nil, withSubject(d, s.Range)
-	}
-	v, d := s.Config.Evaluate(o.m)
-	v, after := stripKnownAfter(v)
-	return v, after, withSubject(d, s.Range)
-}
-
-func (o *outputs) set(a phases.Address, v cty.Value) {
-	o.mu.Lock()
-	o.m[a] = v
-	o.mu.Unlock()
-}
-
-// pending makes a's outputs unknown until a has run, and a a step that
-// changes.
-func (o *outputs) pending(a phases.Address) {
-	o.mu.Lock()
-	o.m[a] = unknownUntil(a)
-	o.changing[a] = true
-	o.mu.Unlock()
-}
-
-// planned gives the steps after a the outputs its plan already knows
-// (providers.PlanResponse.Outputs); what it does not know stays unknown
-// until a has run. a still changes.
-func (o *outputs) planned(a phases.Address, v cty.Value) {
-	if v == cty.NilVal || v.IsNull() {
-		return
-	}
-	marked, err := cty.Transform(v, func(_ cty.Path, x cty.Value) (cty.Value, error) {
-		if !x.IsKnown() {
-			return x.Mark(knownAfter(a)), nil
-		}
-		return x, nil
-	})
-	if err != nil {
-		return
-	}
-	o.mu.Lock()
-	o.m[a] = marked
-	o.mu.Unlock()
-}
-
-// changesBefore lists the steps of deps that change in this plan, or
-// that are read again after steps that do.
-func (o *outputs) changesBefore(deps []phases.Address) []phases.Address {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	var out []phases.Address
-	for _, d := range deps {
-		if o.changing[d] || o.recheck[d] {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-func (o *outputs) markRecheck(a phases.Address) {
-	o.mu.Lock()
-	o.recheck[a] = true
-	o.mu.Unlock()
-}
-
-// afterChanges reports whether a step of deps changes in this plan.
-func (o *outputs) afterChanges(deps []phases.Address) bool {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	for _, d := range deps {
-		if o.changing[d] {
-			return true
-		}
-	}
-	return false
-}
-
-// loadOutputs seeds the table with every recorded output; steps that have
-// not run are unknown.
-func (e *Engine) loadOutputs(snap *state.Snapshot) *outputs {
-	o := &outputs{m: make(map[phases.Address]cty.Value, len(e.steps)), corrupt: map[phases.Address]error{}, changing: map[phases.Address]bool{}, recheck: map[phases.Address]bool{}}
-	for addr := range e.steps {
-		o.m[addr] = unknownUntil(addr)
-		rec := snap.Steps[addr.String()]
-		if rec == nil || rec.Status != state.Done {
-			continue
-		}
-		if v, _, err := decodeOutputs(rec.Outputs); err == nil {
-			o.m[addr] = v
-		} else {
-			o.corrupt[addr] = err
-		}
-	}
-	return o
 }
 
 // PlanOptions select what to plan.
@@ -290,7 +166,7 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 		steps := newStepGraph(ph.Steps).order()
 		for _, s := range append(steps, ph.Checks...) {
 			sp, d := e.planStep(ctx, s, snap.Steps[s.Addr.String()], out, snapshotLookup(snap), changes)
-			diags = append(diags, d...)
+			diags = append(diags, withSubject(d, s.Range)...)
 			changes = changes || sp.Action != providers.NoOp && !s.IsCheck()
 			sp.Contract = contracts[s.Addr]
 			e.keepPlannedValues(sp, s, out)
@@ -308,7 +184,8 @@ func (e *Engine) redactDiags(d phases.Diagnostics) phases.Diagnostics {
 // planStep plans one step or check (changes: some step of its phase
 // changes before a check): it gathers the facts decide asks for, and asks
 // its provider for the diff of what it decided. Steps that will change
-// make their outputs unknown to the steps after them.
+// make their outputs unknown to the steps after them. Its diagnostics
+// get s as their subject when they have none (Plan).
 func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRecord, out *outputs, find lookup, changes bool) (*StepPlan, phases.Diagnostics) {
 	sp := &StepPlan{Addr: s.Addr, When: s.When}
 	if rec != nil {
@@ -324,7 +201,7 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 			g = e.inputFacts(ctx, s, out, &f)
 			diags = g.diags
 		} else {
-			diags = append(diags, withSubject(g.read(ctx, s, rec, &f).Diagnostics, s.Range)...)
+			diags = append(diags, g.read(ctx, s, rec, &f).Diagnostics...)
 		}
 	}
 	if d.Reason == Unreadable {
@@ -369,8 +246,8 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 		prior = nil // the record is no proof: it is of another world
 	}
 	resp := g.p.Plan(ctx, providers.PlanRequest{Type: s.Addr.Type, Addr: s.Addr, Config: g.cfg, Prior: prior, Action: sp.Action,
-		AfterChanges: out.afterChanges(s.DependsOn)})
-	diags = append(diags, withSubject(e.takeDiff(sp, resp), s.Range)...)
+		AfterChanges: g.afterChanges})
+	diags = append(diags, e.takeDiff(sp, resp)...)
 	if s.IsCheck() {
 		return sp, diags
 	}
@@ -380,15 +257,6 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 		out.planned(s.Addr, resp.Outputs)
 	}
 	return sp, diags
-}
-
-// waitsFor is the list of steps a step's inputs wait for, when some of
-// them are not known yet.
-func waitsFor(cfg cty.Value, after []phases.Address) []phases.Address {
-	if cfg.IsWhollyKnown() {
-		return nil
-	}
-	return after
 }
 
 // takeDiff sets sp's diff from a provider's plan, redacted, its unknown
@@ -441,20 +309,10 @@ func priorOf(rec *state.StepRecord) *providers.Prior {
 
 // phaseComplete: every step done and every after-check passed.
 func phaseComplete(ph *phases.Phase, snap *state.Snapshot) bool {
-	for _, s := range ph.Steps {
-		if rec := snap.Steps[s.Addr.String()]; rec == nil || rec.Status != state.Done {
-			return false
-		}
-	}
-	for _, c := range ph.Checks {
-		if c.When != phases.CheckAfter {
-			continue
-		}
-		if rec := snap.Steps[c.Addr.String()]; rec == nil || rec.Status != state.Done {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(slices.Concat(ph.Steps, ph.Checks), func(s *phases.Step) bool {
+		rec := snap.Steps[s.Addr.String()]
+		return (!s.IsCheck() || s.When == phases.CheckAfter) && (rec == nil || rec.Status != state.Done)
+	})
 }
 
 // WritePlan saves a plan (plan --out) readable only by its owner. The file
@@ -486,4 +344,54 @@ func ReadPlan(path string) (*Plan, error) {
 		return nil, fmt.Errorf("the plan %s is in format version %d; this migrate reads version %d: make a new plan", path, p.FormatVersion, PlanFormatVersion)
 	}
 	return &p, nil
+}
+
+// knownAfterText is how a plan shows a value that waits for the steps of
+// after: "(known after exec.first)".
+func knownAfterText(after []phases.Address) string {
+	return "(known after " + joinAddrs(after) + ")"
+}
+
+// nameKnownAfter rewrites a provider's diff so that each value it could
+// not know names the steps it waits for.
+func nameKnownAfter(diff string, after []phases.Address) string {
+	if len(after) == 0 {
+		return diff
+	}
+	return strings.ReplaceAll(diff, phases.UnknownText, knownAfterText(after))
+}
+
+// wholeDiffDeferred reports whether a provider deferred its whole diff
+// ("(known after apply): attrs", as providers/sdk writes it for a step
+// type that cannot plan with unknown values).
+func wholeDiffDeferred(diff string) bool {
+	return strings.HasPrefix(diff, phases.UnknownText+": ")
+}
+
+// deferredDiff is the diff of a step whose provider could not plan it
+// before the steps it waits for have run.
+func deferredDiff(after []phases.Address) string {
+	return fmt.Sprintf("diff deferred until %s %s run", joinAddrs(after), plural(len(after), "has", "have"))
+}
+
+func joinAddrs(list []phases.Address) string {
+	s := make([]string, len(list))
+	for i, a := range list {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// union adds the addresses of b missing from a, sorted.
+func union(a, b []phases.Address) []phases.Address {
+	out := slices.Concat(a, b)
+	slices.SortFunc(out, func(x, y phases.Address) int { return strings.Compare(x.String(), y.String()) })
+	return slices.Compact(out)
 }

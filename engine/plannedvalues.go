@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/zclconf/go-cty/cty"
-	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
@@ -37,8 +36,7 @@ const (
 	sensitiveValue = "sensitive"
 )
 
-// plannedAgain reports whether run plans sp again before applying it
-// (plannedNow).
+// plannedAgain reports whether run plans sp again before applying it.
 func plannedAgain(sp *StepPlan) bool {
 	return len(sp.KnownAfter) > 0 || sp.Deferred
 }
@@ -55,11 +53,8 @@ func (e *Engine) keepPlannedValues(sp *StepPlan, s *phases.Step, out *outputs) {
 		cfg = cty.DynamicVal
 	}
 	out.mu.RLock()
-	planned, ok := out.m[s.Addr]
+	planned := out.m[s.Addr] // cty.NilVal when it has none
 	out.mu.RUnlock()
-	if !ok {
-		planned = cty.NilVal
-	}
 	sp.PlannedValues = e.plannedValues(cfg, planned)
 }
 
@@ -107,7 +102,8 @@ func (e *Engine) digestPaths(pv PlannedValues, path string, v cty.Value) {
 // valueDigest is the keyed digest of v at path, sensitiveValue when v is
 // or holds a secret and there is no input key to digest it under.
 func (e *Engine) valueDigest(path string, v cty.Value) string {
-	if !v.IsWhollyKnown() {
+	b, ok := attrBytes(v, false)
+	if !ok {
 		return unknownValue // a set with an unknown element
 	}
 	plain, pvms := v.UnmarkDeepWithPaths()
@@ -115,14 +111,6 @@ func (e *Engine) valueDigest(path string, v cty.Value) string {
 		_, ok := p.Marks[phases.SensitiveMark]
 		return ok
 	})
-	enc, err := ctyjson.Marshal(plain, plain.Type())
-	if err != nil {
-		return unknownValue
-	}
-	ty, err := ctyjson.MarshalType(plain.Type())
-	if err != nil {
-		return unknownValue
-	}
 	// A value the scrubber knows for a secret is one, marked or not.
 	_ = cty.Walk(plain, func(_ cty.Path, x cty.Value) (bool, error) {
 		if x.IsKnown() && !x.IsNull() && x.Type() == cty.String && e.hooks.redactor.Text(x.AsString()) != x.AsString() {
@@ -133,7 +121,7 @@ func (e *Engine) valueDigest(path string, v cty.Value) string {
 	if secret && len(e.inputKey) == 0 {
 		return sensitiveValue
 	}
-	return e.keyed(path + "\x00" + string(ty) + "\x00" + string(enc))
+	return e.keyed(path + "\x00" + string(b))
 }
 
 // checkPlannedValues compares a step planned again at run (its inputs
@@ -141,7 +129,7 @@ func (e *Engine) valueDigest(path string, v cty.Value) string {
 // kept of it, and says every path that no longer holds.
 func (e *Engine) checkPlannedValues(a phases.Address, saved PlannedValues, inputs, outputs cty.Value) error {
 	if saved == nil {
-		return &StalePlanStepError{Addr: a, Differences: []string{"the plan keeps no planned values for it (it was made by an older migrate)"}}
+		return &StalePlanError{Steps: []phases.Address{a}, Differences: []string{"the plan keeps no planned values for it (it was made by an older migrate)"}}
 	}
 	now := e.plannedValues(inputs, outputs)
 	var diffs []string
@@ -173,7 +161,7 @@ func (e *Engine) checkPlannedValues(a phases.Address, saved PlannedValues, input
 		return nil
 	}
 	slices.Sort(diffs)
-	return &StalePlanStepError{Addr: a, Differences: diffs}
+	return &StalePlanError{Steps: []phases.Address{a}, Differences: diffs}
 }
 
 // related is the digest pv holds for a path above path (the value path is
@@ -194,30 +182,24 @@ func related(path string, pv PlannedValues) (above string, parts bool) {
 	return above, parts
 }
 
-// StalePlanStepError says a step planned again at run no longer has the
-// planned values of the saved plan being run. It names the attribute
-// paths that differ, never their values.
-type StalePlanStepError struct {
-	Addr phases.Address
-	// Differences are the paths, each with how it differs.
+// StalePlanError refuses a saved plan whose steps that run plans again
+// no longer hold what was reviewed of them: planned again at run, a step
+// (Steps[0]) has other planned values (Differences: the attribute paths
+// that differ and how, never their values); or the plan, made by an
+// older migrate, keeps none for Steps (Differences empty), so nothing
+// can be compared.
+type StalePlanError struct {
+	Steps       []phases.Address
 	Differences []string
 }
 
-func (e *StalePlanStepError) Error() string {
+func (e *StalePlanError) Error() string {
+	if len(e.Differences) == 0 {
+		return fmt.Sprintf("the plan was made by an older migrate: it keeps no planned values for %s, which run plans again once %s known, so what was reviewed cannot be compared with what would run; nothing was run: make a new plan (migrate plan --out FILE) and review it",
+			joinAddrs(e.Steps), plural(len(e.Steps), "its inputs are", "their inputs are"))
+	}
 	return fmt.Sprintf("the saved plan is stale for %s: planned again now that its inputs are known, it no longer has the values the plan was reviewed with:\n  - %s\nNothing was applied for %s: make a new plan",
-		e.Addr, strings.Join(e.Differences, "\n  - "), e.Addr)
-}
-
-// OldPlanError refuses a saved plan made before plans kept planned
-// values, when it has steps run would plan again: what was reviewed of
-// them cannot be compared.
-type OldPlanError struct {
-	Steps []phases.Address
-}
-
-func (e *OldPlanError) Error() string {
-	return fmt.Sprintf("the plan was made by an older migrate: it keeps no planned values for %s, which run plans again once %s known, so what was reviewed cannot be compared with what would run; nothing was run: make a new plan (migrate plan --out FILE) and review it",
-		joinAddrs(e.Steps), plural(len(e.Steps), "its inputs are", "their inputs are"))
+		e.Steps[0], strings.Join(e.Differences, "\n  - "), e.Steps[0])
 }
 
 // oldPlan refuses a saved plan that keeps no planned values for a step
@@ -232,7 +214,7 @@ func oldPlan(plan *Plan) error {
 		}
 	}
 	if len(steps) > 0 {
-		return &OldPlanError{Steps: steps}
+		return &StalePlanError{Steps: steps}
 	}
 	return nil
 }

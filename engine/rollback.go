@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
@@ -49,12 +50,7 @@ type RevertEntry struct {
 
 // HasChanges reports whether the rollback would undo anything.
 func (p *RollbackPlan) HasChanges() bool {
-	for _, ph := range p.Phases {
-		if len(ph.Revert) > 0 {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(p.Phases, func(ph *PhaseRollbackPlan) bool { return len(ph.Revert) > 0 })
 }
 
 // Irreversible lists every step the rollback cannot undo.
@@ -64,22 +60,6 @@ func (p *RollbackPlan) Irreversible() []phases.Address {
 		out = append(out, ph.Irreversible...)
 	}
 	return out
-}
-
-// needsRevert: the step changed something that it knows how to undo, or
-// a rollback of it was under way. A pending step with revert data made its
-// effect and was stopped while it waited (stop.go).
-func needsRevert(rec *state.StepRecord) bool {
-	if rec == nil || rec.Check {
-		return false
-	}
-	switch rec.Status {
-	case state.Reverting, state.RevertFailed:
-		return true
-	case state.Done, state.Failed, state.Running, state.Pending:
-		return rec.Revert != nil
-	}
-	return false
 }
 
 // PlanRollback says what rolling back the named phases (all when empty)
@@ -136,12 +116,7 @@ func (e *Engine) PlanRollback(names []string) (*RollbackPlan, error) {
 
 // phaseTouched: some step of the phase is done or part-done.
 func phaseTouched(ph *phases.Phase, snap *state.Snapshot) bool {
-	for _, s := range ph.Steps {
-		if rec := snap.Steps[s.Addr.String()]; needsRevert(rec) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(ph.Steps, func(s *phases.Step) bool { return needsRevert(snap.Steps[s.Addr.String()]) })
 }
 
 // Rollback undoes the plan's steps, phase by phase from the last, each

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"time"
@@ -96,34 +95,30 @@ func (e *Engine) runPhase(stop, cancel context.Context, ph *phases.Phase, pp *Ph
 	}
 	r := &stepRunner{e: e, stop: stop, cancel: cancel, out: out, opts: opts, planned: planned}
 
-	var failedChecks []phases.Address
-	var before, after []*phases.Step
-	for _, c := range ph.Checks {
-		if c.When == phases.CheckBefore {
-			before = append(before, c)
-		} else {
-			after = append(after, c)
-		}
-	}
-	runChecks := func(list []*phases.Step) {
-		for _, c := range list {
-			if sp := planned[c.Addr]; sp != nil && sp.Action == providers.NoOp {
+	// runChecks runs the checks before the steps, or those after them.
+	runChecks := func(before bool) error {
+		var failedChecks []phases.Address
+		for _, c := range ph.Checks {
+			if sp := planned[c.Addr]; (c.When == phases.CheckBefore) != before || sp != nil && sp.Action == providers.NoOp {
 				continue
 			}
 			if stop.Err() != nil {
-				return
+				break
 			}
 			if !r.run(c) && !r.wasStopped(c.Addr) {
 				failedChecks = append(failedChecks, c.Addr)
 			}
 		}
+		if err := r.fatal(); err != nil {
+			return err
+		}
+		if len(failedChecks) > 0 {
+			return pr.failed(&PhaseError{Phase: ph.Name, Checks: failedChecks})
+		}
+		return nil
 	}
-	runChecks(before)
-	if err := r.fatal(); err != nil {
+	if err := runChecks(true); err != nil {
 		return err
-	}
-	if len(failedChecks) > 0 {
-		return pr.failed(&PhaseError{Phase: ph.Name, Checks: failedChecks})
 	}
 
 	w, err := pr.walk(stop, r, newStepGraph(ph.Steps), r.run)
@@ -141,12 +136,8 @@ func (e *Engine) runPhase(stop, cancel context.Context, ph *phases.Phase, pp *Ph
 	if w.interrupted {
 		return pr.interrupted()
 	}
-	runChecks(after)
-	if err := r.fatal(); err != nil {
+	if err := runChecks(false); err != nil {
 		return err
-	}
-	if len(failedChecks) > 0 {
-		return pr.failed(&PhaseError{Phase: ph.Name, Checks: failedChecks})
 	}
 	if stop.Err() != nil {
 		return pr.interrupted()
@@ -238,8 +229,6 @@ type lineWriter struct {
 	emit func(string)
 }
 
-var _ io.Writer = (*lineWriter)(nil)
-
 func (w *lineWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -263,19 +252,4 @@ func (w *lineWriter) Flush() {
 		w.emit(w.buf.String())
 		w.buf.Reset()
 	}
-}
-
-func joinAddrs(list []phases.Address) string {
-	s := make([]string, len(list))
-	for i, a := range list {
-		s[i] = a.String()
-	}
-	return strings.Join(s, ", ")
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }

@@ -29,10 +29,10 @@ type stepRunner struct {
 	mu  sync.Mutex
 	err error // a hook (the state) failed: the run must stop
 
-	// stop is Run's gentle stop (stop.go), nil in a rollback.
+	// stop is Run's gentle stop (see gentle), nil in a rollback.
 	stop context.Context
-	// stopped are the steps a gentle stop ended not done (under mu).
-	stopped map[phases.Address]bool
+	// stopped are the steps a gentle stop ended not done.
+	stopped sync.Map // phases.Address -> true
 }
 
 func (r *stepRunner) fatal() error {
@@ -112,13 +112,13 @@ func (r *stepRunner) run(s *phases.Step) bool {
 		}
 		switch {
 		case d.Reason == InFlight && d.Action == providers.NoOp:
-			return r.adopt(s, rec, g.cfg, g.in.hash, *f.Read)
+			return r.adopt(s, rec, g.in.hash, *f.Read)
 		case d.Reason == InFlight && r.stop != nil && r.stop.Err() != nil:
 			return r.leftInFlight(s)
 		case d.Action == providers.NoOp && rec.Status == state.Done:
 			r.refreshOutputs(s, g.p, g.cfg, rec)
 			return r.rehash(s, rec, g.in)
-		case r.opts.SavedPlan && sp != nil && (len(sp.KnownAfter) > 0 || sp.Deferred) && !admits(sp, d):
+		case r.opts.SavedPlan && sp != nil && plannedAgain(sp) && !admits(sp, d):
 			return r.fail(s, rec, fmt.Errorf("the saved plan is stale for %s: it decided %s (%s), decided again now it is %s (%s); nothing was applied for %s: make a new plan",
 				s.Addr, sp.Action, sp.ReasonCode, d.Action, d.Reason, s.Addr))
 		}
@@ -153,18 +153,49 @@ func (r *stepRunner) rehash(s *phases.Step, rec *state.StepRecord, in inputs) bo
 }
 
 // privatePlan is the provider's private plan to apply s with: the saved
-// plan's, unless s is planned again now (its inputs were not known when
-// the plan was made, or its record no longer holds: again).
+// plan's, unless s is planned again now, just before it is applied: its
+// plan waited for steps of this run (its inputs are known now), or the
+// plan took it as done and its record no longer holds (again). The
+// fresh diff, and why, go out as a StepPlanned event, and its provider's
+// private plan is what Apply gets. With a saved plan, a value the saved
+// one knew that differs now fails the step, naming its path, before
+// anything is applied. A record about a world since replaced is
+// forgotten first (its outputs, private data, revert data and identity
+// described the thing before): the step is applied as if it had never
+// run, its provider given no prior (the talos provider refuses a node it
+// installed that answers in maintenance mode, and the node here is a new
+// one).
 func (r *stepRunner) privatePlan(s *phases.Step, p providers.Interface, cfg cty.Value, rec *state.StepRecord, sp *StepPlan, again *Decision) (json.RawMessage, bool) {
 	switch {
-	case again != nil:
-		return r.planAgain(s, p, cfg, rec, again)
-	case sp == nil:
+	case again == nil && sp == nil:
 		return nil, true
-	case len(sp.KnownAfter) > 0 || sp.Deferred:
-		return r.replan(s, p, cfg, rec, sp)
+	case again == nil && !plannedAgain(sp):
+		return sp.Planned, true
 	}
-	return sp.Planned, true
+	ev := Event{Kind: StepPlanned, Phase: s.Phase, Addr: s.Addr, Check: s.IsCheck()}
+	action := providers.NoOp
+	if again == nil {
+		action = sp.Action
+	} else {
+		why := again.Why
+		why.Detail = r.e.hooks.redactor.Text(why.Detail)
+		action, ev.ReasonCode, ev.Why = again.Action, again.Reason, &why
+		if action == providers.Create {
+			rec.Outputs, rec.Private, rec.Revert, rec.Identity, rec.Upstream = nil, nil, nil, "", nil
+			rec.Status, rec.Attempts = state.Pending, 0
+		}
+	}
+	resp := p.Plan(r.cancel, providers.PlanRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec), Action: action})
+	if resp.Diagnostics.HasErrors() {
+		return nil, r.fail(s, rec, withSubject(resp.Diagnostics, s.Range).Err())
+	}
+	if again == nil && r.opts.SavedPlan {
+		if err := r.e.checkPlannedValues(s.Addr, sp.PlannedValues, cfg, resp.Outputs); err != nil {
+			return nil, r.fail(s, rec, err)
+		}
+	}
+	ev.Message = r.e.hooks.redactor.Text(resp.Diff)
+	return resp.Private, r.emit(ev)
 }
 
 // applyTries applies s, trying again after a failure as its retry says,
@@ -258,28 +289,6 @@ func (r *stepRunner) call(s *phases.Step, do func(ctx context.Context, log io.Wr
 	return diags
 }
 
-// replan plans again, now that its inputs are known, a step whose plan
-// waited for steps of this run: the fresh diff is shown and logged (a
-// StepPlanned event), and its provider's private plan is what Apply gets.
-// With a saved plan, a value the saved one knew that differs now fails
-// the step, naming its path, before anything is applied.
-func (r *stepRunner) replan(s *phases.Step, p providers.Interface, cfg cty.Value, rec *state.StepRecord, sp *StepPlan) (json.RawMessage, bool) {
-	resp := p.Plan(r.cancel, providers.PlanRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec), Action: sp.Action})
-	if resp.Diagnostics.HasErrors() {
-		return nil, r.fail(s, rec, withSubject(resp.Diagnostics, s.Range).Err())
-	}
-	diff := r.e.hooks.redactor.Text(resp.Diff)
-	if r.opts.SavedPlan {
-		if err := r.e.checkPlannedValues(s.Addr, sp.PlannedValues, cfg, resp.Outputs); err != nil {
-			return nil, r.fail(s, rec, err)
-		}
-	}
-	if !r.emit(Event{Kind: StepPlanned, Phase: s.Phase, Addr: s.Addr, Check: s.IsCheck(), Message: diff}) {
-		return nil, false
-	}
-	return resp.Private, true
-}
-
 func (r *stepRunner) apply(s *phases.Step, p providers.Interface, cfg cty.Value, rec *state.StepRecord, planned json.RawMessage) providers.ApplyResponse {
 	req := providers.ApplyRequest{
 		Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec),
@@ -308,48 +317,34 @@ func (r *stepRunner) apply(s *phases.Step, p providers.Interface, cfg cty.Value,
 }
 
 func (r *stepRunner) succeed(s *phases.Step, rec *state.StepRecord, hash string, resp providers.ApplyResponse) bool {
-	r.e.hooks.redactor.AddMarked(resp.Outputs)
 	enc, err := encodeOutputs(resp.Outputs)
 	if err != nil {
 		return r.fail(s, rec, fmt.Errorf("recording outputs: %w", err))
 	}
-	rec.InputHash = hash
-	rec.Outputs = enc
-	rec.Private = resp.Private
-	rec.Revert = resp.Revert
-	rec.Facts = resp.Facts
-	rec.Identity = resp.Identity
-	rec.Upstream = upstreamWorlds(s, r.e.stateLookup)
-	rec.LastError = ""
-	if !r.rebase(s) || !r.transition(s, rec, state.Done, Event{Kind: StepDone}) {
-		return false
-	}
-	if resp.Outputs != cty.NilVal && !resp.Outputs.IsNull() {
-		r.out.set(s.Addr, resp.Outputs)
-	}
-	return true
+	rec.Private, rec.Revert, rec.Facts = resp.Private, resp.Revert, resp.Facts
+	return r.done(s, rec, hash, enc, resp.Identity, resp.Outputs, Event{Kind: StepDone})
 }
 
 // adopt records a step that finished before the last run could say so.
-func (r *stepRunner) adopt(s *phases.Step, rec *state.StepRecord, cfg cty.Value, hash string, read providers.ReadResponse) bool {
-	enc, err := encodeOutputs(read.Outputs)
-	if err != nil {
-		enc = nil
-	}
-	rec.InputHash = hash
-	rec.Outputs = enc
+func (r *stepRunner) adopt(s *phases.Step, rec *state.StepRecord, hash string, read providers.ReadResponse) bool {
+	enc, _ := encodeOutputs(read.Outputs)
 	if read.Revert != nil {
 		rec.Revert = read.Revert
 	}
-	rec.Identity = read.Identity
+	return r.done(s, rec, hash, enc, read.Identity, read.Outputs, Event{Kind: StepAdopted, Message: "finished before the last run stopped; recorded without running it again"})
+}
+
+// done records s done, with what its apply or a read said of it, once
+// the steps it rebases are read again; the steps after it see outputs.
+func (r *stepRunner) done(s *phases.Step, rec *state.StepRecord, hash string, enc json.RawMessage, identity string, outputs cty.Value, ev Event) bool {
+	r.e.hooks.redactor.AddMarked(outputs)
+	rec.InputHash, rec.Outputs, rec.Identity, rec.LastError = hash, enc, identity, ""
 	rec.Upstream = upstreamWorlds(s, r.e.stateLookup)
-	rec.LastError = ""
-	if !r.rebase(s) || !r.transition(s, rec, state.Done, Event{Kind: StepAdopted, Message: "finished before the last run stopped; recorded without running it again"}) {
+	if !r.rebase(s) || !r.transition(s, rec, state.Done, ev) {
 		return false
 	}
-	if read.Outputs != cty.NilVal && !read.Outputs.IsNull() {
-		r.e.hooks.redactor.AddMarked(read.Outputs)
-		r.out.set(s.Addr, read.Outputs)
+	if outputs != cty.NilVal && !outputs.IsNull() {
+		r.out.set(s.Addr, outputs)
 	}
 	return true
 }
@@ -420,6 +415,14 @@ func (r *stepRunner) gentle(ctx context.Context, s *phases.Step, p providers.Int
 	if r.stop == nil || !waitsOnly(s, p) {
 		return ctx, func() {}
 	}
+	return r.stoppable(ctx)
+}
+
+// stoppable is ctx, ended by a gentle stop too. Call release when done.
+func (r *stepRunner) stoppable(ctx context.Context) (_ context.Context, release func()) {
+	if r.stop == nil {
+		return ctx, func() {}
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	unhook := context.AfterFunc(r.stop, func() { cancel(errStopped) })
 	return ctx, func() { unhook(); cancel(nil) }
@@ -441,7 +444,7 @@ func (r *stepRunner) stoppedWaiting(s *phases.Step, p providers.Interface, resp 
 func (r *stepRunner) notDone(s *phases.Step, rec *state.StepRecord, why error) bool {
 	rec.Outputs = nil
 	rec.LastError = why.Error()
-	r.markStopped(s.Addr)
+	r.stopped.Store(s.Addr, true)
 	r.transition(s, rec, state.Pending, Event{Kind: StepStopped, Error: rec.LastError,
 		Message: "not done: stopped while it waited; the next run does it again"})
 	return false
@@ -449,18 +452,8 @@ func (r *stepRunner) notDone(s *phases.Step, rec *state.StepRecord, why error) b
 
 // wasStopped: s ended not done at a gentle stop, which is no failure.
 func (r *stepRunner) wasStopped(a phases.Address) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.stopped[a]
-}
-
-func (r *stepRunner) markStopped(a phases.Address) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.stopped == nil {
-		r.stopped = map[phases.Address]bool{}
-	}
-	r.stopped[a] = true
+	_, ok := r.stopped.Load(a)
+	return ok
 }
 
 // stoppedBetweenAttempts is why a step that failed an attempt and was
@@ -473,13 +466,8 @@ func stoppedBetweenAttempts(attempt int, last error) error {
 // provider) for what that run started; a gentle stop ends the wait, which
 // changes nothing.
 func (r *stepRunner) readInFlight(s *phases.Step, p providers.Interface, cfg cty.Value, rec *state.StepRecord) providers.ReadResponse {
-	ctx := r.cancel
-	if r.stop != nil {
-		var cancel context.CancelCauseFunc
-		ctx, cancel = context.WithCancelCause(ctx)
-		defer cancel(nil)
-		defer context.AfterFunc(r.stop, func() { cancel(errStopped) })()
-	}
+	ctx, release := r.stoppable(r.cancel)
+	defer release()
 	return p.Read(ctx, providers.ReadRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec), InFlight: true})
 }
 
@@ -487,7 +475,7 @@ func (r *stepRunner) readInFlight(s *phases.Step, p providers.Interface, cfg cty
 // its record stays running, so that the next run reads it again, and
 // waits, before doing anything.
 func (r *stepRunner) leftInFlight(s *phases.Step) bool {
-	r.markStopped(s.Addr)
+	r.stopped.Store(s.Addr, true)
 	r.emit(Event{Kind: StepStopped, Phase: s.Phase, Addr: s.Addr, Check: s.IsCheck(),
 		Message: "not done: stopped while it waited for what the last run started; the next run reads it again"})
 	return false
@@ -497,7 +485,7 @@ func (r *stepRunner) leftInFlight(s *phases.Step) bool {
 // that may still be at it: a run on another machine whose lease on a
 // shared state still lives. Doing it again now would do it twice at
 // once, so such a step is refused, its record left as that holder wrote
-// it; once that holder is provably gone, the in-flight read (stop.go)
+// it; once that holder is provably gone, the in-flight read (readInFlight)
 // applies as after any stopped run.
 
 // runningElsewhere refuses s when its record, running or reverting, says
@@ -523,32 +511,6 @@ func cutOff(cancel context.Context, err error) error {
 		return err
 	}
 	return fmt.Errorf("cut off: %v: %w", context.Cause(cancel), err)
-}
-
-// planAgain plans a step the plan took as done and that runs after all
-// just before it is applied: the diff and why go out as a StepPlanned
-// event, and its provider's private plan is what Apply gets. A record
-// about a world since replaced is forgotten first (its outputs, private
-// data, revert data and identity described the thing before): the step
-// is applied as if it had never run, its provider given no prior (the
-// talos provider refuses a node it installed that answers in
-// maintenance mode, and the node here is a new one).
-func (r *stepRunner) planAgain(s *phases.Step, p providers.Interface, cfg cty.Value, rec *state.StepRecord, again *Decision) (json.RawMessage, bool) {
-	if again.Action == providers.Create {
-		rec.Outputs, rec.Private, rec.Revert, rec.Identity, rec.Upstream = nil, nil, nil, "", nil
-		rec.Status, rec.Attempts = state.Pending, 0
-	}
-	resp := p.Plan(r.cancel, providers.PlanRequest{Type: s.Addr.Type, Addr: s.Addr, Config: cfg, Prior: priorOf(rec), Action: again.Action})
-	if resp.Diagnostics.HasErrors() {
-		return nil, r.fail(s, rec, withSubject(resp.Diagnostics, s.Range).Err())
-	}
-	why := again.Why
-	why.Detail = r.e.hooks.redactor.Text(why.Detail)
-	ev := Event{Kind: StepPlanned, Phase: s.Phase, Addr: s.Addr, Check: s.IsCheck(), Message: r.e.hooks.redactor.Text(resp.Diff), ReasonCode: again.Reason, Why: &why}
-	if !r.emit(ev) {
-		return nil, false
-	}
-	return resp.Private, true
 }
 
 // rebase reads again, before s is recorded as done, each step s depends
@@ -659,4 +621,10 @@ func (r *stepRunner) revertFailed(s *phases.Step, rec *state.StepRecord, err err
 	rec.LastError = err.Error()
 	r.transition(s, rec, state.RevertFailed, Event{Kind: StepRevertFailed, Error: strings.TrimSpace(rec.LastError)})
 	return false
+}
+
+// providerNotReady is the error of a step about to run whose provider
+// still waits for step outputs (the steps it needs did not run).
+func providerNotReady(s *phases.Step, after []phases.Address) error {
+	return fmt.Errorf("its provider %s cannot be configured: its block uses outputs of %s, not known yet", s.Provider, joinAddrs(after))
 }

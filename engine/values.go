@@ -77,20 +77,3 @@ func decodeOutputs(raw json.RawMessage) (v cty.Value, redacted bool, err error) 
 	}
 	return v, sv.Redacted, nil
 }
-
-// corruptInputs reports the steps s depends on whose recorded outputs do
-// not decode (a damaged or edited state): without it, s would only be told
-// that they have not run.
-func (o *outputs) corruptInputs(s *phases.Step) phases.Diagnostics {
-	var diags phases.Diagnostics
-	for _, d := range s.DependsOn {
-		if err := o.corrupt[d]; err != nil {
-			diags = append(diags, phases.Errorf("Corrupt Recorded Outputs",
-				"%s depends on %s, which is done, but the outputs recorded for it in the state are corrupt (%v): "+
-					"the state was damaged or edited. To recover, restore the previous snapshot (state.json.backup in "+
-					"the state directory) if its record of %s is intact, or roll %s back and run it again.",
-				s.Addr, d, err, d, d)...)
-		}
-	}
-	return diags
-}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 
 	"github.com/homelab-migrate/migrate/graph"
 	"github.com/homelab-migrate/migrate/phases"
@@ -120,20 +121,9 @@ func (sg *stepGraph) walk(stop context.Context, parallelism int, visit func(*pha
 		for _, k := range dependents.Edges(d.i) {
 			waiting[k]--
 			if waiting[k] == 0 && res[k] == notStarted {
-				ready = insertSorted(ready, k)
+				i, _ := slices.BinarySearch(ready, k) // declaration order
+				ready = slices.Insert(ready, i, k)
 			}
 		}
 	}
-}
-
-// insertSorted keeps the ready list in declaration order.
-func insertSorted(list []int, k int) []int {
-	i := len(list)
-	for i > 0 && list[i-1] > k {
-		i--
-	}
-	list = append(list, 0)
-	copy(list[i+1:], list[i:])
-	list[i] = k
-	return list
 }

@@ -23,7 +23,7 @@ type Field struct {
 
 // WriteEvents writes, as Markdown, the reference of the events that run
 // and rollback write with --json: their fields, then every kind (the
-// engine's list: engine.EventKinds and engine.EventFields).
+// engine's list: views.EventKinds and views.EventFields).
 func WriteEvents(w io.Writer, fields []Field, events []Event) error {
 	var b bytes.Buffer
 	b.WriteString("\n## The `--json` events\n\n")

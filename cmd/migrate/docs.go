@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/homelab-migrate/migrate/engine"
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/reference"
+	"github.com/homelab-migrate/migrate/views"
 )
 
 // defaultReference is where migrate docs writes, relative to the
@@ -54,7 +54,7 @@ func referenceText() ([]byte, error) {
 
 func eventFields() []reference.Field {
 	var out []reference.Field
-	for _, f := range engine.EventFields {
+	for _, f := range views.EventFields {
 		out = append(out, reference.Field{Name: f.Name, Says: f.Says})
 	}
 	return out
@@ -62,7 +62,7 @@ func eventFields() []reference.Field {
 
 func eventKinds() []reference.Event {
 	var out []reference.Event
-	for _, k := range engine.EventKinds {
+	for _, k := range views.EventKinds {
 		out = append(out, reference.Event{Kind: string(k.Kind), Says: k.Says, Fields: k.Fields})
 	}
 	return out
