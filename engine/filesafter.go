@@ -1,23 +1,18 @@
 package engine
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/homelab-migrate/migrate/phases"
 )
 
-// A file a step reads may be one a step before it writes: incus_file
-// pulls Synapse's signing key, age-encrypted, and kubernetes_secret reads
-// it. When a step it depends on (at any depth) runs in this plan, or may
-// (a stopped run was applying it; it is read again after the steps before
-// it), what such a file will hold is known only after that step, like its
-// outputs: an age file is encrypted anew, under another nonce, each time.
-// The plan then holds the hash of the step's attributes alone, which run
-// compares before it applies the step (a value known at plan that turns
-// out otherwise is still refused); its files are hashed as they are then.
-// A step none of whose dependencies runs keeps its files in the compared
-// hash: a file edited by hand after the plan was made is refused (and a
-// saved plan's contract compares every file before the first step runs).
+// A file a step reads may be one a step before it writes (incus_file pulls
+// Synapse's signing key, age-encrypted anew each time, and
+// kubernetes_secret reads it). When a step it depends on runs in this
+// plan, or may, such files are known only after it, like outputs: the plan
+// holds the hash of the attributes alone and run hashes the files then.
+// Otherwise a file edited by hand after the plan is refused.
 
 // filesAfterPrefix marks a planned input hash of attributes alone.
 const filesAfterPrefix = "files-after:"
@@ -49,21 +44,15 @@ func filesRewritten(sp *StepPlan) bool {
 
 // dependencies lists the steps s depends on, at any depth.
 func (e *Engine) dependencies(s *phases.Step) []phases.Address {
-	seen := map[phases.Address]bool{}
-	var out []phases.Address
-	var walk func(list []phases.Address)
-	walk = func(list []phases.Address) {
-		for _, d := range list {
-			if seen[d] {
-				continue
-			}
-			seen[d] = true
-			out = append(out, d)
-			if ds := e.steps[d]; ds != nil {
-				walk(ds.DependsOn)
+	out := slices.Clone(s.DependsOn)
+	for i := 0; i < len(out); i++ {
+		if ds := e.steps[out[i]]; ds != nil {
+			for _, d := range ds.DependsOn {
+				if !slices.Contains(out, d) {
+					out = append(out, d)
+				}
 			}
 		}
 	}
-	walk(s.DependsOn)
 	return out
 }
