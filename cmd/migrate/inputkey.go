@@ -1,35 +1,10 @@
 package main
 
-import (
-	"crypto/hmac"
-	"crypto/sha256"
+import "github.com/homelab-migrate/migrate/secret/agefile"
 
-	"github.com/homelab-migrate/migrate/secret/agefile"
-)
-
-// inputKey is the key of the input hashes the state and saved plans keep
-// (engine.Options.InputKey), derived from the age identity that opens
-// the runbook's secrets: every runner of a runbook with secrets has it,
-// and a copy of the state or of a plan does not, so a weak secret cannot
-// be guessed from its hash. Without an identity the hashes are plain
-// SHA-256 (README, "Secrets"). The first identity of the file that is a
-// key (X25519 or hybrid) is used; another identity keys them anew.
+// inputKey is the key of the input hashes (agefile.InputHashKey) of the
+// identity in MIGRATE_AGE_IDENTITY, nil without one.
 func inputKey() []byte {
-	ids, err := agefile.Identities("")
-	if err != nil {
-		return nil
-	}
-	for _, id := range ids {
-		if agefile.RecipientOf(id) == nil {
-			continue
-		}
-		secret, ok := id.(interface{ String() string })
-		if !ok {
-			continue
-		}
-		mac := hmac.New(sha256.New, []byte(secret.String()))
-		mac.Write([]byte("migrate input hash key v1"))
-		return mac.Sum(nil)
-	}
-	return nil
+	ids, _ := agefile.Identities("")
+	return agefile.InputHashKey(ids...)
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/homelab-migrate/migrate/engine"
+	"github.com/homelab-migrate/migrate/state/backend"
 	"github.com/homelab-migrate/migrate/views"
 )
 
@@ -69,7 +70,7 @@ func (a *app) plan(o planFlags) (err error) {
 		}
 	}
 	var warnings []string
-	if w := backendWarning(b); w != "" {
+	if w := backend.Warning(b.Config); w != "" {
 		v.Warn("%s", w)
 		warnings = append(warnings, w)
 	}

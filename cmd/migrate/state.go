@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/state/backend"
 )
 
 func (a *app) stateCommand() *cobra.Command {
@@ -28,12 +28,12 @@ func (a *app) stateCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			st, err := a.openBackend(ctx, b, false)
+			st, err := b.Open(ctx, stateOptions(false))
 			if err != nil {
 				return err
 			}
 			defer a.closeState(st, &err)
-			lock, err := a.readLock(ctx, b)
+			lock, err := b.ReadLock(ctx)
 			if err != nil {
 				a.view().Warn("cannot read the lock: %v", err)
 			}
@@ -56,7 +56,7 @@ its next checkpoint, saying it lost the lock.`,
 			if err != nil {
 				return err
 			}
-			if err := a.unlock(context.Background(), b, args[0]); err != nil {
+			if err := b.Unlock(context.Background(), args[0]); err != nil {
 				return err
 			}
 			a.view().Unlocked(args[0])
@@ -72,8 +72,8 @@ its next checkpoint, saying it lost the lock.`,
 // the runbook (its variables from MIGRATE_VAR_NAME) is loaded for its
 // backend block only when neither --backend nor MIGRATE_BACKEND chose one
 // and a file of the runbook has one; otherwise the state is local.
-func (a *app) stateBackend() (*phases.BackendConfig, error) {
-	if a.backendURL != "" || os.Getenv(backendEnv) != "" {
+func (a *app) stateBackend() (backend.Backend, error) {
+	if a.backendURL != "" || os.Getenv(backend.EnvURL) != "" {
 		return a.backendFor(nil)
 	}
 	dir, err := a.dir()
@@ -82,7 +82,7 @@ func (a *app) stateBackend() (*phases.BackendConfig, error) {
 	}
 	rb, err := a.load(varFlags{optional: true})
 	if err != nil {
-		return nil, err
+		return backend.Backend{}, err
 	}
 	return a.backendFor(rb)
 }

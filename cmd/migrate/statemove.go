@@ -2,12 +2,11 @@ package main
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/homelab-migrate/migrate/phases"
-	"github.com/homelab-migrate/migrate/state"
+	"github.com/homelab-migrate/migrate/state/backend"
 )
 
 // moveCommands are state push and state pull: the state copied between
@@ -30,11 +29,11 @@ serial) is refused unless --force.`,
 			if err != nil {
 				return err
 			}
-			dst, err := parseBackend(to, "--to")
+			dst, err := backend.Parse(to, "--to")
 			if err != nil {
 				return err
 			}
-			return a.move(src, a.withPassword(dst), force)
+			return a.move(src.Config, backend.WithPassword(dst, a.etcdPassword), force)
 		},
 	}
 	push.Flags().StringVar(&to, "to", "", "the backend `URL` to copy the state to")
@@ -53,11 +52,11 @@ newer one (a higher serial) is refused unless --force.`,
 			if err != nil {
 				return err
 			}
-			src, err := parseBackend(from, "--from")
+			src, err := backend.Parse(from, "--from")
 			if err != nil {
 				return err
 			}
-			return a.move(a.withPassword(src), dst, force)
+			return a.move(backend.WithPassword(src, a.etcdPassword), dst.Config, force)
 		},
 	}
 	pull.Flags().StringVar(&from, "from", "", "the backend `URL` to copy the state from")
@@ -66,70 +65,20 @@ newer one (a higher serial) is refused unless --force.`,
 	return []*cobra.Command{push, pull}
 }
 
-// move copies the state of src over dst's, both locked so that no run
-// changes either meanwhile.
-func (a *app) move(src, dst *phases.BackendConfig, force bool) (err error) {
-	ctx := context.Background()
-	srcDir, err := a.localDir(src)
+// move copies the state of src over dst's (backend.Copy).
+func (a *app) move(src, dst *phases.BackendConfig, force bool) error {
+	s, err := a.backend(src)
 	if err != nil {
 		return err
 	}
-	dstDir, err := a.localDir(dst)
+	d, err := a.backend(dst)
 	if err != nil {
 		return err
 	}
-	from, to := describe(src, srcDir), describe(dst, dstDir)
-	if from == to {
-		return fmt.Errorf("the state is already in %s: nothing to copy", to)
-	}
-	// The refusals first, on both states read without their locks, so
-	// that a refused copy creates no state and changes neither; Import
-	// checks again under the locks.
-	if err := a.checkMove(ctx, src, dst, from, to, force); err != nil {
-		return err
-	}
-	s, err := a.openBackend(ctx, src, true)
+	snap, err := backend.Copy(context.Background(), s, d, stateOptions(true), force)
 	if err != nil {
 		return err
 	}
-	defer a.closeState(s, &err)
-	d, err := a.openBackend(ctx, dst, true)
-	if err != nil {
-		return err
-	}
-	defer a.closeState(d, &err)
-	snap := s.Snapshot()
-	if err := d.Import(snap, force); err != nil {
-		return fmt.Errorf("copying the state to %s: %w", to, err)
-	}
-	a.view().Note("Copied the state (lineage %s, serial %d, %d steps) from %s to %s.", snap.Lineage, snap.Serial, len(snap.Steps), from, to)
-	return nil
-}
-
-// checkMove refuses a copy from a backend without a state (there is
-// nothing to copy) or over a target Import would refuse.
-func (a *app) checkMove(ctx context.Context, src, dst *phases.BackendConfig, from, to string, force bool) error {
-	read := func(b *phases.BackendConfig) (*state.Snapshot, error) {
-		st, err := a.openBackend(ctx, b, false)
-		if err != nil {
-			return nil, err
-		}
-		defer st.Close()
-		return st.Snapshot(), nil
-	}
-	snap, err := read(src)
-	if err != nil {
-		return err
-	}
-	if snap.Lineage == "" {
-		return fmt.Errorf("there is no state in %s to copy (check --backend, --state or the runbook's backend block); nothing was changed", from)
-	}
-	cur, err := read(dst)
-	if err != nil {
-		return err
-	}
-	if err := state.CheckImport(cur, snap, force); err != nil {
-		return fmt.Errorf("copying the state to %s: %w; nothing was changed", to, err)
-	}
+	a.view().Note("Copied the state (lineage %s, serial %d, %d steps) from %s to %s.", snap.Lineage, snap.Serial, len(snap.Steps), s, d)
 	return nil
 }
