@@ -2,11 +2,14 @@ package runbooks
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 
@@ -237,4 +240,32 @@ func (ld *load) path(p string) string {
 		return p
 	}
 	return filepath.Join(ld.opts.Dir, p)
+}
+
+// DeclaresBackend reports whether a runbook file in dir (not a variables
+// file) has a top-level backend block, read by the parser alone: the
+// state commands load and evaluate the whole runbook only then. A file
+// that does not parse counts as one that may: loading it says what is
+// wrong.
+func DeclaresBackend(dir string) bool {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.hcl"))
+	for _, name := range files {
+		if strings.HasSuffix(name, ".auto.hcl") {
+			continue
+		}
+		src, err := os.ReadFile(name)
+		if err != nil {
+			continue
+		}
+		f, diags := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
+		if diags.HasErrors() {
+			return true
+		}
+		for _, b := range f.Body.(*hclsyntax.Body).Blocks {
+			if b.Type == "backend" {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"os"
-	"path/filepath"
-	"regexp"
-	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/homelab-migrate/migrate/runbooks"
 	"github.com/homelab-migrate/migrate/state/backend"
 )
 
@@ -77,7 +75,7 @@ func (a *app) stateBackend() (backend.Backend, error) {
 		return a.backendFor(nil)
 	}
 	dir, err := a.dir()
-	if err != nil || !hasBackendBlock(dir) {
+	if err != nil || !runbooks.DeclaresBackend(dir) {
 		return a.backendFor(nil)
 	}
 	rb, err := a.load(varFlags{optional: true})
@@ -85,22 +83,4 @@ func (a *app) stateBackend() (backend.Backend, error) {
 		return backend.Backend{}, err
 	}
 	return a.backendFor(rb)
-}
-
-var backendBlockRE = regexp.MustCompile(`(?m)^\s*backend\s*"`)
-
-// hasBackendBlock says whether a runbook file in dir seems to declare a
-// backend: loading a big runbook takes a second, and state show of a
-// local state needs none of it.
-func hasBackendBlock(dir string) bool {
-	files, _ := filepath.Glob(filepath.Join(dir, "*.hcl"))
-	for _, f := range files {
-		if strings.HasSuffix(f, ".auto.hcl") {
-			continue
-		}
-		if b, err := os.ReadFile(f); err == nil && backendBlockRE.Match(b) {
-			return true
-		}
-	}
-	return false
 }
