@@ -46,7 +46,7 @@ type inputs struct {
 	// an exec step's script) holds it, and is no evidence that they
 	// changed.
 	bare string
-	// attrs is hash without the files (filesafter.go).
+	// attrs is hash without the files (plannedHash, facts.go).
 	attrs string
 }
 
