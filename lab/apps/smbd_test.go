@@ -38,17 +38,9 @@ func TestSambaSpeaksSMB(t *testing.T) {
 		// As deep as a pod's root in a lab: smbd's sockets must not be under it.
 		Root: filepath.Join(t.TempDir(), "demo/lab/incus/instances/talos/guest/kube/pods/62474ef2-bac8-4253-9b20-cab0dcde03b1/containers/samba"),
 	})
-	var shares []string
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var err error
-		if shares, err = listShares(addr + ":445"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no share list from %s:445: %v; output:\n%s", addr, err, r.out)
-		}
-		time.Sleep(200 * time.Millisecond)
+	shares, err := awaitShares(addr + ":445")
+	if err != nil {
+		t.Fatalf("no share list from %s:445: %v; output:\n%s", addr, err, r.out)
 	}
 	for _, want := range []string{"files", "photos"} {
 		if !slices.Contains(shares, want) {
@@ -62,6 +54,21 @@ func TestSambaSpeaksSMB(t *testing.T) {
 	if c, err := net.DialTimeout("tcp", addr+":445", time.Second); err == nil {
 		c.Close()
 		t.Error("something still listens on port 445 after the pod stopped")
+	}
+}
+
+// awaitShares lists the shares once smbd answers the listing: smbd takes
+// the srvsvc pipe from samba-dcerpcd, which it starts on demand, so a
+// listing right after its start may find no pipe yet ("open srvsvc: file
+// does not exist"), longer on a busy machine.
+func awaitShares(addr string) ([]string, error) {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		shares, err := listShares(addr)
+		if err == nil || time.Now().After(deadline) {
+			return shares, err
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
@@ -133,7 +140,7 @@ exec /container/scripts/entrypoint.sh runsvdir -P /container/config/runit`},
 	if _, err := session(addr, "ana", "not her password"); err == nil || !strings.Contains(err.Error(), "logon is invalid") {
 		t.Errorf("ana with a wrong password: %v, want a logon failure", err)
 	}
-	shares, err := listShares(addr + ":445")
+	shares, err := awaitShares(addr + ":445")
 	if err != nil || !slices.Contains(shares, "media") {
 		t.Errorf("a guest lists %v (%v), want media among them", shares, err)
 	}
