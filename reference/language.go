@@ -71,7 +71,7 @@ var language = []block{
 	},
 	{
 		header:      `provider "TYPE" "NAME"`,
-		description: "Configures a provider, referred to as TYPE.NAME. Its attributes are the provider's (below, under each provider); they may use step outputs, which makes every step of that provider wait for those steps. Optional when the provider has no required attributes (as local).",
+		description: "Configures a provider, referred to as TYPE.NAME. Its attributes are the provider's (below, under each provider); they may use step outputs, which makes every step of that provider wait for those steps. Optional when the provider has no required attributes (as local). A step takes the only block of its provider without saying so; a second block of the type (two Talos nodes) makes each of its steps say which, with provider = TYPE.NAME.",
 	},
 	{
 		header:      `phase "NAME"`,
@@ -94,7 +94,7 @@ var language = []block{
 		header:      "meta-arguments",
 		description: "An attribute of the step type with the same name wins (http_check's own timeout is not the step's).",
 		attrs: map[string]phases.Attribute{
-			"provider":   attr(cty.DynamicPseudoType, "The provider block that runs the step, as TYPE.NAME; default the only block of that type, or the one named \"default\", or an implicit one when the provider needs no settings."),
+			"provider":   attr(cty.DynamicPseudoType, "The provider block that runs the step, as TYPE.NAME. Without it: the only block of the step type's provider, or the one named \"default\", or, with no block, an implicit one when the provider needs no settings (local). Two blocks or more, none named \"default\", make a step without it an error at the step, naming the blocks: say which, as provider = talos.rehearsal."),
 			"depends_on": attr(references, "Steps and checks to wait for, as [TYPE.NAME, ...]; in the same phase or one that runs before."),
 			"discards":   attr(references, "Steps only: the steps whose effects this one destroys with its own (what was made inside the VM it deletes), as [TYPE.NAME, ...]; steps it depends on, or of an earlier phase. Once it is done, a rollback has nothing to undo for them: it marks them reverted without asking their provider, whose host may be gone."),
 			"timeout":    attr(cty.String, "The longest the step may take, a duration such as \"30s\" or \"5m\"."),

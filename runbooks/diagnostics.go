@@ -137,3 +137,9 @@ func countOf(n int, what string) string {
 	}
 	return fmt.Sprintf("%d %ss", n, what)
 }
+
+// lineOf is where a block starts, as FILE:LINE, for a detail that points
+// at another block than its subject.
+func lineOf(r hcl.Range) string {
+	return fmt.Sprintf("%s:%d", r.Filename, r.Start.Line)
+}

@@ -31,6 +31,11 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"))
 	// Look-alike names: decomposed accents and Cyrillic letters.
 	f.Add([]byte("variable \"cafe\u0301\" {}\nphase \"\u0441afe\" {\n  step \"exec\" \"caf\u00e9\" { command = [var.caf\u00e9] }\n}\n"))
+	// A step and a check that name no provider among two blocks of their
+	// type (an Ambiguous Provider each); two blocks, one named default,
+	// which the step takes.
+	f.Add([]byte("provider \"talos\" \"a\" { version = \"v1\" }\nprovider \"talos\" \"b\" { version = \"v1\" }\nphase \"p\" {\n  step \"talos_kubeconfig\" \"k\" {}\n  check \"talos_read\" \"c\" { path = \"/x\" }\n}\n"))
+	f.Add([]byte("provider \"talos\" \"a\" { version = \"v1\" }\nprovider \"talos\" \"default\" { version = \"v1\" }\nphase \"p\" {\n  step \"talos_kubeconfig\" \"k\" {}\n}\n"))
 	schemas := testSchemas()
 	// No file system writes per input: the machine is shared, and disk
 	// latency would look like hangs.

@@ -132,3 +132,120 @@ phase "p" {
 		})
 	}
 }
+
+// A step without a provider argument takes the only provider block of its
+// type; with two or more, it must say which, and the error at the step
+// names them all and the fix; with none, a provider that needs settings is
+// an error, and one that needs none (local) is configured implicitly.
+func TestImplicitProvider(t *testing.T) {
+	const two = `provider "talos" "a" {
+  version = "v1.13.3"
+}
+provider "talos" "b" {
+  version = "v1.13.3"
+}
+`
+	for _, tc := range []struct {
+		name, src string
+		want      map[string]string // step -> provider key
+		summary   string            // the error expected, if any
+		line      string
+		detail    []string
+	}{
+		{
+			name: "one block",
+			src: `provider "talos" "node" {
+  version = "v1.13.3"
+}
+phase "p" {
+  step "talos_kubeconfig" "k" {}
+  check "talos_read" "c" { path = "/x" }
+  step "exec" "e" { command = ["true"] }
+}
+`,
+			want: map[string]string{"talos_kubeconfig.k": "talos.node", "talos_read.c": "talos.node", "exec.e": "local.default"},
+		},
+		{
+			name: "two blocks",
+			src: two + `phase "p" {
+  step "exec" "e" { command = ["true"] }
+  step "talos_kubeconfig" "k" {}
+}
+`,
+			summary: "Ambiguous Provider", line: "main.hcl:9,3",
+			detail: []string{"step talos_kubeconfig.k", `"talos" provider`, "configures 2", "talos.a (main.hcl:1) and talos.b (main.hcl:4)", "Add provider = talos.a"},
+		},
+		{
+			name: "two blocks, a check",
+			src: two + `phase "p" {
+  check "talos_read" "c" {
+    path = "/x"
+  }
+}
+`,
+			summary: "Ambiguous Provider", line: "main.hcl:8,3",
+			detail: []string{"check talos_read.c", "talos.a (main.hcl:1) and talos.b (main.hcl:4)", "to the check"},
+		},
+		{
+			name: "none",
+			src: `phase "p" {
+  step "talos_kubeconfig" "k" {}
+}
+`,
+			summary: "Missing Provider Configuration", line: "main.hcl:2,3",
+			detail: []string{"talos_kubeconfig", `provider "talos" "NAME"`, "version"},
+		},
+		{
+			name: "explicit",
+			src: two + `phase "p" {
+  step "talos_kubeconfig" "k" {
+    provider = talos.b
+  }
+  step "exec" "e" {
+    provider = local.default
+    command  = ["true"]
+  }
+}
+`,
+			want: map[string]string{"talos_kubeconfig.k": "talos.b", "exec.e": "local.default"},
+		},
+		{
+			name: "one of two named default",
+			src: two + `provider "talos" "default" {
+  version = "v1.13.3"
+}
+phase "p" {
+  step "talos_kubeconfig" "k" {}
+}
+`,
+			want: map[string]string{"talos_kubeconfig.k": "talos.default"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rb, diags := load(t, map[string]string{"main.hcl": tc.src}, runbooks.Options{})
+			if tc.summary == "" {
+				if diags.HasErrors() {
+					t.Fatalf("unexpected errors: %s", diags.Err())
+				}
+				for addr, want := range tc.want {
+					if got := step(t, rb, addr).Provider; got != want {
+						t.Errorf("%s runs on %q, want %q", addr, got, want)
+					}
+				}
+				return
+			}
+			if len(diags) != 1 || diags[0].Summary != tc.summary {
+				t.Fatalf("want one %q, got %v", tc.summary, diags.Err())
+			}
+			d := diags[0]
+			if d.Subject == nil || d.Subject.String() != tc.line {
+				t.Errorf("subject = %v, want %s", d.Subject, tc.line)
+			}
+			for _, want := range tc.detail {
+				if !strings.Contains(d.Detail, want) {
+					t.Errorf("detail %q does not say %q", d.Detail, want)
+				}
+			}
+		})
+	}
+}

@@ -143,6 +143,8 @@ func (ld *load) namedProvider(d *stepDecl, blocks []*providerDecl, implicitOK bo
 // defaultProvider picks the provider of a step without a provider
 // argument: the one block of its type, the one named after the implicit
 // name, or an implicit configuration when the provider needs no settings.
+// Two blocks or more, none named so, are an error at the step naming them
+// all; none, when the provider requires settings, is an error too.
 func (ld *load) defaultProvider(d *stepDecl, blocks []*providerDecl, implicitOK bool) {
 	pt := d.info.provider
 	switch {
@@ -155,15 +157,16 @@ func (ld *load) defaultProvider(d *stepDecl, blocks []*providerDecl, implicitOK 
 				return
 			}
 		}
-		var keys []string
+		var keys, where []string
 		for _, p := range blocks {
 			keys = append(keys, p.cfg.Key())
+			where = append(where, fmt.Sprintf("%s (%s)", p.cfg.Key(), lineOf(p.block.DefRange)))
 		}
 		ld.diags = append(ld.diags, &hcl.Diagnostic{
 			Severity: hcl.DiagError,
 			Summary:  "Ambiguous Provider",
-			Detail: fmt.Sprintf("There are several %q providers (%s) and none is named %q, so the %s %s must say which runs it, as in provider = %s.",
-				pt, englishList(keys), implicitName, d.kind(), d.addr(), keys[0]),
+			Detail: fmt.Sprintf("The %s %s does not say which %q provider runs it, and the runbook configures %d: %s. Add provider = %s (or the name of another) to the %s; a step without it takes the only block of its type, or the one named %q.",
+				d.kind(), d.addr(), pt, len(blocks), englishList(where), keys[0], d.kind(), implicitName),
 			Subject: d.block.DefRange.Ptr(),
 		})
 	case implicitOK:

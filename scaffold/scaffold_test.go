@@ -117,8 +117,8 @@ func TestRender(t *testing.T) {
 	// why; main.hcl still parses, and has no such step.
 	const omitted = "  # migrate init left out step incus_instance_state.old_k3s: no instance runs\n  #   k3s.\n" +
 		"  # step \"incus_instance_state\" \"old_k3s\" {\n" +
-		"  #   provider          = incus.host\n" +
-		"  #   instance          = var.k3s_vm\n"
+		"  #   instance          = var.k3s_vm\n" +
+		"  #   state             = \"stopped\"\n"
 	if !strings.Contains(main, omitted) {
 		t.Errorf("main.hcl does not leave out old_k3s as %q:\n%s", omitted, main)
 	}

@@ -185,6 +185,38 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// A step among two provider blocks of its type that names neither is
+// refused at its line, with both blocks and the fix.
+func TestValidateAmbiguousProvider(t *testing.T) {
+	t.Parallel()
+	dir := runbook(t, map[string]string{"main.hcl": `provider "talos" "rehearsal" {
+  version = "v1.13.3"
+}
+provider "talos" "node" {
+  version = "v1.13.3"
+}
+phase "A" {
+  step "talos_kubeconfig" "admin" {
+    path = "kubeconfig"
+  }
+  step "talos_kubeconfig" "chosen" {
+    provider = talos.node
+    path     = "kubeconfig.node"
+  }
+}
+`})
+	r := run(t, dir, 1, "validate")
+	stderr := strings.Join(strings.Fields(r.stderr), " ") // the detail is wrapped
+	for _, want := range []string{"main.hcl line 8", "Ambiguous Provider", "talos_kubeconfig.admin", "talos.rehearsal (main.hcl:1) and talos.node (main.hcl:4)", "provider = talos.rehearsal"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("validate: stderr lacks %q: %s", want, r)
+		}
+	}
+	if strings.Contains(r.stderr, "talos_kubeconfig.chosen") {
+		t.Errorf("validate blames the step that names its provider: %s", r)
+	}
+}
+
 func TestPlanRunStatus(t *testing.T) {
 	t.Parallel()
 	dir := runbook(t, map[string]string{"main.hcl": twoPhases})

@@ -36,7 +36,6 @@ phase "platform" {
   }
 
   step "talos_machine_config" "node" {
-    provider = talos.node
     patches  = ["patches/node.yaml"]
     rendered = "${var.lab}/rendered/controlplane.yaml"
     verify = {
@@ -45,12 +44,10 @@ phase "platform" {
   }
 
   step "talos_bootstrap" "etcd" {
-    provider   = talos.node
     depends_on = [talos_machine_config.node]
   }
 
   step "talos_kubeconfig" "admin" {
-    provider   = talos.node
     path       = "${var.lab}/rendered/kubeconfig"
     depends_on = [talos_bootstrap.etcd]
   }

@@ -350,6 +350,9 @@ variable "retain_old_vms_until" {
   description = "The old VMs may be deleted after this date, not before."
 }
 
+# A step runs on the only provider block of its type: incus and helm have
+# one each. Talos has two (the rehearsal's node and the real one), so each
+# talos_* step says which, with provider = talos.NAME.
 provider "incus" "host" {
   remote = var.incus_remote # HTTPS, with the incus CLI's client certificate
 }
@@ -406,7 +409,6 @@ phase "rehearsal" {
 
   # The Talos ISO as a storage volume: the rehearsal and the real VM boot it.
   step "incus_volume" "talos_iso" {
-    provider    = incus.host
     pool        = var.storage_pool
     name        = "talos-${replace(var.talos_version, ".", "-")}-i915"
     source_file = talos_image.talos.path
@@ -423,11 +425,10 @@ phase "rehearsal" {
   }
 
   step "incus_instance" "rehearsal" {
-    provider = incus.host
-    type     = "virtual-machine"
-    empty    = true
-    cpu      = var.rehearsal_cpu
-    memory   = var.rehearsal_memory
+    type   = "virtual-machine"
+    empty  = true
+    cpu    = var.rehearsal_cpu
+    memory = var.rehearsal_memory
     config = {
       "security.secureboot"  = "false" # the Factory's ISO is not signed for Secure Boot
       "cloud-init.user-data" = talos_machine_config.rehearsal.user_data
@@ -454,7 +455,6 @@ phase "rehearsal" {
   # ...so its config leaves the Incus host's instance config, and the
   # drive goes.
   step "incus_device" "rehearsal_config_cleared" {
-    provider     = incus.host
     instance     = incus_instance.rehearsal.name
     name         = "cidata"
     ensure       = "absent"
@@ -477,7 +477,6 @@ phase "rehearsal" {
   # every pod after this against it before the VM exists (a Talos control
   # plane taints itself NoSchedule unless the patch allows scheduling).
   step "kubernetes_ready" "rehearsal" {
-    provider      = helm.cluster
     kubeconfig    = talos_kubeconfig.rehearsal.path
     timeout       = "10m"
     node_spec     = talos_machine_config.rehearsal.node
@@ -486,7 +485,6 @@ phase "rehearsal" {
 
   # The same exception as the real media namespace: hostPath needs it.
   step "kubernetes_namespace" "rehearsal_media" {
-    provider     = helm.cluster
     kubeconfig   = talos_kubeconfig.rehearsal.path
     name         = "media"
     pod_security = "privileged"
@@ -495,7 +493,6 @@ phase "rehearsal" {
 
   # The data test of the brief: a pod writes a file on the share...
   step "kubernetes_job" "rehearsal_write" {
-    provider   = helm.cluster
     kubeconfig = talos_kubeconfig.rehearsal.path
     namespace  = "media"
     name       = "data-share-write"
@@ -538,7 +535,6 @@ phase "rehearsal" {
   # ...and a pod given /dev/dri as Jellyfin's and Frigate's are (hostPath,
   # privileged) opens it read-write.
   step "kubernetes_job" "rehearsal_render" {
-    provider   = helm.cluster
     kubeconfig = talos_kubeconfig.rehearsal.path
     namespace  = "media"
     name       = "render-node-open"
@@ -563,7 +559,6 @@ phase "rehearsal" {
   # that was made inside it: a rollback has nothing to undo there, and a
   # plan nothing to read.
   step "incus_instance" "rehearsal_deleted" {
-    provider   = incus.host
     name       = "rehearsal"
     ensure     = "absent"
     # after its config is cleared: one change of the instance at a time
@@ -580,7 +575,6 @@ phase "platform" {
 
   # The separate big disk, chosen in the patch by its size (149-151 GiB).
   step "incus_volume" "bulk" {
-    provider     = incus.host
     pool         = var.storage_pool
     size         = "150GiB"
     content_type = "block"
@@ -602,11 +596,10 @@ phase "platform" {
   }
 
   step "incus_instance" "talos" {
-    provider = incus.host
-    type     = "virtual-machine"
-    empty    = true
-    cpu      = var.node_cpu
-    memory   = var.node_memory
+    type   = "virtual-machine"
+    empty  = true
+    cpu    = var.node_cpu
+    memory = var.node_memory
     config = {
       "security.secureboot"  = "false"
       "cloud-init.user-data" = talos_machine_config.node.user_data
@@ -633,7 +626,6 @@ phase "platform" {
   # The cluster's keys leave the Incus host's instance config, and the
   # config drive goes (rollback puts the drive back, not the key).
   step "incus_device" "talos_config_cleared" {
-    provider     = incus.host
     instance     = incus_instance.talos.name
     name         = "cidata"
     ensure       = "absent"
@@ -646,7 +638,6 @@ phase "platform" {
   # Rollback attaches it again. After the drive: one change of the
   # instance at a time (each is made with the ETag its plan read).
   step "incus_device" "talos_iso_detached" {
-    provider   = incus.host
     instance   = incus_instance.talos.name
     name       = "install"
     ensure     = "absent"
@@ -665,7 +656,6 @@ phase "platform" {
   }
 
   step "kubernetes_ready" "node" {
-    provider      = helm.cluster
     kubeconfig    = talos_kubeconfig.admin.path
     node          = var.hostname
     timeout       = "10m"
@@ -687,7 +677,6 @@ phase "data-apps" {
   # data and the recordings on the share. Rollback starts them again
   # (after the cleanup's rollback started the VM itself).
   step "incus_exec" "stop_jellyfin" {
-    provider = incus.host
     instance = var.services_vm
     command  = ["systemctl", "stop", "jellyfin"]
     revert   = ["systemctl", "start", "jellyfin"]
@@ -696,7 +685,6 @@ phase "data-apps" {
   # Frigate as it is installed: its documented install is the Docker
   # Compose project "frigate" (no frigate.service: systemctl would fail).
   step "incus_exec" "stop_frigate" {
-    provider = incus.host
     instance = var.services_vm
     command  = var.frigate_install == "compose" ? ["docker", "compose", "-p", "frigate", "stop"] : ["systemctl", "stop", "frigate"]
     revert   = var.frigate_install == "compose" ? ["docker", "compose", "-p", "frigate", "start"] : ["systemctl", "start", "frigate"]
@@ -706,7 +694,6 @@ phase "data-apps" {
   # move does: from the old VM to the volume on the host, never through
   # the machine running migrate. Rollback detaches it.
   step "incus_device" "services_data" {
-    provider   = incus.host
     instance   = var.services_vm
     name       = "migrate-data"
     device     = { type = "disk", pool = var.data_pool, source = var.data_volume, path = "/mnt/migrate-data" }
@@ -724,7 +711,6 @@ phase "data-apps" {
   # when whole; the marker, in the old VM, says it is done (the new
   # Jellyfin changes the copy).
   step "incus_exec" "export_jellyfin" {
-    provider = incus.host
     instance = var.services_vm
     env = {
       LIBRARIES = join("\n", local.jellyfin_libraries)
@@ -773,7 +759,6 @@ phase "data-apps" {
   # recordings are on the share already, where the new Frigate mounts
   # them; a Compose file that keeps them elsewhere stops the move first.
   step "incus_exec" "export_frigate" {
-    provider = incus.host
     instance = var.services_vm
     env = {
       OLD_DATA = var.old_data_path
@@ -820,12 +805,10 @@ phase "data-apps" {
   }
 
   step "kubernetes_namespace" "media" {
-    provider     = helm.cluster
     pod_security = "privileged" # hostPath for the ZFS data and the bulk disk, /dev/dri for the iGPU
   }
 
   step "helm_release" "jellyfin" {
-    provider  = helm.cluster
     chart     = "charts/app"
     namespace = "media"
     values = {
@@ -850,7 +833,6 @@ phase "data-apps" {
   }
 
   step "helm_release" "frigate" {
-    provider  = helm.cluster
     chart     = "charts/app"
     namespace = "media"
     values = {
@@ -875,7 +857,6 @@ phase "data-apps" {
 
   # A pod of the namespace writes on the share; the node must see it.
   step "kubernetes_job" "data_probe" {
-    provider  = helm.cluster
     namespace = "media"
     name      = "data-share-probe"
     timeout   = "10m"
@@ -923,7 +904,6 @@ phase "host-services" {
   description = "What the old host did by hand: file shares, and the CI runner that borrowed the host's Docker socket."
 
   step "kubernetes_namespace" "files" {
-    provider     = helm.cluster
     pod_security = "privileged" # Samba serves the ZFS data through hostPath, on the node's port 445
   }
 
@@ -931,7 +911,6 @@ phase "host-services" {
   # does: two servers would lock them apart. Rollback starts it again
   # (after the new one is gone).
   step "incus_exec" "stop_samba" {
-    provider = incus.host
     instance = var.services_vm
     command  = ["systemctl", "stop", "smbd"]
     revert   = ["systemctl", "start", "smbd"]
@@ -942,7 +921,6 @@ phase "host-services" {
   # old VM and pulled straight into an age file; only the names are
   # printed. The accounts migrate init read must all be there.
   step "incus_exec" "samba_users" {
-    provider = incus.host
     instance = var.services_vm
     env      = { EXPECTED = join(" ", var.samba_users) }
     command = ["sh", "-c", <<-EOT
@@ -977,7 +955,6 @@ phase "host-services" {
   }
 
   step "incus_file" "samba_users" {
-    provider    = incus.host
     instance    = var.services_vm
     direction   = "pull"
     source      = "/root/migrate/smbpasswd"
@@ -986,7 +963,6 @@ phase "host-services" {
   }
 
   step "kubernetes_secret" "samba_users" {
-    provider   = helm.cluster
     namespace  = "files"
     name       = "samba-users"
     files      = { smbpasswd = "secrets/samba-users.age" }
@@ -998,7 +974,6 @@ phase "host-services" {
   # smbpasswd line, ACCOUNT_name (the line, whose hash the image keeps)
   # and UID_name (the old uid, so the files' owners stay theirs).
   step "helm_release" "samba" {
-    provider  = helm.cluster
     chart     = "charts/app"
     namespace = "files"
     values = {
@@ -1036,13 +1011,11 @@ phase "host-services" {
   }
 
   step "kubernetes_namespace" "ci" {
-    provider     = helm.cluster
     pod_security = "privileged" # the runner builds images: raised privileges, its own namespace
   }
 
   # The registration token, from a file sealed to .age-recipients.
   step "kubernetes_secret" "ci_runner_token" {
-    provider   = helm.cluster
     namespace  = "ci"
     name       = "ci-runner-token"
     files      = { token = "secrets/ci-runner-token.age" }
@@ -1050,7 +1023,6 @@ phase "host-services" {
   }
 
   step "helm_release" "ci_runner" {
-    provider  = helm.cluster
     name      = "ci-runner" # a release name is a DNS label: no underscore
     chart     = "charts/app"
     namespace = "ci"
@@ -1091,7 +1063,6 @@ phase "ingress-matrix" {
   # On PostgreSQL, Synapse starts again once its database accepts
   # connections (the VM just started again boots PostgreSQL too).
   step "incus_exec" "stop_synapse" {
-    provider = incus.host
     instance = var.matrix_vm
     command  = ["systemctl", "stop", "matrix-synapse"]
     revert = var.synapse_database != "psycopg2" ? ["systemctl", "start", "matrix-synapse"] : ["sh", "-c", <<-EOT
@@ -1113,7 +1084,6 @@ phase "ingress-matrix" {
   # from the old VM to the volume on the host, never through the machine
   # running migrate. Rollback detaches it.
   step "incus_device" "matrix_data" {
-    provider   = incus.host
     instance   = var.matrix_vm
     name       = "migrate-data"
     device     = { type = "disk", pool = var.data_pool, source = var.data_volume, path = "/mnt/migrate-data" }
@@ -1136,7 +1106,6 @@ phase "ingress-matrix" {
   # (Synapse would not start) or an old path is left. The merged file,
   # before the rewrite, is what the export reads the database from.
   step "incus_exec" "synapse_config" {
-    provider = incus.host
     instance = var.matrix_vm
     env      = { DATABASE = var.synapse_database }
     command = ["sh", "-c", <<-EOT
@@ -1226,7 +1195,6 @@ phase "ingress-matrix" {
   # changes the copy), says it is done. It prints what it copies and how
   # much.
   step "incus_exec" "export_synapse" {
-    provider = incus.host
     instance = var.matrix_vm
     env      = { DATABASE = var.synapse_database }
     command = ["sh", "-c", <<-EOT
@@ -1286,7 +1254,6 @@ phase "ingress-matrix" {
   # its secrets: they never land in clear, neither on disk (pulled straight
   # into age files) nor in the state.
   step "incus_file" "synapse_config" {
-    provider    = incus.host
     instance    = var.matrix_vm
     direction   = "pull"
     source      = "/root/migrate/homeserver.yaml"
@@ -1295,7 +1262,6 @@ phase "ingress-matrix" {
   }
 
   step "incus_file" "signing_key" {
-    provider    = incus.host
     instance    = var.matrix_vm
     direction   = "pull"
     source      = "/etc/matrix-synapse/homeserver.signing.key"
@@ -1306,7 +1272,6 @@ phase "ingress-matrix" {
   # The new PostgreSQL's password (the old one, which the configuration
   # keeps), straight into an age file.
   step "incus_file" "postgres_password" {
-    provider    = incus.host
     instance    = var.matrix_vm
     direction   = "pull"
     source      = "/root/migrate/postgres-password"
@@ -1317,12 +1282,10 @@ phase "ingress-matrix" {
   # The ingress controller: the router forwards the internet's 80 and 443
   # to these fixed NodePorts, so it needs no privileged namespace.
   step "kubernetes_namespace" "ingress" {
-    provider     = helm.cluster
     pod_security = "baseline"
   }
 
   step "helm_release" "ingress" {
-    provider   = helm.cluster
     name       = "ingress-nginx"
     chart      = "charts/ingress"
     namespace  = "ingress"
@@ -1331,12 +1294,10 @@ phase "ingress-matrix" {
   }
 
   step "kubernetes_namespace" "matrix" {
-    provider     = helm.cluster
     pod_security = "baseline"
   }
 
   step "kubernetes_secret" "signing_key" {
-    provider   = helm.cluster
     namespace  = "matrix"
     name       = "synapse-signing-key"
     files      = { "homeserver.signing.key" = "secrets/synapse-signing.key.age" }
@@ -1346,7 +1307,6 @@ phase "ingress-matrix" {
   # The configuration Synapse starts with (SYNAPSE_CONFIG_PATH), and the
   # registration secret it reads beside it.
   step "kubernetes_secret" "synapse_config" {
-    provider   = helm.cluster
     namespace  = "matrix"
     name       = "synapse-config"
     files      = { "homeserver.yaml" = "secrets/synapse-homeserver.yaml.age" }
@@ -1357,7 +1317,6 @@ phase "ingress-matrix" {
   # Synapse's data lives on the data share: volumes the cluster binds to
   # the directory the export was pulled into (and to its PostgreSQL's).
   step "kubernetes_manifest" "synapse_storage" {
-    provider     = helm.cluster
     namespace    = "matrix"
     files        = ["manifests/synapse-storage.yaml"]
     wait_for     = "Bound"
@@ -1366,7 +1325,6 @@ phase "ingress-matrix" {
   }
 
   step "kubernetes_secret" "postgres_password" {
-    provider   = helm.cluster
     namespace  = "matrix"
     name       = "synapse-postgres"
     files      = { password = "secrets/synapse-postgres-password.age" }
@@ -1378,7 +1336,6 @@ phase "ingress-matrix" {
   # initialised as Synapse wants it (UTF8, C collation). With SQLite it
   # runs no pod (replicas 0).
   step "helm_release" "synapse_postgres" {
-    provider  = helm.cluster
     name      = "synapse-postgres"
     chart     = "charts/app"
     namespace = "matrix"
@@ -1413,7 +1370,6 @@ phase "ingress-matrix" {
   # the data directory given to Synapse's user (991 in the official
   # image).
   step "kubernetes_job" "restore_synapse" {
-    provider  = helm.cluster
     namespace = "matrix"
     name      = "synapse-restore"
     timeout   = "30m"
@@ -1443,7 +1399,6 @@ phase "ingress-matrix" {
   }
 
   step "helm_release" "synapse" {
-    provider  = helm.cluster
     chart     = "charts/app"
     namespace = "matrix"
     wait      = true
@@ -1467,7 +1422,6 @@ phase "ingress-matrix" {
 
   # The homeserver's certificate for the ingress (kubernetes.io/tls).
   step "kubernetes_secret" "synapse_tls" {
-    provider   = helm.cluster
     namespace  = "matrix"
     name       = "synapse-tls"
     type       = "kubernetes.io/tls"
@@ -1476,8 +1430,7 @@ phase "ingress-matrix" {
   }
 
   step "kubernetes_manifest" "ingress" {
-    provider   = helm.cluster
-    namespace  = "matrix"
+    namespace = "matrix"
     objects = [{
       apiVersion = "networking.k8s.io/v1"
       kind       = "Ingress"
@@ -1505,7 +1458,6 @@ phase "ingress-matrix" {
   }
 
   step "incus_instance_state" "old_matrix" {
-    provider          = incus.host
     instance          = var.matrix_vm
     state             = "stopped"
     snapshot_before   = true
@@ -1543,7 +1495,6 @@ phase "cleanup" {
   description = "The old services and k3s VMs are stopped, not deleted: kept with a snapshot, in case of a way back, until retain_old_vms_until."
 
   step "incus_instance_state" "old_services" {
-    provider          = incus.host
     instance          = var.services_vm
     state             = "stopped"
     snapshot_before   = true
@@ -1551,7 +1502,6 @@ phase "cleanup" {
   }
 
   step "incus_instance_state" "old_k3s" {
-    provider          = incus.host
     instance          = var.k3s_vm
     state             = "stopped"
     snapshot_before   = true
@@ -1562,7 +1512,6 @@ phase "cleanup" {
   # retain_until has passed.
   #
   # step "incus_instance" "delete_old_services" {
-  #   provider     = incus.host
   #   name         = var.services_vm
   #   ensure       = "absent"
   #   retain_until = var.retain_old_vms_until

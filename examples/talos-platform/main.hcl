@@ -39,7 +39,6 @@ phase "platform" {
   }
 
   step "talos_machine_config" "node" {
-    provider    = talos.node
     patches     = ["patches/node.yaml"]
     try_timeout = "1m"
     rendered    = "${var.lab}/rendered/controlplane.yaml"
@@ -51,24 +50,20 @@ phase "platform" {
   }
 
   step "talos_bootstrap" "etcd" {
-    provider   = talos.node
     depends_on = [talos_machine_config.node]
   }
 
   step "talos_kubeconfig" "admin" {
-    provider   = talos.node
     path       = "${var.lab}/rendered/kubeconfig"
     depends_on = [talos_bootstrap.etcd]
   }
 
   check "talos_read" "virtiofs_visible" {
-    provider = talos.node
-    path     = "/var/mnt/data/.probe"
-    expect   = "ok"
+    path   = "/var/mnt/data/.probe"
+    expect = "ok"
   }
 
   check "talos_service_health" "control_plane" {
-    provider = talos.node
     services = ["etcd", "apid"]
   }
 }
