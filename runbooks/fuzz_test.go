@@ -31,6 +31,8 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"))
 	// Look-alike names: decomposed accents and Cyrillic letters.
 	f.Add([]byte("variable \"cafe\u0301\" {}\nphase \"\u0441afe\" {\n  step \"exec\" \"caf\u00e9\" { command = [var.caf\u00e9] }\n}\n"))
+	// moved blocks: a chain, a key, a cycle.
+	f.Add([]byte("phase \"a\" {\n  step \"exec\" \"c\" { command = [\"true\"] }\n}\nmoved {\n  from = exec.a\n  to   = exec.b\n}\nmoved {\n  from = exec.b\n  to   = exec.c\n}\nmoved {\n  from = exec.k[\"x\"]\n  to = exec.c\n}\nmoved {\n  from = exec.c\n  to = exec.a\n}\n"))
 	schemas := testSchemas()
 	// No file system writes per input: the machine is shared, and disk
 	// latency would look like hangs.
