@@ -46,6 +46,9 @@ func (e *Engine) moves(snap *state.Snapshot) (*state.Snapshot, []Move, phases.Di
 		}
 		c := rec.Clone()
 		c.Addr = m.To
+		if s := e.steps[m.To]; s != nil {
+			c.Phase = s.Phase
+		}
 		delete(moved.Steps, m.From.String())
 		moved.Steps[m.To.String()] = c
 		first, ok := origin[m.From]
@@ -78,7 +81,11 @@ func (e *Engine) movedSnapshot(snap *state.Snapshot) *state.Snapshot {
 // before any step runs (under the lock: the first checkpoint takes it).
 func (e *Engine) applyMoves(list []Move) error {
 	for _, m := range list {
-		if err := state.Move(e.state, m.From, m.To); err != nil {
+		phase := ""
+		if s := e.steps[m.To]; s != nil {
+			phase = s.Phase
+		}
+		if err := state.Move(e.state, m.From, m.To, phase); err != nil {
 			return fmt.Errorf("%w: plan again", err)
 		}
 		e.hooks.logValue("moved", m)

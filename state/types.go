@@ -85,10 +85,11 @@ func (s *Snapshot) Apply(rec *StepRecord) {
 	s.Steps[rec.Addr.String()] = rec
 }
 
-// Move carries the record at from to the address to, as one checkpoint:
-// the step was renamed (a runbook's moved block). It refuses when to has
-// a record already, and does nothing when from has none.
-func Move(m Manager, from, to phases.Address) error {
+// Move carries the record at from to the address to, in phase (the
+// record's own when empty), as one checkpoint: the step was renamed (a
+// runbook's moved block). It refuses when to has a record already, and
+// does nothing when from has none.
+func Move(m Manager, from, to phases.Address, phase string) error {
 	rec, ok := m.Step(from)
 	if !ok {
 		return nil
@@ -97,6 +98,9 @@ func Move(m Manager, from, to phases.Address) error {
 		return fmt.Errorf("moving %s to %s: %s has a record already", from, to, to)
 	}
 	rec.Addr, rec.MovedFrom = to, from.String()
+	if phase != "" {
+		rec.Phase = phase
+	}
 	return m.Checkpoint(rec)
 }
 

@@ -85,7 +85,11 @@ func renderPlan(w io.Writer, st styles, p *engine.Plan) {
 	}
 	moved := ""
 	if len(p.Moved) > 0 {
-		moved = fmt.Sprintf(" %s moved to %s.", plural(len(p.Moved), "record", "records"), plural(len(p.Moved), "its step's new address", "their steps' new addresses"))
+		where := "its step's new address"
+		if len(p.Moved) > 1 {
+			where = "their steps' new addresses"
+		}
+		moved = fmt.Sprintf(" %s moved to %s.", plural(len(p.Moved), "record", "records"), where)
 	}
 	fmt.Fprintf(w, "%s %d to create, %d to update, %d drifted, %d unchanged.%s\n",
 		st.bold("Plan:"), c.Create, c.Update, c.Drift, c.NoOp, moved)

@@ -47,7 +47,7 @@ func TestMovedKeepsTheRecord(t *testing.T) {
 	write(movedRunbook("renamed", moveSecond))
 
 	r := run(t, dir, 0, "plan", "--no-color")
-	for _, want := range []string{"# exec.second moved to exec.renamed", "Plan: 0 to create, 0 to update, 0 drifted, 2 unchanged. 1 record moved"} {
+	for _, want := range []string{"# exec.second moved to exec.renamed", "Plan: 0 to create, 0 to update, 0 drifted, 2 unchanged. 1 record moved to its step's new address."} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("the plan does not say %q:\n%s", want, r)
 		}
