@@ -79,7 +79,9 @@ func TestMovedKeepsTheRecord(t *testing.T) {
 		}
 	}
 
-	run(t, dir, 0, "run", "--all", "--auto-approve", "--no-color")
+	// A saved plan makes the move too (its moves are part of its contract).
+	run(t, dir, 0, "plan", "--out", "moved.plan")
+	run(t, dir, 0, "run", "--plan", "moved.plan", "--auto-approve", "--no-color")
 	logText := func() string {
 		b, err := os.ReadFile(filepath.Join(dir, "log.txt"))
 		if err != nil {
