@@ -165,7 +165,7 @@ func (e *Engine) writeShape(h hash.Hash, v cty.Value) {
 
 // checkContract compares the runbook with what the saved plan was made
 // of, and names every difference: a step added to a planned phase, one
-// removed, one whose attributes or files changed. A plan that keeps no
+// removed, one whose attributes or files changed, other moves. A plan that keeps no
 // planned values for a step run plans again is refused first (oldPlan).
 func (e *Engine) checkContract(ctx context.Context, plan *Plan, snap *state.Snapshot) error {
 	if err := oldPlan(plan); err != nil {
@@ -177,8 +177,12 @@ func (e *Engine) checkContract(ctx context.Context, plan *Plan, snap *state.Snap
 			list = append(list, ph)
 		}
 	}
+	snap, moves, _ := e.moves(snap)
 	now := e.contracts(ctx, list, snap)
 	var diffs []string
+	if !slices.Equal(moves, plan.Moved) {
+		diffs = append(diffs, fmt.Sprintf("the runbook's moved blocks now move %s, the plan moved %s", movesText(moves), movesText(plan.Moved)))
+	}
 	for _, pp := range plan.Phases {
 		ph := e.runbook.Phase(pp.Name)
 		if ph == nil {

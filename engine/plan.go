@@ -28,6 +28,9 @@ type Plan struct {
 	Phases        []*PhasePlan `json:"phases"`
 	// Programs are the provider programs the run would start, checked.
 	Programs []providers.Program `json:"programs,omitempty"`
+	// Moved are the records the runbook's moved blocks carry to their
+	// steps' new addresses: run makes them first (moved.go).
+	Moved []Move `json:"moved,omitempty"`
 }
 
 // PhasePlan is the plan of one phase.
@@ -107,16 +110,20 @@ type StepPlan struct {
 	// PlannedValues digests, for a step run plans again, the values this
 	// plan knew of its inputs and outputs (plannedvalues.go).
 	PlannedValues PlannedValues `json:"planned_values,omitempty"`
+	// MovedFrom is the address whose record, carried here by a moved
+	// block, the step is decided from (Plan.Moved).
+	MovedFrom *phases.Address `json:"moved_from,omitempty"`
 }
 
 // IsCheck reports whether the entry is a check.
 func (s *StepPlan) IsCheck() bool { return s.When != "" }
 
 // HasChanges reports whether running the plan would do anything at all:
-// change a step or run a check. It is what plan --detailed-exitcode and
-// "nothing to run" go by, so that no view decides it on its own.
+// move a record, change a step or run a check. It is what plan
+// --detailed-exitcode and "nothing to run" go by, so that no view decides
+// it on its own.
 func (p *Plan) HasChanges() bool {
-	return slices.ContainsFunc(p.Phases, (*PhasePlan).HasChanges)
+	return len(p.Moved) > 0 || slices.ContainsFunc(p.Phases, (*PhasePlan).HasChanges)
 }
 
 // HasChanges reports whether some step or check of the phase would run.
@@ -155,10 +162,15 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 	}
 	snap := e.state.Snapshot()
 	plan := &Plan{FormatVersion: PlanFormatVersion, Lineage: snap.Lineage, Serial: snap.Serial}
+	var diags phases.Diagnostics
+	snap, plan.Moved, diags = e.moves(snap)
+	if diags.HasErrors() {
+		return plan, diags
+	}
 	out := e.loadOutputs(snap)
 	contracts := e.contracts(ctx, selected, snap)
-	var diags phases.Diagnostics
-	plan.Programs, diags = e.programs(selected)
+	progs, d := e.programs(selected)
+	plan.Programs, diags = progs, append(diags, d...)
 	for _, ph := range selected {
 		pp := &PhasePlan{Name: ph.Name, Description: ph.Description, Complete: phaseComplete(ph, snap)}
 		plan.Phases = append(plan.Phases, pp)
@@ -169,6 +181,7 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 			diags = append(diags, withSubject(d, s.Range)...)
 			changes = changes || sp.Action != providers.NoOp && !s.IsCheck()
 			sp.Contract = contracts[s.Addr]
+			sp.MovedFrom = movedFrom(plan.Moved, s.Addr)
 			e.keepPlannedValues(sp, s, out)
 			pp.Steps = append(pp.Steps, sp)
 		}

@@ -40,6 +40,7 @@ func (e *Engine) check(plan *Plan, snap *state.Snapshot) error {
 	if plan.Lineage != snap.Lineage && plan.Lineage != "" || plan.Serial != snap.Serial {
 		return &StaleError{PlanLineage: plan.Lineage, StateLineage: snap.Lineage, PlanSerial: plan.Serial, StateSerial: snap.Serial}
 	}
+	snap = e.movedSnapshot(snap)
 	for _, pp := range plan.Phases {
 		if e.runbook.Phase(pp.Name) == nil {
 			return fmt.Errorf("the plan names phase %q, which the runbook no longer has: make a new plan", pp.Name)

@@ -18,6 +18,9 @@ type RollbackPlan struct {
 	Phases  []*PhaseRollbackPlan `json:"phases"`
 	// Programs are the provider programs the rollback may start, checked.
 	Programs []providers.Program `json:"programs,omitempty"`
+	// Moved are the records the runbook's moved blocks carry to their
+	// steps' new addresses: the rollback makes them first (moved.go).
+	Moved []Move `json:"moved,omitempty"`
 }
 
 // PhaseRollbackPlan is the rollback of one phase.
@@ -71,6 +74,11 @@ func (e *Engine) PlanRollback(names []string) (*RollbackPlan, error) {
 		return nil, err
 	}
 	snap := e.state.Snapshot()
+	lineage, serial := snap.Lineage, snap.Serial
+	snap, moved, diags := e.moves(snap)
+	if diags.HasErrors() {
+		return nil, diags.Err()
+	}
 	chosen := map[string]bool{}
 	for _, ph := range selected {
 		chosen[ph.Name] = true
@@ -85,7 +93,7 @@ func (e *Engine) PlanRollback(names []string) (*RollbackPlan, error) {
 			}
 		}
 	}
-	rp := &RollbackPlan{Lineage: snap.Lineage, Serial: snap.Serial}
+	rp := &RollbackPlan{Lineage: lineage, Serial: serial, Moved: moved}
 	progs, diags := e.programs(selected)
 	if diags.HasErrors() {
 		return nil, diags.Err()
@@ -129,6 +137,12 @@ func (e *Engine) Rollback(stop, cancel context.Context, rp *RollbackPlan) error 
 		return &StaleError{PlanLineage: rp.Lineage, StateLineage: snap.Lineage, PlanSerial: rp.Serial, StateSerial: snap.Serial}
 	}
 	e.hooks.logValue("rollback plan", rp)
+	// Records go to their steps' new addresses first: the steps are
+	// undone under the names the runbook gives them now.
+	if err := e.applyMoves(rp.Moved); err != nil {
+		return err
+	}
+	snap = e.state.Snapshot()
 	out := e.loadOutputs(snap)
 	for _, pr := range rp.Phases {
 		ph := e.runbook.Phase(pr.Name)
@@ -194,7 +208,7 @@ func (e *Engine) rollbackPhase(stop, cancel context.Context, ph *phases.Phase, p
 // release upgraded by hand is uninstalled with it), and the person asked to
 // confirm must know it first. A step that cannot be read gets no note.
 func (e *Engine) NoteChanges(ctx context.Context, rp *RollbackPlan) {
-	snap := e.state.Snapshot()
+	snap := e.movedSnapshot(e.state.Snapshot())
 	out := e.loadOutputs(snap)
 	for _, ph := range rp.Phases {
 		for i := range ph.Revert {

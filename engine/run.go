@@ -68,6 +68,11 @@ func (e *Engine) Run(stop, cancel context.Context, plan *Plan, opts RunOptions) 
 		}
 	}
 	e.hooks.logValue("plan", plan)
+	// Records go to their steps' new addresses before any step runs.
+	if err := e.applyMoves(plan.Moved); err != nil {
+		return err
+	}
+	snap = e.state.Snapshot()
 	out := e.loadOutputs(snap)
 	for _, pp := range plan.Phases {
 		ph := e.runbook.Phase(pp.Name)

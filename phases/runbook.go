@@ -19,6 +19,9 @@ type Runbook struct {
 	// Roles are the role blocks, by name: what the runbook's steps,
 	// variables and phases stand for, for programs that read it.
 	Roles map[string]*Role
+	// Moved are the moved blocks, in the order written: a chain a -> b,
+	// b -> c carries a's record to c.
+	Moved []*Moved
 	// Secrets holds the plain values of sensitive variables, so that the
 	// engine can redact them wherever they surface inside other text (a
 	// command echoing a token). Memory only: never written anywhere.
@@ -135,4 +138,12 @@ func (r *Runbook) Phase(name string) *Phase {
 		}
 	}
 	return nil
+}
+
+// Moved is a moved block: the record of the step at From belongs to the
+// step at To now (a step renamed). The engine carries it over before
+// anything runs; a From without a record is nothing to do.
+type Moved struct {
+	From, To Address
+	Range    Range // the block
 }

@@ -114,4 +114,13 @@ var language = []block{
 		header:      `role "NAME"`,
 		description: "Says what parts of the runbook stand for, for programs that read it (migrate init reads examples/homelab's roles: the old VMs, their stop steps, the disks, the images...); it changes nothing a plan or a run does. Each attribute is a part, PART = REF or PART = [REF, ...], where REF is a step or check (TYPE.NAME), a variable (var.NAME) or a phase (phase.NAME), without quotes; the part names are the reader's. Each reference must be declared: renaming a step, variable or phase without its role is an error at the role's line.",
 	},
+	{
+		header:      "moved",
+		description: "Renames a step without losing its record (Terraform's `moved` is the model): the record of the step at `from` is carried to the step at `to`, so the renamed step is not run again. The plan shows `# FROM moved to TO` and decides the step from the record it carries (a done step with the same inputs stays done); `run` and `rollback` move the record in the state first, under the lock, before any step. A `from` without a record does nothing (keep the block for those who never ran the old name); a `to` that already has a record of its own is refused at plan. `from` must no longer be declared; `to` must be, or be the `from` of a later block (renamed twice: `a` to `b`, then `b` to `c`, in that order). An address is moved from once, and moves never come back to where they started.",
+		attrs: map[string]phases.Attribute{
+			"from": required(cty.DynamicPseudoType, "The step's old address, TYPE.NAME, without quotes."),
+			"to":   required(cty.DynamicPseudoType, "The step's new address, TYPE.NAME, without quotes."),
+		},
+		types: map[string]string{"from": "reference", "to": "reference"},
+	},
 }

@@ -136,6 +136,10 @@ phase "two" {
     discards = [alpha_thing.a]
   }
 }
+moved {
+  from = alpha_thing.old
+  to   = alpha_thing.gone
+}
 `
 	for _, blk := range language {
 		for _, name := range names(blk) {

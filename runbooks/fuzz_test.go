@@ -36,6 +36,8 @@ func FuzzLoad(f *testing.F) {
 	// which the step takes.
 	f.Add([]byte("provider \"talos\" \"a\" { version = \"v1\" }\nprovider \"talos\" \"b\" { version = \"v1\" }\nphase \"p\" {\n  step \"talos_kubeconfig\" \"k\" {}\n  check \"talos_read\" \"c\" { path = \"/x\" }\n}\n"))
 	f.Add([]byte("provider \"talos\" \"a\" { version = \"v1\" }\nprovider \"talos\" \"default\" { version = \"v1\" }\nphase \"p\" {\n  step \"talos_kubeconfig\" \"k\" {}\n}\n"))
+	// moved blocks: a chain, a key, a cycle.
+	f.Add([]byte("phase \"a\" {\n  step \"exec\" \"c\" { command = [\"true\"] }\n}\nmoved {\n  from = exec.a\n  to   = exec.b\n}\nmoved {\n  from = exec.b\n  to   = exec.c\n}\nmoved {\n  from = exec.k[\"x\"]\n  to = exec.c\n}\nmoved {\n  from = exec.c\n  to = exec.a\n}\n"))
 	schemas := testSchemas()
 	// No file system writes per input: the machine is shared, and disk
 	// latency would look like hangs.

@@ -153,6 +153,7 @@ type rootBody struct {
 	Phases    []*phaseBlock    `hcl:"phase,block"`
 	Backends  []*backendBlock  `hcl:"backend,block"`
 	Roles     []*roleBlock     `hcl:"role,block"`
+	Moved     []*movedBlock    `hcl:"moved,block"`
 }
 
 type localsBlock struct {
@@ -200,6 +201,7 @@ func (ld *load) run() *phases.Runbook {
 		phaseBlocks []*phaseBlock
 		backends    []*backendBlock
 		roleBlocks  []*roleBlock
+		moved       []*movedBlock
 	)
 	for _, r := range roots {
 		varBlocks = append(varBlocks, r.Variables...)
@@ -208,6 +210,7 @@ func (ld *load) run() *phases.Runbook {
 		phaseBlocks = append(phaseBlocks, r.Phases...)
 		backends = append(backends, r.Backends...)
 		roleBlocks = append(roleBlocks, r.Roles...)
+		moved = append(moved, r.Moved...)
 	}
 
 	ld.scope = &scope{stepTypes: ld.stepTypes, vars: cty.EmptyObjectVal, locals: cty.EmptyObjectVal, unknown: map[string]cty.Value{}}
@@ -235,6 +238,7 @@ func (ld *load) run() *phases.Runbook {
 	rb := ld.build()
 	rb.Backend = backend
 	rb.Roles = ld.declareRoles(roleBlocks)
+	rb.Moved = ld.declareMoved(moved)
 	return rb
 }
 

@@ -178,7 +178,7 @@ func replay(s *Snapshot, entries []journalEntry, legacy bool) (int, error) {
 		case e.CRC == "" && !legacy:
 			return applied, fmt.Errorf("%s has no checksum, and the snapshot is not of the version that wrote such lines", e.where())
 		}
-		s.Steps[e.Step.Addr.String()] = e.Step
+		s.Apply(e.Step)
 		s.Serial = e.Seq
 		applied++
 	}

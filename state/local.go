@@ -362,7 +362,7 @@ func (l *Local) flush(b *batch) {
 	l.journalBytes += int64(len(b.buf))
 	if err == nil {
 		for _, r := range b.recs {
-			l.snap.Steps[r.Addr.String()] = r
+			l.snap.Apply(r)
 		}
 		l.snap.Serial = b.last
 		l.dirty = true

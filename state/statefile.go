@@ -10,6 +10,8 @@ import (
 	"io"
 	"maps"
 	"slices"
+
+	"github.com/homelab-migrate/migrate/phases"
 )
 
 // DecodeSnapshot decodes a snapshot (state.json, or what another backend
@@ -270,6 +272,11 @@ func validateRecord(rec *StepRecord) error {
 	}
 	if !knownStatus[rec.Status] {
 		return fmt.Errorf("record %s has unknown status %q", rec.Addr, rec.Status)
+	}
+	if rec.MovedFrom != "" {
+		if _, err := phases.ParseAddress(rec.MovedFrom); err != nil {
+			return fmt.Errorf("record %s moved from %q: %w", rec.Addr, rec.MovedFrom, err)
+		}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/homelab-migrate/migrate/phases"
@@ -68,6 +69,39 @@ type StepRecord struct {
 	// holder that finds the step still running asks whether that one may
 	// still run it (HolderChecker).
 	Holder *Holder `json:"holder,omitempty"`
+	// MovedFrom, only in the journal entry that moves a record (Move),
+	// is the address the record had: applying the entry removes that
+	// one. A snapshot's records never hold it.
+	MovedFrom string `json:"moved_from,omitempty"`
+}
+
+// Apply puts rec into s under its address; a record that moves (MovedFrom)
+// leaves its old address. Every backend folds entries with it.
+func (s *Snapshot) Apply(rec *StepRecord) {
+	if rec.MovedFrom != "" {
+		delete(s.Steps, rec.MovedFrom)
+		rec.MovedFrom = ""
+	}
+	s.Steps[rec.Addr.String()] = rec
+}
+
+// Move carries the record at from to the address to, in phase (the
+// record's own when empty), as one checkpoint: the step was renamed (a
+// runbook's moved block). It refuses when to has a record already, and
+// does nothing when from has none.
+func Move(m Manager, from, to phases.Address, phase string) error {
+	rec, ok := m.Step(from)
+	if !ok {
+		return nil
+	}
+	if _, ok := m.Step(to); ok {
+		return fmt.Errorf("moving %s to %s: %s has a record already", from, to, to)
+	}
+	rec.Addr, rec.MovedFrom = to, from.String()
+	if phase != "" {
+		rec.Phase = phase
+	}
+	return m.Checkpoint(rec)
 }
 
 // Holder names the lock holder that started a step: its lock's ID, the

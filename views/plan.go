@@ -83,8 +83,16 @@ func renderPlan(w io.Writer, st styles, p *engine.Plan) {
 	for _, ph := range p.Phases {
 		renderPhasePlan(w, st, ph)
 	}
-	fmt.Fprintf(w, "%s %d to create, %d to update, %d drifted, %d unchanged.\n",
-		st.bold("Plan:"), c.Create, c.Update, c.Drift, c.NoOp)
+	moved := ""
+	if len(p.Moved) > 0 {
+		where := "its step's new address"
+		if len(p.Moved) > 1 {
+			where = "their steps' new addresses"
+		}
+		moved = fmt.Sprintf(" %s moved to %s.", plural(len(p.Moved), "record", "records"), where)
+	}
+	fmt.Fprintf(w, "%s %d to create, %d to update, %d drifted, %d unchanged.%s\n",
+		st.bold("Plan:"), c.Create, c.Update, c.Drift, c.NoOp, moved)
 }
 
 // renderPrograms names the programs the run would give the runbook's
@@ -122,6 +130,11 @@ func renderPhasePlan(w io.Writer, st styles, ph *engine.PhasePlan) {
 		}
 	}
 	steps := len(ph.Steps) - checks
+	for _, s := range ph.Steps {
+		if s.MovedFrom != nil {
+			fmt.Fprintf(w, "  %s\n", st.dim(fmt.Sprintf("# %s moved to %s", s.MovedFrom, s.Addr)))
+		}
+	}
 	if changes == 0 {
 		// Nothing changes: one line instead of a line per step.
 		if steps > 0 {

@@ -14,6 +14,12 @@ func (v *View) RollbackPlan(p *engine.RollbackPlan) {
 	defer w.Flush()
 	st := v.st
 	renderPrograms(w, st, p.Programs)
+	for _, m := range p.Moved {
+		fmt.Fprintf(w, "%s\n", st.dim(fmt.Sprintf("# %s moved to %s", m.From, m.To)))
+	}
+	if len(p.Moved) > 0 {
+		fmt.Fprintln(w)
+	}
 	irr := 0
 	for _, ph := range p.Phases {
 		irr += len(ph.Irreversible)

@@ -266,7 +266,7 @@ func (s *Store) replay(snap *state.Snapshot, version int, entries []*mvccpb.KeyV
 		if err != nil {
 			return 0, s.unusable(key, err, "")
 		}
-		snap.Steps[e.Step.Addr.String()] = e.Step
+		snap.Apply(e.Step)
 		snap.Serial = e.Seq
 		n++
 	}

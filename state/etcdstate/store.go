@@ -287,7 +287,7 @@ func (s *Store) flush(b *batch) {
 
 func (s *Store) applyLocked(b *batch, rev int64) {
 	for _, r := range b.recs {
-		s.snap.Steps[r.Addr.String()] = r
+		s.snap.Apply(r)
 	}
 	s.snap.Serial = b.last
 	s.headRev = rev

@@ -52,6 +52,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 		{"Copies", copies},
 		{"BadRecordsRefused", badRecords},
 		{"ReaderDuringWrites", readerDuringWrites},
+		{"MoveRenamesARecord", moves},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.f(t, newBackend(t)) })
 	}
@@ -464,4 +465,36 @@ func readerDuringWrites(t *testing.T, b Backend) {
 		t.Fatalf("serial %d, want %d", s.Serial, n)
 	}
 	t.Logf("%d reads during %d checkpoints", reads, n)
+}
+
+// moves: state.Move carries a record to a new address in one
+// checkpoint, seen by a reader of the journal and after a fold; a move
+// onto a record is refused, a move of nothing does nothing.
+func moves(t *testing.T, b Backend) {
+	w := OpenW(t, b, "migrate run")
+	a := Rec("exec.a", state.Done)
+	a.InputHash = "h1"
+	Checkpoint(t, w, a, Rec("exec.b", state.Done))
+	from, to := a.Addr, Rec("exec.c", state.Done).Addr
+	if err := state.Move(w, from, to, "other"); err != nil {
+		t.Fatalf("Move: %v", err)
+	}
+	check := func(who string, s *state.Snapshot) {
+		t.Helper()
+		c := s.Steps["exec.c"]
+		if s.Serial != 3 || len(s.Steps) != 2 || s.Steps["exec.a"] != nil || c == nil || c.InputHash != "h1" || c.Phase != "other" || c.Addr != to || c.MovedFrom != "" {
+			t.Fatalf("%s: serial %d, steps %v; want serial 3, exec.b and exec.c (was exec.a)", who, s.Serial, s.Steps)
+		}
+	}
+	check("writer", w.Snapshot())
+	check("reader of the journal", OpenR(t, b).Snapshot())
+	if err := state.Move(w, Rec("exec.b", state.Done).Addr, to, ""); err == nil || !strings.Contains(err.Error(), "exec.c has a record already") {
+		t.Fatalf("Move onto a record: %v, want refused", err)
+	}
+	if err := state.Move(w, from, Rec("exec.d", state.Done).Addr, ""); err != nil {
+		t.Fatalf("Move of no record: %v, want nothing done", err)
+	}
+	check("writer after refusals", w.Snapshot())
+	closeOK(t, w)
+	check("after the fold", OpenR(t, b).Snapshot())
 }
