@@ -78,9 +78,17 @@ type StepRecord struct {
 // Apply puts rec into s under its address; a record that moves (MovedFrom)
 // leaves its old address. Every backend folds entries with it.
 func (s *Snapshot) Apply(rec *StepRecord) {
-	if rec.MovedFrom != "" {
-		delete(s.Steps, rec.MovedFrom)
+	if from := rec.MovedFrom; from != "" {
+		delete(s.Steps, from)
 		rec.MovedFrom = ""
+		// The steps that depend on it keep its world under its new
+		// address, so that their check of what replaced it still holds.
+		for _, other := range s.Steps {
+			if w, ok := other.Upstream[from]; ok {
+				delete(other.Upstream, from)
+				other.Upstream[rec.Addr.String()] = w
+			}
+		}
 	}
 	s.Steps[rec.Addr.String()] = rec
 }

@@ -474,7 +474,9 @@ func moves(t *testing.T, b Backend) {
 	w := OpenW(t, b, "migrate run")
 	a := Rec("exec.a", state.Done)
 	a.InputHash = "h1"
-	Checkpoint(t, w, a, Rec("exec.b", state.Done))
+	b1 := Rec("exec.b", state.Done)
+	b1.Upstream = map[string]string{"exec.a": "w1"} // b depends on a
+	Checkpoint(t, w, a, b1)
 	from, to := a.Addr, Rec("exec.c", state.Done).Addr
 	if err := state.Move(w, from, to, "other"); err != nil {
 		t.Fatalf("Move: %v", err)
@@ -484,6 +486,9 @@ func moves(t *testing.T, b Backend) {
 		c := s.Steps["exec.c"]
 		if s.Serial != 3 || len(s.Steps) != 2 || s.Steps["exec.a"] != nil || c == nil || c.InputHash != "h1" || c.Phase != "other" || c.Addr != to || c.MovedFrom != "" {
 			t.Fatalf("%s: serial %d, steps %v; want serial 3, exec.b and exec.c (was exec.a)", who, s.Serial, s.Steps)
+		}
+		if up := s.Steps["exec.b"].Upstream; len(up) != 1 || up["exec.c"] != "w1" {
+			t.Fatalf("%s: exec.b's upstream worlds %v, want exec.a's under its new address exec.c", who, up)
 		}
 	}
 	check("writer", w.Snapshot())
