@@ -281,6 +281,9 @@ func (ld *load) build() *phases.Runbook {
 		if d.dup || d.step.Config == nil {
 			continue
 		}
+		if d.forEach != nil && !d.isCheck {
+			d.phase.phase.ForEach = append(d.phase.phase.ForEach, d.step)
+		}
 		for _, s := range d.instances() {
 			if d.isCheck {
 				d.phase.phase.Checks = append(d.phase.phase.Checks, s)
