@@ -89,11 +89,12 @@ func TestForEachPlansRunsAndRevertsRemovedKeys(t *testing.T) {
 	if got[`exec.app["b"]`] != "revert key_removed" {
 		t.Errorf(`with "b" removed, plan --json says %q for it, want revert key_removed (plan: %v)`, got[`exec.app["b"]`], got)
 	}
-	r := run(t, dir, 0, "plan", "--no-color")
+	r := run(t, dir, 0, "plan", "--no-color", "--out", filepath.Join(dir, "plan.bin"))
 	if !strings.Contains(r.stdout, `- exec.app["b"] will be reverted: its key is no longer in the for_each of exec.app`) || !strings.Contains(r.stdout, "1 to revert") {
 		t.Errorf("the plan does not say the removed key is reverted:\n%s", r)
 	}
-	run(t, dir, 0, "run", "--all", "--auto-approve", "--no-color")
+	// The saved plan holds the revert: run --plan accepts it.
+	run(t, dir, 0, "run", "--plan", filepath.Join(dir, "plan.bin"), "--auto-approve", "--no-color")
 	if l := log(); !strings.HasSuffix(l, "undo b\n") || strings.Count(l, "made ") != 3 {
 		t.Errorf("run did not revert exec.app[\"b\"] alone: log = %q", l)
 	}
