@@ -80,3 +80,13 @@ func (e *Engine) revertRemoved(pr *phaseRun, r *stepRunner, ph *phases.Phase) er
 	}
 	return nil
 }
+
+// withRemoved is the phase's steps and the instances whose key left the
+// map that are still to undo: a rollback undoes those too.
+func (e *Engine) withRemoved(ph *phases.Phase, snap *state.Snapshot) []*phases.Step {
+	removed := e.removedInstances(ph, snap)
+	if len(removed) == 0 {
+		return ph.Steps
+	}
+	return append(append(make([]*phases.Step, 0, len(ph.Steps)+len(removed)), ph.Steps...), removed...)
+}

@@ -102,3 +102,22 @@ func TestForEachPlansRunsAndRevertsRemovedKeys(t *testing.T) {
 		t.Errorf("once reverted, the plan still has work:\n%s", r)
 	}
 }
+
+// TestRollbackRevertsARemovedKey: a rollback undoes an instance whose key
+// left the map too, not only the instances the runbook still has.
+func TestRollbackRevertsARemovedKey(t *testing.T) {
+	t.Parallel()
+	dir := runbook(t, forEachRunbook(`"a", "b"`))
+	run(t, dir, 0, "run", "--all", "--auto-approve", "--no-color")
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(forEachRunbook(`"a"`)["main.hcl"]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, dir, 0, "rollback", "--auto-approve", "--no-color")
+	b, err := os.ReadFile(filepath.Join(dir, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := string(b); !strings.Contains(l, "undo a\n") || !strings.Contains(l, "undo b\n") {
+		t.Errorf("rollback did not undo both instances: log = %q\n%s", l, r)
+	}
+}
