@@ -83,6 +83,11 @@ func (ld *load) decodeForEach(a *hcl.Attribute) *forEach {
 	return fe
 }
 
+// each is the value of each in the instance of key k.
+func (fe *forEach) each(k string) cty.Value {
+	return cty.ObjectVal(map[string]cty.Value{"key": cty.StringVal(k), "value": fe.values[k]})
+}
+
 func (ld *load) isStepType(name string) bool {
 	_, ok := ld.stepTypes[name]
 	return ok
@@ -146,7 +151,7 @@ func (d *stepDecl) instances() []*phases.Step {
 		s.Addr.Key = k
 		if ev != nil {
 			inst := *ev
-			inst.each = cty.ObjectVal(map[string]cty.Value{"key": cty.StringVal(k), "value": d.forEach.values[k]})
+			inst.each = d.forEach.each(k)
 			s.Config = &inst
 		}
 		out = append(out, &s)

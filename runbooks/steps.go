@@ -504,6 +504,16 @@ func (ld *load) resolveSteps() {
 			ev.each = cty.ObjectVal(map[string]cty.Value{"key": cty.UnknownVal(cty.String), "value": cty.DynamicVal})
 		}
 		_, diags = ev.decode(nil)
+		if d.forEach != nil && !diags.HasErrors() {
+			// each.value known: report the first instance it does not fit.
+			for _, k := range d.forEach.keys {
+				inst := *ev
+				inst.each = d.forEach.each(k)
+				if _, diags = inst.decode(nil); diags.HasErrors() {
+					break
+				}
+			}
+		}
 		ld.diags = append(ld.diags, dropWithin(diags, bad)...)
 		d.step.Config = ev
 		deps := d.deps

@@ -37,3 +37,10 @@ phase "p" {
     command    = ["true"]
   }
 }
+
+phase "q" {
+  step "exec" "objects" {
+    for_each = { a = { dir = "/a" } }
+    command  = each.value # ERROR: Incorrect attribute value type
+  }
+}
