@@ -55,7 +55,9 @@ func (ld *load) decodeForEach(a *hcl.Attribute) *forEach {
 	case ty.IsMapType() || ty.IsObjectType():
 		for it := v.ElementIterator(); it.Next(); {
 			k, val := it.Element()
-			fe.values[k.AsString()] = val
+			if !fe.add(k.AsString(), val) {
+				return bad("Invalid for_each Key", fmt.Sprintf("The for_each keys %q and another are the same text composed differently (Unicode NFC): they would name one instance. Keep one of them.", k.AsString()))
+			}
 		}
 	case ty.IsSetType():
 		if !ty.ElementType().Equals(cty.String) && ty.ElementType() != cty.DynamicPseudoType {
@@ -66,7 +68,9 @@ func (ld *load) decodeForEach(a *hcl.Attribute) *forEach {
 			if val.IsNull() || !val.Type().Equals(cty.String) {
 				return bad("Invalid for_each Argument", "The for_each value is a set that holds something other than a string: a set must hold strings, its keys.")
 			}
-			fe.values[val.AsString()] = val
+			if !fe.add(val.AsString(), cty.StringVal(phases.Name(val.AsString()))) {
+				return bad("Invalid for_each Key", fmt.Sprintf("The for_each keys %q and another are the same text composed differently (Unicode NFC): they would name one instance. Keep one of them.", val.AsString()))
+			}
 		}
 	case ty.IsListType() || ty.IsTupleType():
 		return bad("Invalid for_each Argument", "The for_each value is a list: it must be a map, or a set of strings, so that each instance has a key that does not depend on the order. Write toset([...]) to use the strings of a list as keys.")
@@ -81,6 +85,17 @@ func (ld *load) decodeForEach(a *hcl.Attribute) *forEach {
 	}
 	sort.Strings(fe.keys)
 	return fe
+}
+
+// add adds key k, as the runbook keeps names (NFC, as ParseAddress reads
+// it back), with its value; false when another key is the same text.
+func (fe *forEach) add(k string, v cty.Value) bool {
+	k = phases.Name(k)
+	if _, dup := fe.values[k]; dup {
+		return false
+	}
+	fe.values[k] = v
+	return true
 }
 
 // each is the value of each in the instance of key k.

@@ -128,3 +128,13 @@ func TestForEachMistakes(t *testing.T) {
 		})
 	}
 }
+
+// TestForEachKeysAreNFC: a key is kept as ParseAddress reads it back
+// (NFC), so that the state's key of an instance names it again.
+func TestForEachKeysAreNFC(t *testing.T) {
+	rb := mustLoad(t, map[string]string{"main.hcl": "phase \"p\" {\n  step \"exec\" \"x\" {\n    for_each = toset([\"cafe\u0301\"])\n    command = [each.key]\n  }\n  step \"exec\" \"y\" {\n    command = [\"true\"]\n    depends_on = [exec.x[\"caf\u00e9\"]]\n  }\n}\n"}, runbooks.Options{})
+	s := step(t, rb, "exec.x[\"caf\u00e9\"]")
+	if a, err := phases.ParseAddress(s.Addr.String()); err != nil || a != s.Addr {
+		t.Errorf("ParseAddress(%s) = %#v, %v", s.Addr, a, err)
+	}
+}

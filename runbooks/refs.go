@@ -117,6 +117,7 @@ func (ld *load) checkRefs(trs []hcl.Traversal, allowSteps bool, what string) ([]
 			// TYPE.NAME["KEY"][.OUTPUT]: one instance.
 			_, isIndex := tr[2].(hcl.TraverseIndex)
 			key, ok := traverserName(tr[2])
+			key = phases.Name(key)
 			if !isIndex || !ok {
 				report(tr, "Missing Instance Key", fmt.Sprintf("The step %s has for_each: name one instance, as in %s[\"KEY\"].OUTPUT, or index the map of all its instances with an expression, as in %s[each.key].", addr, addr, addr))
 				continue

@@ -461,7 +461,7 @@ func instanceKey(tr hcl.Traversal) (string, bool) {
 	if !ok || idx.Key.Type() != cty.String || !idx.Key.IsKnown() || idx.Key.IsNull() || idx.Key.IsMarked() {
 		return "", false
 	}
-	return idx.Key.AsString(), true
+	return phases.Name(idx.Key.AsString()), true
 }
 
 // resolveSteps, once every step is declared, resolves references,
