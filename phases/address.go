@@ -21,12 +21,16 @@ type Address struct {
 
 // String renders TYPE.NAME, or TYPE.NAME["KEY"] with the key quoted as
 // in HCL and Go (\" and \\ escaped), which ParseAddress reads back.
+// (Small enough to inline: a comparison of two addresses' strings then
+// allocates nothing, as sorting big runbooks' dependencies does.)
 func (a Address) String() string {
 	if a.Key == "" {
 		return a.Type + "." + a.Name
 	}
-	return a.Type + "." + a.Name + "[" + strconv.Quote(a.Key) + "]"
+	return a.keyed()
 }
+
+func (a Address) keyed() string { return a.Type + "." + a.Name + "[" + strconv.Quote(a.Key) + "]" }
 
 // Base is the address of the step block: the address without its key.
 func (a Address) Base() Address { return Address{Type: a.Type, Name: a.Name} }
