@@ -44,6 +44,9 @@ const (
 	RevertData    ReasonCode = "revert_data"
 	Irreversible  ReasonCode = "irreversible"
 	NothingToUndo ReasonCode = "nothing_to_undo"
+	// KeyRemoved: an instance of a step with for_each whose key left
+	// the map; plan and run revert it, as Terraform destroys it.
+	KeyRemoved ReasonCode = "key_removed"
 )
 
 // Why holds what a reason names, as data: the steps it is about (By),
@@ -91,6 +94,9 @@ type stepFacts struct {
 	Rec   *state.StepRecord // nil: it never ran
 	// Rollback: decide what a rollback does with the record.
 	Rollback bool
+	// KeyRemoved: (with Rollback) the record is of a for_each instance
+	// whose key the runbook no longer has; plan and run revert it.
+	KeyRemoved bool
 	// Run: decided just before the step is applied or passed over, with
 	// what the plan decided (Planned, nil: nothing) and the steps after
 	// which it said to read it again (Recheck).
@@ -238,6 +244,9 @@ func decideRevert(f stepFacts) Decision {
 		return Decision{Action: providers.Revert, Reason: NothingToUndo, Why: Why{By: []phases.Address{*f.GoneWith}}}
 	case needsRevert(rec):
 		d := Decision{Action: providers.Revert, Reason: RevertData, Why: Why{Detail: "undo"}}
+		if f.KeyRemoved {
+			d.Reason = KeyRemoved
+		}
 		if rec.Revert != nil && rec.Revert.Description != "" {
 			d.Why.Detail = rec.Revert.Description
 		}

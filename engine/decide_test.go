@@ -106,6 +106,7 @@ func TestDecide(t *testing.T) {
 		{"revert_data/unfinished", stepFacts{Rollback: true, Rec: rec(state.Reverting)}, Decision{Action: providers.Revert, Reason: RevertData, Why: Why{Detail: "delete it"}}},
 		{"nothing_to_undo", stepFacts{Rollback: true, Rec: done, GoneWith: &del}, Decision{Action: providers.Revert, Reason: NothingToUndo, Why: Why{By: []phases.Address{del}}}},
 		{"irreversible", stepFacts{Rollback: true, Rec: &state.StepRecord{Status: state.Done}}, Decision{Reason: Irreversible}},
+		{"key_removed", stepFacts{Rollback: true, KeyRemoved: true, Rec: done}, Decision{Action: providers.Revert, Reason: KeyRemoved, Why: Why{Detail: "delete it"}}},
 	} {
 		t.Run(row.name, func(t *testing.T) {
 			if got := decide(row.f); !sameDecision(got, row.want) {

@@ -175,6 +175,10 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 		pp := &PhasePlan{Name: ph.Name, Description: ph.Description, Complete: phaseComplete(ph, snap)}
 		plan.Phases = append(plan.Phases, pp)
 		changes := false
+		for _, sp := range e.planRemoved(ph, snap) {
+			changes = true
+			pp.Steps = append(pp.Steps, sp)
+		}
 		steps := newStepGraph(ph.Steps).order()
 		for _, s := range append(steps, ph.Checks...) {
 			sp, d := e.planStep(ctx, s, snap.Steps[s.Addr.String()], out, snapshotLookup(snap), changes)

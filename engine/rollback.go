@@ -102,7 +102,7 @@ func (e *Engine) PlanRollback(names []string) (*RollbackPlan, error) {
 	for i := len(selected) - 1; i >= 0; i-- {
 		ph := selected[i]
 		pr := &PhaseRollbackPlan{Name: ph.Name}
-		order := newStepGraph(ph.Steps).order()
+		order := newStepGraph(e.withRemoved(ph, snap)).order()
 		for j := len(order) - 1; j >= 0; j-- {
 			s := order[j]
 			rec := snap.Steps[s.Addr.String()]
@@ -169,7 +169,7 @@ func (e *Engine) rollbackPhase(stop, cancel context.Context, ph *phases.Phase, p
 		wanted[x.Addr] = true
 	}
 	r := &stepRunner{e: e, cancel: cancel, out: out}
-	w, err := run.walk(stop, r, newStepGraph(ph.Steps).reversed(), func(s *phases.Step) bool {
+	w, err := run.walk(stop, r, newStepGraph(e.withRemoved(ph, e.state.Snapshot())).reversed(), func(s *phases.Step) bool {
 		if !wanted[s.Addr] {
 			return true
 		}

@@ -125,6 +125,9 @@ func (e *Engine) runPhase(stop, cancel context.Context, ph *phases.Phase, pp *Ph
 	if err := runChecks(true); err != nil {
 		return err
 	}
+	if err := e.revertRemoved(pr, r, ph); err != nil {
+		return err
+	}
 
 	w, err := pr.walk(stop, r, newStepGraph(ph.Steps), r.run)
 	if err != nil {

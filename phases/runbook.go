@@ -38,7 +38,11 @@ type Phase struct {
 	After  []string
 	Steps  []*Step
 	Checks []*Step
-	Range  Range
+	// ForEach holds, for each step block with for_each, the step as
+	// declared (its address without a key): what an instance whose key
+	// left the map is reverted with.
+	ForEach []*Step
+	Range   Range
 }
 
 // ProviderConfig is one provider block: provider "TYPE" "NAME" { ... }.

@@ -84,7 +84,7 @@ var language = []block{
 	},
 	{
 		header:      `step "TYPE" "NAME"`,
-		description: "One step of a phase, addressed TYPE.NAME (unique in the runbook). Its attributes are its step type's (below) plus the meta-arguments. A reference to another step's output (TYPE.NAME.OUTPUT) is also a dependency.",
+		description: "One step of a phase, addressed TYPE.NAME (unique in the runbook). Its attributes are its step type's (below) plus the meta-arguments. A reference to another step's output (TYPE.NAME.OUTPUT) is also a dependency. With for_each, one instance per key, addressed TYPE.NAME[\"KEY\"] in the plan, the state, --json and the graph: refer to one instance's output as TYPE.NAME[\"KEY\"].OUTPUT, or to TYPE.NAME as the map of its instances by key (TYPE.NAME[each.key].OUTPUT).",
 	},
 	{
 		header:      `check "TYPE" "NAME"`,
@@ -95,12 +95,13 @@ var language = []block{
 		description: "An attribute of the step type with the same name wins (http_check's own timeout is not the step's).",
 		attrs: map[string]phases.Attribute{
 			"provider":   attr(cty.DynamicPseudoType, "The provider block that runs the step, as TYPE.NAME. Without it: the only block of the step type's provider, or the one named \"default\", or, with no block, an implicit one when the provider needs no settings (local). Two blocks or more, none named \"default\", make a step without it an error at the step, naming the blocks: say which, as provider = talos.rehearsal."),
-			"depends_on": attr(references, "Steps and checks to wait for, as [TYPE.NAME, ...]; in the same phase or one that runs before."),
+			"depends_on": attr(references, "Steps and checks to wait for, as [TYPE.NAME, ...]; in the same phase or one that runs before. TYPE.NAME of a step with for_each waits for all its instances, TYPE.NAME[\"KEY\"] for one."),
+			"for_each":   attr(cty.DynamicPseudoType, "A map, or a set of strings (toset([...])): one instance of the step per key, in which each.key is the key and each.value its value (the key again for a set). It must be known at plan: made of variables, locals and literals, never of step outputs. No key may be empty. An instance whose key leaves the map is planned for revert (reason key_removed) and the next run undoes it with its revert data, as Terraform destroys it."),
 			"discards":   attr(references, "Steps only: the steps whose effects this one destroys with its own (what was made inside the VM it deletes), as [TYPE.NAME, ...]; steps it depends on, or of an earlier phase. Once it is done, a rollback has nothing to undo for them: it marks them reverted without asking their provider, whose host may be gone."),
 			"timeout":    attr(cty.String, "The longest the step may take, a duration such as \"30s\" or \"5m\"."),
 			"when":       attr(cty.String, "Checks only: \"before\" (the phase does not start until it passes) or \"after\" (the phase is not complete until it passes); default \"after\"."),
 		},
-		types: map[string]string{"provider": "reference", "depends_on": "list of references", "discards": "list of references"},
+		types: map[string]string{"provider": "reference", "depends_on": "list of references", "discards": "list of references", "for_each": "map or set of strings"},
 		nested: []block{{
 			header:      "retry",
 			description: "Try the step again when it fails.",

@@ -135,6 +135,10 @@ phase "two" {
     token    = "t"
     discards = [alpha_thing.a]
   }
+  step "alpha_thing" "each" {
+    for_each = toset(["x", "y"])
+    token    = each.key
+  }
 }
 moved {
   from = alpha_thing.old

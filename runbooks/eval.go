@@ -28,9 +28,13 @@ type scope struct {
 // unknown (of its output type when the schema declares one), so plans can
 // be made before anything ran. refs lists the steps the expression may
 // refer to; nil allows none (variables, locals, providers).
+//
+// A step with for_each is T.NAME = { KEY = outputs of T.NAME["KEY"] },
+// and each (each.key, each.value) is the instance being evaluated.
 func (s *scope) evalContext(refs []phases.Address, outputs map[phases.Address]cty.Value) *hcl.EvalContext {
 	vars := map[string]cty.Value{"var": s.vars, "local": s.locals}
 	byType := map[string]map[string]cty.Value{}
+	instances := map[phases.Address]map[string]cty.Value{}
 	for _, a := range refs {
 		v, ok := outputs[a]
 		if !ok || v.Type() == cty.NilType {
@@ -41,7 +45,18 @@ func (s *scope) evalContext(refs []phases.Address, outputs map[phases.Address]ct
 			m = map[string]cty.Value{}
 			byType[a.Type] = m
 		}
-		m[a.Name] = v
+		if a.Key == "" {
+			m[a.Name] = v
+			continue
+		}
+		base := a.Base()
+		if instances[base] == nil {
+			instances[base] = map[string]cty.Value{}
+		}
+		instances[base][a.Key] = v
+	}
+	for base, m := range instances {
+		byType[base.Type][base.Name] = cty.ObjectVal(m)
 	}
 	for t, m := range byType {
 		vars[t] = cty.ObjectVal(m)
@@ -64,6 +79,7 @@ type evaluator struct {
 	spec      hcldec.Spec
 	refs      []phases.Address
 	sensitive []string
+	each      cty.Value // each.key and each.value of one for_each instance; NilVal without
 }
 
 var _ phases.Evaluator = (*evaluator)(nil)
@@ -77,6 +93,9 @@ func (e *evaluator) Evaluate(outputs map[phases.Address]cty.Value) (cty.Value, p
 
 func (e *evaluator) decode(outputs map[phases.Address]cty.Value) (cty.Value, hcl.Diagnostics) {
 	ctx := e.scope.evalContext(e.refs, outputs)
+	if e.each.Type() != cty.NilType {
+		ctx.Variables["each"] = e.each
+	}
 	v, diags := hcldec.Decode(e.body, e.spec, ctx)
 	diags = hideSensitiveBody(diags, ctx, e.body, e.spec)
 	return markAttrs(v, e.sensitive), diags

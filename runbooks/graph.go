@@ -281,10 +281,15 @@ func (ld *load) build() *phases.Runbook {
 		if d.dup || d.step.Config == nil {
 			continue
 		}
-		if d.isCheck {
-			d.phase.phase.Checks = append(d.phase.phase.Checks, d.step)
-		} else {
-			d.phase.phase.Steps = append(d.phase.phase.Steps, d.step)
+		if d.forEach != nil && !d.isCheck {
+			d.phase.phase.ForEach = append(d.phase.phase.ForEach, d.step)
+		}
+		for _, s := range d.instances() {
+			if d.isCheck {
+				d.phase.phase.Checks = append(d.phase.phase.Checks, s)
+			} else {
+				d.phase.phase.Steps = append(d.phase.phase.Steps, s)
+			}
 		}
 	}
 	return rb
@@ -323,7 +328,7 @@ func (ld *load) resolveDiscards() {
 			}
 			ld.diags = append(ld.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid discards Entry", Detail: detail, Subject: r.rng.Ptr()})
 		}
-		d.step.Discards = uniqueAddrs(ok)
+		d.step.Discards = ld.uniqueAddrs(ok)
 	}
 }
 
@@ -335,14 +340,14 @@ func (ld *load) dependsOn(d *stepDecl, addr phases.Address) bool {
 	for len(stack) > 0 {
 		a := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		if a == addr {
+		if a.Base() == addr {
 			return true
 		}
 		if seen[a] {
 			continue
 		}
 		seen[a] = true
-		if dep := ld.steps[a]; dep != nil && dep.phase == d.phase {
+		if dep := ld.steps[a.Base()]; dep != nil && dep.phase == d.phase {
 			stack = append(stack, dep.step.DependsOn...)
 		}
 	}

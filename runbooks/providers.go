@@ -64,7 +64,7 @@ func (ld *load) resolveProviders() {
 		refs, bad, diags := ld.checkRefs(hcldec.Variables(d.block.Config, spec), true, "")
 		ld.diags = append(ld.diags, diags...)
 		d.refs = refs
-		ev := &evaluator{scope: ld.scope, body: d.block.Config, spec: spec, refs: uniqueAddrs(refs), sensitive: sensitiveNames(d.attrs)}
+		ev := &evaluator{scope: ld.scope, body: d.block.Config, spec: spec, refs: ld.uniqueAddrs(refs), sensitive: sensitiveNames(d.attrs)}
 		_, diags = ev.decode(nil)
 		ld.diags = append(ld.diags, dropWithin(diags, bad)...)
 		d.cfg.Config = ev

@@ -15,7 +15,8 @@ import (
 // A big runbook has hundreds of thousands, kept until loading ends: hence
 // the compact range.
 type stepRef struct {
-	addr phases.Address
+	addr phases.Address // the step block's address, without a key
+	key  string         // one instance of a step with for_each; "" for all
 	rng  srcRange
 }
 
@@ -107,8 +108,32 @@ func (ld *load) checkRefs(trs []hcl.Traversal, allowSteps bool, what string) ([]
 			continue
 		}
 		addr := phases.Address{Type: root, Name: name}
-		if _, ok := ld.steps[addr]; !ok {
+		target, ok := ld.steps[addr]
+		if !ok {
 			report(tr, "Reference to Undeclared Step", ld.undeclaredStepDetail(addr))
+			continue
+		}
+		if target.forEach != nil && len(tr) > 2 {
+			// TYPE.NAME["KEY"][.OUTPUT]: one instance.
+			_, isIndex := tr[2].(hcl.TraverseIndex)
+			key, ok := traverserName(tr[2])
+			key = phases.Name(key)
+			if !isIndex || !ok {
+				report(tr, "Missing Instance Key", fmt.Sprintf("The step %s has for_each: name one instance, as in %s[\"KEY\"].OUTPUT, or index the map of all its instances with an expression, as in %s[each.key].", addr, addr, addr))
+				continue
+			}
+			if detail := target.keyProblem(key); detail != "" {
+				report(tr, "Reference to Undeclared Instance", detail)
+				continue
+			}
+			if len(tr) > 3 {
+				out, ok := traverserName(tr[3])
+				if ok && !hasOutput(info.typ, out) {
+					report(tr, "Reference to Undeclared Output", outputsDetail(addr, out, info.typ))
+					continue
+				}
+			}
+			refs = append(refs, stepRef{addr: addr, key: key, rng: compact(tr.SourceRange())})
 			continue
 		}
 		if len(tr) > 2 {

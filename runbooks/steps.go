@@ -46,6 +46,7 @@ type stepDecl struct {
 	explicit []stepRef     // depends_on entries
 	deps     []stepRef     // explicit and referenced, all declared
 	discards []stepRef     // discards entries (steps only)
+	forEach  *forEach      // nil without for_each
 }
 
 func (d *stepDecl) addr() phases.Address { return d.step.Addr }
@@ -101,7 +102,7 @@ func (ld *load) declarePhases(blocks []*phaseBlock) {
 // timeout is the provider's, not the step's.
 func metaSchema(st phases.StepType, isCheck bool) *hcl.BodySchema {
 	s := &hcl.BodySchema{}
-	for _, name := range []string{"provider", "depends_on", "discards", "timeout", "when"} {
+	for _, name := range []string{"provider", "depends_on", "discards", "timeout", "when", "for_each"} {
 		if name == "when" && !isCheck || name == "discards" && isCheck {
 			continue
 		}
@@ -229,6 +230,9 @@ func (ld *load) decodeMeta(d *stepDecl, content *hcl.BodyContent, kind string) {
 	}
 	if a := content.Attributes["discards"]; a != nil {
 		d.discards = ld.decodeStepRefs(a)
+	}
+	if a := content.Attributes["for_each"]; a != nil {
+		d.forEach = ld.decodeForEach(a)
 	}
 	if a := content.Attributes["timeout"]; a != nil {
 		if dur, ok := ld.duration(a.Expr, "timeout", true); ok {
@@ -421,11 +425,12 @@ func (ld *load) decodeStepRefs(a *hcl.Attribute) []stepRef {
 				tr = append(hcl.Traversal{hcl.TraverseRoot{Name: name, SrcRange: tr[1].SourceRange()}}, tr[2:]...)
 			}
 		}
-		if len(tr) != 2 {
+		key, keyed := instanceKey(tr)
+		if len(tr) != 2 && !keyed {
 			ld.diags = append(ld.diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  "Invalid " + a.Name + " Reference",
-				Detail:   fmt.Sprintf("Each %s entry names a whole step or check as TYPE.NAME, as in %s = [exec.backup], not one of its outputs.", a.Name, a.Name),
+				Detail:   fmt.Sprintf("Each %s entry names a whole step or check as TYPE.NAME (or one instance of a step with for_each as TYPE.NAME[\"KEY\"]), as in %s = [exec.backup], not one of its outputs.", a.Name, a.Name),
 				Subject:  e.Range().Ptr(),
 			})
 			continue
@@ -441,9 +446,22 @@ func (ld *load) decodeStepRefs(a *hcl.Attribute) []stepRef {
 			})
 			continue
 		}
-		refs = append(refs, stepRef{addr: ld.intern(addr), rng: compact(e.Range())})
+		refs = append(refs, stepRef{addr: ld.intern(addr), key: key, rng: compact(e.Range())})
 	}
 	return refs
+}
+
+// instanceKey returns KEY of a traversal TYPE.NAME["KEY"] (exactly three
+// parts, the third a string index).
+func instanceKey(tr hcl.Traversal) (string, bool) {
+	if len(tr) != 3 {
+		return "", false
+	}
+	idx, ok := tr[2].(hcl.TraverseIndex)
+	if !ok || idx.Key.Type() != cty.String || !idx.Key.IsKnown() || idx.Key.IsNull() || idx.Key.IsMarked() {
+		return "", false
+	}
+	return phases.Name(idx.Key.AsString()), true
 }
 
 // resolveSteps, once every step is declared, resolves references,
@@ -454,7 +472,8 @@ func (ld *load) resolveSteps() {
 		ld.resolveProvider(d)
 		d.deps = d.explicit[:0] // filtered in place: big runbooks have many
 		for _, r := range d.explicit {
-			if _, ok := ld.steps[r.addr]; !ok {
+			target, ok := ld.steps[r.addr]
+			if !ok {
 				ld.diags = append(ld.diags, &hcl.Diagnostic{
 					Severity: hcl.DiagError,
 					Summary:  "Reference to Undeclared Step",
@@ -463,25 +482,46 @@ func (ld *load) resolveSteps() {
 				})
 				continue
 			}
+			if r.key != "" {
+				if detail := target.keyProblem(r.key); detail != "" {
+					ld.diags = append(ld.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Reference to Undeclared Instance", Detail: detail, Subject: r.rng.Ptr()})
+					continue
+				}
+			}
 			d.deps = append(d.deps, r)
 		}
 		d.explicit = nil
 		spec := ld.spec("step:"+d.block.Type, d.info.typ.Attributes)
-		refs, bad, diags := ld.checkRefs(hcldec.Variables(d.body, spec), true, "")
+		vars := hcldec.Variables(d.body, spec)
+		refs, bad, diags := ld.checkRefs(vars, true, "")
 		ld.diags = append(ld.diags, diags...)
+		bad = append(bad, ld.checkEach(d, vars)...)
 		d.deps = append(d.deps, refs...)
 
 		// The evaluation context needs only the steps the attributes use.
-		ev := &evaluator{scope: ld.scope, body: d.body, spec: spec, refs: uniqueAddrs(refs), sensitive: ld.sensitive(d.block.Type, d.info.typ)}
+		ev := &evaluator{scope: ld.scope, body: d.body, spec: spec, refs: ld.uniqueAddrs(refs), sensitive: ld.sensitive(d.block.Type, d.info.typ)}
+		if d.forEach != nil {
+			ev.each = cty.ObjectVal(map[string]cty.Value{"key": cty.UnknownVal(cty.String), "value": cty.DynamicVal})
+		}
 		_, diags = ev.decode(nil)
+		if d.forEach != nil && !diags.HasErrors() {
+			// each.value known: report the first instance it does not fit.
+			for _, k := range d.forEach.keys {
+				inst := *ev
+				inst.each = d.forEach.each(k)
+				if _, diags = inst.decode(nil); diags.HasErrors() {
+					break
+				}
+			}
+		}
 		ld.diags = append(ld.diags, dropWithin(diags, bad)...)
 		d.step.Config = ev
 		deps := d.deps
 		if d.prov != nil && len(d.prov.refs) > 0 {
 			deps = append(deps[:len(deps):len(deps)], d.prov.refs...)
 		}
-		for _, a := range uniqueAddrs(deps) {
-			if a != d.addr() {
+		for _, a := range ld.uniqueAddrs(deps) {
+			if a.Base() != d.addr() {
 				d.step.DependsOn = append(d.step.DependsOn, a)
 			}
 		}
@@ -498,14 +538,29 @@ func (ld *load) sensitive(name string, st phases.StepType) []string {
 	return names
 }
 
-// uniqueAddrs returns the addresses of refs, deduplicated and sorted.
-func uniqueAddrs(refs []stepRef) []phases.Address {
+// uniqueAddrs returns the addresses of refs, deduplicated and sorted: a
+// reference to a step with for_each as a whole stands for all its
+// instances, TYPE.NAME["KEY"] for one.
+func (ld *load) uniqueAddrs(refs []stepRef) []phases.Address {
 	seen := make(map[phases.Address]bool, len(refs))
 	var addrs []phases.Address
+	add := func(a phases.Address) {
+		if !seen[a] {
+			seen[a] = true
+			addrs = append(addrs, a)
+		}
+	}
 	for _, r := range refs {
-		if !seen[r.addr] {
-			seen[r.addr] = true
-			addrs = append(addrs, r.addr)
+		target := ld.steps[r.addr]
+		switch {
+		case target == nil || target.forEach == nil:
+			add(r.addr)
+		case r.key != "":
+			add(phases.Address{Type: r.addr.Type, Name: r.addr.Name, Key: r.key})
+		default:
+			for _, k := range target.forEach.keys {
+				add(phases.Address{Type: r.addr.Type, Name: r.addr.Name, Key: k})
+			}
 		}
 	}
 	sort.Slice(addrs, func(i, j int) bool { return addrs[i].String() < addrs[j].String() })

@@ -15,12 +15,14 @@ import (
 // PlanCounts summarises a plan's steps (checks are not counted).
 type PlanCounts struct {
 	Create, Update, Drift, NoOp int
+	// Revert counts instances whose for_each key left the map.
+	Revert int
 	// Checks that will run.
 	Checks int
 }
 
 // Changes is the number of steps that would change something.
-func (c PlanCounts) Changes() int { return c.Create + c.Update + c.Drift }
+func (c PlanCounts) Changes() int { return c.Create + c.Update + c.Drift + c.Revert }
 
 // CountPlan counts a plan's actions.
 func CountPlan(p *engine.Plan) PlanCounts {
@@ -40,6 +42,8 @@ func CountPlan(p *engine.Plan) PlanCounts {
 				c.Update++
 			case providers.Drift:
 				c.Drift++
+			case providers.Revert:
+				c.Revert++
 			default:
 				c.NoOp++
 			}
@@ -78,6 +82,9 @@ func renderPlan(w io.Writer, st styles, p *engine.Plan) {
 	if c.Changes() > 0 {
 		fmt.Fprintf(w, "Steps are marked with these symbols:\n  %s create  %s update  %s drifted  %s unchanged\n\n",
 			st.green("+"), st.yellow("~"), st.magenta("!"), st.dim("="))
+		if c.Revert > 0 {
+			fmt.Fprintf(w, "  %s revert (an instance whose for_each key was removed)\n\n", st.red("-"))
+		}
 	}
 	renderPrograms(w, st, p.Programs)
 	for _, ph := range p.Phases {
@@ -91,8 +98,12 @@ func renderPlan(w io.Writer, st styles, p *engine.Plan) {
 		}
 		moved = fmt.Sprintf(" %s moved to %s.", plural(len(p.Moved), "record", "records"), where)
 	}
-	fmt.Fprintf(w, "%s %d to create, %d to update, %d drifted, %d unchanged.%s\n",
-		st.bold("Plan:"), c.Create, c.Update, c.Drift, c.NoOp, moved)
+	reverts := ""
+	if c.Revert > 0 {
+		reverts = fmt.Sprintf(", %d to revert", c.Revert)
+	}
+	fmt.Fprintf(w, "%s %d to create, %d to update, %d drifted%s, %d unchanged.%s\n",
+		st.bold("Plan:"), c.Create, c.Update, c.Drift, reverts, c.NoOp, moved)
 }
 
 // renderPrograms names the programs the run would give the runbook's
@@ -172,6 +183,8 @@ func renderStepPlan(w io.Writer, st styles, s *engine.StepPlan) {
 		line = st.yellow("~ "+addr) + " will run again"
 	case providers.Drift:
 		line = st.magenta("! "+addr) + " has drifted and will run again"
+	case providers.Revert:
+		line = st.red("- "+addr) + " will be reverted"
 	default:
 		line := "= " + addr + " unchanged"
 		if len(s.Recheck) > 0 {

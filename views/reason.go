@@ -64,6 +64,8 @@ func Because(code engine.ReasonCode, why engine.Why) string {
 		return "handed over to " + by + ", which a stopped run was applying: read again once it is recorded"
 	case engine.NothingToUndo:
 		return "nothing to undo: it went with " + by
+	case engine.KeyRemoved:
+		return "its key is no longer in the for_each of " + by + ": " + or(why.Detail, "undo")
 	}
 	return ""
 }
