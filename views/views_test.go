@@ -179,14 +179,40 @@ func TestJSONRun(t *testing.T) {
 	}
 }
 
+// lockedBuffer is a bytes.Buffer the test may read while the live view's
+// ticker writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 func TestLiveRun(t *testing.T) {
-	var out bytes.Buffer
+	var out lockedBuffer
 	v := views.New(views.Options{Stdout: &out, Stderr: &out, Width: 60})
 	rv := v.NewRun(views.RunLive, false)
 	rv.Start()
 	rv.Handle(engine.Event{Kind: engine.PhaseStarted, Phase: "A"})
 	rv.Handle(engine.Event{Kind: engine.StepStarted, Phase: "A", Addr: addr("exec.a"), Time: time.Now()})
-	time.Sleep(250 * time.Millisecond) // a few redraws
+	// A few redraws: the second clears the live area the first drew. On a
+	// busy machine the ticker may be late, so wait for it, not a time.
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "\x1b[J"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no redraw cleared the live area in 30s:\n%q", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	resume := rv.Pause()
 	resume()
 	rv.Handle(engine.Event{Kind: engine.StepDone, Phase: "A", Addr: addr("exec.a"), Duration: time.Second})
