@@ -2,6 +2,7 @@ package runbooks
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -116,9 +117,14 @@ func (ld *load) movedAddress(e hcl.Expression, attr string) (phases.Address, boo
 	return a, true
 }
 
+// declared reports whether a names a declared step, or an instance of
+// one: a step with for_each has no address without a key.
 func (ld *load) declared(a phases.Address) bool {
-	d, ok := ld.steps[a]
-	return ok && !d.dup
+	d, ok := ld.steps[a.Base()]
+	if !ok || d.dup || (a.Key != "") != (d.forEach != nil) {
+		return false
+	}
+	return a.Key == "" || slices.Contains(d.forEach.keys, a.Key)
 }
 
 func (ld *load) stepNames() []string {

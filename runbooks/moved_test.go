@@ -89,3 +89,36 @@ func TestMovedDiagnostics(t *testing.T) {
 		})
 	}
 }
+
+// A record moves into or out of a for_each instance: the instance is a
+// declared address, a key the map lacks or the step's address without a
+// key is not.
+func TestMovedIntoAnInstance(t *testing.T) {
+	const fe = `phase "p" {
+  step "exec" "app" {
+    for_each = toset(["a", "b"])
+    command  = ["echo", each.key]
+  }
+  step "exec" "one" { command = ["true"] }
+}
+`
+	rb := mustLoad(t, map[string]string{"main.hcl": fe + `
+moved {
+  from = exec.a
+  to   = exec.app["a"]
+}
+moved {
+  from = exec.app["c"]
+  to   = exec.one
+}
+`}, runbooks.Options{})
+	if len(rb.Moved) != 2 || rb.Moved[0].To != (phases.Address{Type: "exec", Name: "app", Key: "a"}) {
+		t.Fatalf("moved = %+v", rb.Moved)
+	}
+	for _, to := range []string{`exec.app["z"]`, `exec.app`, `exec.one["a"]`} {
+		_, diags := load(t, map[string]string{"main.hcl": fe + "moved {\n  from = exec.a\n  to   = " + to + "\n}\n"}, runbooks.Options{})
+		if !diags.HasErrors() || !strings.Contains(diags.Err().Error(), "Moved To an Undeclared Step") {
+			t.Errorf("moved to %s: %v, want Moved To an Undeclared Step", to, diags.Err())
+		}
+	}
+}
