@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/homelab-migrate/migrate/phases"
@@ -172,4 +173,23 @@ func (d *stepDecl) instances() []*phases.Step {
 		out = append(out, &s)
 	}
 	return out
+}
+
+// checkInstanceName refuses a for_each step of a type whose object is
+// named after the step unless its block says otherwise (an optional
+// name: incus_instance, incus_volume, helm_release, kubernetes_namespace)
+// when its block sets no name: every instance would manage the one object
+// named after the step.
+func (ld *load) checkInstanceName(d *stepDecl, forEach *hcl.Attribute) {
+	attr, ok := d.info.typ.Attributes["name"]
+	if !ok || attr.Required {
+		return
+	}
+	if body, ok := d.block.Body.(*hclsyntax.Body); !ok || body.Attributes["name"] != nil {
+		return
+	}
+	ld.diags = append(ld.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Missing Instance Name",
+		Detail: fmt.Sprintf("The %s %s has for_each, and a %s is named after its step unless name says otherwise: every instance would manage the one named %q. Set name from the instance, e.g. name = each.key (or \"%s-${each.key}\").",
+			d.kind(), d.addr(), d.block.Type, d.block.Name, d.block.Name),
+		Subject: forEach.Range.Ptr()})
 }

@@ -138,3 +138,31 @@ func TestForEachKeysAreNFC(t *testing.T) {
 		t.Errorf("ParseAddress(%s) = %#v, %v", s.Addr, a, err)
 	}
 }
+
+// A for_each step of a type whose object is named after its step must
+// name each instance's own: otherwise every instance would manage one.
+func TestForEachInstanceNeedsItsName(t *testing.T) {
+	schemas := testSchemas()
+	local := schemas["local"]
+	local.StepTypes["vm"] = phases.StepType{Attributes: map[string]phases.Attribute{
+		"name":  {Type: cty.String, Description: "The VM's name; default the step's name."},
+		"image": {Type: cty.String, Required: true},
+	}}
+	const without = `phase "p" {
+  step "vm" "app" {
+    for_each = toset(["a", "b"])
+    image    = "debian"
+  }
+}
+`
+	_, diags := load(t, map[string]string{"main.hcl": without}, runbooks.Options{Schemas: schemas})
+	if !diags.HasErrors() || !strings.Contains(diags.Err().Error(), "Missing Instance Name") || !strings.Contains(diags.Err().Error(), "main.hcl:3") || !strings.Contains(diags.Err().Error(), "name = each.key") {
+		t.Fatalf("a for_each vm without name: %v, want Missing Instance Name at main.hcl:3 with the fix", diags.Err())
+	}
+	with := strings.Replace(without, `image    = "debian"`, `image    = "debian"
+    name     = "app-${each.key}"`, 1)
+	rb := mustLoad(t, map[string]string{"main.hcl": with}, runbooks.Options{Schemas: schemas})
+	if n := len(rb.Phases[0].Steps); n != 2 {
+		t.Errorf("%d steps, want 2 instances", n)
+	}
+}

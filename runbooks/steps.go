@@ -233,6 +233,7 @@ func (ld *load) decodeMeta(d *stepDecl, content *hcl.BodyContent, kind string) {
 	}
 	if a := content.Attributes["for_each"]; a != nil {
 		d.forEach = ld.decodeForEach(a)
+		ld.checkInstanceName(d, a)
 	}
 	if a := content.Attributes["timeout"]; a != nil {
 		if dur, ok := ld.duration(a.Expr, "timeout", true); ok {
