@@ -141,3 +141,48 @@ func shellQuote(s string) string {
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
+
+// The same groups*per independent exec steps, each running "true" with
+// its group and key as arguments, written two ways for the for_each
+// comparison: ExecFlat one block per step, ExecForEach one block per
+// group with for_each over a map of per keys. Both load to the same
+// groups*per steps with the same commands.
+
+// GroupName is the name of group g; Key the key of step k of a group.
+func GroupName(g int) string { return fmt.Sprintf("g%03d", g) }
+
+// Key is the for_each key of step k of a group.
+func Key(k int) string { return fmt.Sprintf("k%03d", k) }
+
+// ExecFlat writes dir/main.hcl: one phase "bench" with groups*per exec
+// steps written out, step "exec" "gGGG_kKKK" { command = ["true", "gGGG", "kKKK"] }.
+func ExecFlat(dir string, groups, per int) error {
+	return write(dir, "main.hcl", func(b *bufio.Writer) {
+		b.WriteString("phase \"bench\" {\n")
+		for g := 0; g < groups; g++ {
+			for k := 0; k < per; k++ {
+				fmt.Fprintf(b, "  step \"exec\" \"%s_%s\" {\n    command = [\"true\", %q, %q]\n  }\n", GroupName(g), Key(k), GroupName(g), Key(k))
+			}
+		}
+		b.WriteString("}\n")
+	})
+}
+
+// ExecForEach writes dir/main.hcl: a local map of per keys (each key's
+// value is itself) and one phase "bench" with groups exec steps, each
+// with for_each over that map: step "exec" "gGGG" { for_each = local.keys;
+// command = ["true", "gGGG", each.key] }, the instances
+// exec.gGGG["kKKK"].
+func ExecForEach(dir string, groups, per int) error {
+	return write(dir, "main.hcl", func(b *bufio.Writer) {
+		b.WriteString("locals {\n  keys = {\n")
+		for k := 0; k < per; k++ {
+			fmt.Fprintf(b, "    %s = %q\n", Key(k), Key(k))
+		}
+		b.WriteString("  }\n}\n\nphase \"bench\" {\n")
+		for g := 0; g < groups; g++ {
+			fmt.Fprintf(b, "  step \"exec\" %q {\n    for_each = local.keys\n    command  = [\"true\", %q, each.key]\n  }\n", GroupName(g), GroupName(g))
+		}
+		b.WriteString("}\n")
+	})
+}

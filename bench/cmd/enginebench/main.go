@@ -33,6 +33,9 @@ type config struct {
 	steps, width, reps int
 	waits, planSteps   int
 	rssSteps           int
+	feGroups, feKeys   int
+	feReps             int
+	only               string
 	terraform          bool
 	etcd               bool
 	keep               bool
@@ -46,6 +49,10 @@ func main() {
 	flag.IntVar(&c.waits, "waits", 10000, "wait 0s steps in the checkpoint run")
 	flag.IntVar(&c.planSteps, "plan-steps", 5000, "exec steps in the timed plan")
 	flag.IntVar(&c.rssSteps, "rss-steps", 10000, "exec steps in the plan whose peak RSS is measured")
+	flag.IntVar(&c.feGroups, "foreach-groups", 100, "for_each comparison: steps with for_each (and groups of steps written out)")
+	flag.IntVar(&c.feKeys, "foreach-keys", 100, "for_each comparison: keys of each for_each map (steps of each group written out)")
+	flag.IntVar(&c.feReps, "foreach-reps", 3, "for_each comparison: plans and runs of each side, alternating")
+	flag.StringVar(&c.only, "only", "", "run only these parts, comma-separated: overhead, checkpoints, plan, foreach (default all)")
 	flag.BoolVar(&c.terraform, "terraform", true, "compare with terraform apply (skipped when terraform is not in PATH)")
 	flag.BoolVar(&c.etcd, "etcd", true, "also run the DAG and the wait steps with the state in a three-member loopback etcd cluster")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory")
@@ -89,6 +96,23 @@ func run(c config) error {
 		return fmt.Errorf("go build ./cmd/migrate: %w", err)
 	}
 	fmt.Fprintf(os.Stderr, "%s, %d CPUs, load average %s\n", runtime.Version(), runtime.NumCPU(), loadavg())
+	parts := []struct {
+		name string
+		f    func() error
+	}{{"overhead", b.overhead}, {"checkpoints", b.checkpoints}, {"plan", b.plan}, {"foreach", b.forEach}}
+	var todo []func() error
+	for _, p := range parts {
+		if c.only == "" || slices.Contains(strings.Split(c.only, ","), p.name) {
+			todo = append(todo, p.f)
+		}
+	}
+	if len(todo) == 0 {
+		return fmt.Errorf("-only %q names no part: overhead, checkpoints, plan, foreach", c.only)
+	}
+	// Only the overhead and checkpoint parts use etcd.
+	if c.only != "" && !strings.Contains(c.only, "overhead") && !strings.Contains(c.only, "checkpoints") {
+		c.etcd = false
+	}
 	if c.etcd {
 		fmt.Fprintln(os.Stderr, "starting a three-member etcd cluster on loopback")
 		if b.etcdc, err = startCluster(tmp, 3); err != nil {
@@ -96,7 +120,7 @@ func run(c config) error {
 		}
 		defer b.etcdc.stop()
 	}
-	for _, f := range []func() error{b.overhead, b.checkpoints, b.plan} {
+	for _, f := range todo {
 		if err := f(); err != nil {
 			return err
 		}
