@@ -186,7 +186,6 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 			changes = changes || sp.Action != providers.NoOp && !s.IsCheck()
 			sp.Contract = contracts[s.Addr]
 			sp.MovedFrom = movedFrom(plan.Moved, s.Addr)
-			e.keepPlannedValues(sp, s, out)
 			pp.Steps = append(pp.Steps, sp)
 		}
 	}
@@ -212,6 +211,15 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 	f.PhaseChanges = changes
 	var g stepInputs
 	var diags phases.Diagnostics
+	// Whichever way it returns, a step run plans again keeps its planned
+	// values, from the inputs evaluated here.
+	defer func() {
+		cfg := g.cfg
+		if f.InputsInvalid {
+			cfg = cty.DynamicVal
+		}
+		e.keepPlannedValues(sp, s, cfg, out)
+	}()
 	d := decide(f)
 	for ; d.Needs&(NeedInputs|NeedRead) != 0; d = decide(f) {
 		if d.Needs&NeedInputs != 0 {

@@ -42,15 +42,18 @@ func plannedAgain(sp *StepPlan) bool {
 }
 
 // keepPlannedValues records in sp, when run will plan it again, the
-// planned values of s: its inputs as the plan evaluated them, and the
-// outputs the plan gives the steps after it (out).
-func (e *Engine) keepPlannedValues(sp *StepPlan, s *phases.Step, out *outputs) {
+// planned values of s: its inputs as planStep evaluated them (cfg;
+// evaluated here when decide did not need them, unknown when they do not
+// evaluate), and the outputs the plan gives the steps after it (out).
+func (e *Engine) keepPlannedValues(sp *StepPlan, s *phases.Step, cfg cty.Value, out *outputs) {
 	if !plannedAgain(sp) {
 		return
 	}
-	cfg, _, diags := out.evaluateAfter(s)
-	if diags.HasErrors() {
-		cfg = cty.DynamicVal
+	if cfg == cty.NilVal {
+		var diags phases.Diagnostics
+		if cfg, _, diags = out.evaluateAfter(s); diags.HasErrors() {
+			cfg = cty.DynamicVal
+		}
 	}
 	out.mu.RLock()
 	planned := out.m[s.Addr] // cty.NilVal when it has none
