@@ -61,7 +61,7 @@ func (e *Engine) planRemoved(ph *phases.Phase, snap *state.Snapshot) []*StepPlan
 func (e *Engine) revertRemoved(pr *phaseRun, r *stepRunner, ph *phases.Phase) error {
 	var todo []*phases.Step
 	for _, s := range e.removedInstances(ph, e.state.Snapshot()) {
-		if sp := r.planned[s.Addr]; sp != nil && sp.ReasonCode == KeyRemoved || sp != nil && sp.ReasonCode == NothingToUndo {
+		if sp := r.planned[s.Addr]; sp != nil && (sp.ReasonCode == KeyRemoved || sp.ReasonCode == NothingToUndo) {
 			todo = append(todo, s)
 		}
 	}
