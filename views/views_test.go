@@ -11,6 +11,7 @@ import (
 	"github.com/homelab-migrate/migrate/engine"
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/providertest"
 	"github.com/homelab-migrate/migrate/state"
 	"github.com/homelab-migrate/migrate/views"
 )
@@ -179,27 +180,8 @@ func TestJSONRun(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer the test may read while the live view's
-// ticker writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func TestLiveRun(t *testing.T) {
-	var out lockedBuffer
+	var out providertest.SyncBuffer // read while the live view's ticker writes it
 	v := views.New(views.Options{Stdout: &out, Stderr: &out, Width: 60})
 	rv := v.NewRun(views.RunLive, false)
 	rv.Start()
