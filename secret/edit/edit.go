@@ -94,7 +94,7 @@ func Edit(path string, o Options) (changed bool, err error) {
 			return false, err
 		}
 	}
-	resealed, err := agefile.Encrypt(edited, !bytes.HasPrefix(bytes.TrimLeft(sealed, " \t\r\n"), []byte("age-encryption.org/")), o.Recipients...)
+	resealed, err := agefile.Encrypt(edited, agefile.IsArmored(sealed), o.Recipients...)
 	if err != nil {
 		return false, err
 	}
