@@ -71,7 +71,7 @@ func (ld *load) declareMoved(blocks []*movedBlock) []*phases.Moved {
 			if !chained {
 				break
 			}
-			k := indexOf(list, next)
+			k := slices.Index(list, next)
 			if k <= j {
 				ld.diags = append(ld.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Moves Out of Order",
 					Detail:  fmt.Sprintf("This block moves %s to %s, which the block at %s moves on, written before it. Write a chain of moves in the order they happened (%s -> %s first).", m.From, end, next.Range, m.From, end),
@@ -134,15 +134,6 @@ func (ld *load) stepNames() []string {
 	}
 	sort.Strings(known)
 	return known
-}
-
-func indexOf(list []*phases.Moved, m *phases.Moved) int {
-	for i, x := range list {
-		if x == m {
-			return i
-		}
-	}
-	return -1
 }
 
 func rangePtr(r phases.Range) *hcl.Range {

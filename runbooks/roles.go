@@ -2,7 +2,6 @@ package runbooks
 
 import (
 	"fmt"
-	"sort"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -90,15 +89,7 @@ func (ld *load) roleRef(role, part string, e hcl.Expression) (phases.RoleRef, bo
 		ref.Kind, ref.Step = phases.RefStep, phases.Address{Type: root, Name: name}
 		ref.Name = ref.Step.String()
 		if d, ok := ld.steps[ref.Step]; !ok || d.dup {
-			known := func() []string {
-				var known []string
-				for a := range ld.steps {
-					known = append(known, a.String())
-				}
-				sort.Strings(known)
-				return known
-			}
-			return fail("Role Names an Undeclared Step", fmt.Sprintf("%s names %s, but no step or check %s is declared in this runbook.%s", where, ref.Step, ref.Step, ld.suggest(ref.Step.String(), known)))
+			return fail("Role Names an Undeclared Step", fmt.Sprintf("%s names %s, but no step or check %s is declared in this runbook.%s", where, ref.Step, ref.Step, ld.suggest(ref.Step.String(), ld.stepNames)))
 		}
 	}
 	return ref, true

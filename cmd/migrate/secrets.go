@@ -109,8 +109,10 @@ func (a *app) secretsEditCommand(recipients *[]string) *cobra.Command {
 
 // editSecret is secrets edit (edit.Edit).
 func (a *app) editSecret(path string, recipientFlags []string) error {
-	// Refused before the recipients are looked for, as edit.Edit would.
-	if _, err := edit.ReadSealed(path); err != nil {
+	// Refused before the recipients are looked for; edit.Edit is given
+	// the bytes rather than reading the file again.
+	sealed, err := edit.ReadSealed(path)
+	if err != nil {
 		return err
 	}
 	rs, err := a.recipients(recipientFlags)
@@ -122,7 +124,7 @@ func (a *app) editSecret(path string, recipientFlags []string) error {
 		return err
 	}
 	changed, err := edit.Edit(path, edit.Options{
-		Recipients: rs, Identities: ids,
+		Recipients: rs, Identities: ids, Sealed: sealed,
 		Signals: stopSignals(), Env: providers.Environ(),
 		Swept: func(left string) {
 			a.view().Warn("Removed %s: the clear copy of an edit whose migrate was killed.", left)

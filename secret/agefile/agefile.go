@@ -38,14 +38,19 @@ var ErrInvalidIdentity = errors.New("the age identity cannot be parsed; it must 
 // IsEncrypted reports whether b is an age file, binary or armored.
 func IsEncrypted(b []byte) bool {
 	t := bytes.TrimLeft(b, " \t\r\n")
-	return bytes.HasPrefix(t, []byte(binaryHeader)) || bytes.HasPrefix(t, []byte(armor.Header))
+	return bytes.HasPrefix(t, []byte(binaryHeader)) || IsArmored(t)
+}
+
+// IsArmored reports whether b is an armored (text) age file.
+func IsArmored(b []byte) bool {
+	return bytes.HasPrefix(bytes.TrimLeft(b, " \t\r\n"), []byte(armor.Header))
 }
 
 // Decrypt opens an age file, binary or armored.
 func Decrypt(b []byte, ids ...age.Identity) ([]byte, error) {
 	t := bytes.TrimLeft(b, " \t\r\n")
 	var r io.Reader = bytes.NewReader(t)
-	if bytes.HasPrefix(t, []byte(armor.Header)) {
+	if IsArmored(t) {
 		r = armor.NewReader(r)
 	}
 	dr, err := age.Decrypt(r, ids...)

@@ -35,6 +35,9 @@ type Options struct {
 	// Swept is told of each clear copy an earlier, killed edit left and
 	// this one removed.
 	Swept func(path string)
+	// Sealed is the file's bytes as ReadSealed returned them, when the
+	// caller has read them already (nil: Edit reads path).
+	Sealed []byte
 }
 
 // Edit is migrate secrets edit of the sealed file at path: the clear text
@@ -43,9 +46,11 @@ type Options struct {
 // variables file (NAME.hcl.age) that does not parse is refused and the
 // file kept.
 func Edit(path string, o Options) (changed bool, err error) {
-	sealed, err := ReadSealed(path)
-	if err != nil {
-		return false, err
+	sealed := o.Sealed
+	if sealed == nil {
+		if sealed, err = ReadSealed(path); err != nil {
+			return false, err
+		}
 	}
 	clear, err := agefile.Decrypt(sealed, o.Identities...)
 	if err != nil {
@@ -89,7 +94,7 @@ func Edit(path string, o Options) (changed bool, err error) {
 			return false, err
 		}
 	}
-	resealed, err := agefile.Encrypt(edited, !bytes.HasPrefix(bytes.TrimLeft(sealed, " \t\r\n"), []byte("age-encryption.org/")), o.Recipients...)
+	resealed, err := agefile.Encrypt(edited, agefile.IsArmored(sealed), o.Recipients...)
 	if err != nil {
 		return false, err
 	}

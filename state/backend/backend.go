@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/runbooks"
 	"github.com/homelab-migrate/migrate/state"
 	"github.com/homelab-migrate/migrate/state/etcdstate"
 )
@@ -23,9 +24,9 @@ const (
 	EnvPassword = "MIGRATE_ETCD_PASSWORD"
 )
 
-// MinLockTTL is etcd's shortest lease (runbooks.MinLockTTL, the same
-// bound on the block's lock_ttl).
-const MinLockTTL = 2 * time.Second
+// MinLockTTL is etcd's shortest lease: the bound runbooks puts on the
+// block's lock_ttl.
+const MinLockTTL = runbooks.MinLockTTL
 
 // Store is the state as the commands use it, local or in etcd.
 type Store interface {
