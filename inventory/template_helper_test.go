@@ -2,43 +2,15 @@ package inventory_test
 
 import (
 	"io/fs"
-	"sync"
 	"testing"
 
-	"github.com/homelab-migrate/migrate/examples/homelab"
 	"github.com/homelab-migrate/migrate/inventory"
-	"github.com/homelab-migrate/migrate/phases"
-	"github.com/homelab-migrate/migrate/providers/helm/helmschema"
-	"github.com/homelab-migrate/migrate/providers/incus"
-	"github.com/homelab-migrate/migrate/providers/local"
-	"github.com/homelab-migrate/migrate/providers/talos/talosschema"
+	"github.com/homelab-migrate/migrate/inventory/inventorytest"
 )
 
-// schemas are migrate's providers' schemas, as cmd/migrate's registry has
-// them.
-func schemas() map[string]phases.Schema {
-	return map[string]phases.Schema{
-		"local":              local.New().Schema(),
-		"incus":              incus.Factory().Schema(),
-		talosschema.TypeName: talosschema.Schema,
-		helmschema.TypeName:  helmschema.Schema,
-	}
-}
-
-var homelabTemplate = sync.OnceValues(func() (*inventory.Template, error) {
-	return inventory.LoadTemplate(homelab.Runbook(), schemas())
-})
-
 // tmpl is examples/homelab as migrate init loads it.
-func tmpl(t testing.TB) *inventory.Template {
-	t.Helper()
-	tm, err := homelabTemplate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tm
-}
+func tmpl(t testing.TB) *inventory.Template { return inventorytest.Template(t) }
 
 func loadTemplate(fsys fs.FS) (*inventory.Template, error) {
-	return inventory.LoadTemplate(fsys, schemas())
+	return inventory.LoadTemplate(fsys, inventorytest.Schemas())
 }

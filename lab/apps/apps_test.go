@@ -1,7 +1,6 @@
 package apps_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -11,38 +10,18 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/homelab-migrate/migrate/lab/apps"
+	"github.com/homelab-migrate/migrate/providers/providertest"
 )
 
 // The stand-ins listen on 127.154.250.N: the pods' half of 127/8 for a
 // node whose address ends in .250, which no test node has.
 
-// syncBuffer is a container's output, read while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-
-	return s.b.String()
-}
-
 type run struct {
-	out  *syncBuffer
+	out  *providertest.SyncBuffer
 	done chan int
 	stop context.CancelFunc
 }
@@ -56,7 +35,7 @@ func start(t *testing.T, image string, c *apps.Container) *run {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &run{out: &syncBuffer{}, done: make(chan int, 1), stop: cancel}
+	r := &run{out: &providertest.SyncBuffer{}, done: make(chan int, 1), stop: cancel}
 	c.Out = r.out
 
 	if c.Root == "" {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,26 +15,9 @@ import (
 	"github.com/homelab-migrate/migrate/lab/talosnode"
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/providertest"
 	"github.com/homelab-migrate/migrate/providers/talos"
 )
-
-// syncBuffer is a step's log written by a call running in a goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // directClient is a client of the node of its own (talosctl's view).
 func directClient(t *testing.T, n *talosnode.Node) *client.Client {
@@ -134,7 +116,7 @@ func TestUpgradeRevertResumedWhileTheNodeReboots(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan providers.RevertResponse, 1)
 	go func() {
-		done <- p.Revert(ctx, providers.RevertRequest{Type: talos.Upgrade, Addr: addr, Config: upgradeTo("v1.13.3"), Revert: *r.Revert, Log: &syncBuffer{}})
+		done <- p.Revert(ctx, providers.RevertRequest{Type: talos.Upgrade, Addr: addr, Config: upgradeTo("v1.13.3"), Revert: *r.Revert, Log: &providertest.SyncBuffer{}})
 	}()
 	untilRebooting(t, direct)
 	stop()
@@ -170,7 +152,7 @@ func TestUpgradeInFlightReadWaitsForTheReboot(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan providers.ApplyResponse, 1)
 	go func() {
-		done <- p.Apply(ctx, providers.ApplyRequest{Type: talos.Upgrade, Addr: phases.Address{Type: talos.Upgrade, Name: "node"}, Config: upgradeTo("v1.13.3"), Log: &syncBuffer{}})
+		done <- p.Apply(ctx, providers.ApplyRequest{Type: talos.Upgrade, Addr: phases.Address{Type: talos.Upgrade, Name: "node"}, Config: upgradeTo("v1.13.3"), Log: &providertest.SyncBuffer{}})
 	}()
 	untilRebooting(t, direct)
 	stop()

@@ -47,6 +47,7 @@ var rules = []rule{
 		why: "the engine knows providers by their interface only, and runbooks only as phases values (HCL belongs to runbooks)"},
 	{pkg: "views", may: []string{"engine", "inventory", "phases", "providers", "secret", "state"}, why: "views render what the engine and state say (and what migrate init read)"},
 	{pkg: "inventory/sqlitefile", why: "reads SQLite database files (copies pulled from a VM) by the file format: it imports nothing of ours"},
+	{pkg: "inventory/inventorytest", may: []string{"examples/homelab", "inventory", "phases", "providers/..."}, why: "what inventory's and scaffold's tests share: the providers' schemas and examples/homelab loaded as migrate init loads it"},
 	{pkg: "inventory", may: []string{"inventory/sqlitefile", "phases", "providers/incus/incusapi", "runbooks", "versions"}, why: "reads an Incus host through the typed client, and migrate init's template through the runbook loader: no engine, no provider"},
 	{pkg: "scaffold", may: []string{"inventory", "phases", "secret/agefile", "versions"}, why: "writes a new runbook from the template inventory loaded and what it chose"},
 	{pkg: "reference", may: []string{"phases"}, why: "the reference is written from schemas, not from providers"},
