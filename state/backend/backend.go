@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/homelab-migrate/migrate/phases"
-	"github.com/homelab-migrate/migrate/runbooks"
 	"github.com/homelab-migrate/migrate/state"
 	"github.com/homelab-migrate/migrate/state/etcdstate"
 )
@@ -24,9 +23,9 @@ const (
 	EnvPassword = "MIGRATE_ETCD_PASSWORD"
 )
 
-// MinLockTTL is etcd's shortest lease: the bound runbooks puts on the
-// block's lock_ttl.
-const MinLockTTL = runbooks.MinLockTTL
+// MinLockTTL is etcd's shortest lease (runbooks.MinLockTTL, the same
+// bound on the block's lock_ttl).
+const MinLockTTL = 2 * time.Second
 
 // Store is the state as the commands use it, local or in etcd.
 type Store interface {
