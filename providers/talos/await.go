@@ -70,15 +70,15 @@ const (
 )
 
 // awaitAnswer waits until every node of ns answers its version over
-// mTLS, at most max, saying in the step's log why (why: "the revert of
+// mTLS, at most answerWait, saying in the step's log why (why: "the revert of
 // the upgrade resumes") and, every answerLogEvery, that it still waits.
 // Only a node that does not answer is waited for (a refused dial, a call
 // that timed out): any other error is returned at once, as is the last
-// one when max passes, the context ends or the run is stopped.
-func (c *call) awaitAnswer(ctx context.Context, ns []node, why string, max time.Duration) error {
+// one when answerWait passes, the context ends or the run is stopped.
+func (c *call) awaitAnswer(ctx context.Context, ns []node, why string) error {
 	wctx, release := c.WaitContext(ctx)
 	defer release()
-	wctx, cancel := context.WithTimeout(wctx, max)
+	wctx, cancel := context.WithTimeout(wctx, answerWait)
 	defer cancel()
 	start, logged := time.Now(), time.Time{}
 	backoff := 250 * time.Millisecond
@@ -102,7 +102,7 @@ func (c *call) awaitAnswer(ctx context.Context, ns []node, why string, max time.
 			}
 			return nil
 		case logged.IsZero():
-			c.log.Printf("%s: waiting up to %s for node %s to answer (%v)", why, max, strings.Join(waiting, ", "), last)
+			c.log.Printf("%s: waiting up to %s for node %s to answer (%v)", why, answerWait, strings.Join(waiting, ", "), last)
 			logged = time.Now()
 		case time.Since(logged) >= answerLogEvery:
 			c.log.Printf("still waiting for node %s to answer (%s so far; %v)", strings.Join(waiting, ", "), time.Since(start).Round(time.Second), last)
@@ -111,7 +111,7 @@ func (c *call) awaitAnswer(ctx context.Context, ns []node, why string, max time.
 		select {
 		case <-wctx.Done():
 			if ctx.Err() == nil && wctx.Err() == context.DeadlineExceeded {
-				return fmt.Errorf("node %s did not answer for %s: %w", strings.Join(waiting, ", "), max, last)
+				return fmt.Errorf("node %s did not answer for %s: %w", strings.Join(waiting, ", "), answerWait, last)
 			}
 			return fmt.Errorf("%w while waiting for node %s to answer (last: %v)", context.Cause(wctx), strings.Join(waiting, ", "), last)
 		case <-time.After(backoff):

@@ -112,7 +112,7 @@ func readUpgrade(ctx context.Context, c *call, version string, inFlight bool) sd
 	if inFlight {
 		// The stopped run may have left the node rebooting into the
 		// upgrade: what it runs is known once it answers.
-		if err := c.awaitAnswer(ctx, ns, "a run stopped while "+c.addr.String()+" was applied", answerWait); err != nil {
+		if err := c.awaitAnswer(ctx, ns, "a run stopped while "+c.addr.String()+" was applied"); err != nil {
 			return sdk.Read[upgradeRevert]{Diagnostics: phases.FromError("Cannot Reach Talos", err)}
 		}
 	}
@@ -324,7 +324,7 @@ func revertUpgrade(ctx context.Context, sc *handle, a upgradeAttrs, u sdk.Applie
 		if u.Resumed {
 			// The interrupted revert may have left the node rebooting
 			// into its upgrade back.
-			if err := c.awaitAnswer(ctx, []node{n}, "the revert of "+c.addr.String()+" resumes", answerWait); err != nil {
+			if err := c.awaitAnswer(ctx, []node{n}, "the revert of "+c.addr.String()+" resumes"); err != nil {
 				return err
 			}
 		}
