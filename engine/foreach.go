@@ -100,7 +100,7 @@ func (e *Engine) planRemoved(ph *phases.Phase, snap *state.Snapshot) []*StepPlan
 		if d.Reason == KeyRemoved || d.Reason == GroupRemoved {
 			d.Why.By = []phases.Address{s.Addr.Base()}
 		}
-		out = append(out, &StepPlan{Addr: s.Addr, Action: d.Action, Status: rec.Status, ReasonCode: d.Reason, Why: d.Why})
+		out = append(out, &StepPlan{Addr: s.Addr, Group: s.Addr.GroupPrefix(), Action: d.Action, Status: rec.Status, ReasonCode: d.Reason, Why: d.Why})
 	}
 	return out
 }

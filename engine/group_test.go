@@ -73,6 +73,9 @@ func TestGroupStepsRunResumeRollback(t *testing.T) {
 	var planned []string
 	for _, sp := range plan.Phases[0].Steps {
 		planned = append(planned, sp.Addr.String()+" "+string(sp.ReasonCode))
+		if sp.Group != sp.Addr.GroupPrefix() {
+			t.Errorf("%s is planned in the group %q, want %q", sp.Addr, sp.Group, sp.Addr.GroupPrefix())
+		}
 	}
 	slices.Sort(planned)
 	want := []string{
@@ -89,6 +92,15 @@ func TestGroupStepsRunResumeRollback(t *testing.T) {
 		t.Fatalf("run: %v, want group.svc[\"b\"].fake_step.app failed and fake_step.after skipped", err)
 	}
 	st.Close()
+	// Events say the group call instance (--json's "group").
+	for _, ev := range h.events {
+		if ev.Kind == engine.StepDone && ev.Group != ev.Addr.GroupPrefix() {
+			t.Errorf("%s %s: group %q, want %q", ev.Kind, ev.Addr, ev.Group, ev.Addr.GroupPrefix())
+		}
+	}
+	if !slices.ContainsFunc(h.events, func(ev engine.Event) bool { return ev.Group == `group.svc["a"]` && ev.Kind == engine.StepDone }) {
+		t.Error(`no step_done event in the group group.svc["a"]`)
+	}
 
 	// The state file keys the records by the whole address.
 	var doc struct {
