@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -85,6 +86,14 @@ func TestGroupStepsRunResumeRollback(t *testing.T) {
 	}
 	if !slices.Equal(planned, want) {
 		t.Fatalf("plan = %q, want %q", planned, want)
+	}
+	// A saved plan reads back the same, addresses and all.
+	path := filepath.Join(t.TempDir(), "plan")
+	if err := engine.WritePlan(path, plan); err != nil {
+		t.Fatal(err)
+	}
+	if saved, err := engine.ReadPlan(path); err != nil || !reflect.DeepEqual(saved, plan) {
+		t.Fatalf("the saved plan reads back as %+v (%v), want %+v", saved, err, plan)
 	}
 	err := e.Run(context.Background(), context.Background(), plan, engine.RunOptions{})
 	var pe *engine.PhaseError
@@ -357,5 +366,40 @@ func TestMovedIntoAndOutOfGroups(t *testing.T) {
 	}
 	if !strings.Contains(mustRead(t, filepath.Join(h.dir, "state.json")), `"fake_step.a"`) {
 		t.Error("state.json does not key the record fake_step.a after it moved back")
+	}
+}
+
+// TestRollbackOfAnEarlierPhaseWaitsForARemovedGroupInstance: a later
+// phase whose only records are of a group call instance whose key left
+// the for_each still has something to undo: rolling back the phase
+// before it alone is refused, as when its own steps are done.
+func TestRollbackOfAnEarlierPhaseWaitsForARemovedGroupInstance(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	build := func(keys ...string) *phases.Runbook {
+		b := newRB()
+		b.step(b.phase("first"), "base")
+		p := b.phase("apps")
+		groupSteps(b, p, keys...)
+		p.Steps = slices.DeleteFunc(p.Steps, func(s *phases.Step) bool { return s.Addr == addr("after") })
+		return b.r
+	}
+	if err := h.run(build("a")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := h.rollback(build(), "first")
+	if err == nil || !strings.Contains(err.Error(), "phase apps runs after first and has not been rolled back") {
+		t.Fatalf("rollback of first alone: %v, want refused: apps has group.svc[\"a\"] to undo", err)
+	}
+	if n := h.fake.Reverted("fake_step.base"); n != 0 {
+		t.Errorf("fake_step.base reverted %d times, want none", n)
+	}
+	if _, err := h.rollback(build()); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []string{"fake_step.base", `group.svc["a"].fake_step.app`, `group.svc["a"].fake_step.volume`} {
+		if n := h.fake.Reverted(a); n != 1 {
+			t.Errorf("%s reverted %d times, want 1", a, n)
+		}
 	}
 }
