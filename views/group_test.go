@@ -6,10 +6,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/homelab-migrate/migrate/engine"
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/providers/providertest"
 	"github.com/homelab-migrate/migrate/state"
 	"github.com/homelab-migrate/migrate/views"
 )
@@ -141,4 +143,51 @@ func TestGroupedAddressesPrintWhole(t *testing.T) {
 			t.Errorf("status --json lacks %s:\n%s", want, b)
 		}
 	}
+}
+
+// TestLiveRunCutsTheGroupNotTheStep: on a narrow terminal, the live
+// area cuts a long group call instance, keeping the step's own address
+// whole at the end of its line.
+func TestLiveRunCutsTheGroupNotTheStep(t *testing.T) {
+	var out providertest.SyncBuffer // read while the live view's ticker writes it
+	v := views.New(views.Options{Stdout: &out, Stderr: &out, Width: 48})
+	rv := v.NewRun(views.RunLive, false)
+	rv.Start()
+	a := addr(`group.media["jellyfin-with-a-long-name"].helm_release.app`)
+	rv.Handle(engine.Event{Kind: engine.PhaseStarted, Phase: "apps"})
+	rv.Handle(engine.Event{Kind: engine.StepStarted, Phase: "apps", Addr: a, Time: time.Now()})
+	// The live line, once drawn; on a busy machine the ticker may be late.
+	want := "…helm_release.app "
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), want); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no live line ends with the step's address (%q) in 30s:\n%q", want, out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	rv.Handle(engine.Event{Kind: engine.StepDone, Phase: "apps", Addr: a, Duration: time.Second})
+	rv.Finish()
+	if !strings.Contains(out.String(), a.String()) {
+		t.Errorf("the done line does not print the whole address %s:\n%q", a, out.String())
+	}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.Contains(line, want) && utf8.RuneCountInString(stripANSI(line)) > 48 {
+			t.Errorf("live line wider than the terminal: %q", line)
+		}
+	}
+}
+
+func stripANSI(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0x1b {
+			for i < len(s) && !(s[i] >= 'A' && s[i] <= 'Z' || s[i] >= 'a' && s[i] <= 'z') {
+				i++
+			}
+			continue
+		}
+		if s[i] != '\r' {
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
 }
