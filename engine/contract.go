@@ -193,8 +193,9 @@ func (e *Engine) checkContract(ctx context.Context, plan *Plan, snap *state.Snap
 			planned[sp.Addr] = true
 			c, ok := now[sp.Addr]
 			switch {
-			case !ok && sp.Action == providers.Revert && (sp.ReasonCode == KeyRemoved || sp.ReasonCode == NothingToUndo):
-				// An instance whose key left the map: reverted, not run.
+			case !ok && sp.Action == providers.Revert && removedReason(sp.ReasonCode):
+				// An instance whose key left the map, or a step of a group
+				// call instance gone: reverted, not run.
 			case !ok:
 				diffs = append(diffs, fmt.Sprintf("%s is in the plan but no longer in phase %s of the runbook", sp.Addr, pp.Name))
 			case c.Attrs != sp.Contract.Attrs:

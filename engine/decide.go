@@ -47,6 +47,10 @@ const (
 	// KeyRemoved: an instance of a step with for_each whose key left
 	// the map; plan and run revert it, as Terraform destroys it.
 	KeyRemoved ReasonCode = "key_removed"
+	// GroupRemoved: a step of a group call's instance whose key left
+	// the call's for_each: the whole instance is gone, and plan and run
+	// revert each of its steps.
+	GroupRemoved ReasonCode = "group_removed"
 )
 
 // Why holds what a reason names, as data: the steps it is about (By),
@@ -97,6 +101,9 @@ type stepFacts struct {
 	// KeyRemoved: (with Rollback) the record is of a for_each instance
 	// whose key the runbook no longer has; plan and run revert it.
 	KeyRemoved bool
+	// GroupRemoved: (with Rollback) the record is of a step of a group
+	// call instance whose key the call's for_each no longer has.
+	GroupRemoved bool
 	// Run: decided just before the step is applied or passed over, with
 	// what the plan decided (Planned, nil: nothing) and the steps after
 	// which it said to read it again (Recheck).
@@ -244,7 +251,10 @@ func decideRevert(f stepFacts) Decision {
 		return Decision{Action: providers.Revert, Reason: NothingToUndo, Why: Why{By: []phases.Address{*f.GoneWith}}}
 	case needsRevert(rec):
 		d := Decision{Action: providers.Revert, Reason: RevertData, Why: Why{Detail: "undo"}}
-		if f.KeyRemoved {
+		switch {
+		case f.GroupRemoved:
+			d.Reason = GroupRemoved
+		case f.KeyRemoved:
 			d.Reason = KeyRemoved
 		}
 		if rec.Revert != nil && rec.Revert.Description != "" {

@@ -107,6 +107,8 @@ func TestDecide(t *testing.T) {
 		{"nothing_to_undo", stepFacts{Rollback: true, Rec: done, GoneWith: &del}, Decision{Action: providers.Revert, Reason: NothingToUndo, Why: Why{By: []phases.Address{del}}}},
 		{"irreversible", stepFacts{Rollback: true, Rec: &state.StepRecord{Status: state.Done}}, Decision{Reason: Irreversible}},
 		{"key_removed", stepFacts{Rollback: true, KeyRemoved: true, Rec: done}, Decision{Action: providers.Revert, Reason: KeyRemoved, Why: Why{Detail: "delete it"}}},
+		{"group_removed", stepFacts{Rollback: true, KeyRemoved: true, GroupRemoved: true, Rec: done}, Decision{Action: providers.Revert, Reason: GroupRemoved, Why: Why{Detail: "delete it"}}},
+		{"nothing_to_undo/group_removed", stepFacts{Rollback: true, KeyRemoved: true, GroupRemoved: true, Rec: done, GoneWith: &del}, Decision{Action: providers.Revert, Reason: NothingToUndo, Why: Why{By: []phases.Address{del}}}},
 	} {
 		t.Run(row.name, func(t *testing.T) {
 			if got := decide(row.f); !sameDecision(got, row.want) {

@@ -56,6 +56,10 @@ type Engine struct {
 	discardedBy map[phases.Address][]phases.Address // Step.Discards, inverted
 	phaseOrder  []*phases.Phase                     // e.order.List
 	order       *phases.Order
+	// groupInstances are the group call instances the runbook has, by
+	// their prefix (group.CALL["KEY"]): a record of another is of an
+	// instance whose key left the call's for_each (foreach.go).
+	groupInstances map[string]bool
 
 	rebaseTypes sync.Map // "provider type" -> its schema says Rebase
 
@@ -79,6 +83,7 @@ func New(ctx context.Context, opts Options) (*Engine, phases.Diagnostics) {
 		discardedBy: map[phases.Address][]phases.Address{},
 		inputKey:    opts.InputKey,
 	}
+	e.groupInstances = map[string]bool{}
 	if e.parallelism <= 0 {
 		e.parallelism = DefaultParallelism
 	}
@@ -89,6 +94,9 @@ func New(ctx context.Context, opts Options) (*Engine, phases.Diagnostics) {
 	}
 	for _, s := range opts.Runbook.AllSteps() {
 		e.steps[s.Addr] = s
+		if s.Addr.Group != "" {
+			e.groupInstances[s.Addr.GroupPrefix()] = true
+		}
 		for _, d := range s.Discards {
 			e.discardedBy[d] = append(e.discardedBy[d], s.Addr)
 		}

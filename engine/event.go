@@ -53,14 +53,17 @@ const (
 // Event is one thing that happened during a run or rollback. Message never
 // contains a sensitive value in clear.
 type Event struct {
-	Kind     EventKind      `json:"kind"`
-	Time     time.Time      `json:"time"`
-	Phase    string         `json:"phase,omitempty"`
-	Addr     phases.Address `json:"address,omitzero"`
-	Check    bool           `json:"check,omitempty"`
-	Attempt  int            `json:"attempt,omitempty"`
-	Duration time.Duration  `json:"duration_ns,omitempty"`
-	Message  string         `json:"message,omitempty"`
+	Kind  EventKind      `json:"kind"`
+	Time  time.Time      `json:"time"`
+	Phase string         `json:"phase,omitempty"`
+	Addr  phases.Address `json:"address,omitzero"`
+	// Group is the group call instance of a step of a group
+	// (Addr.GroupPrefix()); emit fills it.
+	Group    string        `json:"group,omitempty"`
+	Check    bool          `json:"check,omitempty"`
+	Attempt  int           `json:"attempt,omitempty"`
+	Duration time.Duration `json:"duration_ns,omitempty"`
+	Message  string        `json:"message,omitempty"`
 	// ReasonCode, on a StepPlanned event, says why a step the plan took
 	// as done is planned again now (its record describes a world since
 	// replaced; read again, it is no longer done), empty when the plan

@@ -7,11 +7,15 @@ import (
 	"github.com/homelab-migrate/migrate/state"
 )
 
-// removedInstances lists the instances of the phase's for_each steps
-// that the runbook no longer has (their key left the map) and whose
-// record still holds an effect to undo: each is the step as declared,
-// addressed with the removed key, so that the rollback's revert path
-// undoes it with its provider and its revert data.
+// removedInstances lists the records the runbook no longer has a step
+// for that are still to undo and that it says how to undo: an instance
+// of one of the phase's for_each steps whose key left the map, and a
+// step of a group call instance whose key left the call's for_each
+// (groupGone). Each is the step as declared (Phase.ForEach: the block,
+// or for a group call with for_each each step of the group addressed
+// group.CALL.TYPE.NAME, without the call's key), addressed as the
+// record is, so that the rollback's revert path undoes it with its
+// provider and its revert data.
 func (e *Engine) removedInstances(ph *phases.Phase, snap *state.Snapshot) []*phases.Step {
 	if ph == nil || len(ph.ForEach) == 0 {
 		return nil
@@ -27,41 +31,87 @@ func (e *Engine) removedInstances(ph *phases.Phase, snap *state.Snapshot) []*pha
 	var out []*phases.Step
 	for key, rec := range snap.Steps {
 		a, err := phases.ParseAddress(key)
-		if err != nil || a.Key == "" || present[a] || !needsRevert(rec) {
+		if err != nil || present[a] || !needsRevert(rec) {
 			continue
 		}
-		if t := declared[a.Base()]; t != nil {
-			s := *t
-			s.Addr = a
-			out = append(out, &s)
+		// A call's declaration of its step, without the call's key.
+		keyless := phases.Address{Group: a.Group, Type: a.Type, Name: a.Name}
+		var t *phases.Step
+		switch {
+		case e.groupGone(a):
+			t = declared[keyless]
+		case a.Key != "":
+			if t = declared[a.Base()]; t == nil && a.GroupKey != "" {
+				t = declared[keyless]
+			}
 		}
+		if t == nil {
+			continue
+		}
+		s := *t
+		s.Addr = a
+		if a.GroupKey != "" && t.Addr.GroupKey == "" {
+			// The group's declaration names the steps of its call
+			// without the key: they are this instance's.
+			s.DependsOn, s.Discards = inInstance(t.DependsOn, a), inInstance(t.Discards, a)
+		}
+		out = append(out, &s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Addr.String() < out[j].Addr.String() })
 	return out
 }
 
-// planRemoved plans the revert of instances whose key left the map.
+// groupGone: a is a step of a group call instance (group.CALL["KEY"])
+// that the runbook no longer has: the key left the call's for_each.
+func (e *Engine) groupGone(a phases.Address) bool {
+	return a.GroupKey != "" && !e.groupInstances[a.GroupPrefix()]
+}
+
+// inInstance is list with the steps of a's group call, named without
+// the call's key, given a's key.
+func inInstance(list []phases.Address, a phases.Address) []phases.Address {
+	if len(list) == 0 {
+		return list
+	}
+	out := make([]phases.Address, len(list))
+	for i, d := range list {
+		if d.Group == a.Group && d.GroupKey == "" {
+			d.GroupKey = a.GroupKey
+		}
+		out[i] = d
+	}
+	return out
+}
+
+// removedReason: a plan's reason for reverting a step the runbook no
+// longer has (its key, or its group call instance, left the map).
+func removedReason(r ReasonCode) bool {
+	return r == KeyRemoved || r == GroupRemoved || r == NothingToUndo
+}
+
+// planRemoved plans the revert of instances whose key left the map, and
+// of the steps of group call instances gone.
 func (e *Engine) planRemoved(ph *phases.Phase, snap *state.Snapshot) []*StepPlan {
 	var out []*StepPlan
 	for _, s := range e.removedInstances(ph, snap) {
 		rec := snap.Steps[s.Addr.String()]
 		_, gone := e.discarders(s.Addr, snapshotLookup(snap))
-		d := decide(stepFacts{Rollback: true, KeyRemoved: true, Rec: rec, GoneWith: gone})
-		if d.Reason == KeyRemoved {
+		d := decide(stepFacts{Rollback: true, KeyRemoved: true, GroupRemoved: e.groupGone(s.Addr), Rec: rec, GoneWith: gone})
+		if d.Reason == KeyRemoved || d.Reason == GroupRemoved {
 			d.Why.By = []phases.Address{s.Addr.Base()}
 		}
-		out = append(out, &StepPlan{Addr: s.Addr, Action: d.Action, Status: rec.Status, ReasonCode: d.Reason, Why: d.Why})
+		out = append(out, &StepPlan{Addr: s.Addr, Group: s.Addr.GroupPrefix(), Action: d.Action, Status: rec.Status, ReasonCode: d.Reason, Why: d.Why})
 	}
 	return out
 }
 
 // revertRemoved reverts, at the start of a phase's run, the instances
-// the plan planned for revert because their key left the map, in reverse
-// dependency order.
+// the plan planned for revert because their key (or their group call
+// instance) left the map, in reverse dependency order.
 func (e *Engine) revertRemoved(pr *phaseRun, r *stepRunner, ph *phases.Phase) error {
 	var todo []*phases.Step
 	for _, s := range e.removedInstances(ph, e.state.Snapshot()) {
-		if sp := r.planned[s.Addr]; sp != nil && (sp.ReasonCode == KeyRemoved || sp.ReasonCode == NothingToUndo) {
+		if sp := r.planned[s.Addr]; sp != nil && removedReason(sp.ReasonCode) {
 			todo = append(todo, s)
 		}
 	}

@@ -62,6 +62,7 @@ func (h *hooks) emit(e Event) error {
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
+	e.Group = e.Addr.GroupPrefix()
 	texts := []*string{&e.Message, &e.Error}
 	if e.Record != nil {
 		texts = append(texts, &e.Record.LastError)

@@ -72,8 +72,12 @@ type IrreversibleStep struct {
 
 // StepPlan is the plan of one step or check.
 type StepPlan struct {
-	Addr phases.Address   `json:"address"`
-	When phases.CheckWhen `json:"when,omitempty"`
+	Addr phases.Address `json:"address"`
+	// Group is the group call instance of a step of a group
+	// (group.CALL, group.CALL["KEY"]: Addr.GroupPrefix()), for consumers
+	// that gather its steps.
+	Group string           `json:"group,omitempty"`
+	When  phases.CheckWhen `json:"when,omitempty"`
 	// Action is what a run will do; checks that will run say Create. In
 	// JSON it is its name ("action": "create").
 	Action providers.Action `json:"action"`
@@ -203,7 +207,7 @@ func (e *Engine) redactDiags(d phases.Diagnostics) phases.Diagnostics {
 // make their outputs unknown to the steps after them. Its diagnostics
 // get s as their subject when they have none (Plan).
 func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRecord, out *outputs, find lookup, changes bool) (*StepPlan, phases.Diagnostics) {
-	sp := &StepPlan{Addr: s.Addr, When: s.When}
+	sp := &StepPlan{Addr: s.Addr, Group: s.Addr.GroupPrefix(), When: s.When}
 	if rec != nil {
 		sp.Status = rec.Status
 	}

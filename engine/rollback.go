@@ -88,7 +88,7 @@ func (e *Engine) PlanRollback(names []string) (*RollbackPlan, error) {
 			continue
 		}
 		for _, before := range e.order.Before(later) {
-			if chosen[before.Name] && phaseTouched(later, snap) {
+			if chosen[before.Name] && phaseTouched(e.withRemoved(later, snap), snap) {
 				return nil, fmt.Errorf("phase %s runs after %s and has not been rolled back: roll back %s first, or both together", later.Name, before.Name, later.Name)
 			}
 		}
@@ -122,9 +122,11 @@ func (e *Engine) PlanRollback(names []string) (*RollbackPlan, error) {
 	return rp, nil
 }
 
-// phaseTouched: some step of the phase is done or part-done.
-func phaseTouched(ph *phases.Phase, snap *state.Snapshot) bool {
-	return slices.ContainsFunc(ph.Steps, func(s *phases.Step) bool { return needsRevert(snap.Steps[s.Addr.String()]) })
+// phaseTouched: some step of a phase (its steps and those it has still
+// to undo whose key or group call instance left the map: withRemoved)
+// is done or part-done.
+func phaseTouched(steps []*phases.Step, snap *state.Snapshot) bool {
+	return slices.ContainsFunc(steps, func(s *phases.Step) bool { return needsRevert(snap.Steps[s.Addr.String()]) })
 }
 
 // Rollback undoes the plan's steps, phase by phase from the last, each

@@ -33,13 +33,34 @@ type graphModel struct {
 
 type graphPhase struct {
 	name  string
-	nodes []graphNode
+	nodes []graphNode // the steps written in the phase
+	// groups are the group call instances the phase calls, by prefix
+	// (group.CALL, group.CALL["KEY"]), each drawn as a box of its own
+	// inside the phase.
+	groups []graphGroup
+}
+
+// graphGroup is one instance of a group call: its steps, labelled with
+// their address in the group (TYPE.NAME).
+type graphGroup struct {
+	prefix string
+	nodes  []graphNode
 }
 
 type graphNode struct {
 	id    string // the address
-	label string
+	label string // what the node shows: the address in its group
+	title string // the whole address (and check and when, for a check)
 	check bool
+}
+
+// allNodes are the phase's steps and those of its groups.
+func (ph graphPhase) allNodes() []graphNode {
+	out := ph.nodes
+	for _, g := range ph.groups {
+		out = append(out[:len(out):len(out)], g.nodes...)
+	}
+	return out
 }
 
 func buildGraph(rb *phases.Runbook) graphModel {
@@ -50,14 +71,26 @@ func buildGraph(rb *phases.Runbook) graphModel {
 	}
 	for _, ph := range rb.Phases {
 		gp := graphPhase{name: ph.Name}
+		groups := map[string]int{} // prefix -> index in gp.groups
 		all := append(append([]*phases.Step(nil), ph.Steps...), ph.Checks...)
 		for _, s := range all {
-			n := graphNode{id: s.Addr.String(), label: s.Addr.String()}
+			n := graphNode{id: s.Addr.String(), label: s.Addr.Local().String(), title: s.Addr.String()}
 			if s.IsCheck() {
 				n.check = true
-				n.label = fmt.Sprintf("check %s (%s)", s.Addr, s.When)
+				n.label = fmt.Sprintf("check %s (%s)", s.Addr.Local(), s.When)
+				n.title = fmt.Sprintf("check %s (%s)", s.Addr, s.When)
 			}
-			gp.nodes = append(gp.nodes, n)
+			if prefix := s.Addr.GroupPrefix(); prefix != "" {
+				i, ok := groups[prefix]
+				if !ok {
+					i = len(gp.groups)
+					groups[prefix] = i
+					gp.groups = append(gp.groups, graphGroup{prefix: prefix})
+				}
+				gp.groups[i].nodes = append(gp.groups[i].nodes, n)
+			} else {
+				gp.nodes = append(gp.nodes, n)
+			}
 			for _, d := range s.DependsOn {
 				e := [2]string{d.String(), s.Addr.String()}
 				g.edges = append(g.edges, e)
@@ -66,7 +99,11 @@ func buildGraph(rb *phases.Runbook) graphModel {
 				}
 			}
 		}
-		sort.Slice(gp.nodes, func(i, j int) bool { return gp.nodes[i].id < gp.nodes[j].id })
+		sortNodes(gp.nodes)
+		sort.Slice(gp.groups, func(i, j int) bool { return gp.groups[i].prefix < gp.groups[j].prefix })
+		for _, g := range gp.groups {
+			sortNodes(g.nodes)
+		}
 		for _, a := range ph.After {
 			g.order = append(g.order, [2]string{a, ph.Name})
 		}
@@ -84,6 +121,8 @@ func buildGraph(rb *phases.Runbook) graphModel {
 	sort.Slice(g.order, less(g.order))
 	return g
 }
+
+func sortNodes(l []graphNode) { sort.Slice(l, func(i, j int) bool { return l[i].id < l[j].id }) }
 
 // Graph writes the runbook's phases, steps and edges in format (dot,
 // mermaid, or svg: a picture laid out here, needing no Graphviz).
@@ -115,12 +154,14 @@ func writeDot(w io.Writer, g graphModel) {
 		// An invisible anchor lets phase-order edges join clusters,
 		// empty ones included.
 		fmt.Fprintf(w, "    %s [shape = point, style = invis];\n", q("phase:"+ph.name))
-		for _, n := range ph.nodes {
-			if n.check {
-				fmt.Fprintf(w, "    %s [label = %s, shape = hexagon];\n", q(n.id), q(n.label))
-			} else {
-				fmt.Fprintf(w, "    %s;\n", q(n.id))
-			}
+		writeDotNodes(w, "    ", ph.nodes)
+		// A group call instance is a cluster of its own in its phase's,
+		// its steps labelled with their address in the group.
+		for _, gr := range ph.groups {
+			fmt.Fprintf(w, "    subgraph %s {\n", q("cluster_"+ph.name+" "+gr.prefix))
+			fmt.Fprintf(w, "      label = %s;\n", q(gr.prefix))
+			writeDotNodes(w, "      ", gr.nodes)
+			fmt.Fprintln(w, "    }")
 		}
 		fmt.Fprintln(w, "  }")
 	}
@@ -144,27 +185,54 @@ func writeDot(w io.Writer, g graphModel) {
 	fmt.Fprintln(w, "}")
 }
 
+// writeDotNodes writes the node statements of nodes, each line after
+// indent: a step shows its address (its label, in a group), a check its
+// label in a hexagon.
+func writeDotNodes(w io.Writer, indent string, nodes []graphNode) {
+	q := strconv.Quote
+	for _, n := range nodes {
+		switch {
+		case n.check:
+			fmt.Fprintf(w, "%s%s [label = %s, shape = hexagon];\n", indent, q(n.id), q(n.label))
+		case n.label != n.id:
+			fmt.Fprintf(w, "%s%s [label = %s];\n", indent, q(n.id), q(n.label))
+		default:
+			fmt.Fprintf(w, "%s%s;\n", indent, q(n.id))
+		}
+	}
+}
+
 func writeMermaid(w io.Writer, g graphModel) {
 	ids := map[string]string{}
 	phaseIDs := map[string]string{}
 	n := 0
 	for i, ph := range g.phases {
 		phaseIDs[ph.name] = fmt.Sprintf("p%d", i)
-		for _, x := range ph.nodes {
+		for _, x := range ph.allNodes() {
 			ids[x.id] = fmt.Sprintf("n%d", n)
 			n++
 		}
 	}
 	label := func(s string) string { return `"` + strings.ReplaceAll(s, `"`, "#quot;") + `"` }
+	nodes := func(indent string, list []graphNode) {
+		for _, x := range list {
+			if x.check {
+				fmt.Fprintf(w, "%s%s{{%s}}\n", indent, ids[x.id], label(x.label))
+			} else {
+				fmt.Fprintf(w, "%s%s[%s]\n", indent, ids[x.id], label(x.label))
+			}
+		}
+	}
 	fmt.Fprintln(w, "flowchart LR")
 	for _, ph := range g.phases {
-		fmt.Fprintf(w, "  subgraph %s[%s]\n", phaseIDs[ph.name], label("phase "+ph.name))
-		for _, x := range ph.nodes {
-			if x.check {
-				fmt.Fprintf(w, "    %s{{%s}}\n", ids[x.id], label(x.label))
-			} else {
-				fmt.Fprintf(w, "    %s[%s]\n", ids[x.id], label(x.label))
-			}
+		id := phaseIDs[ph.name]
+		fmt.Fprintf(w, "  subgraph %s[%s]\n", id, label("phase "+ph.name))
+		nodes("    ", ph.nodes)
+		// A group call instance is a subgraph in its phase's.
+		for j, gr := range ph.groups {
+			fmt.Fprintf(w, "    subgraph %sg%d[%s]\n", id, j, label(gr.prefix))
+			nodes("      ", gr.nodes)
+			fmt.Fprintln(w, "    end")
 		}
 		fmt.Fprintln(w, "  end")
 	}
@@ -192,15 +260,22 @@ func writeMermaid(w io.Writer, g graphModel) {
 // migration of many phases stays as wide as its widest phase (a picture
 // for a README); in a phase, a step's column is its dependency depth (1 +
 // the deepest step of the same phase it waits for), so edges inside a
-// phase point right and edges between phases point down.
+// phase point right and edges between phases point down. The steps of
+// a group call instance are a band of the phase's columns of their own,
+// below the phase's own steps, in a frame labelled with the instance.
 const (
 	svgBoxH   = 28 // a step's box
 	svgCharW  = 7  // the width of a character of the 12px monospace font
 	svgGapX   = 36 // between columns of a phase
-	svgGapY   = 12 // between boxes of a column
+	svgGapY   = 12 // between boxes of a column, and between bands
 	svgPad    = 16 // inside a phase's frame
 	svgHeader = 26 // a phase's title
 	svgPhaseY = 40 // between phases
+	// A group call instance's frame: its title, and its margin around
+	// its boxes.
+	svgGroupHeader = 20
+	svgGroupPad    = 8
+	svgGroupCharW  = 6 // of its 11px title
 )
 
 type svgBox struct{ x, y, w int }
@@ -208,11 +283,15 @@ type svgBox struct{ x, y, w int }
 // svgFrame is a phase's frame: its top and height.
 type svgFrame struct{ y, h int }
 
+// svgRect is a group call instance's frame.
+type svgRect struct{ x, y, w, h int }
+
 // svgLayout is where writeSVG draws everything.
 type svgLayout struct {
 	inPhase map[string]string // address -> phase
 	boxes   map[string]svgBox
 	frames  map[string]svgFrame
+	groups  map[[2]string]svgRect // phase, group prefix -> its frame
 	// width and height of the picture; frameW of every frame, as wide
 	// as the widest phase.
 	width, height, frameW int
@@ -229,6 +308,12 @@ func writeSVG(w io.Writer, g graphModel) {
 		fmt.Fprintf(w, `    <rect x="%d" y="%d" width="%d" height="%d" rx="6" fill="#f4f6fa" stroke="#8894a8"/>`+"\n", svgPad, f.y, l.frameW, f.h)
 		fmt.Fprintf(w, `    <text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", 2*svgPad, f.y+18, svgEsc("phase "+ph.name))
 		fmt.Fprintln(w, "  </g>")
+		for _, gr := range ph.groups {
+			r := l.groups[[2]string{ph.name, gr.prefix}]
+			fmt.Fprintf(w, `  <g class="group" data-phase="%s" data-group="%s"><title>%s</title>`, svgEsc(ph.name), svgEsc(gr.prefix), svgEsc(gr.prefix+" (phase "+ph.name+")"))
+			fmt.Fprintf(w, `<rect x="%d" y="%d" width="%d" height="%d" rx="4" fill="#e8edf6" stroke="#6b7a94" stroke-dasharray="4 3"/>`, r.x, r.y, r.w, r.h)
+			fmt.Fprintf(w, `<text x="%d" y="%d" font-size="11" fill="#3c4a63">%s</text></g>`+"\n", r.x+svgGroupPad, r.y+14, svgEsc(gr.prefix))
+		}
 	}
 	for _, e := range g.edges {
 		l.writeEdge(w, e, g.labels[e])
@@ -245,7 +330,7 @@ func writeSVG(w io.Writer, g graphModel) {
 	}
 	// Boxes last, over the edges: a line that passes a box goes behind it.
 	for _, ph := range g.phases {
-		for _, n := range ph.nodes {
+		for _, n := range ph.allNodes() {
 			writeSVGNode(w, n, l.boxes[n.id])
 		}
 	}
@@ -253,41 +338,64 @@ func writeSVG(w io.Writer, g graphModel) {
 }
 
 // layoutSVG places each phase's steps in columns by their depth in the
-// phase (a step right of those it waits for), and the phases one below
-// the other.
+// phase (a step right of those it waits for), the steps of each group
+// call instance in a band of those columns of its own, and the phases
+// one below the other.
 func layoutSVG(g graphModel) svgLayout {
-	l := svgLayout{inPhase: map[string]string{}, boxes: map[string]svgBox{}, frames: map[string]svgFrame{}}
+	l := svgLayout{inPhase: map[string]string{}, boxes: map[string]svgBox{}, frames: map[string]svgFrame{}, groups: map[[2]string]svgRect{}}
 	for _, ph := range g.phases {
-		for _, n := range ph.nodes {
+		for _, n := range ph.allNodes() {
 			l.inPhase[n.id] = ph.name
 		}
 	}
 	depthOf := stepDepths(g, l.inPhase)
 	y, width := svgPad, 0
 	for _, ph := range g.phases {
-		var cols [][]graphNode
-		for _, n := range ph.nodes {
+		// The columns: as wide as their widest box, of any band.
+		var colW []int
+		for _, n := range ph.allNodes() {
 			d := depthOf(n.id)
-			for len(cols) <= d {
-				cols = append(cols, nil)
+			for len(colW) <= d {
+				colW = append(colW, 0)
 			}
-			cols[d] = append(cols[d], n)
+			colW[d] = max(colW[d], len([]rune(n.label))*svgCharW+20)
 		}
-		title := "phase " + ph.name
-		cx, h := 2*svgPad, 0
-		for _, col := range cols {
-			cw := 0
-			for _, n := range col {
-				cw = max(cw, len([]rune(n.label))*svgCharW+20)
-			}
-			for i, n := range col {
-				l.boxes[n.id] = svgBox{x: cx, y: y + svgHeader + i*(svgBoxH+svgGapY), w: cw}
-			}
-			h = max(h, len(col)*(svgBoxH+svgGapY)-svgGapY)
+		colX := make([]int, len(colW))
+		cx := 2 * svgPad
+		for d, cw := range colW {
+			colX[d] = cx
 			cx += cw + svgGapX
 		}
+		title := "phase " + ph.name
 		// A phase without steps: cx-svgGapX+svgPad is less than the title's width.
 		width = max(width, cx-svgGapX+svgPad, svgPad+len([]rune(title))*svgCharW+2*svgPad)
+		// band places nodes from top down, each in its column; it
+		// returns the band's height and its first and last column.
+		band := func(nodes []graphNode, top int) (h, first, last int) {
+			n := make([]int, len(colW)) // boxes in each column so far
+			first = len(colW)
+			for _, x := range nodes {
+				d := depthOf(x.id)
+				l.boxes[x.id] = svgBox{x: colX[d], y: top + n[d]*(svgBoxH+svgGapY), w: colW[d]}
+				n[d]++
+				h = max(h, n[d]*(svgBoxH+svgGapY)-svgGapY)
+				first, last = min(first, d), max(last, d)
+			}
+			return h, first, last
+		}
+		top := y + svgHeader
+		h, _, _ := band(ph.nodes, top)
+		for _, gr := range ph.groups {
+			if h > 0 {
+				h += svgGapY
+			}
+			bh, first, last := band(gr.nodes, top+h+svgGroupHeader)
+			r := svgRect{x: colX[first] - svgGroupPad, y: top + h, h: svgGroupHeader + bh + svgGroupPad}
+			r.w = max(colX[last]+colW[last]+svgGroupPad-r.x, len([]rune(gr.prefix))*svgGroupCharW+2*svgGroupPad)
+			l.groups[[2]string{ph.name, gr.prefix}] = r
+			width = max(width, r.x+r.w+svgPad)
+			h += r.h
+		}
 		l.frames[ph.name] = svgFrame{y: y, h: svgHeader + h + svgPad}
 		y += svgHeader + h + svgPad + svgPhaseY
 	}
@@ -358,9 +466,9 @@ func (l svgLayout) writeEdge(w io.Writer, e [2]string, label string) {
 }
 
 // writeSVGNode draws a step's box, or a check's hexagon (as in the dot
-// output), at b.
+// output), at b; its title is the whole address.
 func writeSVGNode(w io.Writer, n graphNode, b svgBox) {
-	fmt.Fprintf(w, `  <g class="step" data-address="%s"><title>%s</title>`, svgEsc(n.id), svgEsc(n.label))
+	fmt.Fprintf(w, `  <g class="step" data-address="%s"><title>%s</title>`, svgEsc(n.id), svgEsc(n.title))
 	if n.check {
 		x0, x1, y0, ym, y1 := b.x, b.x+b.w, b.y, b.y+svgBoxH/2, b.y+svgBoxH
 		fmt.Fprintf(w, `<polygon points="%d,%d %d,%d %d,%d %d,%d %d,%d %d,%d" fill="#fff8e6" stroke="#a07a20"/>`,

@@ -15,7 +15,8 @@ import (
 // PlanCounts summarises a plan's steps (checks are not counted).
 type PlanCounts struct {
 	Create, Update, Drift, NoOp int
-	// Revert counts instances whose for_each key left the map.
+	// Revert counts instances whose for_each key left the map, and the
+	// steps of group call instances gone.
 	Revert int
 	// Checks that will run.
 	Checks int

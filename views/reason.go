@@ -66,8 +66,20 @@ func Because(code engine.ReasonCode, why engine.Why) string {
 		return "nothing to undo: it went with " + by
 	case engine.KeyRemoved:
 		return "its key is no longer in the for_each of " + by + ": " + or(why.Detail, "undo")
+	case engine.GroupRemoved:
+		return groupGone(why) + ": " + or(why.Detail, "undo")
 	}
 	return ""
+}
+
+// groupGone says which group call instance went, with the step, from
+// the step the reason names (group.CALL["KEY"].TYPE.NAME).
+func groupGone(why engine.Why) string {
+	if len(why.By) == 0 || why.By[0].Group == "" {
+		return "its group call instance is no longer in its call's for_each"
+	}
+	a := why.By[0]
+	return "its group call instance " + a.GroupPrefix() + " is no longer in the for_each of group." + a.Group
 }
 
 // eventBecause is Because for an event, empty when it has no reason.

@@ -29,6 +29,10 @@ func TestBecause(t *testing.T) {
 		{engine.Unreadable, engine.Why{By: vm}, "cannot be read before incus_instance.vm ran: read again after them"},
 		{engine.ProviderWaits, engine.Why{By: vm, Detail: "talos.node"}, "its provider talos.node is configured with values (known after incus_instance.vm)"},
 		{engine.NothingToUndo, engine.Why{By: vm}, "nothing to undo: it went with incus_instance.vm"},
+		{engine.KeyRemoved, engine.Why{By: []phases.Address{{Group: "app", GroupKey: "jellyfin", Type: "exec", Name: "export"}}, Detail: "rm -r /srv/export"},
+			`its key is no longer in the for_each of group.app["jellyfin"].exec.export: rm -r /srv/export`},
+		{engine.GroupRemoved, engine.Why{By: []phases.Address{{Group: "app", GroupKey: "jellyfin", Type: "helm_release", Name: "app"}}, Detail: "helm uninstall jellyfin"},
+			`its group call instance group.app["jellyfin"] is no longer in the for_each of group.app: helm uninstall jellyfin`},
 		{engine.InputKeyOther, engine.Why{Was: "k1", Now: "k2"}, "its record's input hash was made under another key (k1, this run's is k2): another age identity; set the one it ran with to compare, or it runs again"},
 	} {
 		if got := views.Because(row.code, row.why); got != row.want {

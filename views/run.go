@@ -444,13 +444,39 @@ func (l *liveRun) liveLines(now time.Time) []string {
 			label += " (reverting)"
 		}
 		el := fmtDuration(now.Sub(s.started).Truncate(100 * time.Millisecond))
-		text := truncate(label, l.width-len(el)-4)
+		n := l.width - len(el) - 4
+		text := truncate(label, n)
+		if s.addr.Group != "" {
+			// The step's own address, at the end, says what runs: cut
+			// the group call instance before it instead.
+			keep := -1
+			if j := strings.LastIndex(label, s.addr.Local().String()); j >= 0 {
+				keep = utf8.RuneCountInString(label[j:])
+			}
+			text = truncateBefore(label, n, keep)
+		}
 		out = append(out, fmt.Sprintf("%s %s %s", l.st.cyan(spin), text, l.st.dim(el)))
 	}
 	if t := l.phases[l.phase]; t != nil && l.phase != "" {
 		out = append(out, l.st.dim(truncate(fmt.Sprintf("  phase %s: %s, %d running", l.phase, t, len(l.running)), l.width-1)))
 	}
 	return out
+}
+
+// truncateBefore is truncate keeping the last keep runes of s whole
+// when there is room for them and a few before: the cut is before them.
+func truncateBefore(s string, n, keep int) string {
+	r := []rune(s)
+	if n < 8 {
+		n = 8
+	}
+	if len(r) <= n {
+		return s
+	}
+	if keep < 0 || keep > len(r) || n-keep < 5 {
+		return truncate(s, n)
+	}
+	return string(r[:n-keep-1]) + "…" + string(r[len(r)-keep:])
 }
 
 func truncate(s string, n int) string {

@@ -49,6 +49,7 @@ type PhaseStatus struct {
 // StepStatus is one step or check; a step that never ran is "pending".
 type StepStatus struct {
 	Addr       phases.Address    `json:"address"`
+	Group      string            `json:"group,omitempty"` // Addr.GroupPrefix()
 	Phase      string            `json:"phase,omitempty"`
 	When       phases.CheckWhen  `json:"when,omitempty"`
 	Status     state.Status      `json:"status"`
@@ -104,7 +105,7 @@ func BuildStatus(order []*phases.Phase, snap *state.Snapshot) *Status {
 }
 
 func stepStatus(a phases.Address, when phases.CheckWhen, rec *state.StepRecord) StepStatus {
-	s := StepStatus{Addr: a, When: when, Status: state.Pending}
+	s := StepStatus{Addr: a, Group: a.GroupPrefix(), When: when, Status: state.Pending}
 	if rec == nil {
 		return s
 	}

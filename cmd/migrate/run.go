@@ -49,7 +49,7 @@ and the same command resumes from there, doing again what was not done.`,
 	f.StringVar(&o.planFile, "plan", "", "run the plan saved in `FILE` by plan --out")
 	f.BoolVar(&o.autoApprove, "auto-approve", false, "run without asking for confirmation")
 	f.IntVar(&o.parallelism, "parallelism", engine.DefaultParallelism, "run at most `N` steps at once")
-	f.StringArrayVar(&o.approve, "approve", nil, "approve the approval step at `ADDRESS` (TYPE.NAME, repeatable)")
+	f.StringArrayVar(&o.approve, "approve", nil, "approve the approval step at `ADDRESS` (TYPE.NAME, or group.CALL.TYPE.NAME in a group; repeatable)")
 	f.BoolVar(&o.json, "json", false, "print one JSON object per event on stdout, and nothing else")
 	return cmd
 }

@@ -53,6 +53,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 		{"BadRecordsRefused", badRecords},
 		{"ReaderDuringWrites", readerDuringWrites},
 		{"MoveRenamesARecord", moves},
+		{"GroupedAddresses", grouped},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.f(t, newBackend(t)) })
 	}
@@ -502,4 +503,58 @@ func moves(t *testing.T, b Backend) {
 	check("writer after refusals", w.Snapshot())
 	closeOK(t, w)
 	check("after the fold", OpenR(t, b).Snapshot())
+}
+
+// grouped: records of steps of group calls (group.CALL.TYPE.NAME,
+// group.CALL["KEY"].TYPE.NAME["KEY2"]) are kept, journalled and folded
+// under their whole address, worlds upstream keyed by it too; a record
+// moves into a group, into a call instance and out again.
+func grouped(t *testing.T, b Backend) {
+	w := OpenW(t, b, "migrate run")
+	vol := Rec(`group.app["jellyfin"].incus_volume.data`, state.Done)
+	vol.InputHash = "hv"
+	rel := Rec(`group.app["jellyfin"].helm_release.app["a.b"]`, state.Done)
+	rel.Upstream = map[string]string{vol.Addr.String(): "wv"}
+	plain := Rec("exec.a", state.Done)
+	plain.InputHash = "ha"
+	Checkpoint(t, w, vol, rel, plain, Rec(`group.app.exec.x`, state.Failed))
+	keys := []string{`group.app["jellyfin"].incus_volume.data`, `group.app["jellyfin"].helm_release.app["a.b"]`, "exec.a", "group.app.exec.x"}
+	has := func(who string, s *state.Snapshot, keys ...string) {
+		t.Helper()
+		if len(s.Steps) != len(keys) {
+			t.Fatalf("%s: steps %v, want %q", who, s.Steps, keys)
+		}
+		for _, k := range keys {
+			r := s.Steps[k]
+			if r == nil || r.Addr.String() != k {
+				t.Fatalf("%s: no record under %s (steps %v)", who, k, s.Steps)
+			}
+		}
+		if up := s.Steps[keys[1]].Upstream; len(up) != 1 || up[keys[0]] != "wv" {
+			t.Fatalf("%s: %s's upstream worlds %v, want %s's", who, keys[1], up, keys[0])
+		}
+	}
+	has("writer", w.Snapshot(), keys...)
+	has("reader of the journal", OpenR(t, b).Snapshot(), keys...)
+	addr := func(s string) phases.Address { return Rec(s, state.Done).Addr }
+	last := "exec.a"
+	for _, to := range []string{"group.g.exec.a", `group.g["k"].exec.a`, "exec.b"} {
+		if err := state.Move(w, addr(last), addr(to), ""); err != nil {
+			t.Fatalf("Move %s to %s: %v", last, to, err)
+		}
+		keys[2] = to
+		has("writer after moving "+last+" to "+to, w.Snapshot(), keys...)
+		if r, _ := w.Step(addr(to)); r == nil || r.InputHash != "ha" {
+			t.Fatalf("%s after the move: %+v, want exec.a's record", to, r)
+		}
+		last = to
+	}
+	// Upstream worlds follow a grouped record that moves.
+	if err := state.Move(w, vol.Addr, addr(`group.app["emby"].incus_volume.data`), ""); err != nil {
+		t.Fatal(err)
+	}
+	keys[0] = `group.app["emby"].incus_volume.data`
+	has("writer after moving the volume", w.Snapshot(), keys...)
+	closeOK(t, w)
+	has("after the fold", OpenR(t, b).Snapshot(), keys...)
 }
