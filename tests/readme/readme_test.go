@@ -194,12 +194,12 @@ func TestREADMECommands(t *testing.T) {
 	}
 
 	// The walk-throughs wrote where the README says, nothing into the tree.
-	for _, p := range []string{"migrate-quickstart/state/state.json", "talos-lab/state/state.json", "talos-lab/rendered/kubeconfig"} {
+	for _, p := range []string{"migrate-quickstart/state/state.json", "talos-lab/state/state.json", "talos-lab/rendered/kubeconfig", "migrate-groups/out/moved.txt"} {
 		if _, err := os.Stat(filepath.Join(tmp, p)); err != nil {
 			t.Errorf("a walk-through did not write %s: %v", p, err)
 		}
 	}
-	for _, junk := range []string{"examples/quickstart/.migrate", "examples/quickstart/lab", "examples/talos-platform/.migrate", "examples/talos-platform/rendered"} {
+	for _, junk := range []string{"examples/quickstart/.migrate", "examples/quickstart/lab", "examples/groups/.migrate", "examples/talos-platform/.migrate", "examples/talos-platform/rendered"} {
 		if _, err := os.Stat(filepath.Join(src, junk)); !os.IsNotExist(err) {
 			t.Errorf("the README's commands left %s in the source tree", junk)
 		}
