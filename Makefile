@@ -102,6 +102,7 @@ bench: services
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime 60s ./runbooks/
 	$(GO) test -run '^$$' -fuzz FuzzChunkedParse -fuzztime 60s ./runbooks/
+	$(GO) test -run '^$$' -fuzz FuzzGroups -fuzztime 60s ./runbooks/
 	$(GO) test -run '^$$' -fuzz FuzzRead -fuzztime 60s ./state/
 	$(GO) test -run '^$$' -fuzz FuzzRender -fuzztime 60s ./scaffold/
 
