@@ -3,6 +3,8 @@ package engine
 import (
 	"sort"
 
+	"github.com/zclconf/go-cty/cty"
+
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/state"
 )
@@ -51,9 +53,12 @@ func (e *Engine) removedInstances(ph *phases.Phase, snap *state.Snapshot) []*pha
 		s := *t
 		s.Addr = a
 		if a.GroupKey != "" && t.Addr.GroupKey == "" {
-			// The group's declaration names the steps of its call
-			// without the key: they are this instance's.
+			// The call's declaration, made for no instance or for
+			// another: the steps of the call it names are this
+			// instance's, and its attributes are not (another
+			// instance's inputs): the revert data says what to undo.
 			s.DependsOn, s.Discards = inInstance(t.DependsOn, a), inInstance(t.Discards, a)
+			s.Config = phases.Static(cty.DynamicVal)
 		}
 		out = append(out, &s)
 	}
@@ -67,15 +72,17 @@ func (e *Engine) groupGone(a phases.Address) bool {
 	return a.GroupKey != "" && !e.groupInstances[a.GroupPrefix()]
 }
 
-// inInstance is list with the steps of a's group call, named without
-// the call's key, given a's key.
+// inInstance is list with the steps of a's group call given a's key: a
+// step of a group refers only to steps of its own call instance, and a
+// call's declaration names them without a key or with another
+// instance's.
 func inInstance(list []phases.Address, a phases.Address) []phases.Address {
 	if len(list) == 0 {
 		return list
 	}
 	out := make([]phases.Address, len(list))
 	for i, d := range list {
-		if d.Group == a.Group && d.GroupKey == "" {
+		if d.Group == a.Group {
 			d.GroupKey = a.GroupKey
 		}
 		out[i] = d

@@ -42,11 +42,13 @@ func groupSteps(b *rb, p *phases.Phase, keys ...string) {
 	}
 	p.Steps = append(p.Steps, after)
 	// The call's declarations, without its key: what the steps of an
-	// instance whose key left the call's for_each are reverted with.
+	// instance whose key left the call's for_each are reverted with. The
+	// loader makes them from one instance's ("a", here even when it is
+	// gone): its attributes and the steps it names are that instance's.
 	p.ForEach = append(p.ForEach,
-		&phases.Step{Addr: inGroup("svc", "", "volume"), Phase: p.Name, Provider: "fake.default", Config: value("volume")},
-		&phases.Step{Addr: inGroup("svc", "", "app"), Phase: p.Name, Provider: "fake.default", Config: value("app"),
-			DependsOn: []phases.Address{inGroup("svc", "", "volume")}})
+		&phases.Step{Addr: inGroup("svc", "", "volume"), Phase: p.Name, Provider: "fake.default", Config: value("volume a")},
+		&phases.Step{Addr: inGroup("svc", "", "app"), Phase: p.Name, Provider: "fake.default", Config: value("app a"),
+			DependsOn: []phases.Address{inGroup("svc", "a", "volume")}})
 }
 
 // TestGroupStepsRunResumeRollback: steps of group call instances
@@ -239,6 +241,15 @@ func TestGroupInstanceRemoved(t *testing.T) {
 	}
 	if err := e.CheckSavedPlan(context.Background(), plan); err != nil {
 		t.Fatalf("the plan's reverts were refused as a saved plan: %v", err)
+	}
+	// A removed instance's steps are not reverted with another
+	// instance's attributes (the declaration's): their revert data says
+	// what to undo.
+	h.fake.RevertFn = func(_ context.Context, req providers.RevertRequest) providers.RevertResponse {
+		if req.Addr.GroupKey == "b" && req.Config.IsWhollyKnown() {
+			t.Errorf("%s reverted with the attributes %#v, of another instance", req.Addr, req.Config)
+		}
+		return providers.RevertResponse{}
 	}
 	if err := e.Run(context.Background(), context.Background(), plan, engine.RunOptions{}); err != nil {
 		t.Fatal(err)
