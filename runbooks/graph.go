@@ -126,7 +126,7 @@ func (ld *load) decodeAfter(a *hcl.Attribute) []phaseEdge {
 func (ld *load) checkStepGraph() {
 	byPhase := map[*phaseDecl][]*stepDecl{}
 	for _, d := range ld.allSteps {
-		if !d.dup {
+		if !d.dup && !d.inst.isTemplate() {
 			byPhase[d.phase] = append(byPhase[d.phase], d)
 		}
 	}
@@ -281,6 +281,12 @@ func (ld *load) build() *phases.Runbook {
 		if d.dup || d.step.Config == nil {
 			continue
 		}
+		if d.inst.isTemplate() {
+			if !d.isCheck {
+				d.phase.phase.ForEach = append(d.phase.phase.ForEach, d.step)
+			}
+			continue
+		}
 		if d.forEach != nil && !d.isCheck {
 			d.phase.phase.ForEach = append(d.phase.phase.ForEach, d.step)
 		}
@@ -309,7 +315,7 @@ func (ld *load) build() *phases.Runbook {
 // phase, or a step it depends on, directly or not.
 func (ld *load) resolveDiscards() {
 	for _, d := range ld.allSteps {
-		if d.dup || len(d.discards) == 0 {
+		if d.dup || len(d.discards) == 0 || d.inst.isTemplate() {
 			continue
 		}
 		var ok []stepRef

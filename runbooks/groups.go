@@ -75,6 +75,9 @@ type groupCall struct {
 	providers map[string]hcl.Expression // provider type -> TYPE.NAME of a root provider block
 	outputs   map[string]bool           // the outputs the group declares
 	rootScope *scope                    // where its arguments are evaluated
+	// template is, for a call whose for_each is empty, the group declared
+	// without a key: only what a removed instance is reverted with.
+	template *groupInst
 }
 
 // groupInst is one instance of a call: the scope its steps evaluate in.
@@ -228,6 +231,15 @@ func (ld *load) callGroup(pd *phaseDecl, b *groupBlock) {
 	for i, k := range call.keys {
 		ld.instantiate(call, k, files, args, i == 0)
 	}
+	if call.forEach != nil && len(call.keys) == 0 {
+		// No instance, yet the records of those the map had may need
+		// undoing: the group's steps are declared once, unkeyed, as the
+		// templates of their revert, and nothing else (their mistakes
+		// are for the day the map has a key).
+		before := len(ld.diags)
+		call.template = ld.instantiate(call, "", files, args, false)
+		ld.diags = ld.diags[:before]
+	}
 }
 
 // groupSourceFile is a file of a group's directory.
@@ -317,10 +329,19 @@ func (ld *load) decodeGroupProviders(a *hcl.Attribute) map[string]hcl.Expression
 // from it), its inputs set from the call's arguments, its locals
 // evaluated, its steps declared in the phase. Mistakes in the group's
 // own files are reported by the first instance only.
-func (ld *load) instantiate(call *groupCall, key string, files []groupSourceFile, args hcl.Attributes, first bool) {
+func (ld *load) instantiate(call *groupCall, key string, files []groupSourceFile, args hcl.Attributes, first bool) *groupInst {
 	g := &groupInst{call: call, key: key, vars: map[string]*variable{}, locals: map[string]*localValue{},
 		inputs: map[string]*groupInput{}, outputs: map[string]*outputBlock{}, outRefs: map[string][]stepRef{}, outEval: map[string]evalRefs{}}
-	call.insts[key] = g
+	var each cty.Value
+	switch {
+	case call.forEach != nil && len(call.keys) == 0:
+		each = cty.ObjectVal(map[string]cty.Value{"key": cty.UnknownVal(cty.String), "value": cty.DynamicVal})
+	case call.forEach != nil:
+		each = call.forEach.each(key)
+		call.insts[key] = g
+	default:
+		call.insts[key] = g
+	}
 	var gf groupFile
 	for _, f := range files {
 		parsed, diags := parseConfig(f.src, f.name)
@@ -356,10 +377,6 @@ func (ld *load) instantiate(call *groupCall, key string, files []groupSourceFile
 		gf.Outputs = append(gf.Outputs, one.Outputs...)
 		gf.Steps = append(gf.Steps, one.Steps...)
 		gf.Checks = append(gf.Checks, one.Checks...)
-	}
-	var each cty.Value
-	if call.forEach != nil {
-		each = call.forEach.each(key)
 	}
 	g.scope = &scope{stepTypes: ld.root.scope.stepTypes, funcs: ld.root.scope.funcs, unknown: ld.root.scope.unknown,
 		vars: cty.EmptyObjectVal, locals: cty.EmptyObjectVal, inst: g}
@@ -455,6 +472,7 @@ func (ld *load) instantiate(call *groupCall, key string, files []groupSourceFile
 			ld.declareStep(call.phase, e.b, e.isCheck)
 		}
 	})
+	return g
 }
 
 func orNone(names []string) string {
@@ -730,6 +748,10 @@ func (g *groupInst) values(outputs map[phases.Address]cty.Value) (vars, locals c
 	}
 	return vars, cty.ObjectVal(lm)
 }
+
+// isTemplate reports whether g is a call's template (an empty for_each),
+// not an instance.
+func (g *groupInst) isTemplate() bool { return g != nil && g.call.template == g }
 
 // provider is the expression the call's providers argument gives for
 // the group's steps of provider type pt.

@@ -494,7 +494,11 @@ func instanceKey(tr hcl.Traversal) (string, bool) {
 func (ld *load) resolveSteps() {
 	for _, d := range ld.allSteps {
 		if d.inst != nil {
+			before := len(ld.diags)
 			ld.within(d.inst, func() { ld.resolveStep(d) })
+			if d.inst.isTemplate() {
+				ld.diags = ld.diags[:before]
+			}
 			continue
 		}
 		ld.resolveStep(d)

@@ -159,3 +159,31 @@ moved {
 		t.Errorf("moved records: nothing run again, and rollback undoes them under the new addresses: log = %q", l)
 	}
 }
+
+// TestGroupCallEmptiedRevertsEveryInstance: a call whose map becomes
+// empty still has its instances' steps reverted.
+func TestGroupCallEmptiedRevertsEveryInstance(t *testing.T) {
+	t.Parallel()
+	without := func(keys string) map[string]string {
+		files := groupRunbook(keys)
+		i := strings.Index(files["main.hcl"], `  step "exec" "after"`)
+		files["main.hcl"] = files["main.hcl"][:i] + "}\n"
+		return files
+	}
+	dir := runbook(t, without(`"a", "b"`))
+	run(t, dir, 0, "run", "--all", "--auto-approve", "--no-color")
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(without("")["main.hcl"]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, dir, 0, "plan", "--no-color"); !strings.Contains(r.stdout, "2 to revert") {
+		t.Fatalf("with the call's map emptied, the plan does not revert both instances:\n%s", r)
+	}
+	run(t, dir, 0, "run", "--all", "--auto-approve", "--no-color")
+	b, err := os.ReadFile(filepath.Join(dir, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := string(b); !strings.Contains(l, "undo a\n") || !strings.Contains(l, "undo b\n") {
+		t.Errorf("run did not undo both instances: log = %q", l)
+	}
+}
