@@ -245,17 +245,45 @@ func settled(ctx context.Context, c *call, name, action string, err error) bool 
 	if strings.Contains(strings.ToLower(err.Error()), "is not running") && action == "stop" {
 		return settledAs(ctx, c, name, want) // racing a stop: watched for a while
 	}
-	st, err := c.Settings.c.InstanceState(ctx, name)
-	return err == nil && st.Status == want
+	ok, _ := inState(ctx, c, name, want)
+	return ok
 }
 
-// settledAs watches the instance's status for up to settleWait until it
-// is want; false when it is not by then (or cannot be read).
-func settledAs(ctx context.Context, c *call, name, want string) bool {
-	deadline := time.Now().Add(settleWait)
-	for {
+// keyPowerState is the daemon's own record of an instance's power: RUNNING
+// from its start until the daemon's stop handling (for a container, its
+// post-stop hook) writes STOPPED.
+const keyPowerState = "volatile.last_state.power"
+
+// inState reads whether the instance is in state want: its status, and for
+// "Stopped" the daemon's record of the stop too. A forced stop can be
+// answered ("container is not running") and the status read Stopped before
+// the daemon's stop handling ran (its hooks late on a busy host); that
+// handling then shows the instance Running until it is done, and writes
+// STOPPED as it begins. Stopped with no RUNNING record is a stop the daemon
+// is done with. A daemon that keeps no such record is taken at its status.
+func inState(ctx context.Context, c *call, name, want string) (bool, error) {
+	if want != "Stopped" {
 		st, err := c.Settings.c.InstanceState(ctx, name)
-		if err == nil && st.Status == want {
+		return err == nil && st.Status == want, err
+	}
+	inst, _, err := c.Settings.c.Instance(ctx, name)
+	if err != nil {
+		return false, err
+	}
+	return inst.Status == "Stopped" && inst.Config[keyPowerState] != "RUNNING", nil
+}
+
+// settledAs watches the instance for up to settleWait until it is want
+// (inState); false when it is not by then (or cannot be read).
+func settledAs(ctx context.Context, c *call, name, want string) bool {
+	start := time.Now()
+	deadline := start.Add(settleWait)
+	for {
+		ok, err := inState(ctx, c, name, want)
+		if ok {
+			if d := time.Since(start); d > time.Second {
+				logf(c, "instance %s: %s as the daemon has it %s later", name, strings.ToLower(want), d.Round(100*time.Millisecond))
+			}
 			return true
 		}
 		if err != nil || time.Now().After(deadline) {

@@ -432,18 +432,19 @@ func stopInstance(ctx context.Context, c *call, s stateSpec, inst *incusapi.Inst
 		return stateApply{Diagnostics: apiErr(c, "Cannot Stop Instance", err)}
 	}
 	// The world, not only the answer: on a busy daemon a stop can be
-	// answered while the instance still runs (a graceful stop racing the
-	// forced one). Watched until it says Stopped; forced again once when
-	// allowed.
+	// answered while the instance still runs, or before the daemon's own
+	// stop handling ran (its hooks late on a busy host), which then shows
+	// it Running for a while. Watched until it is Stopped and recorded so
+	// (inState); forced again once when allowed.
 	if !settledAs(ctx, c, s.Instance, "Stopped") {
 		if s.ForceAfter {
-			logf(c, "instance %s still runs after its stop was answered; forcing it off again", s.Instance)
+			logf(c, "instance %s is not stopped yet after its stop was answered (%s); forcing it off again", s.Instance, seenState(ctx, c, s.Instance))
 			_ = setState(ctx, c, s.Instance, incusapi.InstanceStatePut{Action: "stop", Force: true})
 		}
 		if !settledAs(ctx, c, s.Instance, "Stopped") {
 			return stateApply{Diagnostics: phases.Errorf("Instance Still Running",
-				"%s: the daemon answered the stop of instance %q, but it still runs %s later. Nothing else was changed; run again to retry, or look at `incus info %s --show-log`.",
-				c.Addr, s.Instance, settleWait, s.Instance)}
+				"%s: the daemon answered the stop of instance %q, but %s later it is still not stopped (%s). Nothing else was changed; run again to retry, or look at `incus info %s --show-log`.",
+				c.Addr, s.Instance, settleWait, seenState(ctx, c, s.Instance), s.Instance)}
 		}
 	}
 	before := marks[KeyAutostartBefore]
@@ -451,6 +452,16 @@ func stopInstance(ctx context.Context, c *call, s stateSpec, inst *incusapi.Inst
 		before = inst.Config[KeyAutostartBefore]
 	}
 	return stateApply{Outputs: stateOut{s.Instance, cur, snap}, Revert: startRevert(s, snap, before)}
+}
+
+// seenState says what the daemon shows of an instance: its status and its
+// record of the instance's power.
+func seenState(ctx context.Context, c *call, name string) string {
+	inst, _, err := c.Settings.c.Instance(ctx, name)
+	if err != nil {
+		return "cannot be read: " + err.Error()
+	}
+	return fmt.Sprintf("status %s, %s %s", inst.Status, keyPowerState, pick(inst.Config[keyPowerState], "unset"))
 }
 
 func startInstance(ctx context.Context, c *call, s stateSpec, inst *incusapi.Instance, cur, snap string) stateApply {

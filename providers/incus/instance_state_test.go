@@ -2,6 +2,7 @@ package incus_test
 
 import (
 	"context"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -178,6 +179,70 @@ func TestGracefulStopTimeout(t *testing.T) {
 	if i := inst(t, c, name); i.Status != "Running" {
 		t.Errorf("status after rollback = %s", i.Status)
 	}
+}
+
+// TestStopWaitsForTheDaemonsStopHandling: the daemon's own stop handling
+// (its post-stop hook) runs late, as it did on a busy CI host, where
+// TestRunbookRunAndRollback found an old VM Running after a retire that
+// said it was stopped. The guest stops at once, yet the graceful stop times
+// out (the daemon waits for its hook); the forced stop is answered
+// "container is not running", and the status reads Stopped while the daemon
+// has not recorded the stop (volatile.last_state.power RUNNING), then
+// Running while it handles it. The step ends only once the daemon is done.
+// The delay: raw.lxc replaces the daemon's post-stop hook (read from the
+// liblxc config it wrote) by an 8 s sleep, then the same hook.
+func TestStopWaitsForTheDaemonsStopHandling(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	if isLab {
+		t.Skip("the lab's host runs no liblxc hooks")
+	}
+	p := provider(t, nil)
+	name := launch(t, c, "latehook", true, nil)
+	conf, err := os.ReadFile("/run/incus/" + name + "/lxc.conf")
+	if err != nil {
+		t.Skipf("the daemon's liblxc config of %s cannot be read here: %v", name, err)
+	}
+	var hook string
+	for _, line := range strings.Split(string(conf), "\n") {
+		if v, ok := strings.CutPrefix(line, "lxc.hook.post-stop = "); ok {
+			hook = v
+		}
+	}
+	if hook == "" || strings.Contains(hook, "'") {
+		t.Fatalf("no usable post-stop hook in the liblxc config of %s:\n%s", name, conf)
+	}
+	if err := c.SetState(ctxT(t, 60*time.Second), name, incusapi.InstanceStatePut{Action: "stop", Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	i := inst(t, c, name)
+	put := i.Put()
+	put.Config["raw.lxc"] = "lxc.hook.post-stop =\nlxc.hook.post-stop = /bin/sh -c 'sleep 8; exec " + hook + "'"
+	if err := c.UpdateInstance(ctxT(t, 30*time.Second), name, put, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetState(ctxT(t, 60*time.Second), name, incusapi.InstanceStatePut{Action: "start"}); err != nil {
+		t.Fatal(err)
+	}
+	waitInit(t, c, name)
+
+	s := newStep(t, p, incus.InstanceState, "late", map[string]cty.Value{
+		"instance": str(name), "state": str("stopped"), "stop_timeout": str("2s"), "force_after": cty.True,
+	})
+	start := time.Now()
+	r, log := s.apply(ctxT(t, 2*time.Minute), nil, nil)
+	took := time.Since(start)
+	if err := r.Diagnostics.Err(); err != nil {
+		t.Fatalf("Apply: %v\nlog:\n%s", err, log)
+	}
+	t.Logf("Apply log:\n%s", log)
+	i = inst(t, c, name)
+	if i.Status != "Stopped" || i.Config["volatile.last_state.power"] != "STOPPED" {
+		t.Fatalf("the step ended after %s with the instance %s, volatile.last_state.power %s: the daemon has not finished the stop",
+			took.Round(time.Millisecond), i.Status, i.Config["volatile.last_state.power"])
+	}
+	wantContains(t, "the log", log, "forcing it off (force_after)", "stopped as the daemon has it")
+	t.Logf("stopped (the daemon's post-stop hook 8s late) in %s", took.Round(time.Millisecond))
 }
 
 // TestStopInterruptedThenResumed: the run is cancelled in the middle of a
