@@ -223,7 +223,24 @@ func setState(ctx context.Context, c *call, name string, st incusapi.InstanceSta
 	if incusapi.IsAlreadyInState(err) || err != nil && settled(ctx, c, name, st.Action, err) {
 		return nil
 	}
+	if err != nil && st.Action == "start" && ctx.Err() == nil && settledAs(ctx, c, name, "Stopped") {
+		// A daemon that stalls under load (seen here: its liblxc hooks
+		// time out after 30 s) fails a start and leaves the instance
+		// stopped, as if nothing was asked: a rollback must not give up
+		// on an old VM for that. Tried once more; a start that fails for
+		// a reason of its own fails again, and says so.
+		logf(c, "instance %s did not start (%s); trying once more", name, firstLine(err.Error()))
+		err = c.Settings.c.SetState(ctx, name, st)
+		if incusapi.IsAlreadyInState(err) || err != nil && settled(ctx, c, name, st.Action, err) {
+			return nil
+		}
+	}
 	return err
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
 
 // settleWait bounds how long settled watches an instance that a failed

@@ -3,6 +3,7 @@ package incus_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -394,4 +395,33 @@ func TestSnapshotLifecycle(t *testing.T) {
 		t.Errorf("Read after delete: %v", r.Observation)
 	}
 	wantContains(t, "the re-plan", del.mustPlan(nil).Diff, "already absent")
+}
+
+// TestStartTriedAgainAfterTheDaemonFailedIt: a daemon that stalls under
+// load fails a start (its liblxc hooks time out) and leaves the instance
+// stopped, as it did to a rollback in TestRunbookRunAndRollback on a busy
+// host; the start is tried once more. The failure: a pre-start hook
+// (raw.lxc) that fails the first time it runs.
+func TestStartTriedAgainAfterTheDaemonFailedIt(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	if isLab {
+		t.Skip("the lab's host runs no liblxc hooks")
+	}
+	marker := filepath.Join(t.TempDir(), "tried")
+	name := launch(t, c, "restart", false, map[string]string{
+		"raw.lxc": "lxc.hook.pre-start = /bin/sh -c '[ -e " + marker + " ] || { touch " + marker + "; exit 1; }'",
+	})
+	s := newStep(t, provider(t, nil), incus.InstanceState, "restart", map[string]cty.Value{"instance": str(name), "state": str("running")})
+	r, log := s.apply(ctxT(t, 2*time.Minute), nil, nil)
+	if err := r.Diagnostics.Err(); err != nil {
+		t.Fatalf("Apply: %v\nlog:\n%s", err, log)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("the failing hook never ran: %v", err)
+	}
+	if i := inst(t, c, name); i.Status != "Running" {
+		t.Fatalf("after the start: %s", i.Status)
+	}
+	wantContains(t, "the log", log, "did not start", "trying once more")
 }
