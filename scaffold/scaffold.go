@@ -159,7 +159,7 @@ func Render(in Input) ([]File, error) {
 // secrets are the demo's, sealed to the published demo identity).
 func templateFile(p string) bool {
 	top, _, _ := strings.Cut(p, "/")
-	return p == "main.hcl" || top == "charts" || top == "manifests" || top == "patches"
+	return p == "main.hcl" || top == "charts" || top == "manifests" || top == "patches" || top == "scripts" || top == "groups"
 }
 
 const secretsREADME = `Age-encrypted secrets, sealed to the recipients in ../.age-recipients;
