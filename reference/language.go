@@ -75,7 +75,7 @@ var language = []block{
 	},
 	{
 		header:      `phase "NAME"`,
-		description: "A unit that is planned, run and rolled back together; it holds step and check blocks.",
+		description: "A unit that is planned, run and rolled back together; it holds step, check and group blocks.",
 		attrs: map[string]phases.Attribute{
 			"description": attr(cty.String, "What the phase does."),
 			"after":       attr(references, "The phases it runs after, as [phase.NAME, ...]; default the phase declared before it."),
@@ -85,6 +85,17 @@ var language = []block{
 	{
 		header:      `step "TYPE" "NAME"`,
 		description: "One step of a phase, addressed TYPE.NAME (unique in the runbook). Its attributes are its step type's (below) plus the meta-arguments. A reference to another step's output (TYPE.NAME.OUTPUT) is also a dependency. With for_each, one instance per key, addressed TYPE.NAME[\"KEY\"] in the plan, the state, --json and the graph: refer to one instance's output as TYPE.NAME[\"KEY\"].OUTPUT, or to TYPE.NAME as the map of its instances by key (TYPE.NAME[each.key].OUTPUT).",
+	},
+	{
+		header:      `group "NAME"`,
+		description: "Calls a group, a directory of HCL reused as one unit (Terraform's `module` is the model): its `variable` blocks are its inputs, set by the call's other attributes; its `locals`; its `output \"NAME\" { value = ... }` blocks, what the runbook may use, as group.NAME.OUTPUT (group.NAME[\"KEY\"].OUTPUT with for_each, or group.NAME[each.key].OUTPUT); and its `step` and `check` blocks, written at the top level of its files, which join the calling phase addressed group.NAME.TYPE.STEP (group.NAME[\"KEY\"].TYPE.STEP with for_each) in the plan, the state, --json, moved blocks and the graph, where they are drawn in a frame of their own. Inside a group, var, local and TYPE.NAME are the group's own: what it needs from the runbook (a step's output too) the call passes as an input, and its steps wait for the steps an input uses. A group holds no phase, provider, backend, role, moved or group block. Its steps take the runbook's providers: the only block of their type, or the one the call's providers argument names. A step whose object is named after the step unless name says otherwise (incus_instance, incus_volume, helm_release, kubernetes_namespace) must set name in a group (from an input), or every call would manage the same object. A mistake in a group's file is reported once, at its line in the file; a mistake in an argument, at the call.",
+		attrs: map[string]phases.Attribute{
+			"source":     required(cty.String, "The group's directory, inside the runbook's and written from it, starting with ./ (\"./groups/app\"): its *.hcl files."),
+			"for_each":   attr(cty.DynamicPseudoType, "A map, or a set of strings: one instance of the group per key, each.key and each.value in the call's arguments. Known at plan, as a step's for_each. An instance whose key leaves the map has all its steps planned for revert."),
+			"depends_on": attr(references, "What every step of the group waits for, as [TYPE.NAME, group.OTHER, ...]. Elsewhere, depends_on = [group.NAME] waits for all the steps of the call, group.NAME[\"KEY\"] for one instance's, group.NAME.TYPE.STEP for one."),
+			"providers":  attr(cty.DynamicPseudoType, "The provider blocks that run the group's steps, by provider type, as { talos = talos.rehearsal }: a group called for two Talos nodes runs each call's steps on its node."),
+		},
+		types: map[string]string{"for_each": "map or set of strings", "depends_on": "list of references", "providers": "map of references"},
 	},
 	{
 		header:      `check "TYPE" "NAME"`,
@@ -119,8 +130,8 @@ var language = []block{
 		header:      "moved",
 		description: "Renames a step without losing its record (Terraform's `moved` is the model): the record of the step at `from` is carried to the step at `to`, so the renamed step is not run again. The plan shows `# FROM moved to TO` and decides the step from the record it carries (a done step with the same inputs stays done); `run` and `rollback` move the record in the state first, under the lock, before any step. A `from` without a record does nothing (keep the block for those who never ran the old name); a `to` that already has a record of its own is refused at plan. `from` must no longer be declared; `to` must be, or be the `from` of a later block (renamed twice: `a` to `b`, then `b` to `c`, in that order). An address is moved from once, and moves never come back to where they started.",
 		attrs: map[string]phases.Attribute{
-			"from": required(cty.DynamicPseudoType, "The step's old address, TYPE.NAME, without quotes."),
-			"to":   required(cty.DynamicPseudoType, "The step's new address, TYPE.NAME, without quotes."),
+			"from": required(cty.DynamicPseudoType, "The step's old address, TYPE.NAME (group.CALL.TYPE.NAME in a group, TYPE.NAME[\"KEY\"] for an instance), without quotes."),
+			"to":   required(cty.DynamicPseudoType, "The step's new address, as from: into or out of a group or a for_each key too."),
 		},
 		types: map[string]string{"from": "reference", "to": "reference"},
 	},

@@ -139,6 +139,13 @@ phase "two" {
     for_each = toset(["x", "y"])
     token    = each.key
   }
+  group "g" {
+    source     = "./g"
+    for_each   = toset(["k"])
+    depends_on = [alpha_thing.gone]
+    providers  = { alpha = alpha.main }
+    token      = each.key
+  }
 }
 moved {
   from = alpha_thing.old
@@ -152,7 +159,8 @@ moved {
 			}
 		}
 	}
-	ld := runbooks.NewLoader(fstest.MapFS{"main.hcl": {Data: []byte(text)}}, runbooks.Options{Dir: "/rb", Schemas: schemas})
+	group := "variable \"token\" {}\nstep \"alpha_thing\" \"in\" { token = var.token }\noutput \"o\" { value = var.token }\n"
+	ld := runbooks.NewLoader(fstest.MapFS{"main.hcl": {Data: []byte(text)}, "g/main.hcl": {Data: []byte(group)}}, runbooks.Options{Dir: "/rb", Schemas: schemas})
 	if _, diags := ld.Load(); len(diags) > 0 {
 		t.Fatalf("diagnostics: %v", diags)
 	}

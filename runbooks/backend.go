@@ -194,7 +194,7 @@ func (ld *load) backendValue(a *hcl.Attribute, ty cty.Type, sensitive bool, cfg 
 	if len(bad) > 0 {
 		return cty.NilVal, false
 	}
-	ctx := ld.scope.evalContext(nil, nil)
+	ctx := ld.scope.evalContext(nil, nil, nil)
 	v, diags := a.Expr.Value(ctx)
 	ld.diags = append(ld.diags, hideSensitive(diags, ctx, a.Expr)...)
 	if diags.HasErrors() {

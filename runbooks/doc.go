@@ -102,6 +102,22 @@
 // there is no block and the provider has no required attributes, by an
 // implicit configuration named "default" (so local steps need no block).
 //
+// # Groups
+//
+// A phase calls a group, a directory of HCL (groups.go), as Terraform
+// calls a module: group "app" { source = "./groups/app" for_each = ...
+// providers = { talos = talos.node } INPUT = ... }. The loader reads the
+// directory once and parses it again for each instance (the meta-
+// arguments are trimmed from a step's syntax as it is declared), with
+// the loadContext swapped: inside, var, local and TYPE.NAME are the
+// instance's, and its steps are addressed group.CALL.TYPE.NAME
+// (phases.Address.Group). An argument computed from step outputs is
+// unknown at load and evaluated again with the outputs of each
+// evaluation (groupInst.values); the group's steps depend on the steps it
+// uses. The runbook reads outputs as group.CALL.OUTPUT, an evaluation
+// context variable computed the same way. Diagnostics in a group's file
+// come from its first instance, and repeated ones are dropped.
+//
 // # Symbolic links
 //
 // Every load walks the runbook's tree through the fs.FS (links.go; hidden

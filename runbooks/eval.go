@@ -20,6 +20,9 @@ type scope struct {
 	// unknown holds, per step type with declared outputs, the unknown
 	// value standing for outputs not known yet.
 	unknown map[string]cty.Value
+	// inst is the group instance of a group's scope: its variables are
+	// computed again when its arguments refer to steps.
+	inst *groupInst
 }
 
 // evalContext builds the one EvalContext of a runbook expression: var,
@@ -31,8 +34,18 @@ type scope struct {
 //
 // A step with for_each is T.NAME = { KEY = outputs of T.NAME["KEY"] },
 // and each (each.key, each.value) is the instance being evaluated.
-func (s *scope) evalContext(refs []phases.Address, outputs map[phases.Address]cty.Value) *hcl.EvalContext {
+//
+// outs are the group outputs the expression refers to: group = { CALL =
+// { OUTPUT = value } } (CALL = { KEY = { ... } } for a call with
+// for_each).
+func (s *scope) evalContext(refs []phases.Address, outs []*groupOutRef, outputs map[phases.Address]cty.Value) *hcl.EvalContext {
 	vars := map[string]cty.Value{"var": s.vars, "local": s.locals}
+	if s.inst != nil {
+		vars["var"], vars["local"] = s.inst.values(outputs)
+	}
+	if len(outs) > 0 {
+		vars["group"] = groupValue(outs, outputs)
+	}
 	byType := map[string]map[string]cty.Value{}
 	instances := map[phases.Address]map[string]cty.Value{}
 	for _, a := range refs {
@@ -78,6 +91,7 @@ type evaluator struct {
 	body      hcl.Body
 	spec      hcldec.Spec
 	refs      []phases.Address
+	outs      []*groupOutRef // group outputs the block uses
 	sensitive []string
 	each      cty.Value // each.key and each.value of one for_each instance; NilVal without
 }
@@ -92,7 +106,7 @@ func (e *evaluator) Evaluate(outputs map[phases.Address]cty.Value) (cty.Value, p
 }
 
 func (e *evaluator) decode(outputs map[phases.Address]cty.Value) (cty.Value, hcl.Diagnostics) {
-	ctx := e.scope.evalContext(e.refs, outputs)
+	ctx := e.scope.evalContext(e.refs, e.outs, outputs)
 	if e.each.Type() != cty.NilType {
 		ctx.Variables["each"] = e.each
 	}

@@ -10,6 +10,9 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/runbooks"
 )
 
@@ -86,6 +89,46 @@ func FuzzLoad(f *testing.F) {
 		}
 		for _, s := range rb.AllSteps() {
 			s.Config.Evaluate(nil)
+		}
+	})
+}
+
+// FuzzGroups feeds arbitrary bytes as a runbook that calls a group and as
+// the group's file: no panic, every diagnostic has a summary and names a
+// file it can quote, and what loads evaluates, before and after steps ran.
+func FuzzGroups(f *testing.F) {
+	f.Add([]byte(groupFiles["main.hcl"]), []byte(groupFiles["groups/app/main.hcl"]))
+	f.Add([]byte("phase \"p\" {\n  group \"g\" {\n    source = \"./groups/app\"\n    for_each = toset([\"a\"])\n    x = each.key\n  }\n  step \"exec\" \"s\" { command = [group.g[\"a\"].o] }\n}\n"),
+		[]byte("variable \"x\" {}\noutput \"o\" { value = var.x }\nstep \"exec\" \"e\" {\n  for_each = toset([var.x])\n  command = [each.key]\n}\ngroup \"n\" { source = \"./groups/app\" }\n"))
+	f.Add([]byte("phase \"p\" {\n  group \"g\" { source = \"./groups/app\" }\n  group \"g\" { source = \"./x\" }\n  step \"exec\" \"s\" { depends_on = [group.g, group.h[\"k\"], group.g.exec.x] }\n}\nmoved {\n  from = exec.s\n  to = group.g.exec.x\n}\n"),
+		[]byte("step \"exec\" \"x\" { command = [var.nope, group.g.o] }\noutput \"o\" { value = exec.x.stdout }\n"))
+	schemas := testSchemas()
+	f.Fuzz(func(t *testing.T, main, group []byte) {
+		watchdog := time.AfterFunc(20*time.Second, func() { panic(fmt.Sprintf("Load hangs on %q / %q", main, group)) })
+		defer watchdog.Stop()
+		fsys := fstest.MapFS{
+			"main.hcl":            {Data: main},
+			"groups/app/main.hcl": {Data: group},
+		}
+		l := runbooks.NewLoader(fsys, runbooks.Options{Dir: "/nonexistent", Schemas: schemas})
+		rb, diags := l.Load()
+		if rb == nil {
+			t.Fatal("Load returned a nil runbook")
+		}
+		for _, d := range diags {
+			if d.Summary == "" {
+				t.Errorf("diagnostic without a summary: %#v", d)
+			}
+			if d.Subject != nil && l.Files()[d.Subject.Filename] == nil && !strings.HasPrefix(d.Subject.Filename, "<") {
+				t.Errorf("diagnostic in %q, a file the loader cannot quote: %v", d.Subject.Filename, d)
+			}
+		}
+		if diags.HasErrors() {
+			return
+		}
+		for _, s := range rb.AllSteps() {
+			s.Config.Evaluate(nil)
+			s.Config.Evaluate(map[phases.Address]cty.Value{})
 		}
 	})
 }

@@ -71,8 +71,12 @@ func (l *Loader) Load() (*phases.Runbook, phases.Diagnostics) {
 		Loader:    l,
 		files:     map[string]*hcl.File{},
 		stepTypes: map[string]stepTypeInfo{},
-		vars:      map[string]*variable{},
-		locals:    map[string]*localValue{},
+		loadContext: loadContext{
+			vars:   map[string]*variable{},
+			locals: map[string]*localValue{},
+		},
+		groups:    map[string]*groupCall{},
+		sources:   map[string][]groupSourceFile{},
 		providers: map[string]*providerDecl{},
 		implicit:  map[string]*phases.ProviderConfig{},
 		phaseIdx:  map[string]*phaseDecl{},
@@ -90,7 +94,7 @@ func (l *Loader) Load() (*phases.Runbook, phases.Diagnostics) {
 		l.files[name] = f.Bytes
 	}
 	sortDiags(ld.diags)
-	return rb, Diagnostics(capDiags(ld.diags))
+	return rb, Diagnostics(capDiags(dedupDiags(ld.diags)))
 }
 
 // sortDiags orders diagnostics by file and position, those without a
@@ -108,6 +112,22 @@ func sortDiags(diags hcl.Diagnostics) {
 	})
 }
 
+// dedupDiags drops a diagnostic that repeats the one before it: the
+// steps of a group called twice are checked twice, in the same file.
+func dedupDiags(diags hcl.Diagnostics) hcl.Diagnostics {
+	out := diags[:0]
+	for i, d := range diags {
+		if i > 0 {
+			p := diags[i-1]
+			if p.Summary == d.Summary && p.Detail == d.Detail && (p.Subject == nil) == (d.Subject == nil) && (p.Subject == nil || *p.Subject == *d.Subject) {
+				continue
+			}
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
 // load is the state of one Load call.
 type load struct {
 	*Loader
@@ -115,13 +135,18 @@ type load struct {
 	files map[string]*hcl.File
 
 	stepTypes map[string]stepTypeInfo
-	scope     *scope
 
-	vars         map[string]*variable
+	// loadContext is what var, local and TYPE.NAME mean where the loader
+	// is: the runbook's (root), or a group instance's (within).
+	loadContext
+	root loadContext
+
 	autoVarFiles []string // *.auto.hcl and *.auto.hcl.age beside the runbook, by name
 	secrets      []string // plain values of sensitive variables
-	varOrder     []*variable
-	locals       map[string]*localValue
+
+	groups     map[string]*groupCall // by call name
+	groupOrder []*groupCall
+	sources    map[string][]groupSourceFile // by directory
 
 	providers     map[string]*providerDecl // by TYPE.NAME
 	providerOrder []*providerDecl
@@ -177,6 +202,7 @@ type phaseBlock struct {
 	After       *hcl.Attribute `hcl:"after,optional"`
 	Steps       []*stepBlock   `hcl:"step,block"`
 	Checks      []*stepBlock   `hcl:"check,block"`
+	Groups      []*groupBlock  `hcl:"group,block"`
 	DefRange    hcl.Range      `hcl:",def_range"`
 }
 
@@ -225,11 +251,13 @@ func (ld *load) run() *phases.Runbook {
 	ld.assignVariables()
 	ld.evalLocals(localBlocks)
 	ld.validateVariables()
+	ld.root = ld.loadContext
 	backend := ld.declareBackend(backends)
 
 	ld.declareProviders(provBlocks)
 	ld.declarePhases(phaseBlocks)
 	ld.resolveProviders()
+	ld.resolveGroups()
 	ld.resolveSteps()
 	ld.orderPhases()
 	ld.checkStepGraph()

@@ -89,6 +89,9 @@ func (ld *load) resolveProvider(d *stepDecl) {
 		}
 	}
 
+	if e, ok := d.inst.provider(pt); ok && d.provider == nil {
+		d.provider = &hcl.Attribute{Name: "provider", Expr: e, Range: e.Range(), NameRange: e.Range()}
+	}
 	if d.provider != nil {
 		ld.namedProvider(d, blocks, implicitOK)
 		return

@@ -18,6 +18,10 @@ type stepRef struct {
 	addr phases.Address // the step block's address, without a key
 	key  string         // one instance of a step with for_each; "" for all
 	rng  srcRange
+	// out is a reference to a group's outputs (addr is then zero); a
+	// whole group call or instance in depends_on is an addr with a Group
+	// and no Type.
+	out *groupOutRef
 }
 
 // srcRange is an hcl.Range in 40 bytes instead of 64.
@@ -90,6 +94,16 @@ func (ld *load) checkRefs(trs []hcl.Traversal, allowSteps bool, what string) ([]
 				kind[strings.Index(kind, " ")+1:], name, ld.suggest(name, known), name))
 			continue
 		}
+		if root == "group" {
+			if !allowSteps {
+				report(tr, "Invalid Reference", fmt.Sprintf("%s cannot refer to groups: its value must be known before any step runs.", what))
+				continue
+			}
+			if r, ok := ld.checkGroupRef(tr, report); ok {
+				refs = append(refs, r)
+			}
+			continue
+		}
 		info, isStep := ld.stepTypes[root]
 		if !isStep {
 			continue
@@ -107,7 +121,7 @@ func (ld *load) checkRefs(trs []hcl.Traversal, allowSteps bool, what string) ([]
 			report(tr, "Invalid Reference", fmt.Sprintf("A reference to a step must name it, as in %s.NAME.", root))
 			continue
 		}
-		addr := phases.Address{Type: root, Name: name}
+		addr := ld.local(phases.Address{Type: root, Name: name})
 		target, ok := ld.steps[addr]
 		if !ok {
 			report(tr, "Reference to Undeclared Step", ld.undeclaredStepDetail(addr))
@@ -170,6 +184,11 @@ func (ld *load) undeclaredStepDetail(addr phases.Address) string {
 		}
 		sort.Strings(known)
 		return known
+	}
+	if ld.cur != nil {
+		local := addr.Local()
+		return fmt.Sprintf("No step or check %s is declared in group %s: a group's steps refer only to the group's own (%s is %s here). What it needs from the runbook, the call passes as an input.%s",
+			local, ld.cur.call.block.Name, local, addr, ld.suggest(addr.String(), known))
 	}
 	return fmt.Sprintf("No step or check %s is declared in this runbook.%s", addr, ld.suggest(addr.String(), known))
 }

@@ -47,6 +47,7 @@ type stepDecl struct {
 	deps     []stepRef     // explicit and referenced, all declared
 	discards []stepRef     // discards entries (steps only)
 	forEach  *forEach      // nil without for_each
+	inst     *groupInst    // the group instance that made it; nil in a phase
 }
 
 func (d *stepDecl) addr() phases.Address { return d.step.Addr }
@@ -79,19 +80,31 @@ func (ld *load) declarePhases(blocks []*phaseBlock) {
 		// is always the later one.
 		type entry struct {
 			b       *stepBlock
+			g       *groupBlock
 			isCheck bool
 		}
 		var entries []entry
 		for _, sb := range b.Checks {
-			entries = append(entries, entry{sb, true})
+			entries = append(entries, entry{b: sb, isCheck: true})
 		}
 		for _, sb := range b.Steps {
-			entries = append(entries, entry{sb, false})
+			entries = append(entries, entry{b: sb})
 		}
-		sort.SliceStable(entries, func(i, j int) bool {
-			return entries[i].b.DefRange.Start.Byte < entries[j].b.DefRange.Start.Byte
-		})
+		for _, gb := range b.Groups {
+			entries = append(entries, entry{g: gb})
+		}
+		start := func(e entry) int {
+			if e.g != nil {
+				return e.g.DefRange.Start.Byte
+			}
+			return e.b.DefRange.Start.Byte
+		}
+		sort.SliceStable(entries, func(i, j int) bool { return start(entries[i]) < start(entries[j]) })
 		for _, e := range entries {
+			if e.g != nil {
+				ld.callGroup(pd, e.g)
+				continue
+			}
 			ld.declareStep(pd, e.b, e.isCheck)
 		}
 	}
@@ -164,8 +177,8 @@ func (ld *load) declareStep(pd *phaseDecl, b *stepBlock, isCheck bool) {
 	}
 	ld.checkKind(b, info, isCheck)
 
-	addr := phases.Address{Type: b.Type, Name: b.Name}
-	d := &stepDecl{block: b, phase: pd, info: info, isCheck: isCheck, step: &phases.Step{
+	addr := ld.local(phases.Address{Type: b.Type, Name: b.Name})
+	d := &stepDecl{block: b, phase: pd, info: info, isCheck: isCheck, inst: ld.cur, step: &phases.Step{
 		Addr:  addr,
 		Phase: pd.block.Name,
 		Retry: phases.RetryPolicy{Attempts: defaultAttempts, Backoff: defaultBackoff},
@@ -175,7 +188,7 @@ func (ld *load) declareStep(pd *phaseDecl, b *stepBlock, isCheck bool) {
 		ld.diags = append(ld.diags, &hcl.Diagnostic{
 			Severity: hcl.DiagError,
 			Summary:  "Duplicate Step Address",
-			Detail: fmt.Sprintf("The %s %s was already declared at %s. Addresses (TYPE.NAME) must be unique across the whole runbook, steps and checks together, so that any step can refer to it.",
+			Detail: fmt.Sprintf("The %s %s was already declared at %s. Addresses (TYPE.NAME) must be unique across the whole runbook (and a group's across its files), steps and checks together, so that any step can refer to it.",
 				prev.kind(), addr, prev.block.DefRange),
 			Subject: b.DefRange.Ptr(),
 		})
@@ -184,6 +197,10 @@ func (ld *load) declareStep(pd *phaseDecl, b *stepBlock, isCheck bool) {
 		ld.steps[addr] = d
 	}
 	ld.allSteps = append(ld.allSteps, d)
+	if ld.cur != nil {
+		ld.cur.steps = append(ld.cur.steps, d)
+		ld.checkGroupObjectName(d)
+	}
 
 	if b.Body == nil {
 		d.body = hcl.EmptyBody()
@@ -288,7 +305,7 @@ func (ld *load) staticValue(expr hcl.Expression, ty cty.Type, name string) (cty.
 	if len(bad) > 0 {
 		return cty.NilVal, false
 	}
-	ctx := ld.scope.evalContext(nil, nil)
+	ctx := ld.scope.evalContext(nil, nil, nil)
 	v, diags := expr.Value(ctx)
 	ld.diags = append(ld.diags, hideSensitive(diags, ctx, expr)...)
 	if diags.HasErrors() {
@@ -426,6 +443,12 @@ func (ld *load) decodeStepRefs(a *hcl.Attribute) []stepRef {
 				tr = append(hcl.Traversal{hcl.TraverseRoot{Name: name, SrcRange: tr[1].SourceRange()}}, tr[2:]...)
 			}
 		}
+		if tr.RootName() == "group" {
+			if r, ok := ld.groupStepRef(a.Name, tr, e.Range()); ok {
+				refs = append(refs, r)
+			}
+			continue
+		}
 		key, keyed := instanceKey(tr)
 		if len(tr) != 2 && !keyed {
 			ld.diags = append(ld.diags, &hcl.Diagnostic{
@@ -437,7 +460,7 @@ func (ld *load) decodeStepRefs(a *hcl.Attribute) []stepRef {
 			continue
 		}
 		name, _ := traverserName(tr[1])
-		addr := phases.Address{Type: tr.RootName(), Name: name}
+		addr := ld.local(phases.Address{Type: tr.RootName(), Name: name})
 		if _, ok := ld.stepTypes[addr.Type]; !ok {
 			ld.diags = append(ld.diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
@@ -470,9 +493,30 @@ func instanceKey(tr hcl.Traversal) (string, bool) {
 // unknown outputs to report mistakes.
 func (ld *load) resolveSteps() {
 	for _, d := range ld.allSteps {
+		if d.inst != nil {
+			ld.within(d.inst, func() { ld.resolveStep(d) })
+			continue
+		}
+		ld.resolveStep(d)
+	}
+}
+
+func (ld *load) resolveStep(d *stepDecl) {
+	{
 		ld.resolveProvider(d)
+		explicit := d.explicit
+		if d.inst != nil {
+			// The call's depends_on and the steps its arguments use.
+			explicit = append(explicit[:len(explicit):len(explicit)], d.inst.call.deps...)
+		}
 		d.deps = d.explicit[:0] // filtered in place: big runbooks have many
-		for _, r := range d.explicit {
+		for _, r := range explicit {
+			if r.addr.Type == "" {
+				if ld.checkWholeGroup(r) {
+					d.deps = append(d.deps, ld.expandRefs([]stepRef{r}, map[*groupInst]bool{})...)
+				}
+				continue
+			}
 			target, ok := ld.steps[r.addr]
 			if !ok {
 				ld.diags = append(ld.diags, &hcl.Diagnostic{
@@ -497,10 +541,14 @@ func (ld *load) resolveSteps() {
 		refs, bad, diags := ld.checkRefs(vars, true, "")
 		ld.diags = append(ld.diags, diags...)
 		bad = append(bad, ld.checkEach(d, vars)...)
-		d.deps = append(d.deps, refs...)
+		d.deps = append(d.deps, ld.expandRefs(refs, map[*groupInst]bool{})...)
+		if d.inst != nil {
+			d.deps = append(d.deps, ld.inputDeps(d.inst, map[*groupInst]bool{})...)
+		}
 
 		// The evaluation context needs only the steps the attributes use.
-		ev := &evaluator{scope: ld.scope, body: d.body, spec: spec, refs: ld.uniqueAddrs(refs), sensitive: ld.sensitive(d.block.Type, d.info.typ)}
+		er := ld.evalRefs(refs)
+		ev := &evaluator{scope: ld.scope, body: d.body, spec: spec, refs: er.steps, outs: er.outs, sensitive: ld.sensitive(d.block.Type, d.info.typ)}
 		if d.forEach != nil {
 			ev.each = cty.ObjectVal(map[string]cty.Value{"key": cty.UnknownVal(cty.String), "value": cty.DynamicVal})
 		}
@@ -553,14 +601,17 @@ func (ld *load) uniqueAddrs(refs []stepRef) []phases.Address {
 	}
 	for _, r := range refs {
 		target := ld.steps[r.addr]
+		inst := r.addr
 		switch {
 		case target == nil || target.forEach == nil:
 			add(r.addr)
 		case r.key != "":
-			add(phases.Address{Type: r.addr.Type, Name: r.addr.Name, Key: r.key})
+			inst.Key = r.key
+			add(inst)
 		default:
 			for _, k := range target.forEach.keys {
-				add(phases.Address{Type: r.addr.Type, Name: r.addr.Name, Key: k})
+				inst.Key = k
+				add(inst)
 			}
 		}
 	}

@@ -91,10 +91,7 @@ func (ld *load) declareVariables(blocks []*variableBlock) {
 // setVariable converts a raw value to the variable's type and records it,
 // replacing any value from a source of lower precedence.
 func (ld *load) setVariable(v *variable, raw cty.Value, from string, rng *hcl.Range) {
-	if v.defaults != nil && raw.IsWhollyKnown() && !raw.IsNull() {
-		raw = v.defaults.Apply(raw)
-	}
-	val, err := convert.Convert(raw, v.typ)
+	val, err := convertVar(v, raw)
 	if err != nil {
 		ld.diags = append(ld.diags, &hcl.Diagnostic{
 			Severity: hcl.DiagError,
@@ -106,6 +103,15 @@ func (ld *load) setVariable(v *variable, raw cty.Value, from string, rng *hcl.Ra
 		val = cty.UnknownVal(v.typ)
 	}
 	v.value, v.from, v.rng, v.encrypted = val, from, rng, false
+}
+
+// convertVar converts a raw value to a variable's type, its defaults
+// applied to the attributes it leaves out.
+func convertVar(v *variable, raw cty.Value) (cty.Value, error) {
+	if v.defaults != nil && raw.IsWhollyKnown() && !raw.IsNull() {
+		raw = v.defaults.Apply(raw)
+	}
+	return convert.Convert(raw, v.typ)
 }
 
 // assignVariables applies values from the environment, variable files and
@@ -390,7 +396,7 @@ func (ld *load) validate(v *variable, vb *validationBlock) {
 	if len(bad) > 0 || !v.value.IsWhollyKnown() {
 		return
 	}
-	ctx := ld.scope.evalContext(nil, nil)
+	ctx := ld.scope.evalContext(nil, nil, nil)
 	cond, diags := vb.Condition.Value(ctx)
 	ld.diags = append(ld.diags, hideSensitive(diags, ctx, vb.Condition)...)
 	if diags.HasErrors() {
@@ -536,7 +542,7 @@ func (ld *load) evalLocal(lv *localValue, stack []*localValue, from hcl.Range) {
 	if lv.state == 2 { // resolved as part of a cycle
 		return
 	}
-	ctx := ld.scope.evalContext(nil, nil)
+	ctx := ld.scope.evalContext(nil, nil, nil)
 	ctx.Variables["local"] = ld.localsObject()
 	val, diags := lv.attr.Expr.Value(ctx)
 	ld.diags = append(ld.diags, hideSensitive(dropWithin(diags, bad), ctx, lv.attr.Expr)...)
@@ -544,6 +550,7 @@ func (ld *load) evalLocal(lv *localValue, stack []*localValue, from hcl.Range) {
 		val = cty.DynamicVal
 	}
 	lv.value, lv.state = val, 2
+	ld.order = append(ld.order, lv)
 }
 
 // plainStrings lists the known string leaves of v (numbers and bools in
