@@ -69,6 +69,8 @@ locals {
   lan_nic = var.lan_network != "" ? tomap({ type = "nic", network = var.lan_network }) : tomap({ type = "nic", nictype = "bridged", parent = var.lan_bridge })
   # The Talos system disk by its serial (incus_<device>), never /dev/sdX.
   system_disk = "disk.serial == \"incus_root\""
+  # What groups/talos-node needs of the host.
+  host = { storage_pool = var.storage_pool, data_pool = var.data_pool, data_volume = var.data_volume, igpu_pci = var.igpu_pci, lan_nic = local.lan_nic }
 }
 
 variable "node_mac" {
@@ -388,79 +390,31 @@ phase "rehearsal" {
     source_file = talos_image.talos.path
   }
 
-  # The first config never crosses the LAN: it is the VM's cloud-init
-  # user-data (its config drive), set through the Incus host's API.
-  step "talos_machine_config" "rehearsal" {
-    provider      = talos.rehearsal
-    first_install = "nocloud"
-    patches       = ["patches/rehearsal.yaml"]
-    verify        = { services = ["apid"] }
-  }
-
-  step "incus_instance" "rehearsal" {
-    type   = "virtual-machine"
-    empty  = true
-    cpu    = var.rehearsal_cpu
-    memory = var.rehearsal_memory
-    config = {
-      "security.secureboot"  = "false" # the Factory's ISO is not signed for Secure Boot
-      "cloud-init.user-data" = talos_machine_config.rehearsal.user_data
-    }
-    devices = {
-      root    = { type = "disk", pool = var.storage_pool, path = "/", size = "16GiB" }
-      data    = { type = "disk", pool = var.data_pool, source = var.data_volume, path = "/var/mnt/data" } # virtiofs tag incus_data
-      lan     = merge(local.lan_nic, { hwaddr = var.rehearsal_mac })
-      igpu    = { type = "gpu", gputype = "physical", pci = var.igpu_pci }
-      install = { type = "disk", pool = incus_volume.talos_iso.pool, source = incus_volume.talos_iso.name, "boot.priority" = "10" }
-      cidata  = { type = "disk", source = "cloud-init:config" } # the config drive
-    }
-    start = true # no wait_for: on the LAN, only the router knows its address
-  }
-
-  step "talos_service_health" "rehearsal_installed" {
-    provider   = talos.rehearsal
+  group "rehearsal" {
+    source     = "./groups/talos-node"
+    providers  = { talos = talos.rehearsal }
+    vm         = "rehearsal"
+    patch      = "patches/rehearsal.yaml"
     services   = ["apid"]
-    depends_on = [incus_instance.rehearsal]
-  }
-
-  # Installed: its config leaves the instance's config, the drive goes.
-  step "incus_device" "rehearsal_config_cleared" {
-    instance     = incus_instance.rehearsal.name
-    name         = "cidata"
-    ensure       = "absent"
-    unset_config = ["cloud-init.user-data"]
-    depends_on   = [talos_service_health.rehearsal_installed]
-  }
-
-  step "talos_bootstrap" "rehearsal" {
-    provider   = talos.rehearsal
-    depends_on = [talos_service_health.rehearsal_installed]
-  }
-
-  step "talos_kubeconfig" "rehearsal" {
-    provider   = talos.rehearsal
-    path       = "secrets/rehearsal.kubeconfig.age" # the admin key: age-encrypted
-    depends_on = [talos_bootstrap.rehearsal]
-  }
-
-  # node_spec: the plan judges the pods against the node before it exists.
-  step "kubernetes_ready" "rehearsal" {
-    kubeconfig    = talos_kubeconfig.rehearsal.path
-    timeout       = "10m"
-    node_spec     = talos_machine_config.rehearsal.node
-    node_capacity = { cpu = var.rehearsal_cpu, memory = var.rehearsal_memory }
+    cpu        = var.rehearsal_cpu
+    memory     = var.rehearsal_memory
+    root_size  = "16GiB"
+    mac        = var.rehearsal_mac
+    iso        = { pool = incus_volume.talos_iso.pool, name = incus_volume.talos_iso.name }
+    host       = local.host
+    kubeconfig = "secrets/rehearsal.kubeconfig.age"
   }
 
   step "kubernetes_namespace" "rehearsal_media" {
-    kubeconfig   = talos_kubeconfig.rehearsal.path
+    kubeconfig   = group.rehearsal.kubeconfig
     name         = "media"
     pod_security = "privileged" # as the real media namespace: hostPath
-    depends_on   = [kubernetes_ready.rehearsal]
+    depends_on   = [group.rehearsal.kubernetes_ready.node]
   }
 
   # The data test: a pod writes on the share, the node reads it back.
   step "kubernetes_job" "rehearsal_write" {
-    kubeconfig = talos_kubeconfig.rehearsal.path
+    kubeconfig = group.rehearsal.kubeconfig
     namespace  = "media"
     name       = "data-share-write"
     timeout    = "10m"
@@ -493,11 +447,11 @@ phase "rehearsal" {
     path          = "/sys/class/drm/renderD128/dev"
     expect        = "226:128"
     error_message = "No render node (/dev/dri/renderD128) on the rehearsal node: the i915 driver did not bind an Intel GPU. Does the VM have the gpu device (pci ${var.igpu_pci}), and does the schematic carry siderolabs/i915? Without it Jellyfin and Frigate decode video on the CPU, as they did on the old VM all along."
-    depends_on    = [talos_service_health.rehearsal_installed]
+    depends_on    = [group.rehearsal.talos_service_health.installed]
   }
 
   step "kubernetes_job" "rehearsal_render" {
-    kubeconfig = talos_kubeconfig.rehearsal.path
+    kubeconfig = group.rehearsal.kubeconfig
     namespace  = "media"
     name       = "render-node-open"
     timeout    = "10m"
@@ -522,10 +476,10 @@ phase "rehearsal" {
   step "incus_instance" "rehearsal_deleted" {
     name       = "rehearsal"
     ensure     = "absent"
-    depends_on = [talos_read.rehearsal_data, talos_read.rehearsal_igpu, kubernetes_job.rehearsal_render, incus_device.rehearsal_config_cleared]
+    depends_on = [talos_read.rehearsal_data, talos_read.rehearsal_igpu, kubernetes_job.rehearsal_render, group.rehearsal.incus_device.config_cleared]
     discards = [
-      incus_instance.rehearsal, talos_machine_config.rehearsal, incus_device.rehearsal_config_cleared,
-      talos_bootstrap.rehearsal, kubernetes_namespace.rehearsal_media, kubernetes_job.rehearsal_write, kubernetes_job.rehearsal_render,
+      group.rehearsal.incus_instance.vm, group.rehearsal.talos_machine_config.config, group.rehearsal.incus_device.config_cleared, group.rehearsal.talos_bootstrap.etcd,
+      kubernetes_namespace.rehearsal_media, kubernetes_job.rehearsal_write, kubernetes_job.rehearsal_render,
     ]
   }
 }
@@ -540,81 +494,32 @@ phase "platform" {
     content_type = "block"
   }
 
-  # First install by the config drive (cannot be undone); later changes
-  # of the patch: dry-run diff, TRY, verify, then no-reboot.
-  step "talos_machine_config" "node" {
-    provider      = talos.node
-    first_install = "nocloud"
-    patches       = ["patches/node.yaml"]
-    try_timeout   = "2m"
-    rendered      = "rendered/controlplane.yaml"
-    verify = {
-      services = ["apid", "machined"]
-    }
-  }
-
-  step "incus_instance" "talos" {
-    type   = "virtual-machine"
-    empty  = true
-    cpu    = var.node_cpu
-    memory = var.node_memory
-    config = {
-      "security.secureboot"  = "false"
-      "cloud-init.user-data" = talos_machine_config.node.user_data
-    }
-    devices = {
-      root    = { type = "disk", pool = var.storage_pool, path = "/", size = "64GiB" }
-      data    = { type = "disk", pool = var.data_pool, source = var.data_volume, path = "/var/mnt/data" } # virtiofs tag incus_data
-      bulk    = { type = "disk", pool = incus_volume.bulk.pool, source = incus_volume.bulk.name }
-      lan     = merge(local.lan_nic, { hwaddr = var.node_mac })
-      igpu    = { type = "gpu", gputype = "physical", pci = var.igpu_pci }
-      install = { type = "disk", pool = incus_volume.talos_iso.pool, source = incus_volume.talos_iso.name, "boot.priority" = "10" }
-      cidata  = { type = "disk", source = "cloud-init:config" }
-    }
-    start = true
-  }
-
-  step "talos_service_health" "node_installed" {
-    provider   = talos.node
-    services   = ["apid", "machined"]
-    depends_on = [incus_instance.talos]
-  }
-
-  # The cluster's keys leave the instance's config (rollback puts the
-  # drive back, not the key).
-  step "incus_device" "talos_config_cleared" {
-    instance     = incus_instance.talos.name
-    name         = "cidata"
-    ensure       = "absent"
-    unset_config = ["cloud-init.user-data"]
-    depends_on   = [talos_service_health.node_installed]
+  # Later changes of the patch: dry-run diff, TRY, verify, then no-reboot.
+  group "node" {
+    source      = "./groups/talos-node"
+    providers   = { talos = talos.node }
+    vm          = "talos"
+    patch       = "patches/node.yaml"
+    services    = ["apid", "machined"]
+    try_timeout = "2m"
+    rendered    = "rendered/controlplane.yaml"
+    cpu         = var.node_cpu
+    memory      = var.node_memory
+    root_size   = "64GiB"
+    mac         = var.node_mac
+    iso         = { pool = incus_volume.talos_iso.pool, name = incus_volume.talos_iso.name }
+    devices     = { bulk = { type = "disk", pool = incus_volume.bulk.pool, source = incus_volume.bulk.name } }
+    host        = local.host
+    kubeconfig  = "secrets/kubeconfig.age"
+    node        = var.hostname
   }
 
   # Installed: the VM never boots the ISO again (rollback attaches it).
   step "incus_device" "talos_iso_detached" {
-    instance   = incus_instance.talos.name
+    instance   = group.node.vm
     name       = "install"
     ensure     = "absent"
-    depends_on = [incus_device.talos_config_cleared] # one change of the instance at a time
-  }
-
-  step "talos_bootstrap" "etcd" {
-    provider   = talos.node
-    depends_on = [talos_service_health.node_installed]
-  }
-
-  step "talos_kubeconfig" "admin" {
-    provider   = talos.node
-    path       = "secrets/kubeconfig.age"
-    depends_on = [talos_bootstrap.etcd]
-  }
-
-  step "kubernetes_ready" "node" {
-    kubeconfig    = talos_kubeconfig.admin.path
-    node          = var.hostname
-    timeout       = "10m"
-    node_spec     = talos_machine_config.node.node
-    node_capacity = { cpu = var.node_cpu, memory = var.node_memory }
+    depends_on = [group.node.incus_device.config_cleared] # one change of the instance at a time
   }
 
   check "talos_service_health" "control_plane" {
@@ -626,69 +531,31 @@ phase "platform" {
 phase "data-apps" {
   description = "Jellyfin and Frigate with the host's data, the iGPU, and their configuration and databases moved from the old services VM onto the data share, on fixed NodePorts of the LAN: their namespace is privileged, in git, on purpose."
 
-  # The old apps stop first: a database copied while it writes is not a
-  # copy. Rollback starts them again.
-  step "incus_exec" "stop_jellyfin" {
-    instance = var.services_vm
-    command  = ["systemctl", "stop", "jellyfin"]
-    revert   = ["systemctl", "start", "jellyfin"]
-  }
-
-  # Frigate's documented install is the Docker Compose project "frigate".
-  step "incus_exec" "stop_frigate" {
-    instance = var.services_vm
-    command  = var.frigate_install == "compose" ? ["docker", "compose", "-p", "frigate", "stop"] : ["systemctl", "stop", "frigate"]
-    revert   = var.frigate_install == "compose" ? ["docker", "compose", "-p", "frigate", "start"] : ["systemctl", "start", "frigate"]
-  }
-
-  # The data volume, attached to the old VM for the copies (old VM to
+  # The data volume, attached to the old VM for the exports (old VM to
   # volume, never through this machine). Rollback detaches it.
   step "incus_device" "services_data" {
-    instance   = var.services_vm
-    name       = "migrate-data"
-    device     = { type = "disk", pool = var.data_pool, source = var.data_volume, path = "/mnt/migrate-data" }
-    depends_on = [incus_exec.stop_jellyfin, incus_exec.stop_frigate]
-  }
-
-  # /var/lib/jellyfin and /etc/jellyfin, once, into apps/jellyfin as the
-  # image's /config, its paths and hardware decoding rewritten; it stops
-  # first if a library is not under a path the pod mounts.
-  step "incus_exec" "export_jellyfin" {
     instance = var.services_vm
-    env = {
-      LIBRARIES = join("\n", local.jellyfin_libraries)
-      OLD_DATA  = var.old_data_path
-      HWACCEL   = local.jellyfin_hwaccel
-    }
-    command = ["sh", "-c", file("scripts/jellyfin-export.sh")]
-    creates    = "/root/.jellyfin-exported"
-    revert     = ["sh", "-c", "rm -rf /mnt/migrate-data/apps/jellyfin /mnt/migrate-data/apps/jellyfin.partial /root/.jellyfin-exported && { rmdir /mnt/migrate-data/apps 2>/dev/null || true; }"]
-    timeout    = "1h"
-    depends_on = [incus_exec.stop_jellyfin, incus_device.services_data]
-  }
-
-  # Frigate's /config (config.yml, frigate.db), once, into apps/frigate;
-  # the recordings are on the share already (or it stops first).
-  step "incus_exec" "export_frigate" {
-    instance = var.services_vm
-    env = {
-      OLD_DATA = var.old_data_path
-      HWACCEL  = local.frigate_hwaccel
-    }
-    command = ["sh", "-c", file("scripts/frigate-export.sh")]
-    creates    = "/root/.frigate-exported"
-    revert     = ["sh", "-c", "rm -rf /mnt/migrate-data/apps/frigate /mnt/migrate-data/apps/frigate.partial /root/.frigate-exported && { rmdir /mnt/migrate-data/apps 2>/dev/null || true; }"]
-    timeout    = "1h"
-    depends_on = [incus_exec.stop_frigate, incus_device.services_data]
+    name     = "migrate-data"
+    device   = { type = "disk", pool = var.data_pool, source = var.data_volume, path = "/mnt/migrate-data" }
   }
 
   step "kubernetes_namespace" "media" {
     pod_security = "privileged" # hostPath for the ZFS data and the bulk disk, /dev/dri for the iGPU
   }
 
-  step "helm_release" "jellyfin" {
-    chart     = "charts/app"
-    namespace = "media"
+  # /var/lib/jellyfin and /etc/jellyfin into apps/jellyfin as the image's
+  # /config, its paths and hardware decoding rewritten; it stops first if
+  # a library is not under a path the pod mounts.
+  group "jellyfin" {
+    source     = "./groups/app"
+    depends_on = [incus_device.services_data, kubernetes_namespace.media]
+    name       = "jellyfin"
+    instance   = var.services_vm
+    stop       = ["systemctl", "stop", "jellyfin"]
+    start      = ["systemctl", "start", "jellyfin"]
+    export     = file("scripts/jellyfin-export.sh")
+    env        = { LIBRARIES = join("\n", local.jellyfin_libraries), OLD_DATA = var.old_data_path, HWACCEL = local.jellyfin_hwaccel }
+    health     = { url = "http://${var.node_address}:30096/health", contains = "Healthy" }
     values = {
       image      = not_older(var.jellyfin_image, var.jellyfin_version)
       port       = 8096
@@ -705,12 +572,21 @@ phase "data-apps" {
       probe     = { http = "/health" }
       resources = { requests = { cpu = "500m", memory = "1Gi" }, limits = { memory = "4Gi" } }
     }
-    depends_on = [kubernetes_namespace.media, incus_exec.export_jellyfin]
   }
 
-  step "helm_release" "frigate" {
-    chart     = "charts/app"
-    namespace = "media"
+  # Frigate's /config (config.yml, frigate.db) into apps/frigate; the
+  # recordings are on the share already (or it stops first). Its
+  # documented install is the Docker Compose project "frigate".
+  group "frigate" {
+    source     = "./groups/app"
+    depends_on = [incus_device.services_data, kubernetes_namespace.media]
+    name       = "frigate"
+    instance   = var.services_vm
+    stop       = var.frigate_install == "compose" ? ["docker", "compose", "-p", "frigate", "stop"] : ["systemctl", "stop", "frigate"]
+    start      = var.frigate_install == "compose" ? ["docker", "compose", "-p", "frigate", "start"] : ["systemctl", "start", "frigate"]
+    export     = file("scripts/frigate-export.sh")
+    env        = { OLD_DATA = var.old_data_path, HWACCEL = local.frigate_hwaccel }
+    health     = { url = "http://${var.node_address}:30500/api/version" }
     values = {
       image = not_older(var.frigate_image, var.frigate_version)
       ports = [
@@ -728,9 +604,9 @@ phase "data-apps" {
       probe     = { http = "/api/version" }
       resources = { requests = { cpu = "1", memory = "1Gi" }, limits = { memory = "4Gi" } }
     }
-    depends_on = [kubernetes_namespace.media, incus_exec.export_frigate]
   }
 
+  # A pod of the namespace writes on the share; the node must see it.
   step "kubernetes_job" "data_probe" {
     namespace = "media"
     name      = "data-share-probe"
@@ -755,19 +631,6 @@ phase "data-apps" {
     path          = "/var/mnt/data/.migrate/data-apps"
     expect        = "written by a pod of media"
     error_message = "What a pod of media wrote on the data share is not on the node: Jellyfin and Frigate would not see the host's data."
-  }
-
-  # Each app answers on its NodePort, as a browser on the LAN reaches it;
-  # a failure and rollback starts the old ones again.
-  check "http_check" "jellyfin_health" {
-    url      = "http://${var.node_address}:30096/health"
-    contains = "Healthy"
-    timeout  = "5m"
-  }
-
-  check "http_check" "frigate_health" {
-    url     = "http://${var.node_address}:30500/api/version"
-    timeout = "5m"
   }
 }
 
@@ -1157,7 +1020,7 @@ phase "cleanup" {
 
 role "services" { # Samba, Jellyfin, Frigate
   vm     = var.services_vm
-  inside = [incus_exec.stop_jellyfin, incus_exec.stop_frigate, incus_exec.export_jellyfin, incus_exec.export_frigate, incus_exec.stop_samba, incus_exec.samba_users, incus_file.samba_users]
+  inside = [group.jellyfin.incus_exec.stop, group.frigate.incus_exec.stop, group.jellyfin.incus_exec.export, group.frigate.incus_exec.export, incus_exec.stop_samba, incus_exec.samba_users, incus_file.samba_users]
   data   = incus_device.services_data
   stop   = incus_instance_state.old_services
 }
@@ -1183,13 +1046,13 @@ role "host" {
   lan_network  = var.lan_network
   igpu_pci     = var.igpu_pci
   # What the move makes in storage_pool (their sizes are read from the steps).
-  disks = [incus_instance.talos, incus_volume.bulk, incus_instance.rehearsal, incus_volume.talos_iso]
+  disks = [group.node.incus_instance.vm, incus_volume.bulk, group.rehearsal.incus_instance.vm, incus_volume.talos_iso]
   # What passes the iGPU through, or checks it.
-  gpu = [incus_instance.rehearsal, talos_read.rehearsal_igpu, incus_instance.talos]
+  gpu = [group.rehearsal.incus_instance.vm, talos_read.rehearsal_igpu, group.node.incus_instance.vm]
 }
 
 role "node" {
-  vm      = incus_instance.talos
+  vm      = group.node.incus_instance.vm
   cpu     = var.node_cpu
   memory  = var.node_memory
   mac     = var.node_mac
@@ -1198,7 +1061,7 @@ role "node" {
 }
 
 role "rehearsal" {
-  vm         = incus_instance.rehearsal
+  vm         = group.rehearsal.incus_instance.vm
   mac        = var.rehearsal_mac
   address    = var.rehearsal_address
   igpu_check = talos_read.rehearsal_igpu # the i915 driver sees the iGPU
