@@ -40,7 +40,10 @@ type Phase struct {
 	Checks []*Step
 	// ForEach holds, for each step block with for_each, the step as
 	// declared (its address without a key): what an instance whose key
-	// left the map is reverted with.
+	// left the map is reverted with. A step of a group called with
+	// for_each is here too, addressed without the call's key
+	// (group.CALL.TYPE.NAME): what the steps of a removed instance are
+	// reverted with.
 	ForEach []*Step
 	Range   Range
 }

@@ -284,6 +284,13 @@ func (ld *load) build() *phases.Runbook {
 		if d.forEach != nil && !d.isCheck {
 			d.phase.phase.ForEach = append(d.phase.phase.ForEach, d.step)
 		}
+		if g := d.inst; g != nil && g.call.forEach != nil && !d.isCheck && g == g.call.insts[g.call.keys[0]] {
+			// What a step of an instance whose key left the call's map
+			// is reverted with: the block, addressed without the key.
+			t := *d.step
+			t.Addr.GroupKey = ""
+			d.phase.phase.ForEach = append(d.phase.phase.ForEach, &t)
+		}
 		for _, s := range d.instances() {
 			if d.isCheck {
 				d.phase.phase.Checks = append(d.phase.phase.Checks, s)
