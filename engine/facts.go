@@ -65,7 +65,7 @@ func (e *Engine) recordFacts(s *phases.Step, rec *state.StepRecord, find lookup)
 			}
 		}
 	}
-	f.Upstream = replacedSince(s, rec, find)
+	f.Upstream = replacedSince(s, rec, find, e.movedOrigins())
 	return f
 }
 
@@ -89,7 +89,12 @@ func (e *Engine) discarders(a phases.Address, find lookup) (going, gone *phases.
 // made, nil when none did. A dependency the record kept no world of (a
 // state written before records had one, or a step that named no identity
 // then) is not compared: there is nothing to compare with.
-func replacedSince(s *phases.Step, rec *state.StepRecord, find lookup) *Why {
+//
+// A world names the steps it holds the worlds of, so a record kept before
+// the runbook's moved blocks renamed some of them (origins: new address
+// -> the first one) is also compared under the names it had then: a
+// rename replaces nothing.
+func replacedSince(s *phases.Step, rec *state.StepRecord, find lookup, origins map[string]string) *Why {
 	for _, d := range s.DependsOn {
 		was, kept := rec.Upstream[d.String()]
 		if !kept {
@@ -99,11 +104,29 @@ func replacedSince(s *phases.Step, rec *state.StepRecord, find lookup) *Why {
 		if dep == nil || dep.Status != state.Done {
 			continue // it runs again first; the run compares then
 		}
-		if now := worldOf(dep); now != "" && now != was {
+		if now := worldOf(dep); now != "" && now != was && worldNamed(dep, origins) != was {
 			return &Why{By: []phases.Address{d}, Now: dep.Identity}
 		}
 	}
 	return nil
+}
+
+// movedOrigins maps each address the runbook's moved blocks move a
+// record to onto the address it had first (a -> b, b -> c: c and b to
+// a); nil without moved blocks.
+func (e *Engine) movedOrigins() map[string]string {
+	if len(e.runbook.Moved) == 0 {
+		return nil
+	}
+	origins := map[string]string{}
+	for _, m := range e.runbook.Moved {
+		first, ok := origins[m.From.String()]
+		if !ok {
+			first = m.From.String()
+		}
+		origins[m.To.String()] = first
+	}
+	return origins
 }
 
 // worldOf is what a record's dependents keep of it: its own identity and
@@ -120,6 +143,26 @@ func worldOf(rec *state.StepRecord) string {
 		fmt.Fprintf(h, "%q=%q\n", k, rec.Upstream[k])
 	}
 	return hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+// worldNamed is worldOf(rec) with the addresses of its Upstream named as
+// names says (those it does not name as they are): the world it had
+// before its dependencies were renamed. "" when no name changes.
+func worldNamed(rec *state.StepRecord, names map[string]string) string {
+	renamed := false
+	up := make(map[string]string, len(rec.Upstream))
+	for k, w := range rec.Upstream {
+		if old, ok := names[k]; ok {
+			k, renamed = old, true
+		}
+		up[k] = w
+	}
+	if !renamed {
+		return ""
+	}
+	c := *rec
+	c.Upstream = up
+	return worldOf(&c)
 }
 
 // upstreamWorlds is what a step that completes now keeps as its Upstream:
@@ -189,10 +232,49 @@ func (e *Engine) inputFacts(ctx context.Context, s *phases.Step, out *outputs, f
 	f.Known, f.Hash = g.cfg.IsWhollyKnown(), g.in.hash
 	if f.Rec != nil {
 		f.Matches, f.Key = g.in.matches(f.Rec.InputHash), e.otherKey(f.Rec.InputHash)
+		if !f.Matches {
+			f.Matches = e.matchesNamedBefore(ctx, s, g.cfg, f.Rec.InputHash)
+		}
 	}
 	f.ChangesBefore = out.changesBefore(s.DependsOn)
 	g.afterChanges = out.afterChanges(s.DependsOn)
 	return g
+}
+
+// matchesNamedBefore reports whether the record a moved block carried to
+// s was made with these inputs but for the name: the step it was made by
+// had no name attribute, and its object took the step's name, which s
+// (in a group, or renamed) now writes out. With name null, the same
+// hash.
+func (e *Engine) matchesNamedBefore(ctx context.Context, s *phases.Step, cfg cty.Value, recorded string) bool {
+	if cfg.IsMarked() || !cfg.IsKnown() || cfg.IsNull() || !cfg.Type().IsObjectType() || !cfg.Type().HasAttribute("name") {
+		return false
+	}
+	name := cfg.GetAttr("name")
+	if name.IsMarked() || !name.IsKnown() || name.IsNull() || !name.Type().Equals(cty.String) {
+		return false
+	}
+	for _, m := range e.runbook.Moved {
+		if m.From.Name != name.AsString() || !e.movesTo(m.From, s.Addr) {
+			continue
+		}
+		attrs := cfg.AsValueMap()
+		attrs["name"] = cty.NullVal(cty.String)
+		return e.hashInputs(ctx, s, cty.ObjectVal(attrs)).matches(recorded)
+	}
+	return false
+}
+
+// movesTo reports whether the runbook's moved blocks carry a record at
+// from to to, in one block or a chain of them.
+func (e *Engine) movesTo(from, to phases.Address) bool {
+	at := from
+	for _, m := range e.runbook.Moved {
+		if m.From == at {
+			at = m.To
+		}
+	}
+	return at == to && from != to
 }
 
 // waitsFor is the list of steps a step's inputs wait for, when some of

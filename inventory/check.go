@@ -85,7 +85,7 @@ func Check(h *Host, s Site) []Finding {
 	}
 	if len(h.GPUs) == 0 {
 		add(CodeNoHostGPU, Blocker, "host", "the host has no GPU (/1.0/resources lists none)",
-			"The runbook passes "+vn(VarIGPUPCI)+" to the rehearsal and Talos VMs: delete their igpu devices and the check of the GPU in main.hcl (marked TODO: "+strings.Join(t.Steps("host", "gpu"), ", ")+"), and accept decoding on the CPU.",
+			"The runbook passes "+vn(VarIGPUPCI)+" to the rehearsal and Talos VMs: delete their igpu devices and the check of the GPU in "+t.FilesOf(t.Steps("host", "gpu"))+" (marked TODO in main.hcl: "+strings.Join(t.Steps("host", "gpu"), ", ")+"), and accept decoding on the CPU.",
 			t.Steps("host", "gpu")...)
 	}
 	for _, g := range h.GPUs {
@@ -139,7 +139,7 @@ func Check(h *Host, s Site) []Finding {
 				seen += "; the files API said: " + i.FilesError
 			}
 			add(CodeNoAgent, sev, "instance "+i.Name, seen,
-				"Install incus-agent in the VM (its distribution's incus-agent package, or the agent from the VM's config drive: mount -t virtiofs config /mnt && /mnt/install.sh) and reboot it; or do those steps' work by hand before the phase (their commands are in main.hcl) and delete the steps.",
+				"Install incus-agent in the VM (its distribution's incus-agent package, or the agent from the VM's config drive: mount -t virtiofs config /mnt && /mnt/install.sh) and reboot it; or do those steps' work by hand before the phase (their commands are in "+t.FilesOf(inside)+") and delete the steps.",
 				inside...)
 		case AgentUnknown:
 			add(CodeAgentUnknown, Warning, "instance "+i.Name, i.Name+" is stopped: whether its agent runs, and what it runs, could not be seen",

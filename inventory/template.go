@@ -280,6 +280,25 @@ func (t *Template) StepRange(step string) (phases.Range, bool) {
 	return s.Range, true
 }
 
+// FilesOf names the files the steps are declared in, main.hcl first
+// (a group's file for a step of a group call): "main.hcl and
+// groups/talos-node/main.hcl".
+func (t *Template) FilesOf(steps []string) string {
+	var files []string
+	for _, st := range steps {
+		if r, ok := t.StepRange(st); ok && !slices.Contains(files, r.Filename) {
+			files = append(files, r.Filename)
+		}
+	}
+	slices.SortFunc(files, func(a, b string) int {
+		return cmp.Or(cmp.Compare(strings.Count(a, "/"), strings.Count(b, "/")), strings.Compare(a, b))
+	})
+	if len(files) < 2 {
+		return strings.Join(files, "")
+	}
+	return strings.Join(files[:len(files)-1], ", ") + " and " + files[len(files)-1]
+}
+
 // Default is a string variable's default in the template ("" when it
 // has none).
 func (t *Template) Default(v Var) string {

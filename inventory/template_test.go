@@ -114,7 +114,7 @@ func TestTemplateVariableRenamed(t *testing.T) {
 		s = rename(s, "var.storage_pool", "var.vm_pool") // the variable; the role's part keeps its name
 		s = strings.Replace(s, `variable "storage_pool"`, `variable "vm_pool"`, 1)
 		s = rename(s, "old_services", "services_stopped")
-		return rename(s, "stop_jellyfin", "halt_jellyfin")
+		return rename(s, "stop_samba", "halt_samba")
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -132,14 +132,14 @@ func TestTemplateVariableRenamed(t *testing.T) {
 	}
 	fs := append(guesses, inventory.Check(h, site)...)
 	noAgent := findingsOf(fs, inventory.CodeNoAgent)
-	if len(noAgent) != 1 || !slices.Contains(noAgent[0].Steps, "incus_exec.halt_jellyfin") || slices.Contains(noAgent[0].Steps, "incus_exec.stop_jellyfin") {
-		t.Errorf("no-agent = %+v, want incus_exec.halt_jellyfin among its steps", noAgent)
+	if len(noAgent) != 1 || !slices.Contains(noAgent[0].Steps, "incus_exec.halt_samba") || slices.Contains(noAgent[0].Steps, "incus_exec.stop_samba") {
+		t.Errorf("no-agent = %+v, want incus_exec.halt_samba among its steps", noAgent)
 	}
 	if !has(fs, inventory.CodeAutostart, inventory.Info, "instance services", "incus_instance_state.services_stopped, phase cleanup") {
 		t.Errorf("autostart does not name the renamed stop step: %+v", findingsOf(fs, inventory.CodeAutostart))
 	}
 	room := findingsOf(fs, inventory.CodePoolRoom)
-	if len(room) != 1 || !strings.Contains(room[0].Do, "set vm_pool to a pool with room") || !strings.Contains(room[0].Seen, "incus_instance.talos (64GiB)") {
+	if len(room) != 1 || !strings.Contains(room[0].Do, "set vm_pool to a pool with room") || !strings.Contains(room[0].Seen, "group.node.incus_instance.vm (64GiB)") {
 		t.Errorf("pool-room = %+v, want it to name vm_pool and the Talos disk's size", room)
 	}
 }
@@ -175,4 +175,17 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestTemplateFilesOf: what init tells a person to edit names the files
+// the steps are in, a group's file too (the iGPU devices of the Talos VMs
+// are in groups/talos-node, called twice).
+func TestTemplateFilesOf(t *testing.T) {
+	tm := tmpl(t)
+	if got, want := tm.FilesOf(tm.Steps("host", "gpu")), "main.hcl and groups/talos-node/main.hcl"; got != want {
+		t.Errorf("the files of the gpu steps = %q, want %q", got, want)
+	}
+	if got := tm.FilesOf([]string{"incus_volume.bulk", "incus_volume.talos_iso"}); got != "main.hcl" {
+		t.Errorf("the files of the volumes = %q, want main.hcl", got)
+	}
 }

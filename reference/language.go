@@ -124,7 +124,7 @@ var language = []block{
 	},
 	{
 		header:      `role "NAME"`,
-		description: "Says what parts of the runbook stand for, for programs that read it (migrate init reads examples/homelab's roles: the old VMs, their stop steps, the disks, the images...); it changes nothing a plan or a run does. Each attribute is a part, PART = REF or PART = [REF, ...], where REF is a step or check (TYPE.NAME), a variable (var.NAME) or a phase (phase.NAME), without quotes; the part names are the reader's. Each reference must be declared: renaming a step, variable or phase without its role is an error at the role's line.",
+		description: "Says what parts of the runbook stand for, for programs that read it (migrate init reads examples/homelab's roles: the old VMs, their stop steps, the disks, the images...); it changes nothing a plan or a run does. Each attribute is a part, PART = REF or PART = [REF, ...], where REF is a step or check (TYPE.NAME; group.CALL.TYPE.NAME or group.CALL[\"KEY\"].TYPE.NAME for a step of a group call), a variable (var.NAME) or a phase (phase.NAME), without quotes; the part names are the reader's. Each reference must be declared: renaming a step, variable or phase without its role is an error at the role's line.",
 	},
 	{
 		header:      "moved",

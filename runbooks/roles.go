@@ -66,12 +66,15 @@ func (ld *load) roleRef(role, part string, e hcl.Expression) (phases.RoleRef, bo
 	}
 	where := fmt.Sprintf("Part %s of role %q", part, role)
 	tr, diags := hcl.AbsTraversalForExpr(e)
+	if !diags.HasErrors() && tr.RootName() == "group" {
+		return ld.roleGroupStep(where, tr, e.Range())
+	}
 	name := ""
 	if !diags.HasErrors() && len(tr) == 2 {
 		name, _ = traverserName(tr[1])
 	}
 	if name == "" {
-		return fail("Invalid Role Reference", where+" must name a step or check as TYPE.NAME, a variable as var.NAME or a phase as phase.NAME, or a list of them, without quotes.")
+		return fail("Invalid Role Reference", where+" must name a step or check as TYPE.NAME (group.CALL.TYPE.NAME in a group), a variable as var.NAME or a phase as phase.NAME, or a list of them, without quotes.")
 	}
 	ref := phases.RoleRef{Name: name, Range: toRange(e.Range())}
 	switch root := tr.RootName(); root {
@@ -91,6 +94,29 @@ func (ld *load) roleRef(role, part string, e hcl.Expression) (phases.RoleRef, bo
 		if d, ok := ld.steps[ref.Step]; !ok || d.dup {
 			return fail("Role Names an Undeclared Step", fmt.Sprintf("%s names %s, but no step or check %s is declared in this runbook.%s", where, ref.Step, ref.Step, ld.suggest(ref.Step.String(), ld.stepNames)))
 		}
+	}
+	return ref, true
+}
+
+// roleGroupStep checks a role's reference to a step of a group call:
+// group.CALL.TYPE.NAME, or group.CALL["KEY"].TYPE.NAME for a call with
+// for_each (one step of one instance; a step's own for_each key is not
+// named, as TYPE.NAME does not name one outside groups).
+func (ld *load) roleGroupStep(where string, tr hcl.Traversal, rng hcl.Range) (phases.RoleRef, bool) {
+	fail := func(summary, detail string) (phases.RoleRef, bool) {
+		ld.diags = append(ld.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: rng.Ptr()})
+		return phases.RoleRef{}, false
+	}
+	r, ok := ld.groupStepRef("Role", tr, rng)
+	if !ok {
+		return phases.RoleRef{}, false
+	}
+	if r.addr.Type == "" || r.key != "" {
+		return fail("Invalid Role Reference", where+" names a group: a role names one step of it, as group.CALL.TYPE.NAME (group.CALL[\"KEY\"].TYPE.NAME for a call with for_each).")
+	}
+	ref := phases.RoleRef{Kind: phases.RefStep, Step: r.addr, Name: r.addr.String(), Range: toRange(rng)}
+	if d, ok := ld.steps[ref.Step]; !ok || d.dup {
+		return fail("Role Names an Undeclared Step", fmt.Sprintf("%s names %s, but no step or check %s is declared in this runbook.%s", where, ref.Step, ref.Step, ld.suggest(ref.Step.String(), ld.stepNames)))
 	}
 	return ref, true
 }

@@ -1,6 +1,7 @@
 package runbooks_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -103,5 +104,51 @@ func TestRoleNamesWhatIsGone(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A role names a step of a group call as group.CALL.TYPE.NAME, and of one
+// instance of a call with for_each as group.CALL["KEY"].TYPE.NAME; a
+// whole group, or a step the group does not have, is an error at the
+// reference.
+func TestRoleNamesGroupSteps(t *testing.T) {
+	files := func(role string) map[string]string {
+		fs := map[string]string{}
+		for k, v := range groupFiles {
+			fs[k] = v
+		}
+		fs["main.hcl"] += role
+		return fs
+	}
+	rb := mustLoad(t, files(`
+role "apps" {
+  stop  = group.single.exec.stop
+  steps = [group.app["jellyfin"].exec.stop, exec.prepare]
+}
+`), runbooks.Options{})
+	r := rb.Roles["apps"]
+	if s := r.Parts["stop"].Refs[0]; s.Kind != phases.RefStep || s.Step != (phases.Address{Group: "single", Type: "exec", Name: "stop"}) || s.Name != "group.single.exec.stop" {
+		t.Errorf("stop = %+v, want group.single.exec.stop", s)
+	}
+	var got []string
+	for _, ref := range r.Parts["steps"].Refs {
+		got = append(got, ref.String())
+	}
+	if want := []string{`group.app["jellyfin"].exec.stop`, "exec.prepare"}; !slices.Equal(got, want) {
+		t.Errorf("steps = %q, want %q", got, want)
+	}
+	for _, tc := range []struct{ role, summary, detail string }{
+		{`role "apps" { stop = group.single }`, "Invalid Role Reference", "a role names one step of it"},
+		{`role "apps" { stop = group.single.exec.stopp }`, "Role Names an Undeclared Step", `Did you mean "group.single.exec.stop"?`},
+		{`role "apps" { stop = group.app.exec.stop }`, "Role Names an Undeclared Step", "group.app.exec.stop"},
+	} {
+		_, diags := load(t, files(tc.role+"\n"), runbooks.Options{})
+		found := false
+		for _, d := range diags {
+			found = found || d.Summary == tc.summary && strings.Contains(d.Detail, tc.detail) && d.Subject != nil && d.Subject.Filename == "main.hcl"
+		}
+		if !found {
+			t.Errorf("%s: no %q saying %q among %v", tc.role, tc.summary, tc.detail, diags.Err())
+		}
 	}
 }

@@ -15,11 +15,14 @@
 //
 // What it writes:
 //
-//	main.hcl, charts/, manifests/, patches/  examples/homelab's, the steps
-//	                                         a finding concerns marked TODO,
-//	                                         those of a role the host lacks
-//	                                         (Site.Omit) commented out, the
-//	                                         incus provider in Input.Project
+//	main.hcl, charts/, manifests/, patches/, examples/homelab's, the steps
+//	scripts/, groups/                        a finding concerns marked TODO
+//	                                         (a grouped one before its group
+//	                                         call), those of a role the host
+//	                                         lacks (Site.Omit) commented out,
+//	                                         the incus provider in
+//	                                         Input.Project (not moved.hcl:
+//	                                         a new runbook has no history)
 //	site.auto.hcl                            the host's names (variables)
 //	.age-recipients                          whom the secrets are sealed to
 //	secrets/secrets.yaml.age                 a new Talos secrets bundle

@@ -32,7 +32,7 @@ func FuzzRender(f *testing.F) {
 		in.Host.GPUs = []inventory.GPUCard{{PCIAddress: "0000:00:02.0", Product: product, Vendor: vm}}
 		in.Host.Instances = append(in.Host.Instances, inventory.Instance{Name: vm, Apps: []inventory.App{{Name: product}}})
 		in.Host.Pools = append(in.Host.Pools, inventory.Pool{Name: pool, Driver: product})
-		in.Findings = append(in.Findings, inventory.Finding{Do: advice + product, Steps: []string{"incus_instance.talos"}})
+		in.Findings = append(in.Findings, inventory.Finding{Do: advice + product, Steps: []string{"group.node.incus_instance.vm"}})
 		// What the VMs' own files say: users, paths, versions.
 		in.Site.Apps = inventory.AppsSite{SambaUsers: []string{product, vm}, JellyfinLibraryPaths: []string{advice},
 			Jellyfin: inventory.AppSite{Version: pool, Image: "jellyfin/jellyfin:" + vm}, FrigateHWAccel: product}

@@ -159,7 +159,7 @@ func Render(in Input) ([]File, error) {
 // secrets are the demo's, sealed to the published demo identity).
 func templateFile(p string) bool {
 	top, _, _ := strings.Cut(p, "/")
-	return p == "main.hcl" || top == "charts" || top == "manifests" || top == "patches"
+	return p == "main.hcl" || top == "charts" || top == "manifests" || top == "patches" || top == "scripts" || top == "groups"
 }
 
 const secretsREADME = `Age-encrypted secrets, sealed to the recipients in ../.age-recipients;
@@ -195,7 +195,6 @@ secrets/rehearsal.kubeconfig.age
 // hclwrite: nothing is found by searching the text.
 func mainHCL(b []byte, in Input) ([]byte, error) {
 	t := in.Site.Template
-	const file = "main.hcl"
 	var edits []edit
 	prov, err := incusProvider(b, t, in)
 	if err != nil {
@@ -213,15 +212,30 @@ func mainHCL(b []byte, in Input) ([]byte, error) {
 			todo[st] = append(todo[st], f.Do)
 		}
 	}
+	// Each TODO before its step's block, or before the group call that
+	// makes the step (its block is in the group's file, which every call
+	// shares): once there for all the call's steps it concerns.
+	body, err := parseTemplate(b)
+	if err != nil {
+		return nil, err
+	}
+	dos := map[int][]string{} // block start -> what to do
 	for _, st := range sortedKeys(todo) {
-		r, ok := t.StepRange(st)
-		if !ok || r.Filename != file {
+		start, ok := todoPlace(body, t, st)
+		if !ok {
 			continue // a step the template does not have: the report still says it
 		}
-		at := lineStart(b, r.StartByte)
-		indent := string(b[at:r.StartByte])
+		for _, do := range todo[st] {
+			if !slices.Contains(dos[start], do) {
+				dos[start] = append(dos[start], do)
+			}
+		}
+	}
+	for start, list := range dos {
+		at := lineStart(b, start)
+		indent := string(b[at:start])
 		var c strings.Builder
-		for _, do := range slices.Compact(todo[st]) {
+		for _, do := range list {
 			c.WriteString(comment(indent+"# TODO(migrate init): ", indent+"#   ", do))
 		}
 		edits = append(edits, edit{at, at, c.String()})
@@ -230,6 +244,30 @@ func mainHCL(b []byte, in Input) ([]byte, error) {
 	s := strings.Replace(string(b), "secrets/demo-identity.txt   # the DEMO identity", "~/.config/migrate/age.key   # your identity (age-keygen)", 1) // a comment of the header: no range names it
 	header := comment("# ", "# ", fmt.Sprintf("Written by migrate init on %s from %s, examples/homelab's runbook: the host's names are in site.auto.hcl, and TODO marks what only you can decide (migrate init's report says why).", in.Now.Format(time.DateOnly), hostName(in)))
 	return []byte(header + "\n" + s), nil
+}
+
+// todoPlace is where the TODO of a step goes in main.hcl: the start of
+// its block, or of the group call that makes it.
+func todoPlace(body *hclsyntax.Body, t *inventory.Template, step string) (int, bool) {
+	r, ok := t.StepRange(step)
+	if !ok {
+		return 0, false
+	}
+	if r.Filename == "main.hcl" {
+		return r.StartByte, true
+	}
+	a, err := phases.ParseAddress(step)
+	if err != nil || a.Group == "" {
+		return 0, false
+	}
+	for _, phase := range body.Blocks {
+		for _, blk := range phase.Body.Blocks {
+			if phase.Type == "phase" && blk.Type == "group" && len(blk.Labels) == 1 && blk.Labels[0] == a.Group {
+				return blk.DefRange().Start.Byte, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // edit replaces src[start:end] with text.
@@ -401,12 +439,20 @@ func omitSteps(src []byte, t *inventory.Template, omit map[string]string) ([]edi
 	return edits, nil
 }
 
+// refTraversal is a role's reference as written: var.NAME, phase.NAME,
+// TYPE.NAME, group.CALL.TYPE.NAME or group.CALL["KEY"].TYPE.NAME.
 func refTraversal(r phases.RoleRef) hcl.Traversal {
-	root, name := r.Kind, r.Name
-	if r.Kind == phases.RefStep {
-		root, name = r.Step.Type, r.Step.Name
+	if r.Kind != phases.RefStep {
+		return hcl.Traversal{hcl.TraverseRoot{Name: r.Kind}, hcl.TraverseAttr{Name: r.Name}}
 	}
-	return hcl.Traversal{hcl.TraverseRoot{Name: root}, hcl.TraverseAttr{Name: name}}
+	if r.Step.Group == "" {
+		return hcl.Traversal{hcl.TraverseRoot{Name: r.Step.Type}, hcl.TraverseAttr{Name: r.Step.Name}}
+	}
+	tr := hcl.Traversal{hcl.TraverseRoot{Name: "group"}, hcl.TraverseAttr{Name: r.Step.Group}}
+	if r.Step.GroupKey != "" {
+		tr = append(tr, hcl.TraverseIndex{Key: cty.StringVal(r.Step.GroupKey)})
+	}
+	return append(tr, hcl.TraverseAttr{Name: r.Step.Type}, hcl.TraverseAttr{Name: r.Step.Name})
 }
 
 // commentOut is the edit that comments out src[start:end] (whole lines)

@@ -34,7 +34,7 @@ func input(t *testing.T) (scaffold.Input, *age.X25519Identity) {
 		TODO: map[string]string{"node_address": "the address your router reserves"}, Template: tmpl(t)}
 	site.Omit = map[string]string{"incus_instance_state.old_k3s": "no instance runs k3s"}
 	fs := []inventory.Finding{{Code: inventory.CodeNoAgent, Severity: inventory.Blocker, Subject: "instance services", Seen: "no agent", Do: "Stop Jellyfin by hand.",
-		Steps: []string{"incus_exec.stop_jellyfin"}}}
+		Steps: []string{"group.jellyfin.incus_exec.stop", "group.jellyfin.incus_exec.export"}}}
 	return scaffold.Input{Host: host, Site: site, Findings: fs, Remote: "incusos", Recipients: []string{id.Recipient().String()},
 		Talos: scaffold.TalosSecrets{Bundle: []byte("cluster: the bundle\n"), Talosconfig: []byte("context: home\n")},
 		Now:   time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)}, id
@@ -109,7 +109,8 @@ func TestRender(t *testing.T) {
 	}
 	main := string(byPath["main.hcl"].Data)
 	if !strings.HasPrefix(main, "# Written by migrate init on 2026-12-02 from incusos") ||
-		!strings.Contains(main, "  # TODO(migrate init): Stop Jellyfin by hand.\n  step \"incus_exec\" \"stop_jellyfin\" {") ||
+		strings.Count(main, "Stop Jellyfin by hand.") != 1 || // before the call of the group of the two steps, once
+		!strings.Contains(main, "  # TODO(migrate init): Stop Jellyfin by hand.\n  group \"jellyfin\" {") ||
 		strings.Contains(main, "demo-identity") {
 		t.Errorf("main.hcl's header, TODO or identity:\n%s", main[:min(len(main), 600)])
 	}

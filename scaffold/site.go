@@ -67,7 +67,7 @@ func siteHCL(in Input) []byte {
 	if s.IGPUPCI != "" {
 		str(vn(inventory.VarIGPUPCI), s.IGPUPCI, gpuNote(h, s.IGPUPCI))
 	} else {
-		b.WriteString("# TODO: " + vn(inventory.VarIGPUPCI) + ": the host has no GPU; delete the igpu devices in main.hcl (marked TODO).\n")
+		b.WriteString(comment("# ", "#   ", "TODO: "+vn(inventory.VarIGPUPCI)+": the host has no GPU; delete the igpu devices in "+s.Template.FilesOf(s.Template.Steps("host", "gpu"))+" (marked TODO in main.hcl)."))
 	}
 
 	b.WriteString("\n# The Talos node.\n")

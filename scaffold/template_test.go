@@ -27,7 +27,7 @@ func renamedTemplate(t *testing.T) *inventory.Template {
 		b, err := fs.ReadFile(homelab.Runbook(), p)
 		if p == "main.hcl" {
 			s := string(b)
-			for old, new := range map[string]string{"node_address": "node_ip", "services_vm": "media_vm", "stop_jellyfin": "halt_jellyfin", "old_k3s": "k3s_stopped"} {
+			for old, new := range map[string]string{"node_address": "node_ip", "services_vm": "media_vm", "stop_samba": "halt_samba", "old_k3s": "k3s_stopped"} {
 				s = regexp.MustCompile(`\b`+old+`\b`).ReplaceAllString(s, new)
 			}
 			b = []byte(s)
@@ -53,7 +53,7 @@ func TestRenderFollowsRenamedVariables(t *testing.T) {
 	in.Site.Template = renamedTemplate(t)
 	in.Site.TODO = map[string]string{"node_ip": "the address your router reserves"}
 	in.Site.Omit = map[string]string{"incus_instance_state.k3s_stopped": "no instance runs k3s"}
-	in.Findings[0].Steps = []string{"incus_exec.halt_jellyfin"}
+	in.Findings[0].Do, in.Findings[0].Steps = "Stop Samba by hand.", []string{"incus_exec.halt_samba"}
 	files, err := scaffold.Render(in)
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +77,7 @@ func TestRenderFollowsRenamedVariables(t *testing.T) {
 		t.Errorf("site.auto.hcl names the example's variables:\n%s", site)
 	}
 	for _, want := range []string{
-		"  # TODO(migrate init): Stop Jellyfin by hand.\n  step \"incus_exec\" \"halt_jellyfin\" {",
+		"  # TODO(migrate init): Stop Samba by hand.\n  step \"incus_exec\" \"halt_samba\" {",
 		"  # migrate init left out step incus_instance_state.k3s_stopped:",
 		"  # migrate init left out part stop of role \"k3s\" with its steps.\n  # stop = incus_instance_state.k3s_stopped\n",
 	} {

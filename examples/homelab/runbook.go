@@ -12,7 +12,7 @@ import (
 
 // all: keeps the charts' _helpers.tpl.
 //
-//go:embed main.hcl all:charts manifests patches
+//go:embed main.hcl all:charts manifests patches scripts groups
 var runbook embed.FS
 
 // Runbook is the runbook's files, rooted at its directory.

@@ -57,8 +57,8 @@ func TestDemo(t *testing.T) {
 	}
 	// No phase was done while one of its apps was down: each app answered
 	// its own health check, shown passing.
-	for _, want := range []string{"check http_check.jellyfin_health: done", "/health answered 200, its body containing \"Healthy\"",
-		"check http_check.frigate_health: done", "/api/version answered 200",
+	for _, want := range []string{"check group.jellyfin.http_check.health: done", "/health answered 200, its body containing \"Healthy\"",
+		"check group.frigate.http_check.health: done", "/api/version answered 200",
 		"check smb_check.samba_shares: done", ":445 lists files, IPC$, media, photos", ":445 opened media as ana: ",
 		"check http_check.synapse_client: done", "/_matrix/client/versions answered 200"} {
 		if !strings.Contains(text, want) {

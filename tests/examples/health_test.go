@@ -51,7 +51,7 @@ func TestHomelabJellyfinCrashLoopRollsBack(t *testing.T) {
 	if err == nil {
 		t.Fatalf("data-apps was done with a Jellyfin that refuses its data:\n%s", tail(text, 80))
 	}
-	for _, want := range []string{"helm_release.jellyfin: failed: Release Pod Failing", "pod media/jellyfin-", "CrashLoopBackOff",
+	for _, want := range []string{"group.jellyfin.helm_release.app: failed: Release Pod Failing", "pod media/jellyfin-", "CrashLoopBackOff",
 		"this Jellyfin (10.9.11) is older than the one that last ran with this configuration (10.10.7", "of its log (the run that ended)", "rollback returns to the previous revision (or uninstalls it)", "Phase data-apps failed"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the failed data-apps does not say %q", want)
@@ -60,7 +60,7 @@ func TestHomelabJellyfinCrashLoopRollsBack(t *testing.T) {
 	if t.Failed() {
 		t.Logf("its output ends:\n%s", tail(text, 60))
 	}
-	if strings.Contains(text, "check http_check.jellyfin_health: done") {
+	if strings.Contains(text, "check group.jellyfin.http_check.health: done") {
 		t.Errorf("Jellyfin's health check passed with Jellyfin down:\n%s", tail(text, 80))
 	}
 

@@ -117,7 +117,7 @@ func TestHomelabPodSecurityExceptions(t *testing.T) {
 	if !slices.Equal(privileged, []string{"ci", "files", "media"}) {
 		t.Errorf("privileged namespaces in the plan: %v (levels %v), want ci, files, media:\n%s", privileged, levels, plan)
 	}
-	for _, want := range []string{"helm_release.jellyfin", "helm_release.frigate", "kubernetes_job.data_probe", "helm_release.samba",
+	for _, want := range []string{"group.jellyfin.helm_release.app", "group.frigate.helm_release.app", "kubernetes_job.data_probe", "helm_release.samba",
 		"kubernetes_secret.ci_runner_token", "helm_release.ci_runner", "+ Secret ci/ci-runner-token (keys: token)", "nodePort: 30096"} {
 		if !strings.Contains(plan, want) {
 			t.Errorf("the plan lacks %q:\n%s", want, plan)
@@ -158,7 +158,7 @@ func TestHomelabMediaNeedsPrivileged(t *testing.T) {
 			t.Errorf("Jellyfin's hostPath finding lacks %q: %q\n%s", want, finding, out)
 		}
 	}
-	for _, want := range []string{`step "helm_release" "jellyfin"`, `helm release "jellyfin" would create pods that namespace "media" (PodSecurity "baseline") rejects`, "Deployment media/frigate", `container "jellyfin" must not set securityContext.privileged=true`} {
+	for _, want := range []string{"on groups/app/main.hcl line", `step "helm_release" "app"`, `helm release "jellyfin" would create pods that namespace "media" (PodSecurity "baseline") rejects`, "Deployment media/frigate", `container "jellyfin" must not set securityContext.privileged=true`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the plan's failure lacks %q:\n%s", want, out)
 		}
@@ -184,13 +184,15 @@ func TestHomelabRehearsalWithoutGPU(t *testing.T) {
 	dir := copyExample(t, "homelab")
 	path := filepath.Join(dir, "main.hcl")
 	src := string(must(os.ReadFile(path)))
-	const igpu = "      igpu    = { type = \"gpu\", gputype = \"physical\", pci = var.igpu_pci }\n"
-	rehearsal := strings.Index(src, `step "incus_instance" "rehearsal"`)
-	at := strings.Index(src[rehearsal:], igpu)
+	// The rehearsal's call of groups/talos-node, given a host without
+	// an iGPU: its VM gets no gpu device.
+	const host = "    host       = local.host\n"
+	rehearsal := strings.Index(src, `group "rehearsal"`)
+	at := strings.Index(src[rehearsal:], host)
 	if rehearsal < 0 || at < 0 {
-		t.Fatalf("the example's rehearsal VM has no igpu device line %q", igpu)
+		t.Fatalf("the example's rehearsal has no line %q", host)
 	}
-	src = src[:rehearsal+at] + src[rehearsal+at+len(igpu):]
+	src = src[:rehearsal+at] + "    host       = merge(local.host, { igpu_pci = \"\" })\n" + src[rehearsal+at+len(host):]
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -253,10 +255,10 @@ func TestHomelabWholePlan(t *testing.T) {
 		"register schematic " + labSchematicID(t) + " with " + images.URL,
 		"answered ID " + labSchematicID(t) + " for this schematic; computed locally " + i915SchematicID,
 		"download " + images.URL + "/image/" + labSchematicID(t) + "/v1.13.3/nocloud-amd64.iso",
-		filepath.Join(isoDir, "talos-v1.13.3-i915.iso"), "incus_instance.rehearsal_deleted", "talos_machine_config.node will run",
+		filepath.Join(isoDir, "talos-v1.13.3-i915.iso"), "incus_instance.rehearsal_deleted", "group.node.talos_machine_config.config will run",
 		// both VMs install from their config drive: nothing goes over the LAN
 		`install: first config through the Incus host's API (first_install = "nocloud"): nothing is sent over the LAN`,
-		"incus_device.rehearsal_config_cleared will run", "incus_device.talos_config_cleared will run"} {
+		"group.rehearsal.incus_device.config_cleared will run", "group.node.incus_device.config_cleared will run"} {
 		if !strings.Contains(plan, want) {
 			t.Errorf("the plan lacks %q:\n%s", want, plan)
 		}

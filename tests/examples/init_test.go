@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -218,7 +219,7 @@ func TestInitFromTheLab(t *testing.T) {
 	}
 	plan := run(t, dir, env, "plan")
 	for _, want := range []string{`stop instance "services" (running -> stopped)`, `stop instance "matrix" (running -> stopped)`,
-		"incus_instance.talos", "systemctl stop jellyfin", "node talos-home as its machine config makes it",
+		"group.node.incus_instance.vm", "systemctl stop jellyfin", "node talos-home as its machine config makes it",
 		// the written runbook's VMs install from their config drive
 		`install: first config through the Incus host's API (first_install = "nocloud"): nothing is sent over the LAN`} {
 		if !strings.Contains(plan, want) {
@@ -332,7 +333,7 @@ func TestInitFromTheDebianLab(t *testing.T) {
 		t.Errorf("site.auto.hcl does not take the physical LAN network:\n%s", site)
 	}
 	plan := run(t, dir, env, "plan")
-	if strings.Contains(plan, "no-lan-bridge") || !strings.Contains(plan, "incus_instance.talos") {
+	if strings.Contains(plan, "no-lan-bridge") || !strings.Contains(plan, "group.node.incus_instance.vm") {
 		t.Errorf("the plan on the physical LAN network:\n%s", tail(plan, 3000))
 	}
 
@@ -565,17 +566,33 @@ func checkImagesNotOlder(t *testing.T, site string) {
 }
 
 // homelabSteps counts the steps of examples/homelab, the runbook migrate
-// init writes from (a step left out is a commented block).
+// init writes from (a step left out is a commented block): main.hcl's,
+// and its group's for each call of a group (source = "./groups/DIR").
 func homelabSteps(t *testing.T) int {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "homelab", "main.hcl"))
-	if err != nil {
-		t.Fatal(err)
+	dir := filepath.Join("..", "..", "examples", "homelab")
+	steps := func(file string) int {
+		b, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), `step "`) {
+				n++
+			}
+		}
+		return n
 	}
-	n := 0
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(strings.TrimSpace(line), `step "`) {
-			n++
+	n := steps("main.hcl")
+	main, _ := os.ReadFile(filepath.Join(dir, "main.hcl"))
+	for _, m := range regexp.MustCompile(`(?m)^\s*source\s*=\s*"\./(groups/[^"]+)"`).FindAllSubmatch(main, -1) {
+		files, _ := filepath.Glob(filepath.Join(dir, string(m[1]), "*.hcl"))
+		if len(files) == 0 {
+			t.Fatalf("main.hcl calls %s, which has no .hcl file", m[1])
+		}
+		for _, f := range files {
+			n += steps(strings.TrimPrefix(f, dir+string(filepath.Separator)))
 		}
 	}
 	return n

@@ -295,6 +295,10 @@ func keepPhases(t *testing.T, path string, keep ...string) {
 	if err := os.WriteFile(path, f.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The moved blocks beside it name steps of the phases left out.
+	if err := os.Remove(filepath.Join(filepath.Dir(path), "moved.hcl")); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
 }
 
 // oldMatrix launches the stand-in of the old matrix VM: Synapse's files

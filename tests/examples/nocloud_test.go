@@ -35,7 +35,7 @@ func TestHomelabNodeInstallsAfterItsVMFailed(t *testing.T) {
 		t.Fatalf("the rehearsal: %v\n%s", err, out)
 	}
 	out, err := migrateLab("run", "--phase", "platform", "--auto-approve", "--var", "lan_bridge=enp9s9")
-	if err == nil || !strings.Contains(out, "talos_machine_config.node: done") || !strings.Contains(out, "enp9s9") {
+	if err == nil || !strings.Contains(out, "group.node.talos_machine_config.config: done") || !strings.Contains(out, "enp9s9") {
 		t.Fatalf("the platform phase with a memory the host refuses: %v\n%s", err, out)
 	}
 	if h.VM("talos") != nil {
@@ -52,7 +52,7 @@ func TestHomelabNodeInstallsAfterItsVMFailed(t *testing.T) {
 	if n := vm.Node(); n.PlatformConfig() == "" || len(n.Applies()) != 0 {
 		t.Errorf("the node did not install from its config drive alone: platform config %q, configs over the LAN %d", n.PlatformConfig(), len(n.Applies()))
 	}
-	if strings.Contains(out, "talos_machine_config.node: done") {
+	if strings.Contains(out, "group.node.talos_machine_config.config: done") {
 		t.Errorf("the second run gave the config again:\n%s", out)
 	}
 }

@@ -157,7 +157,7 @@ func TestHomelabFrigateServiceMoveAndBack(t *testing.T) {
 	for _, ph := range []string{"rehearsal", "platform", "data-apps"} {
 		seen.WriteString(run(t, dir, env, "run", "--phase", ph, "--auto-approve"))
 	}
-	if !strings.Contains(seen.String(), "frigate_health") {
+	if !strings.Contains(seen.String(), "check group.frigate.http_check.health: done") {
 		t.Errorf("data-apps did not show Frigate's health check:\n%s", seen.String())
 	}
 	if code := labExec(t, h, "services", "systemctl", "is-active", "frigate"); code != 3 {

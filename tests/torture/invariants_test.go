@@ -71,21 +71,21 @@ type effect struct {
 }
 
 var effects = []effect{
-	{"the rehearsal VM's etcd bootstrapped", "rehearsal", "talos_bootstrap.rehearsal", false, bootstrapOf("rehearsal")},
+	{"the rehearsal VM's etcd bootstrapped", "rehearsal", "group.rehearsal.talos_bootstrap.etcd", false, bootstrapOf("rehearsal")},
 	{"the rehearsal's Job data-share-write run", "rehearsal", "kubernetes_job.rehearsal_write", false, podOf("rehearsal", "media", "data-share-write")},
-	{"the node's etcd bootstrapped", "platform", "talos_bootstrap.etcd", false, bootstrapOf("talos")},
-	{"Jellyfin stopped in the old VM services", "data-apps", "incus_exec.stop_jellyfin", true, execOf("services", "systemctl stop jellyfin")},
-	{"Frigate stopped in the old VM services", "data-apps", "incus_exec.stop_frigate", true, execOf("services", "docker compose -p frigate stop")},
-	{"Jellyfin's export run in the old VM services", "data-apps", "incus_exec.export_jellyfin", false, execOf("services", "touch /root/.jellyfin-exported")},
-	{"Frigate's export run in the old VM services", "data-apps", "incus_exec.export_frigate", false, execOf("services", "touch /root/.frigate-exported")},
+	{"the node's etcd bootstrapped", "platform", "group.node.talos_bootstrap.etcd", false, bootstrapOf("talos")},
+	{"Jellyfin stopped in the old VM services", "data-apps", "group.jellyfin.incus_exec.stop", true, execOf("services", "systemctl stop jellyfin")},
+	{"Frigate stopped in the old VM services", "data-apps", "group.frigate.incus_exec.stop", true, execOf("services", "docker compose -p frigate stop")},
+	{"Jellyfin's export run in the old VM services", "data-apps", "group.jellyfin.incus_exec.export", false, execOf("services", "touch /root/.jellyfin-exported")},
+	{"Frigate's export run in the old VM services", "data-apps", "group.frigate.incus_exec.export", false, execOf("services", "touch /root/.frigate-exported")},
 	{"the Job data-share-probe run", "data-apps", "kubernetes_job.data_probe", false, podOf("talos", "media", "data-share-probe")},
 	{"Synapse stopped in the old VM matrix", "ingress-matrix", "incus_exec.stop_synapse", true, execOf("matrix", "systemctl stop matrix-synapse")},
 	{"Synapse's export run in the old VM matrix", "ingress-matrix", "incus_exec.export_synapse", false, execOf("matrix", "touch /root/.synapse-exported")},
 	{"Synapse's configuration rewritten in the old VM matrix", "ingress-matrix", "incus_exec.synapse_config", false, execOf("matrix", "mv homeserver.yaml.partial homeserver.yaml")},
 	{"the Job synapse-restore run", "ingress-matrix", "kubernetes_job.restore_synapse", false, podOf("talos", "matrix", "synapse-restore")},
 	{"Synapse started again in the old VM matrix", "rollback", "incus_exec.stop_synapse", true, execOf("matrix", "systemctl start matrix-synapse")},
-	{"Jellyfin started again in the old VM services", "rollback", "incus_exec.stop_jellyfin", true, execOf("services", "systemctl start jellyfin")},
-	{"Frigate started again in the old VM services", "rollback", "incus_exec.stop_frigate", true, execOf("services", "docker compose -p frigate start")},
+	{"Jellyfin started again in the old VM services", "rollback", "group.jellyfin.incus_exec.stop", true, execOf("services", "systemctl start jellyfin")},
+	{"Frigate started again in the old VM services", "rollback", "group.frigate.incus_exec.stop", true, execOf("services", "docker compose -p frigate start")},
 	{"Samba stopped in the old VM services", "host-services", "incus_exec.stop_samba", true, execOf("services", "systemctl stop smbd")},
 	{"Samba started again in the old VM services", "rollback", "incus_exec.stop_samba", true, execOf("services", "systemctl start smbd")},
 }
@@ -112,8 +112,8 @@ func execOf(instance, text string) func(home.Event) bool {
 // each one's etcd, the one that fetches its kubeconfig after the
 // bootstrap, and the one that waits for its Kubernetes.
 var clusters = []struct{ vm, phase, bootstrap, kubeconfig, ready string }{
-	{"rehearsal", "rehearsal", "talos_bootstrap.rehearsal", "talos_kubeconfig.rehearsal", "kubernetes_ready.rehearsal"},
-	{"talos", "platform", "talos_bootstrap.etcd", "talos_kubeconfig.admin", "kubernetes_ready.node"},
+	{"rehearsal", "rehearsal", "group.rehearsal.talos_bootstrap.etcd", "group.rehearsal.talos_kubeconfig.admin", "group.rehearsal.kubernetes_ready.node"},
+	{"talos", "platform", "group.node.talos_bootstrap.etcd", "group.node.talos_kubeconfig.admin", "group.node.kubernetes_ready.node"},
 }
 
 // checkWorld checks, after an attempt (killed or not), what must hold at
