@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	_ "embed"
+
 	"github.com/spf13/cobra"
 
 	"github.com/homelab-migrate/migrate/examples"
@@ -33,7 +35,11 @@ or in PATH), and show the way back:
   1. start the lab (migrate-lab serve): an Incus host with the old VMs
      services, matrix and k3s, the host's data, an Image Factory;
   2. migrate plan;
-  3. migrate run --phase ... for each phase, with live progress;
+  3. migrate run --phase ... for each phase, with live progress: the
+     rehearsal, platform and data-apps with the runbook as it was written
+     before groups (every step written out), then migrate plan of those
+     phases with today's, whose moved blocks carry their records: nothing
+     to create, update or repair; the other phases with today's;
   4. a failure injected in ingress-matrix: the homeserver does not answer
      from the internet, the federation check fails, migrate status shows
      where it stopped; the failure heals and the same command resumes;
@@ -73,6 +79,13 @@ func (a *app) demoCommand() *cobra.Command {
 	cmd.Flags().IntVar(&o.block, "address-block", 9, "the lab's VMs get addresses 127.`B`.1.N: another block than a migrate-lab serve beside it (0)")
 	return cmd
 }
+
+// beforeGroups is examples/homelab's main.hcl before groups: the demo
+// runs the first phases with it, then shows today's runbook carrying
+// their records.
+//
+//go:embed homelab-before-groups.hcl
+var beforeGroups []byte
 
 // demoPhases are examples/homelab's phases, in order.
 var demoPhases = []string{"rehearsal", "platform", "data-apps", "host-services", "ingress-matrix", "cleanup"}
@@ -291,15 +304,37 @@ func (d *demo) script(ctx context.Context) error {
 	if err := d.run(ctx, false, "plan"); err != nil {
 		return err
 	}
-	for _, ph := range demoPhases[:4] {
+	first := demoPhases[:3]
+	d.v.Say("The first phases run with the runbook as it was written before groups: main.hcl with every step written out")
+	err := d.beforeGroups(func() error {
+		for _, ph := range first {
+			d.v.Say("Phase %s", ph)
+			if err := d.run(ctx, false, "run", "--phase", ph, "--auto-approve"); err != nil {
+				return err
+			}
+			if ph == "platform" {
+				if err := d.configCleared(ctx); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	d.v.Say("Today's runbook, with groups: its moved blocks carry those phases' records to the steps' new addresses, and nothing of them is planned again")
+	plan := []string{"plan"}
+	for _, ph := range first {
+		plan = append(plan, "--phase", ph)
+	}
+	if err := d.run(ctx, false, plan...); err != nil {
+		return err
+	}
+	for _, ph := range demoPhases[3:4] {
 		d.v.Say("Phase %s", ph)
 		if err := d.run(ctx, false, "run", "--phase", ph, "--auto-approve"); err != nil {
 			return err
-		}
-		if ph == "platform" {
-			if err := d.configCleared(ctx); err != nil {
-				return err
-			}
 		}
 	}
 	ingress := []string{"run", "--phase", "ingress-matrix", "--auto-approve", "--approve", "approval.dns"}
@@ -370,6 +405,30 @@ func (d *demo) run(ctx context.Context, wantFail bool, args ...string) error {
 		return fmt.Errorf("migrate %s: %w", strings.Join(args, " "), err)
 	}
 	return nil
+}
+
+// beforeGroups runs f with the demo's runbook as it was before groups
+// (its main.hcl, without moved.hcl), then puts today's back.
+func (d *demo) beforeGroups(f func() error) (err error) {
+	main, moved := filepath.Join(d.runbook, "main.hcl"), filepath.Join(d.runbook, "moved.hcl")
+	today, err := os.ReadFile(main)
+	if err != nil {
+		return err
+	}
+	moves, err := os.ReadFile(moved)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(main, beforeGroups, 0o644); err != nil {
+		return err
+	}
+	if err := os.Remove(moved); err != nil {
+		return err
+	}
+	defer func() {
+		err = errors.Join(err, os.WriteFile(main, today, 0o644), os.WriteFile(moved, moves, 0o644))
+	}()
+	return f()
 }
 
 // wantStatus checks, through migrate status --json, that step addr of

@@ -12,7 +12,7 @@ import (
 )
 
 // TestHomelabMovedFromBeforeGroups: a state made by examples/homelab as
-// it was before groups/ (testdata/homelab-before-groups.hcl, every step
+// it was before groups/ (cmd/migrate-lab/homelab-before-groups.hcl, every step
 // written out) is carried into today's runbook by its moved blocks. The
 // old one rehearsed and ran the platform and data-apps against the lab;
 // rewritten, the plan creates, updates and finds drifted nothing in those
@@ -29,7 +29,7 @@ func TestHomelabMovedFromBeforeGroups(t *testing.T) {
 	for _, f := range []string{"main.hcl", "moved.hcl"} {
 		today[f] = must(os.ReadFile(filepath.Join(dir, f)))
 	}
-	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), must(os.ReadFile(filepath.Join("testdata", "homelab-before-groups.hcl"))), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), must(os.ReadFile(filepath.Join("..", "..", "cmd", "migrate-lab", "homelab-before-groups.hcl"))), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Remove(filepath.Join(dir, "moved.hcl")); err != nil {
