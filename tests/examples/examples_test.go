@@ -184,7 +184,7 @@ func TestHomelabIsValid(t *testing.T) {
 		t.Errorf("validate with the demo identity, want no diagnostics: %q", out)
 	}
 	out := run(t, dir, env, "graph", "--format", "mermaid")
-	for _, want := range []string{"rehearsal", "platform", "data-apps", "host-services", "ingress-matrix", "cleanup", "group.jellyfin.helm_release.app", "incus_instance.rehearsal_deleted"} {
+	for _, want := range []string{"rehearsal", "platform", "data-apps", "host-services", "ingress-matrix", "cleanup", `["group.jellyfin"]`, `["helm_release.app"]`, "incus_instance.rehearsal_deleted"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("graph lacks %q:\n%s", want, out)
 		}
