@@ -228,9 +228,11 @@ func (ld *load) callGroup(pd *phaseDecl, b *groupBlock) {
 	if files == nil {
 		return
 	}
+	before := len(ld.diags)
 	for i, k := range call.keys {
 		ld.instantiate(call, k, files, args, i == 0)
 	}
+	ld.calledAt(call, before)
 	if call.forEach != nil && len(call.keys) == 0 {
 		// No instance, yet the records of those the map had may need
 		// undoing: the group's steps are declared once, unkeyed, as the
@@ -239,6 +241,19 @@ func (ld *load) callGroup(pd *phaseDecl, b *groupBlock) {
 		before := len(ld.diags)
 		call.template = ld.instantiate(call, "", files, args, false)
 		ld.diags = ld.diags[:before]
+	}
+}
+
+// calledAt adds the call site to the diagnostics from diags[from:] that
+// point into the group's files: a mistake there is the call's too, and a
+// group called twice may be wrong for one call only.
+func (ld *load) calledAt(call *groupCall, from int) {
+	site := call.block.DefRange
+	for _, d := range ld.diags[from:] {
+		if d.Subject == nil || d.Subject.Filename == site.Filename || strings.Contains(d.Detail, "(In the group called as ") {
+			continue
+		}
+		d.Detail = strings.TrimSpace(d.Detail + fmt.Sprintf(" (In the group called as group.%s at %s:%d.)", call.name, site.Filename, site.Start.Line))
 	}
 }
 
@@ -506,6 +521,7 @@ func usesEach(e hcl.Expression) bool {
 // refer to steps and every output's expression.
 func (ld *load) resolveGroups() {
 	for _, call := range ld.groupOrder {
+		before := len(ld.diags)
 		for i, k := range call.keys {
 			g := call.insts[k]
 			if g == nil {
@@ -531,6 +547,7 @@ func (ld *load) resolveGroups() {
 				}
 			})
 		}
+		ld.calledAt(call, before)
 	}
 }
 

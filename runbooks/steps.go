@@ -499,6 +499,7 @@ func (ld *load) resolveSteps() {
 			if d.inst.isTemplate() {
 				ld.diags = ld.diags[:before]
 			}
+			ld.calledAt(d.inst.call, before)
 			continue
 		}
 		ld.resolveStep(d)
