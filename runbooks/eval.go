@@ -1,6 +1,9 @@
 package runbooks
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
@@ -102,6 +105,15 @@ var _ phases.Evaluator = (*evaluator)(nil)
 // declared sensitive carry phases.SensitiveMark.
 func (e *evaluator) Evaluate(outputs map[phases.Address]cty.Value) (cty.Value, phases.Diagnostics) {
 	v, diags := e.decode(outputs)
+	if g := e.scope.inst; g != nil && len(diags) > 0 {
+		// A mistake in a group's file is its call's: say which.
+		site := g.call.block.DefRange
+		for _, d := range diags {
+			if d.Subject != nil && d.Subject.Filename != site.Filename {
+				d.Detail = strings.TrimSpace(d.Detail + fmt.Sprintf(" (In %s, called at %s:%d.)", g, site.Filename, site.Start.Line))
+			}
+		}
+	}
 	return v, convertDiags(diags, false)
 }
 

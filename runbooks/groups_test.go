@@ -235,3 +235,19 @@ moved {
 		t.Errorf("a move to an instance the call does not make: %v", diags.Err())
 	}
 }
+
+// An evaluation that fails at plan (a step output of the wrong type)
+// names the call instance and its site, not only the group's file.
+func TestGroupEvaluationNamesTheCall(t *testing.T) {
+	files := map[string]string{
+		"main.hcl": "phase \"p\" {\n  step \"exec\" \"src\" {\n    command = [\"true\"]\n  }\n  group \"g\" {\n    source = \"./g\"\n    for_each = toset([\"k\"])\n    n = exec.src.exit_code\n  }\n}\n",
+		"g/x.hcl":  "variable \"n\" {}\nstep \"exec\" \"s\" {\n  command = [\"echo\", var.n]\n  timeout = \"1s\"\n}\n",
+	}
+	rb := mustLoad(t, files, runbooks.Options{})
+	s := step(t, rb, `group.g["k"].exec.s`)
+	bad := map[phases.Address]cty.Value{{Type: "exec", Name: "src"}: cty.ObjectVal(map[string]cty.Value{"exit_code": cty.ListValEmpty(cty.String)})}
+	_, diags := s.Config.Evaluate(bad)
+	if !diags.HasErrors() || !strings.Contains(diags.Err().Error(), `(In group.g["k"], called at main.hcl:5.)`) {
+		t.Fatalf("diags = %v, want the call instance and its site", diags.Err())
+	}
+}
