@@ -175,18 +175,25 @@ func (d *stepDecl) instances() []*phases.Step {
 	return out
 }
 
+// namedAfterStep reports whether d's object takes the step's name: its
+// type has an optional name attribute, and the block sets none.
+func (d *stepDecl) namedAfterStep() bool {
+	attr, ok := d.info.typ.Attributes["name"]
+	if !ok || attr.Required {
+		return false
+	}
+	body, ok := d.block.Body.(*hclsyntax.Body)
+	return ok && body.Attributes["name"] == nil
+}
+
 // checkInstanceName refuses a for_each step of a type whose object is
 // named after the step unless its block says otherwise (an optional
 // name: incus_instance, incus_volume, helm_release, kubernetes_namespace)
 // when its block sets no name: every instance would manage the one object
 // named after the step.
 func (ld *load) checkInstanceName(d *stepDecl, forEach *hcl.Attribute) {
-	attr, ok := d.info.typ.Attributes["name"]
-	if !ok || attr.Required {
-		return
-	}
-	if body, ok := d.block.Body.(*hclsyntax.Body); !ok || body.Attributes["name"] != nil {
-		return
+	if d.inst != nil || !d.namedAfterStep() {
+		return // in a group, checkGroupObjectName says it for every call
 	}
 	ld.diags = append(ld.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Missing Instance Name",
 		Detail: fmt.Sprintf("The %s %s has for_each, and a %s is named after its step unless name says otherwise: every instance would manage the one named %q. Set name from the instance, e.g. name = each.key (or \"%s-${each.key}\").",

@@ -861,11 +861,7 @@ func (ld *load) checkWholeGroup(r stepRef) bool {
 // object is named after the step unless its block says otherwise: every
 // call of the group would manage the one object named after the step.
 func (ld *load) checkGroupObjectName(d *stepDecl) {
-	attr, ok := d.info.typ.Attributes["name"]
-	if !ok || attr.Required {
-		return
-	}
-	if body, ok := d.block.Body.(*hclsyntax.Body); !ok || body.Attributes["name"] != nil {
+	if !d.namedAfterStep() {
 		return
 	}
 	ld.diags = append(ld.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Missing Instance Name",
