@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -548,6 +549,62 @@ func (ld *load) resolveGroups() {
 			})
 		}
 		ld.calledAt(call, before)
+	}
+	ld.checkGroupCycles()
+}
+
+// checkGroupCycles refuses calls whose arguments use each other's
+// outputs in a circle: with no step between them to order, their values
+// would be computed from each other forever. The arguments of one call
+// in the circle are dropped (left unknown), after the error.
+func (ld *load) checkGroupCycles() {
+	const (
+		unseen = iota
+		open
+		done
+	)
+	state := map[*groupCall]int{}
+	var visit func(c *groupCall, path []*groupCall) bool
+	visit = func(c *groupCall, path []*groupCall) bool {
+		switch state[c] {
+		case open:
+			var names []string
+			start := slices.Index(path, c)
+			for _, p := range path[start:] {
+				names = append(names, "group."+p.name)
+			}
+			names = append(names, "group."+c.name)
+			ld.diags = append(ld.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Dependency Cycle",
+				Detail:  fmt.Sprintf("The arguments of these group calls use each other's outputs in a circle: %s. Pass one of them a value that does not come from the others.", strings.Join(names, " -> ")),
+				Subject: c.block.DefRange.Ptr()})
+			for _, g := range c.insts {
+				g.inputs = map[string]*groupInput{}
+			}
+			return true
+		case done:
+			return false
+		}
+		state[c] = open
+		path = append(path, c)
+		for _, k := range c.keys {
+			g := c.insts[k]
+			if g == nil {
+				continue
+			}
+			for _, name := range sortedKeys(g.inputs) {
+				for _, r := range g.inputs[name].refs {
+					if r.out != nil && visit(r.out.call, path) {
+						state[c] = done
+						return true
+					}
+				}
+			}
+		}
+		state[c] = done
+		return false
+	}
+	for _, c := range ld.groupOrder {
+		visit(c, nil)
 	}
 }
 

@@ -251,3 +251,19 @@ func TestGroupEvaluationNamesTheCall(t *testing.T) {
 		t.Fatalf("diags = %v, want the call instance and its site", diags.Err())
 	}
 }
+
+// Two calls whose arguments use each other's outputs, with no step in
+// between, are a cycle: refused at load, not computed forever at plan.
+func TestGroupCallsInACircle(t *testing.T) {
+	files := map[string]string{
+		"main.hcl": "phase \"p\" {\n  group \"a\" {\n    source = \"./g\"\n    x = group.b.o\n  }\n  group \"b\" {\n    source = \"./g\"\n    x = group.a.o\n  }\n  step \"exec\" \"s\" {\n    command = [group.a.o]\n  }\n}\n",
+		"g/x.hcl":  "variable \"x\" {}\noutput \"o\" {\n  value = var.x\n}\nstep \"exec\" \"e\" {\n  command = [var.x]\n}\n",
+	}
+	rb, diags := load(t, files, runbooks.Options{})
+	if !diags.HasErrors() || !strings.Contains(diags.Err().Error(), "group.a -> group.b -> group.a") {
+		t.Fatalf("diags = %v, want the cycle named", diags.Err())
+	}
+	for _, s := range rb.AllSteps() {
+		s.Config.Evaluate(map[phases.Address]cty.Value{}) // must return
+	}
+}
