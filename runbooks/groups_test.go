@@ -267,3 +267,44 @@ func TestGroupCallsInACircle(t *testing.T) {
 		s.Config.Evaluate(map[phases.Address]cty.Value{}) // must return
 	}
 }
+
+// A provider block configured from a group's output waits for the steps
+// the output reads, and sees the output once they ran.
+func TestProviderFromGroupOutput(t *testing.T) {
+	files := map[string]string{
+		"main.hcl": `provider "local" "main" {
+  dir = group.g.dir
+}
+provider "local" "other" {}
+phase "p" {
+  group "g" {
+    source    = "./g"
+    providers = { local = local.other }
+  }
+  step "exec" "s" {
+    provider = local.main
+    command  = ["true"]
+  }
+}
+`,
+		"g/x.hcl": "step \"exec\" \"e\" {\n  command = [\"true\"]\n}\noutput \"dir\" {\n  value = \"/srv/${exec.e.exit_code}\"\n}\n",
+	}
+	schemas := testSchemas()
+	local := schemas["local"]
+	local.Provider.Attributes = map[string]phases.Attribute{"dir": {Type: cty.String}}
+	schemas["local"] = local
+	rb := mustLoad(t, files, runbooks.Options{Schemas: schemas})
+	var p *phases.ProviderConfig
+	for _, pc := range rb.Providers {
+		if pc.Name == "main" {
+			p = pc
+		}
+	}
+	if p == nil || !slices.Equal(p.DependsOn, []phases.Address{{Group: "g", Type: "exec", Name: "e"}}) {
+		t.Fatalf("provider = %+v, want it to depend on group.g.exec.e", p)
+	}
+	v, diags := p.Config.Evaluate(map[phases.Address]cty.Value{{Group: "g", Type: "exec", Name: "e"}: cty.ObjectVal(map[string]cty.Value{"exit_code": cty.NumberIntVal(0)})})
+	if diags.HasErrors() || v.GetAttr("dir").AsString() != "/srv/0" {
+		t.Fatalf("dir = %#v, %v", v, diags.Err())
+	}
+}

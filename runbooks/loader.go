@@ -256,8 +256,8 @@ func (ld *load) run() *phases.Runbook {
 
 	ld.declareProviders(provBlocks)
 	ld.declarePhases(phaseBlocks)
-	ld.resolveProviders()
 	ld.resolveGroups()
+	ld.resolveProviders()
 	ld.resolveSteps()
 	ld.orderPhases()
 	ld.checkStepGraph()

@@ -63,12 +63,13 @@ func (ld *load) resolveProviders() {
 		spec := ld.spec("provider:"+d.block.Type, d.attrs)
 		refs, bad, diags := ld.checkRefs(hcldec.Variables(d.block.Config, spec), true, "")
 		ld.diags = append(ld.diags, diags...)
-		d.refs = refs
-		ev := &evaluator{scope: ld.scope, body: d.block.Config, spec: spec, refs: ld.uniqueAddrs(refs), sensitive: sensitiveNames(d.attrs)}
+		d.refs = ld.expandRefs(refs, map[*groupInst]bool{})
+		er := ld.evalRefs(refs)
+		ev := &evaluator{scope: ld.scope, body: d.block.Config, spec: spec, refs: er.steps, outs: er.outs, sensitive: sensitiveNames(d.attrs)}
 		_, diags = ev.decode(nil)
 		ld.diags = append(ld.diags, dropWithin(diags, bad)...)
 		d.cfg.Config = ev
-		d.cfg.DependsOn = ev.refs
+		d.cfg.DependsOn = ld.uniqueAddrs(d.refs)
 	}
 }
 

@@ -605,6 +605,9 @@ func (ld *load) uniqueAddrs(refs []stepRef) []phases.Address {
 		}
 	}
 	for _, r := range refs {
+		if r.out != nil || r.addr.Type == "" {
+			continue // a group's: expandRefs gives its steps
+		}
 		target := ld.steps[r.addr]
 		inst := r.addr
 		switch {
