@@ -318,8 +318,17 @@ func (ld *load) resolveDiscards() {
 		if d.dup || len(d.discards) == 0 || d.inst.isTemplate() {
 			continue
 		}
-		var ok []stepRef
+		var ok, discards []stepRef
 		for _, r := range d.discards {
+			if r.addr.Type == "" { // a whole group call, or one instance
+				if ld.checkWholeGroup(r) {
+					discards = append(discards, ld.expandRefs([]stepRef{r}, map[*groupInst]bool{})...)
+				}
+				continue
+			}
+			discards = append(discards, r)
+		}
+		for _, r := range discards {
 			target := ld.steps[r.addr]
 			var detail string
 			switch {

@@ -308,3 +308,20 @@ phase "p" {
 		t.Fatalf("dir = %#v, %v", v, diags.Err())
 	}
 }
+
+// discards = [group.NAME] stands for every step of the call.
+func TestDiscardsAGroup(t *testing.T) {
+	files := map[string]string{
+		"main.hcl": "phase \"p\" {\n  group \"g\" {\n    source = \"./g\"\n  }\n  step \"exec\" \"vm_deleted\" {\n    command    = [\"true\"]\n    depends_on = [group.g]\n    discards   = [group.g]\n  }\n}\n",
+		"g/x.hcl":  "step \"exec\" \"a\" {\n  command = [\"true\"]\n}\nstep \"exec\" \"b\" {\n  command = [\"true\"]\n}\n",
+	}
+	rb := mustLoad(t, files, runbooks.Options{})
+	want := []phases.Address{{Group: "g", Type: "exec", Name: "a"}, {Group: "g", Type: "exec", Name: "b"}}
+	if got := step(t, rb, "exec.vm_deleted").Discards; !slices.Equal(got, want) {
+		t.Errorf("discards = %v, want %v", got, want)
+	}
+	files["main.hcl"] = strings.Replace(files["main.hcl"], "discards   = [group.g]", "discards   = [group.h]", 1)
+	if _, diags := load(t, files, runbooks.Options{}); !diags.HasErrors() || !strings.Contains(diags.Err().Error(), `No phase calls a group named "h"`) {
+		t.Errorf("discards of an undeclared group: %v", diags.Err())
+	}
+}
