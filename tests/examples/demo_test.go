@@ -35,9 +35,9 @@ func TestDemo(t *testing.T) {
 		"Phase platform complete",
 		"Phase data-apps complete",
 		// Run with the runbook before groups; today's carries them.
-		"22 records moved to their steps' new addresses",
 		"# helm_release.jellyfin moved to group.jellyfin.helm_release.app",
 		"Plan: 0 to create, 0 to update, 0 drifted",
+		"22 records moved to their steps' new addresses",
 		"Phase host-services complete",
 		"check http_check.federation: failed",
 		"Phase ingress-matrix failed",
