@@ -3,7 +3,6 @@ package runbooks
 import (
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -120,11 +119,7 @@ func (d *stepDecl) keyProblem(key string) string {
 	if len(d.forEach.keys) == 0 {
 		return fmt.Sprintf("The %s %s has no instance %q: its for_each is empty.", d.kind(), d.addr(), key)
 	}
-	quoted := make([]string, len(d.forEach.keys))
-	for i, k := range d.forEach.keys {
-		quoted[i] = fmt.Sprintf("%q", k)
-	}
-	return fmt.Sprintf("The %s %s has no instance %q: its for_each keys are %s.", d.kind(), d.addr(), key, strings.Join(quoted, ", "))
+	return fmt.Sprintf("The %s %s has no instance %q: its for_each keys are %s.", d.kind(), d.addr(), key, quotedList(d.forEach.keys))
 }
 
 // checkEach reports each.key and each.value used in a block without

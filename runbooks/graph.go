@@ -322,7 +322,7 @@ func (ld *load) resolveDiscards() {
 		for _, r := range d.discards {
 			if r.addr.Type == "" { // a whole group call, or one instance
 				if ld.checkWholeGroup(r) {
-					discards = append(discards, ld.expandRefs([]stepRef{r}, map[*groupInst]bool{})...)
+					discards = append(discards, ld.expandRefs([]stepRef{r})...)
 				}
 				continue
 			}

@@ -95,6 +95,9 @@ type groupInst struct {
 	outRefs  map[string][]stepRef // by output: what its expression refers to
 	outEval  map[string]evalRefs  // by output: the same, as its evaluation needs them
 	steps    []*stepDecl
+
+	inputSteps                []stepRef // inputDeps, once worked out
+	inputsExpanded, expanding bool
 }
 
 // evalRefs is what an expression's context holds: the outputs of steps
@@ -158,18 +161,13 @@ type loadContext struct {
 	cur      *groupInst
 }
 
-// within runs f with the references of g (nil: the runbook's).
+// within runs f with the references of group instance g, and keeps
+// what f declared there (variables, locals) in g.
 func (ld *load) within(g *groupInst, f func()) {
 	saved := ld.loadContext
-	if g != nil {
-		ld.loadContext = loadContext{vars: g.vars, varOrder: g.varOrder, locals: g.locals, order: g.order, scope: g.scope, cur: g}
-	} else {
-		ld.loadContext = ld.root
-	}
+	ld.loadContext = loadContext{vars: g.vars, varOrder: g.varOrder, locals: g.locals, order: g.order, scope: g.scope, cur: g}
 	defer func() {
-		if g != nil {
-			g.vars, g.varOrder, g.locals, g.order = ld.vars, ld.varOrder, ld.locals, ld.order
-		}
+		g.vars, g.varOrder, g.locals, g.order = ld.vars, ld.varOrder, ld.locals, ld.order
 		ld.loadContext = saved
 	}()
 	f()
@@ -394,7 +392,7 @@ func (ld *load) instantiate(call *groupCall, key string, files []groupSourceFile
 		gf.Steps = append(gf.Steps, one.Steps...)
 		gf.Checks = append(gf.Checks, one.Checks...)
 	}
-	g.scope = &scope{stepTypes: ld.root.scope.stepTypes, funcs: ld.root.scope.funcs, unknown: ld.root.scope.unknown,
+	g.scope = &scope{stepTypes: call.rootScope.stepTypes, funcs: call.rootScope.funcs, unknown: call.rootScope.unknown,
 		vars: cty.EmptyObjectVal, locals: cty.EmptyObjectVal, inst: g}
 	ld.within(g, func() { ld.declareVariables(gf.Variables) })
 	if first {
@@ -427,7 +425,7 @@ func (ld *load) instantiate(call *groupCall, key string, files []groupSourceFile
 			}
 			_, bad, diags := ld.checkRefs(a.Expr.Variables(), false, "")
 			ld.diags = append(ld.diags, diags...)
-			ctx := ld.root.scope.evalContext(nil, nil, nil)
+			ctx := call.rootScope.evalContext(nil, nil, nil)
 			if each != cty.NilVal {
 				ctx.Variables["each"] = each
 			}
@@ -608,24 +606,28 @@ func (ld *load) checkGroupCycles() {
 	}
 }
 
-// inputDeps are the steps the instance's computed inputs refer to, each
-// once (group outputs they use expanded into their steps).
-func (ld *load) inputDeps(g *groupInst, seen map[*groupInst]bool) []stepRef {
-	if seen[g] {
-		return nil
+// inputDeps are the steps the instance's computed inputs refer to (group
+// outputs they use expanded into their steps), worked out once per
+// instance: every step of the instance, and every reference to its
+// outputs, waits for them. Calls in a circle have had their computed
+// inputs dropped by checkGroupCycles; the expanding mark guards the
+// recursion all the same.
+func (ld *load) inputDeps(g *groupInst) []stepRef {
+	if g.inputsExpanded || g.expanding {
+		return g.inputSteps
 	}
-	seen[g] = true
-	var out []stepRef
+	g.expanding = true
 	for _, name := range sortedKeys(g.inputs) {
-		out = append(out, ld.expandRefs(g.inputs[name].refs, seen)...)
+		g.inputSteps = append(g.inputSteps, ld.expandRefs(g.inputs[name].refs)...)
 	}
-	return out
+	g.expanding, g.inputsExpanded = false, true
+	return g.inputSteps
 }
 
 // expandRefs replaces the references to groups (a whole call, an
 // instance, an output) by the steps they stand for, keeping their
 // ranges: what the step graph and the phase order check see.
-func (ld *load) expandRefs(refs []stepRef, seen map[*groupInst]bool) []stepRef {
+func (ld *load) expandRefs(refs []stepRef) []stepRef {
 	var out []stepRef
 	for _, r := range refs {
 		switch {
@@ -635,12 +637,12 @@ func (ld *load) expandRefs(refs []stepRef, seen map[*groupInst]bool) []stepRef {
 					if r.out.name != "" && name != r.out.name {
 						continue
 					}
-					for _, d := range ld.expandRefs(g.outRefs[name], seen) {
+					for _, d := range ld.expandRefs(g.outRefs[name]) {
 						d.rng = r.rng
 						out = append(out, d)
 					}
 				}
-				for _, d := range ld.inputDeps(g, seen) {
+				for _, d := range ld.inputDeps(g) {
 					d.rng = r.rng
 					out = append(out, d)
 				}

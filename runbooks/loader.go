@@ -137,9 +137,8 @@ type load struct {
 	stepTypes map[string]stepTypeInfo
 
 	// loadContext is what var, local and TYPE.NAME mean where the loader
-	// is: the runbook's (root), or a group instance's (within).
+	// is: the runbook's, or a group instance's (within).
 	loadContext
-	root loadContext
 
 	autoVarFiles []string // *.auto.hcl and *.auto.hcl.age beside the runbook, by name
 	secrets      []string // plain values of sensitive variables
@@ -251,7 +250,6 @@ func (ld *load) run() *phases.Runbook {
 	ld.assignVariables()
 	ld.evalLocals(localBlocks)
 	ld.validateVariables()
-	ld.root = ld.loadContext
 	backend := ld.declareBackend(backends)
 
 	ld.declareProviders(provBlocks)

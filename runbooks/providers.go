@@ -63,7 +63,7 @@ func (ld *load) resolveProviders() {
 		spec := ld.spec("provider:"+d.block.Type, d.attrs)
 		refs, bad, diags := ld.checkRefs(hcldec.Variables(d.block.Config, spec), true, "")
 		ld.diags = append(ld.diags, diags...)
-		d.refs = ld.expandRefs(refs, map[*groupInst]bool{})
+		d.refs = ld.expandRefs(refs)
 		er := ld.evalRefs(refs)
 		ev := &evaluator{scope: ld.scope, body: d.block.Config, spec: spec, refs: er.steps, outs: er.outs, sensitive: sensitiveNames(d.attrs)}
 		_, diags = ev.decode(nil)

@@ -518,7 +518,7 @@ func (ld *load) resolveStep(d *stepDecl) {
 		for _, r := range explicit {
 			if r.addr.Type == "" {
 				if ld.checkWholeGroup(r) {
-					d.deps = append(d.deps, ld.expandRefs([]stepRef{r}, map[*groupInst]bool{})...)
+					d.deps = append(d.deps, ld.expandRefs([]stepRef{r})...)
 				}
 				continue
 			}
@@ -546,9 +546,9 @@ func (ld *load) resolveStep(d *stepDecl) {
 		refs, bad, diags := ld.checkRefs(vars, true, "")
 		ld.diags = append(ld.diags, diags...)
 		bad = append(bad, ld.checkEach(d, vars)...)
-		d.deps = append(d.deps, ld.expandRefs(refs, map[*groupInst]bool{})...)
+		d.deps = append(d.deps, ld.expandRefs(refs)...)
 		if d.inst != nil {
-			d.deps = append(d.deps, ld.inputDeps(d.inst, map[*groupInst]bool{})...)
+			d.deps = append(d.deps, ld.inputDeps(d.inst)...)
 		}
 
 		// The evaluation context needs only the steps the attributes use.
