@@ -60,6 +60,9 @@ type Engine struct {
 	// their prefix (group.CALL["KEY"]): a record of another is of an
 	// instance whose key left the call's for_each (foreach.go).
 	groupInstances map[string]bool
+	// origins are the first addresses of the records the runbook's moved
+	// blocks carry, by their new ones (movedOrigins).
+	origins map[string]string
 
 	rebaseTypes sync.Map // "provider type" -> its schema says Rebase
 
@@ -84,6 +87,7 @@ func New(ctx context.Context, opts Options) (*Engine, phases.Diagnostics) {
 		inputKey:    opts.InputKey,
 	}
 	e.groupInstances = map[string]bool{}
+	e.origins = movedOrigins(opts.Runbook.Moved)
 	if e.parallelism <= 0 {
 		e.parallelism = DefaultParallelism
 	}

@@ -65,7 +65,7 @@ func (e *Engine) recordFacts(s *phases.Step, rec *state.StepRecord, find lookup)
 			}
 		}
 	}
-	f.Upstream = replacedSince(s, rec, find, e.movedOrigins())
+	f.Upstream = replacedSince(s, rec, find, e.origins)
 	return f
 }
 
@@ -113,13 +113,13 @@ func replacedSince(s *phases.Step, rec *state.StepRecord, find lookup, origins m
 
 // movedOrigins maps each address the runbook's moved blocks move a
 // record to onto the address it had first (a -> b, b -> c: c and b to
-// a); nil without moved blocks.
-func (e *Engine) movedOrigins() map[string]string {
-	if len(e.runbook.Moved) == 0 {
+// a); nil without moved blocks. Made once, by New (Engine.origins).
+func movedOrigins(moved []*phases.Moved) map[string]string {
+	if len(moved) == 0 {
 		return nil
 	}
 	origins := map[string]string{}
-	for _, m := range e.runbook.Moved {
+	for _, m := range moved {
 		first, ok := origins[m.From.String()]
 		if !ok {
 			first = m.From.String()
