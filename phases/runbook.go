@@ -19,6 +19,9 @@ type Runbook struct {
 	// Roles are the role blocks, by name: what the runbook's steps,
 	// variables and phases stand for, for programs that read it.
 	Roles map[string]*Role
+	// Services are the service blocks, in the order written: each a
+	// window of downtime the engine measures.
+	Services []*Service
 	// Moved are the moved blocks, in the order written: a chain a -> b,
 	// b -> c carries a's record to c.
 	Moved []*Moved

@@ -1,0 +1,86 @@
+package views
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/state"
+)
+
+// ServiceStatus is one service's window of downtime as the state has it:
+// from the start of the first of its stop steps (their FactDownSince) to
+// the first pass of its serving check since (FactServingSince).
+type ServiceStatus struct {
+	Name    string   `json:"name"`
+	Stops   []string `json:"stops"`
+	Serving string   `json:"serving"`
+	// DownSince is when the old instance's stop began; nil: not stopped.
+	DownSince *time.Time `json:"down_since,omitempty"`
+	// ServingSince is when the new instance's check first passed after
+	// DownSince; nil: not serving yet.
+	ServingSince *time.Time `json:"serving_since,omitempty"`
+	// Downtime is ServingSince - DownSince, once both are known (0 when
+	// the new one served before the old one stopped).
+	Downtime *Duration `json:"downtime,omitempty"`
+	// MaxDowntime is the runbook's limit; 0: none.
+	MaxDowntime Duration `json:"max_downtime,omitempty"`
+}
+
+// Duration is a time.Duration written as Go writes it ("2m31s") in JSON.
+type Duration time.Duration
+
+// MarshalText writes d as time.Duration's String.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText reads what MarshalText wrote.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("duration %q: %w", b, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// ServiceWindows are the runbook's services with their windows as the
+// snapshot records them, in the order the runbook declares them.
+func ServiceWindows(services []*phases.Service, snap *state.Snapshot) []ServiceStatus {
+	var out []ServiceStatus
+	for _, svc := range services {
+		ss := ServiceStatus{Name: svc.Name, Serving: svc.Serving.String(), MaxDowntime: Duration(svc.MaxDowntime)}
+		for _, a := range svc.Stop {
+			ss.Stops = append(ss.Stops, a.String())
+			if t := factTime(snap, a, phases.FactDownSince); t != nil && (ss.DownSince == nil || t.Before(*ss.DownSince)) {
+				ss.DownSince = t
+			}
+		}
+		if ss.DownSince != nil {
+			if t := factTime(snap, svc.Serving, phases.FactServingSince); t != nil {
+				ss.ServingSince = t
+				d := Duration(max(0, t.Sub(*ss.DownSince)))
+				ss.Downtime = &d
+			}
+		}
+		out = append(out, ss)
+	}
+	return out
+}
+
+// factTime is the time a record's fact holds, nil when the record does
+// not hold it (or not as a time): a step reverted since holds none that
+// counts.
+func factTime(snap *state.Snapshot, a phases.Address, fact string) *time.Time {
+	if snap == nil {
+		return nil
+	}
+	rec := snap.Steps[a.String()]
+	if rec == nil || rec.Status == state.Reverted || rec.Status == state.Pending {
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, rec.Facts[fact])
+	if err != nil {
+		return nil
+	}
+	return &t
+}
