@@ -63,6 +63,8 @@ type Engine struct {
 	// origins are the first addresses of the records the runbook's moved
 	// blocks carry, by their new ones (movedOrigins).
 	origins map[string]string
+	// windows says which steps open and close a service's window.
+	windows map[phases.Address]windowEnd
 
 	rebaseTypes sync.Map // "provider type" -> its schema says Rebase
 
@@ -88,6 +90,7 @@ func New(ctx context.Context, opts Options) (*Engine, phases.Diagnostics) {
 	}
 	e.groupInstances = map[string]bool{}
 	e.origins = movedOrigins(opts.Runbook.Moved)
+	e.windows = windowEnds(opts.Runbook.Services)
 	if e.parallelism <= 0 {
 		e.parallelism = DefaultParallelism
 	}

@@ -206,13 +206,16 @@ func (r *stepRunner) applyTries(s *phases.Step, p providers.Interface, cfg cty.V
 	for attempt := 1; ; attempt++ {
 		rec.Attempts++
 		// Facts such as who approved belong to the apply that made them:
-		// a new try that fails must not show the earlier ones.
-		rec.Facts = nil
+		// a new try that fails must not show the earlier ones. A
+		// service's window's ends are kept (windows.go).
+		kept := r.e.keptFacts(s, rec, time.Now())
+		rec.Facts = kept
 		if !r.transition(s, rec, state.Running, Event{Kind: StepStarted, Attempt: attempt}) {
 			return false
 		}
 		resp := r.apply(s, p, cfg, rec, planned)
 		if !resp.Diagnostics.HasErrors() {
+			resp.Facts = r.e.withKept(s, resp.Facts, kept, time.Now())
 			return r.succeed(s, rec, hash, resp)
 		}
 		if resp.Revert != nil {

@@ -127,6 +127,16 @@ var language = []block{
 		description: "Says what parts of the runbook stand for, for programs that read it (migrate init reads examples/homelab's roles: the old VMs, their stop steps, the disks, the images...); it changes nothing a plan or a run does. Each attribute is a part, PART = REF or PART = [REF, ...], where REF is a step or check (TYPE.NAME; group.CALL.TYPE.NAME or group.CALL[\"KEY\"].TYPE.NAME for a step of a group call), a variable (var.NAME) or a phase (phase.NAME), without quotes; the part names are the reader's. Each reference must be declared: renaming a step, variable or phase without its role is an error at the role's line.",
 	},
 	{
+		header:      `service "NAME"`,
+		description: "Names a service's window of downtime: from the start of the first of its old instance's stop steps to the first pass, after that, of the check that says its new instance serves. The engine records both ends in the steps' facts (`down_since` on a stop step: when its first attempt began since it was last new or reverted; `serving_since` on the check: when it first passed since it last failed or was reverted), so a run killed during the cutover and resumed measures the whole window; `migrate status` lists each service's downtime and `migrate report` shades it on the timeline. A step stops one service at most.",
+		attrs: map[string]phases.Attribute{
+			"stop":         required(references, "The steps that stop the old instance, as TYPE.NAME (group.CALL.TYPE.NAME in a group), one or a list: steps, not checks."),
+			"serving":      required(cty.DynamicPseudoType, "The check that passes once the new instance serves, as TYPE.NAME (group.CALL.TYPE.NAME): an after-check of the phase of the first stop step or of a later one."),
+			"max_downtime": attr(cty.String, "The longest window the runbook accepts, a duration such as \"30m\"."),
+		},
+		types: map[string]string{"stop": "reference or list of references", "serving": "reference"},
+	},
+	{
 		header:      "moved",
 		description: "Renames a step without losing its record (Terraform's `moved` is the model): the record of the step at `from` is carried to the step at `to`, so the renamed step is not run again. The plan shows `# FROM moved to TO` and decides the step from the record it carries (a done step with the same inputs stays done); `run` and `rollback` move the record in the state first, under the lock, before any step. A `from` without a record does nothing (keep the block for those who never ran the old name); a `to` that already has a record of its own is refused at plan. `from` must no longer be declared; `to` must be, or be the `from` of a later block (renamed twice: `a` to `b`, then `b` to `c`, in that order). An address is moved from once, and moves never come back to where they started.",
 		attrs: map[string]phases.Attribute{

@@ -135,6 +135,7 @@ phase "two" {
     token    = "t"
     discards = [alpha_thing.a]
   }
+  check "alpha_thing" "up" { token = "t" }
   step "alpha_thing" "each" {
     for_each = toset(["x", "y"])
     token    = each.key
@@ -150,6 +151,11 @@ phase "two" {
 moved {
   from = alpha_thing.old
   to   = alpha_thing.gone
+}
+service "s" {
+  stop         = [alpha_thing.a]
+  serving      = alpha_thing.up
+  max_downtime = "5m"
 }
 `
 	for _, blk := range language {

@@ -40,6 +40,8 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("provider \"talos\" \"a\" { version = \"v1\" }\nprovider \"talos\" \"b\" { version = \"v1\" }\nphase \"p\" {\n  step \"talos_kubeconfig\" \"k\" {}\n  check \"talos_read\" \"c\" { path = \"/x\" }\n}\n"))
 	f.Add([]byte("provider \"talos\" \"a\" { version = \"v1\" }\nprovider \"talos\" \"default\" { version = \"v1\" }\nphase \"p\" {\n  step \"talos_kubeconfig\" \"k\" {}\n}\n"))
 	// moved blocks: a chain, a key, a cycle.
+	// Service blocks: lists, checks, groups, durations, the wrong kinds.
+	f.Add([]byte("phase \"a\" {\n  step \"exec\" \"s\" { command = [\"true\"] }\n  check \"http_check\" \"c\" { url = \"http://x\" }\n}\nservice \"x\" {\n  stop = [exec.s, exec.s, http_check.c, group.g.exec.s, \"exec.s\"]\n  serving = exec.s\n  max_downtime = \"-1m\"\n}\nservice \"x\" {\n  stop = exec.s\n  serving = http_check.c\n  max_downtime = null\n}\n"))
 	f.Add([]byte("phase \"a\" {\n  step \"exec\" \"c\" { command = [\"true\"] }\n}\nmoved {\n  from = exec.a\n  to   = exec.b\n}\nmoved {\n  from = exec.b\n  to   = exec.c\n}\nmoved {\n  from = exec.k[\"x\"]\n  to = exec.c\n}\nmoved {\n  from = exec.c\n  to = exec.a\n}\n"))
 	schemas := testSchemas()
 	// No file system writes per input: the machine is shared, and disk

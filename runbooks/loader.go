@@ -178,6 +178,7 @@ type rootBody struct {
 	Backends  []*backendBlock  `hcl:"backend,block"`
 	Roles     []*roleBlock     `hcl:"role,block"`
 	Moved     []*movedBlock    `hcl:"moved,block"`
+	Services  []*serviceBlock  `hcl:"service,block"`
 }
 
 type localsBlock struct {
@@ -227,6 +228,7 @@ func (ld *load) run() *phases.Runbook {
 		backends    []*backendBlock
 		roleBlocks  []*roleBlock
 		moved       []*movedBlock
+		services    []*serviceBlock
 	)
 	for _, r := range roots {
 		varBlocks = append(varBlocks, r.Variables...)
@@ -236,6 +238,7 @@ func (ld *load) run() *phases.Runbook {
 		backends = append(backends, r.Backends...)
 		roleBlocks = append(roleBlocks, r.Roles...)
 		moved = append(moved, r.Moved...)
+		services = append(services, r.Services...)
 	}
 
 	ld.scope = &scope{stepTypes: ld.stepTypes, vars: cty.EmptyObjectVal, locals: cty.EmptyObjectVal, unknown: map[string]cty.Value{}}
@@ -265,6 +268,7 @@ func (ld *load) run() *phases.Runbook {
 	rb.Backend = backend
 	rb.Roles = ld.declareRoles(roleBlocks)
 	rb.Moved = ld.declareMoved(moved)
+	rb.Services = ld.declareServices(services)
 	return rb
 }
 

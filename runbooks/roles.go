@@ -2,6 +2,7 @@ package runbooks
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -66,57 +67,72 @@ func (ld *load) roleRef(role, part string, e hcl.Expression) (phases.RoleRef, bo
 	}
 	where := fmt.Sprintf("Part %s of role %q", part, role)
 	tr, diags := hcl.AbsTraversalForExpr(e)
-	if !diags.HasErrors() && tr.RootName() == "group" {
-		return ld.roleGroupStep(where, tr, e.Range())
-	}
 	name := ""
 	if !diags.HasErrors() && len(tr) == 2 {
 		name, _ = traverserName(tr[1])
 	}
-	if name == "" {
-		return fail("Invalid Role Reference", where+" must name a step or check as TYPE.NAME (group.CALL.TYPE.NAME in a group), a variable as var.NAME or a phase as phase.NAME, or a list of them, without quotes.")
+	root := ""
+	if !diags.HasErrors() && len(tr) > 0 {
+		root = tr.RootName()
 	}
 	ref := phases.RoleRef{Name: name, Range: toRange(e.Range())}
-	switch root := tr.RootName(); root {
-	case "var":
+	switch {
+	case diags.HasErrors() || (name == "" && root != "group"):
+		return fail("Invalid Role Reference", where+" must name a step or check as TYPE.NAME (group.CALL.TYPE.NAME in a group), a variable as var.NAME or a phase as phase.NAME, or a list of them, without quotes.")
+	case root == "var":
 		ref.Kind = phases.RefVar
 		if _, ok := ld.vars[name]; !ok {
 			return fail("Role Names an Undeclared Variable", fmt.Sprintf("%s names var.%s, but no variable %q is declared.%s", where, name, name, ld.suggest(name, func() []string { return sortedKeys(ld.vars) })))
 		}
-	case "phase":
+	case root == "phase":
 		ref.Kind = phases.RefPhase
 		if _, ok := ld.phaseIdx[name]; !ok {
 			return fail("Role Names an Undeclared Phase", fmt.Sprintf("%s names phase.%s, but no phase %q is declared.%s", where, name, name, ld.suggest(name, func() []string { return sortedKeys(ld.phaseIdx) })))
 		}
 	default:
-		ref.Kind, ref.Step = phases.RefStep, phases.Address{Type: root, Name: name}
-		ref.Name = ref.Step.String()
-		if d, ok := ld.steps[ref.Step]; !ok || d.dup {
-			return fail("Role Names an Undeclared Step", fmt.Sprintf("%s names %s, but no step or check %s is declared in this runbook.%s", where, ref.Step, ref.Step, ld.suggest(ref.Step.String(), ld.stepNames)))
+		d, ok := ld.namedStep("Role", where, e)
+		if !ok {
+			return phases.RoleRef{}, false
 		}
+		ref.Kind, ref.Step, ref.Name = phases.RefStep, d.addr(), d.addr().String()
 	}
 	return ref, true
 }
 
-// roleGroupStep checks a role's reference to a step of a group call:
-// group.CALL.TYPE.NAME, or group.CALL["KEY"].TYPE.NAME for a call with
-// for_each (one step of one instance; a step's own for_each key is not
-// named, as TYPE.NAME does not name one outside groups).
-func (ld *load) roleGroupStep(where string, tr hcl.Traversal, rng hcl.Range) (phases.RoleRef, bool) {
-	fail := func(summary, detail string) (phases.RoleRef, bool) {
-		ld.diags = append(ld.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: rng.Ptr()})
-		return phases.RoleRef{}, false
+// namedStep is the step or check a block of kind (Role, Service) names,
+// as TYPE.NAME or as group.CALL.TYPE.NAME (group.CALL["KEY"].TYPE.NAME
+// for a call with for_each: one step of one instance; a step's own
+// for_each key is not named, as TYPE.NAME does not name one outside
+// groups). where says whose reference it is, for the errors.
+func (ld *load) namedStep(kind, where string, e hcl.Expression) (*stepDecl, bool) {
+	fail := func(summary, detail string) (*stepDecl, bool) {
+		ld.diags = append(ld.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: e.Range().Ptr()})
+		return nil, false
 	}
-	r, ok := ld.groupStepRef("Role", tr, rng)
-	if !ok {
-		return phases.RoleRef{}, false
+	tr, diags := hcl.AbsTraversalForExpr(e)
+	var a phases.Address
+	switch {
+	case !diags.HasErrors() && tr.RootName() == "group":
+		r, ok := ld.groupStepRef(kind, tr, e.Range())
+		if !ok {
+			return nil, false
+		}
+		if r.addr.Type == "" || r.key != "" {
+			return fail("Invalid "+kind+" Reference", where+" names a group: a "+strings.ToLower(kind)+" names one step of it, as group.CALL.TYPE.NAME (group.CALL[\"KEY\"].TYPE.NAME for a call with for_each).")
+		}
+		a = r.addr
+	case !diags.HasErrors() && len(tr) == 2:
+		name, ok := traverserName(tr[1])
+		if !ok {
+			return fail("Invalid "+kind+" Reference", where+" must name a step or check as TYPE.NAME (group.CALL.TYPE.NAME in a group), without quotes.")
+		}
+		a = phases.Address{Type: tr.RootName(), Name: name}
+	default:
+		return fail("Invalid "+kind+" Reference", where+" must name a step or check as TYPE.NAME (group.CALL.TYPE.NAME in a group), without quotes.")
 	}
-	if r.addr.Type == "" || r.key != "" {
-		return fail("Invalid Role Reference", where+" names a group: a role names one step of it, as group.CALL.TYPE.NAME (group.CALL[\"KEY\"].TYPE.NAME for a call with for_each).")
+	d, ok := ld.steps[a]
+	if !ok || d.dup {
+		return fail(kind+" Names an Undeclared Step", fmt.Sprintf("%s names %s, but no step or check %s is declared in this runbook.%s", where, a, a, ld.suggest(a.String(), ld.stepNames)))
 	}
-	ref := phases.RoleRef{Kind: phases.RefStep, Step: r.addr, Name: r.addr.String(), Range: toRange(rng)}
-	if d, ok := ld.steps[ref.Step]; !ok || d.dup {
-		return fail("Role Names an Undeclared Step", fmt.Sprintf("%s names %s, but no step or check %s is declared in this runbook.%s", where, ref.Step, ref.Step, ld.suggest(ref.Step.String(), ld.stepNames)))
-	}
-	return ref, true
+	return d, true
 }

@@ -1,7 +1,10 @@
 package views
 
 import (
+	"bufio"
 	"fmt"
+	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/homelab-migrate/migrate/phases"
@@ -83,4 +86,47 @@ func factTime(snap *state.Snapshot, a phases.Address, fact string) *time.Time {
 		return nil
 	}
 	return &t
+}
+
+// renderServices lists each service's window: its downtime once it
+// serves again, how long it has been down while it is not, or that its
+// old instance still runs; over its max_downtime in red.
+func renderServices(bw *bufio.Writer, st styles, services []ServiceStatus, now time.Time) {
+	if len(services) == 0 {
+		return
+	}
+	fmt.Fprintln(bw, st.bold("Services")+st.dim(" (downtime: from the start of the old one's stop to the new one's first passing check)"))
+	var buf strings.Builder
+	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
+	over := make([]bool, len(services))
+	for i, s := range services {
+		text, when := "not stopped", ""
+		var d time.Duration
+		switch {
+		case s.Downtime != nil:
+			d = time.Duration(*s.Downtime)
+			text = "down " + fmtDuration(d)
+			when = s.DownSince.Local().Format("2006-01-02 15:04:05") + " to " + s.ServingSince.Local().Format("15:04:05")
+		case s.DownSince != nil:
+			d = now.Sub(*s.DownSince)
+			text = "down since " + s.DownSince.Local().Format("2006-01-02 15:04:05") + " (" + fmtDuration(d) + " so far)"
+		}
+		limit := ""
+		if s.MaxDowntime > 0 {
+			limit = "max " + fmtDuration(time.Duration(s.MaxDowntime))
+			over[i] = d > time.Duration(s.MaxDowntime)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, text, when, limit)
+	}
+	tw.Flush()
+	for i, line := range strings.Split(strings.TrimRight(buf.String(), "\n"), "\n") {
+		line = strings.TrimRight(line, " ")
+		switch {
+		case over[i]:
+			line = st.red(line)
+		case services[i].Downtime == nil && services[i].DownSince != nil:
+			line = st.yellow(line)
+		}
+		fmt.Fprintf(bw, "  %s\n", line)
+	}
 }

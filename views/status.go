@@ -35,6 +35,9 @@ type Status struct {
 	Phases  []PhaseStatus `json:"phases"`
 	// Orphans are records of steps the runbook no longer has.
 	Orphans []StepStatus `json:"orphans,omitempty"`
+	// Services are the runbook's services with their windows of
+	// downtime (ServiceWindows).
+	Services []ServiceStatus `json:"services,omitempty"`
 }
 
 // PhaseStatus is one phase.
@@ -215,6 +218,7 @@ func (v *View) Status(s *Status) {
 		fmt.Fprintln(bw, st.bold("Recorded steps the runbook no longer has:"))
 		renderSteps(bw, st, s.Orphans)
 	}
+	renderServices(bw, st, s.Services, time.Now())
 }
 
 func paintPhase(st styles, status, text string) string {

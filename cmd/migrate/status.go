@@ -30,7 +30,9 @@ func (a *app) statusCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s := views.BuildStatus(order.List, st.Snapshot())
+			snap := st.Snapshot()
+			s := views.BuildStatus(order.List, snap)
+			s.Services = views.ServiceWindows(rb.Services, snap)
 			if asJSON {
 				return a.view().StatusJSON(s)
 			}
