@@ -408,6 +408,20 @@ func omitSteps(src []byte, t *inventory.Template, omit map[string]string) ([]edi
 		start, end := lineStart(src, blk.Range().Start.Byte), lineEnd(src, blk.Range().End.Byte-1)
 		edits = append(edits, commentOut(src, start, end, fmt.Sprintf("migrate init left out step %s: %s.", st, omit[st])))
 	}
+	// A service whose stop or serving check is left out measures nothing:
+	// its block goes with them (the loader would refuse its references).
+	for _, svc := range t.Runbook.Services {
+		gone := slices.ContainsFunc(append(slices.Clone(svc.Stop), svc.Serving), func(a phases.Address) bool { _, ok := omit[a.String()]; return ok })
+		if !gone || svc.Range.Filename != "main.hcl" {
+			continue
+		}
+		blk := blockAt(body, svc.Range.StartByte)
+		if blk == nil {
+			return nil, fmt.Errorf("%s: service %q is not where the loader read it", svc.Range, svc.Name)
+		}
+		start, end := lineStart(src, blk.Range().Start.Byte), lineEnd(src, blk.Range().End.Byte-1)
+		edits = append(edits, commentOut(src, start, end, fmt.Sprintf("migrate init left out service %q with its steps.", svc.Name)))
+	}
 	for _, name := range sortedKeys(t.Runbook.Roles) {
 		role := t.Runbook.Roles[name]
 		for _, pn := range sortedKeys(role.Parts) {

@@ -71,8 +71,11 @@ func ServiceWindows(services []*phases.Service, snap *state.Snapshot) []ServiceS
 }
 
 // factTime is the time a record's fact holds, nil when the record does
-// not hold it (or not as a time): a step reverted since holds none that
-// counts.
+// not hold it: a step reverted since, or not run, holds none that counts.
+// A record made before its service was declared (the runbook had no
+// service block then) holds no fact; its own times stand in: a stop's
+// start, a passing check's end (its last pass, which may be later than
+// its first).
 func factTime(snap *state.Snapshot, a phases.Address, fact string) *time.Time {
 	if snap == nil {
 		return nil
@@ -81,11 +84,20 @@ func factTime(snap *state.Snapshot, a phases.Address, fact string) *time.Time {
 	if rec == nil || rec.Status == state.Reverted || rec.Status == state.Pending {
 		return nil
 	}
-	t, err := time.Parse(time.RFC3339Nano, rec.Facts[fact])
-	if err != nil {
-		return nil
+	if v, ok := rec.Facts[fact]; ok {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return nil
+		}
+		return &t
 	}
-	return &t
+	switch {
+	case fact == phases.FactDownSince:
+		return rec.StartedAt
+	case rec.Status == state.Done:
+		return rec.FinishedAt
+	}
+	return nil
 }
 
 // renderServices lists each service's window: its downtime once it

@@ -36,6 +36,7 @@ func TestServiceWindows(t *testing.T) {
 		svc("frigate", "http_check.frigate", "exec.stop_frigate"),
 		svc("matrix", "http_check.matrix", "exec.stop_matrix"),
 		svc("samba", "http_check.samba", "exec.stop_samba"),
+		svc("before", "http_check.before", "exec.stop_before"),
 	}
 	snap := &state.Snapshot{Steps: map[string]*state.StepRecord{}}
 	for _, r := range []*state.StepRecord{
@@ -51,6 +52,10 @@ func TestServiceWindows(t *testing.T) {
 	} {
 		snap.Steps[r.Addr.String()] = r
 	}
+	// Records made before the service was declared: their own times.
+	t1, t2, t3 := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC), time.Date(2026, 12, 4, 9, 0, 5, 0, time.UTC), time.Date(2026, 12, 4, 9, 3, 0, 0, time.UTC)
+	snap.Steps["exec.stop_before"] = &state.StepRecord{Addr: addr("exec.stop_before"), Status: state.Done, StartedAt: &t1, FinishedAt: &t2}
+	snap.Steps["http_check.before"] = &state.StepRecord{Addr: addr("http_check.before"), Status: state.Done, StartedAt: &t2, FinishedAt: &t3}
 	got := views.ServiceWindows(services, snap)
 	if j := got[0]; j.Downtime == nil || time.Duration(*j.Downtime) != 90*time.Second || j.DownSince.Format(time.RFC3339) != at("00:00") {
 		t.Errorf("jellyfin = %+v, want down 1m30s from its first stop", j)
@@ -60,6 +65,9 @@ func TestServiceWindows(t *testing.T) {
 	}
 	if m := got[2]; m.DownSince != nil || m.Downtime != nil {
 		t.Errorf("matrix = %+v, want no window after its rollback", m)
+	}
+	if b := got[4]; b.Downtime == nil || time.Duration(*b.Downtime) != 3*time.Minute {
+		t.Errorf("before = %+v, want down 3m0s by the records' own times", b)
 	}
 	s := &views.Status{Services: got}
 	v, out, _ := newView()

@@ -1015,6 +1015,33 @@ phase "cleanup" {
   # ensure = "absent" and retain_until = var.retain_old_vms_until.
 }
 
+# What the household notices: each service's window of downtime, from
+# the start of its old instance's stop to its new one's first passing
+# check (migrate status lists them; migrate report draws them).
+service "jellyfin" {
+  stop         = group.jellyfin.incus_exec.stop
+  serving      = group.jellyfin.http_check.health
+  max_downtime = "2h"
+}
+
+service "frigate" {
+  stop         = group.frigate.incus_exec.stop
+  serving      = group.frigate.http_check.health
+  max_downtime = "2h"
+}
+
+service "samba" {
+  stop         = incus_exec.stop_samba
+  serving      = smb_check.samba_shares
+  max_downtime = "30m"
+}
+
+service "matrix" { # from the internet: DNS and the router's forwards included
+  stop         = incus_exec.stop_synapse
+  serving      = http_check.synapse_client
+  max_downtime = "2h"
+}
+
 # What the parts stand for, for migrate init (which writes this runbook for
 # the host it reads); they change nothing a run does.
 
