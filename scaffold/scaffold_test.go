@@ -314,3 +314,27 @@ func TestRenderRewritesPatches(t *testing.T) {
 		t.Errorf("a failed rewrite: %v", err)
 	}
 }
+
+// A service whose stop step migrate init leaves out is commented out with
+// it (the loader would refuse a service naming an undeclared step); the
+// others stay.
+func TestRenderOmitsServiceWithItsStop(t *testing.T) {
+	in, _ := input(t)
+	in.Site.Omit["incus_exec.stop_synapse"] = "no instance runs Synapse"
+	files, err := scaffold.Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var main string
+	for _, f := range files {
+		if f.Path == "main.hcl" {
+			main = string(f.Data)
+		}
+	}
+	if !strings.Contains(main, "# migrate init left out service \"matrix\" with its steps.\n# service \"matrix\" {") {
+		t.Errorf("service matrix is not commented out:\n%s", main[strings.Index(main, "What the household"):])
+	}
+	if !strings.Contains(main, "\nservice \"jellyfin\" {") {
+		t.Error("service jellyfin was left out too")
+	}
+}
