@@ -24,9 +24,10 @@ const (
 	invRefusal    = "a refused command changed nothing"
 	invNoSurvivor = "no provider program outlives a killed migrate"
 	invOldVMs     = "the rollback brings the old VMs back"
+	invWindow     = "a service's window is whole across kills"
 )
 
-var invariantOrder = []string{invCompletes, invReadable, invOnce, invPulledOnce, invThrowaway, invEtcd, invRefusal, invNoSurvivor, invOldVMs}
+var invariantOrder = []string{invCompletes, invReadable, invOnce, invPulledOnce, invThrowaway, invEtcd, invRefusal, invNoSurvivor, invOldVMs, invWindow}
 
 // tally counts the checks of each invariant and their failures.
 type tally struct {
@@ -229,6 +230,7 @@ func (w *world) checkCompleted(t *testing.T, name string) {
 	st := w.readStatus(t)
 	if name != "rollback" {
 		w.expect(t, invCompletes, st.phase(name) == "complete", "%s: migrate exited 0 but phase %s is %s", w.where, name, st.phase(name))
+		w.checkWindows(t, st)
 		return
 	}
 	for _, ph := range st.Phases {
@@ -332,4 +334,29 @@ func failedText(n int) string {
 		return "ok"
 	}
 	return fmt.Sprintf("FAILED %d", n)
+}
+
+// checkWindows: each service stopped in this pass is down since its stop
+// first started in this pass, in the attempt a kill may have cut short,
+// not since the attempt that resumed it; and it serves again after that.
+func (w *world) checkWindows(t *testing.T, st *status) {
+	t.Helper()
+	for _, svc := range st.Services {
+		var first time.Time
+		for _, stop := range svc.Stops {
+			if at, ok := w.firstStart[stop]; ok && (first.IsZero() || at.Before(first)) {
+				first = at
+			}
+		}
+		if first.IsZero() {
+			continue // not stopped in this pass (yet)
+		}
+		down := svc.DownSince
+		// The fact is stamped just before the step's start event.
+		ok := down != nil && !down.After(first) && first.Sub(*down) < 5*time.Second
+		w.expect(t, invWindow, ok, "%s: service %s is down since %s, but its stop first started in this pass at %s", w.where, svc.Name, when(down), first.Format("15:04:05.000"))
+		if svc.ServingSince != nil && down != nil {
+			w.expect(t, invWindow, !svc.ServingSince.Before(*down), "%s: service %s serves since %s, before it went down at %s", w.where, svc.Name, when(svc.ServingSince), when(down))
+		}
+	}
 }

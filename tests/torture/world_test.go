@@ -41,6 +41,9 @@ type world struct {
 	inRollback  bool // the rollback has started
 	rolledBack  bool
 	where       string // the attempt being checked, for messages
+	// firstStart is when each step first started in this pass, killed
+	// attempts included (their --json events).
+	firstStart map[string]time.Time
 }
 
 func newWorld(t *testing.T, cfg config, round int, tally *tally) *world {
@@ -74,6 +77,16 @@ func (w *world) beginPass(t *testing.T, pass int) {
 	w.passStarts = append(w.passStarts, w.passStart)
 	w.passEvents = len(w.lab.events(t, 0))
 	w.interrupted, w.completed, w.inRollback, w.rolledBack = map[string]int{}, map[string]bool{}, false, false
+	w.firstStart = map[string]time.Time{}
+}
+
+// noteStarts keeps the first start of each step in this pass.
+func (w *world) noteStarts(events []event) {
+	for _, e := range events {
+		if _, seen := w.firstStart[e.Address]; e.Kind == "step_started" && !seen {
+			w.firstStart[e.Address] = e.Time
+		}
+	}
 }
 
 // status is migrate status --json; migrate state show --json must parse too.
@@ -84,6 +97,17 @@ type status struct {
 		Status string       `json:"status"`
 		Steps  []stepStatus `json:"steps"`
 	} `json:"phases"`
+
+	Services []serviceStatus `json:"services"`
+}
+
+// serviceStatus is a service's window as migrate status --json says it.
+type serviceStatus struct {
+	Name         string     `json:"name"`
+	Stops        []string   `json:"stops"`
+	Serving      string     `json:"serving"`
+	DownSince    *time.Time `json:"down_since"`
+	ServingSince *time.Time `json:"serving_since"`
 }
 
 type stepStatus struct {
@@ -192,6 +216,7 @@ func (w *world) runCommand(t *testing.T, stats *commandStats, n int, args ...str
 		}
 		label := fmt.Sprintf("round %d pass %d %s attempt %d", w.round, w.pass, stats.name, attempt)
 		o := w.attempt(t, label, args, plan)
+		w.noteStarts(o.events)
 		stats.attempts, stats.resumes = attempt, attempt-1
 		stats.took += o.took
 		w.where = label
