@@ -31,6 +31,9 @@ type Plan struct {
 	// Moved are the records the runbook's moved blocks carry to their
 	// steps' new addresses: run makes them first (moved.go).
 	Moved []Move `json:"moved,omitempty"`
+	// Services are the windows of downtime the plan's phases open, as
+	// the plan expects them (estimate.go).
+	Services []ServicePlan `json:"services,omitempty"`
 }
 
 // PhasePlan is the plan of one phase.
@@ -193,6 +196,8 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 			pp.Steps = append(pp.Steps, sp)
 		}
 	}
+	services, d := e.estimateServices(plan, snap, out)
+	plan.Services, diags = services, append(diags, d...)
 	return plan, e.redactDiags(diags)
 }
 

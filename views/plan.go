@@ -91,6 +91,7 @@ func renderPlan(w io.Writer, st styles, p *engine.Plan) {
 	for _, ph := range p.Phases {
 		renderPhasePlan(w, st, ph)
 	}
+	renderServicePlans(w, st, p.Services)
 	moved := ""
 	if len(p.Moved) > 0 {
 		where := "its step's new address"

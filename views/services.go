@@ -3,10 +3,12 @@ package views
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/homelab-migrate/migrate/engine"
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/state"
 )
@@ -141,4 +143,28 @@ func renderServices(bw *bufio.Writer, st styles, services []ServiceStatus, now t
 		}
 		fmt.Fprintf(bw, "  %s\n", line)
 	}
+}
+
+// renderServicePlans shows the windows of downtime the plan expects, each
+// with the longest path of steps it adds up and where each figure comes
+// from.
+func renderServicePlans(w io.Writer, st styles, services []engine.ServicePlan) {
+	if len(services) == 0 {
+		return
+	}
+	fmt.Fprintln(w, st.bold("Expected downtime")+st.dim(" (from the start of each service's stop to its serving check; the longest path of steps between)"))
+	for _, s := range services {
+		limit := ""
+		if s.Max > 0 {
+			limit = st.dim(" (max " + fmtDuration(s.Max) + ")")
+			if s.Expected > s.Max {
+				limit = st.red(" (over its max " + fmtDuration(s.Max) + ")")
+			}
+		}
+		fmt.Fprintf(w, "  %s: about %s%s\n", st.bold(s.Name), fmtDuration(s.Expected), limit)
+		for _, t := range s.Terms {
+			fmt.Fprintf(w, "    %s %s\n", t.Addr, st.dim(fmtDuration(t.Expected)+", "+t.Basis))
+		}
+	}
+	fmt.Fprintln(w)
 }

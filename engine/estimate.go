@@ -1,0 +1,394 @@
+package engine
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/state"
+)
+
+// ServicePlan is a service's window of downtime as the plan expects it:
+// the longest path of steps from the start of its stop to its serving
+// check, each step with how long it is expected to take and why.
+type ServicePlan struct {
+	Name string `json:"name"`
+	// Expected is the window the plan expects.
+	Expected time.Duration `json:"expected_ns"`
+	// Max is the runbook's max_downtime; 0: none.
+	Max   time.Duration  `json:"max_downtime_ns,omitempty"`
+	Terms []EstimateTerm `json:"terms"`
+}
+
+// EstimateTerm is one step of the window's longest path.
+type EstimateTerm struct {
+	Addr     phases.Address `json:"address"`
+	Expected time.Duration  `json:"expected_ns"`
+	// Basis says where the figure comes from: measured (on this host,
+	// from the state's records), planned (bytes the plan read, at a
+	// measured rate), or assumed.
+	Basis string `json:"basis"`
+}
+
+// Copy steps say, in their plan's outputs, how many bytes they will copy
+// (PlannedBytesToCopy) and, once done, how many they copied in how long
+// (CopiedBytes, CopySeconds): the estimate divides the one by the rate
+// of the others.
+const (
+	PlannedBytesToCopy = "bytes_to_copy"
+	CopiedBytes        = "copied_bytes"
+	CopySeconds        = "seconds"
+)
+
+const (
+	// assumedStep is a step's expected duration when nothing of its
+	// provider has run on this host yet.
+	assumedStep = 10 * time.Second
+	// assumedRate is the copy rate when no copy has run here yet.
+	assumedRate = 50 << 20 // bytes per second
+	// minMeasuredCopy: smaller copies say little of the rate.
+	minMeasuredCopy = 1 << 20
+)
+
+// estimateServices expects each service's window that the plan's phases
+// open (a stop step not done yet): the longest path, by expected
+// durations, through the steps that may run after its first stop step
+// starts (that phase's steps that are not needed by the stop, then the
+// whole of each later phase up to its serving check's), plus that check.
+// A window over its max_downtime is an error saying what would shorten
+// it.
+func (e *Engine) estimateServices(plan *Plan, snap *state.Snapshot, out *outputs) ([]ServicePlan, phases.Diagnostics) {
+	planned := map[phases.Address]*StepPlan{}
+	for _, pp := range plan.Phases {
+		for _, sp := range pp.Steps {
+			planned[sp.Addr] = sp
+		}
+	}
+	est := &estimator{e: e, snap: snap, out: out, planned: planned}
+	var list []ServicePlan
+	var diags phases.Diagnostics
+	for _, svc := range e.runbook.Services {
+		opens := slices.ContainsFunc(svc.Stop, func(a phases.Address) bool {
+			sp := planned[a]
+			return sp != nil && sp.Action != providers.NoOp
+		})
+		if !opens {
+			continue
+		}
+		sp := est.service(svc)
+		list = append(list, sp)
+		if svc.MaxDowntime > 0 && sp.Expected > svc.MaxDowntime {
+			r := svc.Range
+			diags = append(diags, phases.Diagnostic{
+				Severity: phases.Error,
+				Summary:  "Expected Downtime Over the Limit",
+				Detail:   fmt.Sprintf("Service %q is expected to be down %s, over its max_downtime of %s. The window's longest path:\n%s\n%s", svc.Name, roundDuration(sp.Expected), svc.MaxDowntime, termLines(sp.Terms), shorten(sp)),
+				Subject:  &r,
+			})
+		}
+	}
+	return list, diags
+}
+
+// termLines lists a window's terms, one a line.
+func termLines(terms []EstimateTerm) string {
+	var b strings.Builder
+	for _, t := range terms {
+		fmt.Fprintf(&b, "  %s: %s (%s)\n", t.Addr, roundDuration(t.Expected), t.Basis)
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// shorten says what would shorten a window, by its longest term.
+func shorten(sp ServicePlan) string {
+	longest := slices.MaxFunc(sp.Terms, func(a, b EstimateTerm) int { return cmp.Compare(a.Expected, b.Expected) })
+	if strings.HasPrefix(longest.Basis, "copy") {
+		return fmt.Sprintf("The copy %s takes most of it: copy while the service still runs (an incus_sync warm pass before the stop) so that only what changed is copied in the window, or move the data that need not move (media) to the data volume beforehand; or raise max_downtime if the household agrees.", longest.Addr)
+	}
+	return fmt.Sprintf("%s takes most of it: run what does not need the old service stopped before the stop (in an earlier phase, or not depending on it), or raise max_downtime if the household agrees.", longest.Addr)
+}
+
+// estimator works out windows for one plan.
+type estimator struct {
+	e       *Engine
+	snap    *state.Snapshot
+	out     *outputs
+	planned map[phases.Address]*StepPlan
+	rate    *copyRate // once
+}
+
+// service is svc's expected window.
+func (est *estimator) service(svc *phases.Service) ServicePlan {
+	sp := ServicePlan{Name: svc.Name, Max: svc.MaxDowntime}
+	stops := map[phases.Address]bool{}
+	for _, a := range svc.Stop {
+		stops[a] = true
+	}
+	serving := est.e.steps[svc.Serving]
+	first, last := -1, -1
+	for i, ph := range est.e.phaseOrder {
+		for _, s := range ph.Steps {
+			if stops[s.Addr] && first < 0 {
+				first = i
+			}
+		}
+		if serving != nil && ph.Name == serving.Phase {
+			last = i
+		}
+	}
+	if first < 0 || last < first {
+		return sp
+	}
+	for i := first; i <= last; i++ {
+		steps := est.e.phaseOrder[i].Steps
+		if i == first {
+			steps = notNeededBy(steps, stops)
+		}
+		terms := est.longestPath(steps)
+		sp.Terms = append(sp.Terms, terms...)
+	}
+	if serving != nil {
+		sp.Terms = append(sp.Terms, est.term(serving))
+	}
+	for _, t := range sp.Terms {
+		sp.Expected += t.Expected
+	}
+	return sp
+}
+
+// notNeededBy are the steps that do not come before any of stops: the
+// stop steps themselves and whatever may run once they have started.
+func notNeededBy(steps []*phases.Step, stops map[phases.Address]bool) []*phases.Step {
+	byAddr := map[phases.Address]*phases.Step{}
+	for _, s := range steps {
+		byAddr[s.Addr] = s
+	}
+	before := map[phases.Address]bool{}
+	var mark func(a phases.Address)
+	mark = func(a phases.Address) {
+		s := byAddr[a]
+		if s == nil {
+			return
+		}
+		for _, d := range s.DependsOn {
+			if !before[d] {
+				before[d] = true
+				mark(d)
+			}
+		}
+	}
+	for a := range stops {
+		mark(a)
+	}
+	var out []*phases.Step
+	for _, s := range steps {
+		if !before[s.Addr] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// longestPath is the path through steps (their dependencies among them)
+// whose expected durations add up to the most, in run order.
+func (est *estimator) longestPath(steps []*phases.Step) []EstimateTerm {
+	in := map[phases.Address]*phases.Step{}
+	for _, s := range steps {
+		in[s.Addr] = s
+	}
+	type best struct {
+		total time.Duration
+		prev  phases.Address
+		term  EstimateTerm
+	}
+	memo := map[phases.Address]*best{}
+	var finish func(s *phases.Step) *best
+	finish = func(s *phases.Step) *best {
+		if b, ok := memo[s.Addr]; ok {
+			return b
+		}
+		b := &best{term: est.term(s)}
+		memo[s.Addr] = b // the graph is acyclic: the loader says so
+		var longest *best
+		for _, d := range s.DependsOn {
+			if ds := in[d]; ds != nil {
+				if db := finish(ds); longest == nil || db.total > longest.total {
+					longest, b.prev = db, d
+				}
+			}
+		}
+		b.total = b.term.Expected
+		if longest != nil {
+			b.total += longest.total
+		}
+		return b
+	}
+	var end *best
+	for _, s := range steps {
+		if b := finish(s); end == nil || b.total > end.total {
+			end = b
+		}
+	}
+	var path []EstimateTerm
+	for b := end; b != nil; {
+		path = append(path, b.term)
+		if b.prev.IsZero() {
+			break
+		}
+		b = memo[b.prev]
+	}
+	slices.Reverse(path)
+	return path
+}
+
+// term is how long s is expected to take: nothing when the plan leaves it
+// as it is; a copy's bytes at the copy rate measured here; its own last
+// run; the median of its provider's steps (or checks) run here; else an
+// assumption.
+func (est *estimator) term(s *phases.Step) EstimateTerm {
+	t := EstimateTerm{Addr: s.Addr}
+	if sp := est.planned[s.Addr]; sp != nil && sp.Action == providers.NoOp && !s.IsCheck() {
+		t.Basis = "done: nothing to do"
+		return t
+	}
+	if n, ok := est.plannedNumber(s.Addr, PlannedBytesToCopy); ok {
+		r := est.copyRate()
+		t.Expected = time.Duration(n / r.bytesPerSecond * float64(time.Second))
+		t.Basis = fmt.Sprintf("copy: %s at %s/s, %s", bytesText(n), bytesText(r.bytesPerSecond), r.basis)
+		return t
+	}
+	if rec := est.snap.Steps[s.Addr.String()]; rec != nil && rec.Status == state.Done && took(rec) > 0 {
+		t.Expected, t.Basis = took(rec), "measured: its last run"
+		return t
+	}
+	provider, _, _ := strings.Cut(s.Provider, ".")
+	var durations []time.Duration
+	for _, other := range est.e.steps {
+		if o, _, _ := strings.Cut(other.Provider, "."); o != provider || other.IsCheck() != s.IsCheck() || other.Addr == s.Addr {
+			continue
+		}
+		if rec := est.snap.Steps[other.Addr.String()]; rec != nil && rec.Status == state.Done && took(rec) > 0 {
+			durations = append(durations, took(rec))
+		}
+	}
+	kind := "step"
+	if s.IsCheck() {
+		kind = "check"
+	}
+	if len(durations) == 0 {
+		t.Expected, t.Basis = assumedStep, fmt.Sprintf("assumed: no %s of the %s provider has run here yet", kind, provider)
+		return t
+	}
+	slices.Sort(durations)
+	t.Expected = durations[len(durations)/2]
+	t.Basis = fmt.Sprintf("measured: the median of %d %ss of the %s provider run here", len(durations), kind, provider)
+	return t
+}
+
+// took is how long a done record's last apply took.
+func took(rec *state.StepRecord) time.Duration {
+	if rec.StartedAt == nil || rec.FinishedAt == nil {
+		return 0
+	}
+	return rec.FinishedAt.Sub(*rec.StartedAt)
+}
+
+// plannedNumber is a known number among a's outputs as the plan has
+// them.
+func (est *estimator) plannedNumber(a phases.Address, name string) (float64, bool) {
+	est.out.mu.Lock()
+	v, ok := est.out.m[a]
+	est.out.mu.Unlock()
+	if !ok {
+		return 0, false
+	}
+	return numberAttr(v, name)
+}
+
+// numberAttr is v's attribute name as a float, when it is a known number.
+func numberAttr(v cty.Value, name string) (float64, bool) {
+	v, _ = v.Unmark()
+	if v == cty.NilVal || !v.IsKnown() || v.IsNull() || !v.Type().IsObjectType() || !v.Type().HasAttribute(name) {
+		return 0, false
+	}
+	n := v.GetAttr(name)
+	n, _ = n.Unmark()
+	if !n.IsKnown() || n.IsNull() || n.Type() != cty.Number {
+		return 0, false
+	}
+	f, _ := n.AsBigFloat().Float64()
+	return f, true
+}
+
+// copyRate is the rate a copy is expected at, and why.
+type copyRate struct {
+	bytesPerSecond float64
+	basis          string
+}
+
+// copyRate is the rate of the copies done on this host (their bytes over
+// their seconds, as their outputs say), else an assumed one.
+func (est *estimator) copyRate() copyRate {
+	if est.rate != nil {
+		return *est.rate
+	}
+	var bytes, seconds float64
+	n := 0
+	for _, rec := range est.snap.Steps {
+		if rec.Status != state.Done || len(rec.Outputs) == 0 {
+			continue
+		}
+		v, _, err := decodeOutputs(rec.Outputs)
+		if err != nil {
+			continue
+		}
+		b, okB := numberAttr(v, CopiedBytes)
+		s, okS := numberAttr(v, CopySeconds)
+		if okB && okS && b >= minMeasuredCopy && s > 0 {
+			bytes, seconds, n = bytes+b, seconds+s, n+1
+		}
+	}
+	r := copyRate{bytesPerSecond: assumedRate, basis: "assumed: no copy of 1 MiB or more has run here yet"}
+	if n > 0 {
+		r = copyRate{bytesPerSecond: bytes / seconds, basis: fmt.Sprintf("measured: %s run here", countText(n, "copy", "copies"))}
+	}
+	est.rate = &r
+	return r
+}
+
+// bytesText writes a size as people read it: 312.4 MB.
+func bytesText(n float64) string {
+	units := []string{"B", "kB", "MB", "GB", "TB"}
+	i := 0
+	for n >= 1000 && i < len(units)-1 {
+		n /= 1000
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%.0f B", n)
+	}
+	return fmt.Sprintf("%.1f %s", n, units[i])
+}
+
+// roundDuration keeps a duration readable: seconds below an hour.
+func roundDuration(d time.Duration) time.Duration {
+	if d < time.Second {
+		return d.Round(time.Millisecond)
+	}
+	return d.Round(time.Second)
+}
+
+
+// countText is n with its noun: "1 copy", "3 copies".
+func countText(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}

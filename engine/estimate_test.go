@@ -1,0 +1,116 @@
+package engine_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/homelab-migrate/migrate/engine"
+	"github.com/homelab-migrate/migrate/phases"
+	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/state"
+)
+
+// estimateRunbook: phase rehearsal (a step, and a copy whose outputs say
+// how fast it copied), phase move: stop, copy (planned bytes to copy),
+// release after it, and an unrelated step; check serving. Service app
+// opens its window at stop and closes it at serving.
+func estimateRunbook(max time.Duration) *rb {
+	b := newRB()
+	r := b.phase("rehearsal")
+	b.step(r, "measure")
+	b.step(r, "sample_copy")
+	m := b.phase("move")
+	b.step(m, "prepare")
+	b.step(m, "stop", "prepare")
+	b.step(m, "copy", "stop")
+	b.step(m, "release", "copy")
+	b.step(m, "unrelated")
+	b.check(m, "serving", phases.CheckAfter)
+	b.r.Services = []*phases.Service{{Name: "app", Stop: []phases.Address{addr("stop")}, Serving: addr("serving"), MaxDowntime: max}}
+	return b
+}
+
+// The plan expects a window as the longest path of steps from the stop
+// to the serving check: a copy at the rate measured by the copies run
+// here, the other steps at their provider's median here, the check
+// assumed (no check has run); a step needed before the stop does not
+// count. Over max_downtime, the plan fails saying what would shorten it.
+func TestPlanExpectsServiceWindows(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	b := estimateRunbook(0)
+	h.fake.ApplyFn = func(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
+		if req.Addr.Name == "sample_copy" {
+			// 200 MB in 2s: 100 MB/s.
+			return providers.ApplyResponse{Outputs: cty.ObjectVal(map[string]cty.Value{"copied_bytes": cty.NumberIntVal(200e6), "seconds": cty.NumberIntVal(2)})}
+		}
+		return providers.ApplyResponse{Outputs: cty.EmptyObjectVal}
+	}
+	h.fake.PlanFn = func(ctx context.Context, req providers.PlanRequest) providers.PlanResponse {
+		if req.Addr.Name == "copy" {
+			return providers.PlanResponse{Outputs: cty.ObjectVal(map[string]cty.Value{"bytes_to_copy": cty.NumberIntVal(300e6)})}
+		}
+		return providers.PlanResponse{}
+	}
+	if err := h.run(b.r, "rehearsal"); err != nil {
+		t.Fatal(err)
+	}
+	// The steps of the rehearsal took 4s each, as the records say.
+	st, err := state.Open(h.dir, state.Options{Lock: state.NewLockInfo("test")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"measure", "sample_copy"} {
+		rec, _ := st.Step(addr(name))
+		start := rec.FinishedAt.Add(-4 * time.Second)
+		rec.StartedAt = &start
+		st.Checkpoint(rec)
+	}
+	st.Close()
+
+	plan := h.plan(b.r, "move")
+	if len(plan.Services) != 1 {
+		t.Fatalf("services = %+v", plan.Services)
+	}
+	sp := plan.Services[0]
+	var got []string
+	for _, term := range sp.Terms {
+		got = append(got, term.Addr.Name+" "+term.Expected.String()+" "+term.Basis)
+	}
+	want := []string{
+		"stop 4s measured: the median of 2 steps of the fake provider run here",
+		"copy 3s copy: 300.0 MB at 100.0 MB/s, measured: 1 copy run here",
+		"release 4s measured: the median of 2 steps of the fake provider run here",
+		"serving 10s assumed: no check of the fake provider has run here yet",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("terms:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if sp.Expected != 21*time.Second {
+		t.Errorf("expected %s, want 21s", sp.Expected)
+	}
+
+	b = estimateRunbook(15 * time.Second)
+	e, st2 := h.open(b.r)
+	_, diags := e.Plan(context.Background(), engine.PlanOptions{Phases: []string{"move"}})
+	st2.Close()
+	if !diags.HasErrors() || diags[0].Summary != "Expected Downtime Over the Limit" || !strings.Contains(diags[0].Detail, "over its max_downtime of 15s") || !strings.Contains(diags[0].Detail, "fake_step.serving takes most of it") {
+		t.Errorf("a window over max_downtime: %v", diags.Err())
+	}
+}
+
+// plan plans the named phases (all when none) with a new engine.
+func (h *harness) plan(r *phases.Runbook, names ...string) *engine.Plan {
+	h.t.Helper()
+	e, st := h.open(r)
+	defer st.Close()
+	p, diags := e.Plan(context.Background(), engine.PlanOptions{Phases: names})
+	if diags.HasErrors() {
+		h.t.Fatal(diags.Err())
+	}
+	return p
+}
