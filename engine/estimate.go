@@ -384,7 +384,6 @@ func roundDuration(d time.Duration) time.Duration {
 	return d.Round(time.Second)
 }
 
-
 // countText is n with its noun: "1 copy", "3 copies".
 func countText(n int, one, many string) string {
 	if n == 1 {
