@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -145,12 +146,13 @@ func (est *estimator) service(svc *phases.Service) ServicePlan {
 	if first < 0 || last < first {
 		return sp
 	}
+	own := descendants(est.e.phaseOrder[first:last+1], stops)
 	for i := first; i <= last; i++ {
 		steps := est.e.phaseOrder[i].Steps
 		if i == first {
 			steps = notNeededBy(steps, stops)
 		}
-		terms := est.longestPath(steps)
+		terms := est.longestPath(steps, own)
 		sp.Terms = append(sp.Terms, terms...)
 	}
 	if serving != nil {
@@ -195,18 +197,38 @@ func notNeededBy(steps []*phases.Step, stops map[phases.Address]bool) []*phases.
 	return out
 }
 
+// descendants are the stops and the steps of phs that depend on them,
+// directly or not.
+func descendants(phs []*phases.Phase, stops map[phases.Address]bool) map[phases.Address]bool {
+	own := maps.Clone(stops)
+	for grew := true; grew; {
+		grew = false
+		for _, ph := range phs {
+			for _, s := range ph.Steps {
+				if !own[s.Addr] && slices.ContainsFunc(s.DependsOn, func(d phases.Address) bool { return own[d] }) {
+					own[s.Addr], grew = true, true
+				}
+			}
+		}
+	}
+	return own
+}
+
 // longestPath is the path through steps (their dependencies among them)
-// whose expected durations add up to the most, in run order.
-func (est *estimator) longestPath(steps []*phases.Step) []EstimateTerm {
+// whose expected durations add up to the most, in run order; of paths as
+// long, one through the service's own steps.
+func (est *estimator) longestPath(steps []*phases.Step, own map[phases.Address]bool) []EstimateTerm {
 	in := map[phases.Address]*phases.Step{}
 	for _, s := range steps {
 		in[s.Addr] = s
 	}
 	type best struct {
 		total time.Duration
+		own   bool // the path goes through the service's own steps
 		prev  phases.Address
 		term  EstimateTerm
 	}
+	longer := func(a, b *best) bool { return b == nil || a.total > b.total || a.total == b.total && a.own && !b.own }
 	memo := map[phases.Address]*best{}
 	var finish func(s *phases.Step) *best
 	finish = func(s *phases.Step) *best {
@@ -218,20 +240,21 @@ func (est *estimator) longestPath(steps []*phases.Step) []EstimateTerm {
 		var longest *best
 		for _, d := range s.DependsOn {
 			if ds := in[d]; ds != nil {
-				if db := finish(ds); longest == nil || db.total > longest.total {
+				if db := finish(ds); longer(db, longest) {
 					longest, b.prev = db, d
 				}
 			}
 		}
-		b.total = b.term.Expected
+		b.total, b.own = b.term.Expected, own[s.Addr]
 		if longest != nil {
 			b.total += longest.total
+			b.own = b.own || longest.own
 		}
 		return b
 	}
 	var end *best
 	for _, s := range steps {
-		if b := finish(s); end == nil || b.total > end.total {
+		if b := finish(s); longer(b, end) {
 			end = b
 		}
 	}
@@ -267,28 +290,48 @@ func (est *estimator) term(s *phases.Step) EstimateTerm {
 		t.Expected, t.Basis = took(rec), "measured: its last run"
 		return t
 	}
+	kind := "step"
+	if s.IsCheck() {
+		kind = "check"
+	}
 	provider, _, _ := strings.Cut(s.Provider, ".")
+	// The closest kin measured here: steps of its type, else of its
+	// provider; for a check, else any check (checks wait for what they
+	// check).
+	for _, kin := range []struct {
+		what string
+		is   func(o *phases.Step) bool
+	}{
+		{kind + "s of type " + s.Addr.Type, func(o *phases.Step) bool { return o.Addr.Type == s.Addr.Type }},
+		{kind + "s of the " + provider + " provider", func(o *phases.Step) bool { p, _, _ := strings.Cut(o.Provider, "."); return p == provider }},
+		{"checks", func(o *phases.Step) bool { return s.IsCheck() }},
+	} {
+		if d, n := est.median(s, kin.is); n > 0 {
+			t.Expected, t.Basis = d, fmt.Sprintf("measured: the median of %d %s run here", n, kin.what)
+			return t
+		}
+	}
+	t.Expected, t.Basis = assumedStep, fmt.Sprintf("assumed: no %s of its type or provider has run here yet", kind)
+	return t
+}
+
+// median is the median duration of the done steps other than s, of its
+// kind (step or check), that is says are kin; n: how many.
+func (est *estimator) median(s *phases.Step, is func(*phases.Step) bool) (time.Duration, int) {
 	var durations []time.Duration
 	for _, other := range est.e.steps {
-		if o, _, _ := strings.Cut(other.Provider, "."); o != provider || other.IsCheck() != s.IsCheck() || other.Addr == s.Addr {
+		if other.IsCheck() != s.IsCheck() || other.Addr == s.Addr || !is(other) {
 			continue
 		}
 		if rec := est.snap.Steps[other.Addr.String()]; rec != nil && rec.Status == state.Done && took(rec) > 0 {
 			durations = append(durations, took(rec))
 		}
 	}
-	kind := "step"
-	if s.IsCheck() {
-		kind = "check"
-	}
 	if len(durations) == 0 {
-		t.Expected, t.Basis = assumedStep, fmt.Sprintf("assumed: no %s of the %s provider has run here yet", kind, provider)
-		return t
+		return 0, 0
 	}
 	slices.Sort(durations)
-	t.Expected = durations[len(durations)/2]
-	t.Basis = fmt.Sprintf("measured: the median of %d %ss of the %s provider run here", len(durations), kind, provider)
-	return t
+	return durations[len(durations)/2], len(durations)
 }
 
 // took is how long a done record's last apply took.

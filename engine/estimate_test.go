@@ -82,10 +82,10 @@ func TestPlanExpectsServiceWindows(t *testing.T) {
 		got = append(got, term.Addr.Name+" "+term.Expected.String()+" "+term.Basis)
 	}
 	want := []string{
-		"stop 4s measured: the median of 2 steps of the fake provider run here",
+		"stop 4s measured: the median of 2 steps of type fake_step run here",
 		"copy 3s copy: 300.0 MB at 100.0 MB/s, measured: 1 copy run here",
-		"release 4s measured: the median of 2 steps of the fake provider run here",
-		"serving 10s assumed: no check of the fake provider has run here yet",
+		"release 4s measured: the median of 2 steps of type fake_step run here",
+		"serving 10s assumed: no check of its type or provider has run here yet",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("terms:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -1532,6 +1532,31 @@ phase "cleanup" {
 # does; renaming a step, variable or phase they name without them is an
 # error here, at the role.
 
+# Each service's window of downtime (as today's runbook declares them).
+service "jellyfin" {
+  stop         = incus_exec.stop_jellyfin
+  serving      = http_check.jellyfin_health
+  max_downtime = "2h"
+}
+
+service "frigate" {
+  stop         = incus_exec.stop_frigate
+  serving      = http_check.frigate_health
+  max_downtime = "2h"
+}
+
+service "samba" {
+  stop         = incus_exec.stop_samba
+  serving      = smb_check.samba_shares
+  max_downtime = "30m"
+}
+
+service "matrix" {
+  stop         = incus_exec.stop_synapse
+  serving      = http_check.synapse_client
+  max_downtime = "2h"
+}
+
 role "services" { # Samba, Jellyfin, Frigate
   vm     = var.services_vm
   inside = [incus_exec.stop_jellyfin, incus_exec.stop_frigate, incus_exec.export_jellyfin, incus_exec.export_frigate, incus_exec.stop_samba, incus_exec.samba_users, incus_file.samba_users]
