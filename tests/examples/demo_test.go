@@ -71,6 +71,18 @@ func TestDemo(t *testing.T) {
 			t.Errorf("the demo's output lacks %q", want)
 		}
 	}
+	// Each service's window: expected by the plan before its phase ran
+	// (from what ran before it), measured by status after.
+	for _, want := range []string{"Expected downtime", "  jellyfin: about ", "measured: the median of", "  matrix: about "} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the demo's plans lack %q", want)
+		}
+	}
+	for _, svc := range []string{"jellyfin", "frigate", "samba", "matrix"} {
+		if !regexp.MustCompile(`(?m)^  ` + svc + ` +down [0-9][0-9.hms]* +20`).MatchString(text) {
+			t.Errorf("the demo's status shows no measured downtime of %s", svc)
+		}
+	}
 	// The rehearsal's Job ran on the lab's node: its file is on the data
 	// share, read back through the Talos API.
 	for _, want := range []string{"Job media/data-share-write completed", "/var/mnt/data/.migrate/rehearsal read through the API",
