@@ -37,14 +37,13 @@ type EstimateTerm struct {
 	Basis string `json:"basis"`
 }
 
-// Copy steps say, in their plan's outputs, how many bytes they will copy
-// (PlannedBytesToCopy) and, once done, how many they copied in how long
-// (CopiedBytes, CopySeconds): the estimate divides the one by the rate
-// of the others.
+// Copy steps say, in their plan, how many bytes they will copy
+// (providers.PlanResponse.CopyBytes) and, once done, in their outputs,
+// how many they copied in how long (CopiedBytes, CopySeconds): the
+// estimate divides the one by the rate of the others.
 const (
-	PlannedBytesToCopy = "bytes_to_copy"
-	CopiedBytes        = "copied_bytes"
-	CopySeconds        = "seconds"
+	CopiedBytes = "copied_bytes"
+	CopySeconds = "seconds"
 )
 
 const (
@@ -64,14 +63,14 @@ const (
 // whole of each later phase up to its serving check's), plus that check.
 // A window over its max_downtime is an error saying what would shorten
 // it.
-func (e *Engine) estimateServices(plan *Plan, snap *state.Snapshot, out *outputs) ([]ServicePlan, phases.Diagnostics) {
+func (e *Engine) estimateServices(plan *Plan, snap *state.Snapshot) ([]ServicePlan, phases.Diagnostics) {
 	planned := map[phases.Address]*StepPlan{}
 	for _, pp := range plan.Phases {
 		for _, sp := range pp.Steps {
 			planned[sp.Addr] = sp
 		}
 	}
-	est := &estimator{e: e, snap: snap, out: out, planned: planned}
+	est := &estimator{e: e, snap: snap, planned: planned}
 	var list []ServicePlan
 	var diags phases.Diagnostics
 	for _, svc := range e.runbook.Services {
@@ -119,7 +118,6 @@ func shorten(sp ServicePlan) string {
 type estimator struct {
 	e       *Engine
 	snap    *state.Snapshot
-	out     *outputs
 	planned map[phases.Address]*StepPlan
 	rate    *copyRate // once
 }
@@ -280,7 +278,8 @@ func (est *estimator) term(s *phases.Step) EstimateTerm {
 		t.Basis = "done: nothing to do"
 		return t
 	}
-	if n, ok := est.plannedNumber(s.Addr, PlannedBytesToCopy); ok {
+	if sp := est.planned[s.Addr]; sp != nil && sp.CopyBytes > 0 {
+		n := float64(sp.CopyBytes)
 		r := est.copyRate()
 		t.Expected = time.Duration(n / r.bytesPerSecond * float64(time.Second))
 		t.Basis = fmt.Sprintf("copy: %s at %s/s, %s", bytesText(n), bytesText(r.bytesPerSecond), r.basis)
@@ -340,18 +339,6 @@ func took(rec *state.StepRecord) time.Duration {
 		return 0
 	}
 	return rec.FinishedAt.Sub(*rec.StartedAt)
-}
-
-// plannedNumber is a known number among a's outputs as the plan has
-// them.
-func (est *estimator) plannedNumber(a phases.Address, name string) (float64, bool) {
-	est.out.mu.Lock()
-	v, ok := est.out.m[a]
-	est.out.mu.Unlock()
-	if !ok {
-		return 0, false
-	}
-	return numberAttr(v, name)
 }
 
 // numberAttr is v's attribute name as a float, when it is a known number.

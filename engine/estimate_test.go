@@ -52,7 +52,7 @@ func TestPlanExpectsServiceWindows(t *testing.T) {
 	}
 	h.fake.PlanFn = func(ctx context.Context, req providers.PlanRequest) providers.PlanResponse {
 		if req.Addr.Name == "copy" {
-			return providers.PlanResponse{Outputs: cty.ObjectVal(map[string]cty.Value{"bytes_to_copy": cty.NumberIntVal(300e6)})}
+			return providers.PlanResponse{CopyBytes: 300e6}
 		}
 		return providers.PlanResponse{}
 	}

@@ -114,6 +114,9 @@ type StepPlan struct {
 	// the plan when the runbook's differ (contract.go).
 	Contract Contract        `json:"contract"`
 	Planned  json.RawMessage `json:"planned,omitempty"`
+	// CopyBytes is what the step expects to copy
+	// (providers.PlanResponse.CopyBytes).
+	CopyBytes int64 `json:"copy_bytes,omitempty"`
 	// PlannedValues digests, for a step run plans again, the values this
 	// plan knew of its inputs and outputs (plannedvalues.go).
 	PlannedValues PlannedValues `json:"planned_values,omitempty"`
@@ -196,7 +199,7 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 			pp.Steps = append(pp.Steps, sp)
 		}
 	}
-	services, d := e.estimateServices(plan, snap, out)
+	services, d := e.estimateServices(plan, snap)
 	plan.Services, diags = services, append(diags, d...)
 	return plan, e.redactDiags(diags)
 }
@@ -286,7 +289,7 @@ func (e *Engine) planStep(ctx context.Context, s *phases.Step, rec *state.StepRe
 		return sp, diags
 	}
 	sp.Irreversible = e.hooks.redactor.Text(resp.Irreversible)
-	sp.Planned = resp.Private
+	sp.Planned, sp.CopyBytes = resp.Private, resp.CopyBytes
 	if !resp.Diagnostics.HasErrors() {
 		out.planned(s.Addr, resp.Outputs)
 	}

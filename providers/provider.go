@@ -220,7 +220,12 @@ type PlanResponse struct {
 	// the machine config about to be applied), so they can be judged
 	// before anything runs. Apply must produce the same known values: a
 	// step planned with them fails at run if they changed.
-	Outputs     cty.Value
+	Outputs cty.Value
+	// CopyBytes is how many bytes the step expects to copy, as far as the
+	// plan can tell (a tree read at plan): the plan's estimate of a
+	// service's downtime divides it by the copy rate measured on this
+	// host. Not an output: what is copied may change before the apply.
+	CopyBytes   int64
 	Diagnostics phases.Diagnostics
 }
 

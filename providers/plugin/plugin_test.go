@@ -129,6 +129,7 @@ func tricks() *fake.Provider {
 	p.PlanFn = func(ctx context.Context, req providers.PlanRequest) providers.PlanResponse {
 		r := plain.Plan(ctx, req)
 		r.Irreversible = "cannot be undone: " + req.Addr.Name
+		r.CopyBytes = 1 << 40
 		return r
 	}
 	p.RevertFn = func(ctx context.Context, req providers.RevertRequest) providers.RevertResponse {
@@ -455,7 +456,7 @@ func TestSilentProgramRefused(t *testing.T) {
 	}
 }
 
-// TestNewFieldsCross: the plan's Irreversible and the revert's Resumed
+// TestNewFieldsCross: the plan's Irreversible and CopyBytes and the revert's Resumed
 // are carried by the protocol, with a real provider behind it (every
 // field is in TestEveryFieldCrosses).
 func TestNewFieldsCross(t *testing.T) {
@@ -464,6 +465,9 @@ func TestNewFieldsCross(t *testing.T) {
 	pr := p.Plan(context.Background(), providers.PlanRequest{Type: fake.StepType, Addr: a, Config: stepConfig(cty.StringVal("v"))})
 	if pr.Irreversible != "cannot be undone: x" {
 		t.Errorf("Irreversible came back as %q", pr.Irreversible)
+	}
+	if pr.CopyBytes != 1<<40 {
+		t.Errorf("CopyBytes came back as %d", pr.CopyBytes)
 	}
 	for _, resumed := range []bool{false, true} {
 		var log bytes.Buffer

@@ -126,7 +126,9 @@ type Plan[P any] struct {
 	Private      P
 	Outputs      any
 	Unknown      []string
-	Diagnostics  phases.Diagnostics
+	// CopyBytes: providers.PlanResponse.CopyBytes.
+	CopyBytes   int64
+	Diagnostics phases.Diagnostics
 }
 
 // Apply is what an Apply handler returns. Outputs as in Read; nil gives
@@ -357,7 +359,7 @@ func (t *StepType[S, A, P, I]) plan(ctx context.Context, c *Call[S], req provide
 		return providers.PlanResponse{Diff: PlanDiff(c, a), Diagnostics: diags}
 	}
 	r := t.Plan(ctx, c, a, prior)
-	resp := providers.PlanResponse{Diff: r.Diff, Irreversible: r.Irreversible, Diagnostics: append(diags, r.Diagnostics...)}
+	resp := providers.PlanResponse{Diff: r.Diff, Irreversible: r.Irreversible, CopyBytes: r.CopyBytes, Diagnostics: append(diags, r.Diagnostics...)}
 	var err error
 	if resp.Private, err = c.scrubber().encode(r.Private); err != nil {
 		resp.Diagnostics = append(resp.Diagnostics, phases.FromError("Invalid Private Data", err)...)
