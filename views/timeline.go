@@ -208,6 +208,8 @@ func newScale(spans [][2]time.Time, x0, width float64) tlScale {
 // tickSteps are the steps the axis may take, the first that leaves
 // enough room between labels wins.
 var tickSteps = []time.Duration{
+	10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond,
+	100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
 	time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 15 * time.Second, 30 * time.Second,
 	time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute,
 	time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour,
@@ -222,11 +224,15 @@ func (s tlScale) tickStep() time.Duration {
 	return tickSteps[len(tickSteps)-1]
 }
 
-// tickLabel is t on the axis: seconds when the step is below a minute,
+// tickLabel is t on the axis: milliseconds when the step is below a
+// second, seconds when it is below a minute,
 // the date too when the timeline spans days.
 func tickLabel(t time.Time, step time.Duration, days bool) string {
 	layout := "15:04"
-	if step < time.Minute {
+	switch {
+	case step < time.Second:
+		layout = "15:04:05.000"
+	case step < time.Minute:
 		layout = "15:04:05"
 	}
 	if days {
@@ -569,7 +575,7 @@ func writeTimelineSVG(w io.Writer, t *Timeline) {
 				px(x), px(l.lanesY), px(x), px(l.lanesBottom), px(x), px(axisY), px(x), px(axisY+5))
 			label := tickLabel(tk, step, days)
 			if tk.Equal(g.from) && !tk.Equal(g.from.Truncate(step)) {
-				label = tickLabel(tk, time.Second, days)
+				label = tickLabel(tk, min(step, time.Second), days)
 			}
 			half := float64(len(label)) * tlCharW / 2
 			if x-half < lastLabel+6 {

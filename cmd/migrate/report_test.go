@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bytes"
+	"encoding/xml"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestReport: before anything ran, report says so and fails; after a run
+// that fails and one that succeeds, the html page has both sessions (how
+// each ended) and a bar for every attempt of the steps, the failed one
+// and the one that then did it; the page is written 0644; the default is
+// an svg on stdout.
+func TestReport(t *testing.T) {
+	t.Parallel()
+	dir := runbook(t, map[string]string{"main.hcl": `
+phase "A" {
+  step "exec" "one" { command = ["true"] }
+  step "exec" "flaky" { command = ["sh", "-c", "test -f ok"] }
+}
+phase "B" {
+  step "exec" "b" { command = ["true"] }
+}
+`})
+	r := run(t, dir, 1, "report")
+	if !strings.Contains(r.stderr, "nothing has run yet") {
+		t.Errorf("report before any run: %s", r)
+	}
+	run(t, dir, 1, "run", "--all", "--auto-approve")
+	if err := os.WriteFile(filepath.Join(dir, "ok"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, dir, 0, "run", "--all", "--auto-approve")
+
+	out := filepath.Join(dir, "report.html")
+	r = run(t, dir, 0, "report", "--format", "html", "--output", out)
+	if !strings.Contains(r.stderr, "Wrote "+out) {
+		t.Errorf("report --output: %s", r)
+	}
+	fi, err := os.Stat(out)
+	if err != nil || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("the report: %v, mode %v, want 0644", err, fi.Mode())
+	}
+	page, _ := os.ReadFile(out)
+	bars, sessions := readReport(t, page)
+	// The steps of a phase run in parallel: in any order.
+	want := []string{"exec.b done", "exec.flaky done", "exec.flaky failed", "exec.one done"}
+	slices.Sort(bars)
+	if strings.Join(bars, ", ") != strings.Join(want, ", ") {
+		t.Errorf("bars %q, want %q", bars, want)
+	}
+	if len(sessions) != 2 || !strings.HasPrefix(sessions[0], "run ") || !strings.Contains(sessions[0], "phase A did not complete") ||
+		!strings.HasPrefix(sessions[1], "run ") || !strings.HasSuffix(sessions[1], " ok") {
+		t.Errorf("sessions %q", sessions)
+	}
+
+	r = run(t, dir, 0, "report")
+	if !strings.HasPrefix(r.stdout, "<svg") || !strings.HasSuffix(r.stdout, "</svg>\n") {
+		t.Errorf("report: %s", r)
+	}
+	run(t, dir, 1, "report", "--format", "png")
+}
+
+// readReport reads the report's page: its bars ("ADDRESS OUTCOME", as
+// drawn) and its table of sessions (each row's cells joined by spaces).
+func readReport(t *testing.T, page []byte) (bars, sessions []string) {
+	t.Helper()
+	dec := xml.NewDecoder(bytes.NewReader(page))
+	var table string
+	var row []string
+	var cell *strings.Builder
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return bars, sessions
+		}
+		if err != nil {
+			t.Fatalf("the page is not well-formed: %v\n%s", err, page)
+		}
+		switch el := tok.(type) {
+		case xml.StartElement:
+			at := map[string]string{}
+			for _, a := range el.Attr {
+				at[a.Name.Local] = a.Value
+			}
+			switch el.Name.Local {
+			case "g":
+				if at["class"] == "bar" {
+					bars = append(bars, at["data-address"]+" "+at["data-outcome"])
+				}
+			case "table":
+				table = at["class"]
+			case "tr":
+				row = nil
+			case "td":
+				cell = &strings.Builder{}
+			}
+		case xml.CharData:
+			if cell != nil {
+				cell.Write(el)
+			}
+		case xml.EndElement:
+			switch el.Name.Local {
+			case "td":
+				row = append(row, cell.String())
+				cell = nil
+			case "tr":
+				if table == "sessions" && row != nil {
+					sessions = append(sessions, strings.Join(row, " "))
+				}
+			}
+		}
+	}
+}
