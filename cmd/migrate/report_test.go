@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestReport: before anything ran, report says so and fails; after a run
@@ -114,6 +116,55 @@ func readReport(t *testing.T, page []byte) (bars, sessions []string) {
 					sessions = append(sessions, strings.Join(row, " "))
 				}
 			}
+		}
+	}
+}
+
+// TestReportKilledAndResumed: a run killed (SIGKILL) during a long step,
+// then run again: the report draws the first run killed, its step cut
+// off with it, and the second run resumed. The killed run's log has the
+// step's start although no event followed it (the log is flushed on a
+// timer).
+func TestReportKilledAndResumed(t *testing.T) {
+	t.Parallel()
+	dir := runbook(t, map[string]string{"main.hcl": `
+phase "A" {
+  step "exec" "long" { command = ["sh", "-c", "touch started; while [ ! -e go ]; do sleep 0.05; done"] }
+}
+`})
+	cmd, out, errb := start(t, dir, "run", "--all", "--auto-approve")
+	waitFile(t, filepath.Join(dir, "started"), out, errb)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		logs, _ := filepath.Glob(filepath.Join(dir, ".migrate", "logs", "*-run.log"))
+		if len(logs) == 1 {
+			if b, _ := os.ReadFile(logs[0]); bytes.Contains(b, []byte("step_started phase=A exec.long")) {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the log has no start of exec.long after 30s: %v", logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, dir, 0, "run", "--all", "--auto-approve")
+
+	r := run(t, dir, 0, "report", "--format", "html")
+	bars, sessions := readReport(t, []byte(r.stdout))
+	if len(bars) != 2 || bars[0] != "exec.long killed" || (bars[1] != "exec.long done" && bars[1] != "exec.long adopted") {
+		t.Errorf("bars %q", bars)
+	}
+	if len(sessions) != 2 || !strings.Contains(sessions[0], "killed") || !strings.HasPrefix(sessions[1], "run (resumed) ") {
+		t.Errorf("sessions %q", sessions)
+	}
+	for _, want := range []string{`class="kill"`, `data-killed="true"`, `data-resumed="true"`, ">resumed run<", ">✕ killed<"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the picture lacks %s", want)
 		}
 	}
 }
