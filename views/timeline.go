@@ -41,6 +41,9 @@ type TimelineSession struct {
 	// Killed: its log has no end line (SIGKILL, a power cut), End is the
 	// last thing it wrote.
 	Killed bool
+	// Running: its log has no end line yet, and it holds the state's
+	// lock: it is still at work (End is the last thing it wrote).
+	Running bool
 }
 
 // Outcome is how a bar's attempt ended.
@@ -54,7 +57,8 @@ const (
 	OutcomeRetried Outcome = "retried" // failed, and tried again
 	OutcomeStopped Outcome = "stopped" // a gentle stop ended it, not done
 	OutcomeSkipped Outcome = "skipped"
-	OutcomeKilled  Outcome = "killed" // the process was killed during it
+	OutcomeKilled  Outcome = "killed"  // the process was killed during it
+	OutcomeRunning Outcome = "running" // still at it, as the report is made
 	// OutcomeReverted and OutcomeRevertFailed end a revert.
 	OutcomeReverted     Outcome = "reverted"
 	OutcomeRevertFailed Outcome = "revert failed"
@@ -85,6 +89,7 @@ var outcomeColors = []struct {
 	{OutcomeFailed, "#d64541"},
 	{OutcomeRetried, "#eea19e"},
 	{OutcomeKilled, "#f0932b"},
+	{OutcomeRunning, "#3b7dd8"},
 	{OutcomeStopped, "#f6c27a"},
 	{OutcomeSkipped, "#c8c8c8"},
 	{OutcomeReverted, "#8e6cc0"},
@@ -397,6 +402,9 @@ func layoutTimeline(t *Timeline) tlLayout {
 		if i > 0 && t.Sessions[i-1].Killed {
 			text = "resumed " + s.Command
 		}
+		if s.Running {
+			text += " (running)"
+		}
 		l.sessLabels = append(l.sessLabels, tlLabel{x: l.scale.x(s.Start), text: text})
 		if s.Killed {
 			l.sessLabels = append(l.sessLabels, tlLabel{x: l.scale.x(s.End), text: "✕ killed", kill: true})
@@ -657,8 +665,11 @@ func writeTimelineSVG(w io.Writer, t *Timeline) {
 	for i, s := range t.Sessions {
 		x := l.scale.x(s.Start)
 		ended := s.Ended
-		if s.Killed {
+		switch {
+		case s.Killed:
 			ended = "killed"
+		case s.Running:
+			ended = "still running"
 		}
 		fmt.Fprintf(w, `  <g class="session" data-command="%s" data-killed="%t" data-resumed="%t"><title>%s</title><line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#1f2d4d" stroke-width="1.2"/></g>`+"\n",
 			svgEsc(s.Command), s.Killed, i > 0 && t.Sessions[i-1].Killed,
@@ -787,8 +798,11 @@ code { font-size: 0.95em; }
 				cmd += " (resumed)"
 			}
 			ended, class := s.Ended, ""
-			if s.Killed {
+			switch {
+			case s.Killed:
 				ended, class = "killed (its log has no end)", ` class="killed"`
+			case s.Running:
+				ended = "still running"
 			}
 			fmt.Fprintf(w, "<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td%s>%s</td></tr>\n",
 				svgEsc(cmd), htmlTime(&s.Start), htmlTime(&s.End), svgEsc(fmtDuration(s.End.Sub(s.Start))), class, svgEsc(ended))

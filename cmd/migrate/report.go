@@ -59,8 +59,15 @@ file is fetched.`,
 			if len(sessions) == 0 {
 				return fmt.Errorf("nothing has run yet: %s has no event log (run and rollback write one)", dir)
 			}
+			// The newest log without its end is a command still at work
+			// while someone holds the lock; killed otherwise.
+			running := false
+			if last := sessions[len(sessions)-1]; last.Killed {
+				holder, err := b.ReadLock(context.Background())
+				running = err == nil && holder != nil
+			}
 			title := "migrate report: " + filepath.Base(rb.Dir)
-			tl := timeline(title, order.List, sessions, views.ServiceWindows(rb.Services, st.Snapshot()))
+			tl := timeline(title, order.List, sessions, running, views.ServiceWindows(rb.Services, st.Snapshot()))
 			if output == "" {
 				return a.view().Report(tl, format)
 			}
@@ -109,8 +116,9 @@ func (a *app) readLogs(dir string) ([]engine.LogSession, error) {
 
 // timeline is what the report draws: the phases in run order as lanes,
 // the logs' sessions, their attempts as bars (checks known from the
-// runbook), the services' windows.
-func timeline(title string, order []*phases.Phase, sessions []engine.LogSession, services []views.ServiceStatus) *views.Timeline {
+// runbook), the services' windows. running says the last session, which
+// has no end line, is still at work rather than killed.
+func timeline(title string, order []*phases.Phase, sessions []engine.LogSession, running bool, services []views.ServiceStatus) *views.Timeline {
 	tl := &views.Timeline{Title: title, Services: services}
 	checks := map[phases.Address]bool{}
 	for _, ph := range order {
@@ -119,8 +127,9 @@ func timeline(title string, order []*phases.Phase, sessions []engine.LogSession,
 			checks[c.Addr] = true
 		}
 	}
-	for _, s := range sessions {
-		tl.Sessions = append(tl.Sessions, views.TimelineSession{Command: s.Command, Start: s.Start, End: s.End, Ended: s.Ended, Killed: s.Killed})
+	for i, s := range sessions {
+		live := running && i == len(sessions)-1
+		tl.Sessions = append(tl.Sessions, views.TimelineSession{Command: s.Command, Start: s.Start, End: s.End, Ended: s.Ended, Killed: s.Killed && !live, Running: live})
 		for _, at := range s.Attempts {
 			// A step skipped, or marked reverted with nothing to undo,
 			// took no time and did nothing: no bar.
@@ -129,15 +138,16 @@ func timeline(title string, order []*phases.Phase, sessions []engine.LogSession,
 			}
 			tl.Bars = append(tl.Bars, views.TimelineBar{
 				Phase: at.Phase, Address: at.Addr.String(), Check: checks[at.Addr], Revert: at.Revert, Attempt: at.Attempt,
-				Start: at.Start, End: at.End, Outcome: outcome(at),
+				Start: at.Start, End: at.End, Outcome: outcome(at, live),
 			})
 		}
 	}
 	return tl
 }
 
-// outcome is how the report names the end of an attempt.
-func outcome(at engine.LogAttempt) views.Outcome {
+// outcome is how the report names the end of an attempt (of a session
+// still at work when live).
+func outcome(at engine.LogAttempt, live bool) views.Outcome {
 	switch at.Outcome {
 	case engine.StepDone:
 		return views.OutcomeDone
@@ -156,7 +166,10 @@ func outcome(at engine.LogAttempt) views.Outcome {
 	case engine.StepRevertFailed:
 		return views.OutcomeRevertFailed
 	}
-	if at.Killed {
+	switch {
+	case at.Killed && live:
+		return views.OutcomeRunning
+	case at.Killed:
 		return views.OutcomeKilled
 	}
 	return views.OutcomeUnknown

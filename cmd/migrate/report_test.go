@@ -122,7 +122,8 @@ func readReport(t *testing.T, page []byte) (bars, sessions []string) {
 
 // TestReportKilledAndResumed: a run killed (SIGKILL) during a long step,
 // then run again: the report draws the first run killed, its step cut
-// off with it, and the second run resumed. The killed run's log has the
+// off with it, and the second run resumed; before the kill, while it
+// holds the lock, running. The killed run's log has the
 // step's start although no event followed it (the log is flushed on a
 // timer).
 func TestReportKilledAndResumed(t *testing.T) {
@@ -147,6 +148,12 @@ phase "A" {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// While it runs, holding the lock, it is drawn running, not killed.
+	r := run(t, dir, 0, "report", "--format", "html")
+	bars, sessions := readReport(t, []byte(r.stdout))
+	if len(bars) != 1 || bars[0] != "exec.long running" || len(sessions) != 1 || !strings.HasSuffix(sessions[0], "still running") || strings.Contains(r.stdout, `class="kill"`) {
+		t.Errorf("during the run: bars %q, sessions %q", bars, sessions)
+	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
@@ -154,8 +161,8 @@ phase "A" {
 	}
 	run(t, dir, 0, "run", "--all", "--auto-approve")
 
-	r := run(t, dir, 0, "report", "--format", "html")
-	bars, sessions := readReport(t, []byte(r.stdout))
+	r = run(t, dir, 0, "report", "--format", "html")
+	bars, sessions = readReport(t, []byte(r.stdout))
 	if len(bars) != 2 || bars[0] != "exec.long killed" || (bars[1] != "exec.long done" && bars[1] != "exec.long adopted") {
 		t.Errorf("bars %q", bars)
 	}
