@@ -678,7 +678,7 @@ func writeTimelineSVG(w io.Writer, t *Timeline) {
 		if s.Killed {
 			xk := l.scale.x(s.End)
 			fmt.Fprintf(w, `  <g class="kill"><title>%s</title><line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#c0392b" stroke-width="2" stroke-dasharray="5 3"/></g>`+"\n",
-				svgEsc(fmt.Sprintf("%s killed: its log ends at %s UTC without saying how it ended", s.Command, s.End.UTC().Format("15:04:05.000"))),
+				svgEsc(s.Command+" killed: "+killText(t.Sessions, i)),
 				px(xk), px(l.sessY+2), px(xk), px(l.lanesBottom))
 		}
 	}
@@ -702,6 +702,17 @@ func writeTimelineSVG(w io.Writer, t *Timeline) {
 	fmt.Fprintf(w, `<rect x="%s" y="%s" width="24" height="10" rx="5" fill="#888"/><text x="%s" y="%s">check</text>`, px(x), px(ly), px(x+28), px(ly+9))
 	fmt.Fprintln(w, "</g>")
 	fmt.Fprintln(w, "</svg>")
+}
+
+// killText says what is known of session i's kill: its log's last time,
+// and the next session's start, before which it died.
+func killText(ss []TimelineSession, i int) string {
+	s := ss[i]
+	text := fmt.Sprintf("its log ends at %s UTC without an end line", s.End.UTC().Format("15:04:05.000"))
+	if i+1 < len(ss) {
+		text += fmt.Sprintf("; it died before %s UTC, when the next %s started", ss[i+1].Start.UTC().Format("15:04:05"), ss[i+1].Command)
+	}
+	return text
 }
 
 // px writes a coordinate with at most one decimal.
@@ -800,7 +811,7 @@ code { font-size: 0.95em; }
 			ended, class := s.Ended, ""
 			switch {
 			case s.Killed:
-				ended, class = "killed (its log has no end)", ` class="killed"`
+				ended, class = "killed: "+killText(t.Sessions, i), ` class="killed"`
 			case s.Running:
 				ended = "still running"
 			}
