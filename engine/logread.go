@@ -66,7 +66,10 @@ const maxEndText = 1 << 10
 // ReadLog reads one event log: name is its file name (logs/<UTC
 // time>-<command>.log), which gives the command. A line it cannot read is
 // skipped, as are the indented lines that continue an event (its error,
-// a diff); it fails only when no line has a time.
+// a diff); it fails only when no line has a time. Every line with a time
+// counts for the session's start and end, the session's own (TIME alive,
+// written while nothing else is, TIME end: TEXT) too: a killed command's
+// End is when it last wrote, within a couple of seconds of its death.
 func ReadLog(name string, r io.Reader) (LogSession, error) {
 	ls := LogSession{Command: logCommand(name), Killed: true}
 	open := map[string]int{} // address -> index in ls.Attempts of its open attempt

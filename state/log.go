@@ -38,6 +38,7 @@ type Log struct {
 	f       *os.File // nil until Open
 	buf     *bufio.Writer
 	flushed time.Time
+	written time.Time // the last Write
 	path    string
 	err     error // the first write error; later writes are dropped
 	// timer flushes what a write left in buf once logFlushEvery has
@@ -126,6 +127,7 @@ func (l *Log) Write(p []byte) (int, error) {
 	if l.f == nil || l.closed {
 		return len(p), nil
 	}
+	l.written = time.Now()
 	if l.err == nil {
 		_, l.err = l.buf.Write(p)
 	}
@@ -137,6 +139,20 @@ func (l *Log) Write(p []byte) (int, error) {
 		l.timer = time.AfterFunc(logFlushEvery, l.flushLate)
 	}
 	return len(p), nil
+}
+
+// Idle is how long ago the last write was (since Open when none was);
+// 0 before Open and after Close.
+func (l *Log) Idle() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil || l.closed {
+		return 0
+	}
+	if l.written.IsZero() {
+		return time.Since(l.flushed)
+	}
+	return time.Since(l.written)
 }
 
 // flushLate flushes what writes left buffered (the timer's).

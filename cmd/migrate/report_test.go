@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -66,6 +67,33 @@ phase "B" {
 		t.Errorf("report: %s", r)
 	}
 	run(t, dir, 1, "report", "--format", "png")
+}
+
+// waitLog waits until the only run log of the runbook in dir holds every
+// text in order, with a generous deadline.
+func waitLog(t *testing.T, dir string, texts ...string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		logs, _ := filepath.Glob(filepath.Join(dir, ".migrate", "logs", "*-run.log"))
+		if len(logs) == 1 {
+			b, _ := os.ReadFile(logs[0])
+			rest, ok := string(b), true
+			for _, x := range texts {
+				_, rest, ok = strings.Cut(rest, x)
+				if !ok {
+					break
+				}
+			}
+			if ok {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the log does not have %q after 30s: %v", texts, logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // readReport reads the report's page: its bars ("ADDRESS OUTCOME", as
@@ -135,25 +163,15 @@ phase "A" {
 `})
 	cmd, out, errb := start(t, dir, "run", "--all", "--auto-approve")
 	waitFile(t, filepath.Join(dir, "started"), out, errb)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		logs, _ := filepath.Glob(filepath.Join(dir, ".migrate", "logs", "*-run.log"))
-		if len(logs) == 1 {
-			if b, _ := os.ReadFile(logs[0]); bytes.Contains(b, []byte("step_started phase=A exec.long")) {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the log has no start of exec.long after 30s: %v", logs)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitLog(t, dir, "step_started phase=A exec.long")
 	// While it runs, holding the lock, it is drawn running, not killed.
 	r := run(t, dir, 0, "report", "--format", "html")
 	bars, sessions := readReport(t, []byte(r.stdout))
 	if len(bars) != 1 || bars[0] != "exec.long running" || len(sessions) != 1 || !strings.HasSuffix(sessions[0], "still running") || strings.Contains(r.stdout, `class="kill"`) {
 		t.Errorf("during the run: bars %q, sessions %q", bars, sessions)
 	}
+	// Killed once the log says it lived on after the step started.
+	waitLog(t, dir, "step_started phase=A exec.long", " alive\n")
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
@@ -165,6 +183,15 @@ phase "A" {
 	bars, sessions = readReport(t, []byte(r.stdout))
 	if len(bars) != 2 || bars[0] != "exec.long killed" || (bars[1] != "exec.long done" && bars[1] != "exec.long adopted") {
 		t.Errorf("bars %q", bars)
+	}
+	// The killed attempt lasts until the run's last sign of life, seconds
+	// after the step started.
+	m := regexp.MustCompile(`<td><code>exec.long</code></td><td>[^<]*</td><td>([^<]*)</td><td>killed</td>`).FindStringSubmatch(r.stdout)
+	if len(m) != 2 {
+		t.Fatalf("no killed attempt of exec.long in the table:\n%s", r.stdout)
+	}
+	if d, err := time.ParseDuration(m[1]); err != nil || d < 2*time.Second {
+		t.Errorf("the killed attempt lasts %q, not until the run's last alive line:\n%s", m, r.stdout)
 	}
 	if len(sessions) != 2 || !strings.Contains(sessions[0], "killed") || !strings.HasPrefix(sessions[1], "run (resumed) ") {
 		t.Errorf("sessions %q", sessions)
