@@ -593,7 +593,7 @@ func writeTimelineSVG(w io.Writer, t *Timeline) {
 			fmt.Fprintf(w, `    <text x="%s" y="%s" text-anchor="middle">%s</text>`+"\n", px(x), px(axisY+17), svgEsc(label))
 		}
 	}
-	fmt.Fprintf(w, `    <text x="%s" y="%s" fill="#555">UTC</text></g>`+"\n", px(plotEnd+6), px(axisY+17))
+	fmt.Fprintf(w, `    <text x="%d" y="%s" fill="#555">UTC</text></g>`+"\n", tlPad+4, px(axisY+17))
 	for i := 1; i < len(l.scale.segs); i++ {
 		prev, g := l.scale.segs[i-1], l.scale.segs[i]
 		x0 := l.scale.x(prev.to)
