@@ -28,7 +28,8 @@ func (a *app) reportCommand() *cobra.Command {
 runs and rollbacks) tell as a timeline: each phase a lane, each attempt of
 a step a bar coloured by how it ended, each run and rollback marked where
 it started, a run killed (its log has no end) marked where its log ends
-and the next one marked resumed, and each service's window of downtime
+and the next one marked resumed (one still at work, holding the state's
+lock, is drawn running), and each service's window of downtime
 (from the state) shaded with its downtime and max_downtime. The svg format
 is one picture; html is a page with the picture and tables of the services
 and sessions. Neither needs anything else to be read: no script, font or
