@@ -104,6 +104,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzChunkedParse -fuzztime 60s ./runbooks/
 	$(GO) test -run '^$$' -fuzz FuzzGroups -fuzztime 60s ./runbooks/
 	$(GO) test -run '^$$' -fuzz FuzzRead -fuzztime 60s ./state/
+	$(GO) test -run '^$$' -fuzz FuzzReadLog -fuzztime 60s ./engine/
 	$(GO) test -run '^$$' -fuzz FuzzRender -fuzztime 60s ./scaffold/
 
 golden:

@@ -23,6 +23,9 @@
 // every difference. Input hashes are keyed (inputhash.go): a copy of the
 // state or of a plan does not let a weak secret be guessed offline.
 //
+// The event log the hooks write (hook.go, logText) is read back by
+// ReadLog (logread.go): sessions and step attempts, for the report.
+//
 // The engine knows providers only through providers.Interface, the state
 // only through state.Manager and the runbook only as phases values: it
 // never imports a concrete provider, HCL, or a view (tests/deps

@@ -38,14 +38,22 @@ type Log struct {
 	f       *os.File // nil until Open
 	buf     *bufio.Writer
 	flushed time.Time
+	written time.Time // the last Write
 	path    string
 	err     error // the first write error; later writes are dropped
+	// timer flushes what a write left in buf once logFlushEvery has
+	// passed, when no later write did (nil: none pending).
+	timer  *time.Timer
+	closed bool
 }
 
 // logFlushEvery bounds what a migrate killed outright (SIGKILL) leaves
 // out of its log: the state's journal, not the log, is what resumes a
 // run, so the log is written in blocks rather than one write per event
-// (10,000 steps make some 30,000 events).
+// (10,000 steps make some 30,000 events). What a write leaves buffered is
+// flushed at the latest logFlushEvery later, even when no event follows
+// (a run killed during a long step still has that step's start in its
+// log, which the report draws).
 const logFlushEvery = 200 * time.Millisecond
 
 // OpenLog creates a new log for command in the state directory dir and
@@ -116,9 +124,10 @@ func (l *Log) Path() string {
 func (l *Log) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.f == nil {
+	if l.f == nil || l.closed {
 		return len(p), nil
 	}
+	l.written = time.Now()
 	if l.err == nil {
 		_, l.err = l.buf.Write(p)
 	}
@@ -126,16 +135,50 @@ func (l *Log) Write(p []byte) (int, error) {
 		l.err = l.buf.Flush()
 		l.flushed = time.Now()
 	}
+	if l.err == nil && l.buf.Buffered() > 0 && l.timer == nil {
+		l.timer = time.AfterFunc(logFlushEvery, l.flushLate)
+	}
 	return len(p), nil
+}
+
+// Idle is how long ago the last write was (since Open when none was);
+// 0 before Open and after Close.
+func (l *Log) Idle() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil || l.closed {
+		return 0
+	}
+	if l.written.IsZero() {
+		return time.Since(l.flushed)
+	}
+	return time.Since(l.written)
+}
+
+// flushLate flushes what writes left buffered (the timer's).
+func (l *Log) flushLate() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.timer = nil
+	if l.closed || l.err != nil || l.buf.Buffered() == 0 {
+		return
+	}
+	l.err = l.buf.Flush()
+	l.flushed = time.Now()
 }
 
 // Close closes the log and reports the first failed write.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.f == nil {
+	if l.f == nil || l.closed {
 		return nil
 	}
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+	l.closed = true
 	if l.err == nil {
 		l.err = l.buf.Flush()
 	}

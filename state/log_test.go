@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -117,5 +118,32 @@ func TestLastErrorIsBounded(t *testing.T) {
 		if e := s.Steps[a].LastError; len(e) > MaxErrorBytes+100 || !strings.HasPrefix(e, huge[:MaxErrorBytes*3/4]+"… (") {
 			t.Errorf("%s: last_error of %d bytes, not cut", a, len(e))
 		}
+	}
+}
+
+// TestLogFlushesWithoutLaterWrites: an event written and followed by
+// none (a run killed during a long step) reaches the file within
+// logFlushEvery, without Close.
+func TestLogFlushesWithoutLaterWrites(t *testing.T) {
+	t.Parallel()
+	l, err := OpenLog(t.TempDir(), "run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.Write([]byte("2026-12-04T10:00:00Z step_started phase=A wait.long attempt=1\n"))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(l.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "step_started") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the event is not in the file after 10s: %q", b)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -1,7 +1,7 @@
 // Package views renders what cmd/migrate has to show: diagnostics, plans,
 // the live progress of a run or rollback (as a terminal view, plain lines or
-// a JSON event stream), the status of a migration, the graph of a runbook
-// and the raw state. Only views write to stdout; the commands in cmd/migrate
+// a JSON event stream), the status of a migration, the graph of a runbook,
+// the report's timeline of the runs (timeline.go) and the raw state. Only views write to stdout; the commands in cmd/migrate
 // parse flags, call the engine and hand the results here.
 //
 // Views never see a sensitive value in clear: the engine redacts events and

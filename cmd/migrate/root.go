@@ -39,6 +39,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.planCommand(),
 		a.runCommand(),
 		a.statusCommand(),
+		a.reportCommand(),
 		a.rollbackCommand(),
 		a.graphCommand(),
 		a.docsCommand(),

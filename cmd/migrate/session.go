@@ -28,6 +28,8 @@ type session struct {
 	e            *engine.Engine
 	log          *state.Log
 	began        bool
+	// aliveStop ends keepAlive, which closes aliveDone as it returns.
+	aliveStop, aliveDone chan struct{}
 
 	// lockLost is why the state's lock was lost during the command, nil
 	// while it was not (under mu).
@@ -88,7 +90,35 @@ func (s *session) begin() error {
 	}
 	s.began = true
 	s.watchLock(w)
+	s.keepAlive()
 	return nil
+}
+
+// aliveEvery: a command whose log had no line for this long writes one,
+// TIME alive, so that the log of a command killed (SIGKILL) while a long
+// step waited says until when it lived: the report draws the kill there,
+// not where the step started.
+const aliveEvery = 2 * time.Second
+
+// keepAlive writes an alive line into the log after every aliveEvery
+// without a line, until close.
+func (s *session) keepAlive() {
+	s.aliveStop, s.aliveDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(s.aliveDone)
+		t := time.NewTicker(aliveEvery / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.aliveStop:
+				return
+			case <-t.C:
+				if s.log.Idle() >= aliveEvery {
+					fmt.Fprintf(s.log, "%s alive\n", time.Now().UTC().Format(time.RFC3339Nano))
+				}
+			}
+		}
+	}()
 }
 
 // watchLock cancels the command at once when w's lock is lost, as a
@@ -126,6 +156,10 @@ func (s *session) close(err *error) {
 	}
 	s.mu.Unlock()
 	s.rv.Finish()
+	if s.aliveStop != nil {
+		close(s.aliveStop)
+		<-s.aliveDone
+	}
 	if s.began {
 		fmt.Fprintf(s.log, "%s end: %s\n", time.Now().UTC().Format(time.RFC3339Nano), endText(*err))
 		if lerr := s.log.Close(); lerr != nil {
