@@ -332,8 +332,13 @@ func (d *demo) script(ctx context.Context) error {
 		return err
 	}
 	for _, ph := range demoPhases[3:4] {
-		d.v.Say("Phase %s", ph)
-		if err := d.run(ctx, false, "run", "--phase", ph, "--auto-approve"); err != nil {
+		hs := []string{"run", "--phase", ph, "--auto-approve"}
+		d.v.Say("Phase %s, killed (SIGKILL, as a power cut would) while Samba's new release starts: the old smbd is stopped already", ph)
+		if err := d.runKilled(ctx, "helm_release.samba: started", hs...); err != nil {
+			return err
+		}
+		d.v.Say("The same command resumes it: Samba's window of downtime counts from the first run's stop, not from this one")
+		if err := d.run(ctx, false, hs...); err != nil {
 			return err
 		}
 	}
@@ -365,6 +370,12 @@ func (d *demo) script(ctx context.Context) error {
 	}
 	if err := d.run(ctx, false, "status"); err != nil {
 		return err
+	}
+	d.v.Say("The move drawn as a timeline, for a browser: each phase a lane, each step a bar, each service's downtime shaded, the kill and the failure marked")
+	for _, format := range []string{"html", "svg"} {
+		if err := d.run(ctx, false, "report", "--format", format, "--output", filepath.Join(d.dir, "timeline."+format)); err != nil {
+			return err
+		}
 	}
 	d.v.Say("And the way back: every phase undone, the old VMs started again")
 	if err := d.run(ctx, false, "rollback", "--auto-approve"); err != nil {
@@ -404,6 +415,44 @@ func (d *demo) run(ctx context.Context, wantFail bool, args ...string) error {
 	case err != nil:
 		return fmt.Errorf("migrate %s: %w", strings.Join(args, " "), err)
 	}
+	return nil
+}
+
+// runKilled runs migrate as run does and kills it (SIGKILL: no handler
+// runs, as in a power cut) once it printed a line holding trigger; it
+// must not end on its own before that.
+func (d *demo) runKilled(ctx context.Context, trigger string, args ...string) error {
+	if d.a.noColor {
+		args = append(args, "--no-color")
+	}
+	d.v.Command("migrate", args)
+	cmd := exec.Command(d.migrate, args...)
+	cmd.Dir, cmd.Env, cmd.Stdin, cmd.Stderr = d.runbook, d.env, nil, os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	killed := false
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fmt.Fprintln(os.Stdout, sc.Text())
+		if !killed && strings.Contains(sc.Text(), trigger) {
+			killed = cmd.Process.Kill() == nil
+		}
+	}
+	_, _ = io.Copy(io.Discard, out)
+	err = cmd.Wait()
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case !killed:
+		return fmt.Errorf("migrate %s ended (%v) before it printed %q, where the demo kills it", strings.Join(args, " "), err, trigger)
+	}
+	d.v.Say("Killed: %v", err)
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package examples
 
 import (
+	"encoding/xml"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,6 +39,7 @@ func TestDemo(t *testing.T) {
 		"# helm_release.jellyfin moved to group.jellyfin.helm_release.app",
 		"Plan: 0 to create, 0 to update, 0 drifted",
 		"22 records moved to their steps' new addresses",
+		"Killed: signal: killed", // host-services, during Samba's cutover
 		"Phase host-services complete",
 		"check http_check.federation: failed",
 		"Phase ingress-matrix failed",
@@ -81,6 +83,21 @@ func TestDemo(t *testing.T) {
 	for _, svc := range []string{"jellyfin", "frigate", "samba", "matrix"} {
 		if !regexp.MustCompile(`(?m)^  ` + svc + ` +down [0-9][0-9.hms]* +20`).MatchString(text) {
 			t.Errorf("the demo's status shows no measured downtime of %s", svc)
+		}
+	}
+	// The timeline, for a browser: the SVG is well-formed XML, the page
+	// holds it, and both show the kill and every service's window.
+	for _, name := range []string{"timeline.svg", "timeline.html"} {
+		page := string(must(os.ReadFile(filepath.Join(dir, name))))
+		svg := page[strings.Index(page, "<svg"):]
+		svg = svg[:strings.Index(svg, "</svg>")+len("</svg>")]
+		if err := xml.Unmarshal([]byte(svg), new(struct{})); err != nil {
+			t.Errorf("%s: its SVG is not well-formed: %v", name, err)
+		}
+		for _, want := range []string{"killed", "resumed run", "jellyfin: down", "samba: down", "matrix: down", "helm_release.samba"} {
+			if !strings.Contains(page, want) {
+				t.Errorf("%s lacks %q", name, want)
+			}
 		}
 	}
 	// The rehearsal's Job ran on the lab's node: its file is on the data
