@@ -312,6 +312,12 @@ func applySync(ctx context.Context, c *call, s syncSpec, _ struct{}, prior *sdk.
 		}
 	}
 	intend := func() error { return sdk.Intend(c, syncUndo(inv)) }
+	// A destination the step makes is the step's to remove; a final
+	// pass that finds none is a cold copy.
+	inv.Remove = inv.Remove || !s.Final || inv.Created
+	if err := intend(); err != nil {
+		return syncApply{Diagnostics: errorf("Cannot Record The Copy", "%s: what the copy is about to do could not be recorded in the state before it is done (%v); nothing was changed.", c.Addr, err)}
+	}
 	g := &incusGuest{c: c, inst: s.Instance, timeout: s.timeout,
 		started: func(op string) error { inv.Operation = op; return intend() },
 		ended:   func() { inv.Operation = "" },
@@ -319,7 +325,7 @@ func applySync(ctx context.Context, c *call, s syncSpec, _ struct{}, prior *sdk.
 	p := syncParams{src: s.Source, dst: s.Destination, final: s.Final, critical: s.Critical,
 		logf: func(format string, args ...any) { logf(c, format, args...) },
 		intend: func(cold bool) error {
-			inv.Remove = !s.Final || cold || inv.Remove
+			inv.Remove = inv.Remove || cold
 			return intend()
 		}}
 	res, err := syncPass(ctx, g, p)

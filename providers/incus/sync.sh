@@ -46,6 +46,8 @@ C() {
 	if [ -f "$t" ] && [ ! -L "$t" ]; then
 		hs=$(sum "$s") hd=$(sum "$t")
 	fi
+	# mv onto a link to a directory, or a directory, would move into it.
+	if [ -L "$d" ] || [ -d "$d" ]; then rm -rf "$d" || fail "$1"; fi
 	mv -f "$t" "$d" || fail "$1"
 	printf 'C\0%s\0%s\0%s\0%s\0%s\0' "$1" "$hs" "$hd" "$ss" "$(st "$d")"
 }

@@ -202,6 +202,41 @@ func TestSyncLocalHostileNames(t *testing.T) {
 	}
 }
 
+// A link to a directory in the destination replaced by a file or by
+// another link: the copy replaces the link, never writes into the
+// directory it points to.
+func TestSyncLocalReplacesLinks(t *testing.T) {
+	root := t.TempDir()
+	src, dst := filepath.Join(root, "src"), filepath.Join(root, "dst")
+	files(t, src, map[string]string{"v1/a": "1", "v2/a": "2", "cur": "a file first"})
+	if err := os.Symlink("v1", filepath.Join(src, "ln")); err != nil {
+		t.Fatal(err)
+	}
+	g := &localGuest{}
+	mustPass(t, g, src, dst, false)
+	// Now cur is a link to a directory, and ln points elsewhere.
+	os.Remove(filepath.Join(src, "cur"))
+	os.Symlink("v1", filepath.Join(src, "cur"))
+	os.Remove(filepath.Join(src, "ln"))
+	os.Symlink("v2", filepath.Join(src, "ln"))
+	mustPass(t, g, src, dst, true)
+	// And back: cur a file again, over the link to v1.
+	os.Remove(filepath.Join(src, "cur"))
+	files(t, src, map[string]string{"cur": "a file again"})
+	mustPass(t, g, src, dst, false)
+	mustPass(t, g, src, dst, true)
+	if got := read(t, filepath.Join(dst, "cur")); got != "a file again" {
+		t.Errorf("cur = %q", got)
+	}
+	if tg, _ := os.Readlink(filepath.Join(dst, "ln")); tg != "v2" {
+		t.Errorf("ln -> %q, want v2", tg)
+	}
+	entries, _ := os.ReadDir(filepath.Join(dst, "v1"))
+	if len(entries) != 1 {
+		t.Errorf("dst/v1 holds %d entries, want 1 (a copy went through a link): %v", len(entries), entries)
+	}
+}
+
 func TestSyncLocalColdFinal(t *testing.T) {
 	root := t.TempDir()
 	src, dst := filepath.Join(root, "src"), filepath.Join(root, "dst")
