@@ -252,3 +252,29 @@ find /srv/app -exec touch -d '`+old+`' {} +`)
 		b.Logf("final pass after a warm pass: %s; cold: %s; ratio %.3f (%.1fx faster)", warm.Round(time.Millisecond), cold.Round(time.Millisecond), warm.Seconds()/cold.Seconds(), cold.Seconds()/warm.Seconds())
 	}
 }
+
+// A final pass with no warm pass before it is a cold copy: it copies
+// everything, verifies, and its rollback removes what it made.
+func TestSyncColdFinalAndRead(t *testing.T) {
+	c := client(t)
+	p := provider(t, nil)
+	name := launch(t, c, "sync", true, nil)
+	sh(t, c, name, `set -e; mkdir -p /srv/app/d; echo 1 > /srv/app/a; echo 2 > /srv/app/d/b`)
+	final := newStep(t, p, incus.Sync, "final", syncCfg(name, "/srv/app", "/srv/copy", true))
+	r := final.mustApply(nil, nil)
+	if got := outInt(t, r, "copied_files"); got != 2 {
+		t.Errorf("cold final pass copied %d files, want 2", got)
+	}
+	// Interrupted, a pass is applied again; done, it is left alone.
+	if o := p.Read(ctxT(t, time.Minute), providers.ReadRequest{Type: incus.Sync, Addr: final.addr, Config: final.cfg, Prior: priorOf(r), InFlight: true}).Observation; o != providers.Absent {
+		t.Errorf("in-flight read: %v, want absent", o)
+	}
+	if o := final.read(priorOf(r)).Observation; o != providers.Unknown {
+		t.Errorf("read: %v, want unknown", o)
+	}
+	wantContains(t, "revert description", r.Revert.Description, "remove the copy /srv/copy")
+	final.revert(r.Revert)
+	if got := sh(t, c, name, "ls /srv"); strings.TrimSpace(got) != "app" {
+		t.Errorf("after the cold final pass's rollback /srv holds %q, want only app", got)
+	}
+}
