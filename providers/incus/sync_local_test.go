@@ -254,6 +254,7 @@ func TestParseListingRefuses(t *testing.T) {
 		"lines":         {"R 0", "N 2", "./a", "./b", "81a4 1 1 0 0", "Z"},
 		"cut":           {"R 0", "N 1", "./a", "81a4 1 1 0 0"},
 		"count":         {"R 0", "N 99999999999", "Z"},
+		"overflow":      {"R 0", "N 9223372036854775807", "./a", "Z"},
 		"negative size": {"R 0", "N 1", "./a", "81a4 -1 1 0 0", "Z"},
 		"twice":         {"R 0", "N 1", "./a", "81a4 1 1 0 0", "N 1", "./a", "81a4 1 1 0 0", "Z"},
 		"unknown":       {"R 0", "Q", "Z"},

@@ -75,7 +75,8 @@ func (b *boundedBuf) Write(p []byte) (int, error) {
 func runHelper(ctx context.Context, g guest, args ...string) ([]string, error) {
 	out := &boundedBuf{max: maxSyncOutput}
 	if err := g.run(ctx, helper(args...), out); err != nil {
-		return nil, err
+		// What it said before it failed (an E record names the file).
+		return strings.Split(strings.TrimSuffix(out.String(), "\x00"), "\x00"), err
 	}
 	if out.over {
 		return nil, fmt.Errorf("the instance answered more than %d MiB to %s: refused", maxSyncOutput>>20, args[0])
@@ -213,7 +214,7 @@ func parseListing(recs []string, roots int) (*listing, error) {
 			}
 		case "N":
 			k, err := strconv.Atoi(arg)
-			if err != nil || k < 1 || cur < 0 || l.trees[cur] == nil || i+k >= len(recs) {
+			if err != nil || k < 1 || k > maxSyncEntries || cur < 0 || l.trees[cur] == nil || i+k >= len(recs) {
 				return bad("a batch of %s names", strconv.Quote(arg))
 			}
 			names, lines := recs[i:i+k], strings.Split(recs[i+k], "\n")
