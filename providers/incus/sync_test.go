@@ -1,6 +1,7 @@
 package incus_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -277,4 +278,47 @@ func TestSyncColdFinalAndRead(t *testing.T) {
 	if got := sh(t, c, name, "ls /srv"); strings.TrimSpace(got) != "app" {
 		t.Errorf("after the cold final pass's rollback /srv holds %q, want only app", got)
 	}
+}
+
+// A run killed during the warm pass: the helper goes on in the
+// instance; the pass applied again (as the in-flight read makes the
+// engine do) waits for it, goes on from what it copied, and the final
+// pass verifies.
+func TestSyncKilledWarmPassResumes(t *testing.T) {
+	c := client(t)
+	p := provider(t, nil)
+	name := launch(t, c, "sync", true, nil)
+	sh(t, c, name, `set -e; mkdir -p /srv/app; cd /srv/app
+i=0; while [ $i -lt 60 ]; do dd if=/dev/urandom of=f$i bs=1M count=2 2>/dev/null; i=$((i+1)); done
+find /srv/app -exec touch -d '`+old+`' {} +`)
+	warm := newStep(t, p, incus.Sync, "warm", syncCfg(name, "/srv/app", "/srv/copy", false))
+	ctx, cancel := context.WithCancel(context.Background())
+	// Killed once the copies started: the temporary names show up.
+	go func() {
+		defer cancel()
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			if code, _ := execIn(t, c, name, "sh", "-c", "ls -a /srv/copy | grep -q migrate-tmp"); code == 0 {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	r, log := warm.apply(ctx, nil, nil)
+	t.Logf("killed warm pass: %v\n%s", r.Diagnostics.Err(), log)
+	if !r.Diagnostics.HasErrors() {
+		t.Skip("the warm pass finished before it could be killed")
+	}
+	if r.Revert == nil || !strings.Contains(string(r.Revert.Data), `"operation"`) {
+		t.Fatalf("the killed pass's revert data does not keep its helper's operation: %+v", r.Revert)
+	}
+	again := warm.mustApply(nil, priorOf(r))
+	if got := outInt(t, again, "files"); got != 60 {
+		t.Errorf("files = %d, want 60", got)
+	}
+	f := newStep(t, p, incus.Sync, "final", syncCfg(name, "/srv/app", "/srv/copy", true)).mustApply(nil, nil)
+	if got := outInt(t, f, "copied_files"); got != 0 {
+		t.Errorf("the final pass copied %d files, want 0 (the resumed warm pass copied them all)", got)
+	}
+	warm.revert(again.Revert)
 }
