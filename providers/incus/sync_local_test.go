@@ -237,6 +237,26 @@ func TestSyncLocalReplacesLinks(t *testing.T) {
 	}
 }
 
+// A difference names 20 files, then a count.
+func TestSyncLocalNamesTwentyThenCounts(t *testing.T) {
+	root := t.TempDir()
+	src, dst := filepath.Join(root, "src"), filepath.Join(root, "dst")
+	fs := map[string]string{}
+	for i := range 25 {
+		fs[fmt.Sprintf("f%02d", i)] = "x"
+	}
+	files(t, src, fs)
+	g := &localGuest{}
+	mustPass(t, g, src, dst, false)
+	for i := range 25 {
+		os.Remove(filepath.Join(dst, fmt.Sprintf("f%02d", i)))
+	}
+	_, err := pass(t, g, src, dst, true)
+	if err == nil || !strings.Contains(err.Error(), `"f19"; and 5 more`) || strings.Contains(err.Error(), `"f20"`) {
+		t.Errorf("final pass: %v; want 20 names then \"and 5 more\"", err)
+	}
+}
+
 func TestSyncLocalColdFinal(t *testing.T) {
 	root := t.TempDir()
 	src, dst := filepath.Join(root, "src"), filepath.Join(root, "dst")
