@@ -812,7 +812,7 @@ func removedWith(removed map[string]bool, rel string) bool {
 func tampered(m *manifest, D ltree) *names {
 	var n names
 	for rel, d := range D {
-		if rel == "" || isTmp(rel) {
+		if rel == "" || isTmp(rel) || d.kind() == 'o' { // a socket or a fifo: never copied, not recorded
 			continue
 		}
 		e := m.entries[rel]
