@@ -118,6 +118,9 @@ func canary(t *testing.T, newProvider func() providers.Interface) {
 	if err := c.PushFile(ctxT(t, 10*time.Second), box, "/root/key-"+s, incusapi.FilePut{Content: strings.NewReader("key " + s + "\n")}); err != nil {
 		t.Fatal(err)
 	}
+	if code, out := execIn(t, c, box, "sh", "-c", `mkdir -p "/root/sync-$0" && echo "$0" > "/root/sync-$0/f-$0"`, s); code != 0 {
+		t.Fatalf("making the sync source: %s", out)
+	}
 	log := applyLog{mu: &sync.Mutex{}, failed: map[string][]string{}}
 	h := providertest.Harness{Dir: dir, New: func() providers.Interface {
 		l := log
@@ -150,6 +153,8 @@ func canary(t *testing.T, newProvider func() providers.Interface) {
 		// back into an age file named after it.
 		{Type: incus.File, Secrets: secret, Config: obj(map[string]cty.Value{"instance": str(box), "source": str("secret.conf"), "destination": sens("/root/" + s)})},
 		{Type: incus.File, Secrets: secret, Config: obj(map[string]cty.Value{"instance": str(box), "direction": str("pull"), "source": sens("/root/key-" + s), "destination": sens("key-" + s + ".age")})},
+		// A tree synced whose paths and file names hold the secret.
+		{Type: incus.Sync, Secrets: secret, Config: obj(map[string]cty.Value{"instance": str(box), "source": sens("/root/sync-" + s), "destination": sens("/root/sync-copy-" + s), "final": cty.True})},
 		// Failing steps: the daemon's errors name the secret.
 		{Type: incus.Exec, Secrets: secret, Config: obj(map[string]cty.Value{
 			"instance": str(box), "command": list("sh", "-c", "echo bad $TOKEN; exit 4"), "env": cty.MapVal(map[string]cty.Value{"TOKEN": sens(s)}),

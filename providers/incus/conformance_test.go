@@ -39,6 +39,9 @@ func TestConformance(t *testing.T) {
 	if err := c.PushFile(ctxT(t, 10*time.Second), box, "/root/pull.conf", incusapi.FilePut{Content: strings.NewReader("pulled\n")}); err != nil {
 		t.Fatal(err)
 	}
+	if code, out := execIn(t, c, box, "sh", "-c", "mkdir -p /root/sync-src/d && echo one > /root/sync-src/a && echo two > /root/sync-src/d/b"); code != 0 {
+		t.Fatalf("making /root/sync-src: %s", out)
+	}
 	providertest.Run(t, providertest.Harness{
 		Dir: local,
 		New: func() providers.Interface { return incus.New() },
@@ -59,6 +62,7 @@ func TestConformance(t *testing.T) {
 				"creates": str("/root/made"), "revert": list("rm", "-f", "/root/made"), "env": strMap(map[string]string{"A": "b"}),
 			})},
 			{Type: incus.File, Reversible: true, Config: obj(map[string]cty.Value{"instance": str(box), "source": str("push.conf"), "destination": str("/root/push.conf"), "mode": str("0600")})},
+			{Type: incus.Sync, Reversible: true, Config: obj(map[string]cty.Value{"instance": str(box), "source": str("/root/sync-src"), "destination": str("/root/sync-copy"), "critical": list("*.db")})},
 			{Type: incus.Device, Reversible: true, Config: obj(map[string]cty.Value{"instance": str(box), "name": str("conf-data"),
 				"device": strMap(map[string]string{"type": "disk", "pool": "default", "source": devVol, "path": "/mnt/conf"})})},
 			{Type: incus.File, Reversible: true, Config: obj(map[string]cty.Value{"instance": str(box), "direction": str("pull"), "source": str("/root/pull.conf"), "destination": str("pulled.conf")})},
@@ -77,6 +81,9 @@ func TestConformance(t *testing.T) {
 	}
 	if readIn(t, c, box, "/root/runs") != "run\n" || stat(t, c, box, "/root/made") != nil || stat(t, c, box, "/root/push.conf") != nil {
 		t.Errorf("incus_exec ran %q times (want once), or a revert left /root/made or /root/push.conf", readIn(t, c, box, "/root/runs"))
+	}
+	if stat(t, c, box, "/root/sync-copy") != nil || stat(t, c, box, "/root/sync-copy.migrate-manifest") != nil {
+		t.Errorf("the warm pass's revert left its copy or its manifest")
 	}
 	if i := inst(t, c, box); i.Devices["conf-data"] != nil {
 		t.Errorf("the attached device was not detached: %v", i.Devices)

@@ -103,6 +103,23 @@
 //     instance and the directory. Every local write of a pull goes
 //     through an os.Root at the destination's directory, so no name and
 //     no local link leads outside it.
+//   - incus_sync: copies a directory tree to another inside one instance
+//     (the old VM's data onto the volume attached to it) with the
+//     instance's own tools, through sync.sh, embedded and run with sh -c
+//     over the exec API as incus_exec runs its commands (sync.go). The
+//     warm pass runs while the service does; the final pass, once it is
+//     stopped, copies only what changed and verifies (sync_pass.go). Go
+//     decides, the script lists (find and one stat per batch of names),
+//     hashes and copies: its records are NUL-terminated, bounded, parsed
+//     without trusting them, each name checked to be one under its root;
+//     the operations go back to it as a work file of single-quoted names
+//     written through the files API (the exec API's JSON cannot carry a
+//     name that is not UTF-8). The manifest beside the destination
+//     (DEST.migrate-manifest) keeps each file's size, mtime and SHA-256
+//     on both sides, so the final pass hashes only what changed since,
+//     and the critical files; it also tells a destination something else
+//     changed between the passes, and marks what a pass is changing
+//     before it does, so that a killed pass is not taken for that.
 //
 // The cleanup guard: deleting an instance marked keep_for_rollback is
 // refused at plan time unless the step says retain_until and that date has

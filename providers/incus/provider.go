@@ -68,7 +68,7 @@ func New() *Provider {
 			}
 			return nil
 		},
-		Steps: []sdk.Step[*conn]{instanceStep, stateStep, snapshotStep, volumeStep, execStep, fileStep, deviceStep},
+		Steps: []sdk.Step[*conn]{instanceStep, stateStep, snapshotStep, volumeStep, execStep, fileStep, syncStep, deviceStep},
 		Scrub: func(*conn) *secret.Scrubber { return &secret.Scrubber{Min: minSecret} },
 	}
 }
