@@ -27,6 +27,7 @@ type syncSpec struct {
 	Final       bool     `cty:"final" doc:"false (default): the warm pass, while the service runs: copies every file whose size, mtime, mode or owner differs from the destination's (new ones too), but the critical ones, and records the manifest; deletes nothing. true: the final pass, once the service is stopped: copies what differs, and every critical file whose SHA-256 differs; deletes what the source no longer has; then verifies that both trees have the same paths, types, sizes, SHA-256 and link targets, failing with the files that differ before the new service starts. It fails too if the destination was changed since the warm pass. The manifest trusts size and mtime: a file whose size and mtime are those the last pass recorded is taken to have the content it hashed then (a critical file is always hashed again)."`
 	Critical    []string `cty:"critical" doc:"Shell-style globs of the files copied only in the final pass and always compared by SHA-256 there (databases: never copied from a live file), such as [\"*.db\", \"data/*.db-wal\"]. A glob without \"/\" matches a file's name at any depth; one with \"/\" its whole path relative to the source."`
 	Timeout     string   `cty:"timeout" doc:"How long each command of the pass may run in the instance, \"2h\" by default."`
+	AfterWarm   bool     `cty:"after_warm" doc:"Final pass only: a warm pass of the same source and destination runs before this one (true), so a plan made before it ran expects this pass to copy the critical files and 1% of the rest (the plan says so), not the whole tree, in the service's window of downtime. Once a warm pass's manifest is there, the plan expects that whatever this says."`
 
 	timeout time.Duration
 }
@@ -118,6 +119,9 @@ func validateSync(c *call, s *syncSpec) phases.Diagnostics {
 		bad("The source %s of %s is inside its destination %s: the final pass would delete it.", src, c.Addr, dst)
 	case within(src, dst+manifestSuffix), within(src, dst+workSuffix):
 		bad("The source %s of %s is where the destination's manifest is kept (%s%s).", src, c.Addr, dst, manifestSuffix)
+	}
+	if s.AfterWarm && !s.Final {
+		bad("The \"after_warm\" attribute of %s is for a final pass (final = true): a warm pass is the one it comes after.", c.Addr)
 	}
 	for i, g := range s.Critical {
 		if _, err := path.Match(g, ""); err != nil || g == "" || strings.HasPrefix(g, "/") {
@@ -231,6 +235,7 @@ func planSync(ctx context.Context, c *call, s syncSpec, _ *sdk.Prior[struct{}, s
 		fmt.Fprintf(&b, "+ warm pass %s (the service may run): copy what differs, critical files aside", where)
 	}
 	g := &incusGuest{c: c, inst: s.Instance, timeout: min(s.timeout, planSize)}
+	var copyBytes int64
 	all, crit, ok, err := sizeOf(ctx, g, s.Source, s.Critical)
 	switch {
 	case err != nil:
@@ -247,6 +252,9 @@ func planSync(ctx context.Context, c *call, s syncSpec, _ *sdk.Prior[struct{}, s
 				b.WriteString(" (left for the final pass)")
 			}
 		}
+		var why string
+		copyBytes, why = expectedCopy(ctx, c, s, all.bytes, crit.bytes)
+		fmt.Fprintf(&b, "\n  expected to copy: %s (%s)", humanBytes(copyBytes), why)
 	}
 	fmt.Fprintf(&b, "\n  manifest: %s%s", s.Destination, manifestSuffix)
 	if s.Final {
@@ -254,7 +262,28 @@ func planSync(ctx context.Context, c *call, s syncSpec, _ *sdk.Prior[struct{}, s
 	} else {
 		fmt.Fprintf(&b, "\n  rollback: remove %s (if this step made it) and its manifest", s.Destination)
 	}
-	return sdk.Plan[struct{}]{Diff: b.String()}
+	return sdk.Plan[struct{}]{Diff: b.String(), CopyBytes: copyBytes}
+}
+
+// assumedChange is the share of a tree a final pass expects to find
+// changed since its warm pass, when planned before the warm pass ran.
+const assumedChange = 0.01
+
+// expectedCopy is what a pass expects to copy, for the plan's estimate of
+// the service's window, and why: a warm pass, all but the critical files;
+// a final pass after a warm one (its manifest is there, or after_warm),
+// the critical files and assumedChange of the rest; a cold final pass,
+// the whole tree.
+func expectedCopy(ctx context.Context, c *call, s syncSpec, all, crit int64) (int64, string) {
+	if !s.Final {
+		return all - crit, "all but the critical files, at most"
+	}
+	_, err := c.Settings.c.StatFile(ctx, s.Instance, s.Destination+manifestSuffix)
+	warm := err == nil
+	if !warm && !s.AfterWarm {
+		return all, "a cold copy: no warm pass before it"
+	}
+	return crit + int64(assumedChange*float64(all-crit)), fmt.Sprintf("the critical files and, assumed, %g%% of the rest changed since the warm pass", assumedChange*100)
 }
 
 // humanBytes is a size in decimal units: "312.4 MB".

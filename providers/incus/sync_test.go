@@ -66,7 +66,10 @@ find /var/lib/app -exec touch -h -d '`+old+`' {} +`)
 	const src, dst = "/var/lib/app", "/mnt/data/apps/app.partial"
 	warm := newStep(t, p, incus.Sync, "warm", syncCfg(name, src, dst, false, "*.db"))
 	plan := warm.mustPlan(nil)
-	wantContains(t, "warm plan", plan.Diff, "warm pass", "source: 29 B in 4 files; critical: 1 files, 12 B (left for the final pass)", dst+".migrate-manifest")
+	wantContains(t, "warm plan", plan.Diff, "warm pass", "source: 29 B in 4 files; critical: 1 files, 12 B (left for the final pass)", dst+".migrate-manifest", "expected to copy: 17 B (all but the critical files, at most)")
+	if plan.CopyBytes != 17 {
+		t.Errorf("the warm pass expects to copy %d bytes, want 17 (all but the database)", plan.CopyBytes)
+	}
 	w := warm.mustApply(plan.Private, nil)
 	if got := outInt(t, w, "copied_files"); got != 3 {
 		t.Errorf("warm pass copied %d files, want 3 (the database left)", got)
@@ -84,7 +87,12 @@ rm /var/lib/app/sub/gone.txt
 echo 'database v2' > /var/lib/app/db/main.db
 touch -d '`+old+`' /var/lib/app/db/main.db`)
 	final := newStep(t, p, incus.Sync, "final", syncCfg(name, src, dst, true, "*.db"))
-	f := final.mustApply(final.mustPlan(nil).Private, nil)
+	fp := final.mustPlan(nil)
+	// The warm pass's manifest is there: the database and 1% of the rest.
+	if want := int64(12); fp.CopyBytes != want { // 12 B of database, 1% of 24 B rounds to 0
+		t.Errorf("the final pass after a warm one expects to copy %d bytes, want %d\n%s", fp.CopyBytes, want, fp.Diff)
+	}
+	f := final.mustApply(fp.Private, nil)
 	if got := outInt(t, f, "copied_files"); got != 3 {
 		t.Errorf("final pass copied %d files, want 3 (a.txt, new.txt, the database)", got)
 	}
@@ -183,6 +191,9 @@ func TestSyncRefusedPaths(t *testing.T) {
 	}
 	s := newStep(t, p, incus.Sync, "glob", syncCfg("any", "/a", "/b", false, "[x"))
 	wantDiag(t, s.plan(nil).Diagnostics, "Invalid Attribute Value", "critical")
+	warmAfter := syncCfg("any", "/a", "/b", false)
+	warmAfter["after_warm"] = cty.True
+	wantDiag(t, newStep(t, p, incus.Sync, "warm", warmAfter).plan(nil).Diagnostics, "Invalid Attribute Value", "for a final pass")
 }
 
 func TestSyncPlanUnreachableInstance(t *testing.T) {
@@ -260,7 +271,16 @@ func TestSyncColdFinalAndRead(t *testing.T) {
 	c := client(t)
 	p := provider(t, nil)
 	name := launch(t, c, "sync", true, nil)
-	sh(t, c, name, `set -e; mkdir -p /srv/app/d; echo 1 > /srv/app/a; echo 2 > /srv/app/d/b`)
+	sh(t, c, name, `set -e; mkdir -p /srv/app/d; head -c 1000 /dev/zero > /srv/app/a; echo 2 > /srv/app/d/b`)
+	// Planned: a cold pass copies the whole tree; one said to come after
+	// a warm pass (that has not run yet) 1% of it.
+	cold := newStep(t, p, incus.Sync, "final", syncCfg(name, "/srv/app", "/srv/copy", true)).mustPlan(nil)
+	afterCfg := syncCfg(name, "/srv/app", "/srv/copy", true)
+	afterCfg["after_warm"] = cty.True
+	after := newStep(t, p, incus.Sync, "final", afterCfg).mustPlan(nil)
+	if cold.CopyBytes != 1002 || after.CopyBytes != 10 {
+		t.Errorf("expected copies: cold %d, want 1002; after a warm pass %d, want 10\n%s\n%s", cold.CopyBytes, after.CopyBytes, cold.Diff, after.Diff)
+	}
 	final := newStep(t, p, incus.Sync, "final", syncCfg(name, "/srv/app", "/srv/copy", true))
 	r := final.mustApply(nil, nil)
 	if got := outInt(t, r, "copied_files"); got != 2 {
