@@ -304,8 +304,8 @@ func (d *demo) script(ctx context.Context) error {
 	if err := d.run(ctx, false, "plan"); err != nil {
 		return err
 	}
-	first := demoPhases[:3]
-	d.v.Say("The first phases run with the runbook as it was written before groups: main.hcl with every step written out")
+	first := demoPhases[:2]
+	d.v.Say("The rehearsal and the platform run with the runbook as it was written before groups: main.hcl with every step written out")
 	err := d.beforeGroups(func() error {
 		for _, ph := range first {
 			d.v.Say("Phase %s", ph)
@@ -329,6 +329,10 @@ func (d *demo) script(ctx context.Context) error {
 		plan = append(plan, "--phase", ph)
 	}
 	if err := d.run(ctx, false, plan...); err != nil {
+		return err
+	}
+	d.v.Say("Phase data-apps: each app's data copied onto the data volume while it still runs (the warm pass); then it stops, and only what changed is copied and both trees' manifests compared (the final pass)")
+	if err := d.run(ctx, false, "run", "--phase", "data-apps", "--auto-approve"); err != nil {
 		return err
 	}
 	for _, ph := range demoPhases[3:4] {

@@ -551,6 +551,10 @@ phase "data-apps" {
     depends_on = [incus_device.services_data, kubernetes_namespace.media]
     name       = "jellyfin"
     instance   = var.services_vm
+    data = { # Debian's jellyfin package; its SQLite databases once it is stopped
+      lib    = { source = "/var/lib/jellyfin", critical = ["*.db", "*.db-wal", "*.db-shm"] }
+      config = { source = "/etc/jellyfin" }
+    }
     stop       = ["systemctl", "stop", "jellyfin"]
     start      = ["systemctl", "start", "jellyfin"]
     export     = file("scripts/jellyfin-export.sh")
@@ -582,6 +586,7 @@ phase "data-apps" {
     depends_on = [incus_device.services_data, kubernetes_namespace.media]
     name       = "frigate"
     instance   = var.services_vm
+    data       = { config = { source = "/opt/frigate/config", critical = ["*.db", "*.db-wal", "*.db-shm"] } }
     stop       = var.frigate_install == "compose" ? ["docker", "compose", "-p", "frigate", "stop"] : ["systemctl", "stop", "frigate"]
     start      = var.frigate_install == "compose" ? ["docker", "compose", "-p", "frigate", "start"] : ["systemctl", "start", "frigate"]
     export     = file("scripts/frigate-export.sh")

@@ -82,7 +82,7 @@ func TestConformance(t *testing.T) {
 	if readIn(t, c, box, "/root/runs") != "run\n" || stat(t, c, box, "/root/made") != nil || stat(t, c, box, "/root/push.conf") != nil {
 		t.Errorf("incus_exec ran %q times (want once), or a revert left /root/made or /root/push.conf", readIn(t, c, box, "/root/runs"))
 	}
-	if stat(t, c, box, "/root/sync-copy") != nil || stat(t, c, box, "/root/sync-copy.migrate-manifest") != nil {
+	if stat(t, c, box, "/root/sync-copy") != nil || stat(t, c, box, "/var/lib/migrate-sync/%2Froot%2Fsync-copy.manifest") != nil {
 		t.Errorf("the warm pass's revert left its copy or its manifest")
 	}
 	if i := inst(t, c, box); i.Devices["conf-data"] != nil {

@@ -114,8 +114,10 @@
 //     without trusting them, each name checked to be one under its root;
 //     the operations go back to it as a work file of single-quoted names
 //     written through the files API (the exec API's JSON cannot carry a
-//     name that is not UTF-8). The manifest beside the destination
-//     (DEST.migrate-manifest) keeps each file's size, mtime and SHA-256
+//     name that is not UTF-8). The manifest of the destination
+//     (/var/lib/migrate-sync/DEST-ESCAPED.manifest, on the instance's
+//     root disk: Incus' files API does not see a disk attached to a
+//     running container) keeps each file's size, mtime and SHA-256
 //     on both sides, so the final pass hashes only what changed since,
 //     and the critical files; it also tells a destination something else
 //     changed between the passes, and marks what a pass is changing

@@ -23,7 +23,7 @@ import (
 type syncSpec struct {
 	Instance    string   `cty:"instance" required:"true" doc:"The instance both trees are in (the old VM; it must be running)."`
 	Source      string   `cty:"source" required:"true" doc:"An absolute directory in the instance: the application's data, such as /var/lib/jellyfin."`
-	Destination string   `cty:"destination" required:"true" doc:"An absolute directory in the instance, neither inside the source nor containing it, such as /mnt/migrate-data/apps/jellyfin.partial on the attached data volume; made if missing. Its manifest is kept beside it as DESTINATION.migrate-manifest (never inside it)."`
+	Destination string   `cty:"destination" required:"true" doc:"An absolute directory in the instance, neither inside the source nor containing it, such as /mnt/migrate-data/apps/jellyfin.partial on the attached data volume; made if missing. Its manifest is kept on the instance's root disk, in /var/lib/migrate-sync/ (named after the destination, escaped): never inside it, and readable by Incus' files API even when the destination is on a disk attached to a running container. Neither source nor destination may be in /var/lib/migrate-sync."`
 	Final       bool     `cty:"final" doc:"false (default): the warm pass, while the service runs: copies every file whose size, mtime, mode or owner differs from the destination's (new ones too), but the critical ones, and records the manifest; deletes nothing. true: the final pass, once the service is stopped: copies what differs, and every critical file whose SHA-256 differs; deletes what the source no longer has; then verifies that both trees have the same paths, types, sizes, SHA-256 and link targets, failing with the files that differ before the new service starts. It fails too if the destination was changed since the warm pass. The manifest trusts size and mtime: a file whose size and mtime are those the last pass recorded is taken to have the content it hashed then (a critical file is always hashed again)."`
 	Critical    []string `cty:"critical" doc:"Shell-style globs of the files copied only in the final pass and always compared by SHA-256 there (databases: never copied from a live file), such as [\"*.db\", \"data/*.db-wal\"]. A glob without \"/\" matches a file's name at any depth; one with \"/\" its whole path relative to the source."`
 	Timeout     string   `cty:"timeout" doc:"How long each command of the pass may run in the instance, \"2h\" by default."`
@@ -41,7 +41,7 @@ type syncOut struct {
 	Manifest    string  `cty:"manifest"`
 }
 
-// syncRevert is how to undo a pass: remove the manifest beside the
+// syncRevert is how to undo a pass: remove the manifest of the
 // destination (a warm pass; a final one that made it), and the
 // destination itself when the step made it.
 type syncRevert struct {
@@ -117,8 +117,8 @@ func validateSync(c *call, s *syncSpec) phases.Diagnostics {
 		bad("The destination %s of %s is inside its source %s (or is it): the copy would copy itself.", dst, c.Addr, src)
 	case within(src, dst):
 		bad("The source %s of %s is inside its destination %s: the final pass would delete it.", src, c.Addr, dst)
-	case within(src, dst+manifestSuffix), within(src, dst+workSuffix):
-		bad("The source %s of %s is where the destination's manifest is kept (%s%s).", src, c.Addr, dst, manifestSuffix)
+	case within(src, syncStateDir), within(syncStateDir, src), within(dst, syncStateDir), within(syncStateDir, dst):
+		bad("The source %s and the destination %s of %s must stay clear of %s, where the copies' manifests are kept.", src, dst, c.Addr, syncStateDir)
 	}
 	if s.AfterWarm && !s.Final {
 		bad("The \"after_warm\" attribute of %s is for a final pass (final = true): a warm pass is the one it comes after.", c.Addr)
@@ -141,8 +141,8 @@ func validateSync(c *call, s *syncSpec) phases.Diagnostics {
 
 // incusGuest runs the helper through the exec API (record-output mode,
 // as incus_exec: the command finishes even if migrate is killed) and
-// reads and writes the files beside the destination through the files
-// API.
+// reads and writes its manifest and work files (manifestPath,
+// workPath) through the files API.
 type incusGuest struct {
 	c       *call
 	inst    string
@@ -256,7 +256,7 @@ func planSync(ctx context.Context, c *call, s syncSpec, _ *sdk.Prior[struct{}, s
 		copyBytes, why = expectedCopy(ctx, c, s, all.bytes, crit.bytes)
 		fmt.Fprintf(&b, "\n  expected to copy: %s (%s)", humanBytes(copyBytes), why)
 	}
-	fmt.Fprintf(&b, "\n  manifest: %s%s", s.Destination, manifestSuffix)
+	fmt.Fprintf(&b, "\n  manifest: %s", manifestPath(s.Destination))
 	if s.Final {
 		b.WriteString("\n  rollback: nothing (the warm pass's rollback removes the copy), unless no warm pass ran before it: then remove what it made")
 	} else {
@@ -278,7 +278,7 @@ func expectedCopy(ctx context.Context, c *call, s syncSpec, all, crit int64) (in
 	if !s.Final {
 		return all - crit, "all but the critical files, at most"
 	}
-	_, err := c.Settings.c.StatFile(ctx, s.Instance, s.Destination+manifestSuffix)
+	_, err := c.Settings.c.StatFile(ctx, s.Instance, manifestPath(s.Destination))
 	warm := err == nil
 	if !warm && !s.AfterWarm {
 		return all, "a cold copy: no warm pass before it"
@@ -310,7 +310,7 @@ func humanCount(n int64) string {
 }
 
 func syncUndo(inv syncRevert) *sdk.RevertData[syncRevert] {
-	m := inv.Destination + manifestSuffix
+	m := manifestPath(inv.Destination)
 	var desc string
 	switch {
 	case inv.Final && !inv.Remove:
@@ -412,13 +412,13 @@ func revertSync(ctx context.Context, c *call, a syncSpec, u sdk.Applied[syncReve
 		all = "1"
 	}
 	g := &incusGuest{c: c, inst: inst, timeout: timeout}
-	if err := g.run(ctx, helper("remove", dst, all), io.Discard); err != nil {
+	if err := g.run(ctx, helper("remove", dst, all, manifestPath(dst), workPath(dst)), io.Discard); err != nil {
 		return syncErr(c, syncSpec{Instance: inst, Source: a.Source, Destination: dst}, err)
 	}
 	if inv.Created {
-		logf(c, "removed %s and %s%s in %s", dst, dst, manifestSuffix, inst)
+		logf(c, "removed %s and %s in %s", dst, manifestPath(dst), inst)
 	} else {
-		logf(c, "removed %s%s in %s (%s was there before the copy: left)", dst, manifestSuffix, inst, dst)
+		logf(c, "removed %s in %s (%s was there before the copy: left)", manifestPath(dst), inst, dst)
 	}
 	return nil
 }

@@ -117,8 +117,8 @@ list) # STAMP ROOT...: the time (from STAMP, if not ""), then every entry under 
 	done
 	printf 'Z\0'
 	;;
-prep) # DEST: make it (and its parents)
-	mkdir -p "$2" || exit 4
+prep) # DEST STATE: make them (and their parents)
+	mkdir -p "$2" "$3" || exit 4
 	;;
 run) # WORK SRC DEST: the operations of the work file
 	SRC=$3 DEST=$4
@@ -126,9 +126,9 @@ run) # WORK SRC DEST: the operations of the work file
 	rm -f "$2"
 	printf 'Z\0'
 	;;
-remove) # DEST ALL: remove DEST's manifest and work file, and DEST itself if ALL is 1
+remove) # DEST ALL MANIFEST WORK: remove DEST's manifest and work file, and DEST itself if ALL is 1
 	if [ "$3" = 1 ]; then rm -rf "$2" || exit 4; fi
-	rm -f "$2.migrate-manifest" "$2.migrate-work" || exit 4
+	rm -f "$4" "$5" || exit 4
 	;;
 *)
 	echo "incus_sync helper: unknown command $1" >&2

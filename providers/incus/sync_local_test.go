@@ -66,10 +66,14 @@ func files(t *testing.T, dir string, fs map[string]string) {
 	}
 }
 
+// localState is where the local tests keep a destination's manifest:
+// beside the test's directories, not in the host's /var/lib.
+func localState(dst string) string { return filepath.Join(filepath.Dir(dst), "sync-state") }
+
 func pass(t *testing.T, g guest, src, dst string, final bool, crit ...string) (*syncResult, error) {
 	t.Helper()
 	var log strings.Builder
-	p := syncParams{src: src, dst: dst, final: final, critical: crit,
+	p := syncParams{src: src, dst: dst, state: localState(dst), final: final, critical: crit,
 		logf:   func(f string, a ...any) { fmt.Fprintf(&log, f+"\n", a...) },
 		intend: func(bool) error { return nil }}
 	r, err := syncPass(context.Background(), g, p)
@@ -116,8 +120,8 @@ func TestSyncLocalWarmThenFinal(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dst, "db/main.db")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the warm pass copied the critical file: %v", err)
 	}
-	if !strings.HasPrefix(read(t, dst+manifestSuffix), manifestMagic) {
-		t.Errorf("no manifest beside the destination")
+	if !strings.HasPrefix(read(t, syncParams{dst: dst, state: localState(dst)}.manifestPath()), manifestMagic) {
+		t.Errorf("no manifest of the destination")
 	}
 	// Between the passes: a changed file, a new one, a deleted one, and
 	// the database changed without changing its size or mtime.

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/url"
 	"path"
 	"slices"
 	"strconv"
@@ -29,8 +30,8 @@ var syncScript string
 // Suffixes of the files kept beside the destination (never inside it:
 // the destination becomes the application's directory).
 const (
-	manifestSuffix = ".migrate-manifest"
-	workSuffix     = ".migrate-work"
+	manifestSuffix = ".manifest"
+	workSuffix     = ".work"
 	tmpSuffix      = ".migrate-tmp"
 )
 
@@ -416,6 +417,9 @@ func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) 
 // syncParams is what a pass needs.
 type syncParams struct {
 	src, dst string
+	// state is the directory of the manifest and work files;
+	// "": syncStateDir.
+	state    string
 	final    bool
 	critical []string
 	logf     func(format string, args ...any)
@@ -538,7 +542,7 @@ func runWork(ctx context.Context, g guest, p syncParams, w *work, k known) (outc
 	if w.n == 0 {
 		return o, nil
 	}
-	wf := p.dst + workSuffix
+	wf := p.workPath()
 	if err := g.write(ctx, wf, []byte(w.b.String())); err != nil {
 		return o, fmt.Errorf("writing %s: %w", wf, err)
 	}
@@ -628,7 +632,7 @@ func validSum(s string) bool {
 // readManifest reads the manifest beside the destination: nil when there
 // is none or it is of another source (said in the log).
 func readManifest(ctx context.Context, g guest, p syncParams) (*manifest, error) {
-	mf := p.dst + manifestSuffix
+	mf := p.manifestPath()
 	b, ok, err := g.read(ctx, mf, maxManifestSize)
 	if err != nil || !ok {
 		return nil, err
@@ -648,10 +652,10 @@ func readManifest(ctx context.Context, g guest, p syncParams) (*manifest, error)
 // syncPass runs one pass: the warm pass (p.final false) or the final
 // one.
 func syncPass(ctx context.Context, g guest, p syncParams) (*syncResult, error) {
-	if _, err := runHelper(ctx, g, "prep", p.dst); err != nil {
+	if _, err := runHelper(ctx, g, "prep", p.dst, p.stateDir()); err != nil {
 		return nil, fmt.Errorf("making %s: %w", p.dst, err)
 	}
-	l, err := list(ctx, g, p.dst+workSuffix, p.src, p.dst)
+	l, err := list(ctx, g, p.workPath(), p.src, p.dst)
 	if err != nil {
 		return nil, err
 	}
@@ -837,7 +841,7 @@ func tampered(m *manifest, D ltree) *names {
 }
 
 func writeManifest(ctx context.Context, g guest, p syncParams, m *manifest) error {
-	mf := p.dst + manifestSuffix
+	mf := p.manifestPath()
 	if err := g.write(ctx, mf, m.encode()); err != nil {
 		return fmt.Errorf("writing %s: %w", mf, err)
 	}
@@ -920,7 +924,7 @@ func manifestOf(S ltree, k known, skip func(string) bool) summary {
 // what the pass does not know the content of at its current size and
 // mtime, and compares the two manifests.
 func verify(ctx context.Context, g guest, p syncParams, m *manifest, k known, res *syncResult) error {
-	l, err := list(ctx, g, p.dst+workSuffix, p.src, p.dst)
+	l, err := list(ctx, g, p.workPath(), p.src, p.dst)
 	if err != nil {
 		return err
 	}
@@ -1010,3 +1014,29 @@ func sizeOf(ctx context.Context, g guest, src string, globs []string) (all, crit
 
 // since is a pass's duration in seconds, to the millisecond.
 func since(t time.Time) float64 { return float64(time.Since(t).Milliseconds()) / 1000 }
+
+// syncStateDir is where, on the instance's own root disk, the passes keep
+// each destination's manifest and work file. Beside the destination they
+// would be on the data volume, and a disk attached to a running
+// container is hidden from Incus' files API, which reads the container's
+// root filesystem from the host (the exec API's commands see it).
+const syncStateDir = "/var/lib/migrate-sync"
+
+// manifestPath is where the manifest of the copy at dst is kept.
+func manifestPath(dst string) string { return syncParams{dst: dst}.manifestPath() }
+
+// workPath is where a pass's work file for dst is written.
+func workPath(dst string) string { return syncParams{dst: dst}.workPath() }
+
+func (p syncParams) stateDir() string {
+	if p.state != "" {
+		return p.state
+	}
+	return syncStateDir
+}
+
+func (p syncParams) manifestPath() string {
+	return p.stateDir() + "/" + url.PathEscape(p.dst) + manifestSuffix
+}
+
+func (p syncParams) workPath() string { return p.stateDir() + "/" + url.PathEscape(p.dst) + workSuffix }

@@ -66,7 +66,7 @@ find /var/lib/app -exec touch -h -d '`+old+`' {} +`)
 	const src, dst = "/var/lib/app", "/mnt/data/apps/app.partial"
 	warm := newStep(t, p, incus.Sync, "warm", syncCfg(name, src, dst, false, "*.db"))
 	plan := warm.mustPlan(nil)
-	wantContains(t, "warm plan", plan.Diff, "warm pass", "source: 29 B in 4 files; critical: 1 files, 12 B (left for the final pass)", dst+".migrate-manifest", "expected to copy: 17 B (all but the critical files, at most)")
+	wantContains(t, "warm plan", plan.Diff, "warm pass", "source: 29 B in 4 files; critical: 1 files, 12 B (left for the final pass)", "/var/lib/migrate-sync/%2Fmnt%2Fdata%2Fapps%2Fapp.partial.manifest", "expected to copy: 17 B (all but the critical files, at most)")
 	if plan.CopyBytes != 17 {
 		t.Errorf("the warm pass expects to copy %d bytes, want 17 (all but the database)", plan.CopyBytes)
 	}
@@ -234,7 +234,7 @@ find /srv/app -exec touch -d '`+old+`' {} +`)
 		d := time.Since(start)
 		b.StopTimer()
 		b.Logf("final pass onto %s: %s, %d of %d bytes copied", dst, d.Round(time.Millisecond), outInt(b, r, "copied_bytes"), outInt(b, r, "bytes"))
-		sh(b, c, name, "rm -rf "+dst+" "+dst+".migrate-manifest")
+		sh(b, c, name, "rm -rf "+dst+" /var/lib/migrate-sync")
 		b.StartTimer()
 		return d
 	}

@@ -14,7 +14,7 @@ import (
 
 // TestDemo runs `migrate-lab demo` as `make demo` does, in a directory of its
 // own: it exits 0 after every phase of examples/homelab ran against the
-// lab (the first three with the runbook as it was before groups, whose
+// lab (the first two with the runbook as it was before groups, whose
 // records today's carries: planned 0 to create), the injected federation failure stopped ingress-matrix and the
 // same command resumed it, every phase was rolled back and the three old
 // VMs run again with their data. No process of its lab is left.
@@ -34,11 +34,15 @@ func TestDemo(t *testing.T) {
 		"$ migrate plan",
 		"Phase rehearsal complete",
 		"Phase platform complete",
-		"Phase data-apps complete",
 		// Run with the runbook before groups; today's carries them.
-		"# helm_release.jellyfin moved to group.jellyfin.helm_release.app",
+		"# incus_instance.talos moved to group.node.incus_instance.vm",
 		"Plan: 0 to create, 0 to update, 0 drifted",
-		"22 records moved to their steps' new addresses",
+		"14 records moved to their steps' new addresses",
+		// The apps' data copied warm, then final and verified.
+		"group.jellyfin.incus_sync.warm[\"lib\"]: done",
+		"group.jellyfin.incus_exec.stop: done",
+		"group.jellyfin.incus_sync.final[\"lib\"]: done",
+		"Phase data-apps complete",
 		"Killed: signal: killed", // host-services, during Samba's cutover
 		"Phase host-services complete",
 		"check http_check.federation: failed",
@@ -63,10 +67,9 @@ func TestDemo(t *testing.T) {
 		at += i + len(want)
 	}
 	// No phase was done while one of its apps was down: each app answered
-	// its own health check, shown passing (data-apps runs with the runbook
-	// before groups: its checks have their names of then).
-	for _, want := range []string{"check http_check.jellyfin_health: done", "/health answered 200, its body containing \"Healthy\"",
-		"check http_check.frigate_health: done", "/api/version answered 200",
+	// its own health check, shown passing.
+	for _, want := range []string{"check group.jellyfin.http_check.health: done", "/health answered 200, its body containing \"Healthy\"",
+		"check group.frigate.http_check.health: done", "/api/version answered 200",
 		"check smb_check.samba_shares: done", ":445 lists files, IPC$, media, photos", ":445 opened media as ana: ",
 		"check http_check.synapse_client: done", "/_matrix/client/versions answered 200"} {
 		if !strings.Contains(text, want) {

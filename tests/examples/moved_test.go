@@ -16,7 +16,9 @@ import (
 // written out) is carried into today's runbook by its moved blocks. The
 // old one rehearsed and ran the platform and data-apps against the lab;
 // rewritten, the plan creates, updates and finds drifted nothing in those
-// phases, before and after a run makes the 22 moves.
+// phases, before and after a run makes the 22 moves, but the steps that
+// came after it: the apps' warm and final copies (incus_sync), which it
+// never had.
 func TestHomelabMovedFromBeforeGroups(t *testing.T) {
 	t.Parallel()
 	h, err := home.Start(t.Context(), home.Options{Dir: filepath.Join(t.TempDir(), "lab"), AddressBlock: 61})
@@ -55,12 +57,19 @@ func TestHomelabMovedFromBeforeGroups(t *testing.T) {
 		}
 	}
 	changes := regexp.MustCompile(`(?m)^  [+~!] .*$`)
+	newer := regexp.MustCompile(`^  \+ group\.(jellyfin|frigate)\.incus_sync\.(warm|final)\["(lib|config)"\] will run$`)
 	for i, when := range []string{"before the moves are made", "after a run made them"} {
 		plan := migrate("plan")
 		for _, ph := range ran {
 			_, section, _ := strings.Cut(plan, "\nPhase "+ph+" (")
 			section, _, _ = strings.Cut(section, "\nPhase ")
-			if c := changes.FindAllString(section, -1); len(c) > 0 {
+			var c []string
+			for _, line := range changes.FindAllString(section, -1) {
+				if i == 1 || !newer.MatchString(line) {
+					c = append(c, line)
+				}
+			}
+			if len(c) > 0 {
 				t.Errorf("%s, phase %s plans changes:\n%s", when, ph, strings.Join(c, "\n"))
 			}
 		}
@@ -71,8 +80,8 @@ func TestHomelabMovedFromBeforeGroups(t *testing.T) {
 					t.Errorf("the plan %s lacks %q", when, want)
 				}
 			}
-			if out := migrate("run", "--phase", "data-apps", "--auto-approve"); !strings.Contains(out, "Plan: 0 to create, 0 to update, 0 drifted") {
-				t.Errorf("the run that makes the moves changes something:\n%s", out)
+			if out := migrate("run", "--phase", "data-apps", "--auto-approve"); !strings.Contains(out, "Plan: 6 to create, 0 to update, 0 drifted") {
+				t.Errorf("the run that makes the moves changes something but the six copies:\n%s", out)
 			}
 		} else if strings.Contains(plan, "records moved") {
 			t.Errorf("the moves are planned again after a run made them:\n%s", plan)

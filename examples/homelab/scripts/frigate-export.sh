@@ -3,10 +3,13 @@ if [ -f /opt/frigate/docker-compose.yml ]; then
   rec=$(sed -n 's|^[[:space:]]*-[[:space:]]*["'\'']\{0,1\}\([^:"'\'']*\):/media/frigate.*|\1|p' /opt/frigate/docker-compose.yml)
   case "$rec" in "" | "$OLD_DATA/frigate" | "$OLD_DATA/frigate/") ;; *) echo "Frigate's recordings are in $rec (docker-compose.yml), not on the data volume ($OLD_DATA/frigate), where the new Frigate finds them: move them there first" >&2; exit 1 ;; esac
 fi
-mkdir -p /mnt/migrate-data/apps && cd /mnt/migrate-data/apps
-rm -rf frigate.partial
+cd /mnt/migrate-data/apps
 echo "configuration: config.yml ($(wc -l < /opt/frigate/config/config.yml) lines), database: frigate.db ($(du -h /opt/frigate/config/frigate.db | cut -f1))"
-cp -a /opt/frigate/config frigate.partial
+# The final pass's verified copy, put in place by renaming it.
+if [ -d frigate.sync/config ]; then
+  rm -rf frigate.partial && mv frigate.sync/config frigate.partial && rm -rf frigate.sync
+fi
+[ -d frigate.partial ] || { echo "the copy of /opt/frigate/config is gone from /mnt/migrate-data/apps: roll back data-apps and run it again" >&2; exit 1; }
 if [ -n "$HWACCEL" ]; then
   # The top-level ffmpeg.hwaccel_args only (a camera's own stays),
   # indented as the block is.

@@ -5,11 +5,17 @@ cat /var/lib/jellyfin/root/default/*/options.xml 2>/dev/null | sed -n 's|.*<Path
     { echo "Jellyfin's library $p is not under a path the new pod mounts ($(printf '%s\n' "$LIBRARIES" | paste -sd,)): add it to var.jellyfin_library_paths (migrate init reads them)" >&2; exit 1; }
   echo "library: $p"
 done
-mkdir -p /mnt/migrate-data/apps && cd /mnt/migrate-data/apps
-rm -rf jellyfin.partial && mkdir jellyfin.partial
+cd /mnt/migrate-data/apps
 echo "databases: $(ls /var/lib/jellyfin/data/*.db | wc -l) ($(du -ch /var/lib/jellyfin/data/*.db | tail -1 | cut -f1)), data: $(du -sh /var/lib/jellyfin | cut -f1), configuration: $(ls /etc/jellyfin | wc -l) files"
-cp -a /var/lib/jellyfin/. jellyfin.partial/
-mkdir -p jellyfin.partial/config && cp -a /etc/jellyfin/. jellyfin.partial/config/
+# The verified copies of the final passes, put in place by renaming (on
+# the data volume: nothing is copied again); a run killed after it finds
+# jellyfin.partial whole and goes on.
+if [ -d jellyfin.sync/lib ]; then
+  rm -rf jellyfin.partial
+  mv jellyfin.sync/lib jellyfin.partial && mv jellyfin.sync/config jellyfin.partial/config
+  rm -rf jellyfin.sync
+fi
+[ -d jellyfin.partial/config ] || { echo "the copies of /var/lib/jellyfin and /etc/jellyfin are gone from /mnt/migrate-data/apps: roll back data-apps and run it again" >&2; exit 1; }
 # The Debian paths, where a setting names one, are the image's.
 find jellyfin.partial/config jellyfin.partial/root -name '*.xml' -exec sed -i \
   -e 's|/etc/jellyfin|/config/config|g' -e 's|/var/lib/jellyfin|/config|g' \

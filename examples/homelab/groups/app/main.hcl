@@ -1,7 +1,9 @@
-# One application's move out of the old services VM: stopped (a database
-# copied while it writes is not a copy; rollback starts it again), its
-# data exported once onto the data volume (made aside, renamed when
-# whole; the marker in the old VM says it is done), released on the node,
+# One application's move out of the old services VM: its data copied
+# onto the data volume while it still runs (the warm pass), then stopped
+# (a database copied while it writes is not a copy; rollback starts it
+# again), only what changed copied and both trees' manifests compared
+# (the final pass), exported (the copy put in place and rewritten for the
+# pod; the marker in the old VM says it is done), released on the node,
 # and answering on its NodePort as a browser on the LAN reaches it.
 
 variable "name" {
@@ -12,6 +14,11 @@ variable "name" {
 variable "instance" {
   type        = string
   description = "The old VM it runs in."
+}
+
+variable "data" {
+  type        = map(object({ source = string, critical = optional(list(string), []) }))
+  description = "Its trees in the old VM, each copied to /mnt/migrate-data/apps/NAME.sync/KEY for the export script; critical: the files copied only once it is stopped, compared by SHA-256 (its databases)."
 }
 
 variable "stop" {
@@ -41,10 +48,30 @@ variable "health" {
   description = "What a browser on the LAN asks, and what the answer contains."
 }
 
+step "incus_sync" "warm" {
+  for_each    = var.data
+  instance    = var.instance
+  source      = each.value.source
+  destination = "/mnt/migrate-data/apps/${var.name}.sync/${each.key}"
+  critical    = each.value.critical
+}
+
 step "incus_exec" "stop" {
-  instance = var.instance
-  command  = var.stop
-  revert   = var.start
+  instance   = var.instance
+  command    = var.stop
+  revert     = var.start
+  depends_on = [incus_sync.warm]
+}
+
+step "incus_sync" "final" {
+  for_each    = var.data
+  instance    = var.instance
+  source      = each.value.source
+  destination = "/mnt/migrate-data/apps/${var.name}.sync/${each.key}"
+  critical    = each.value.critical
+  final       = true
+  after_warm  = true
+  depends_on  = [incus_exec.stop]
 }
 
 step "incus_exec" "export" {
@@ -52,9 +79,9 @@ step "incus_exec" "export" {
   env        = var.env
   command    = ["sh", "-c", var.export]
   creates    = "/root/.${var.name}-exported"
-  revert     = ["sh", "-c", "rm -rf /mnt/migrate-data/apps/${var.name} /mnt/migrate-data/apps/${var.name}.partial /root/.${var.name}-exported && { rmdir /mnt/migrate-data/apps 2>/dev/null || true; }"]
+  revert     = ["sh", "-c", "rm -rf /mnt/migrate-data/apps/${var.name} /mnt/migrate-data/apps/${var.name}.partial /mnt/migrate-data/apps/${var.name}.sync /root/.${var.name}-exported && { rmdir /mnt/migrate-data/apps 2>/dev/null || true; }"]
   timeout    = "1h"
-  depends_on = [incus_exec.stop]
+  depends_on = [incus_sync.final]
 }
 
 step "helm_release" "app" {
