@@ -95,7 +95,7 @@ depcheck:
 bench: services
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./state/ ./providers/local/
 	$(GO) test -run '^$$' -bench Checkpoint -benchtime 2000x -count 1 ./state/etcdstate/
-	$(GO) test -run '^$$' -bench 'StopStartCycle|PlanRelease|Evaluate20|SyncFinal' -benchtime 5x -count 1 \
+	$(GO) test -run '^$$' -bench 'StopStartCycle|PlanRelease|Evaluate20|SyncFinal|ServiceWindow' -benchtime 5x -count 1 \
 		./providers/incus/ ./providers/incus/incusapi/ ./providers/helm/ ./providers/helm/podsecurity/
 	$(GO) run ./bench/cmd/enginebench
 
