@@ -32,6 +32,9 @@ reverts = {
     "incus_file": {"description": "restore the files pushed to web", "data": {
         "push": True, "instance": "web", "root": "/etc/app", "created": ["/etc/app/new.conf"],
         "replaced": ["/etc/app/app.conf"], "kept": {"/etc/app/app.conf": "files/web-app.conf.age"}}},
+    "incus_sync": {"description": "remove the copy /srv/copy and its manifest in instance web", "data": {
+        "instance": "web", "destination": "/srv/copy", "final": True, "created": True, "remove": True,
+        "operation": "9a3c1f2e-1111-2222-3333-444455556666"}},
     "incus_instance": {"description": "restore instance web", "data": {
         "op": "restore", "instance": "web", "config": {"limits.cpu": "2", "user.note": None},
         "devices": {"root": {"type": "disk", "path": "/", "pool": "default"}},
