@@ -122,7 +122,13 @@ type estimator struct {
 	rate    *copyRate // once
 }
 
-// service is svc's expected window.
+// service is svc's expected window: each phase from its first stop's to
+// its serving check's scheduled as soon as its steps' dependencies allow
+// (as the walk runs them, parallelism aside); the window runs from the
+// first stop's start to the end of that phase, through each later one,
+// and then the check. Its terms are the steps of each phase's critical
+// path that end inside the window (of paths as long, one through the
+// service's own steps).
 func (est *estimator) service(svc *phases.Service) ServicePlan {
 	sp := ServicePlan{Name: svc.Name, Max: svc.MaxDowntime}
 	stops := map[phases.Address]bool{}
@@ -146,53 +152,95 @@ func (est *estimator) service(svc *phases.Service) ServicePlan {
 	}
 	own := descendants(est.e.phaseOrder[first:last+1], stops)
 	for i := first; i <= last; i++ {
-		steps := est.e.phaseOrder[i].Steps
+		sc := est.schedule(est.e.phaseOrder[i].Steps, own)
+		from := time.Duration(0)
 		if i == first {
-			steps = notNeededBy(steps, stops)
+			from = -1
+			for a := range stops {
+				if t, ok := sc.start[a]; ok && (from < 0 || t < from) {
+					from = t
+				}
+			}
 		}
-		terms := est.longestPath(steps, own)
-		sp.Terms = append(sp.Terms, terms...)
+		sp.Expected += max(0, sc.end-from)
+		for _, t := range sc.path {
+			if sc.start[t.Addr]+t.Expected > from {
+				sp.Terms = append(sp.Terms, t)
+			}
+		}
 	}
 	if serving != nil {
-		sp.Terms = append(sp.Terms, est.term(serving))
-	}
-	for _, t := range sp.Terms {
+		t := est.term(serving)
+		sp.Terms = append(sp.Terms, t)
 		sp.Expected += t.Expected
 	}
 	return sp
 }
 
-// notNeededBy are the steps that do not come before any of stops: the
-// stop steps themselves and whatever may run once they have started.
-func notNeededBy(steps []*phases.Step, stops map[phases.Address]bool) []*phases.Step {
-	byAddr := map[phases.Address]*phases.Step{}
+// phaseSchedule is a phase's steps scheduled as soon as they may start.
+type phaseSchedule struct {
+	start map[phases.Address]time.Duration
+	end   time.Duration  // when its last step ends
+	path  []EstimateTerm // the critical path to that end, in run order
+}
+
+// schedule starts each step once its dependencies in the phase ended,
+// each taking its expected time.
+func (est *estimator) schedule(steps []*phases.Step, own map[phases.Address]bool) phaseSchedule {
+	in := map[phases.Address]*phases.Step{}
 	for _, s := range steps {
-		byAddr[s.Addr] = s
+		in[s.Addr] = s
 	}
-	before := map[phases.Address]bool{}
-	var mark func(a phases.Address)
-	mark = func(a phases.Address) {
-		s := byAddr[a]
-		if s == nil {
-			return
+	type slot struct {
+		start, end time.Duration
+		own        bool // the path to its end goes through the service's own steps
+		prev       phases.Address
+		term       EstimateTerm
+	}
+	later := func(a, b *slot) bool { return b == nil || a.end > b.end || a.end == b.end && a.own && !b.own }
+	memo := map[phases.Address]*slot{}
+	var place func(s *phases.Step) *slot
+	place = func(s *phases.Step) *slot {
+		if sl, ok := memo[s.Addr]; ok {
+			return sl
 		}
+		sl := &slot{term: est.term(s)}
+		memo[s.Addr] = sl // the graph is acyclic: the loader says so
+		var last *slot
 		for _, d := range s.DependsOn {
-			if !before[d] {
-				before[d] = true
-				mark(d)
+			if ds := in[d]; ds != nil {
+				if dl := place(ds); later(dl, last) {
+					last, sl.prev = dl, d
+				}
 			}
 		}
+		if last != nil {
+			sl.start, sl.own = last.end, last.own
+		}
+		sl.end, sl.own = sl.start+sl.term.Expected, sl.own || own[s.Addr]
+		return sl
 	}
-	for a := range stops {
-		mark(a)
-	}
-	var out []*phases.Step
+	sc := phaseSchedule{start: map[phases.Address]time.Duration{}}
+	var final *slot
 	for _, s := range steps {
-		if !before[s.Addr] {
-			out = append(out, s)
+		sl := place(s)
+		sc.start[s.Addr] = sl.start
+		if later(sl, final) {
+			final = sl
 		}
 	}
-	return out
+	for sl := final; sl != nil; {
+		sc.path = append(sc.path, sl.term)
+		if sl.prev.IsZero() {
+			break
+		}
+		sl = memo[sl.prev]
+	}
+	slices.Reverse(sc.path)
+	if final != nil {
+		sc.end = final.end
+	}
+	return sc
 }
 
 // descendants are the stops and the steps of phs that depend on them,
@@ -212,62 +260,6 @@ func descendants(phs []*phases.Phase, stops map[phases.Address]bool) map[phases.
 	return own
 }
 
-// longestPath is the path through steps (their dependencies among them)
-// whose expected durations add up to the most, in run order; of paths as
-// long, one through the service's own steps.
-func (est *estimator) longestPath(steps []*phases.Step, own map[phases.Address]bool) []EstimateTerm {
-	in := map[phases.Address]*phases.Step{}
-	for _, s := range steps {
-		in[s.Addr] = s
-	}
-	type best struct {
-		total time.Duration
-		own   bool // the path goes through the service's own steps
-		prev  phases.Address
-		term  EstimateTerm
-	}
-	longer := func(a, b *best) bool { return b == nil || a.total > b.total || a.total == b.total && a.own && !b.own }
-	memo := map[phases.Address]*best{}
-	var finish func(s *phases.Step) *best
-	finish = func(s *phases.Step) *best {
-		if b, ok := memo[s.Addr]; ok {
-			return b
-		}
-		b := &best{term: est.term(s)}
-		memo[s.Addr] = b // the graph is acyclic: the loader says so
-		var longest *best
-		for _, d := range s.DependsOn {
-			if ds := in[d]; ds != nil {
-				if db := finish(ds); longer(db, longest) {
-					longest, b.prev = db, d
-				}
-			}
-		}
-		b.total, b.own = b.term.Expected, own[s.Addr]
-		if longest != nil {
-			b.total += longest.total
-			b.own = b.own || longest.own
-		}
-		return b
-	}
-	var end *best
-	for _, s := range steps {
-		if b := finish(s); longer(b, end) {
-			end = b
-		}
-	}
-	var path []EstimateTerm
-	for b := end; b != nil; {
-		path = append(path, b.term)
-		if b.prev.IsZero() {
-			break
-		}
-		b = memo[b.prev]
-	}
-	slices.Reverse(path)
-	return path
-}
-
 // term is how long s is expected to take: nothing when the plan leaves it
 // as it is; a copy's bytes at the copy rate measured here; its own last
 // run; the median of its provider's steps (or checks) run here; else an
@@ -279,12 +271,22 @@ func (est *estimator) term(s *phases.Step) EstimateTerm {
 		return t
 	}
 	if sp := est.planned[s.Addr]; sp != nil && sp.CopyBytes > 0 {
+		// Its bytes at the rate measured here, on top of what such a
+		// step takes anyway (listing, hashing, starting commands).
 		n := float64(sp.CopyBytes)
 		r := est.copyRate()
-		t.Expected = time.Duration(n / r.bytesPerSecond * float64(time.Second))
-		t.Basis = fmt.Sprintf("copy: %s at %s/s, %s", bytesText(n), bytesText(r.bytesPerSecond), r.basis)
+		base := est.measured(s)
+		t.Expected = base.Expected + time.Duration(n/r.bytesPerSecond*float64(time.Second))
+		t.Basis = fmt.Sprintf("copy: %s at %s/s, %s; and %s as %s", bytesText(n), bytesText(r.bytesPerSecond), r.basis, roundDuration(base.Expected), strings.TrimPrefix(base.Basis, "measured: "))
 		return t
 	}
+	return est.measured(s)
+}
+
+// measured is how long s is expected to take by the steps run here: its
+// own last run, else the median of its closest kin, else an assumption.
+func (est *estimator) measured(s *phases.Step) EstimateTerm {
+	t := EstimateTerm{Addr: s.Addr}
 	if rec := est.snap.Steps[s.Addr.String()]; rec != nil && rec.Status == state.Done && took(rec) > 0 {
 		t.Expected, t.Basis = took(rec), "measured: its last run"
 		return t
