@@ -119,7 +119,8 @@ type estimator struct {
 	e       *Engine
 	snap    *state.Snapshot
 	planned map[phases.Address]*StepPlan
-	rate    *copyRate // once
+	rate    *copyRate                  // once
+	byKin   map[string][]time.Duration // once
 }
 
 // service is svc's expected window: each phase from its first stop's to
@@ -246,14 +247,23 @@ func (est *estimator) schedule(steps []*phases.Step, own map[phases.Address]bool
 // descendants are the stops and the steps of phs that depend on them,
 // directly or not.
 func descendants(phs []*phases.Phase, stops map[phases.Address]bool) map[phases.Address]bool {
+	dependents := map[phases.Address][]phases.Address{}
+	for _, ph := range phs {
+		for _, s := range ph.Steps {
+			for _, d := range s.DependsOn {
+				dependents[d] = append(dependents[d], s.Addr)
+			}
+		}
+	}
 	own := maps.Clone(stops)
-	for grew := true; grew; {
-		grew = false
-		for _, ph := range phs {
-			for _, s := range ph.Steps {
-				if !own[s.Addr] && slices.ContainsFunc(s.DependsOn, func(d phases.Address) bool { return own[d] }) {
-					own[s.Addr], grew = true, true
-				}
+	queue := slices.Collect(maps.Keys(stops))
+	for len(queue) > 0 {
+		a := queue[0]
+		queue = queue[1:]
+		for _, d := range dependents[a] {
+			if !own[d] {
+				own[d] = true
+				queue = append(queue, d)
 			}
 		}
 	}
@@ -299,16 +309,13 @@ func (est *estimator) measured(s *phases.Step) EstimateTerm {
 	// The closest kin measured here: steps of its type, else of its
 	// provider; for a check, else any check (checks wait for what they
 	// check).
-	for _, kin := range []struct {
-		what string
-		is   func(o *phases.Step) bool
-	}{
-		{kind + "s of type " + s.Addr.Type, func(o *phases.Step) bool { return o.Addr.Type == s.Addr.Type }},
-		{kind + "s of the " + provider + " provider", func(o *phases.Step) bool { p, _, _ := strings.Cut(o.Provider, "."); return p == provider }},
-		{"checks", func(o *phases.Step) bool { return s.IsCheck() }},
+	for _, kin := range []struct{ what, key string }{
+		{kind + "s of type " + s.Addr.Type, kind + " type " + s.Addr.Type},
+		{kind + "s of the " + provider + " provider", kind + " provider " + provider},
+		{"checks", kind + " any"},
 	} {
-		if d, n := est.median(s, kin.is); n > 0 {
-			t.Expected, t.Basis = d, fmt.Sprintf("measured: the median of %d %s run here", n, kin.what)
+		if ds := est.kin()[kin.key]; len(ds) > 0 && (kin.what != "checks" || s.IsCheck()) {
+			t.Expected, t.Basis = ds[len(ds)/2], fmt.Sprintf("measured: the median of %d %s run here", len(ds), kin.what)
 			return t
 		}
 	}
@@ -316,23 +323,32 @@ func (est *estimator) measured(s *phases.Step) EstimateTerm {
 	return t
 }
 
-// median is the median duration of the done steps other than s, of its
-// kind (step or check), that is says are kin; n: how many.
-func (est *estimator) median(s *phases.Step, is func(*phases.Step) bool) (time.Duration, int) {
-	var durations []time.Duration
-	for _, other := range est.e.steps {
-		if other.IsCheck() != s.IsCheck() || other.Addr == s.Addr || !is(other) {
+// kin are the durations of the done steps (and checks) run here, sorted,
+// by what they are: "step type T", "step provider P", "check any"...;
+// worked out once per plan.
+func (est *estimator) kin() map[string][]time.Duration {
+	if est.byKin != nil {
+		return est.byKin
+	}
+	est.byKin = map[string][]time.Duration{}
+	for _, s := range est.e.steps {
+		rec := est.snap.Steps[s.Addr.String()]
+		if rec == nil || rec.Status != state.Done || took(rec) <= 0 {
 			continue
 		}
-		if rec := est.snap.Steps[other.Addr.String()]; rec != nil && rec.Status == state.Done && took(rec) > 0 {
-			durations = append(durations, took(rec))
+		kind := "step"
+		if s.IsCheck() {
+			kind = "check"
+		}
+		provider, _, _ := strings.Cut(s.Provider, ".")
+		for _, key := range []string{kind + " type " + s.Addr.Type, kind + " provider " + provider, kind + " any"} {
+			est.byKin[key] = append(est.byKin[key], took(rec))
 		}
 	}
-	if len(durations) == 0 {
-		return 0, 0
+	for _, ds := range est.byKin {
+		slices.Sort(ds)
 	}
-	slices.Sort(durations)
-	return durations[len(durations)/2], len(durations)
+	return est.byKin
 }
 
 // took is how long a done record's last apply took.
