@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,8 +39,9 @@ type EstimateTerm struct {
 }
 
 // Copy steps say, in their plan, how many bytes they will copy
-// (providers.PlanResponse.CopyBytes) and, once done, in their outputs,
-// how many they copied in how long (CopiedBytes, CopySeconds): the
+// (providers.PlanResponse.CopyBytes) and, once done, in their outputs
+// or facts, how many they copied in how long (CopiedBytes, CopySeconds;
+// a rehearsal's Job that measured the data volume, in its facts): the
 // estimate divides the one by the rate of the others.
 const (
 	CopiedBytes = "copied_bytes"
@@ -389,16 +391,11 @@ func (est *estimator) copyRate() copyRate {
 	var bytes, seconds float64
 	n := 0
 	for _, rec := range est.snap.Steps {
-		if rec.Status != state.Done || len(rec.Outputs) == 0 {
+		if rec.Status != state.Done {
 			continue
 		}
-		v, _, err := decodeOutputs(rec.Outputs)
-		if err != nil {
-			continue
-		}
-		b, okB := numberAttr(v, CopiedBytes)
-		s, okS := numberAttr(v, CopySeconds)
-		if okB && okS && b >= minMeasuredCopy && s > 0 {
+		b, s, ok := copied(rec)
+		if ok && b >= minMeasuredCopy && s > 0 {
 			bytes, seconds, n = bytes+b, seconds+s, n+1
 		}
 	}
@@ -408,6 +405,21 @@ func (est *estimator) copyRate() copyRate {
 	}
 	est.rate = &r
 	return r
+}
+
+// copied is what a record says it copied, in how long: its outputs
+// (incus_sync's), else its facts (what a rehearsal's Job measured).
+func copied(rec *state.StepRecord) (bytes, seconds float64, ok bool) {
+	if v, _, err := decodeOutputs(rec.Outputs); len(rec.Outputs) > 0 && err == nil {
+		b, okB := numberAttr(v, CopiedBytes)
+		s, okS := numberAttr(v, CopySeconds)
+		if okB && okS {
+			return b, s, true
+		}
+	}
+	b, errB := strconv.ParseFloat(rec.Facts[CopiedBytes], 64)
+	s, errS := strconv.ParseFloat(rec.Facts[CopySeconds], 64)
+	return b, s, errB == nil && errS == nil
 }
 
 // bytesText writes a size as people read it: 312.4 MB.

@@ -45,9 +45,13 @@ func TestPlanExpectsServiceWindows(t *testing.T) {
 	h := newHarness(t)
 	b := estimateRunbook(0)
 	h.fake.ApplyFn = func(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
-		if req.Addr.Name == "sample_copy" {
-			// 200 MB in 2s: 100 MB/s.
+		switch req.Addr.Name {
+		case "sample_copy":
+			// 200 MB in 2s: 100 MB/s, as a copy's outputs say.
 			return providers.ApplyResponse{Outputs: cty.ObjectVal(map[string]cty.Value{"copied_bytes": cty.NumberIntVal(200e6), "seconds": cty.NumberIntVal(2)})}
+		case "measure":
+			// 100 MB in 1s, as a Job's facts say (its termination message).
+			return providers.ApplyResponse{Outputs: cty.EmptyObjectVal, Facts: map[string]string{"copied_bytes": "100000000", "seconds": "1"}}
 		}
 		return providers.ApplyResponse{Outputs: cty.EmptyObjectVal}
 	}
@@ -84,7 +88,7 @@ func TestPlanExpectsServiceWindows(t *testing.T) {
 	}
 	want := []string{
 		"stop 4s measured: the median of 2 steps of type fake_step run here",
-		"copy 7s copy: 300.0 MB at 100.0 MB/s, measured: 1 copy run here; and 4s as the median of 2 steps of type fake_step run here",
+		"copy 7s copy: 300.0 MB at 100.0 MB/s, measured: 2 copies run here; and 4s as the median of 2 steps of type fake_step run here",
 		"release 4s measured: the median of 2 steps of type fake_step run here",
 		"serving 10s assumed: no check of its type or provider has run here yet",
 	}

@@ -518,6 +518,28 @@ phase "rehearsal" {
     }
     depends_on = [kubernetes_namespace.rehearsal_media]
   }
+  # The data volume's copy rate, as a pod of the rehearsal node writes it:
+  # the plan's estimates of the services' downtime read it (its facts).
+  step "kubernetes_job" "rehearsal_copy_rate" {
+    kubeconfig = talos_kubeconfig.rehearsal.path
+    namespace  = "media"
+    name       = "data-share-copy-rate"
+    timeout    = "10m"
+    job = {
+      template = { spec = {
+        restartPolicy = "Never"
+        containers = [{
+          name         = "copy"
+          image        = "busybox:1.36"
+          command      = ["sh", "-c", file("scripts/copy-rate.sh")]
+          volumeMounts = [{ name = "data", mountPath = "/data" }]
+        }]
+        volumes = [{ name = "data", hostPath = { path = "/var/mnt/data", type = "Directory" } }]
+      } }
+    }
+    depends_on = [kubernetes_job.rehearsal_write]
+  }
+
 
   # ...and the node reads it back through the Talos API (talosctl read).
   step "talos_read" "rehearsal_data" {
@@ -569,10 +591,10 @@ phase "rehearsal" {
     name       = "rehearsal"
     ensure     = "absent"
     # after its config is cleared: one change of the instance at a time
-    depends_on = [talos_read.rehearsal_data, talos_read.rehearsal_igpu, kubernetes_job.rehearsal_render, incus_device.rehearsal_config_cleared]
+    depends_on = [talos_read.rehearsal_data, talos_read.rehearsal_igpu, kubernetes_job.rehearsal_render, kubernetes_job.rehearsal_copy_rate, incus_device.rehearsal_config_cleared]
     discards = [
       incus_instance.rehearsal, talos_machine_config.rehearsal, incus_device.rehearsal_config_cleared,
-      talos_bootstrap.rehearsal, kubernetes_namespace.rehearsal_media, kubernetes_job.rehearsal_write, kubernetes_job.rehearsal_render,
+      talos_bootstrap.rehearsal, kubernetes_namespace.rehearsal_media, kubernetes_job.rehearsal_write, kubernetes_job.rehearsal_copy_rate, kubernetes_job.rehearsal_render,
     ]
   }
 }

@@ -432,6 +432,28 @@ phase "rehearsal" {
     }
     depends_on = [kubernetes_namespace.rehearsal_media]
   }
+  # The data volume's copy rate, as a pod of the rehearsal node writes it:
+  # the plan's estimates of the services' downtime read it (its facts).
+  step "kubernetes_job" "rehearsal_copy_rate" {
+    kubeconfig = group.rehearsal.kubeconfig
+    namespace  = "media"
+    name       = "data-share-copy-rate"
+    timeout    = "10m"
+    job = {
+      template = { spec = {
+        restartPolicy = "Never"
+        containers = [{
+          name         = "copy"
+          image        = "busybox:1.36"
+          command      = ["sh", "-c", file("scripts/copy-rate.sh")]
+          volumeMounts = [{ name = "data", mountPath = "/data" }]
+        }]
+        volumes = [{ name = "data", hostPath = { path = "/var/mnt/data", type = "Directory" } }]
+      } }
+    }
+    depends_on = [kubernetes_job.rehearsal_write]
+  }
+
 
   step "talos_read" "rehearsal_data" {
     provider      = talos.rehearsal
@@ -476,10 +498,10 @@ phase "rehearsal" {
   step "incus_instance" "rehearsal_deleted" {
     name       = "rehearsal"
     ensure     = "absent"
-    depends_on = [talos_read.rehearsal_data, talos_read.rehearsal_igpu, kubernetes_job.rehearsal_render, group.rehearsal.incus_device.config_cleared]
+    depends_on = [talos_read.rehearsal_data, talos_read.rehearsal_igpu, kubernetes_job.rehearsal_render, kubernetes_job.rehearsal_copy_rate, group.rehearsal.incus_device.config_cleared]
     discards = [
       group.rehearsal.incus_instance.vm, group.rehearsal.talos_machine_config.config, group.rehearsal.incus_device.config_cleared, group.rehearsal.talos_bootstrap.etcd,
-      kubernetes_namespace.rehearsal_media, kubernetes_job.rehearsal_write, kubernetes_job.rehearsal_render,
+      kubernetes_namespace.rehearsal_media, kubernetes_job.rehearsal_write, kubernetes_job.rehearsal_copy_rate, kubernetes_job.rehearsal_render,
     ]
   }
 }

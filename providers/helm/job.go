@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -71,7 +73,7 @@ type jobRevert struct {
 
 var jobStep = &sdk.StepType[*Provider, jobAttrs, jobPrivate, jobRevert]{
 	Name:        Job,
-	Description: "Runs a Kubernetes Job to completion, once: a Job of the same name and inputs that already completed is not run again, one still running is waited for. Streams its pods' logs; fails with the pod's reason and last log lines. Rollback deletes the Job object; what it did is not undone.",
+	Description: "Runs a Kubernetes Job to completion, once: a Job of the same name and inputs that already completed is not run again, one still running is waited for. Streams its pods' logs; fails with the pod's reason and last log lines. What its pod measured, as NAME=NUMBER lines of its termination message (/dev/termination-log), becomes the step's facts (at most 16; migrate status shows them): the plan's estimate of a service's downtime reads a copy rate from copied_bytes= and seconds=. Rollback deletes the Job object; what it did is not undone.",
 	Rollback:    "Deletes the Job object (propagation Background); what the Job did is not undone, and the plan lists it so.",
 	Outputs:     jobOut{},
 	// A kubeconfig written by an earlier step of the run does not defer
@@ -448,7 +450,11 @@ func (p *Provider) waitJob(ctx context.Context, c *call, cl *cluster, a jobAttrs
 			logs.stop()
 			pod := succeededPod(ctx, cl, j)
 			c.Log.Printf("%s completed (pod %s)", jobID(a), pod)
-			return jobApply{Outputs: jobOutputs(a, pod), Private: jobPrivate{Pod: pod}}
+			facts := messageFacts(ctx, cl, a.Namespace, pod)
+			for _, k := range slices.Sorted(maps.Keys(facts)) {
+				c.Log.Printf("it measured %s=%s", k, facts[k])
+			}
+			return jobApply{Outputs: jobOutputs(a, pod), Private: jobPrivate{Pod: pod}, Facts: facts}
 		case jobFailed:
 			logs.stop()
 			return jobApply{Diagnostics: phases.Errorf("Job Failed", "%s", jobFailure(parent, c, a, j, pods, logs))}
@@ -480,6 +486,46 @@ func (p *Provider) waitJob(ctx context.Context, c *call, cl *cluster, a jobAttrs
 
 // succeededPod names the newest pod of the Job that succeeded, "" when
 // none is left.
+// factLine is a line of a termination message the step keeps as a fact:
+// a name and a number, nothing else (a message is the pod's to write; a
+// number cannot carry a secret's text).
+var factLine = regexp.MustCompile(`^([a-z][a-z0-9_]{0,39})=([0-9]{1,18}(\.[0-9]{1,9})?)$`)
+
+// maxFacts bounds the facts one Job gives.
+const maxFacts = 16
+
+// messageFacts are the NAME=NUMBER lines of the termination messages of a
+// succeeded pod's containers (what a container writes to
+// /dev/termination-log): what the Job measured, such as a copy's
+// copied_bytes and seconds, which the plan's estimates read.
+func messageFacts(ctx context.Context, cl *cluster, ns, pod string) map[string]string {
+	if pod == "" {
+		return nil
+	}
+	p, err := cl.client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		return nil
+	}
+	var facts map[string]string
+	for _, st := range p.Status.ContainerStatuses {
+		t := st.State.Terminated
+		if t == nil {
+			continue
+		}
+		for _, line := range strings.Split(t.Message, "\n") {
+			m := factLine.FindStringSubmatch(strings.TrimSpace(line))
+			if m == nil || len(facts) >= maxFacts {
+				continue
+			}
+			if facts == nil {
+				facts = map[string]string{}
+			}
+			facts[m[1]] = m[2]
+		}
+	}
+	return facts
+}
+
 func succeededPod(ctx context.Context, cl *cluster, j *batchv1.Job) string {
 	list, err := cl.client.CoreV1().Pods(j.Namespace).List(ctx, metav1.ListOptions{LabelSelector: batchv1.ControllerUidLabel + "=" + string(j.UID)})
 	if err != nil {
