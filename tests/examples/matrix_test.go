@@ -270,7 +270,7 @@ func TestHomelabMatrixMove(t *testing.T) {
 // keepPhases rewrites a runbook file to keep only the named phases, and
 // nothing of Talos: no talos provider, no talos_* step or check in the
 // phases kept (the lab's Talos node is not part of these tests), and no
-// role (roles name steps of the phases left out).
+// role or service (they name steps of the phases left out).
 func keepPhases(t *testing.T, path string, keep ...string) {
 	t.Helper()
 	f, diags := hclwrite.ParseConfig(must(os.ReadFile(path)), path, hcl.InitialPos)
@@ -282,7 +282,7 @@ func keepPhases(t *testing.T, path string, keep ...string) {
 		l := b.Labels()
 		switch {
 		case b.Type() == "phase" && !slices.Contains(keep, l[0]), b.Type() == "provider" && l[0] == "talos",
-			b.Type() == "role": // roles name steps of the phases left out; a run reads none
+			b.Type() == "role", b.Type() == "service": // they name steps of the phases left out
 			body.RemoveBlock(b)
 		case b.Type() == "phase":
 			for _, s := range slices.Clone(b.Body().Blocks()) {
