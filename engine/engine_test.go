@@ -766,3 +766,36 @@ func TestRollbackNotesChangesMadeOutside(t *testing.T) {
 		t.Errorf("notes: %v", got)
 	}
 }
+
+// CheckOrder refuses a phase whose earlier phase is not complete before
+// anything is planned: no provider is asked (a plan reads the old VMs,
+// and a refused command must leave the world as it was); it lets the
+// phase through once that one is complete, or run first by the same
+// command.
+func TestCheckOrderAsksNoProvider(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	b := newRB()
+	b.step(b.phase("platform"), "a")
+	b.step(b.phase("data-apps"), "b")
+	e, st := h.open(b.r)
+	err := e.CheckOrder([]string{"data-apps"})
+	if err == nil || !strings.Contains(err.Error(), "phase data-apps runs after platform, which is not complete") {
+		t.Errorf("err = %v", err)
+	}
+	if h.fake.PlanCalled || h.fake.ReadCalled {
+		t.Error("a provider was asked to plan or read for a refused phase")
+	}
+	if err := e.CheckOrder([]string{"platform", "data-apps"}); err != nil {
+		t.Errorf("both phases, in order: %v", err)
+	}
+	st.Close()
+	if err := h.run(b.r, "platform"); err != nil {
+		t.Fatal(err)
+	}
+	e, st = h.open(b.r)
+	defer st.Close()
+	if err := e.CheckOrder([]string{"data-apps"}); err != nil {
+		t.Errorf("after platform completed: %v", err)
+	}
+}

@@ -49,6 +49,23 @@ func (e *Engine) check(plan *Plan, snap *state.Snapshot) error {
 	return e.checkEarlierPhases(plan, snap)
 }
 
+// CheckOrder refuses, as ValidatePlan would, phases whose earlier phases
+// are neither complete nor among them, before anything is planned: no
+// provider is asked anything (a plan reads the old VMs, and a refused
+// command must leave the world as it was). Unknown phases are left for
+// Plan to name.
+func (e *Engine) CheckOrder(names []string) error {
+	selected, err := e.selectPhases(names)
+	if err != nil {
+		return nil
+	}
+	plan := &Plan{}
+	for _, ph := range selected {
+		plan.Phases = append(plan.Phases, &PhasePlan{Name: ph.Name})
+	}
+	return e.checkEarlierPhases(plan, e.movedSnapshot(e.state.Snapshot()))
+}
+
 // checkEarlierPhases refuses to run a phase whose predecessors are not
 // complete, unless they run first in this same plan.
 func (e *Engine) checkEarlierPhases(plan *Plan, snap *state.Snapshot) error {

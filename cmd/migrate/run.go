@@ -92,6 +92,11 @@ func (a *app) run(o runFlags) (err error) {
 	rv, stop, cancel, e := s.rv, s.stop, s.cancel, s.e
 
 	if plan == nil {
+		// Out of order is refused before the plan asks any provider
+		// anything (a plan reads the old VMs).
+		if err := e.CheckOrder(o.phases); err != nil {
+			return err
+		}
 		var diags phases.Diagnostics
 		plan, diags = e.Plan(cancel, engine.PlanOptions{Phases: o.phases})
 		v.Diagnostics(diags)
