@@ -82,7 +82,7 @@ func TestLabServePlansHomelab(t *testing.T) {
 	}
 	plan := shell("plan", "--phase", "rehearsal")
 	for _, want := range []string{"incus_volume.talos_iso", filepath.Join(lab, "images"), "group.rehearsal.incus_instance.vm",
-		`instance "rehearsal" is already absent`, "talos_image.talos", "register schematic " + labSchematicID(t), "computed locally " + i915SchematicID, "(1048576 bytes)", "Plan: 15 to create",
+		`instance "rehearsal" is already absent`, "talos_image.talos", "register schematic " + labSchematicID(t), "computed locally " + i915SchematicID, "(1048576 bytes)", "Plan: 16 to create",
 		"install: first config through the Incus host's API (first_install = \"nocloud\"): nothing is sent over the LAN", "(known after group.rehearsal.talos_machine_config.config, incus_volume.talos_iso): config and devices", // the user-data
 		"group.rehearsal.talos_service_health.installed will run", "group.rehearsal.incus_device.config_cleared will run"} {
 		if !strings.Contains(plan, want) {
