@@ -66,6 +66,9 @@ const (
 // A window over its max_downtime is an error saying what would shorten
 // it.
 func (e *Engine) estimateServices(plan *Plan, snap *state.Snapshot) ([]ServicePlan, phases.Diagnostics) {
+	if len(e.runbook.Services) == 0 {
+		return nil, nil // no index of the plan's steps for nothing: every plan comes here
+	}
 	planned := map[phases.Address]*StepPlan{}
 	for _, pp := range plan.Phases {
 		for _, sp := range pp.Steps {

@@ -127,3 +127,23 @@ func commandLine(args []string) string {
 	}
 	return strings.Join(out, " ")
 }
+
+// readState loads the runbook and opens its state read-only, with the
+// runbook's phases in run order: what status and report read. The
+// caller closes the state with closeState.
+func (a *app) readState(vf varFlags) (*phases.Runbook, backend.Store, backend.Backend, []*phases.Phase, error) {
+	rb, err := a.load(vf)
+	if err != nil {
+		return nil, nil, backend.Backend{}, nil, err
+	}
+	st, b, err := a.openState(context.Background(), rb, false)
+	if err != nil {
+		return nil, nil, backend.Backend{}, nil, err
+	}
+	order, err := phases.OrderPhases(rb.Phases)
+	if err != nil {
+		st.Close()
+		return nil, nil, backend.Backend{}, nil, err
+	}
+	return rb, st, b, order.List, nil
+}

@@ -39,19 +39,11 @@ file is fetched.`,
 			if format != views.ReportSVG && format != views.ReportHTML {
 				return fmt.Errorf("--format %q: use %s or %s", format, views.ReportSVG, views.ReportHTML)
 			}
-			rb, err := a.load(vf)
-			if err != nil {
-				return err
-			}
-			st, b, err := a.openState(context.Background(), rb, false)
+			rb, st, b, order, err := a.readState(vf)
 			if err != nil {
 				return err
 			}
 			defer a.closeState(st, &err)
-			order, err := phases.OrderPhases(rb.Phases)
-			if err != nil {
-				return err
-			}
 			dir := filepath.Join(b.Dir, state.LogsDir)
 			sessions, err := a.readLogs(dir)
 			if err != nil {
@@ -68,7 +60,7 @@ file is fetched.`,
 				running = err == nil && holder != nil
 			}
 			title := "migrate report: " + filepath.Base(rb.Dir)
-			tl := timeline(title, order.List, sessions, running, views.ServiceWindows(rb.Services, st.Snapshot()))
+			tl := timeline(title, order, sessions, running, views.ServiceWindows(rb.Services, st.Snapshot()))
 			if output == "" {
 				return a.view().Report(tl, format)
 			}

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"context"
-
 	"github.com/spf13/cobra"
 
-	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/views"
 )
 
@@ -17,21 +14,13 @@ func (a *app) statusCommand() *cobra.Command {
 		Short: "Show every phase and step with its status, attempts, times and last error",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) (err error) {
-			rb, err := a.load(vf)
-			if err != nil {
-				return err
-			}
-			st, _, err := a.openState(context.Background(), rb, false)
+			rb, st, _, order, err := a.readState(vf)
 			if err != nil {
 				return err
 			}
 			defer a.closeState(st, &err)
-			order, err := phases.OrderPhases(rb.Phases)
-			if err != nil {
-				return err
-			}
 			snap := st.Snapshot()
-			s := views.BuildStatus(order.List, snap)
+			s := views.BuildStatus(order, snap)
 			s.Services = views.ServiceWindows(rb.Services, snap)
 			if asJSON {
 				return a.view().StatusJSON(s)
