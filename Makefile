@@ -97,6 +97,7 @@ bench: services
 	$(GO) test -run '^$$' -bench Checkpoint -benchtime 2000x -count 1 ./state/etcdstate/
 	$(GO) test -run '^$$' -bench 'StopStartCycle|PlanRelease|Evaluate20|SyncFinal|ServiceWindow' -benchtime 5x -count 1 \
 		./providers/incus/ ./providers/incus/incusapi/ ./providers/helm/ ./providers/helm/podsecurity/
+	$(GO) test -run '^$$' -bench HomelabJellyfinWindow -benchtime 1x -count 1 ./tests/examples/
 	$(GO) run ./bench/cmd/enginebench
 
 fuzz:

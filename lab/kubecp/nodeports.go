@@ -2,6 +2,7 @@ package kubecp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -22,7 +23,11 @@ import (
 // on this node, at its targetPort, as kube-proxy's rules do. ClusterIPs
 // are not routed.
 
-// nodePortPoll is how often the Services are listed.
+// nodePortPoll is how long to pause before listing the Services again
+// when watching them fails; otherwise a change is seen as kube-proxy
+// sees it, from a watch, within milliseconds (a NodePort refused for a
+// second after its Service was made would lengthen every service's
+// measured downtime by it).
 var nodePortPoll = time.Second
 
 type nodePort struct {
@@ -108,10 +113,58 @@ func (c *ControlPlane) serveNodePorts(ctx context.Context) {
 			}
 		}
 
+		if c.watchChange(ctx, "/api/v1/services", list.ResourceVersion) == nil {
+			continue
+		}
+
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(nodePortPoll):
+		}
+	}
+}
+
+// watchChange returns when a watch of the collection at path from
+// resourceVersion rv reports a change, or after half a minute without
+// one; an error when the watch cannot be made (the caller pauses).
+func (c *ControlPlane) watchChange(ctx context.Context, path, rv string) error {
+	if rv == "" {
+		return fmt.Errorf("no resourceVersion to watch from")
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, 40*time.Second)
+	defer cancel()
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet,
+		fmt.Sprintf("https://%s:%d%s?watch=1&timeoutSeconds=30&allowWatchBookmarks=false&resourceVersion=%s", c.cfg.Addr, APIPort, path, url.QueryEscape(rv)), nil)
+	if err != nil {
+		return err
+	}
+
+	resp, err := c.api.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close() //nolint:errcheck
+
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("watch %s: HTTP %d", path, resp.StatusCode)
+	}
+
+	// The first event (a line of JSON), or the end of the watch.
+	one := make([]byte, 1)
+	for {
+		if _, err := resp.Body.Read(one); err != nil {
+			if ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled) {
+				return ctx.Err()
+			}
+
+			return nil
+		}
+
+		if one[0] == '\n' {
+			return nil
 		}
 	}
 }

@@ -27,13 +27,17 @@ import (
 // Job is the kubernetes_job step type.
 const Job = "kubernetes_job"
 
+// jobPoll is how often a Job (or its deletion) is looked at: soon at
+// first, as a release (releasePoll), since most Jobs of a migration end
+// within seconds and the phase waits for them.
+var jobPoll = interval{first: 100 * time.Millisecond, most: time.Second}
+
 const (
 	// annHash marks a Job migrate created with the SHA-256 of its inputs:
 	// the same Job found after a crash is waited for or counted as done,
 	// never created a second time.
 	annHash    = "migrate.dev/inputs-hash"
 	jobTimeout = "30m"
-	jobPoll    = time.Second
 	logTail    = 20
 	// noLogs is said once when the node serves no logs (kwok does not).
 	noLogs = "no logs: the node does not serve them"
@@ -416,7 +420,7 @@ func deleteJob(ctx context.Context, cl *cluster, j *batchv1.Job, deadline time.T
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	for {
+	for wait := jobPoll.first; ; wait = jobPoll.after(wait) {
 		cur, err := getJob(ctx, cl, j.Namespace, j.Name)
 		if err == nil && (cur == nil || cur.UID != j.UID) {
 			return nil
@@ -424,7 +428,7 @@ func deleteJob(ctx context.Context, cl *cluster, j *batchv1.Job, deadline time.T
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("the old Job is still being deleted: %w", ctx.Err())
-		case <-time.After(jobPoll):
+		case <-time.After(wait):
 		}
 	}
 }
@@ -441,7 +445,7 @@ func (p *Provider) waitJob(ctx context.Context, c *call, cl *cluster, a jobAttrs
 	defer logs.stop()
 	sel := metav1.ListOptions{LabelSelector: batchv1.ControllerUidLabel + "=" + string(j.UID)}
 	var pods []corev1.Pod
-	for {
+	for wait := jobPoll.first; ; wait = jobPoll.after(wait) {
 		if list, err := cl.client.CoreV1().Pods(a.Namespace).List(ctx, sel); err == nil {
 			pods = list.Items
 		}
@@ -472,7 +476,7 @@ func (p *Provider) waitJob(ctx context.Context, c *call, cl *cluster, a jobAttrs
 				return jobApply{Diagnostics: sdk.Interrupted(c.Addr, parent.Err())}
 			}
 			return jobApply{Diagnostics: phases.Errorf("Job Timed Out", "%s: %s did not complete within %s. It was left running, not deleted: the next run waits for the same Job while the step's inputs are unchanged (delete the Job to start over).%s", c.Addr, jobID(a), a.Timeout, podStates(pods))}
-		case <-time.After(jobPoll):
+		case <-time.After(wait):
 		}
 		cur, err := getJob(ctx, cl, a.Namespace, a.Name)
 		switch {

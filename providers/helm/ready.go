@@ -103,7 +103,7 @@ func applyReady(ctx context.Context, c *call, a readyAttrs, _ struct{}, _ *sdk.P
 	deadline, _ := ctx.Deadline() // the run's own deadline may come first
 	waited := time.Until(deadline).Round(time.Second)
 	prev := ""
-	last, end, _ := poll(parent, ctx, nil, readyPoll, func(ctx context.Context, first bool) (string, phases.Diagnostics) {
+	last, end, _ := poll(parent, ctx, nil, every(readyPoll), func(ctx context.Context, first bool) (string, phases.Diagnostics) {
 		// The first probe gets its full readyProbe whatever the timeout:
 		// on a loaded machine a short timeout can pass before one request
 		// was even sent, and the answer would then say nothing about the

@@ -34,8 +34,12 @@ import (
 // (its goroutine outlives a cancelled context and may record the release
 // later), so migrate installs without it and waits here.
 
+// releasePoll asks again soon at first: the release's workloads are
+// often ready within a second, and until the step ends the service it
+// starts is counted as down.
+var releasePoll = interval{first: 100 * time.Millisecond, most: 2 * time.Second}
+
 const (
-	releasePoll = 2 * time.Second
 	// crashRestarts restarts of a container not Ready say it crash-loops
 	// even while the kubelet's back-off has not named it so yet.
 	crashRestarts = 3

@@ -105,7 +105,7 @@ func waitObjects(ctx context.Context, c *call, cl *cluster, dyn dynamic.Interfac
 			continue
 		}
 		ri := resourceOf(dyn, o.gvr, o.u.GetNamespace())
-		last, end, diags := poll(parent, ctx, c.Stop, time.Second, func(ctx context.Context, _ bool) (string, phases.Diagnostics) {
+		last, end, diags := poll(parent, ctx, c.Stop, every(time.Second), func(ctx context.Context, _ bool) (string, phases.Diagnostics) {
 			live, err := ri.Get(ctx, o.u.GetName(), metav1.GetOptions{})
 			if err != nil {
 				return err.Error(), nil
@@ -145,13 +145,15 @@ const (
 	waitTimedOut                   // ctx ended: the wait's own timeout, or the run's deadline
 )
 
-// poll is the wait of kubernetes_manifest's wait_for and of
-// kubernetes_ready: it calls check every interval, until check says done
-// ("") or fails, stop closes, or ctx (parent with the wait's timeout)
-// ends. check gets ctx for its requests, and first on the first call.
-// Each new state is passed to waiting and is last; a state seen after ctx
-// ended (a request cut by the deadline) says nothing new and is not kept.
-func poll(parent, ctx context.Context, stop <-chan struct{}, every time.Duration, check func(ctx context.Context, first bool) (string, phases.Diagnostics), waiting func(state string)) (last string, _ waitEnd, _ phases.Diagnostics) {
+// poll is the wait of kubernetes_manifest's wait_for, of
+// kubernetes_ready and of a release: it calls check at the intervals of
+// asks, until check says done ("") or fails, stop closes, or ctx (parent
+// with the wait's timeout) ends. check gets ctx for its requests, and
+// first on the first call. Each new state is passed to waiting and is
+// last; a state seen after ctx ended (a request cut by the deadline) says
+// nothing new and is not kept.
+func poll(parent, ctx context.Context, stop <-chan struct{}, asks interval, check func(ctx context.Context, first bool) (string, phases.Diagnostics), waiting func(state string)) (last string, _ waitEnd, _ phases.Diagnostics) {
+	wait := asks.first
 	for first := true; ; first = false {
 		state, diags := check(ctx, first)
 		switch {
@@ -174,9 +176,24 @@ func poll(parent, ctx context.Context, stop <-chan struct{}, every time.Duration
 				return last, waitInterrupted, nil
 			}
 			return last, waitTimedOut, nil
-		case <-time.After(every):
+		case <-time.After(wait):
 		}
+		wait = asks.after(wait)
 	}
+}
+
+// interval is how often a poll asks again: first, then a quarter longer
+// each time up to most. A workload ready in half a second is seen then,
+// not a whole interval later (its service's downtime includes the lag),
+// while a slow one is asked at most every most: the lag stays within
+// about a third of the time waited so far.
+type interval struct{ first, most time.Duration }
+
+// every is a constant interval.
+func every(d time.Duration) interval { return interval{d, d} }
+
+func (i interval) after(d time.Duration) time.Duration {
+	return min(i.most, d+d/4)
 }
 
 // condState is "" when obj has the condition cond=True or is in the

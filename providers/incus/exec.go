@@ -54,6 +54,11 @@ type execRevert struct {
 	// client deletes them, so the next apply, an in-flight read that
 	// finds the step done, or rollback deletes them once it has ended.
 	Operation string `json:"operation,omitempty"`
+	// Starting says an apply was about to start the command and had not
+	// yet recorded its operation: killed in between, the command may run
+	// unseen, so the next apply waits for the instance's commands before
+	// it looks for creates again.
+	Starting bool `json:"starting,omitempty"`
 }
 
 type execApply = sdk.Apply[struct{}, execRevert]
@@ -226,7 +231,7 @@ func applyExec(ctx context.Context, c *call, s execSpec, _ struct{}, prior *sdk.
 	if err != nil {
 		return execApply{Diagnostics: apiErr(c, "Cannot Read Instance File", err)}
 	}
-	if !exists && s.Creates != "" {
+	if !exists && s.Creates != "" && prior != nil && prior.Revert != nil && prior.Revert.Data.Starting {
 		if exists, err = afterRunning(ctx, c, s); err != nil {
 			return execApply{Diagnostics: apiErr(c, "Cannot Read Instance File", err)}
 		}
@@ -239,6 +244,16 @@ func applyExec(ctx context.Context, c *call, s execSpec, _ struct{}, prior *sdk.
 	// Once started, the command's output files are the daemon's until a
 	// client deletes them: the record says which, should migrate die.
 	left := *undo
+	if s.Creates != "" {
+		// Said before the command starts: a run killed before started
+		// records its operation leaves this, and the next apply waits
+		// for what runs in the instance rather than start it twice.
+		starting := left
+		starting.Data.Instance, starting.Data.Starting = s.Instance, true
+		if err := sdk.Intend(c, &starting); err != nil {
+			return execApply{Diagnostics: errorf("Cannot Record The Command", "%s: could not record in the state that the command is starting (%v): it was not started.", c.Addr, err)}
+		}
+	}
 	started := func(e *incusapi.Exec) {
 		left.Data.Instance, left.Data.Operation = s.Instance, e.Operation
 		if err := sdk.Intend(c, &left); err != nil {
@@ -280,10 +295,13 @@ func dropLeft(ctx context.Context, c *call, inv execRevert, timeout time.Duratio
 
 // afterRunning waits for the commands already running in the instance
 // (up to the step's timeout), then looks for creates again: a run killed
-// while its command went on is resumed once that command has ended, so it
-// does not start the command a second time beside the first. The daemon
-// cannot say which step started a command: any record-output exec there
-// is waited for.
+// as it started its command (its record says Starting, with no
+// operation) is resumed once that command has ended, so it does not
+// start the command a second time beside the first. The daemon cannot
+// say which step started a command: any record-output exec there is
+// waited for. A step whose record names its operation waits for that
+// one only (dropOutputs), and a step that never started its command
+// waits for none: two apps' exports in one VM run side by side.
 func afterRunning(ctx context.Context, c *call, s execSpec) (bool, error) {
 	running, err := c.Settings.c.RunningExecs(ctx, s.Instance)
 	if err != nil || len(running) == 0 {

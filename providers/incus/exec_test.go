@@ -1,6 +1,7 @@
 package incus_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -296,4 +297,62 @@ func TestHelperRunExec(t *testing.T) {
 	_, err := runPhase(t, loadExec(t, name), dir, "data")
 	fmt.Println("helper finished:", err)
 	os.Exit(0)
+}
+
+// TestExecWaitsOnlyForItsOwnCommand: a step with creates that never ran
+// starts its command while another command runs in the instance (two
+// apps' exports in one VM side by side); one whose record says its run
+// was killed as it started the command waits for the instance's commands
+// first, then finds creates and runs nothing a second time.
+func TestExecWaitsOnlyForItsOwnCommand(t *testing.T) {
+	t.Parallel()
+	c := client(t)
+	name := launch(t, c, "exec-side", true, nil)
+	p := provider(t, nil)
+	other, err := c.StartExec(ctxT(t, 10*time.Second), name, incusapi.ExecPost{
+		Command: []string{"sh", "-c", "while [ ! -e /tmp/go ]; do sleep 0.1; done; echo first >> /root/made"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	side := newStep(t, p, incus.Exec, "side", map[string]cty.Value{
+		"instance": str(name), "command": list("sh", "-c", "echo side >> /root/side"), "creates": str("/root/side")})
+	if r, log := side.apply(ctxT(t, 60*time.Second), nil, nil); r.Diagnostics.HasErrors() {
+		t.Fatalf("a step that never ran, beside another command: %v\n%s", r.Diagnostics.Err(), log)
+	}
+	if got := readIn(t, c, name, "/root/side"); got != "side\n" {
+		t.Errorf("/root/side holds %q", got)
+	}
+	if running, err := c.RunningExecs(ctxT(t, 10*time.Second), name); err != nil || len(running) != 1 {
+		t.Fatalf("the other command should still run: %+v %v", running, err)
+	}
+
+	made := newStep(t, p, incus.Exec, "made", map[string]cty.Value{
+		"instance": str(name), "command": list("sh", "-c", "echo second >> /root/made"), "creates": str("/root/made")})
+	prior := &providers.Prior{Outputs: cty.EmptyObjectVal, Revert: &providers.RevertData{
+		Description: "nothing to undo", Data: json.RawMessage(`{"instance":"` + name + `","starting":true}`)}}
+	log := &providertest.SyncBuffer{}
+	done := make(chan providers.ApplyResponse, 1)
+	go func() {
+		done <- p.Apply(ctxT(t, 60*time.Second), providers.ApplyRequest{Type: made.typ, Addr: made.addr, Config: made.cfg, Prior: prior, Log: log})
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(log.String(), "waiting for a command already running") {
+		if time.Now().After(deadline) {
+			t.Fatalf("a step killed as it started its command did not wait for the instance's commands:\n%s", log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := c.PushFile(ctxT(t, 10*time.Second), name, "/tmp/go", incusapi.FilePut{}); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.Diagnostics.HasErrors() {
+		t.Fatal(r.Diagnostics.Err())
+	}
+	if _, err := c.WaitExec(ctxT(t, 10*time.Second), other); err != nil {
+		t.Fatal(err)
+	}
+	if got := readIn(t, c, name, "/root/made"); got != "first\n" {
+		t.Errorf("the command ran again beside the one left running: /root/made holds %q", got)
+	}
 }

@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 // copyExample copies what git tracks of examples/NAME into a temporary
 // directory: runs leave the checkout clean, and whatever a walk-through
 // left in the example (.migrate/, rendered/) stays out of the tests.
-func copyExample(t *testing.T, name string) string {
+func copyExample(t testing.TB, name string) string {
 	t.Helper()
 	dst := filepath.Join(t.TempDir(), name)
 	copyTracked(t, filepath.Join("../../examples", name), dst)
@@ -50,7 +50,7 @@ func copyExample(t *testing.T, name string) string {
 
 // copyTracked copies the files of src that git tracks to dst, keeping
 // their modes. (A new file must be git-added to be seen.)
-func copyTracked(t *testing.T, src, dst string) {
+func copyTracked(t testing.TB, src, dst string) {
 	t.Helper()
 	cmd := exec.Command("git", "ls-files", "-z", "--cached")
 	cmd.Dir = src
@@ -82,7 +82,7 @@ func copyTracked(t *testing.T, src, dst string) {
 	}
 }
 
-func run(t *testing.T, dir string, env []string, args ...string) string {
+func run(t testing.TB, dir string, env []string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(migrate, append(args, "--runbook", dir, "--no-color")...)
 	cmd.Env = append(os.Environ(), env...)
