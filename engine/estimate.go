@@ -131,8 +131,9 @@ type estimator struct {
 // service is svc's expected window: each phase from its first stop's to
 // its serving check's scheduled as soon as its steps' dependencies allow
 // (as the walk runs them, parallelism aside); the window runs from the
-// first stop's start to the end of that phase, through each later one,
-// and then the check. Its terms are the steps of each phase's critical
+// first stop's start to the end of that phase, through each later one
+// (the serving check's own phase up to the steps it waits for), and then
+// the check. Its terms are the steps of each phase's critical
 // path that end inside the window (of paths as long, one through the
 // service's own steps).
 func (est *estimator) service(svc *phases.Service) ServicePlan {
@@ -158,7 +159,14 @@ func (est *estimator) service(svc *phases.Service) ServicePlan {
 	}
 	own := descendants(est.e.phaseOrder[first:last+1], stops)
 	for i := first; i <= last; i++ {
-		sc := est.schedule(est.e.phaseOrder[i].Steps, own)
+		steps := est.e.phaseOrder[i].Steps
+		if i == last {
+			waited := waitedFor(est.e.phaseOrder[i], serving)
+			if i != first || slices.ContainsFunc(waited, func(s *phases.Step) bool { return stops[s.Addr] }) {
+				steps = waited
+			}
+		}
+		sc := est.schedule(steps, own)
 		from := time.Duration(0)
 		if i == first {
 			from = -1
@@ -181,6 +189,29 @@ func (est *estimator) service(svc *phases.Service) ServicePlan {
 		sp.Expected += t.Expected
 	}
 	return sp
+}
+
+// waitedFor are the steps of ph the serving check runs after: all of
+// them, or, for a check that depends on some (Phase.WaitsFor), those and
+// what they depend on in the phase. (Its window is scheduled over them
+// when they hold its stop, or the stop is in an earlier phase.)
+func waitedFor(ph *phases.Phase, serving *phases.Step) []*phases.Step {
+	deps := ph.WaitsFor(serving)
+	if len(deps) == 0 {
+		return ph.Steps
+	}
+	in := map[phases.Address]*phases.Step{}
+	for _, s := range ph.Steps {
+		in[s.Addr] = s
+	}
+	need := map[phases.Address]bool{}
+	for queue := deps; len(queue) > 0; queue = queue[1:] {
+		if a := queue[0]; !need[a] && in[a] != nil {
+			need[a] = true
+			queue = append(queue, in[a].DependsOn...)
+		}
+	}
+	return slices.DeleteFunc(slices.Clone(ph.Steps), func(s *phases.Step) bool { return !need[s.Addr] })
 }
 
 // phaseSchedule is a phase's steps scheduled as soon as they may start.

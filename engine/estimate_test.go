@@ -119,3 +119,69 @@ func (h *harness) plan(r *phases.Runbook, names ...string) *engine.Plan {
 	}
 	return p
 }
+
+// A serving check that depends on the service's own steps runs once they
+// are done (Phase.WaitsFor), so the window the plan expects ends there:
+// a longer chain of another service's steps in the same phase does not
+// count, as it does for a check that waits for the whole phase.
+func TestPlanServingCheckWaitsForItsOwnSteps(t *testing.T) {
+	t.Parallel()
+	for _, own := range []bool{true, false} {
+		h := newHarness(t)
+		b := estimateRunbook(0)
+		m := b.r.Phases[1]
+		prev := "stop"
+		for _, name := range []string{"other1", "other2", "other3", "other4", "other5"} {
+			b.step(m, name, prev)
+			prev = name
+		}
+		if own {
+			m.Checks[0].DependsOn = []phases.Address{addr("release")}
+		}
+		h.fake.PlanFn = func(ctx context.Context, req providers.PlanRequest) providers.PlanResponse {
+			if req.Addr.Name == "copy" {
+				return providers.PlanResponse{CopyBytes: 300e6}
+			}
+			return providers.PlanResponse{}
+		}
+		if err := h.run(b.r, "rehearsal"); err != nil {
+			t.Fatal(err)
+		}
+		st, err := state.Open(h.dir, state.Options{Lock: state.NewLockInfo("test")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"measure", "sample_copy"} {
+			rec, _ := st.Step(addr(name))
+			start := rec.FinishedAt.Add(-4 * time.Second)
+			rec.StartedAt = &start
+			st.Checkpoint(rec)
+		}
+		st.Close()
+
+		plan := h.plan(b.r, "move")
+		var names []string
+		for _, term := range plan.Services[0].Terms {
+			names = append(names, term.Addr.Name)
+		}
+		// stop 4s, copy at the default rate (no copy measured its
+		// bytes) and release 4s, or stop and the five others (4s each);
+		// then the check (10s, assumed).
+		want, wantNames := 4*time.Second+plan.Services[0].Terms[1].Expected+4*time.Second+10*time.Second, "stop copy release serving"
+		if !own {
+			want, wantNames = 6*4*time.Second+10*time.Second, "stop other1 other2 other3 other4 other5 serving"
+		}
+		if got := strings.Join(names, " "); got != wantNames || plan.Services[0].Expected != want {
+			t.Errorf("own steps %v: expected %s over %s, want %s over %s", own, plan.Services[0].Expected, got, want, wantNames)
+		}
+		var waits []phases.Address
+		for _, sp := range plan.Phases[0].Steps {
+			if sp.Addr == addr("serving") {
+				waits = sp.WaitsFor
+			}
+		}
+		if own != (len(waits) == 1 && waits[0] == addr("release")) {
+			t.Errorf("own steps %v: the plan says the check waits for %v", own, waits)
+		}
+	}
+}

@@ -81,6 +81,9 @@ type StepPlan struct {
 	// that gather its steps.
 	Group string           `json:"group,omitempty"`
 	When  phases.CheckWhen `json:"when,omitempty"`
+	// WaitsFor, of an after check that depends on steps of its phase:
+	// those steps; it runs as soon as they are done (Phase.WaitsFor).
+	WaitsFor []phases.Address `json:"waits_for,omitempty"`
 	// Action is what a run will do; checks that will run say Create. In
 	// JSON it is its name ("action": "create").
 	Action providers.Action `json:"action"`
@@ -196,6 +199,7 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 			changes = changes || sp.Action != providers.NoOp && !s.IsCheck()
 			sp.Contract = contracts[s.Addr]
 			sp.MovedFrom = movedFrom(plan.Moved, s.Addr)
+			sp.WaitsFor = ph.WaitsFor(s)
 			pp.Steps = append(pp.Steps, sp)
 		}
 	}

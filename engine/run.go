@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -100,11 +101,24 @@ func (e *Engine) runPhase(stop, cancel context.Context, ph *phases.Phase, pp *Ph
 	}
 	r := &stepRunner{e: e, stop: stop, cancel: cancel, out: out, opts: opts, planned: planned}
 
-	// runChecks runs the checks before the steps, or those after them.
+	// An after check that depends on steps of the phase runs in the walk,
+	// as soon as they are done; the others after the walk.
+	var early []*phases.Step
+	for _, c := range ph.Checks {
+		if len(ph.WaitsFor(c)) > 0 {
+			early = append(early, c)
+		}
+	}
+	unchangedCheck := func(c *phases.Step) bool {
+		sp := planned[c.Addr]
+		return sp != nil && sp.Action == providers.NoOp
+	}
+	// runChecks runs the checks before the steps, or those after them
+	// that did not run in the walk; failedChecks holds the walk's.
+	var failedChecks []phases.Address
 	runChecks := func(before bool) error {
-		var failedChecks []phases.Address
 		for _, c := range ph.Checks {
-			if sp := planned[c.Addr]; (c.When == phases.CheckBefore) != before || sp != nil && sp.Action == providers.NoOp {
+			if (c.When == phases.CheckBefore) != before || unchangedCheck(c) || !before && slices.Contains(early, c) {
 				continue
 			}
 			if stop.Err() != nil {
@@ -129,7 +143,9 @@ func (e *Engine) runPhase(stop, cancel context.Context, ph *phases.Phase, pp *Ph
 		return err
 	}
 
-	w, err := pr.walk(stop, r, newStepGraph(ph.Steps), r.run)
+	w, err := pr.walk(stop, r, newStepGraph(slices.Concat(ph.Steps, early)), func(s *phases.Step) bool {
+		return s.IsCheck() && unchangedCheck(s) || r.run(s)
+	})
 	if err != nil {
 		return err
 	}
@@ -138,8 +154,16 @@ func (e *Engine) runPhase(stop, cancel context.Context, ph *phases.Phase, pp *Ph
 			return r.fatal()
 		}
 	}
-	if len(w.failed) > 0 {
-		return pr.failed(&PhaseError{Phase: ph.Name, Failed: w.failed, Skipped: w.skipped})
+	var failedSteps []phases.Address
+	for _, a := range w.failed {
+		if slices.ContainsFunc(early, func(c *phases.Step) bool { return c.Addr == a }) {
+			failedChecks = append(failedChecks, a)
+		} else {
+			failedSteps = append(failedSteps, a)
+		}
+	}
+	if len(failedSteps) > 0 {
+		return pr.failed(&PhaseError{Phase: ph.Name, Failed: failedSteps, Skipped: w.skipped, Checks: failedChecks})
 	}
 	if w.interrupted {
 		return pr.interrupted()

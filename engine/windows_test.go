@@ -2,11 +2,15 @@ package engine_test
 
 import (
 	"context"
+	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/homelab-migrate/migrate/engine"
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
 	"github.com/homelab-migrate/migrate/state"
@@ -157,6 +161,78 @@ func TestServiceWindowStartSurvivesKillAndRetry(t *testing.T) {
 		}
 		if got := h.fact("stop", phases.FactDownSince); tries != 2 || got.IsZero() || got.After(first) {
 			t.Errorf("after %d tries, down since %v; want the first try's start, before %v", tries, got, first)
+		}
+	})
+}
+
+// An after check that depends on steps of its phase runs as soon as they
+// are done, beside the phase's other steps: a service's serving check
+// answers when its own release is up, not when the slowest step of the
+// phase ends. Its failure fails the phase as a check's does, once the
+// other steps and checks ended, and the next run runs it alone again.
+func TestAfterCheckRunsOnceItsStepsAreDone(t *testing.T) {
+	t.Parallel()
+	runbook := func() *rb {
+		b := newRB()
+		p := b.phase("p")
+		b.step(p, "release")
+		b.step(p, "other")
+		c := b.check(p, "serving", phases.CheckAfter)
+		c.DependsOn = []phases.Address{addr("release")}
+		b.check(p, "last", phases.CheckAfter)
+		return b
+	}
+	ok := providers.ApplyResponse{Outputs: cty.EmptyObjectVal, Revert: &providers.RevertData{Description: "undo"}}
+
+	t.Run("early", func(t *testing.T) {
+		h := newHarness(t)
+		served := make(chan struct{})
+		h.fake.ApplyFn = func(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
+			switch req.Addr.Name {
+			case "serving":
+				close(served)
+			case "other": // ends only once the check ran
+				select {
+				case <-served:
+				case <-time.After(60 * time.Second):
+					return providers.ApplyResponse{Diagnostics: phases.Errorf("Check Not Run", "the serving check did not run while this step ran")}
+				}
+			}
+			return ok
+		}
+		if err := h.run(runbook().r); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("failing", func(t *testing.T) {
+		h := newHarness(t)
+		var mu sync.Mutex
+		failing := true
+		h.fake.ApplyFn = func(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
+			mu.Lock()
+			defer mu.Unlock()
+			if req.Addr.Name == "serving" && failing {
+				return providers.ApplyResponse{Diagnostics: phases.Errorf("Not Serving", "no answer yet")}
+			}
+			return ok
+		}
+		b := runbook()
+		err := h.run(b.r)
+		var pe *engine.PhaseError
+		if !errors.As(err, &pe) || !slices.Equal(pe.Checks, []phases.Address{addr("serving")}) || len(pe.Failed) != 0 {
+			t.Fatalf("the failing early check: %v", err)
+		}
+		mu.Lock()
+		failing = false
+		mu.Unlock()
+		if err := h.run(b.r); err != nil {
+			t.Fatal(err)
+		}
+		for name, want := range map[string]int{"release": 1, "other": 1, "serving": 2, "last": 1} {
+			if n := h.fake.ApplyCount[addr(name).String()]; n != want {
+				t.Errorf("%s applied %d times, want %d", name, n, want)
+			}
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package phases
 
 import (
+	"slices"
 	"time"
 
 	"github.com/zclconf/go-cty/cty"
@@ -100,6 +101,24 @@ type Step struct {
 
 // IsCheck reports whether the step is a phase gate rather than a change.
 func (s *Step) IsCheck() bool { return s.When != "" }
+
+// WaitsFor is what the after check c of p runs after: its dependencies
+// among the phase's steps, when it names any (it then runs as soon as
+// they are done, in the phase's walk: a service's serving check answers
+// when its own release is up, not when the slowest of the phase's steps
+// ends); nil: after all of them.
+func (p *Phase) WaitsFor(c *Step) []Address {
+	if c.When != CheckAfter {
+		return nil
+	}
+	var out []Address
+	for _, d := range c.DependsOn {
+		if slices.ContainsFunc(p.Steps, func(s *Step) bool { return s.Addr == d }) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
 
 // RetryPolicy is how often a failed step is tried again, and how long to
 // wait between tries (doubling each time).

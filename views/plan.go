@@ -231,6 +231,19 @@ func renderCheckPlan(w io.Writer, st styles, s *engine.StepPlan) {
 		fmt.Fprintf(w, "  %s\n", st.dim(fmt.Sprintf("= check %s (%s): passed, not run again", s.Addr, when)))
 		return
 	}
+	if len(s.WaitsFor) > 0 {
+		names := make([]string, len(s.WaitsFor))
+		for i, a := range s.WaitsFor {
+			names[i] = a.String()
+		}
+		verb := "are"
+		if len(names) == 1 {
+			verb = "is"
+		}
+		fmt.Fprintf(w, "  %s will run once %s %s done\n", st.cyan("? check "+s.Addr.String()), strings.Join(names, ", "), verb)
+		renderDiff(w, s)
+		return
+	}
 	fmt.Fprintf(w, "  %s will run %s the phase's steps\n", st.cyan("? check "+s.Addr.String()), when)
 	renderDiff(w, s)
 }

@@ -226,6 +226,7 @@ func TestPlan(t *testing.T) {
 			{Addr: addr("exec.e"), Action: providers.NoOp},
 			{Addr: addr("exec.f"), Action: providers.NoOp, Recheck: []phases.Address{addr("exec.b")}},
 			{Addr: addr("http_check.up"), When: phases.CheckAfter, Action: providers.Create},
+			{Addr: addr("http_check.own"), When: phases.CheckAfter, Action: providers.Create, WaitsFor: []phases.Address{addr("exec.b")}},
 		}},
 	}}
 	v.Plan(p)
@@ -238,13 +239,14 @@ func TestPlan(t *testing.T) {
 		"  = exec.e unchanged\n",
 		"  = exec.f unchanged for now: read again once exec.b ran (what it acts on may change first)\n",
 		"  ? check http_check.up will run after the phase's steps\n",
+		"  ? check http_check.own will run once exec.b is done\n",
 		"Plan: 1 to create, 1 to update, 1 drifted, 3 unchanged.\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("plan lacks %q:\n%s", want, got)
 		}
 	}
-	if c := views.CountPlan(p); c.Changes() != 3 || c.Checks != 1 || !p.HasChanges() {
+	if c := views.CountPlan(p); c.Changes() != 3 || c.Checks != 2 || !p.HasChanges() {
 		t.Errorf("counts: %+v", c)
 	}
 }

@@ -98,11 +98,13 @@ step "helm_release" "app" {
   depends_on = [incus_exec.export]
 }
 
-# Asked four times a second: its first pass ends the app's measured
-# downtime, which is then at most a quarter of a second long.
+# Run as soon as the release is up (not after the phase's other apps),
+# asked four times a second: its first pass ends the app's measured
+# downtime.
 check "http_check" "health" {
-  url      = var.health.url
-  contains = var.health.contains
-  timeout  = "5m"
-  interval = "250ms"
+  url        = var.health.url
+  contains   = var.health.contains
+  timeout    = "5m"
+  interval   = "250ms"
+  depends_on = [helm_release.app]
 }
