@@ -55,28 +55,7 @@ func TestPlanExpectsServiceWindows(t *testing.T) {
 		}
 		return providers.ApplyResponse{Outputs: cty.EmptyObjectVal}
 	}
-	h.fake.PlanFn = func(ctx context.Context, req providers.PlanRequest) providers.PlanResponse {
-		if req.Addr.Name == "copy" {
-			return providers.PlanResponse{CopyBytes: 300e6}
-		}
-		return providers.PlanResponse{}
-	}
-	if err := h.run(b.r, "rehearsal"); err != nil {
-		t.Fatal(err)
-	}
-	// The steps of the rehearsal took 4s each, as the records say.
-	st, err := state.Open(h.dir, state.Options{Lock: state.NewLockInfo("test")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"measure", "sample_copy"} {
-		rec, _ := st.Step(addr(name))
-		start := rec.FinishedAt.Add(-4 * time.Second)
-		rec.StartedAt = &start
-		st.Checkpoint(rec)
-	}
-	st.Close()
-
+	rehearse(h, b)
 	plan := h.plan(b.r, "move")
 	if len(plan.Services) != 1 {
 		t.Fatalf("services = %+v", plan.Services)
@@ -105,6 +84,32 @@ func TestPlanExpectsServiceWindows(t *testing.T) {
 	st2.Close()
 	if !diags.HasErrors() || diags[0].Summary != "Expected Downtime Over the Limit" || !strings.Contains(diags[0].Detail, "over its max_downtime of 20s") || !strings.Contains(diags[0].Detail, "fake_step.serving takes most of it") {
 		t.Errorf("a window over max_downtime: %v", diags.Err())
+	}
+}
+
+// rehearse runs estimateRunbook's rehearsal, its steps recorded as
+// taking 4s each; the move's copy plans 300 MB to copy.
+func rehearse(h *harness, b *rb) {
+	h.t.Helper()
+	h.fake.PlanFn = func(ctx context.Context, req providers.PlanRequest) providers.PlanResponse {
+		if req.Addr.Name == "copy" {
+			return providers.PlanResponse{CopyBytes: 300e6}
+		}
+		return providers.PlanResponse{}
+	}
+	if err := h.run(b.r, "rehearsal"); err != nil {
+		h.t.Fatal(err)
+	}
+	st, err := state.Open(h.dir, state.Options{Lock: state.NewLockInfo("test")})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer st.Close()
+	for _, name := range []string{"measure", "sample_copy"} {
+		rec, _ := st.Step(addr(name))
+		start := rec.FinishedAt.Add(-4 * time.Second)
+		rec.StartedAt = &start
+		st.Checkpoint(rec)
 	}
 }
 
@@ -138,27 +143,7 @@ func TestPlanServingCheckWaitsForItsOwnSteps(t *testing.T) {
 		if own {
 			m.Checks[0].DependsOn = []phases.Address{addr("release")}
 		}
-		h.fake.PlanFn = func(ctx context.Context, req providers.PlanRequest) providers.PlanResponse {
-			if req.Addr.Name == "copy" {
-				return providers.PlanResponse{CopyBytes: 300e6}
-			}
-			return providers.PlanResponse{}
-		}
-		if err := h.run(b.r, "rehearsal"); err != nil {
-			t.Fatal(err)
-		}
-		st, err := state.Open(h.dir, state.Options{Lock: state.NewLockInfo("test")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, name := range []string{"measure", "sample_copy"} {
-			rec, _ := st.Step(addr(name))
-			start := rec.FinishedAt.Add(-4 * time.Second)
-			rec.StartedAt = &start
-			st.Checkpoint(rec)
-		}
-		st.Close()
-
+		rehearse(h, b)
 		plan := h.plan(b.r, "move")
 		var names []string
 		for _, term := range plan.Services[0].Terms {
