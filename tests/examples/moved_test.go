@@ -17,8 +17,8 @@ import (
 // old one rehearsed and ran the platform and data-apps against the lab;
 // rewritten, the plan creates, updates and finds drifted nothing in those
 // phases, before and after a run makes the 22 moves, but what came after
-// it: the apps' warm and final copies (incus_sync), which it never had,
-// and their export scripts, which now put those copies in place (their
+// it: the apps' warm and final copies (incus_sync) and image pulls (a
+// Job each), which it never had, and their export scripts, which now put those copies in place (their
 // markers say they are done: they are not run again).
 func TestHomelabMovedFromBeforeGroups(t *testing.T) {
 	t.Parallel()
@@ -58,7 +58,7 @@ func TestHomelabMovedFromBeforeGroups(t *testing.T) {
 		}
 	}
 	changes := regexp.MustCompile(`(?m)^  [+~!] .*$`)
-	newer := regexp.MustCompile(`^  (\+ group\.(jellyfin|frigate)\.incus_sync\.(warm|final)\["(lib|config)"\] will run|~ group\.(jellyfin|frigate)\.incus_exec\.export will run again: its inputs changed since it ran)$`)
+	newer := regexp.MustCompile(`^  (\+ group\.(jellyfin|frigate)\.incus_sync\.(warm|final)\["(lib|config)"\] will run|\+ group\.(jellyfin|frigate)\.kubernetes_job\.pull will run|~ group\.(jellyfin|frigate)\.incus_exec\.export will run again: its inputs changed since it ran)$`)
 	for i, when := range []string{"before the moves are made", "after a run made them"} {
 		plan := migrate("plan")
 		for _, ph := range ran {
@@ -81,8 +81,8 @@ func TestHomelabMovedFromBeforeGroups(t *testing.T) {
 					t.Errorf("the plan %s lacks %q", when, want)
 				}
 			}
-			if out := migrate("run", "--phase", "data-apps", "--auto-approve"); !strings.Contains(out, "Plan: 6 to create, 2 to update, 0 drifted") {
-				t.Errorf("the run that makes the moves changes something but the six copies and the two exports:\n%s", out)
+			if out := migrate("run", "--phase", "data-apps", "--auto-approve"); !strings.Contains(out, "Plan: 8 to create, 2 to update, 0 drifted") {
+				t.Errorf("the run that makes the moves changes something but the six copies, the two image pulls and the two exports:\n%s", out)
 			}
 		} else if strings.Contains(plan, "records moved") {
 			t.Errorf("the moves are planned again after a run made them:\n%s", plan)

@@ -1,10 +1,11 @@
 # One application's move out of the old services VM: its data copied
-# onto the data volume while it still runs (the warm pass), then stopped
-# (a database copied while it writes is not a copy; rollback starts it
-# again), only what changed copied and both trees' manifests compared
-# (the final pass), exported (the copy put in place and rewritten for the
-# pod; the marker in the old VM says it is done), released on the node,
-# and answering on its NodePort as a browser on the LAN reaches it.
+# onto the data volume and its new image pulled onto the node while it
+# still runs (the warm pass), then stopped (a database copied while it
+# writes is not a copy; rollback starts it again), only what changed
+# copied and both trees' manifests compared (the final pass), exported
+# (the copy put in place and rewritten for the pod; the marker in the old
+# VM says it is done), released on the node, and answering on its
+# NodePort as a browser on the LAN reaches it.
 
 variable "name" {
   type        = string
@@ -62,11 +63,27 @@ step "incus_sync" "warm" {
   critical    = each.value.critical
 }
 
+# The new image, pulled onto the node while the app still runs: its
+# release then starts from the node's cache, and a pull of a large image
+# is not inside the app's downtime. (The image must have a true command:
+# Debian's and Alpine's do.)
+step "kubernetes_job" "pull" {
+  namespace = "media"
+  name      = "${var.name}-image-pull"
+  timeout   = "1h"
+  job = {
+    template = { spec = {
+      restartPolicy = "Never"
+      containers    = [{ name = "pull", image = var.values.image, command = ["true"] }]
+    } }
+  }
+}
+
 step "incus_exec" "stop" {
   instance   = var.instance
   command    = var.stop
   revert     = var.start
-  depends_on = [incus_sync.warm]
+  depends_on = [incus_sync.warm, kubernetes_job.pull]
 }
 
 step "incus_sync" "final" {
