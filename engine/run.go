@@ -104,9 +104,10 @@ func (e *Engine) runPhase(stop, cancel context.Context, ph *phases.Phase, pp *Ph
 	// An after check that depends on steps of the phase runs in the walk,
 	// as soon as they are done; the others after the walk.
 	var early []*phases.Step
+	isEarly := map[phases.Address]bool{}
 	for _, c := range ph.Checks {
 		if len(ph.WaitsFor(c)) > 0 {
-			early = append(early, c)
+			early, isEarly[c.Addr] = append(early, c), true
 		}
 	}
 	unchangedCheck := func(c *phases.Step) bool {
@@ -118,7 +119,7 @@ func (e *Engine) runPhase(stop, cancel context.Context, ph *phases.Phase, pp *Ph
 	var failedChecks []phases.Address
 	runChecks := func(before bool) error {
 		for _, c := range ph.Checks {
-			if (c.When == phases.CheckBefore) != before || unchangedCheck(c) || !before && slices.Contains(early, c) {
+			if (c.When == phases.CheckBefore) != before || unchangedCheck(c) || !before && isEarly[c.Addr] {
 				continue
 			}
 			if stop.Err() != nil {
@@ -156,7 +157,7 @@ func (e *Engine) runPhase(stop, cancel context.Context, ph *phases.Phase, pp *Ph
 	}
 	var failedSteps []phases.Address
 	for _, a := range w.failed {
-		if slices.ContainsFunc(early, func(c *phases.Step) bool { return c.Addr == a }) {
+		if isEarly[a] {
 			failedChecks = append(failedChecks, a)
 		} else {
 			failedSteps = append(failedSteps, a)

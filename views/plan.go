@@ -231,20 +231,15 @@ func renderCheckPlan(w io.Writer, st styles, s *engine.StepPlan) {
 		fmt.Fprintf(w, "  %s\n", st.dim(fmt.Sprintf("= check %s (%s): passed, not run again", s.Addr, when)))
 		return
 	}
-	if len(s.WaitsFor) > 0 {
-		names := make([]string, len(s.WaitsFor))
-		for i, a := range s.WaitsFor {
-			names[i] = a.String()
-		}
-		verb := "are"
-		if len(names) == 1 {
-			verb = "is"
-		}
-		fmt.Fprintf(w, "  %s will run once %s %s done\n", st.cyan("? check "+s.Addr.String()), strings.Join(names, ", "), verb)
-		renderDiff(w, s)
-		return
+	runs := when + " the phase's steps"
+	switch len(s.WaitsFor) {
+	case 0:
+	case 1:
+		runs = "once " + addrs(s.WaitsFor) + " is done"
+	default:
+		runs = "once " + addrs(s.WaitsFor) + " are done"
 	}
-	fmt.Fprintf(w, "  %s will run %s the phase's steps\n", st.cyan("? check "+s.Addr.String()), when)
+	fmt.Fprintf(w, "  %s will run %s\n", st.cyan("? check "+s.Addr.String()), runs)
 	renderDiff(w, s)
 }
 

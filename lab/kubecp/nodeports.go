@@ -1,6 +1,7 @@
 package kubecp
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -153,20 +154,11 @@ func (c *ControlPlane) watchChange(ctx context.Context, path, rv string) error {
 	}
 
 	// The first event (a line of JSON), or the end of the watch.
-	one := make([]byte, 1)
-	for {
-		if _, err := resp.Body.Read(one); err != nil {
-			if ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled) {
-				return ctx.Err()
-			}
-
-			return nil
-		}
-
-		if one[0] == '\n' {
-			return nil
-		}
+	if _, err := bufio.NewReader(resp.Body).ReadBytes('\n'); err != nil && errors.Is(ctx.Err(), context.Canceled) {
+		return ctx.Err()
 	}
+
+	return nil
 }
 
 func (c *ControlPlane) acceptNodePort(ctx context.Context, l net.Listener, route func() (nodePort, bool)) {
