@@ -325,7 +325,9 @@ func TestVM(t *testing.T) {
 	// HostnameConfig Ready
 	for {
 		n, err := k.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err == nil && ready(n) {
+		// The node lifecycle controller lifts the not-ready taint a moment
+		// after the node turns Ready: wait for it, as a scheduler would.
+		if err == nil && ready(n) && !notReadyTainted(n) {
 			// The homelab patch allows scheduling on its one control plane.
 			if len(n.Spec.Taints) != 0 {
 				t.Errorf("the node's taints: %+v, want none (allowSchedulingOnControlPlanes)", n.Spec.Taints)
@@ -594,4 +596,16 @@ func TestVMWithoutGPU(t *testing.T) {
 			}
 		})
 	}
+}
+
+// notReadyTainted says whether the node still carries a taint the node
+// lifecycle controller sets while the node is (or was just) not ready.
+func notReadyTainted(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable {
+			return true
+		}
+	}
+
+	return false
 }
