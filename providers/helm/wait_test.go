@@ -39,9 +39,23 @@ func TestReleaseWaitReady(t *testing.T) {
 		t.Fatalf("Apply: %v\nlog:\n%s", err, log.String())
 	}
 	contains(t, "the log", log.String(), "waiting up to 5m for the 1 object(s) of release "+ns+"/web", "every object is ready", "revision 1 deployed")
-	d, err := k.client.AppsV1().Deployments(ns).Get(context.Background(), "web", metav1.GetOptions{})
-	if err != nil || d.Status.ReadyReplicas != 1 {
-		t.Errorf("after the wait the Deployment has %d ready replicas (%v), want 1", d.Status.ReadyReplicas, err)
+	// Helm's wait counts the ReplicaSet's ready pods; the Deployment's
+	// own status catches up a moment later, so the pods are what it
+	// proves ready.
+	pods, err := k.client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readyPods := 0
+	for _, pod := range pods.Items {
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				readyPods++
+			}
+		}
+	}
+	if readyPods != 1 {
+		t.Errorf("after the wait %d of the release's %d pods are Ready, want 1", readyPods, len(pods.Items))
 	}
 	if got := k.history(t, ns, "web"); got != "1:deployed" {
 		t.Errorf("history %q", got)
