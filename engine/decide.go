@@ -51,6 +51,10 @@ const (
 	// the call's for_each: the whole instance is gone, and plan and run
 	// revert each of its steps.
 	GroupRemoved ReasonCode = "group_removed"
+	// StepRemoved: a step the runbook no longer has in any form (its
+	// block or its group call deleted, or renamed without a moved
+	// block); plan and run revert it with its record's provider.
+	StepRemoved ReasonCode = "step_removed"
 )
 
 // Why holds what a reason names, as data: the steps it is about (By),
@@ -98,12 +102,12 @@ type stepFacts struct {
 	Rec   *state.StepRecord // nil: it never ran
 	// Rollback: decide what a rollback does with the record.
 	Rollback bool
-	// KeyRemoved: (with Rollback) the record is of a for_each instance
-	// whose key the runbook no longer has; plan and run revert it.
-	KeyRemoved bool
-	// GroupRemoved: (with Rollback) the record is of a step of a group
-	// call instance whose key the call's for_each no longer has.
-	GroupRemoved bool
+	// Removed: (with Rollback) the record is of a step the runbook no
+	// longer has, and why (KeyRemoved: a for_each instance whose key
+	// left the map; GroupRemoved: a step of a group call instance whose
+	// key left the call's for_each; StepRemoved: a step gone in every
+	// form); plan and run revert it.
+	Removed ReasonCode
 	// Run: decided just before the step is applied or passed over, with
 	// what the plan decided (Planned, nil: nothing) and the steps after
 	// which it said to read it again (Recheck).
@@ -251,11 +255,8 @@ func decideRevert(f stepFacts) Decision {
 		return Decision{Action: providers.Revert, Reason: NothingToUndo, Why: Why{By: []phases.Address{*f.GoneWith}}}
 	case needsRevert(rec):
 		d := Decision{Action: providers.Revert, Reason: RevertData, Why: Why{Detail: "undo"}}
-		switch {
-		case f.GroupRemoved:
-			d.Reason = GroupRemoved
-		case f.KeyRemoved:
-			d.Reason = KeyRemoved
+		if f.Removed != "" {
+			d.Reason = f.Removed
 		}
 		if rec.Revert != nil && rec.Revert.Description != "" {
 			d.Why.Detail = rec.Revert.Description

@@ -106,9 +106,11 @@ func TestDecide(t *testing.T) {
 		{"revert_data/unfinished", stepFacts{Rollback: true, Rec: rec(state.Reverting)}, Decision{Action: providers.Revert, Reason: RevertData, Why: Why{Detail: "delete it"}}},
 		{"nothing_to_undo", stepFacts{Rollback: true, Rec: done, GoneWith: &del}, Decision{Action: providers.Revert, Reason: NothingToUndo, Why: Why{By: []phases.Address{del}}}},
 		{"irreversible", stepFacts{Rollback: true, Rec: &state.StepRecord{Status: state.Done}}, Decision{Reason: Irreversible}},
-		{"key_removed", stepFacts{Rollback: true, KeyRemoved: true, Rec: done}, Decision{Action: providers.Revert, Reason: KeyRemoved, Why: Why{Detail: "delete it"}}},
-		{"group_removed", stepFacts{Rollback: true, KeyRemoved: true, GroupRemoved: true, Rec: done}, Decision{Action: providers.Revert, Reason: GroupRemoved, Why: Why{Detail: "delete it"}}},
-		{"nothing_to_undo/group_removed", stepFacts{Rollback: true, KeyRemoved: true, GroupRemoved: true, Rec: done, GoneWith: &del}, Decision{Action: providers.Revert, Reason: NothingToUndo, Why: Why{By: []phases.Address{del}}}},
+		{"key_removed", stepFacts{Rollback: true, Removed: KeyRemoved, Rec: done}, Decision{Action: providers.Revert, Reason: KeyRemoved, Why: Why{Detail: "delete it"}}},
+		{"group_removed", stepFacts{Rollback: true, Removed: GroupRemoved, Rec: done}, Decision{Action: providers.Revert, Reason: GroupRemoved, Why: Why{Detail: "delete it"}}},
+		{"step_removed", stepFacts{Rollback: true, Removed: StepRemoved, Rec: done}, Decision{Action: providers.Revert, Reason: StepRemoved, Why: Why{Detail: "delete it"}}},
+		{"step_removed/irreversible", stepFacts{Rollback: true, Removed: StepRemoved, Rec: &state.StepRecord{Status: state.Done}}, Decision{Reason: Irreversible}},
+		{"nothing_to_undo/group_removed", stepFacts{Rollback: true, Removed: GroupRemoved, Rec: done, GoneWith: &del}, Decision{Action: providers.Revert, Reason: NothingToUndo, Why: Why{By: []phases.Address{del}}}},
 	} {
 		t.Run(row.name, func(t *testing.T) {
 			if got := decide(row.f); !sameDecision(got, row.want) {

@@ -1,7 +1,11 @@
 package engine
 
 import (
+	"fmt"
+	"maps"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/zclconf/go-cty/cty"
 
@@ -9,19 +13,38 @@ import (
 	"github.com/homelab-migrate/migrate/state"
 )
 
-// removedInstances lists the records the runbook no longer has a step
-// for that are still to undo and that it says how to undo: an instance
-// of one of the phase's for_each steps whose key left the map, and a
-// step of a group call instance whose key left the call's for_each
-// (groupGone). Each is the step as declared (Phase.ForEach: the block,
-// or for a group call with for_each each step of the group addressed
-// group.CALL.TYPE.NAME, without the call's key), addressed as the
-// record is, so that the rollback's revert path undoes it with its
+// removedInstances lists the records of phase ph the runbook no longer
+// has a step for that are still to undo and that it knows how to undo:
+// an instance of one of the phase's for_each steps whose key left the
+// map, a step of a group call instance whose key left the call's
+// for_each (groupGone), and a step the runbook has in no form any more
+// (removedStep: its block, or its group call, deleted; or renamed
+// without a moved block). The first two are the step as declared
+// (Phase.ForEach: the block, or for a group call with for_each each
+// step of the group addressed group.CALL.TYPE.NAME, without the call's
+// key), the last the step as its record knows it; each is addressed as
+// the record is, so that the rollback's revert path undoes it with its
 // provider and its revert data.
 func (e *Engine) removedInstances(ph *phases.Phase, snap *state.Snapshot) []*phases.Step {
-	if ph == nil || len(ph.ForEach) == 0 {
-		return nil
+	out, _, _ := e.removed(ph, snap)
+	return out
+}
+
+// leftRecord is a record still to undo whose step the runbook no longer
+// has and that no provider configured now may undo (removedStep).
+type leftRecord struct {
+	Addr phases.Address
+	Why  error
+}
+
+// removed is removedInstances, with the reason each is undone for
+// (KeyRemoved, GroupRemoved, StepRemoved), and the records it leaves
+// (leftRecord).
+func (e *Engine) removed(ph *phases.Phase, snap *state.Snapshot) ([]*phases.Step, map[phases.Address]ReasonCode, []leftRecord) {
+	if ph == nil {
+		return nil, nil, nil
 	}
+	why := map[phases.Address]ReasonCode{}
 	declared := make(map[phases.Address]*phases.Step, len(ph.ForEach))
 	for _, s := range ph.ForEach {
 		declared[s.Addr] = s
@@ -31,6 +54,7 @@ func (e *Engine) removedInstances(ph *phases.Phase, snap *state.Snapshot) []*pha
 		present[s.Addr] = true
 	}
 	var out []*phases.Step
+	var left []leftRecord
 	for key, rec := range snap.Steps {
 		a, err := phases.ParseAddress(key)
 		if err != nil || present[a] || !needsRevert(rec) {
@@ -48,7 +72,20 @@ func (e *Engine) removedInstances(ph *phases.Phase, snap *state.Snapshot) []*pha
 			}
 		}
 		if t == nil {
+			if rec.Phase != ph.Name || e.steps[a] != nil {
+				continue // another phase's, or moved to another phase
+			}
+			s, err := e.removedStep(a, rec, snap)
+			if err != nil {
+				left = append(left, leftRecord{Addr: a, Why: err})
+				continue
+			}
+			out, why[a] = append(out, s), StepRemoved
 			continue
+		}
+		why[a] = KeyRemoved
+		if e.groupGone(a) {
+			why[a] = GroupRemoved
 		}
 		s := *t
 		s.Addr = a
@@ -63,7 +100,90 @@ func (e *Engine) removedInstances(ph *phases.Phase, snap *state.Snapshot) []*pha
 		out = append(out, &s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Addr.String() < out[j].Addr.String() })
-	return out
+	sort.Slice(left, func(i, j int) bool { return left[i].Addr.String() < left[j].Addr.String() })
+	return out, why, left
+}
+
+// removedStep is the step of a record whose step the runbook has in no
+// form any more, as Terraform destroys a resource deleted from its
+// configuration: run by the provider that ran it (its record says
+// which), with no attributes (its revert data says what to undo). It is
+// undone before every step of its phase that ended before it started:
+// the reverse of the order things were done in, the one order known to
+// be safe without the dependencies its block declared.
+func (e *Engine) removedStep(a phases.Address, rec *state.StepRecord, snap *state.Snapshot) (*phases.Step, error) {
+	prov, err := e.recordProvider(a, rec)
+	if err != nil {
+		return nil, err
+	}
+	s := &phases.Step{Addr: a, Phase: rec.Phase, Provider: prov, Config: phases.Static(cty.DynamicVal)}
+	for key, other := range snap.Steps {
+		d, err := phases.ParseAddress(key)
+		if err != nil || d == a || other.Phase != rec.Phase {
+			continue
+		}
+		// Ended before it started: an interval order, so never a cycle,
+		// and every step it depended on when it ran is among them.
+		if rec.StartedAt != nil && other.FinishedAt != nil && other.FinishedAt.Before(*rec.StartedAt) {
+			s.DependsOn = append(s.DependsOn, d)
+		}
+	}
+	sort.Slice(s.DependsOn, func(i, j int) bool { return s.DependsOn[i].String() < s.DependsOn[j].String() })
+	return s, nil
+}
+
+// recordProvider is the provider configuration that undoes a record
+// whose step the runbook no longer has: the one that ran it. Never
+// another, not even the only one of its type configured now: it may be
+// another machine's. A record of an older migrate does not say (a run
+// that passes over its step unchanged fills it in: rehash).
+func (e *Engine) recordProvider(a phases.Address, rec *state.StepRecord) (string, error) {
+	runners := e.runners[a.Type]
+	switch {
+	case rec.Provider != "" && slices.Contains(runners, rec.Provider):
+		return rec.Provider, nil
+	case rec.Provider != "":
+		return "", fmt.Errorf("the provider that ran it, %s, is no longer configured", rec.Provider)
+	}
+	return "", fmt.Errorf("its record, written by an older migrate, does not say which provider ran it (configured now for %s: %s)", a.Type, orNone(runners))
+}
+
+// orNone lists names, or says there are none.
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+// leftDiags warns, in a plan, of the records of the phases planned that
+// are still to undo but that no provider configured now may undo, and of
+// records of phases the runbook no longer has: nothing undoes them.
+func (e *Engine) leftDiags(selected []*phases.Phase, all bool, snap *state.Snapshot) phases.Diagnostics {
+	var diags phases.Diagnostics
+	for _, ph := range selected {
+		_, _, left := e.removed(ph, snap)
+		for _, l := range left {
+			diags = append(diags, phases.Diagnostic{Severity: phases.Warning, Summary: "Step Left Undone",
+				Detail: fmt.Sprintf("%s (phase %s) is no longer in the runbook and its record says it is still to undo, but %v: nothing will undo it. Its record is kept: put the step back (renamed? a moved block from its old address carries its record), or its provider block, to have it undone.", l.Addr, ph.Name, l.Why)})
+		}
+	}
+	if !all {
+		return diags
+	}
+	gone := map[string][]string{}
+	for key, rec := range snap.Steps {
+		if e.runbook.Phase(rec.Phase) == nil && needsRevert(rec) {
+			gone[rec.Phase] = append(gone[rec.Phase], key)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(gone)) {
+		steps := gone[name]
+		sort.Strings(steps)
+		diags = append(diags, phases.Diagnostic{Severity: phases.Warning, Summary: "Phase No Longer In The Runbook",
+			Detail: fmt.Sprintf("The state holds steps of phase %s, which the runbook no longer has, that are still to undo: %s. Nothing will undo them; their records are kept. Put the phase back to run or roll it back.", name, strings.Join(steps, ", "))})
+	}
+	return diags
 }
 
 // groupGone: a is a step of a group call instance (group.CALL["KEY"])
@@ -93,17 +213,19 @@ func inInstance(list []phases.Address, a phases.Address) []phases.Address {
 // removedReason: a plan's reason for reverting a step the runbook no
 // longer has (its key, or its group call instance, left the map).
 func removedReason(r ReasonCode) bool {
-	return r == KeyRemoved || r == GroupRemoved || r == NothingToUndo
+	return r == KeyRemoved || r == GroupRemoved || r == StepRemoved || r == NothingToUndo
 }
 
-// planRemoved plans the revert of instances whose key left the map, and
-// of the steps of group call instances gone.
+// planRemoved plans the revert of instances whose key left the map, of
+// the steps of group call instances gone, and of steps the runbook no
+// longer has.
 func (e *Engine) planRemoved(ph *phases.Phase, snap *state.Snapshot) []*StepPlan {
 	var out []*StepPlan
-	for _, s := range e.removedInstances(ph, snap) {
+	steps, why, _ := e.removed(ph, snap)
+	for _, s := range steps {
 		rec := snap.Steps[s.Addr.String()]
 		_, gone := e.discarders(s.Addr, snapshotLookup(snap))
-		d := decide(stepFacts{Rollback: true, KeyRemoved: true, GroupRemoved: e.groupGone(s.Addr), Rec: rec, GoneWith: gone})
+		d := decide(stepFacts{Rollback: true, Removed: why[s.Addr], Rec: rec, GoneWith: gone})
 		if d.Reason == KeyRemoved || d.Reason == GroupRemoved {
 			d.Why.By = []phases.Address{s.Addr.Base()}
 		}

@@ -203,6 +203,7 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 			pp.Steps = append(pp.Steps, sp)
 		}
 	}
+	diags = append(diags, e.leftDiags(selected, len(opts.Phases) == 0, snap)...)
 	services, d := e.estimateServices(plan, snap)
 	plan.Services, diags = services, append(diags, d...)
 	return plan, e.redactDiags(diags)

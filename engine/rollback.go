@@ -102,6 +102,10 @@ func (e *Engine) PlanRollback(names []string) (*RollbackPlan, error) {
 	for i := len(selected) - 1; i >= 0; i-- {
 		ph := selected[i]
 		pr := &PhaseRollbackPlan{Name: ph.Name}
+		_, _, left := e.removed(ph, snap)
+		for _, l := range left {
+			pr.Irreversible = append(pr.Irreversible, l.Addr) // no provider configured now may undo it
+		}
 		order := newStepGraph(e.withRemoved(ph, snap)).order()
 		for j := len(order) - 1; j >= 0; j-- {
 			s := order[j]

@@ -141,14 +141,19 @@ func (r *stepRunner) run(s *phases.Step) bool {
 	return r.applyTries(s, g.p, g.cfg, rec, g.in.hash, planned)
 }
 
-// rehash writes again, keyed, the input hash of a done record that holds
-// it in the old plain form (inputhash.go): once, by the first run that
-// finds the step unchanged.
+// rehash writes again a done record an older migrate wrote, once, by the
+// first run that finds the step unchanged: its input hash keyed when it
+// holds it in the old plain form (inputhash.go), and the provider that
+// ran it when it does not name one (format 3), so that it can be undone
+// once the runbook no longer has the step (removedStep).
 func (r *stepRunner) rehash(s *phases.Step, rec *state.StepRecord, in inputs) bool {
-	if !in.stale(rec.InputHash) {
+	if !in.stale(rec.InputHash) && rec.Provider != "" {
 		return true
 	}
-	rec.InputHash = in.hash
+	if in.stale(rec.InputHash) {
+		rec.InputHash = in.hash
+	}
+	rec.Provider = s.Provider
 	return r.checkpoint(rec)
 }
 
@@ -253,6 +258,9 @@ func (r *stepRunner) applyTries(s *phases.Step, p providers.Interface, cfg cty.V
 func (r *stepRunner) transition(s *phases.Step, rec *state.StepRecord, status state.Status, ev Event) bool {
 	now := time.Now()
 	rec.Status = status
+	if !s.IsCheck() {
+		rec.Provider = s.Provider // who undoes it once the runbook no longer has it
+	}
 	switch status {
 	case state.Running, state.Reverting:
 		rec.StartedAt, rec.FinishedAt = &now, nil

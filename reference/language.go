@@ -84,7 +84,7 @@ var language = []block{
 	},
 	{
 		header:      `step "TYPE" "NAME"`,
-		description: "One step of a phase, addressed TYPE.NAME (unique in the runbook). Its attributes are its step type's (below) plus the meta-arguments. A reference to another step's output (TYPE.NAME.OUTPUT) is also a dependency. With for_each, one instance per key, addressed TYPE.NAME[\"KEY\"] in the plan, the state, --json and the graph: refer to one instance's output as TYPE.NAME[\"KEY\"].OUTPUT, or to TYPE.NAME as the map of its instances by key (TYPE.NAME[each.key].OUTPUT).",
+		description: "One step of a phase, addressed TYPE.NAME (unique in the runbook). Its attributes are its step type's (below) plus the meta-arguments. A reference to another step's output (TYPE.NAME.OUTPUT) is also a dependency. With for_each, one instance per key, addressed TYPE.NAME[\"KEY\"] in the plan, the state, --json and the graph: refer to one instance's output as TYPE.NAME[\"KEY\"].OUTPUT, or to TYPE.NAME as the map of its instances by key (TYPE.NAME[each.key].OUTPUT). A step deleted from the runbook (its block, or its group call), or renamed without a moved block, is planned for revert (reason step_removed) once it has a record with revert data, and its phase's next run undoes it with the provider its record names, as Terraform destroys a resource deleted from its configuration; a record that names no provider configured now is left, with a warning.",
 	},
 	{
 		header:      `group "NAME"`,

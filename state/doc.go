@@ -30,10 +30,11 @@
 // its state's lineage and a CRC-32C of itself: a damaged byte anywhere is
 // refused, never read as a different state.
 //
-// The format is version 3 (CurrentVersion). Versions 1 and 2 (whose records
+// The format is version 4 (CurrentVersion), version 3's with a record's
+// provider; version 3 is read as it is. Versions 1 and 2 (whose records
 // kept revert data under "inverse" and facts under "record") are read
 // through frozen copies of their types (v2.go), journal and etcd entries
-// included, and written as 3 by the next writer: Local and etcdstate both
+// included, and written as 4 by the next writer: Local and etcdstate both
 // write the snapshot again when they take the lock.
 //
 // Reading never writes. A file this build cannot use — garbled, truncated,

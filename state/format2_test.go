@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,7 +69,7 @@ func renamed(t *testing.T, v2 map[string]any) map[string]any {
 	if err := dec.Decode(&m); err != nil {
 		t.Fatal(err)
 	}
-	m["version"] = json.Number("3")
+	m["version"] = json.Number(strconv.Itoa(CurrentVersion))
 	for _, r := range m["steps"].(map[string]any) {
 		rec := r.(map[string]any)
 		for old, now := range map[string]string{"inverse": "revert", "record": "facts"} {
@@ -124,7 +126,7 @@ func TestFormat2NothingLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	written := readFile(t, filepath.Join(dir, snapshotFile))
-	if !bytes.HasPrefix(written, []byte("{\n  \"version\": 3,\n")) {
+	if !bytes.HasPrefix(written, fmt.Appendf(nil, "{\n  \"version\": %d,\n", CurrentVersion)) {
 		t.Fatalf("the writer did not write format 3:\n%s", written)
 	}
 	if bytes.Contains(written, []byte(`"inverse"`)) || bytes.Contains(written, []byte(`"record"`)) {
@@ -195,7 +197,7 @@ func TestFormat2JournalRead(t *testing.T) {
 	check(l.Snapshot())
 	l.Close()
 	written := readFile(t, filepath.Join(dir, snapshotFile))
-	if !bytes.HasPrefix(written, []byte("{\n  \"version\": 3,\n")) || bytes.Contains(written, []byte(`"inverse"`)) {
+	if !bytes.HasPrefix(written, fmt.Appendf(nil, "{\n  \"version\": %d,\n", CurrentVersion)) || bytes.Contains(written, []byte(`"inverse"`)) {
 		t.Fatalf("not folded into format 3:\n%s", written)
 	}
 	if j := readFile(t, filepath.Join(dir, journalFile)); len(j) != 0 {

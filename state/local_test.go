@@ -312,16 +312,16 @@ func TestPersistKeepsBackup(t *testing.T) {
 func TestNewerVersionRefused(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	in := []byte(`{"version": 4, "serial": 9, "lineage": "x", "migrate_version": "2.3.0", "steps": {}, "new_thing": [1]}`)
+	in := []byte(`{"version": 5, "serial": 9, "lineage": "x", "migrate_version": "2.3.0", "steps": {}, "new_thing": [1]}`)
 	writeFile(t, filepath.Join(dir, snapshotFile), in)
 	before := dirContents(t, dir)
 	for _, opts := range []Options{{}, writer("migrate run")} {
 		_, err := Open(dir, opts)
 		var nv *NewerVersionError
-		if !errors.As(err, &nv) || nv.Version != 4 || nv.MigrateVersion != "2.3.0" || !errors.Is(err, ErrUnusableState) {
+		if !errors.As(err, &nv) || nv.Version != 5 || nv.MigrateVersion != "2.3.0" || !errors.Is(err, ErrUnusableState) {
 			t.Fatalf("Open: %v, want a NewerVersionError", err)
 		}
-		for _, want := range []string{"version 4", "migrate 2.3.0", "upgrade migrate"} {
+		for _, want := range []string{"version 5", "migrate 2.3.0", "upgrade migrate"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not say %q", err, want)
 			}

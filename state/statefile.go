@@ -60,8 +60,8 @@ func readSnapshot(b []byte) (*Snapshot, int, error) {
 		var by string
 		_ = json.Unmarshal(head.MigrateVersion, &by)
 		return nil, version, &NewerVersionError{Version: version, MigrateVersion: by}
-	case version == 3:
-		s, err := readV3(b)
+	case version == 3, version == 4:
+		s, err := readCurrent(b, version)
 		return s, version, err
 	case version == 2:
 		s, err := readV2(b)
@@ -85,7 +85,8 @@ func readSnapshot(b []byte) (*Snapshot, int, error) {
 }
 
 // stateV3 is the file this build writes: format 2's layout, its records'
-// keys renamed ("revert", "facts").
+// keys renamed ("revert", "facts"); format 4 adds a record's provider,
+// which format 3's records lack (so they decode as they are).
 type stateV3 struct {
 	Version        int                    `json:"version"`
 	Checksum       string                 `json:"checksum"`
@@ -95,13 +96,14 @@ type stateV3 struct {
 	Steps          map[string]*StepRecord `json:"steps"`
 }
 
-func readV3(b []byte) (*Snapshot, error) {
+// readCurrent reads a snapshot of format 3 or 4 (version).
+func readCurrent(b []byte, version int) (*Snapshot, error) {
 	var s3 stateV3
 	if err := decodeStrict(b, &s3); err != nil {
 		return nil, err
 	}
 	if err := verifyChecksum(s3.Checksum, func() ([]byte, error) {
-		return encodeBody(3, s3.Serial, s3.Lineage, s3.MigrateVersion, s3.Steps)
+		return encodeBody(version, s3.Serial, s3.Lineage, s3.MigrateVersion, s3.Steps)
 	}); err != nil {
 		return nil, err
 	}

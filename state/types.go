@@ -11,10 +11,11 @@ import (
 
 // CurrentVersion is the format version this build writes. Version 2 added
 // the snapshot's checksum; version 3 renamed two keys of a step's record
-// to the code's words ("inverse" to "revert", "record" to "facts").
-// Versions 1 and 2 are read (through the frozen types of v2.go) and
-// written as 3 by the next writer; a newer version is refused.
-const CurrentVersion = 3
+// to the code's words ("inverse" to "revert", "record" to "facts");
+// version 4 added a record's provider (a version 3 record is one without
+// it). Versions 1 and 2 are read (through the frozen types of v2.go) and
+// written as 4 by the next writer; a newer version is refused.
+const CurrentVersion = 4
 
 // Status of a step (or check) record.
 type Status string
@@ -34,6 +35,10 @@ type StepRecord struct {
 	Addr  phases.Address `json:"address"`
 	Phase string         `json:"phase"`
 	Check bool           `json:"check,omitempty"`
+	// Provider is the provider configuration (TYPE.NAME) that last ran
+	// or reverted the step: what undoes it once the runbook no longer
+	// has the step. Empty in records of format 3 and older.
+	Provider string `json:"provider,omitempty"`
 	// Status is the last thing that happened to the step.
 	Status Status `json:"status"`
 	// InputHash is a hash of the evaluated attributes the step last ran

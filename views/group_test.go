@@ -39,7 +39,7 @@ func TestGroupedAddressesPrintWhole(t *testing.T) {
 		"  - group.svc[\"emby\"].helm_release.app will be reverted: its group call instance group.svc[\"emby\"] is no longer in the for_each of group.svc: helm uninstall emby\n",
 		"  ? check group.svc[\"jellyfin\"].http_check.up will run after the phase's steps\n",
 		"1 to revert",
-		"  - revert (an instance whose for_each key was removed, or a step of a group call instance that was)\n",
+		"  - revert (a step the runbook no longer has: its block or group call deleted, or its for_each key removed)\n",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("plan lacks %q:\n%s", want, out)

@@ -84,7 +84,7 @@ func renderPlan(w io.Writer, st styles, p *engine.Plan) {
 		fmt.Fprintf(w, "Steps are marked with these symbols:\n  %s create  %s update  %s drifted  %s unchanged\n\n",
 			st.green("+"), st.yellow("~"), st.magenta("!"), st.dim("="))
 		if c.Revert > 0 {
-			fmt.Fprintf(w, "  %s revert (an instance whose for_each key was removed, or a step of a group call instance that was)\n\n", st.red("-"))
+			fmt.Fprintf(w, "  %s revert (a step the runbook no longer has: its block or group call deleted, or its for_each key removed)\n\n", st.red("-"))
 		}
 	}
 	renderPrograms(w, st, p.Programs)

@@ -68,6 +68,8 @@ func Because(code engine.ReasonCode, why engine.Why) string {
 		return "its key is no longer in the for_each of " + by + ": " + or(why.Detail, "undo")
 	case engine.GroupRemoved:
 		return groupGone(why) + ": " + or(why.Detail, "undo")
+	case engine.StepRemoved:
+		return "no longer in the runbook (renamed? a moved block from its old address keeps its record): " + or(why.Detail, "undo")
 	}
 	return ""
 }

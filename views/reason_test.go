@@ -33,6 +33,8 @@ func TestBecause(t *testing.T) {
 			`its key is no longer in the for_each of group.app["jellyfin"].exec.export: rm -r /srv/export`},
 		{engine.GroupRemoved, engine.Why{By: []phases.Address{{Group: "app", GroupKey: "jellyfin", Type: "helm_release", Name: "app"}}, Detail: "helm uninstall jellyfin"},
 			`its group call instance group.app["jellyfin"] is no longer in the for_each of group.app: helm uninstall jellyfin`},
+		{engine.StepRemoved, engine.Why{Detail: "run: rm -rf /srv/node"},
+			"no longer in the runbook (renamed? a moved block from its old address keeps its record): run: rm -rf /srv/node"},
 		{engine.InputKeyOther, engine.Why{Was: "k1", Now: "k2"}, "its record's input hash was made under another key (k1, this run's is k2): another age identity; set the one it ran with to compare, or it runs again"},
 	} {
 		if got := views.Because(row.code, row.why); got != row.want {

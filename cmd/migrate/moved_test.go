@@ -176,3 +176,55 @@ phase "B" {
 		t.Errorf("the refused move changed the state: %s", b)
 	}
 }
+
+// A step renamed without a moved block is not forgotten: the plan undoes
+// the old one (its record's revert) and runs the new one, as Terraform
+// destroys and creates, and says how to keep the record instead; a step
+// deleted from the runbook is undone by the next run of its phase. The
+// world says so, not only the state.
+func TestRenamedWithoutMovedUndoesTheOldStep(t *testing.T) {
+	t.Parallel()
+	dir := runbook(t, map[string]string{"main.hcl": movedRunbook("second", "")})
+	run(t, dir, 0, "run", "--all", "--auto-approve", "--no-color")
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(movedRunbook("renamed", "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, dir, 0, "plan", "--no-color")
+	for _, want := range []string{
+		"- exec.second will be reverted: no longer in the runbook (renamed? a moved block from its old address keeps its record): run: sh -c 'echo undo-second >> log.txt'",
+		"+ exec.renamed will run",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the plan does not say %q:\n%s", want, r)
+		}
+	}
+	run(t, dir, 0, "run", "--all", "--auto-approve", "--no-color")
+	log, _ := os.ReadFile(filepath.Join(dir, "log.txt"))
+	if got, want := string(log), "run-first\nrun-second\nundo-second\nrun-second\n"; got != want {
+		t.Errorf("log.txt = %q, want %q", got, want)
+	}
+	_, steps := status(t, dir)
+	if steps["exec.renamed"].Status != "done" {
+		t.Errorf("exec.renamed after the run: %+v", steps["exec.renamed"])
+	}
+
+	// Deleted: the next run of phase A undoes it, and rollback has
+	// nothing of it left to undo.
+	one := `
+phase "A" {
+  step "exec" "first" {
+    command = ["sh", "-c", "echo run-first >> log.txt"]
+    revert  = ["sh", "-c", "echo undo-first >> log.txt"]
+  }
+}
+`
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(one), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, dir, 0, "run", "--phase", "A", "--auto-approve", "--no-color")
+	run(t, dir, 0, "rollback", "--auto-approve", "--no-color")
+	log, _ = os.ReadFile(filepath.Join(dir, "log.txt"))
+	if got, want := string(log), "run-first\nrun-second\nundo-second\nrun-second\nundo-second\nundo-first\n"; got != want {
+		t.Errorf("log.txt = %q, want %q", got, want)
+	}
+}

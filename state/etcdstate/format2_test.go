@@ -99,7 +99,7 @@ func TestFormat2StateRead(t *testing.T) {
 			snap += v
 		}
 	}
-	if !strings.HasPrefix(snap, "{\n  \"version\": 3,\n") || strings.Contains(snap, `"inverse"`) || strings.Contains(snap, `"record"`) ||
+	if !strings.HasPrefix(snap, fmt.Sprintf("{\n  \"version\": %d,\n", state.CurrentVersion)) || strings.Contains(snap, `"inverse"`) || strings.Contains(snap, `"record"`) ||
 		!strings.Contains(snap, `"revert":{"description":"run: undo"`) {
 		t.Fatalf("the writer did not write format 3 when it opened the state:\n%.600s", snap)
 	}
@@ -112,8 +112,9 @@ func TestFormat2StateRead(t *testing.T) {
 	r.Close()
 }
 
-// A format 2 state with no journal after its snapshot is written as 3 when
-// a writer opens it too, not left as it is until a step changes.
+// A format 2 state with no journal after its snapshot is written in the
+// current format when a writer opens it too, not left as it is until a
+// step changes.
 func TestFormat2StateWrittenAtOnce(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
 	cfg := prefixed(t, c)
@@ -128,7 +129,7 @@ func TestFormat2StateWrittenAtOnce(t *testing.T) {
 	}
 	defer w.Close()
 	for k, v := range dump(t, c.Client(), cfg.Prefix) {
-		if strings.HasPrefix(k, cfg.Prefix+"snapshot/") && k != cfg.Prefix+"snapshot/meta" && !strings.HasPrefix(v, "{\n  \"version\": 3,\n") {
+		if strings.HasPrefix(k, cfg.Prefix+"snapshot/") && k != cfg.Prefix+"snapshot/meta" && !strings.HasPrefix(v, fmt.Sprintf("{\n  \"version\": %d,\n", state.CurrentVersion)) {
 			t.Fatalf("%s after a writer opened the state:\n%.300s", k, v)
 		}
 	}

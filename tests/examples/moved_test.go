@@ -57,7 +57,7 @@ func TestHomelabMovedFromBeforeGroups(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	changes := regexp.MustCompile(`(?m)^  [+~!] .*$`)
+	changes := regexp.MustCompile(`(?m)^  [+~!-] .*$`)
 	newer := regexp.MustCompile(`^  (\+ group\.(jellyfin|frigate)\.incus_sync\.(warm|final)\["(lib|config)"\] will run|\+ group\.(jellyfin|frigate)\.kubernetes_job\.pull will run|~ group\.(jellyfin|frigate)\.incus_exec\.export will run again: its inputs changed since it ran)$`)
 	for i, when := range []string{"before the moves are made", "after a run made them"} {
 		plan := migrate("plan")
