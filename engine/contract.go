@@ -183,6 +183,9 @@ func (e *Engine) checkContract(ctx context.Context, plan *Plan, snap *state.Snap
 	if !slices.Equal(moves, plan.Moved) {
 		diffs = append(diffs, fmt.Sprintf("the runbook's moved blocks now move %s, the plan moved %s", movesText(moves), movesText(plan.Moved)))
 	}
+	if letGo := e.forgets(snap); !slices.Equal(letGo, plan.LetGo) {
+		diffs = append(diffs, fmt.Sprintf("the runbook's removed blocks now let go of %s, the plan let go of %s", forgetsText(letGo), forgetsText(plan.LetGo)))
+	}
 	for _, pp := range plan.Phases {
 		ph := e.runbook.Phase(pp.Name)
 		if ph == nil {

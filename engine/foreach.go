@@ -57,7 +57,7 @@ func (e *Engine) removed(ph *phases.Phase, snap *state.Snapshot) ([]*phases.Step
 	var left []leftRecord
 	for key, rec := range snap.Steps {
 		a, err := phases.ParseAddress(key)
-		if err != nil || present[a] || !needsRevert(rec) {
+		if err != nil || present[a] || !needsRevert(rec) || e.letGo(a) != nil {
 			continue
 		}
 		// A call's declaration of its step, without the call's key.
@@ -173,7 +173,7 @@ func (e *Engine) leftDiags(selected []*phases.Phase, all bool, snap *state.Snaps
 	}
 	gone := map[string][]string{}
 	for key, rec := range snap.Steps {
-		if e.runbook.Phase(rec.Phase) == nil && needsRevert(rec) {
+		if e.runbook.Phase(rec.Phase) == nil && needsRevert(rec) && e.letGo(rec.Addr) == nil {
 			gone[rec.Phase] = append(gone[rec.Phase], key)
 		}
 	}

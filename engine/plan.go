@@ -31,6 +31,9 @@ type Plan struct {
 	// Moved are the records the runbook's moved blocks carry to their
 	// steps' new addresses: run makes them first (moved.go).
 	Moved []Move `json:"moved,omitempty"`
+	// LetGo are the records the runbook's removed blocks with revert =
+	// false let go: run writes that first, after the moves (forget.go).
+	LetGo []Forget `json:"let_go,omitempty"`
 	// Services are the windows of downtime the plan's phases open, as
 	// the plan expects them (estimate.go).
 	Services []ServicePlan `json:"services,omitempty"`
@@ -136,7 +139,7 @@ func (s *StepPlan) IsCheck() bool { return s.When != "" }
 // --detailed-exitcode and "nothing to run" go by, so that no view decides
 // it on its own.
 func (p *Plan) HasChanges() bool {
-	return len(p.Moved) > 0 || slices.ContainsFunc(p.Phases, (*PhasePlan).HasChanges)
+	return len(p.Moved) > 0 || len(p.LetGo) > 0 || slices.ContainsFunc(p.Phases, (*PhasePlan).HasChanges)
 }
 
 // HasChanges reports whether some step or check of the phase would run.
@@ -180,6 +183,7 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 	if diags.HasErrors() {
 		return plan, diags
 	}
+	plan.LetGo = e.forgets(snap)
 	out := e.loadOutputs(snap)
 	contracts := e.contracts(ctx, selected, snap)
 	progs, d := e.programs(selected)

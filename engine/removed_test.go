@@ -248,3 +248,105 @@ func TestOlderRecordLearnsItsProvider(t *testing.T) {
 		t.Errorf("the record names the provider %q after a run passed over it, want fake.default", rec.Provider)
 	}
 }
+
+// TestRemovedBlockLetsTheRecordGo: a removed block with revert = false
+// lets the record of a deleted step go, and of every step of a deleted
+// group call: the plan shows it and reverts nothing, run writes it (the
+// record keeps its history, loses its revert data, says who let it go),
+// and no rollback undoes the step after that.
+func TestRemovedBlockLetsTheRecordGo(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	before := newRB()
+	p := before.phase("p")
+	before.step(p, "a")
+	before.step(p, "b", "a")
+	groupSteps(before, p, "x")
+	if err := h.run(before.r); err != nil {
+		t.Fatal(err)
+	}
+	after := newRB()
+	after.step(after.phase("p"), "a")
+	after.r.Removed = []*phases.Removed{
+		{From: addr("b"), Range: phases.Range{Filename: "main.hcl", StartLine: 7}},
+		{From: phases.Address{Group: "svc"}, Call: true, Range: phases.Range{Filename: "main.hcl", StartLine: 11}},
+		{From: addr("after"), Revert: true, Range: phases.Range{Filename: "main.hcl", StartLine: 15}},
+	}
+	e, st := h.open(after.r)
+	plan, diags := e.Plan(context.Background(), engine.PlanOptions{})
+	if len(diags) != 0 {
+		t.Fatalf("plan: %v", diags)
+	}
+	var letGo []string
+	for _, f := range plan.LetGo {
+		letGo = append(letGo, f.Addr.String()+" "+f.Block)
+	}
+	want := []string{"fake_step.b main.hcl:7", `group.svc["x"].fake_step.app main.hcl:11`, `group.svc["x"].fake_step.volume main.hcl:11`}
+	if !slices.Equal(letGo, want) {
+		t.Errorf("the plan lets go of %q, want %q", letGo, want)
+	}
+	got := planned(plan)
+	if sp := got["fake_step.after"]; sp == nil || sp.Action != providers.Revert || sp.ReasonCode != engine.StepRemoved {
+		t.Errorf("fake_step.after (removed, revert = true) planned %+v, want a revert", sp)
+	}
+	for _, a := range []string{"fake_step.b", `group.svc["x"].fake_step.app`} {
+		if sp := got[a]; sp != nil {
+			t.Errorf("%s planned %+v: a removed block lets it go", a, sp)
+		}
+	}
+	if !plan.HasChanges() {
+		t.Error("a plan that lets records go says it has nothing to do")
+	}
+	if err := e.CheckSavedPlan(context.Background(), plan); err != nil {
+		t.Fatalf("the plan was refused as a saved plan: %v", err)
+	}
+	if err := e.Run(context.Background(), context.Background(), plan, engine.RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	st2, err := state.Open(h.dir, state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := st2.Step(addr("b"))
+	st2.Close()
+	if rec.Status != state.Done || rec.Revert != nil || rec.Facts["let_go_by"] != "removed block at main.hcl:7" || rec.Attempts != 1 {
+		t.Errorf("the record of b after the run: %+v", rec)
+	}
+	if _, err := h.rollback(after.r); err != nil {
+		t.Fatal(err)
+	}
+	for a, n := range map[string]int{"fake_step.b": 0, `group.svc["x"].fake_step.app`: 0, `group.svc["x"].fake_step.volume`: 0, "fake_step.after": 1, "fake_step.a": 1} {
+		if got := h.fake.Reverted(a); got != n {
+			t.Errorf("%s reverted %d times, want %d", a, got, n)
+		}
+	}
+}
+
+// TestPhaseDeletedWarns: records of a phase the runbook no longer has
+// are undone by nothing: the plan says so (and which), unless a removed
+// block lets them go.
+func TestPhaseDeletedWarns(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	before := newRB()
+	before.step(before.phase("p"), "a")
+	before.step(before.phase("q"), "b")
+	if err := h.run(before.r); err != nil {
+		t.Fatal(err)
+	}
+	after := newRB().phaseWith("p", "a")
+	e, st := h.open(after)
+	_, diags := e.Plan(context.Background(), engine.PlanOptions{})
+	st.Close()
+	if diags.HasErrors() || len(diags) != 1 || diags[0].Summary != "Phase No Longer In The Runbook" || !strings.Contains(diags[0].Detail, "phase q") || !strings.Contains(diags[0].Detail, "fake_step.b") {
+		t.Fatalf("plan diagnostics %v, want one warning naming phase q and fake_step.b", diags)
+	}
+	after.Removed = []*phases.Removed{{From: addr("b"), Range: phases.Range{Filename: "main.hcl", StartLine: 3}}}
+	e, st = h.open(after)
+	plan, diags := e.Plan(context.Background(), engine.PlanOptions{})
+	st.Close()
+	if len(diags) != 0 || len(plan.LetGo) != 1 {
+		t.Fatalf("with a removed block: diagnostics %v, let go %v; want none, and b let go", diags, plan.LetGo)
+	}
+}

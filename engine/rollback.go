@@ -21,6 +21,9 @@ type RollbackPlan struct {
 	// Moved are the records the runbook's moved blocks carry to their
 	// steps' new addresses: the rollback makes them first (moved.go).
 	Moved []Move `json:"moved,omitempty"`
+	// LetGo are the records removed blocks with revert = false let go:
+	// the rollback writes that first, and does not undo them (forget.go).
+	LetGo []Forget `json:"let_go,omitempty"`
 }
 
 // PhaseRollbackPlan is the rollback of one phase.
@@ -93,7 +96,7 @@ func (e *Engine) PlanRollback(names []string) (*RollbackPlan, error) {
 			}
 		}
 	}
-	rp := &RollbackPlan{Lineage: lineage, Serial: serial, Moved: moved}
+	rp := &RollbackPlan{Lineage: lineage, Serial: serial, Moved: moved, LetGo: e.forgets(snap)}
 	progs, diags := e.programs(selected)
 	if diags.HasErrors() {
 		return nil, diags.Err()
@@ -146,6 +149,10 @@ func (e *Engine) Rollback(stop, cancel context.Context, rp *RollbackPlan) error 
 	// Records go to their steps' new addresses first: the steps are
 	// undone under the names the runbook gives them now.
 	if err := e.applyMoves(rp.Moved); err != nil {
+		return err
+	}
+	// What removed blocks let go is not undone: it says so first.
+	if err := e.applyForgets(rp.LetGo); err != nil {
 		return err
 	}
 	snap = e.state.Snapshot()

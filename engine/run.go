@@ -73,6 +73,10 @@ func (e *Engine) Run(stop, cancel context.Context, plan *Plan, opts RunOptions) 
 	if err := e.applyMoves(plan.Moved); err != nil {
 		return err
 	}
+	// Records the runbook's removed blocks let go lose their revert data.
+	if err := e.applyForgets(plan.LetGo); err != nil {
+		return err
+	}
 	snap = e.state.Snapshot()
 	out := e.loadOutputs(snap)
 	for _, pp := range plan.Phases {

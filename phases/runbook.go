@@ -26,6 +26,9 @@ type Runbook struct {
 	// Moved are the moved blocks, in the order written: a chain a -> b,
 	// b -> c carries a's record to c.
 	Moved []*Moved
+	// Removed are the removed blocks: what becomes of the records of
+	// steps the runbook no longer has.
+	Removed []*Removed
 	// Secrets holds the plain values of sensitive variables, so that the
 	// engine can redact them wherever they surface inside other text (a
 	// command echoing a token). Memory only: never written anywhere.
@@ -175,4 +178,33 @@ func (r *Runbook) Phase(name string) *Phase {
 type Moved struct {
 	From, To Address
 	Range    Range // the block
+}
+
+// Removed is a removed block: the records of a step the runbook no
+// longer has (From), or of every step of a group call it no longer has
+// (Call: only From's Group and GroupKey count), and whether a run undoes
+// them (Revert, as it does with no block) or lets them go, leaving what
+// their steps did as it is.
+type Removed struct {
+	From   Address
+	Call   bool
+	Revert bool
+	Range  Range // the block
+}
+
+// Matches says whether the block is about the record of a.
+func (r *Removed) Matches(a Address) bool {
+	if !r.Call {
+		return a == r.From
+	}
+	return a.Group == r.From.Group && (r.From.GroupKey == "" || a.GroupKey == r.From.GroupKey)
+}
+
+// Target is what the block names, as written: a step's address, or a
+// group call's (group.NAME, group.NAME["KEY"]).
+func (r *Removed) Target() string {
+	if r.Call {
+		return r.From.GroupPrefix()
+	}
+	return r.From.String()
 }

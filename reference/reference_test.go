@@ -152,6 +152,10 @@ moved {
   from = alpha_thing.old
   to   = alpha_thing.gone
 }
+removed {
+  from   = alpha_thing.deleted
+  revert = false
+}
 service "s" {
   stop         = [alpha_thing.a]
   serving      = alpha_thing.up

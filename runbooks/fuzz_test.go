@@ -43,6 +43,8 @@ func FuzzLoad(f *testing.F) {
 	// Service blocks: lists, checks, groups, durations, the wrong kinds.
 	f.Add([]byte("phase \"a\" {\n  step \"exec\" \"s\" { command = [\"true\"] }\n  check \"http_check\" \"c\" { url = \"http://x\" }\n}\nservice \"x\" {\n  stop = [exec.s, exec.s, http_check.c, group.g.exec.s, \"exec.s\"]\n  serving = exec.s\n  max_downtime = \"-1m\"\n}\nservice \"x\" {\n  stop = exec.s\n  serving = http_check.c\n  max_downtime = null\n}\n"))
 	f.Add([]byte("phase \"a\" {\n  step \"exec\" \"c\" { command = [\"true\"] }\n}\nmoved {\n  from = exec.a\n  to   = exec.b\n}\nmoved {\n  from = exec.b\n  to   = exec.c\n}\nmoved {\n  from = exec.k[\"x\"]\n  to = exec.c\n}\nmoved {\n  from = exec.c\n  to = exec.a\n}\n"))
+	// removed blocks: a step, a call, a key, bad values, a clash.
+	f.Add([]byte("phase \"a\" {\n  step \"exec\" \"c\" { command = [\"true\"] }\n}\nremoved {\n  from   = exec.a\n  revert = false\n}\nremoved {\n  from   = group.g[\"k\"]\n  revert = true\n}\nremoved {\n  from   = group.\n  revert = 1\n}\nremoved {\n  from   = exec.c\n  revert = null\n}\nmoved {\n  from = exec.a\n  to   = exec.c\n}\n"))
 	schemas := testSchemas()
 	// No file system writes per input: the machine is shared, and disk
 	// latency would look like hangs.

@@ -57,6 +57,7 @@ var notInGroup = map[string]string{
 	"backend":  "the state belongs to the runbook",
 	"role":     "roles describe the runbook's host",
 	"moved":    "write moved blocks in the runbook, with the grouped addresses",
+	"removed":  "write removed blocks in the runbook, with the grouped addresses",
 	"group":    "groups do not call groups: call both from the phase",
 }
 

@@ -178,6 +178,7 @@ type rootBody struct {
 	Backends  []*backendBlock  `hcl:"backend,block"`
 	Roles     []*roleBlock     `hcl:"role,block"`
 	Moved     []*movedBlock    `hcl:"moved,block"`
+	Removed   []*removedBlock  `hcl:"removed,block"`
 	Services  []*serviceBlock  `hcl:"service,block"`
 }
 
@@ -228,6 +229,7 @@ func (ld *load) run() *phases.Runbook {
 		backends    []*backendBlock
 		roleBlocks  []*roleBlock
 		moved       []*movedBlock
+		removed     []*removedBlock
 		services    []*serviceBlock
 	)
 	for _, r := range roots {
@@ -238,6 +240,7 @@ func (ld *load) run() *phases.Runbook {
 		backends = append(backends, r.Backends...)
 		roleBlocks = append(roleBlocks, r.Roles...)
 		moved = append(moved, r.Moved...)
+		removed = append(removed, r.Removed...)
 		services = append(services, r.Services...)
 	}
 
@@ -268,6 +271,7 @@ func (ld *load) run() *phases.Runbook {
 	rb.Backend = backend
 	rb.Roles = ld.declareRoles(roleBlocks)
 	rb.Moved = ld.declareMoved(moved)
+	rb.Removed = ld.declareRemoved(removed, rb.Moved)
 	rb.Services = ld.declareServices(services)
 	return rb
 }

@@ -88,6 +88,7 @@ func renderPlan(w io.Writer, st styles, p *engine.Plan) {
 		}
 	}
 	renderPrograms(w, st, p.Programs)
+	renderLetGo(w, st, p.LetGo)
 	for _, ph := range p.Phases {
 		renderPhasePlan(w, st, ph)
 	}
@@ -104,8 +105,22 @@ func renderPlan(w io.Writer, st styles, p *engine.Plan) {
 	if c.Revert > 0 {
 		reverts = fmt.Sprintf(", %d to revert", c.Revert)
 	}
+	if len(p.LetGo) > 0 {
+		moved += fmt.Sprintf(" %s let go (removed blocks): not undone.", plural(len(p.LetGo), "record", "records"))
+	}
 	fmt.Fprintf(w, "%s %d to create, %d to update, %d drifted%s, %d unchanged.%s\n",
 		st.bold("Plan:"), c.Create, c.Update, c.Drift, reverts, c.NoOp, moved)
+}
+
+// renderLetGo says which records removed blocks let go, before the
+// phases: no step runs for them, and nothing will undo them.
+func renderLetGo(w io.Writer, st styles, list []engine.Forget) {
+	for _, f := range list {
+		fmt.Fprintf(w, "%s\n", st.dim(fmt.Sprintf("# %s let go (removed block at %s): what it did stays, and nothing will undo it", f.Addr, f.Block)))
+	}
+	if len(list) > 0 {
+		fmt.Fprintln(w)
+	}
 }
 
 // renderPrograms names the programs the run would give the runbook's

@@ -20,6 +20,7 @@ func (v *View) RollbackPlan(p *engine.RollbackPlan) {
 	if len(p.Moved) > 0 {
 		fmt.Fprintln(w)
 	}
+	renderLetGo(w, st, p.LetGo)
 	irr := 0
 	for _, ph := range p.Phases {
 		irr += len(ph.Irreversible)

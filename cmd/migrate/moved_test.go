@@ -228,3 +228,53 @@ phase "A" {
 		t.Errorf("log.txt = %q, want %q", got, want)
 	}
 }
+
+// A removed block with revert = false lets a deleted step's record go:
+// the plan says so, run and rollback never undo the step, and status
+// shows who let it go.
+func TestRemovedBlockKeepsWhatTheStepDid(t *testing.T) {
+	t.Parallel()
+	dir := runbook(t, map[string]string{"main.hcl": movedRunbook("second", "")})
+	run(t, dir, 0, "run", "--all", "--auto-approve", "--no-color")
+	one := `
+phase "A" {
+  step "exec" "first" {
+    command = ["sh", "-c", "echo run-first >> log.txt"]
+    revert  = ["sh", "-c", "echo undo-first >> log.txt"]
+  }
+}
+
+removed {
+  from   = exec.second
+  revert = false
+}
+`
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(one), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, dir, 0, "plan", "--no-color")
+	for _, want := range []string{
+		"# exec.second let go (removed block at main.hcl:9): what it did stays, and nothing will undo it",
+		"1 record let go (removed blocks): not undone.",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the plan does not say %q:\n%s", want, r)
+		}
+	}
+	if r := migrate(t, dir, "plan", "--detailed-exitcode", "--no-color"); r.code != 2 {
+		t.Errorf("plan --detailed-exitcode with a record to let go: %s, want exit 2", r)
+	}
+	run(t, dir, 0, "run", "--all", "--auto-approve", "--no-color")
+	var doc struct {
+		Orphans []stepStatus `json:"orphans"`
+	}
+	if r := run(t, dir, 0, "status", "--json"); json.Unmarshal([]byte(r.stdout), &doc) != nil || len(doc.Orphans) != 1 ||
+		doc.Orphans[0].Address != "exec.second" || doc.Orphans[0].Facts["let_go_by"] != "removed block at main.hcl:9" {
+		t.Errorf("status --json after the run: the records the runbook no longer has are %+v, want exec.second let go by main.hcl:9\n%s", doc.Orphans, r)
+	}
+	run(t, dir, 0, "rollback", "--auto-approve", "--no-color")
+	log, _ := os.ReadFile(filepath.Join(dir, "log.txt"))
+	if got, want := string(log), "run-first\nrun-second\nundo-first\n"; got != want {
+		t.Errorf("log.txt = %q, want %q", got, want)
+	}
+}
