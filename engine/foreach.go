@@ -55,9 +55,9 @@ func (e *Engine) removed(ph *phases.Phase, snap *state.Snapshot) ([]*phases.Step
 	}
 	var out []*phases.Step
 	var left []leftRecord
-	for key, rec := range snap.Steps {
-		a, err := phases.ParseAddress(key)
-		if err != nil || present[a] || !needsRevert(rec) || e.letGo(a) != nil {
+	for _, rec := range snap.Steps {
+		a := rec.Addr // the key's (the state checks it on load)
+		if present[a] || !needsRevert(rec) || e.letGo(a) != nil {
 			continue
 		}
 		// A call's declaration of its step, without the call's key.
@@ -117,9 +117,9 @@ func (e *Engine) removedStep(a phases.Address, rec *state.StepRecord, snap *stat
 		return nil, err
 	}
 	s := &phases.Step{Addr: a, Phase: rec.Phase, Provider: prov, Config: phases.Static(cty.DynamicVal)}
-	for key, other := range snap.Steps {
-		d, err := phases.ParseAddress(key)
-		if err != nil || d == a || other.Phase != rec.Phase {
+	for _, other := range snap.Steps {
+		d := other.Addr
+		if d == a || other.Phase != rec.Phase {
 			continue
 		}
 		// Ended before it started: an interval order, so never a cycle,

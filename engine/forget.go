@@ -25,11 +25,8 @@ type Forget struct {
 // in no form (a step it still runs is never let go).
 func (e *Engine) forgets(snap *state.Snapshot) []Forget {
 	var out []Forget
-	for key, rec := range snap.Steps {
-		a, err := phases.ParseAddress(key)
-		if err != nil {
-			continue
-		}
+	for _, rec := range snap.Steps {
+		a := rec.Addr
 		if r := e.letGo(a); r != nil && needsRevert(rec) {
 			out = append(out, Forget{Addr: a, Block: fmt.Sprintf("%s:%d", r.Range.Filename, r.Range.StartLine)})
 		}
