@@ -413,6 +413,10 @@ type outputs struct {
 	corrupt  map[phases.Address]error // recorded outputs that do not decode
 	changing map[phases.Address]bool  // steps this plan changes
 	recheck  map[phases.Address]bool  // steps read again after those they depend on
+	// upstream keeps, in a plan, whether some step a step depends on (at
+	// any depth) changes or is read again (upstreamChanges); nil at run,
+	// where what changes moves as steps run.
+	upstream map[phases.Address]bool
 }
 
 // evaluateAfter evaluates s's inputs, and says which steps the unknown
@@ -585,10 +589,67 @@ const filesAfterPrefix = "files-after:"
 // plannedHash is the input hash the plan holds for s, which run compares
 // before it applies s.
 func (e *Engine) plannedHash(s *phases.Step, in inputs, out *outputs) string {
-	if in.hash == "" || len(out.changesBefore(e.dependencies(s))) == 0 {
+	if in.hash == "" || !e.upstreamChanges(s, out) {
 		return in.hash
 	}
 	return filesAfterPrefix + in.attrs
+}
+
+// upstreamChanges reports whether a step s depends on, at any depth,
+// changes in this plan or is read again after the steps before it. A
+// plan asks it of its steps in dependency order, after their
+// dependencies were planned, so it keeps each step's answer
+// (outputs.upstream): a chain of n steps costs n, not n squared (listing
+// every dependency of every step made a plan of 5,000 steps in levels of
+// 10 take minutes). An answer found through a check is not kept: checks
+// are planned after the steps, so what is before one may not be planned
+// yet. At run it asks afresh each time.
+func (e *Engine) upstreamChanges(s *phases.Step, o *outputs) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	memo := o.upstream
+	if memo == nil {
+		memo = map[phases.Address]bool{}
+	}
+	// changes: a, or a step before it, changes; keep: the answer holds
+	// for the rest of the plan. unkept holds this walk's other answers.
+	unkept := map[phases.Address]bool{}
+	var changes func(a phases.Address) (yes, keep bool)
+	changes = func(a phases.Address) (bool, bool) {
+		if o.changing[a] || o.recheck[a] {
+			return true, true // marks are only ever added
+		}
+		if v, ok := memo[a]; ok {
+			return v, true
+		}
+		d := e.steps[a]
+		if d == nil {
+			return false, true
+		}
+		if _, ok := unkept[a]; ok {
+			return false, false
+		}
+		unkept[a] = false // the graph has no cycle; this only ends a walk
+		yes, keep := false, !d.IsCheck()
+		for _, b := range d.DependsOn {
+			y, k := changes(b)
+			keep = keep && k
+			if yes = y; yes {
+				break
+			}
+		}
+		if keep || yes {
+			memo[a] = yes
+			delete(unkept, a)
+		}
+		return yes, keep || yes
+	}
+	for _, d := range s.DependsOn {
+		if yes, _ := changes(d); yes {
+			return true
+		}
+	}
+	return false
 }
 
 // asPlanned reports whether in are the inputs the plan held (plannedHash);
@@ -607,17 +668,3 @@ func filesRewritten(sp *StepPlan) bool {
 	return sp != nil && strings.HasPrefix(sp.InputHash, filesAfterPrefix)
 }
 
-// dependencies lists the steps s depends on, at any depth.
-func (e *Engine) dependencies(s *phases.Step) []phases.Address {
-	out := slices.Clone(s.DependsOn)
-	for i := 0; i < len(out); i++ {
-		if ds := e.steps[out[i]]; ds != nil {
-			for _, d := range ds.DependsOn {
-				if !slices.Contains(out, d) {
-					out = append(out, d)
-				}
-			}
-		}
-	}
-	return out
-}

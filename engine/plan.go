@@ -185,6 +185,7 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 	}
 	plan.LetGo = e.forgets(snap)
 	out := e.loadOutputs(snap)
+	out.upstream = map[phases.Address]bool{} // the plan goes in dependency order
 	contracts := e.contracts(ctx, selected, snap)
 	progs, d := e.programs(selected)
 	plan.Programs, diags = progs, append(diags, d...)
