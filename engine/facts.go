@@ -667,4 +667,3 @@ func (in inputs) asPlanned(planned string) bool {
 func filesRewritten(sp *StepPlan) bool {
 	return sp != nil && strings.HasPrefix(sp.InputHash, filesAfterPrefix)
 }
-
