@@ -150,19 +150,10 @@ func TestRemovedStepUndoneByTheProviderThatRanIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The record of old as an older migrate left it: no provider.
-	st, err := state.Open(h.dir, state.Options{Lock: state.NewLockInfo("test"), MigrateVersion: "test"})
-	if err != nil {
-		t.Fatal(err)
+	if p := h.record(addr("old")).Provider; p != "fake.second" {
+		t.Fatalf("the record of old names the provider %q, want fake.second", p)
 	}
-	rec, _ := st.Step(addr("old"))
-	if rec.Provider != "fake.second" {
-		t.Fatalf("the record of old names the provider %q, want fake.second", rec.Provider)
-	}
-	rec.Provider = ""
-	if err := st.Checkpoint(rec); err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
+	h.edit("old", func(rec *state.StepRecord) { rec.Provider = "" })
 
 	e, st2 := h.open(two())
 	plan, diags := e.Plan(context.Background(), engine.PlanOptions{})
@@ -222,16 +213,7 @@ func TestOlderRecordLearnsItsProvider(t *testing.T) {
 	if err := h.run(r); err != nil {
 		t.Fatal(err)
 	}
-	st, err := state.Open(h.dir, state.Options{Lock: state.NewLockInfo("test"), MigrateVersion: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, _ := st.Step(addr("a"))
-	rec.Provider = ""
-	if err := st.Checkpoint(rec); err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
+	h.edit("a", func(rec *state.StepRecord) { rec.Provider = "" })
 	// A step added: the phase runs again, and passes over a.
 	if err := h.run(newRB().phaseWith("p", "a", "b")); err != nil {
 		t.Fatal(err)
@@ -239,13 +221,8 @@ func TestOlderRecordLearnsItsProvider(t *testing.T) {
 	if n := h.fake.Applied("fake_step.a"); n != 1 {
 		t.Fatalf("fake_step.a applied %d times, want once", n)
 	}
-	st, err = state.Open(h.dir, state.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if rec, _ := st.Step(addr("a")); rec.Provider != "fake.default" {
-		t.Errorf("the record names the provider %q after a run passed over it, want fake.default", rec.Provider)
+	if p := h.record(addr("a")).Provider; p != "fake.default" {
+		t.Errorf("the record names the provider %q after a run passed over it, want fake.default", p)
 	}
 }
 
@@ -304,14 +281,8 @@ func TestRemovedBlockLetsTheRecordGo(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
-	st2, err := state.Open(h.dir, state.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, _ := st2.Step(addr("b"))
-	st2.Close()
-	if rec.Status != state.Done || rec.Revert != nil || rec.Facts["let_go_by"] != "removed block at main.hcl:7" || rec.Attempts != 1 {
-		t.Errorf("the record of b after the run: %+v", rec)
+	if rec := h.record(addr("b")); rec.Status != state.Done || rec.Revert != nil || rec.Facts["let_go_by"] != "removed block at main.hcl:7" || rec.Attempts != 1 {
+		t.Errorf("the record of b after the run: %+v", h.record(addr("b")))
 	}
 	if _, err := h.rollback(after.r); err != nil {
 		t.Fatal(err)
@@ -348,5 +319,24 @@ func TestPhaseDeletedWarns(t *testing.T) {
 	st.Close()
 	if len(diags) != 0 || len(plan.LetGo) != 1 {
 		t.Fatalf("with a removed block: diagnostics %v, let go %v; want none, and b let go", diags, plan.LetGo)
+	}
+}
+
+// edit changes the state's record of the fake step name, as another
+// writer (an older migrate) would have left it.
+func (h *harness) edit(name string, change func(*state.StepRecord)) {
+	h.t.Helper()
+	st, err := state.Open(h.dir, state.Options{Lock: state.NewLockInfo("test"), MigrateVersion: "test"})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer st.Close()
+	rec, ok := st.Step(addr(name))
+	if !ok {
+		h.t.Fatalf("no record of %s", addr(name))
+	}
+	change(rec)
+	if err := st.Checkpoint(rec); err != nil {
+		h.t.Fatal(err)
 	}
 }

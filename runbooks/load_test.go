@@ -585,3 +585,27 @@ func TestStepTypeOfTwoProviders(t *testing.T) {
 		})
 	}
 }
+
+// expectDiag fails t unless diags hold a diagnostic with summary whose
+// subject starts at line (FILE:LINE) and whose detail says each of
+// detail.
+func expectDiag(t *testing.T, diags phases.Diagnostics, summary, line string, detail ...string) {
+	t.Helper()
+	var found *phases.Diagnostic
+	for i := range diags {
+		if diags[i].Summary == summary {
+			found = &diags[i]
+		}
+	}
+	if found == nil {
+		t.Fatalf("no %q among %v", summary, diags.Err())
+	}
+	if found.Subject == nil || !strings.HasPrefix(found.Subject.String(), line) {
+		t.Errorf("subject = %v, want %s", found.Subject, line)
+	}
+	for _, want := range detail {
+		if !strings.Contains(found.Detail, want) {
+			t.Errorf("detail %q does not say %q", found.Detail, want)
+		}
+	}
+}

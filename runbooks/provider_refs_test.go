@@ -112,23 +112,7 @@ phase "p" {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, diags := load(t, map[string]string{"main.hcl": tc.src}, runbooks.Options{})
-			var found *phases.Diagnostic
-			for i := range diags {
-				if diags[i].Summary == tc.summary {
-					found = &diags[i]
-				}
-			}
-			if found == nil {
-				t.Fatalf("no %q among %v", tc.summary, diags.Err())
-			}
-			if found.Subject == nil || !strings.HasPrefix(found.Subject.String(), tc.line) {
-				t.Errorf("subject = %v, want %s", found.Subject, tc.line)
-			}
-			for _, want := range tc.detail {
-				if !strings.Contains(found.Detail, want) {
-					t.Errorf("detail %q does not say %q", found.Detail, want)
-				}
-			}
+			expectDiag(t, diags, tc.summary, tc.line, tc.detail...)
 		})
 	}
 }
