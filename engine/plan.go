@@ -187,7 +187,7 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 	out := e.loadOutputs(snap)
 	out.upstream = map[phases.Address]bool{} // the plan goes in dependency order
 	contracts := e.contracts(ctx, selected, snap)
-	progs, d := e.programs(selected)
+	progs, d := e.programs(selected, snap)
 	plan.Programs, diags = progs, append(diags, d...)
 	for _, ph := range selected {
 		pp := &PhasePlan{Name: ph.Name, Description: ph.Description, Complete: phaseComplete(ph, snap)}

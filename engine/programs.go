@@ -7,17 +7,20 @@ import (
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/providers"
+	"github.com/homelab-migrate/migrate/state"
 )
 
 // programs names the programs the providers of the selected phases run
 // in (providers.ProgramRunner), once per file, sorted: a plan says what
-// its reviewer trusts with the runbook's secrets. A program refused (a
-// sum that differs, a file others may write) is an error of the plan,
-// said before anything runs.
-func (e *Engine) programs(selected []*phases.Phase) ([]providers.Program, phases.Diagnostics) {
+// its reviewer trusts with the runbook's secrets. The providers that
+// undo what the phases no longer have (withRemoved: a deleted step's, by
+// its record) count too: a run or rollback may start them for that
+// alone. A program refused (a sum that differs, a file others may write)
+// is an error of the plan, said before anything runs.
+func (e *Engine) programs(selected []*phases.Phase, snap *state.Snapshot) ([]providers.Program, phases.Diagnostics) {
 	used := map[string]bool{}
 	for _, ph := range selected {
-		for _, s := range append(slices.Clone(ph.Steps), ph.Checks...) {
+		for _, s := range slices.Concat(e.withRemoved(ph, snap), ph.Checks) {
 			used[s.Provider] = true
 		}
 	}
@@ -53,7 +56,8 @@ func (e *Engine) CheckPrograms(plan *Plan) error {
 	if err != nil {
 		return err
 	}
-	now, diags := e.programs(selected)
+	snap, _, _ := e.moves(e.state.Snapshot())
+	now, diags := e.programs(selected, snap)
 	if diags.HasErrors() {
 		return diags.Err()
 	}

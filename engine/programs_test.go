@@ -76,3 +76,58 @@ func TestPlanNamesPrograms(t *testing.T) {
 		t.Errorf("a rollback with a refused program: %v", err)
 	}
 }
+
+// TestPlanNamesTheProgramThatUndoesADeletedStep: a provider no step of
+// the runbook uses any more, but that undoes a deleted step (its record
+// names it), starts its program for that: the plan names it, as the
+// rollback's does.
+func TestPlanNamesTheProgramThatUndoesADeletedStep(t *testing.T) {
+	prog := providers.Program{Provider: "prog", Path: "/bin/migrate-provider-prog", SHA256: "aa", Verified: true}
+	var ok error
+	f := fake.New()
+	dir := t.TempDir()
+	build := func(steps ...string) *phases.Runbook {
+		b := &rb{r: &phases.Runbook{Dir: ".", Providers: []*phases.ProviderConfig{{Type: "fake", Name: "default"}, {Type: "prog", Name: "p"}}}}
+		p := b.phase("p")
+		b.step(p, "a")
+		for _, n := range steps {
+			b.step(p, n).Provider = "prog.p"
+		}
+		return b.r
+	}
+	open := func(r *phases.Runbook) (*engine.Engine, func()) {
+		st, err := state.Open(dir, state.Options{Lock: state.NewLockInfo("test"), MigrateVersion: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, diags := engine.New(context.Background(), engine.Options{Runbook: r, State: st, Factories: map[string]providers.Factory{
+			"fake": fake.Factory(f),
+			"prog": func() providers.Interface { return programmed{f, &prog, &ok} },
+		}})
+		if diags.HasErrors() {
+			t.Fatal(diags.Err())
+		}
+		return e, func() { st.Close() }
+	}
+	e, done := open(build("x"))
+	plan, diags := e.Plan(context.Background(), engine.PlanOptions{})
+	if diags.HasErrors() {
+		t.Fatal(diags.Err())
+	}
+	if err := e.Run(context.Background(), context.Background(), plan, engine.RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	done()
+	e, done = open(build())
+	defer done()
+	plan, diags = e.Plan(context.Background(), engine.PlanOptions{})
+	if diags.HasErrors() || !slices.Equal(plan.Programs, []providers.Program{prog}) {
+		t.Fatalf("the plan that undoes fake_step.x names the programs %+v (%v), want prog's", plan.Programs, diags)
+	}
+	if err := e.CheckPrograms(plan); err != nil {
+		t.Fatalf("the same program refused: %v", err)
+	}
+	if rp, err := e.PlanRollback(nil); err != nil || !slices.Equal(rp.Programs, []providers.Program{prog}) {
+		t.Fatalf("the rollback plan names %+v (%v)", rp, err)
+	}
+}

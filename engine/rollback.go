@@ -97,7 +97,7 @@ func (e *Engine) PlanRollback(names []string) (*RollbackPlan, error) {
 		}
 	}
 	rp := &RollbackPlan{Lineage: lineage, Serial: serial, Moved: moved, LetGo: e.forgets(snap)}
-	progs, diags := e.programs(selected)
+	progs, diags := e.programs(selected, snap)
 	if diags.HasErrors() {
 		return nil, diags.Err()
 	}
