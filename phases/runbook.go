@@ -192,9 +192,14 @@ type Removed struct {
 	Range  Range // the block
 }
 
-// Matches says whether the block is about the record of a.
+// Matches says whether the block is about the record of a. A step's
+// address without a key is about every instance of it too (a for_each
+// step deleted whole), as in Terraform.
 func (r *Removed) Matches(a Address) bool {
-	if !r.Call {
+	switch {
+	case !r.Call && r.From.Key == "":
+		return a.Base() == r.From
+	case !r.Call:
 		return a == r.From
 	}
 	return a.Group == r.From.Group && (r.From.GroupKey == "" || a.GroupKey == r.From.GroupKey)

@@ -149,7 +149,7 @@ var language = []block{
 		header:      "removed",
 		description: "Says what becomes of the records of a step deleted from the runbook (Terraform's `removed` is the model). Without a block, a deleted step whose record says how to undo it is planned for revert (step_removed) and undone by its phase's next run. With `revert = false`, its record is let go instead: what the step did stays as it is, and no run or rollback undoes it; the plan shows `# ADDRESS let go (removed block at FILE:LINE)`, and `run` and `rollback` write it into the record first, under the lock (its revert data dropped, the fact `let_go_by` added), before any step. `revert = true` says in the runbook what deleting the step does anyway. `from` must no longer be declared, nor be the `from` of a moved block; a `from` without a record does nothing.",
 		attrs: map[string]phases.Attribute{
-			"from":   required(cty.DynamicPseudoType, "The deleted step's address, TYPE.NAME (group.CALL.TYPE.NAME in a group, TYPE.NAME[\"KEY\"] for an instance), or a deleted group call's, group.NAME (group.NAME[\"KEY\"] for one instance): all its steps. Without quotes."),
+			"from":   required(cty.DynamicPseudoType, "The deleted step's address, TYPE.NAME (group.CALL.TYPE.NAME in a group; every instance of a for_each step, or TYPE.NAME[\"KEY\"] for one), or a deleted group call's, group.NAME (group.NAME[\"KEY\"] for one instance): all its steps. Without quotes."),
 			"revert": required(cty.Bool, "false lets the records go, leaving what their steps did; true undoes them. Written as it is, true or false."),
 		},
 		types: map[string]string{"from": "reference"},

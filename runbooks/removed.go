@@ -43,7 +43,7 @@ func (ld *load) declareRemoved(blocks []*removedBlock, moved []*phases.Moved) []
 		r.Revert, r.Range = v.True(), toRange(b.DefRange)
 		target := r.Target()
 		switch {
-		case !r.Call && ld.declared(r.From):
+		case !r.Call && (ld.declared(r.From) || r.From.Key == "" && ld.steps[r.From] != nil):
 			fail(b.From.Range(), "Removed Step Still Declared",
 				fmt.Sprintf("A removed block is about a step the runbook no longer has, but %s is declared in it. Delete the step's block, or this removed block.", target))
 			continue

@@ -10,6 +10,10 @@ import (
 
 const removedRunbook = `phase "platform" {
   step "exec" "boot" { command = ["true"] }
+  step "exec" "kept" {
+    for_each = toset(["a"])
+    command  = ["true", each.key]
+  }
   group "app" {
     source   = "./app"
     for_each = toset(["a"])
@@ -56,8 +60,8 @@ removed {
 	if rb.Removed[0].Revert || !rb.Removed[1].Revert {
 		t.Errorf("revert = %v, %v, want false, true", rb.Removed[0].Revert, rb.Removed[1].Revert)
 	}
-	if r := rb.Removed[0].Range; r.Filename != "main.hcl" || r.StartLine != 9 {
-		t.Errorf("range = %v, want main.hcl:9", r)
+	if r := rb.Removed[0].Range; r.Filename != "main.hcl" || r.StartLine != 13 {
+		t.Errorf("range = %v, want main.hcl:13", r)
 	}
 	for _, tc := range []struct {
 		r    int
@@ -65,7 +69,9 @@ removed {
 		want bool
 	}{
 		{0, phases.Address{Type: "exec", Name: "start"}, true},
-		{0, phases.Address{Type: "exec", Name: "start", Key: "k"}, false},
+		{0, phases.Address{Type: "exec", Name: "start", Key: "k"}, true}, // every instance of a deleted for_each step
+		{1, phases.Address{Type: "exec", Name: "each", Key: "y"}, false},
+		{1, phases.Address{Type: "exec", Name: "each", Key: "x"}, true},
 		{2, phases.Address{Group: "old", GroupKey: "k", Type: "exec", Name: "run"}, true},
 		{2, phases.Address{Group: "older", Type: "exec", Name: "run"}, false},
 		{3, phases.Address{Group: "app", GroupKey: "b", Type: "exec", Name: "run"}, true},
@@ -83,21 +89,23 @@ func TestRemovedDiagnostics(t *testing.T) {
 		name, removed, summary, line string
 		detail                       []string
 	}{
-		{"a declared step", "removed {\n  from   = exec.boot\n  revert = false\n}", "Removed Step Still Declared", "main.hcl:10",
+		{"a declared step", "removed {\n  from   = exec.boot\n  revert = false\n}", "Removed Step Still Declared", "main.hcl:14",
 			[]string{"exec.boot is declared"}},
-		{"a declared instance", "removed {\n  from   = group.app[\"a\"].exec.run\n  revert = false\n}", "Removed Step Still Declared", "main.hcl:10",
+		{"a declared for_each step", "removed {\n  from   = exec.kept\n  revert = false\n}", "Removed Step Still Declared", "main.hcl:14",
+			[]string{"exec.kept is declared"}},
+		{"a declared instance", "removed {\n  from   = group.app[\"a\"].exec.run\n  revert = false\n}", "Removed Step Still Declared", "main.hcl:14",
 			[]string{`group.app["a"].exec.run is declared`}},
-		{"a called group", "removed {\n  from   = group.app\n  revert = false\n}", "Removed Group Call Still Declared", "main.hcl:10",
+		{"a called group", "removed {\n  from   = group.app\n  revert = false\n}", "Removed Group Call Still Declared", "main.hcl:14",
 			[]string{"group.app is called"}},
-		{"quoted", "removed {\n  from   = \"exec.start\"\n  revert = false\n}", "Invalid Removed Address", "main.hcl:10",
+		{"quoted", "removed {\n  from   = \"exec.start\"\n  revert = false\n}", "Invalid Removed Address", "main.hcl:14",
 			[]string{"TYPE.NAME", "without quotes"}},
-		{"revert from a variable", "variable \"v\" { default = false }\nremoved {\n  from   = exec.start\n  revert = var.v\n}", "Invalid Removed Block", "main.hcl:12",
+		{"revert from a variable", "variable \"v\" { default = false }\nremoved {\n  from   = exec.start\n  revert = var.v\n}", "Invalid Removed Block", "main.hcl:16",
 			[]string{"true or false"}},
-		{"revert missing", "removed {\n  from = exec.start\n}", "Invalid Removed Block", "main.hcl:9",
+		{"revert missing", "removed {\n  from = exec.start\n}", "Invalid Removed Block", "main.hcl:13",
 			[]string{"revert is true or false"}},
-		{"twice", "removed {\n  from   = exec.start\n  revert = false\n}\nremoved {\n  from   = exec.start\n  revert = true\n}", "Duplicate Removed Block", "main.hcl:14",
-			[]string{"exec.start is named already by the removed block at main.hcl:9"}},
-		{"also moved", "moved {\n  from = exec.start\n  to   = exec.boot\n}\nremoved {\n  from   = exec.start\n  revert = false\n}", "Removed and Moved", "main.hcl:14",
+		{"twice", "removed {\n  from   = exec.start\n  revert = false\n}\nremoved {\n  from   = exec.start\n  revert = true\n}", "Duplicate Removed Block", "main.hcl:18",
+			[]string{"exec.start is named already by the removed block at main.hcl:13"}},
+		{"also moved", "moved {\n  from = exec.start\n  to   = exec.boot\n}\nremoved {\n  from   = exec.start\n  revert = false\n}", "Removed and Moved", "main.hcl:18",
 			[]string{"carried or let go, not both"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
