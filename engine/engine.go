@@ -65,10 +65,6 @@ type Engine struct {
 	origins map[string]string
 	// windows says which steps open and close a service's window.
 	windows map[phases.Address]windowEnd
-	// runners are the configured providers that run each step type, by
-	// the type: who may undo a record whose step the runbook no longer
-	// has (removedStep).
-	runners map[string][]string
 
 	rebaseTypes sync.Map // "provider type" -> its schema says Rebase
 
@@ -144,12 +140,6 @@ func New(ctx context.Context, opts Options) (*Engine, phases.Diagnostics) {
 		resp := p.Configure(ctx, providers.ConfigureRequest{Name: pc.Name, Config: cfg, Dir: opts.Runbook.Dir, StateDir: opts.StateDir})
 		diags = append(diags, withSubject(resp.Diagnostics, pc.Range)...)
 		e.providers[pc.Key()] = p
-	}
-	e.runners = map[string][]string{}
-	for _, key := range slices.Sorted(maps.Keys(e.providers)) {
-		for t := range e.providers[key].Schema().StepTypes {
-			e.runners[t] = append(e.runners[t], key)
-		}
 	}
 	for _, s := range e.steps {
 		if _, ok := e.providers[s.Provider]; !ok && !diags.HasErrors() {

@@ -597,13 +597,16 @@ func (e *Engine) plannedHash(s *phases.Step, in inputs, out *outputs) string {
 
 // upstreamChanges reports whether a step s depends on, at any depth,
 // changes in this plan or is read again after the steps before it. A
-// plan asks it of its steps in dependency order, after their
-// dependencies were planned, so it keeps each step's answer
-// (outputs.upstream): a chain of n steps costs n, not n squared (listing
-// every dependency of every step made a plan of 5,000 steps in levels of
-// 10 take minutes). An answer found through a check is not kept: checks
-// are planned after the steps, so what is before one may not be planned
-// yet. At run it asks afresh each time.
+// plan asks it of each step once what s depends on has been planned, and
+// keeps the answer for each step it walks through (outputs.upstream:
+// "something before it changes"): a chain of n steps costs n, not n
+// squared (listing every dependency of every step made a plan of 5,000
+// steps in levels of 10 take minutes). The answers hold for the rest of
+// the plan: what a step depends on is planned before it (the loader
+// keeps a step from depending on a later check or step of its phase; a
+// before check, planned after the steps, depends only on earlier
+// phases), and a step's marks are set when it is planned. At run it asks
+// afresh each time.
 func (e *Engine) upstreamChanges(s *phases.Step, o *outputs) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -611,45 +614,19 @@ func (e *Engine) upstreamChanges(s *phases.Step, o *outputs) bool {
 	if memo == nil {
 		memo = map[phases.Address]bool{}
 	}
-	// changes: a, or a step before it, changes; keep: the answer holds
-	// for the rest of the plan. unkept holds this walk's other answers.
-	unkept := map[phases.Address]bool{}
-	var changes func(a phases.Address) (yes, keep bool)
-	changes = func(a phases.Address) (bool, bool) {
-		if o.changing[a] || o.recheck[a] {
-			return true, true // marks are only ever added
-		}
+	var before func(a phases.Address) bool
+	changes := func(a phases.Address) bool { return o.changing[a] || o.recheck[a] || before(a) }
+	before = func(a phases.Address) bool {
 		if v, ok := memo[a]; ok {
-			return v, true
+			return v
 		}
-		d := e.steps[a]
-		if d == nil {
-			return false, true
+		memo[a] = false // the graph has no cycle: this only ends a walk
+		if d := e.steps[a]; d != nil {
+			memo[a] = slices.ContainsFunc(d.DependsOn, changes)
 		}
-		if _, ok := unkept[a]; ok {
-			return false, false
-		}
-		unkept[a] = false // the graph has no cycle; this only ends a walk
-		yes, keep := false, !d.IsCheck()
-		for _, b := range d.DependsOn {
-			y, k := changes(b)
-			keep = keep && k
-			if yes = y; yes {
-				break
-			}
-		}
-		if keep || yes {
-			memo[a] = yes
-			delete(unkept, a)
-		}
-		return yes, keep || yes
+		return memo[a]
 	}
-	for _, d := range s.DependsOn {
-		if yes, _ := changes(d); yes {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(s.DependsOn, changes)
 }
 
 // asPlanned reports whether in are the inputs the plan held (plannedHash);

@@ -26,25 +26,35 @@ import (
 // the record is, so that the rollback's revert path undoes it with its
 // provider and its revert data.
 func (e *Engine) removedInstances(ph *phases.Phase, snap *state.Snapshot) []*phases.Step {
-	out, _, _ := e.removed(ph, snap)
+	list, _ := e.removed(ph, snap)
+	out := make([]*phases.Step, len(list))
+	for i, r := range list {
+		out[i] = r.step
+	}
 	return out
+}
+
+// removal is a step removedInstances lists, with why the runbook no
+// longer has it (KeyRemoved, GroupRemoved, StepRemoved).
+type removal struct {
+	step   *phases.Step
+	reason ReasonCode
 }
 
 // leftRecord is a record still to undo whose step the runbook no longer
 // has and that no provider configured now may undo (removedStep).
 type leftRecord struct {
-	Addr phases.Address
-	Why  error
+	Addr  phases.Address
+	Phase string
+	Why   error
 }
 
-// removed is removedInstances, with the reason each is undone for
-// (KeyRemoved, GroupRemoved, StepRemoved), and the records it leaves
-// (leftRecord).
-func (e *Engine) removed(ph *phases.Phase, snap *state.Snapshot) ([]*phases.Step, map[phases.Address]ReasonCode, []leftRecord) {
+// removed is removedInstances, each with its reason, and the records it
+// leaves (leftRecord).
+func (e *Engine) removed(ph *phases.Phase, snap *state.Snapshot) ([]removal, []leftRecord) {
 	if ph == nil {
-		return nil, nil, nil
+		return nil, nil
 	}
-	why := map[phases.Address]ReasonCode{}
 	declared := make(map[phases.Address]*phases.Step, len(ph.ForEach))
 	for _, s := range ph.ForEach {
 		declared[s.Addr] = s
@@ -53,7 +63,7 @@ func (e *Engine) removed(ph *phases.Phase, snap *state.Snapshot) ([]*phases.Step
 	for _, s := range ph.Steps {
 		present[s.Addr] = true
 	}
-	var out []*phases.Step
+	var out []removal
 	var left []leftRecord
 	for _, rec := range snap.Steps {
 		a := rec.Addr // the key's (the state checks it on load)
@@ -63,8 +73,9 @@ func (e *Engine) removed(ph *phases.Phase, snap *state.Snapshot) ([]*phases.Step
 		// A call's declaration of its step, without the call's key.
 		keyless := phases.Address{Group: a.Group, Type: a.Type, Name: a.Name}
 		var t *phases.Step
+		gone := e.groupGone(a)
 		switch {
-		case e.groupGone(a):
+		case gone:
 			t = declared[keyless]
 		case a.Key != "":
 			if t = declared[a.Base()]; t == nil && a.GroupKey != "" {
@@ -77,15 +88,11 @@ func (e *Engine) removed(ph *phases.Phase, snap *state.Snapshot) ([]*phases.Step
 			}
 			s, err := e.removedStep(a, rec, snap)
 			if err != nil {
-				left = append(left, leftRecord{Addr: a, Why: err})
+				left = append(left, leftRecord{Addr: a, Phase: ph.Name, Why: err})
 				continue
 			}
-			out, why[a] = append(out, s), StepRemoved
+			out = append(out, removal{s, StepRemoved})
 			continue
-		}
-		why[a] = KeyRemoved
-		if e.groupGone(a) {
-			why[a] = GroupRemoved
 		}
 		s := *t
 		s.Addr = a
@@ -97,11 +104,15 @@ func (e *Engine) removed(ph *phases.Phase, snap *state.Snapshot) ([]*phases.Step
 			s.DependsOn, s.Discards = inInstance(t.DependsOn, a), inInstance(t.Discards, a)
 			s.Config = phases.Static(cty.DynamicVal)
 		}
-		out = append(out, &s)
+		r := removal{&s, KeyRemoved}
+		if gone {
+			r.reason = GroupRemoved
+		}
+		out = append(out, r)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Addr.String() < out[j].Addr.String() })
+	sort.Slice(out, func(i, j int) bool { return out[i].step.Addr.String() < out[j].step.Addr.String() })
 	sort.Slice(left, func(i, j int) bool { return left[i].Addr.String() < left[j].Addr.String() })
-	return out, why, left
+	return out, left
 }
 
 // removedStep is the step of a record whose step the runbook has in no
@@ -138,12 +149,19 @@ func (e *Engine) removedStep(a phases.Address, rec *state.StepRecord, snap *stat
 // another machine's. A record of an older migrate does not say (a run
 // that passes over its step unchanged fills it in: rehash).
 func (e *Engine) recordProvider(a phases.Address, rec *state.StepRecord) (string, error) {
-	runners := e.runners[a.Type]
-	switch {
-	case rec.Provider != "" && slices.Contains(runners, rec.Provider):
-		return rec.Provider, nil
-	case rec.Provider != "":
+	if p := e.providers[rec.Provider]; p != nil {
+		if _, ok := p.Schema().StepTypes[a.Type]; ok {
+			return rec.Provider, nil
+		}
+	}
+	if rec.Provider != "" {
 		return "", fmt.Errorf("the provider that ran it, %s, is no longer configured", rec.Provider)
+	}
+	var runners []string // only to say so
+	for _, key := range slices.Sorted(maps.Keys(e.providers)) {
+		if _, ok := e.providers[key].Schema().StepTypes[a.Type]; ok {
+			runners = append(runners, key)
+		}
 	}
 	return "", fmt.Errorf("its record, written by an older migrate, does not say which provider ran it (configured now for %s: %s)", a.Type, orNone(runners))
 }
@@ -157,16 +175,14 @@ func orNone(names []string) string {
 }
 
 // leftDiags warns, in a plan, of the records of the phases planned that
-// are still to undo but that no provider configured now may undo, and of
-// records of phases the runbook no longer has: nothing undoes them.
-func (e *Engine) leftDiags(selected []*phases.Phase, all bool, snap *state.Snapshot) phases.Diagnostics {
+// are still to undo but that no provider configured now may undo (left,
+// as planRemoved found them), and, when it plans every phase, of records
+// of phases the runbook no longer has: nothing undoes them.
+func (e *Engine) leftDiags(left []leftRecord, all bool, snap *state.Snapshot) phases.Diagnostics {
 	var diags phases.Diagnostics
-	for _, ph := range selected {
-		_, _, left := e.removed(ph, snap)
-		for _, l := range left {
-			diags = append(diags, phases.Diagnostic{Severity: phases.Warning, Summary: "Step Left Undone",
-				Detail: fmt.Sprintf("%s (phase %s) is no longer in the runbook and its record says it is still to undo, but %v: nothing will undo it. Its record is kept: put the step back (renamed? a moved block from its old address carries its record), or its provider block, to have it undone.", l.Addr, ph.Name, l.Why)})
-		}
+	for _, l := range left {
+		diags = append(diags, phases.Diagnostic{Severity: phases.Warning, Summary: "Step Left Undone",
+			Detail: fmt.Sprintf("%s (phase %s) is no longer in the runbook and its record says it is still to undo, but %v: nothing will undo it. Its record is kept: put the step back (renamed? a moved block from its old address carries its record), or its provider block, to have it undone.", l.Addr, l.Phase, l.Why)})
 	}
 	if !all {
 		return diags
@@ -218,20 +234,21 @@ func removedReason(r ReasonCode) bool {
 
 // planRemoved plans the revert of instances whose key left the map, of
 // the steps of group call instances gone, and of steps the runbook no
-// longer has.
-func (e *Engine) planRemoved(ph *phases.Phase, snap *state.Snapshot) []*StepPlan {
+// longer has; it returns the records of the phase no provider may undo.
+func (e *Engine) planRemoved(ph *phases.Phase, snap *state.Snapshot) ([]*StepPlan, []leftRecord) {
 	var out []*StepPlan
-	steps, why, _ := e.removed(ph, snap)
-	for _, s := range steps {
+	list, left := e.removed(ph, snap)
+	for _, r := range list {
+		s := r.step
 		rec := snap.Steps[s.Addr.String()]
 		_, gone := e.discarders(s.Addr, snapshotLookup(snap))
-		d := decide(stepFacts{Rollback: true, Removed: why[s.Addr], Rec: rec, GoneWith: gone})
+		d := decide(stepFacts{Rollback: true, Removed: r.reason, Rec: rec, GoneWith: gone})
 		if d.Reason == KeyRemoved || d.Reason == GroupRemoved {
 			d.Why.By = []phases.Address{s.Addr.Base()}
 		}
 		out = append(out, &StepPlan{Addr: s.Addr, Group: s.Addr.GroupPrefix(), Action: d.Action, Status: rec.Status, ReasonCode: d.Reason, Why: d.Why})
 	}
-	return out
+	return out, left
 }
 
 // revertRemoved reverts, at the start of a phase's run, the instances

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/homelab-migrate/migrate/phases"
 	"github.com/homelab-migrate/migrate/state"
@@ -76,9 +75,9 @@ func forgetsText(list []Forget) string {
 	if len(list) == 0 {
 		return "nothing"
 	}
-	var parts []string
-	for _, f := range list {
-		parts = append(parts, f.Addr.String())
+	addrs := make([]phases.Address, len(list))
+	for i, f := range list {
+		addrs[i] = f.Addr
 	}
-	return strings.Join(parts, ", ")
+	return joinAddrs(addrs)
 }

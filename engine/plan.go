@@ -189,11 +189,14 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 	contracts := e.contracts(ctx, selected, snap)
 	progs, d := e.programs(selected, snap)
 	plan.Programs, diags = progs, append(diags, d...)
+	var left []leftRecord // records no provider may undo
 	for _, ph := range selected {
 		pp := &PhasePlan{Name: ph.Name, Description: ph.Description, Complete: phaseComplete(ph, snap)}
 		plan.Phases = append(plan.Phases, pp)
 		changes := false
-		for _, sp := range e.planRemoved(ph, snap) {
+		reverts, l := e.planRemoved(ph, snap)
+		left = append(left, l...)
+		for _, sp := range reverts {
 			changes = true
 			pp.Steps = append(pp.Steps, sp)
 		}
@@ -208,7 +211,7 @@ func (e *Engine) Plan(ctx context.Context, opts PlanOptions) (*Plan, phases.Diag
 			pp.Steps = append(pp.Steps, sp)
 		}
 	}
-	diags = append(diags, e.leftDiags(selected, len(opts.Phases) == 0, snap)...)
+	diags = append(diags, e.leftDiags(left, len(opts.Phases) == 0, snap)...)
 	services, d := e.estimateServices(plan, snap)
 	plan.Services, diags = services, append(diags, d...)
 	return plan, e.redactDiags(diags)

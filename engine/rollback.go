@@ -90,10 +90,10 @@ func (e *Engine) PlanRollback(names []string) (*RollbackPlan, error) {
 		if chosen[later.Name] {
 			continue
 		}
-		for _, before := range e.order.Before(later) {
-			if chosen[before.Name] && phaseTouched(e.withRemoved(later, snap), snap) {
-				return nil, fmt.Errorf("phase %s runs after %s and has not been rolled back: roll back %s first, or both together", later.Name, before.Name, later.Name)
-			}
+		before := e.order.Before(later)
+		i := slices.IndexFunc(before, func(b *phases.Phase) bool { return chosen[b.Name] })
+		if i >= 0 && phaseTouched(e.withRemoved(later, snap), snap) {
+			return nil, fmt.Errorf("phase %s runs after %s and has not been rolled back: roll back %s first, or both together", later.Name, before[i].Name, later.Name)
 		}
 	}
 	rp := &RollbackPlan{Lineage: lineage, Serial: serial, Moved: moved, LetGo: e.forgets(snap)}
@@ -105,7 +105,7 @@ func (e *Engine) PlanRollback(names []string) (*RollbackPlan, error) {
 	for i := len(selected) - 1; i >= 0; i-- {
 		ph := selected[i]
 		pr := &PhaseRollbackPlan{Name: ph.Name}
-		_, _, left := e.removed(ph, snap)
+		_, left := e.removed(ph, snap)
 		for _, l := range left {
 			pr.Irreversible = append(pr.Irreversible, l.Addr) // no provider configured now may undo it
 		}

@@ -147,10 +147,11 @@ func (r *stepRunner) run(s *phases.Step) bool {
 // ran it when it does not name one (format 3), so that it can be undone
 // once the runbook no longer has the step (removedStep).
 func (r *stepRunner) rehash(s *phases.Step, rec *state.StepRecord, in inputs) bool {
-	if !in.stale(rec.InputHash) && rec.Provider != "" {
+	stale := in.stale(rec.InputHash)
+	if !stale && rec.Provider != "" {
 		return true
 	}
-	if in.stale(rec.InputHash) {
+	if stale {
 		rec.InputHash = in.hash
 	}
 	rec.Provider = s.Provider

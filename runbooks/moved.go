@@ -102,12 +102,8 @@ func (ld *load) declareMoved(blocks []*movedBlock) []*phases.Moved {
 // written (phases.ParseAddress parses it, keys included).
 func (ld *load) movedAddress(e hcl.Expression, attr string) (phases.Address, bool) {
 	r := e.Range()
-	text := ""
-	if f := ld.files[r.Filename]; f != nil && r.End.Byte <= len(f.Bytes) {
-		text = strings.TrimSpace(string(f.Bytes[r.Start.Byte:r.End.Byte]))
-	}
 	_, diags := hcl.AbsTraversalForExpr(e)
-	a, err := phases.ParseAddress(text)
+	a, err := phases.ParseAddress(ld.sourceText(r))
 	if diags.HasErrors() || err != nil {
 		ld.diags = append(ld.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid Moved Address",
 			Detail:  fmt.Sprintf("A moved block's %s must be a step's address as TYPE.NAME, without quotes, e.g. %s = exec.backup.", attr, attr),
@@ -115,6 +111,15 @@ func (ld *load) movedAddress(e hcl.Expression, attr string) (phases.Address, boo
 		return phases.Address{}, false
 	}
 	return a, true
+}
+
+// sourceText is the text of r as written, trimmed: an address written
+// as a reference reads as phases.ParseAddress parses it.
+func (ld *load) sourceText(r hcl.Range) string {
+	if f := ld.files[r.Filename]; f != nil && r.End.Byte <= len(f.Bytes) {
+		return strings.TrimSpace(string(f.Bytes[r.Start.Byte:r.End.Byte]))
+	}
+	return ""
 }
 
 // declared reports whether a names a declared step, or an instance of

@@ -71,10 +71,7 @@ func (ld *load) declareRemoved(blocks []*removedBlock, moved []*phases.Moved) []
 // or a group call's.
 func (ld *load) removedTarget(e hcl.Expression) (*phases.Removed, bool) {
 	r := e.Range()
-	text := ""
-	if f := ld.files[r.Filename]; f != nil && r.End.Byte <= len(f.Bytes) {
-		text = strings.TrimSpace(string(f.Bytes[r.Start.Byte:r.End.Byte]))
-	}
+	text := ld.sourceText(r)
 	_, diags := hcl.AbsTraversalForExpr(e)
 	if !diags.HasErrors() {
 		if a, err := phases.ParseAddress(text); err == nil {

@@ -93,23 +93,23 @@ func renderPlan(w io.Writer, st styles, p *engine.Plan) {
 		renderPhasePlan(w, st, ph)
 	}
 	renderServicePlans(w, st, p.Services)
-	moved := ""
+	notes := "" // what the plan does besides steps
 	if len(p.Moved) > 0 {
 		where := "its step's new address"
 		if len(p.Moved) > 1 {
 			where = "their steps' new addresses"
 		}
-		moved = fmt.Sprintf(" %s moved to %s.", plural(len(p.Moved), "record", "records"), where)
+		notes = fmt.Sprintf(" %s moved to %s.", plural(len(p.Moved), "record", "records"), where)
 	}
 	reverts := ""
 	if c.Revert > 0 {
 		reverts = fmt.Sprintf(", %d to revert", c.Revert)
 	}
 	if len(p.LetGo) > 0 {
-		moved += fmt.Sprintf(" %s let go (removed blocks): not undone.", plural(len(p.LetGo), "record", "records"))
+		notes += fmt.Sprintf(" %s let go (removed blocks): not undone.", plural(len(p.LetGo), "record", "records"))
 	}
 	fmt.Fprintf(w, "%s %d to create, %d to update, %d drifted%s, %d unchanged.%s\n",
-		st.bold("Plan:"), c.Create, c.Update, c.Drift, reverts, c.NoOp, moved)
+		st.bold("Plan:"), c.Create, c.Update, c.Drift, reverts, c.NoOp, notes)
 }
 
 // renderLetGo says which records removed blocks let go, before the

@@ -25,6 +25,16 @@ phase "A" {
 ` + moved
 }
 
+// firstOnly is movedRunbook with its second step deleted.
+const firstOnly = `
+phase "A" {
+  step "exec" "first" {
+    command = ["sh", "-c", "echo run-first >> log.txt"]
+    revert  = ["sh", "-c", "echo undo-first >> log.txt"]
+  }
+}
+`
+
 const moveSecond = `
 moved {
   from = exec.second
@@ -210,15 +220,7 @@ func TestRenamedWithoutMovedUndoesTheOldStep(t *testing.T) {
 
 	// Deleted: the next run of phase A undoes it, and rollback has
 	// nothing of it left to undo.
-	one := `
-phase "A" {
-  step "exec" "first" {
-    command = ["sh", "-c", "echo run-first >> log.txt"]
-    revert  = ["sh", "-c", "echo undo-first >> log.txt"]
-  }
-}
-`
-	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(one), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(firstOnly), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	run(t, dir, 0, "run", "--phase", "A", "--auto-approve", "--no-color")
@@ -236,14 +238,7 @@ func TestRemovedBlockKeepsWhatTheStepDid(t *testing.T) {
 	t.Parallel()
 	dir := runbook(t, map[string]string{"main.hcl": movedRunbook("second", "")})
 	run(t, dir, 0, "run", "--all", "--auto-approve", "--no-color")
-	one := `
-phase "A" {
-  step "exec" "first" {
-    command = ["sh", "-c", "echo run-first >> log.txt"]
-    revert  = ["sh", "-c", "echo undo-first >> log.txt"]
-  }
-}
-
+	one := firstOnly + `
 removed {
   from   = exec.second
   revert = false
